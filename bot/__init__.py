@@ -1,0 +1,1 @@
+"""bot: the Slack edge, Dramatiq wiring, settings and the `warroom` CLI."""

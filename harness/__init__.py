@@ -1,0 +1,1 @@
+"""harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""

@@ -1,0 +1,188 @@
+"""Typed values that cross the ``memory_store`` door.
+
+All are frozen dataclasses. Times are aware UTC ``datetime``s. Paths inside a
+namespace are absolute *within the scope root*: the virtual file
+``/memory/teams/payments.md`` is ``Namespace(org, Scope.MEMORY)`` + ``/teams/payments.md``.
+Versions count from 1; version 0 means "does not exist".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class Scope(StrEnum):
+    """Which shared tree a file lives in (ARCHITECTURE.md §6)."""
+
+    MEMORY = "memory"  # org-wide durable lessons
+    SKILLS = "skills"  # org-wide playbooks: /<name>/SKILL.md + extra files
+    INCIDENT = "incident"  # one incident's notes; an incident is (org, Slack channel)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """A tenant-isolated tree of files.
+
+    ``channel_id`` is the Slack channel id for ``Scope.INCIDENT`` and must be
+    empty for the org-wide scopes.
+
+    Raises:
+        ValueError: empty ``org_id``, or ``channel_id`` given/missing for the wrong scope.
+    """
+
+    org_id: str
+    scope: Scope
+    channel_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.org_id:
+            raise ValueError("org_id must not be empty")
+        if (self.scope is Scope.INCIDENT) != bool(self.channel_id):
+            raise ValueError("channel_id is required for, and only for, Scope.INCIDENT")
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """One file: its namespace and its normalised path within the scope root."""
+
+    ns: Namespace
+    path: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who makes a change: recorded on every revision.
+
+    ``actor`` is a Slack user id, ``"agent"`` or ``"cli"``; ``tool_use_id`` makes a
+    repeated tool call idempotent (same id → the first result, no new revision).
+    """
+
+    actor: str
+    session_id: str | None = None
+    tool_use_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """A file's current content and version."""
+
+    path: str
+    version: int
+    content: str
+    updated_at: datetime
+    actor: str
+    session_id: str | None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Outcome of ``write``/``restore``: ``base_version`` is 0 when the file was created.
+
+    ``unchanged`` is true when the stored content already equalled the new content
+    (no new version was made).
+    """
+
+    path: str
+    version: int
+    base_version: int
+    created: bool
+    unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """Outcome of ``edit``.
+
+    ``concurrent_change`` is true when the caller's ``seen_version`` was older than
+    the version the edit applied to (someone else changed other lines meanwhile).
+    ``content`` is the new full content.
+    """
+
+    path: str
+    version: int
+    base_version: int
+    replacements: int
+    content: str
+    concurrent_change: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A directory listing entry. Directories are implied by file paths."""
+
+    path: str
+    is_dir: bool
+    version: int | None = None
+    size_bytes: int | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One line of the harness's memory/skill/incident index.
+
+    ``summary`` is the frontmatter ``description`` when present, otherwise the first
+    non-empty line (cut to 200 chars).
+    """
+
+    path: str
+    summary: str
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    """One output line of ``grep``: a match, or a context line when ``is_context``."""
+
+    path: str
+    line_number: int
+    line: str
+    is_context: bool = False
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One immutable row of a file's history.
+
+    ``operation`` is one of ``create``, ``write``, ``edit``, ``delete``, ``restore``;
+    ``content`` is None for a delete (tombstone).
+    """
+
+    path: str
+    version: int
+    base_version: int
+    operation: str
+    content: str | None
+    actor: str
+    session_id: str | None
+    tool_use_id: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Change:
+    """A file the caller has seen that changed since: for per-step change notices.
+
+    ``version`` is the current version (the tombstone's when ``deleted``).
+    """
+
+    key: FileKey
+    seen_version: int
+    version: int
+    deleted: bool
+    actor: str
+    session_id: str | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Store limits. Defaults from ARCHITECTURE.md §6."""
+
+    max_file_bytes: int = 100 * 1024
+    max_files_per_org: int = 10_000
+    max_bytes_per_org: int = 200 * 1024 * 1024
+    lock_timeout_ms: int = 2_000
+    statement_timeout_ms: int = 10_000

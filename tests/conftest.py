@@ -1,0 +1,74 @@
+"""Shared test fixtures: real PostgreSQL and Redis, found or refused loudly.
+
+Tests that need a service request the ``postgres_url`` or ``redis_url`` fixture. When
+the service is down they are skipped with a loud reason, unless ``CI`` is set, in
+which case they fail (a CI run must never silently skip them).
+
+Environment:
+    WARROOM_TEST_PG_ADMIN_URL  admin DSN (default postgresql://postgres@127.0.0.1:5432/postgres)
+    WARROOM_TEST_REDIS_URL     (default redis://127.0.0.1:6379/15)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get(
+    "WARROOM_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _reachable(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), 1.0):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, url: str) -> None:
+    """Skip (locally) or fail (with CI set) when a service is unreachable."""
+    if _reachable(url):
+        return
+    message = f"{name} is not reachable at {url}: start it (see .ci/run) to run this test"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(f"!!! SKIPPED: {message}")
+
+
+def _with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test run (dropped afterwards).
+
+    Yields a SQLAlchemy URL using asyncpg: ``postgresql+asyncpg://…/warroom_test_<hex>``.
+    """
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    from tests import pg_admin as admin
+
+    name = f"warroom_test_{uuid.uuid4().hex[:12]}"
+    admin.create_database(PG_ADMIN_URL, name)
+    try:
+        url = _with_database(PG_ADMIN_URL, name)
+        yield url.replace("postgresql://", "postgresql+asyncpg://", 1)
+    finally:
+        admin.drop_database(PG_ADMIN_URL, name)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The Redis URL for tests (database 15 by default)."""
+    require_service("Redis", REDIS_URL)
+    return REDIS_URL
