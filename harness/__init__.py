@@ -1,1 +1,120 @@
 """harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""
+
+from .checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoStatus
+from .errors import (
+    HarnessError,
+    InvalidMessage,
+    ModelError,
+    ModelRejected,
+    ModelStalled,
+    ModelUnavailable,
+    WorkspaceError,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceUnavailable,
+)
+from .events import (
+    Answered,
+    Event,
+    InputGiven,
+    ModelResponded,
+    Notice,
+    TodosChanged,
+    ToolFinished,
+    ToolIntent,
+    ToolUnknown,
+)
+from .limits import Limits
+from .messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    from_wire,
+    to_wire,
+)
+from .model import DEFAULT_BASE_URL, AnthropicModel, Model, ModelReply, ToolSpec, build_request
+from .notices import change_notices
+from .sandbox_session import SandboxWorkspaces, SessionWorkspace
+from .step import Collaborators, Next, StepResult, advance
+from .tool import Tool, ToolContext, ToolOutcome
+from .toolbox import TOOLS, run_tool, summarize_call, tool_specs
+from .vfs import Mount, PathError, Resolved, resolve
+from .workspace import CommandResult, StepWorkspace, Workspace, WorkspaceSource
+
+__all__ = [
+    # errors
+    "HarnessError",
+    "InvalidMessage",
+    "ModelError",
+    "ModelRejected",
+    "ModelStalled",
+    "ModelUnavailable",
+    "WorkspaceError",
+    "WorkspaceFileNotFound",
+    "WorkspaceIsADirectory",
+    "WorkspaceUnavailable",
+    # the step
+    "Collaborators",
+    "Limits",
+    "Next",
+    "StepResult",
+    "advance",
+    # events
+    "Answered",
+    "Event",
+    "InputGiven",
+    "ModelResponded",
+    "Notice",
+    "TodosChanged",
+    "ToolFinished",
+    "ToolIntent",
+    "ToolUnknown",
+    # sandbox
+    "SandboxWorkspaces",
+    "SessionWorkspace",
+    # checkpoint
+    "Checkpoint",
+    "Inbound",
+    "ReadRecord",
+    "Requester",
+    "Todo",
+    "TodoStatus",
+    # messages
+    "ContentBlock",
+    "Message",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "Usage",
+    "from_wire",
+    "to_wire",
+    # model
+    "DEFAULT_BASE_URL",
+    "AnthropicModel",
+    "Model",
+    "ModelReply",
+    "ToolSpec",
+    "build_request",
+    # tools
+    "TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "change_notices",
+    "run_tool",
+    "summarize_call",
+    "tool_specs",
+    # paths
+    "Mount",
+    "PathError",
+    "Resolved",
+    "resolve",
+    # workspace (the sandbox as the tools see it)
+    "CommandResult",
+    "StepWorkspace",
+    "Workspace",
+    "WorkspaceSource",
+]

@@ -5,16 +5,22 @@ model-facing wording of Claude Code's tools. The tree::
 
     StoreError
     ├── FileNotFound            path does not exist (or is deleted)
+    │   └── VersionNotFound     restore named a version that has no content
     ├── StaleVersion            conditional write/delete lost the race (carries current version)
     ├── InvalidPath             not absolute, control characters, escapes the scope root, …
     │   └── CaseConflict        differs from an existing path only by letter case
     ├── FileTooLarge            content over the per-file cap
     ├── QuotaExceeded           the org is over its file-count or byte quota
     ├── InvalidSkill            a SKILL.md with bad frontmatter (carries the problems)
+    ├── InvalidContent          content that is not storable text (NUL, lone surrogates)
     ├── EditFailed              an edit that cannot apply to the current content
     │   ├── NoChange            old_string == new_string
     │   ├── StringNotFound      old_string does not occur in the current content
-    │   └── AmbiguousMatch      old_string occurs ``count`` times and replace_all is false
+    │   ├── AmbiguousMatch      old_string occurs ``count`` times and replace_all is false
+    │   └── FileExists          empty old_string ("create") on a non-empty file
+    ├── SessionNotFound         no session with that id
+    ├── Fenced                  a claim's epoch is no longer current (another worker, stop, sweeper)
+    ├── PostNotFound            no Slack post intent with that key
     └── DatabaseUnavailable     the database could not be reached or timed out (retryable)
 """
 
@@ -146,3 +152,61 @@ class AmbiguousMatch(EditFailed):
 
 class DatabaseUnavailable(StoreError):
     """The database could not be reached, or a statement hit its lock/statement timeout."""
+
+
+class VersionNotFound(FileNotFound):
+    """The file exists but has no such version with content (unknown, or a deletion)."""
+
+    def __init__(self, path: str, version: int) -> None:
+        super().__init__(path)
+        self.args = (f"version {version} of {path} not found (or it is a deletion)",)
+        self.version = version
+
+
+class FileExists(EditFailed):
+    """An edit with an empty ``old_string`` (meaning "create") on a non-empty file."""
+
+    def __init__(self, path: str, *, current_version: int) -> None:
+        super().__init__(path, "cannot create new file - file already exists")
+        self.current_version = current_version
+
+
+class InvalidContent(StoreError):
+    """Content the store cannot keep as text (NUL characters, unpaired surrogates)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot store {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class SessionNotFound(StoreError):
+    """No session has this id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session not found: {session_id}")
+        self.session_id = session_id
+
+
+class Fenced(StoreError):
+    """A write with a claim whose epoch is no longer current, or whose step already
+    committed: another worker claimed the session, ``stop`` cancelled it, or the
+    sweeper failed it. Nothing was written; the caller drops the step.
+
+    Attributes:
+        session_id: the session.
+        epoch: the claim's (stale) epoch.
+    """
+
+    def __init__(self, session_id: str, epoch: int) -> None:
+        super().__init__(f"session {session_id}: claim epoch {epoch} is fenced off")
+        self.session_id = session_id
+        self.epoch = epoch
+
+
+class PostNotFound(StoreError):
+    """No Slack post intent has this key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"post intent not found: {key}")
+        self.key = key

@@ -148,7 +148,8 @@ class Revision:
     """One immutable row of a file's history.
 
     ``operation`` is one of ``create``, ``write``, ``edit``, ``delete``, ``restore``;
-    ``content`` is None for a delete (tombstone).
+    ``content`` is None for a delete (tombstone). ``replacements`` is the number of
+    replacements an ``edit`` made (None for other operations).
     """
 
     path: str
@@ -160,6 +161,7 @@ class Revision:
     session_id: str | None
     tool_use_id: str | None
     created_at: datetime
+    replacements: int | None = None
 
 
 @dataclass(frozen=True)
@@ -186,3 +188,6 @@ class Limits:
     max_bytes_per_org: int = 200 * 1024 * 1024
     lock_timeout_ms: int = 2_000
     statement_timeout_ms: int = 10_000
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,140 @@
+"""Benchmark of the org file store on PostgreSQL.
+
+Prints one JSON line:
+    write_visible_p50_ms / _p99_ms   a conditional whole-file write committed through one
+                                     Database (its own connection pool), then a read through
+                                     another Database until it returns the new version: time
+                                     from the write call to that read's answer
+    write_p50_ms, read_p50_ms        the two halves of that figure
+    contended_edits_per_s            N writers (default 20), each making M edits (default 25)
+                                     to its own lines of one shared file, all at once
+    lost_updates                     edits missing from the final content, plus missing
+                                     revisions (must be 0)
+
+    .venv/bin/python bench/memory_store.py [--samples 500] [--writers 20] [--edits 25]
+                                           [--pg-admin-url URL]
+
+It creates a throwaway database through the admin URL and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+# This file is named like the package it measures: put the repository root first on the
+# path so that ``import memory_store`` finds the package, not this script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import asyncpg
+
+from memory_store import Database, FileStore, Namespace, Origin, Scope
+
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+WARMUP = 30
+
+
+async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, float]:
+    """Latency from a committed write on one pool to a read that sees it on another."""
+    writer_db = Database.from_url(url, data_dir=data_dir)
+    reader_db = Database.from_url(url, data_dir=data_dir)
+    writer, reader = FileStore(writer_db), FileStore(reader_db)
+    ns = Namespace("bench-org", Scope.INCIDENT, "C-bench")
+    try:
+        version = (
+            await writer.write(ns, "/v.md", "start", Origin("bench"), expected_version=0)
+        ).version
+        total, writes, reads = [], [], []
+        for i in range(WARMUP + samples):
+            origin = Origin("bench", session_id="S1", tool_use_id=f"toolu_{i}")
+            start = time.perf_counter()
+            version = (
+                await writer.write(ns, "/v.md", f"sample {i}\n", origin, expected_version=version)
+            ).version
+            committed = time.perf_counter()
+            while (await reader.read(ns, "/v.md")).version != version:
+                pass  # never expected: a committed write is visible to the next statement
+            seen = time.perf_counter()
+            if i >= WARMUP:
+                total.append((seen - start) * 1000)
+                writes.append((committed - start) * 1000)
+                reads.append((seen - committed) * 1000)
+    finally:
+        await writer_db.dispose()
+        await reader_db.dispose()
+    return {
+        "write_visible_p50_ms": round(statistics.median(total), 3),
+        "write_visible_p99_ms": round(statistics.quantiles(total, n=100)[98], 3),
+        "write_p50_ms": round(statistics.median(writes), 3),
+        "read_p50_ms": round(statistics.median(reads), 3),
+    }
+
+
+def line(writer: int, edit: int, state: str) -> str:
+    return f"writer {writer:03d} item {edit:03d}: {state}\n"
+
+
+async def contended_edits(url: str, data_dir: Path, writers: int, edits: int) -> dict[str, float]:
+    """Edits per second with ``writers`` sessions editing their own lines of one file."""
+    db = Database.from_url(url, data_dir=data_dir, pool_size=writers, max_overflow=4)
+    store = FileStore(db)
+    ns = Namespace("bench-org", Scope.MEMORY)
+    cells = [(w, e) for w in range(writers) for e in range(edits)]
+    try:
+        board = "".join(line(w, e, "todo") for w, e in cells)
+        await store.write(ns, "/board.md", board, Origin("bench"), expected_version=0)
+
+        async def session(w: int) -> None:
+            for e in range(edits):
+                origin = Origin("bench", session_id=f"S{w}", tool_use_id=f"toolu_{w}_{e}")
+                await store.edit(ns, "/board.md", line(w, e, "todo"), line(w, e, "done"), origin)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(session(w) for w in range(writers)))
+        elapsed = time.perf_counter() - start
+        final = (await store.read(ns, "/board.md")).content
+        revisions = len(await store.history(ns, "/board.md")) - 1
+    finally:
+        await db.dispose()
+    missing = sum(line(w, e, "done") not in final for w, e in cells)
+    return {
+        "contended_edits_per_s": round(len(cells) / elapsed, 1),
+        "lost_updates": missing + (len(cells) - revisions),
+        "writers": writers,
+        "edits": len(cells),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, float]:
+    name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(args.pg_admin_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(args.pg_admin_url)._replace(path=f"/{name}"))
+    try:
+        with tempfile.TemporaryDirectory() as data_dir:
+            db = Database.from_url(url, data_dir=Path(data_dir))
+            await db.migrate()
+            await db.dispose()
+            figures = await write_visible(url, Path(data_dir), args.samples)
+            figures |= await contended_edits(url, Path(data_dir), args.writers, args.edits)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+    return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--writers", type=int, default=20)
+    parser.add_argument("--edits", type=int, default=25)
+    parser.add_argument("--pg-admin-url", default=DEFAULT_ADMIN_URL)
+    print(json.dumps({"backend": "postgresql"} | asyncio.run(main(parser.parse_args()))))

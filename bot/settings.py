@@ -1,0 +1,80 @@
+"""Warroom's configuration: one ``Settings`` read once, from the environment and ``.env``.
+
+Only this module reads the environment. Every name below is also an environment
+variable (upper case). Secrets are ``SecretStr`` so they never print.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class MissingSetting(RuntimeError):
+    """A required setting is absent; the message names the variable to set."""
+
+    def __init__(self, variable: str, why: str) -> None:
+        super().__init__(f"{variable} is not set: {why}. Set it in the environment or in .env.")
+        self.variable = variable
+
+
+class Settings(BaseSettings):
+    """All settings, with their defaults.
+
+    Slack: ``SLACK_BOT_TOKEN`` (xoxb-), ``SLACK_APP_TOKEN`` (xapp-, Socket Mode),
+    ``SLACK_SIGNING_SECRET`` (HTTP mode). Anthropic: ``ANTHROPIC_API_KEY``,
+    ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL``. Storage: ``DATABASE_URL``
+    (default: SQLite under ``WARROOM_DATA_DIR``), ``REDIS_URL`` (default: none → an
+    in-process broker and worker).
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_mode: Literal["socket", "http"] = "socket"
+    slack_http_port: int = 3000
+    slack_api_url: str = "https://slack.com/api/"
+
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    model: str = Field(default="claude-sonnet-4-5", validation_alias="WARROOM_MODEL")
+    max_tokens: int = Field(default=8192, validation_alias="WARROOM_MAX_TOKENS")
+
+    database_url: str | None = None
+    redis_url: str | None = None
+    data_dir: Path = Field(default=Path("./data"), validation_alias="WARROOM_DATA_DIR")
+
+    sandbox_provider: Literal["local", "blaxel"] = Field(
+        default="local", validation_alias="WARROOM_SANDBOX_PROVIDER"
+    )
+    sandbox_network: Literal["none", "host"] = Field(
+        default="none", validation_alias="WARROOM_SANDBOX_NETWORK"
+    )
+    sandbox_idle_suspend_s: float = Field(default=30.0, validation_alias="WARROOM_SANDBOX_IDLE_S")
+    bl_api_key: SecretStr | None = None
+    bl_workspace: str | None = None
+
+    max_steps: int = Field(default=200, validation_alias="WARROOM_MAX_STEPS")
+    skill_editors: str = Field(default="", validation_alias="WARROOM_SKILL_EDITORS")
+    agent_may_write_skills: bool = Field(
+        default=False, validation_alias="WARROOM_AGENT_WRITES_SKILLS"
+    )
+    lease_s: float = Field(default=5.0, validation_alias="WARROOM_LEASE_S")
+    sweep_interval_s: float = Field(default=1.0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
+    stale_after_s: float = Field(default=30.0, validation_alias="WARROOM_STALE_AFTER_S")
+    max_crashes: int = Field(default=3, validation_alias="WARROOM_MAX_CRASHES")
+    worker_threads: int = Field(default=8, validation_alias="WARROOM_WORKER_THREADS")
+    crash_at: str | None = Field(default=None, validation_alias="WARROOM_CRASH_AT")
+    metrics_port: int | None = Field(default=None, validation_alias="WARROOM_METRICS_PORT")
+
+    def require(self, name: str, why: str) -> str:
+        """The value of a secret/optional setting, or MissingSetting naming its variable."""
+        value = getattr(self, name)
+        if value is None or value == "":
+            raise MissingSetting(name.upper(), why)
+        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)

@@ -1,0 +1,177 @@
+"""The Slack app: a slack-bolt ``AsyncApp`` whose listeners validate, record, ack, then follow up.
+
+One set of handlers serves Socket Mode and HTTP mode (``slack_runtime``). Bolt verifies
+HTTP requests (``X-Slack-Signature``, ``v0=`` HMAC-SHA256 of ``v0:{timestamp}:{body}``
+with the signing secret, timestamp within 5 minutes → else 401) and acks the bot's
+own events itself. Listeners:
+
+- ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
+  unacked and retried): ``Intake.receive`` records before the ack, ``follow_up``
+  runs after it;
+- ``/agent``: ack at once, then ``skills …`` (``SkillsCommands``) or the usage;
+- ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
+- the ``warroom_stop`` button: cancel before the ack, reply after.
+
+The app runs with ``process_before_response=True``: an event's response (its ack)
+leaves only once its input is durable, so a database failure answers 500 and Slack
+retries, while everything slow (enqueue, Slack calls) runs afterwards in
+``Background``. The listener's own work is a read and a few short writes;
+``bench/slack_ack.py`` measures the ack.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
+
+from .background import Background
+from .errors import SlackCallFailed, slack_call
+from .inbound import org_id_of, parse_message_event
+from .intake import DEDUPE_TTL_S, FollowUp, Intake
+from .poster import SlackPoster
+from .render import STOP_ACTION_ID
+from .skill_editor import Submission
+from .skills_command import SkillsCommand, SkillsCommands
+
+logger = logging.getLogger(__name__)
+
+AGENT_USAGE = "*Usage:* `/agent skills list` · `show NAME` · `edit NAME` · `new` · `delete NAME`"
+SKILL_VIEWS = re.compile("^warroom_skill_")
+
+
+@dataclass(frozen=True)
+class SlackDeps:
+    """Everything the Slack app needs, built by the composition root.
+
+    Attributes:
+        sessions: durable sessions (records inputs, cancels).
+        dedupe: inbound ``event_id`` / ``"<channel>:<ts>"`` sightings.
+        files: the org file store (for listeners that read org files).
+        client: the bot's Web API client (bot token; ``base_url`` points tests at a fake).
+        signing_secret: verifies HTTP-mode requests (unused in Socket Mode).
+        bot_user_id: the bot's user id, from ``auth.test`` at start.
+        enqueue: ``(session_id, token)`` → wake a worker; must not block the loop.
+        cancel_running: kills the sandbox process of a cancelled step.
+        skills: the ``/agent skills`` handlers.
+        poster: idempotent thread posts.
+        strict_channels: channel ids where only @mentions steer.
+        dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
+    """
+
+    sessions: SessionStore
+    dedupe: InboundDedupe
+    files: FileStore
+    client: AsyncWebClient
+    signing_secret: str
+    bot_user_id: str
+    enqueue: Callable[[str, str], Awaitable[None]]
+    cancel_running: Callable[[Cancelled], Awaitable[None]]
+    skills: SkillsCommands
+    poster: SlackPoster
+    strict_channels: frozenset[str] = frozenset()
+    dedupe_ttl_s: float = DEDUPE_TTL_S
+
+    def intake(self) -> Intake:
+        """The intake over these dependencies."""
+        return Intake(
+            sessions=self.sessions,
+            dedupe=self.dedupe,
+            client=self.client,
+            poster=self.poster,
+            bot_user_id=self.bot_user_id,
+            enqueue=self.enqueue,
+            cancel_running=self.cancel_running,
+            strict_channels=self.strict_channels,
+            dedupe_ttl_s=self.dedupe_ttl_s,
+        )
+
+
+def build_app(*, deps: SlackDeps, background: Background | None = None) -> AsyncApp:
+    """The bolt app with Warroom's listeners; after-ack work runs in ``background``
+    (default: a new one; pass one to ``drain`` it at shutdown or in tests)."""
+    app = AsyncApp(
+        client=deps.client,
+        signing_secret=deps.signing_secret,
+        process_before_response=True,
+        name="warroom",
+    )
+    listeners = _Listeners(deps, deps.intake(), background or Background())
+    app.event("app_mention")(listeners.on_message)
+    app.event("message")(listeners.on_message)
+    app.command("/agent")(listeners.on_agent)
+    app.view(SKILL_VIEWS)(listeners.on_skill_view)
+    app.action(STOP_ACTION_ID)(listeners.on_stop)
+    return app
+
+
+class _Listeners:
+    """The bolt listeners: thin, each one parse → intake → ack → background."""
+
+    def __init__(self, deps: SlackDeps, intake: Intake, background: Background) -> None:
+        self._deps = deps
+        self._intake = intake
+        self._background = background
+
+    async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
+        work = await self._intake.receive(message)
+        await ack()
+        self._after_ack(work, message.event_id)
+
+    async def on_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        action = body["actions"][0]
+        work = await self._intake.press_stop(
+            str(action.get("value") or ""),
+            org_id=_interaction_org(body),
+            user_id=str(body["user"]["id"]),
+            action_ts=str(action.get("action_ts") or ""),
+        )
+        await ack()
+        self._after_ack(work, "stop")
+
+    async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self._background.spawn(self._agent(body), name="/agent")
+
+    async def on_skill_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        response = await self._deps.skills.handle_submission(Submission.from_body(body))
+        await ack(**(response or {}))
+
+    def _after_ack(self, work: FollowUp | None, name: str) -> None:
+        if work is not None:
+            self._background.spawn(
+                self._intake.follow_up(work), name=f"{type(work).__name__} {name}"
+            )
+
+    async def _agent(self, body: dict[str, Any]) -> None:
+        words = str(body.get("text", "")).split()
+        if words and words[0].lower() == "skills":
+            await self._deps.skills.handle_command(SkillsCommand.from_body(body))
+            return
+        try:
+            await slack_call(
+                "chat.postEphemeral",
+                self._deps.client.chat_postEphemeral(
+                    channel=str(body["channel_id"]), user=str(body["user_id"]), text=AGENT_USAGE
+                ),
+            )
+        except SlackCallFailed as exc:
+            logger.warning("/agent usage reply failed: %s", exc)
+
+
+def _interaction_org(body: dict[str, Any]) -> str:
+    """``enterprise.id or team.enterprise_id or team.id`` of an interaction payload."""
+    enterprise = body.get("enterprise") or {}
+    team = body.get("team") or {}
+    return str(
+        enterprise.get("id") or team.get("enterprise_id") or team.get("id") or org_id_of(body)
+    )

@@ -1,0 +1,12 @@
+"""The module the ``dramatiq`` CLI loads: ``dramatiq bot.worker_main``.
+
+Dramatiq's CLI imports a module to find the broker and actors, so this is the one
+module that configures at import time (ARCHITECTURE.md accepts it for the broker).
+"""
+
+from __future__ import annotations
+
+from .queue import setup
+from .settings import Settings
+
+broker, actors, holder = setup(Settings())

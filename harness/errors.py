@@ -1,0 +1,121 @@
+"""Errors raised by ``harness``.
+
+Every error carries fields, not prose to parse. Foreign exceptions (``anthropic``,
+``httpx2``) are translated in one place per boundary and raised ``from`` the
+original. The tree::
+
+    HarnessError
+    ├── InvalidMessage       stored or wire JSON is not a valid message (also a ValueError)
+    ├── WorkspaceError       a sandbox operation the tools asked for failed
+    │   ├── WorkspaceFileNotFound  the sandbox path does not exist (carries ``path``)
+    │   ├── WorkspaceIsADirectory  a directory where a file was expected (``path``)
+    │   └── WorkspaceUnavailable   the sandbox could not be reached; retryable (``reason``)
+    └── ModelError           the model call failed
+        ├── ModelUnavailable retryable failures (429, 529, 5xx, connection) outlasted
+        │                    every attempt (carries ``status``, ``attempts``)
+        ├── ModelRejected    the API refused the request: 400/401/403/404/413/…;
+        │                    never retried (carries ``status``, ``message``)
+        └── ModelStalled     the last attempt's stream went silent for
+                             ``stall_timeout_s`` and no attempt was left
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base class of every error ``harness`` raises on purpose."""
+
+
+class InvalidMessage(HarnessError, ValueError):
+    """A message, content block or usage record could not be parsed from JSON."""
+
+
+class ModelError(HarnessError):
+    """A model call failed; see the subclasses."""
+
+
+class ModelUnavailable(ModelError):
+    """Retryable failures lasted through every attempt.
+
+    Attributes:
+        status: HTTP status of the last failure (429, 529, 5xx), or None when it was a
+            connection error or a stream cut short.
+        attempts: how many requests were sent.
+        request_id: the API's ``request-id`` of the last failure, when it sent one.
+    """
+
+    def __init__(self, *, status: int | None, attempts: int, request_id: str | None = None) -> None:
+        what = f"HTTP {status}" if status is not None else "connection failure"
+        super().__init__(f"model unavailable after {attempts} attempt(s): last was {what}")
+        self.status = status
+        self.attempts = attempts
+        self.request_id = request_id
+
+
+class ModelRejected(ModelError):
+    """The API refused the request; sending it again would not help.
+
+    Attributes:
+        status: HTTP status (400, 401, 403, 404, 413, …).
+        message: the API's ``error.message``.
+        error_type: the API's ``error.type`` (``invalid_request_error``, …), if given.
+        request_id: the API's ``request-id`` header, if given.
+    """
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"model request rejected (HTTP {status}): {message}")
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+        self.request_id = request_id
+
+
+class ModelStalled(ModelError):
+    """The stream sent nothing for ``stall_timeout_s`` on the last attempt left.
+
+    Attributes:
+        attempts: how many requests were sent.
+        stall_timeout_s: the silence, in seconds, that counts as a stall.
+    """
+
+    def __init__(self, *, attempts: int, stall_timeout_s: float) -> None:
+        super().__init__(
+            f"model stream stalled (no data for {stall_timeout_s:g} s) on attempt {attempts}"
+        )
+        self.attempts = attempts
+        self.stall_timeout_s = stall_timeout_s
+
+
+class WorkspaceError(HarnessError):
+    """Base class of the errors a ``Workspace`` (the tools' view of the sandbox) raises."""
+
+
+class WorkspaceFileNotFound(WorkspaceError):
+    """The sandbox path does not exist."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"no such file in the sandbox: {path}")
+        self.path = path
+
+
+class WorkspaceIsADirectory(WorkspaceError):
+    """The sandbox path is a directory where a file was expected."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"is a directory in the sandbox: {path}")
+        self.path = path
+
+
+class WorkspaceUnavailable(WorkspaceError):
+    """The sandbox could not be reached; retryable (``reason`` says what failed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"sandbox unavailable: {reason}")
+        self.reason = reason

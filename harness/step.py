@@ -1,0 +1,254 @@
+"""One step of the agent loop over a checkpoint (ARCHITECTURE.md §3).
+
+``advance`` performs exactly one unit of work — a model call, or one tool call —
+and returns the new checkpoint and the events to append. It never loops, never
+sleeps, and keeps no state outside the checkpoint, so the durable layer can run
+each step in a different worker process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from memory_store import FileStore
+
+from .checkpoint import Checkpoint, Inbound
+from .events import Answered, Event, ModelResponded, Notice, ToolFinished, ToolIntent, ToolUnknown
+from .limits import Limits
+from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from .model import Model
+from .prompt import SYSTEM_PROMPT, reminder
+from .toolbox import ToolContext, run_tool, summarize_call, tool_specs
+from .turn import build_user_message, compact, final_answer_text
+from .workspace import WorkspaceSource
+
+Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
+
+
+class Next(StrEnum):
+    """What the durable layer does after committing a step.
+
+    When the model ends its turn the step returns CONTINUE with
+    ``checkpoint.answer`` set: posting it is the next step, the durable layer's.
+    """
+
+    CONTINUE = "continue"  # enqueue the next step
+    WAIT = "wait"  # nothing to do until someone replies
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A step's outcome: commit ``checkpoint`` and ``events``, then do ``next``."""
+
+    checkpoint: Checkpoint
+    events: tuple[Event, ...]
+    next: Next
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """What a step may touch. ``save`` commits mid-step (intent before side effect)."""
+
+    store: FileStore
+    model: Model
+    workspaces: WorkspaceSource
+    save: Save
+    limits: Limits = field(default_factory=Limits)
+
+
+async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
+    """Advance the session by one step.
+
+    Args:
+        cp: the committed checkpoint.
+        deps: store, model, sandbox access and the mid-step ``save``.
+        inbox: user messages that arrived since the last step (taken as pending input).
+
+    Returns:
+        The new checkpoint, its events and what to do next.
+
+    Raises:
+        ModelError: the model could not be reached after retries (nothing to commit).
+        memory_store.Fenced (via ``save``): another worker owns the session now.
+    """
+    if inbox:
+        cp = replace(cp, pending_input=cp.pending_input + tuple(inbox))
+    if cp.in_flight is not None:
+        return await _recover(cp, deps)
+    call = _next_call(cp)
+    if call is not None:
+        if cp.steps >= deps.limits.max_steps:
+            return _skip_for_cap(cp, call)
+        return await _tool_step(cp, call, deps)
+    if not cp.pending_input and not cp.pending_results and _turn_ended(cp):
+        return StepResult(cp, (), Next.WAIT)
+    return await _model_step(cp, deps)
+
+
+def _turn_ended(cp: Checkpoint) -> bool:
+    return bool(cp.messages) and cp.messages[-1].role == "assistant"
+
+
+def _next_call(cp: Checkpoint) -> ToolUseBlock | None:
+    if not cp.messages or cp.messages[-1].role != "assistant":
+        return None
+    done = {r.tool_use_id for r in cp.pending_results}
+    for block in cp.messages[-1].content:
+        if isinstance(block, ToolUseBlock) and block.id not in done:
+            return block
+    return None
+
+
+def _canonical(call: ToolUseBlock) -> str:
+    return json.dumps(call.input, sort_keys=True, separators=(",", ":"))
+
+
+async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult:
+    summary = summarize_call(call.name, call.input)
+    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
+    cp = replace(cp, in_flight=call.id)
+    await deps.save(cp, (intent,))
+    workspace = deps.workspaces.open(cp)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, deps.limits)
+    outcome = await run_tool(call.name, call.input, ctx)
+    content = outcome.content
+    repeats = _repeats(cp, call)
+    if repeats >= deps.limits.loop_repeats:
+        content += "\n" + reminder(
+            f"You have made this exact {call.name} call {repeats} times in a row with the same "
+            "input. Its result will not change; try a different approach."
+        )
+    events: list[Event] = [*workspace.events()]
+    if outcome.todos is not None:
+        cp = replace(cp, todos=outcome.todos)
+        events.append(outcome.todos_event())
+    result = ToolResultBlock(tool_use_id=call.id, content=content, is_error=outcome.is_error)
+    cp = replace(
+        cp,
+        in_flight=None,
+        pending_results=(*cp.pending_results, result),
+        read_state={**cp.read_state, **outcome.read_updates},
+        sandbox=workspace.handle_json(),
+        notices=cp.notices + workspace.notices(),
+        steps=cp.steps + 1,
+        last_call=(call.name, _canonical(call), repeats),
+    )
+    events.append(
+        ToolFinished(
+            tool_use_id=call.id,
+            name=call.name,
+            summary=summary,
+            is_error=outcome.is_error,
+            output_chars=len(content),
+            output_head=content[:500],
+        )
+    )
+    return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _repeats(cp: Checkpoint, call: ToolUseBlock) -> int:
+    if cp.last_call and cp.last_call[:2] == (call.name, _canonical(call)):
+        return cp.last_call[2] + 1
+    return 1
+
+
+async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
+    """The previous worker died between a tool's intent and its result."""
+    call = _next_call(cp)
+    if call is None or call.id != cp.in_flight:
+        return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
+    workspace = deps.workspaces.open(cp)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, deps.limits)
+    recovered = await run_tool(call.name, call.input, ctx, recovering=True)
+    summary = summarize_call(call.name, call.input)
+    if recovered is None:
+        text = (
+            "The worker running this tool call stopped before its result was recorded, and "
+            "the outcome could not be recovered. The command may or may not have run; check "
+            "its effects before running it again."
+        )
+        result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
+        event: Event = ToolUnknown(tool_use_id=call.id, name=call.name, summary=summary)
+    else:
+        result = ToolResultBlock(call.id, recovered.content, recovered.is_error)
+        event = ToolFinished(
+            tool_use_id=call.id,
+            name=call.name,
+            summary=summary,
+            is_error=recovered.is_error,
+            output_chars=len(recovered.content),
+            output_head=recovered.content[:500],
+        )
+        cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
+    cp = replace(
+        cp,
+        in_flight=None,
+        pending_results=(*cp.pending_results, result),
+        sandbox=workspace.handle_json(),
+        steps=cp.steps + 1,
+    )
+    return StepResult(cp, (*workspace.events(), event), Next.CONTINUE)
+
+
+def _skip_for_cap(cp: Checkpoint, call: ToolUseBlock) -> StepResult:
+    text = "Not run: the session reached its step limit."
+    result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
+    cp = replace(cp, pending_results=(*cp.pending_results, result))
+    return StepResult(cp, (), Next.CONTINUE)
+
+
+async def _model_step(cp: Checkpoint, deps: Collaborators) -> StepResult:
+    limits = deps.limits
+    capped = cp.steps >= limits.max_steps or cp.usage.total() >= limits.max_session_tokens
+    events: list[Event] = []
+    if _needs_compaction(cp, limits):
+        cp, compact_events = await compact(cp, deps.model, limits)
+        events.extend(compact_events)
+    user, cp, notice_events = await build_user_message(cp, deps.store, final=capped)
+    events.extend(notice_events)
+    messages = (*cp.messages, user)
+    reply = await deps.model.complete(
+        system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=limits.max_tokens
+    )
+    assistant = Message(role="assistant", content=reply.content)
+    cp = replace(
+        cp,
+        messages=(*messages, assistant),
+        pending_input=(),
+        pending_results=(),
+        steps=cp.steps + 1,
+        usage=cp.usage + reply.usage,
+        last_input_tokens=reply.usage.prompt_tokens(),
+    )
+    calls = tuple(b for b in reply.content if isinstance(b, ToolUseBlock))
+    text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
+    events.append(
+        ModelResponded(
+            stop_reason=reply.stop_reason,
+            text=text,
+            tool_calls=tuple(summarize_call(c.name, c.input) for c in calls),
+            usage=reply.usage,
+            attempts=reply.attempts,
+        )
+    )
+    if calls and not capped:
+        return StepResult(cp, tuple(events), Next.CONTINUE)
+    if capped:
+        events.append(Notice(topic="step_cap", text="The session reached its step or token limit."))
+        cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)))
+    answer = final_answer_text(text, capped=capped, cp=cp)
+    events.append(Answered(text=answer, best_effort=capped))
+    cp = replace(cp, answer=answer, best_effort=capped)
+    return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _text_only(message: Message) -> Message:
+    blocks = tuple(b for b in message.content if isinstance(b, TextBlock))
+    return Message(role=message.role, content=blocks or (TextBlock("(no answer text)"),))
+
+
+def _needs_compaction(cp: Checkpoint, limits: Limits) -> bool:
+    return cp.last_input_tokens >= limits.compact_at_tokens and len(cp.messages) > 2

@@ -1,0 +1,259 @@
+"""The database: one async SQLAlchemy engine over PostgreSQL (asyncpg) or SQLite (aiosqlite).
+
+One code path serves both backends. Backend differences live here only:
+
+- PostgreSQL: ``lock_timeout`` and ``statement_timeout`` are set once per connection
+  (asyncpg ``server_settings``); single-statement reads run in autocommit mode (no
+  BEGIN/ROLLBACK round trips); writers lock rows with ``SELECT … FOR UPDATE``.
+- SQLite: WAL journal, ``busy_timeout``; writers start with ``BEGIN IMMEDIATE`` (one
+  writer at a time, so concurrent edits wait instead of failing) and, inside one
+  process, queue on an ``asyncio.Lock`` instead of spinning on the busy handler.
+
+Driver and connection errors are mapped to ``DatabaseUnavailable``; a unique-constraint
+violation is mapped to ``WriteConflict`` (the caller retries against fresh state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from .errors import DatabaseUnavailable
+from .migrate import upgrade_to_head
+from .records import DEFAULT_LIMITS, Limits
+
+SQLITE_FILE_NAME = "warroom.sqlite3"
+_BEGIN_OPTION = "warroom_begin"
+_MIGRATION_LOCK_KEY = 7220417211  # any constant bigint shared by every migrating process
+
+
+class WriteConflict(Exception):
+    """A unique constraint refused a row: another transaction got there first.
+
+    Internal to ``memory_store``: the store retries against fresh state.
+    """
+
+
+class Database:
+    """An async engine plus the transaction discipline the store relies on.
+
+    Build it with ``Database.from_url``; call ``migrate()`` once at start and
+    ``dispose()`` at shutdown. Other ``memory_store`` modules use ``read()``,
+    ``write()`` and ``autocommit()``; nothing holds a connection between calls.
+    ``is_postgres`` tells the backend; ``engine`` is the SQLAlchemy engine.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, *, lock_timeout_ms: int = DEFAULT_LIMITS.lock_timeout_ms
+    ) -> None:
+        """Wrap an engine made by ``from_url`` (its event hooks must be installed).
+
+        ``lock_timeout_ms`` bounds the wait for SQLite's in-process writer queue.
+        """
+        self.engine = engine
+        self.is_postgres = engine.dialect.name == "postgresql"
+        self._lock_timeout_s = lock_timeout_ms / 1000
+        self._sqlite_writer = asyncio.Lock()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None,
+        *,
+        data_dir: Path,
+        limits: Limits = DEFAULT_LIMITS,
+        pool_size: int = 10,
+        max_overflow: int = 20,
+    ) -> Database:
+        """A database for ``url``, or the embedded SQLite file when ``url`` is None.
+
+        Args:
+            url: ``postgresql://``, ``postgres://``, ``postgresql+asyncpg://``,
+                ``sqlite:///…`` or ``sqlite+aiosqlite:///…``; None → the SQLite file
+                ``warroom.sqlite3`` under ``data_dir`` (the directory is created).
+            data_dir: where the embedded SQLite file lives.
+            limits: ``lock_timeout_ms`` and ``statement_timeout_ms`` are applied to every
+                connection (SQLite: ``busy_timeout``).
+            pool_size: connections kept open; ``max_overflow`` more on demand.
+
+        Raises:
+            ValueError: a URL of another database kind.
+        """
+        if url is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite+aiosqlite:///{data_dir / SQLITE_FILE_NAME}"
+        sa_url = normalise_url(url)
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow}
+        if sa_url.get_backend_name() == "postgresql":
+            engine = create_async_engine(
+                sa_url, connect_args=_postgres_connect_args(limits), **pool
+            )
+        else:
+            engine = create_async_engine(sa_url, **pool)
+            _install_sqlite_hooks(engine, busy_timeout_ms=limits.lock_timeout_ms)
+        return cls(engine, lock_timeout_ms=limits.lock_timeout_ms)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads; on PostgreSQL each statement is its own snapshot.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if self.is_postgres:
+            async with self.autocommit() as conn:
+                yield conn
+            return
+        with _mapped_errors():
+            async with self.engine.connect() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A PostgreSQL connection where each statement commits on its own.
+
+        For reads, and for writes that are one atomic statement.
+
+        Raises:
+            RuntimeError: on SQLite (our SQLite transactions are started explicitly).
+            WriteConflict: a unique constraint refused a row.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if not self.is_postgres:
+            raise RuntimeError("autocommit connections are for PostgreSQL only")
+        with _mapped_errors():
+            async with self.engine.connect() as conn:
+                yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A connection inside one write transaction, committed when the block ends.
+
+        Keep the block short: it may hold row locks (PostgreSQL) or the write lock
+        (SQLite). An exception rolls the transaction back.
+
+        Raises:
+            WriteConflict: a unique constraint refused a row (retry against fresh state).
+            DatabaseUnavailable: the database could not be reached or a lock timed out.
+        """
+        if self.is_postgres:
+            async with self._transaction() as conn:
+                yield conn
+            return
+        async with self._sqlite_write_turn(), self._transaction("IMMEDIATE") as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _sqlite_write_turn(self) -> AsyncIterator[None]:
+        """This process's turn to write SQLite, waited for at most the lock timeout."""
+        try:
+            async with asyncio.timeout(self._lock_timeout_s):
+                await self._sqlite_writer.acquire()
+        except TimeoutError as exc:
+            raise DatabaseUnavailable("timed out waiting to write the SQLite database") from exc
+        try:
+            yield
+        finally:
+            self._sqlite_writer.release()
+
+    @asynccontextmanager
+    async def _transaction(self, begin: str = "") -> AsyncIterator[AsyncConnection]:
+        with _mapped_errors():
+            async with self.engine.connect() as conn:
+                if begin:
+                    conn = await conn.execution_options(**{_BEGIN_OPTION: begin})
+                async with conn.begin():
+                    yield conn
+
+    async def migrate(self) -> None:
+        """Upgrade the schema to the newest Alembic revision (idempotent).
+
+        On PostgreSQL concurrent callers queue on an advisory lock.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached.
+        """
+        async with self.write() as conn:
+            if self.is_postgres:
+                await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+            await conn.run_sync(upgrade_to_head)
+
+    async def dispose(self) -> None:
+        """Close every pooled connection. The object must not be used afterwards."""
+        await self.engine.dispose()
+
+
+def normalise_url(url: str) -> URL:
+    """The SQLAlchemy async URL for a database URL.
+
+    >>> normalise_url("postgres://u@h:5432/db").render_as_string(hide_password=False)
+    'postgresql+asyncpg://u@h:5432/db'
+    >>> normalise_url("sqlite:///data/w.sqlite3").drivername
+    'sqlite+aiosqlite'
+
+    Raises:
+        ValueError: not a PostgreSQL or SQLite URL.
+    """
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError as error:
+        raise ValueError(f"not a database URL: {url!r}") from error
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return parsed.set(drivername="postgresql+asyncpg")
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    raise ValueError(f"unsupported database {backend!r}: use PostgreSQL or SQLite")
+
+
+def _postgres_connect_args(limits: Limits) -> dict[str, Any]:
+    return {
+        "server_settings": {
+            "lock_timeout": str(limits.lock_timeout_ms),
+            "statement_timeout": str(limits.statement_timeout_ms),
+            "idle_in_transaction_session_timeout": str(limits.statement_timeout_ms * 6),
+        }
+    }
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
+    """SQLAlchemy's recipe for SQLite transactions: the driver emits no BEGIN, we do."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in (
+            "PRAGMA journal_mode=WAL",
+            f"PRAGMA busy_timeout={busy_timeout_ms}",
+            "PRAGMA synchronous=NORMAL",
+            "PRAGMA foreign_keys=ON",
+        ):
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get(_BEGIN_OPTION, '')}")
+
+
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """Translate driver exceptions raised inside the block into our own."""
+    try:
+        yield
+    except exc.IntegrityError as error:
+        raise WriteConflict(str(error.orig)) from error
+    except (exc.DBAPIError, exc.TimeoutError, OSError, TimeoutError) as error:
+        raise DatabaseUnavailable(f"database error: {error}") from error

@@ -1,0 +1,1 @@
+"""Alembic migrations of ``memory_store`` (run by ``Database.migrate``)."""

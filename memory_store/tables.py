@@ -1,0 +1,91 @@
+"""SQLAlchemy Core tables of the file store (their schema is made by the Alembic migrations).
+
+``files`` holds one row per (org, scope, channel, path): the current version and
+content, or a tombstone (``deleted``). ``file_revisions`` is the append-only history:
+one row per version, never updated.
+
+Uniqueness that the store relies on:
+- ``uq_files_path``: one row per path in a namespace;
+- ``uq_files_live_fold``: among live files of a namespace, one per case-folded path
+  (case-only duplicates are refused without a race);
+- ``uq_file_revisions_version``: one revision per version (no lost update can commit);
+- ``uq_file_revisions_tool_use``: one revision per (file, tool_use_id) (idempotent retries).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    false,
+)
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("org_id", String(255), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("channel_id", String(255), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("path_fold", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("deleted", Boolean, nullable=False),
+    Column("content", Text, nullable=True),
+    Column("size_bytes", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("session_id", String(255), nullable=True),
+    UniqueConstraint("org_id", "scope", "channel_id", "path", name="uq_files_path"),
+)
+Index(
+    "uq_files_live_fold",
+    files.c.org_id,
+    files.c.scope,
+    files.c.channel_id,
+    files.c.path_fold,
+    unique=True,
+    postgresql_where=files.c.deleted == false(),
+    sqlite_where=files.c.deleted == false(),
+)
+
+file_revisions = Table(
+    "file_revisions",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("file_id", _Id, ForeignKey("files.id"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("base_version", Integer, nullable=False),
+    Column("operation", String(16), nullable=False),
+    Column("content", Text, nullable=True),
+    Column("replacements", Integer, nullable=True),
+    Column("actor", String(255), nullable=False),
+    Column("session_id", String(255), nullable=True),
+    Column("tool_use_id", String(255), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("file_id", "version", name="uq_file_revisions_version"),
+    Index("uq_file_revisions_tool_use", "file_id", "tool_use_id", unique=True),
+)

@@ -1,0 +1,178 @@
+"""One ``exec`` call: stream the reply, fall back to polling, kill at the deadline.
+
+Rules (ARCHITECTURE.md §8): the process name makes a call idempotent (look it up
+before sending); the caller's deadline is kept here and the process is killed when it
+passes (Blaxel's ``timeout`` only ends a wait); a stream silent for
+``stream_idle_timeout_s`` is dead, and the process is then followed by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+
+import httpx
+
+from .errors import (
+    NameInUse,
+    ProcessNotFound,
+    ProtocolError,
+    RequestRejected,
+    SandboxTimeout,
+    SandboxUnavailable,
+)
+from .events import read_events
+from .records import OutputChunk, ProcessRecord
+from .transport import Transport
+from .wire import ShapeError, error_message, parse_process
+
+OutputCallback = Callable[[OutputChunk], None]
+
+
+class Execution:
+    """Runs (or re-attaches to) the process ``name`` until it ends or ``deadline`` passes.
+
+    ``deadline`` is in ``loop.time()`` seconds. ``lookup`` is the client's
+    ``get_process`` and ``kill`` its ``kill``.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        name: str,
+        deadline: float,
+        lookup: Callable[[str], Awaitable[ProcessRecord | None]],
+        kill: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self._http = transport
+        self._options = transport.options
+        self._name = name
+        self._deadline = deadline
+        self._lookup = lookup
+        self._kill = kill
+        self._output_budget = self._options.max_output_chars
+
+    async def run(
+        self,
+        command: str,
+        working_dir: str,
+        env: Mapping[str, str],
+        on_output: OutputCallback | None,
+    ) -> ProcessRecord:
+        """Get-or-start: a known name is followed, never started again."""
+        payload = {
+            "command": command,
+            "name": self._name,
+            "workingDir": working_dir,
+            "env": dict(env),
+            "waitForCompletion": True,
+            "timeout": max(1, math.ceil(self._deadline - asyncio.get_running_loop().time())),
+        }
+        failure: SandboxUnavailable | None = None
+        for _ in range(self._options.max_attempts):
+            existing = await self._lookup(self._name)
+            if existing is not None:
+                return existing if existing.finished else await self.follow()
+            try:
+                record = await self._stream(payload, on_output)
+            except NameInUse:
+                continue  # started by someone else meanwhile: the lookup will find it
+            except SandboxTimeout:
+                raise  # it may have started; a later call with the same name will know
+            except SandboxUnavailable as exc:
+                failure = exc  # the connection failed: look the name up, then try again
+                continue
+            return record if record is not None and record.finished else await self.follow()
+        if failure is not None:
+            raise failure
+        return await self.follow()
+
+    async def _stream(
+        self, payload: dict[str, object], on_output: OutputCallback | None
+    ) -> ProcessRecord | None:
+        """POST and read the event stream: the record, or None when the stream died."""
+        timeout = self._http.timeout(self._options.stream_idle_timeout_s)
+        headers = {"Accept": "text/event-stream"}
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                async with self._http.stream(
+                    "POST", "/process", json=payload, headers=headers, timeouts=timeout
+                ) as response:
+                    return await self._consume(response, on_output)
+        except TimeoutError:
+            return await self.expire()
+        except (httpx.TimeoutException, httpx.TransportError):
+            return None  # silent or broken after the process started: poll it
+
+    async def _consume(
+        self, response: httpx.Response, on_output: OutputCallback | None
+    ) -> ProcessRecord | None:
+        if response.status_code != 200:
+            raise self._refusal(response, await response.aread())
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return self._parse(json.loads(await response.aread()))  # a server that cannot stream
+        events = read_events(response.aiter_bytes(), self._options.max_event_bytes)
+        async for event in events:
+            if event.type in ("stdout", "stderr") and on_output is not None:
+                self._emit(on_output, OutputChunk(event.type, event.data))
+            elif event.type == "result":
+                return self._parse(json.loads(event.data))
+            elif event.type == "error":
+                raise RequestRejected(self._http.sandbox_id, 422, event.data)
+        return None
+
+    def _refusal(self, response: httpx.Response, body: bytes) -> Exception:
+        message = error_message(body)
+        if response.status_code == 400 and "already exists" in message:
+            return NameInUse(self._http.sandbox_id, self._name, message)
+        return self._http.rejected(response, body)
+
+    def _emit(self, on_output: OutputCallback, chunk: OutputChunk) -> None:
+        if self._output_budget <= 0:
+            return
+        text = chunk.text[: self._output_budget]
+        self._output_budget -= len(text)
+        on_output(OutputChunk(chunk.stream, text))
+
+    def _parse(self, data: object) -> ProcessRecord:
+        try:
+            return parse_process(data, max_chars=self._options.max_output_chars)
+        except ShapeError as exc:
+            raise ProtocolError(self._http.sandbox_id, str(exc)) from exc
+
+    async def follow(self) -> ProcessRecord:
+        """Poll the process until it ends; kill it when the deadline passes.
+
+        Raises:
+            ProcessNotFound: the sandbox does not know the name (e.g. it was replaced).
+        """
+        loop = asyncio.get_running_loop()
+        interval_s = self._options.poll_interval_s
+        while True:
+            record = await self._lookup(self._name)
+            if record is None:
+                raise ProcessNotFound(self._http.sandbox_id, self._name)
+            if record.finished:
+                return record
+            remaining_s = self._deadline - loop.time()
+            if remaining_s <= 0:
+                return await self.expire()
+            await asyncio.sleep(min(interval_s, remaining_s))
+            interval_s = min(interval_s * 2, self._options.max_poll_interval_s)
+
+    async def expire(self) -> ProcessRecord:
+        """Kill the process group and return its final record marked ``timed_out``."""
+        await self._kill(self._name)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._options.kill_wait_s
+        interval_s = self._options.poll_interval_s
+        while True:
+            record = await self._lookup(self._name)
+            if record is None:
+                raise ProcessNotFound(self._http.sandbox_id, self._name)
+            if record.finished or loop.time() >= give_up:
+                return replace(record, timed_out=True)
+            await asyncio.sleep(interval_s)

@@ -1,0 +1,132 @@
+"""Typed values that cross the ``sandbox_client`` door.
+
+All are frozen dataclasses or string enums. Times are aware UTC ``datetime``s; sizes
+are bytes. A ``SandboxHandle`` is what the harness stores in the session checkpoint
+(``to_json``/``from_json``), so that a new process can find the same sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class ProcessStatus(StrEnum):
+    """A process's state, as SBX/1 (Blaxel's ``ProcessResponse.status``) names it."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"  # exited 0
+    FAILED = "failed"  # exited non-zero, or died of a signal nobody asked for
+    STOPPED = "stopped"  # ended after ``stop`` (SIGTERM to its group)
+    KILLED = "killed"  # ended after ``kill`` (SIGKILL to its group)
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """A process the sandbox knows by ``name`` (the harness uses the ``tool_use`` id).
+
+    Attributes:
+        exit_code: None while running; 128 + N after death by signal N.
+        stdout, stderr, logs: captured output, UTF-8 with replacement characters;
+            ``logs`` interleaves both. Over the sandbox's cap the middle is replaced by
+            a ``[... N bytes omitted ...]`` line.
+        timed_out: set by the client (not the sandbox) when ``exec`` killed the process
+            because the caller's deadline passed.
+    """
+
+    name: str
+    command: str
+    status: ProcessStatus
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    logs: str = ""
+    pid: int | None = None
+    working_dir: str = ""
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    timed_out: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """True once the process has ended (any status but ``running``)."""
+        return self.status is not ProcessStatus.RUNNING
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of live output: ``stream`` is ``"stdout"`` or ``"stderr"``."""
+
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One entry of a directory listing (``size_bytes`` is None for directories)."""
+
+    path: str
+    name: str
+    is_dir: bool
+    size_bytes: int | None = None
+
+
+class Health(StrEnum):
+    """What a provider says about a sandbox (ARCHITECTURE.md §8)."""
+
+    READY = "READY"  # answering requests
+    SUSPENDED = "SUSPENDED"  # frozen / on standby: resume before use
+    STARTING = "STARTING"  # exists but does not answer yet
+    GONE = "GONE"  # destroyed or dead: provision a new one
+
+
+@dataclass(frozen=True)
+class SandboxHandle:
+    """How to reach one sandbox again, from any process.
+
+    Attributes:
+        provider: ``"local"`` or ``"blaxel"``.
+        sandbox_id: the provider's name for it.
+        url: the SBX/1 base URL (for local sandboxes a placeholder host; the
+            connection goes through ``socket_path``).
+        socket_path: local only: the host path of the server's Unix socket.
+        pid: local only: the jail's init process (pid 1 of its pid namespace).
+        pid_start_ticks: local only: that process's start time in clock ticks since
+            boot (``/proc/PID/stat`` field 22), so a recycled pid is not mistaken for it.
+        freezer: local only: ``"cgroup2"``, ``"cgroup1"`` or ``"signal"``.
+        cgroup: local only: the cgroup directory used to freeze (empty for signals).
+        state_dir: local only: the sandbox's directory on the host (workspace, socket).
+    """
+
+    provider: str
+    sandbox_id: str
+    url: str
+    socket_path: str | None = None
+    pid: int | None = None
+    pid_start_ticks: int | None = None
+    freezer: str | None = None
+    cgroup: str | None = None
+    state_dir: str | None = None
+
+    def to_json(self) -> str:
+        """This handle as a JSON object (stable keys; unknown ones are ignored on load)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SandboxHandle:
+        """Load a handle written by ``to_json``.
+
+        Raises:
+            ValueError: not a JSON object, or ``provider``/``sandbox_id``/``url`` missing.
+        """
+        data: Any = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a sandbox handle must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError as exc:
+            raise ValueError(f"incomplete sandbox handle: {exc}") from exc

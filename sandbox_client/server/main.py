@@ -1,0 +1,53 @@
+"""Start the SBX/1 server: listen on the Unix socket, say ready, serve until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+from .app import App
+from .config import ServerConfig
+
+SOCKET_BACKLOG = 64
+STREAM_LIMIT_BYTES = 64 * 1024
+
+
+async def serve(config: ServerConfig) -> None:
+    """Serve until SIGTERM or SIGINT, then kill every process group that is left."""
+    app = App(config)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(config.socket_path)
+    server = await asyncio.start_unix_server(
+        app.handle_connection,
+        path=config.socket_path,
+        backlog=SOCKET_BACKLOG,
+        limit=STREAM_LIMIT_BYTES,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    _say_ready(config.ready_fd)
+    async with server:
+        await stop.wait()
+    app.processes.signal_all(signal.SIGKILL)
+
+
+def _say_ready(fd: int) -> None:
+    if fd < 0:
+        return
+    try:
+        os.write(fd, b"ready\n")
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the server with the JSON config given as the first argument."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: main CONFIG_JSON")
+    asyncio.run(serve(ServerConfig.from_json(args[0])))

@@ -1,0 +1,178 @@
+"""One command running in the sandbox: its process group, capped output and exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+from .capture import HeadTail
+from .child import spawn, wait_exit
+from .pipe import PipeReader
+
+Event = tuple[str, str]  # ("stdout" | "stderr", text)
+
+
+def http_date(seconds: float) -> str:
+    """RFC 1123 time, as Blaxel's sandbox API writes it: ``Mon, 02 Jan 2006 15:04:05 GMT``."""
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(seconds))
+
+
+class Subscription:
+    """The live output of one process for one streaming reply, capped at ``budget_bytes``.
+
+    Once the budget is spent, further output is not queued (the final record still
+    carries the captured head and tail), so a slow reader cannot make memory grow.
+    ``None`` in the queue means the process has finished.
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._budget = budget_bytes
+        self._decoders = {
+            name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")
+        }
+
+    def offer(self, stream: str, data: bytes) -> None:
+        """Queue ``data`` as text if budget remains."""
+        if self._budget <= 0:
+            return
+        data = data[: self._budget]
+        self._budget -= len(data)
+        text = self._decoders[stream].decode(data)
+        if text:
+            self.queue.put_nowait((stream, text))
+
+
+class Process:
+    """A started command: ``sh -c`` in its own session and process group.
+
+    Output goes to two pipes read by the event loop into head-and-tail buffers.
+    After the shell exits, output still arriving from leftover children is read for
+    ``drain_s`` and then the pipes are closed, so a command that forks a background
+    tree and exits finishes promptly; the tree stays in the group for ``signal``.
+    """
+
+    def __init__(self, name: str, command: str, working_dir: str, max_output_bytes: int) -> None:
+        self.name = name
+        self.command = command
+        self.working_dir = working_dir
+        self.pid = 0
+        self.started_at = time.time()
+        self.completed_at: float | None = None
+        self.status = "running"
+        self.exit_code: int | None = None
+        self.done = asyncio.Event()
+        self._max_output_bytes = max_output_bytes
+        self._outputs = {"stdout": HeadTail(max_output_bytes), "stderr": HeadTail(max_output_bytes)}
+        self._logs = HeadTail(max_output_bytes)
+        self._subscribers: list[Subscription] = []
+        self._signal_sent: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, shell: str, env: dict[str, str], drain_s: float) -> None:
+        """Spawn the command and begin collecting its output.
+
+        Raises:
+            OSError: the shell or the working directory is unusable.
+        """
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            child = spawn([shell, "-c", self.command], self.working_dir, env, out_w, err_w)
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        self.pid = child.pid
+        readers = [
+            PipeReader(out_r, self._collector("stdout")),
+            PipeReader(err_r, self._collector("stderr")),
+        ]
+        self._task = asyncio.create_task(self._finish_after(child, readers, drain_s))
+
+    def _collector(self, stream: str) -> Callable[[bytes], None]:
+        def collect(data: bytes) -> None:
+            self._outputs[stream].append(data)
+            self._logs.append(data)
+            for sub in self._subscribers:
+                sub.offer(stream, data)
+
+        return collect
+
+    async def _finish_after(
+        self, child: subprocess.Popen[bytes], readers: list[PipeReader], drain_s: float
+    ) -> None:
+        returncode = await wait_exit(child)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_s):
+                for reader in readers:
+                    await reader.eof.wait()
+        for reader in readers:
+            reader.close()
+        self._conclude(returncode)
+
+    def _conclude(self, returncode: int) -> None:
+        self.completed_at = time.time()
+        self.exit_code = returncode if returncode >= 0 else 128 - returncode
+        if self._signal_sent == signal.SIGKILL:
+            self.status = "killed"
+        elif self._signal_sent is not None:
+            self.status = "stopped"
+        else:
+            self.status = "completed" if returncode == 0 else "failed"
+        for sub in self._subscribers:
+            sub.queue.put_nowait(None)
+        self._subscribers.clear()
+        self.done.set()
+
+    def subscribe(self) -> Subscription:
+        """Live output from now on; the queue ends with ``None`` when the process is done."""
+        sub = Subscription(self._max_output_bytes)
+        if self.done.is_set():
+            sub.queue.put_nowait(None)
+        else:
+            self._subscribers.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop feeding ``sub`` (its reader went away)."""
+        if sub in self._subscribers:
+            self._subscribers.remove(sub)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the whole process group (also after the shell exited)."""
+        if not self.done.is_set():
+            self._signal_sent = signum
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    def logs(self) -> dict[str, str]:
+        """``{"logs", "stdout", "stderr"}``: the captured output, as SBX/1 shows it."""
+        return {
+            "logs": self._logs.text(),
+            "stdout": self._outputs["stdout"].text(),
+            "stderr": self._outputs["stderr"].text(),
+        }
+
+    def record(self) -> dict[str, object]:
+        """The SBX/1 process record (Blaxel's ``ProcessResponse`` fields we support)."""
+        return {
+            "pid": str(self.pid),
+            "name": self.name,
+            "command": self.command,
+            "status": self.status,
+            "startedAt": http_date(self.started_at),
+            "completedAt": http_date(self.completed_at) if self.completed_at else None,
+            "exitCode": self.exit_code if self.exit_code is not None else 0,
+            "workingDir": self.working_dir,
+            **self.logs(),
+        }

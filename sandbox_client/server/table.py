@@ -1,0 +1,80 @@
+"""The server's process table: start by name, find by name or pid, forget the oldest."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from .config import ServerConfig
+from .http import HttpError
+from .process import Process
+
+MAX_NAME_CHARS = 256
+
+
+class ProcessTable:
+    """Every process this sandbox has run, by name (Blaxel semantics).
+
+    A name that is running cannot be started again (400, as Blaxel answers); a
+    finished name can (the new run replaces the old record). At most
+    ``max_processes`` finished records are kept.
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._config = config
+        self._by_name: dict[str, Process] = {}
+
+    def start(self, name: str, command: str, working_dir: str, env: dict[str, str]) -> Process:
+        """Start ``command`` under ``name`` (a generated name when empty).
+
+        Raises:
+            HttpError: 400 for a bad name or a name that is running, 422 when the
+                command cannot be started (e.g. the working directory is missing).
+        """
+        name = name or f"proc-{os.urandom(6).hex()}"
+        _check_name(name)
+        existing = self._by_name.get(name)
+        if existing is not None and not existing.done.is_set():
+            raise HttpError(400, f"process with name '{name}' already exists and is running")
+        process = Process(name, command, working_dir, self._config.max_output_bytes)
+        try:
+            process.start(self._config.shell, {**os.environ, **env}, self._config.drain_s)
+        except OSError as exc:
+            raise HttpError(422, f"cannot start process: {exc.strerror or exc}") from exc
+        self._by_name.pop(name, None)
+        self._by_name[name] = process
+        self._forget_oldest()
+        return process
+
+    def find(self, identifier: str) -> Process:
+        """The process named ``identifier``, or else the one with that pid.
+
+        Raises:
+            HttpError: 404 when there is none.
+        """
+        process = self._by_name.get(identifier)
+        if process is None:
+            process = next((p for p in self._by_name.values() if str(p.pid) == identifier), None)
+        if process is None:
+            raise HttpError(404, "process not found")
+        return process
+
+    def all(self) -> list[Process]:
+        """Every known process, oldest first."""
+        return list(self._by_name.values())
+
+    def signal_all(self, signum: int = signal.SIGKILL) -> None:
+        """Signal every process group (server shutdown)."""
+        for process in self._by_name.values():
+            process.signal(signum)
+
+    def _forget_oldest(self) -> None:
+        finished = [n for n, p in self._by_name.items() if p.done.is_set()]
+        for name in finished[: max(0, len(finished) - self._config.max_processes)]:
+            del self._by_name[name]
+
+
+def _check_name(name: str) -> None:
+    if len(name) > MAX_NAME_CHARS or "/" in name or not name.isprintable():
+        message = f"invalid process name: at most {MAX_NAME_CHARS} printable characters, no '/'"
+        raise HttpError(400, message)

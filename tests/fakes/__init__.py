@@ -1,0 +1,1 @@
+"""Local fakes of outside services, for tests: real servers speaking their wire formats."""

@@ -1,0 +1,183 @@
+"""Read on the virtual mounts: numbering, windows, notices, directories, read-state."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from harness import ReadRecord
+from memory_store import Namespace, Origin, Scope
+from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+
+ORG = "T-READ"
+HUMAN = Origin("U-HUMAN")
+MEMORY = Namespace(ORG, Scope.MEMORY)
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
+    async with open_store(None, tmp_path) as store:
+        yield SessionDriver(store, JailWorkspace(tmp_path), org_id=ORG)
+
+
+async def seed(agent: SessionDriver, path: str, content: str) -> None:
+    await agent.store.write(MEMORY, path, content, HUMAN, expected_version=None)
+
+
+async def test_read_numbers_lines_like_cat_n_starting_at_one(agent: SessionDriver) -> None:
+    await seed(agent, "/notes.md", "alpha\nbeta\n")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/notes.md"})
+
+    assert not outcome.is_error
+    assert outcome.content == "     1\talpha\n     2\tbeta"
+    assert agent.read_state["/memory/notes.md"] == ReadRecord(1, full=True, notified_version=1)
+
+
+async def test_read_returns_2000_lines_by_default_and_says_how_to_read_the_rest(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, "/long.md", "".join(f"line {i}\n" for i in range(1, 2501)))
+
+    outcome = await agent.call("Read", {"file_path": "/memory/long.md"})
+
+    lines = outcome.content.split("\n")
+    assert lines[0] == "     1\tline 1"
+    assert lines[1999] == "  2000\tline 2000"
+    assert lines[-1] == "(Showing lines 1-2000 of 2500. Use offset and limit to read the rest.)"
+    assert not agent.read_state["/memory/long.md"].full
+
+
+async def test_read_with_offset_and_limit_returns_that_window_as_a_partial_read(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, "/n.md", "a\nb\nc\nd\n")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/n.md", "offset": 2, "limit": 2})
+
+    assert outcome.content == (
+        "     2\tb\n     3\tc\n\n(Showing lines 2-3 of 4. Use offset and limit to read the rest.)"
+    )
+    assert agent.read_state["/memory/n.md"] == ReadRecord(1, full=False, notified_version=1)
+
+
+async def test_read_cuts_lines_over_2000_chars_and_counts_it_as_a_partial_read(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, "/wide.md", "x" * 2500 + "\nshort\n")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/wide.md"})
+
+    first, second, _, note = outcome.content.split("\n")
+    assert first == "     1\t" + "x" * 2000
+    assert second == "     2\tshort"
+    assert note == "(1 line(s) longer than 2000 characters were cut.)"
+    assert not agent.read_state["/memory/wide.md"].full
+
+
+async def test_read_of_an_empty_file_says_it_exists_but_is_empty(agent: SessionDriver) -> None:
+    await seed(agent, "/empty.md", "")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/empty.md"})
+
+    assert outcome.content == (
+        "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"
+    )
+    assert agent.read_state["/memory/empty.md"].full
+
+
+async def test_read_past_the_end_says_how_many_lines_the_file_has(agent: SessionDriver) -> None:
+    await seed(agent, "/short.md", "a\nb\nc\n")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/short.md", "offset": 10})
+
+    assert outcome.content == (
+        "<system-reminder>Warning: the file exists but is shorter than the provided offset "
+        "(10). The file has 3 lines.</system-reminder>"
+    )
+
+
+async def test_read_of_a_missing_virtual_file_says_file_does_not_exist(
+    agent: SessionDriver,
+) -> None:
+    outcome = await agent.call("Read", {"file_path": "/memory/nope.md"})
+
+    assert error_text(outcome) == "File does not exist."
+    assert "/memory/nope.md" not in agent.read_state
+
+
+async def test_read_of_a_virtual_directory_lists_its_entries_directories_first(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, "/teams/payments.md", "pay\n")
+    await seed(agent, "/teams/ops/oncall.md", "ops\n")
+    await seed(agent, "/readme.md", "top\n")
+
+    outcome = await agent.call("Read", {"file_path": "/memory/teams"})
+
+    lines = outcome.content.split("\n")
+    assert lines[0] == "/memory/teams/ is a directory with 2 entries:"
+    assert lines[1] == "- ops/"
+    assert lines[2].startswith("- payments.md (4 bytes, updated ")
+    assert "/memory/teams" not in agent.read_state
+
+
+async def test_read_of_a_mount_root_lists_it_even_when_empty(agent: SessionDriver) -> None:
+    empty = await agent.call("Read", {"file_path": "/incident"})
+    await seed(agent, "/a.md", "a\n")
+    listed = await agent.call("Read", {"file_path": "/memory/"})
+
+    assert empty.content == "/incident/ is an empty directory."
+    assert listed.content.startswith("/memory/ is a directory with 1 entry:\n- a.md (")
+
+
+async def test_incident_files_belong_to_their_channel(agent: SessionDriver) -> None:
+    # Given a note written in channel C1
+    writer = SessionDriver(agent.store, agent.workspace, org_id=ORG, channel_id="C1")
+    await writer.call("Write", {"file_path": "/incident/notes.md", "content": "db pool\n"})
+    # When sessions in C1 and C2 read it
+    same = SessionDriver(agent.store, agent.workspace, org_id=ORG, channel_id="C1")
+    other = SessionDriver(agent.store, agent.workspace, org_id=ORG, channel_id="C2")
+    seen = await same.call("Read", {"file_path": "/incident/notes.md"})
+    unseen = await other.call("Read", {"file_path": "/incident/notes.md"})
+    # Then only the same incident sees it
+    assert seen.content == "     1\tdb pool"
+    assert error_text(unseen) == "File does not exist."
+
+
+async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: SessionDriver) -> None:
+    await seed(agent, "/shared.md", "lesson\n")
+    elsewhere = SessionDriver(agent.store, agent.workspace, org_id=ORG, channel_id="C-OTHER")
+    other_org = SessionDriver(agent.store, agent.workspace, org_id="T-OTHER")
+
+    assert (await elsewhere.call("Read", {"file_path": "/memory/shared.md"})).content == (
+        "     1\tlesson"
+    )
+    assert error_text(await other_org.call("Read", {"file_path": "/memory/shared.md"})) == (
+        "File does not exist."
+    )
+
+
+async def test_a_partial_read_after_a_full_read_of_the_same_version_stays_full(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, "/n.md", "a\nb\n")
+    await agent.call("Read", {"file_path": "/memory/n.md"})
+
+    await agent.call("Read", {"file_path": "/memory/n.md", "offset": 2})
+
+    assert agent.read_state["/memory/n.md"].full
+
+
+async def test_read_of_a_relative_path_is_an_error_the_model_can_fix(agent: SessionDriver) -> None:
+    outcome = await agent.call("Read", {"file_path": "notes.md"})
+
+    assert error_text(outcome) == "path must be absolute (start with /): 'notes.md'"
+
+
+async def test_read_of_a_path_escaping_its_mount_is_refused(agent: SessionDriver) -> None:
+    outcome = await agent.call("Read", {"file_path": "/skills/../memory/x.md"})
+
+    assert error_text(outcome) == "path escapes its mount root: '/skills/../memory/x.md'"

@@ -1,0 +1,285 @@
+"""Glob and Grep: the same output formats on the virtual mounts and in the sandbox."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memory_store import Namespace, Origin, Scope
+from tests.harness.tool_support import (
+    JailWorkspace,
+    SessionDriver,
+    bwrap_available,
+    error_text,
+    open_store,
+)
+
+ORG = "T-SEARCH"
+MEMORY = Namespace(ORG, Scope.MEMORY)
+HUMAN = Origin("U-HUMAN")
+needs_jail = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) is not installed")
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    async with open_store(None, tmp_path) as store:
+        yield SessionDriver(store, JailWorkspace(root), org_id=ORG)
+
+
+async def seed(agent: SessionDriver, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        await agent.store.write(MEMORY, path, content, HUMAN, expected_version=None)
+
+
+def put(agent: SessionDriver, files: dict[str, str]) -> None:
+    """Create sandbox files, the first one newest, each next one a second older."""
+    for age, (name, content) in enumerate(files.items()):
+        host = agent.workspace.root / name
+        host.parent.mkdir(parents=True, exist_ok=True)
+        host.write_text(content)
+        os.utime(host, (1_700_000_000 - age, 1_700_000_000 - age))
+
+
+NOTES = {
+    "/a.md": "alpha\nhello world\n",
+    "/teams/b.md": "Hello again\nbeta\nhello\n",
+    "/teams/c.txt": "nothing here\n",
+}
+
+
+# ---------------------------------------------------------------- Glob, virtual
+
+
+async def test_glob_lists_matches_most_recently_modified_first(agent: SessionDriver) -> None:
+    await seed(agent, {"/old.md": "1\n", "/teams/mid.md": "2\n", "/new.md": "3\n", "/x.txt": "4"})
+
+    outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
+
+    assert outcome.content == "/memory/new.md\n/memory/teams/mid.md\n/memory/old.md"
+
+
+async def test_glob_takes_an_absolute_pattern_on_a_virtual_mount(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call("Glob", {"pattern": "/memory/teams/*.md"})
+
+    assert outcome.content == "/memory/teams/b.md"
+
+
+async def test_glob_without_matches_says_no_files_found(agent: SessionDriver) -> None:
+    outcome = await agent.call("Glob", {"pattern": "**/*.md", "path": "/incident"})
+
+    assert outcome.content == "No files found"
+
+
+async def test_glob_shows_at_most_100_paths_then_says_results_were_truncated(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, {f"/n{i:03}.md": "x" for i in range(101)})
+
+    outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
+
+    lines = outcome.content.split("\n")
+    assert len(lines) == 101
+    assert lines[0] == "/memory/n100.md"
+    assert lines[-1] == "(Results are truncated. Consider using a more specific path or pattern.)"
+
+
+# ---------------------------------------------------------------- Grep, virtual
+
+
+async def test_grep_lists_matching_files_by_default(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call("Grep", {"pattern": "hello", "path": "/memory"})
+
+    assert outcome.content == "Found 2 files\n/memory/teams/b.md\n/memory/a.md"
+
+
+async def test_grep_content_mode_shows_path_line_and_text(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "hello", "path": "/memory", "output_mode": "content", "-i": True}
+    )
+
+    assert outcome.content == (
+        "/memory/a.md:2:hello world\n/memory/teams/b.md:1:Hello again\n/memory/teams/b.md:3:hello"
+    )
+
+
+async def test_grep_content_mode_shows_context_lines_and_group_separators(
+    agent: SessionDriver,
+) -> None:
+    await seed(agent, {"/log.md": "1\nerr A\n3\n4\n5\n6\nerr B\n8\n"})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "err", "path": "/memory/log.md", "output_mode": "content", "-C": 1}
+    )
+
+    assert outcome.content == (
+        "/memory/log.md-1-1\n/memory/log.md:2:err A\n/memory/log.md-3-3\n--\n"
+        "/memory/log.md-6-6\n/memory/log.md:7:err B\n/memory/log.md-8-8"
+    )
+
+
+async def test_grep_content_mode_without_line_numbers(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "beta", "path": "/memory", "output_mode": "content", "-n": False}
+    )
+
+    assert outcome.content == "/memory/teams/b.md:beta"
+
+
+async def test_grep_count_mode_lists_counts_then_a_total(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "(?i)hello", "path": "/memory", "output_mode": "count"}
+    )
+
+    assert outcome.content == (
+        "/memory/a.md:1\n/memory/teams/b.md:2\n\nFound 3 total occurrences across 2 files."
+    )
+
+
+async def test_grep_filters_files_by_glob_and_by_type(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    by_glob = await agent.call("Grep", {"pattern": "h", "path": "/memory", "glob": "*.txt"})
+    by_type = await agent.call("Grep", {"pattern": "h", "path": "/memory", "type": "md"})
+
+    assert by_glob.content == "Found 1 file\n/memory/teams/c.txt"
+    assert by_type.content == "Found 2 files\n/memory/teams/b.md\n/memory/a.md"
+
+
+async def test_grep_head_limit_cuts_the_output_and_says_so(agent: SessionDriver) -> None:
+    await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5))})
+
+    outcome = await agent.call(
+        "Grep",
+        {"pattern": "hit", "path": "/memory", "output_mode": "content", "head_limit": 2},
+    )
+
+    assert outcome.content == (
+        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n\n(Results are truncated: showing "
+        "the first 2 of 5 lines. Narrow the path, glob or pattern, or raise head_limit "
+        "(0 = no limit).)"
+    )
+
+
+async def test_grep_without_matches_says_so_in_each_mode(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+    base = {"pattern": "zebra", "path": "/memory"}
+
+    files = await agent.call("Grep", base)
+    content = await agent.call("Grep", {**base, "output_mode": "content"})
+    count = await agent.call("Grep", {**base, "output_mode": "count"})
+
+    assert (files.content, content.content, count.content) == (
+        "No files found",
+        "No matches found",
+        "No matches found",
+    )
+
+
+async def test_grep_with_a_bad_regex_on_a_virtual_mount_is_an_error(agent: SessionDriver) -> None:
+    outcome = await agent.call("Grep", {"pattern": "a(", "path": "/memory"})
+
+    assert error_text(outcome).startswith("invalid regular expression 'a(': missing ),")
+
+
+async def test_grep_multiline_matches_across_lines(agent: SessionDriver) -> None:
+    await seed(agent, NOTES)
+
+    outcome = await agent.call(
+        "Grep",
+        {"pattern": "again.beta", "path": "/memory", "multiline": True, "output_mode": "content"},
+    )
+
+    assert outcome.content == "/memory/teams/b.md:1:Hello again"
+
+
+# ---------------------------------------------------------------- sandbox (real ripgrep in a jail)
+
+
+@needs_jail
+async def test_glob_in_the_sandbox_lists_newest_first_like_on_virtual_mounts(
+    agent: SessionDriver,
+) -> None:
+    put(agent, {"new.py": "", "src/mid.py": "", "old.py": "", "notes.txt": ""})
+
+    outcome = await agent.call("Glob", {"pattern": "*.py"})
+
+    assert outcome.content == "/workspace/new.py\n/workspace/src/mid.py\n/workspace/old.py"
+
+
+@needs_jail
+async def test_glob_in_the_sandbox_quotes_patterns_and_paths(agent: SessionDriver) -> None:
+    put(agent, {"my dir/it's.log": ""})
+
+    outcome = await agent.call("Glob", {"pattern": "*'s.log", "path": "/workspace/my dir"})
+    none = await agent.call("Glob", {"pattern": "*.nothing"})
+
+    assert outcome.content == "/workspace/my dir/it's.log"
+    assert none.content == "No files found"
+
+
+@needs_jail
+async def test_grep_in_the_sandbox_gives_the_same_three_formats(agent: SessionDriver) -> None:
+    put(agent, {"b.log": "Hello again\nbeta\nhello\n", "a.log": "alpha\nhello world\n"})
+
+    files = await agent.call("Grep", {"pattern": "hello", "-i": True})
+    content = await agent.call(
+        "Grep", {"pattern": "hello", "output_mode": "content", "path": "/workspace"}
+    )
+    count = await agent.call("Grep", {"pattern": "(?i)hello", "output_mode": "count"})
+
+    assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/a.log"
+    assert content.content == "/workspace/a.log:2:hello world\n/workspace/b.log:3:hello"
+    assert count.content == (
+        "/workspace/a.log:1\n/workspace/b.log:2\n\nFound 3 total occurrences across 2 files."
+    )
+
+
+@needs_jail
+async def test_grep_in_the_sandbox_parses_paths_and_lines_with_colons_and_dashes(
+    agent: SessionDriver,
+) -> None:
+    put(agent, {"a-1:2.txt": "x\nkey: value-3\ny\n"})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "key", "output_mode": "content", "-B": 1, "-A": 1}
+    )
+
+    assert outcome.content == (
+        "/workspace/a-1:2.txt-1-x\n/workspace/a-1:2.txt:2:key: value-3\n/workspace/a-1:2.txt-3-y"
+    )
+
+
+@needs_jail
+async def test_grep_in_the_sandbox_reports_bad_regexes_and_missing_paths(
+    agent: SessionDriver,
+) -> None:
+    bad = await agent.call("Grep", {"pattern": "a("})
+    missing = await agent.call("Grep", {"pattern": "a", "path": "/workspace/nope"})
+
+    assert error_text(bad).startswith("ripgrep failed: regex parse error:")
+    assert error_text(missing) == "Path does not exist: /workspace/nope"
+
+
+@needs_jail
+async def test_grep_arguments_cannot_inject_shell_commands(agent: SessionDriver) -> None:
+    put(agent, {"a.txt": "x\n"})
+
+    await agent.call("Grep", {"pattern": "$(touch /workspace/pwned)", "glob": "`touch pwned2`"})
+    await agent.call("Glob", {"pattern": "*; touch pwned3"})
+
+    assert sorted(p.name for p in agent.workspace.root.iterdir()) == ["a.txt"]

@@ -1,0 +1,34 @@
+"""Helpers for the session, outbox and dedupe tests: a manual clock and unique keys.
+
+The database comes from this directory's ``conftest.py`` (``file_db``: a migrated
+``Database`` of each backend). Every test makes its own keys, so tests can share
+the run's PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from memory_store import SessionKey
+
+
+class ManualClock:
+    """A clock that moves only when told to (aware UTC)."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        """Move forward by ``seconds``; returns the new time."""
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+def new_key() -> SessionKey:
+    """A session key no other test uses."""
+    hexed = uuid.uuid4().hex
+    return SessionKey(f"T{hexed[:10]}", f"C{hexed[10:20]}", f"17000000{hexed[20:26]}.0001")

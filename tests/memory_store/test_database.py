@@ -1,0 +1,96 @@
+"""The database: URLs, the embedded default, migrations, and unreachable servers."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+
+from memory_store import (
+    Database,
+    DatabaseUnavailable,
+    FileStore,
+    Namespace,
+    Scope,
+    normalise_url,
+)
+from memory_store.migrate import alembic_config
+from tests.memory_store.file_support import who
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:p@db:5432/w", "postgresql+asyncpg://u:p@db:5432/w"),
+        ("postgres://u@db/w", "postgresql+asyncpg://u@db/w"),
+        ("postgresql+asyncpg://u@db/w", "postgresql+asyncpg://u@db/w"),
+        ("sqlite:///data/w.sqlite3", "sqlite+aiosqlite:///data/w.sqlite3"),
+        ("sqlite+aiosqlite:////abs/w.sqlite3", "sqlite+aiosqlite:////abs/w.sqlite3"),
+    ],
+)
+def test_database_urls_are_normalised_to_async_drivers(url: str, expected: str) -> None:
+    assert normalise_url(url).render_as_string(hide_password=False) == expected
+
+
+@pytest.mark.parametrize("url", ["mysql://u@db/w", "not a url"])
+def test_other_databases_are_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="database"):
+        normalise_url(url)
+
+
+async def test_without_a_url_the_store_is_an_sqlite_file_in_wal_mode_under_the_data_dir(
+    tmp_path: Path,
+) -> None:
+    # Given no DATABASE_URL and a data directory that does not exist yet
+    data_dir = tmp_path / "data" / "nested"
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        # When it is migrated and used
+        await db.migrate()
+        ns = Namespace("T1", Scope.MEMORY)
+        await FileStore(db).write(ns, "/a.md", "x", who(), expected_version=0)
+    finally:
+        await db.dispose()
+
+    # Then the rows live in warroom.sqlite3 there, journaled with WAL
+    with sqlite3.connect(data_dir / "warroom.sqlite3") as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert raw.execute("SELECT path, version FROM files").fetchall() == [("/a.md", 1)]
+
+
+async def test_migrating_twice_is_harmless(file_db: Database, org: str) -> None:
+    await file_db.migrate()
+    await file_db.migrate()
+
+    result = await FileStore(file_db).write(
+        Namespace(org, Scope.MEMORY), "/a.md", "x", who(), expected_version=0
+    )
+    assert result.version == 1
+
+
+def test_migrations_form_one_chain_starting_at_the_files_revision() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+
+    assert len(script.get_heads()) == 1
+    assert script.get_base() == "0001"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_server_raises_database_unavailable(tmp_path: Path) -> None:
+    db = Database.from_url(f"postgresql://postgres@127.0.0.1:{free_port()}/w", data_dir=tmp_path)
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            await FileStore(db).read(Namespace("T1", Scope.MEMORY), "/a.md")
+        with pytest.raises(DatabaseUnavailable):
+            await db.migrate()
+    finally:
+        await db.dispose()

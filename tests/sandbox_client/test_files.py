@@ -1,0 +1,114 @@
+"""Workspace files of a real local sandbox through the SBX/1 client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from sandbox_client import (
+    DirEntry,
+    FileNotFound,
+    InvalidPath,
+    IsADirectory,
+    NotADirectory,
+    RequestRejected,
+    SandboxClient,
+    SandboxHandle,
+)
+
+ALL_BYTES = bytes(range(256)) * 4
+
+
+async def test_written_bytes_read_back_identical_and_parents_are_created(
+    client: SandboxClient,
+) -> None:
+    await client.write_file("/workspace/deep/er/all.bin", ALL_BYTES)
+
+    assert await client.read_file("/workspace/deep/er/all.bin") == ALL_BYTES
+    record = await client.exec("wc", "wc -c < deep/er/all.bin", timeout_s=10)
+    assert record.stdout.strip() == str(len(ALL_BYTES))
+
+
+async def test_a_command_sees_the_file_and_the_client_sees_its_files(client: SandboxClient) -> None:
+    await client.exec("make-file", "mkdir -p made && echo made > made/by-shell.txt", timeout_s=10)
+
+    assert await client.read_file("/workspace/made/by-shell.txt") == b"made\n"
+
+
+async def test_list_dir_gives_subdirectories_then_files_with_sizes(client: SandboxClient) -> None:
+    await client.write_file("/workspace/listing/a.txt", b"abc")
+    await client.write_file("/workspace/listing/sub/b.txt", b"")
+
+    entries = await client.list_dir("/workspace/listing")
+
+    assert entries == (
+        DirEntry("/workspace/listing/sub", "sub", is_dir=True),
+        DirEntry("/workspace/listing/a.txt", "a.txt", is_dir=False, size_bytes=3),
+    )
+
+
+async def test_missing_files_and_wrong_kinds_raise_typed_errors(client: SandboxClient) -> None:
+    await client.write_file("/workspace/kinds/file.txt", b"x")
+
+    with pytest.raises(FileNotFound):
+        await client.read_file("/workspace/kinds/missing.txt")
+    with pytest.raises(IsADirectory):
+        await client.read_file("/workspace/kinds")
+    with pytest.raises(IsADirectory):
+        await client.write_file("/workspace/kinds", b"x")
+    with pytest.raises(NotADirectory):
+        await client.list_dir("/workspace/kinds/file.txt")
+    with pytest.raises(FileNotFound):
+        await client.list_dir("/workspace/kinds/missing")
+
+
+async def test_delete_removes_files_and_only_recursively_full_directories(
+    client: SandboxClient,
+) -> None:
+    await client.write_file("/workspace/gone/a/b.txt", b"x")
+
+    await client.delete_file("/workspace/gone/a/b.txt")
+    with pytest.raises(FileNotFound):
+        await client.read_file("/workspace/gone/a/b.txt")
+    await client.write_file("/workspace/gone/a/c.txt", b"x")
+    with pytest.raises(RequestRejected):
+        await client.delete_file("/workspace/gone")
+    await client.delete_file("/workspace/gone", recursive=True)
+    with pytest.raises(FileNotFound):
+        await client.delete_file("/workspace/gone")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "/workspace/../etc/passwd",
+        "relative.txt",
+        "/workspace/bad\nname",
+        "/memory/x",
+    ],
+)
+async def test_paths_outside_the_workspace_are_refused_before_any_request(
+    client: SandboxClient, path: str
+) -> None:
+    with pytest.raises(InvalidPath):
+        await client.read_file(path)
+    with pytest.raises(InvalidPath):
+        await client.write_file(path, b"x")
+
+
+async def test_the_server_refuses_paths_that_leave_the_workspace(
+    client: SandboxClient, sandbox: SandboxHandle
+) -> None:
+    await client.exec("escape-link", "ln -sfn /etc /workspace/etc-link", timeout_s=10)
+
+    with pytest.raises(InvalidPath):
+        await client.read_file("/workspace/etc-link/passwd")
+    transport = httpx.AsyncHTTPTransport(uds=sandbox.socket_path)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as raw:
+        absolute = await raw.get("/filesystem//etc/passwd")
+        dotted = await raw.get("/filesystem/..%2F..%2Fetc%2Fpasswd")
+    assert absolute.status_code == dotted.status_code == 400
+    assert "outside" in absolute.json()["error"]
+    await client.write_file("/workspace/still-usable.txt", b"yes")
+    assert await client.read_file("/workspace/still-usable.txt") == b"yes"
