@@ -74,6 +74,12 @@ async def _resumes(
     return marks
 
 
+async def _exec_true(client: SandboxClient, name: str) -> float:
+    start = time.perf_counter()
+    await client.exec(name, "true", timeout_s=10)
+    return (time.perf_counter() - start) * 1000
+
+
 async def _subprocess_true() -> None:
     process = await asyncio.create_subprocess_exec("true")
     await process.wait()
@@ -88,10 +94,7 @@ async def main(runs: int) -> dict[str, object]:
         handle = await provider.provision("bench-main")
         async with provider.connect(handle) as client:
             await client.exec("warm-up", "true", timeout_s=10)
-            execs = [
-                await _timed(lambda n=n: client.exec(f"true-{n}", "true", timeout_s=10))
-                for n in range(runs)
-            ]
+            execs = [await _exec_true(client, f"true-{n}") for n in range(runs)]
             resumes = await _resumes(provider, handle, client, runs)
         await provider.destroy(handle)
         subprocesses = [await _timed(_subprocess_true) for _ in range(runs)]

@@ -28,8 +28,10 @@ from harness import (
     Inbound,
     Limits,
     Next,
+    StepKind,
     WorkspaceSource,
     advance,
+    next_kind,
 )
 from harness import Model as ModelProtocol
 from memory_store import (
@@ -145,11 +147,11 @@ class StepDriver:
         return outcome
 
     async def _step(self, claim: Claim) -> tuple[StepOutcome, str | None]:
-        cp = Checkpoint.from_json(claim.checkpoint)
+        cp = _checkpoint(claim)
         if cp.answer is not None:
             return await self._post_answer(claim, cp)
         inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
-        is_model_step = _next_is_model(cp, inbox)
+        is_model_step = next_kind(cp, inbox) is StepKind.MODEL
         if is_model_step:
             self.crash(CrashPoint.BEFORE_MODEL, step=cp.steps, attempt=claim.crash_count)
         deps = Collaborators(
@@ -230,20 +232,16 @@ class StepDriver:
                 await task
 
 
+def _checkpoint(claim: Claim) -> Checkpoint:
+    """The claim's checkpoint, with the ids the store holds as the truth."""
+    cp = Checkpoint.from_json(claim.checkpoint)
+    return replace(
+        cp, session_id=claim.session_id, org_id=claim.key.org_id, channel_id=claim.key.channel_id
+    )
+
+
 def _steps(claim: Claim) -> int:
     return Checkpoint.from_json(claim.checkpoint).steps
-
-
-def _next_is_model(cp: Checkpoint, inbox: Sequence[Inbound]) -> bool:
-    if cp.in_flight is not None or not cp.messages:
-        return cp.in_flight is None
-    last = cp.messages[-1]
-    if last.role != "assistant":
-        return True
-    called = sum(1 for b in last.content if getattr(b, "name", None) is not None)
-    return called <= len(cp.pending_results) and bool(
-        cp.pending_results or inbox or cp.pending_input
-    )
 
 
 def _log_events(events: Sequence[Event]) -> tuple[NewEvent, ...]:

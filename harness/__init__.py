@@ -38,7 +38,7 @@ from .messages import (
 from .model import DEFAULT_BASE_URL, AnthropicModel, Model, ModelReply, ToolSpec, build_request
 from .notices import change_notices
 from .sandbox_session import SandboxWorkspaces, SessionWorkspace
-from .step import Collaborators, Next, StepResult, advance
+from .step import Collaborators, Next, StepKind, StepResult, advance, next_kind
 from .tool import Tool, ToolContext, ToolOutcome
 from .toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from .vfs import Mount, PathError, Resolved, resolve
@@ -60,8 +60,10 @@ __all__ = [
     "Collaborators",
     "Limits",
     "Next",
+    "StepKind",
     "StepResult",
     "advance",
+    "next_kind",
     # events
     "Answered",
     "Event",

@@ -241,14 +241,15 @@ def _value(token: _Token) -> str:
     return token.text if token.kind == "lit" else "/"
 
 
-def _chains(tokens: list[_Token]) -> list[str]:
+def _chains(tokens: list[_Token]) -> list[tuple[int, str]]:
+    """(index of the first token, joined text) for each chain of two or more literals."""
     chains = []
     index = 0
     while index < len(tokens):
         if not _is_value(tokens[index]):
             index += 1
             continue
-        text = _value(tokens[index])
+        start, text = index, _value(tokens[index])
         parts = 1
         while (
             index + 2 < len(tokens)
@@ -261,7 +262,7 @@ def _chains(tokens: list[_Token]) -> list[str]:
             parts += 1
             index += 2
         if parts > 1:
-            chains.append(text)
+            chains.append((start, text))
         index += 1
     return chains
 
@@ -334,5 +335,9 @@ def code_literals(language: str, code: str) -> list[CodeLiteral]:
         if language == "perl" and (stripped.startswith("|") or stripped.endswith("|")):
             text, shell = stripped.strip("|"), True
         found.append(CodeLiteral(text, shell))
-    found.extend(CodeLiteral(chain, False) for chain in _chains(tokens))
+    found.extend(
+        CodeLiteral(chain, False)
+        for start, chain in _chains(tokens)
+        if calls[start] not in MENTION_NAMES
+    )
     return found

@@ -39,6 +39,26 @@ class Next(StrEnum):
     WAIT = "wait"  # nothing to do until someone replies
 
 
+class StepKind(StrEnum):
+    """Which unit of work ``advance`` will do next (see ``next_kind``)."""
+
+    MODEL = "model"
+    TOOL = "tool"
+    RECOVER = "recover"  # a tool whose intent is committed and result is not
+    WAIT = "wait"
+
+
+def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
+    """What ``advance(cp, …, inbox)`` will do, without doing it (pure)."""
+    if cp.in_flight is not None:
+        return StepKind.RECOVER
+    if _next_call(cp) is not None:
+        return StepKind.TOOL
+    if not (inbox or cp.pending_input or cp.pending_results) and _turn_ended(cp):
+        return StepKind.WAIT
+    return StepKind.MODEL
+
+
 @dataclass(frozen=True)
 class StepResult:
     """A step's outcome: commit ``checkpoint`` and ``events``, then do ``next``."""
@@ -76,14 +96,16 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
     """
     if inbox:
         cp = replace(cp, pending_input=cp.pending_input + tuple(inbox))
-    if cp.in_flight is not None:
+    kind = next_kind(cp)
+    if kind is StepKind.RECOVER:
         return await _recover(cp, deps)
-    call = _next_call(cp)
-    if call is not None:
+    if kind is StepKind.TOOL:
+        call = _next_call(cp)
+        assert call is not None
         if cp.steps >= deps.limits.max_steps:
             return _skip_for_cap(cp, call)
         return await _tool_step(cp, call, deps)
-    if not cp.pending_input and not cp.pending_results and _turn_ended(cp):
+    if kind is StepKind.WAIT:
         return StepResult(cp, (), Next.WAIT)
     return await _model_step(cp, deps)
 

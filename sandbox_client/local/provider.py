@@ -84,9 +84,12 @@ class LocalProvider:
         if not _ID.match(sandbox_id):
             raise ProvisionFailed(sandbox_id, "ids are 1-63 letters, digits, '.', '_', '-'")
         existing = self.find(sandbox_id)
-        if existing is not None and await self.health(existing) is not Health.GONE:
-            return existing
         if existing is not None:
+            health = await self.health(existing)
+            if health is not Health.GONE:
+                if health is not Health.READY:
+                    await self.resume(existing)
+                return existing
             await self.destroy(existing)
         await self._prepare()
         paths = self._make_dirs(sandbox_id)

@@ -144,6 +144,24 @@ async def test_a_command_that_forks_a_tree_and_exits_returns_at_once_and_kill_en
     assert remaining.stdout.strip() == "0"
 
 
+async def test_stop_terminates_a_running_command_and_says_so(client: SandboxClient) -> None:
+    command = "trap 'echo got TERM; exit 143' TERM; echo waiting; sleep 1000 & wait"
+    task = asyncio.create_task(client.exec("to-stop", command, timeout_s=30))
+    await wait_for(lambda: _has_output(client, "to-stop"), what="the command to be waiting")
+
+    await client.stop("to-stop")
+    record = await task
+
+    assert record.status is ProcessStatus.STOPPED
+    assert record.stdout == "waiting\ngot TERM\n"
+    assert not record.timed_out
+
+
+async def _has_output(client: SandboxClient, name: str) -> bool:
+    record = await client.get_process(name)
+    return record is not None and bool(record.stdout)
+
+
 async def test_binary_output_arrives_as_text_with_replacement_characters(
     client: SandboxClient,
 ) -> None:

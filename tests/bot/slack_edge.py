@@ -1,0 +1,238 @@
+"""The real Slack app, running, for tests: HTTP on 127.0.0.1, a real store, the fake Slack API.
+
+``running_edge`` builds what the composition root builds — a migrated database
+(SQLite in a temporary directory, or PostgreSQL), the session store, dedupe, poster,
+skills commands, the bolt ``AsyncApp`` — and serves it over HTTP on a free port.
+``enqueue`` and ``cancel_running`` are recorders (the worker side is not under test
+here). Requests are signed as Slack signs them (docs.slack.dev, "Verifying requests
+from Slack"): ``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:{ts}:{body}">`` and
+``X-Slack-Request-Timestamp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.background import Background
+from bot.edit_policy import EditPolicy
+from bot.poster import SlackPoster
+from bot.skills_command import SkillsCommands
+from bot.slack_app import SlackDeps, build_app
+from bot.slack_runtime import HttpMode, RunningSlack, start
+from memory_store import (
+    Cancelled,
+    Database,
+    FileStore,
+    InboundDedupe,
+    Outbox,
+    Session,
+    SessionKey,
+    SessionStore,
+)
+from tests.bot.conftest import load_case
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+
+SIGNING_SECRET = "fake-signing-secret"
+CHANNEL = "C0FAKEINC"
+_event_ids = itertools.count(1000)
+
+
+def sign(body: bytes, *, timestamp: int, secret: str = SIGNING_SECRET) -> str:
+    """Slack's request signature: ``v0=`` + hex HMAC-SHA256 of ``v0:{timestamp}:{body}``."""
+    base = b"v0:" + str(timestamp).encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def event(case: str, **changes: Any) -> dict[str, Any]:
+    """An Events API body from ``case`` with a fresh ``event_id`` and ``event`` fields changed.
+
+    ``ts`` also sets ``event_ts``; a change to None removes the field.
+    """
+    body = copy.deepcopy(load_case(case))
+    body["event_id"] = f"Ev0TEST{next(_event_ids):05d}"
+    if "ts" in changes:
+        changes.setdefault("event_ts", changes["ts"])
+    for name, value in changes.items():
+        if value is None:
+            body["event"].pop(name, None)
+        else:
+            body["event"][name] = value
+    return body
+
+
+@dataclass
+class Enqueued:
+    """A recording ``enqueue``: each wake-up with the session's inbox size when it came.
+
+    ``hold()`` makes calls wait until ``release()`` (a slow broker).
+    """
+
+    sessions: SessionStore
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    inbox_sizes: list[int] = field(default_factory=list)
+    gate: asyncio.Event | None = None
+
+    async def __call__(self, session_id: str, token: str) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.inbox_sizes.append(len(await self.sessions.inbox(session_id)))
+        self.calls.append((session_id, token))
+
+    def hold(self) -> None:
+        self.gate = asyncio.Event()
+
+    def release(self) -> None:
+        assert self.gate is not None
+        self.gate.set()
+
+
+@dataclass
+class SlackEdge:
+    """The running app and everything around it."""
+
+    slack_api: FakeSlackApi
+    database: Database
+    sessions: SessionStore
+    dedupe: InboundDedupe
+    files: FileStore
+    outbox: Outbox
+    poster: SlackPoster
+    enqueued: Enqueued
+    cancelled: list[Cancelled]
+    background: Background
+    app: AsyncApp
+    running: RunningSlack
+    http: httpx.AsyncClient
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.running.port}/slack/events"
+
+    async def post_event(
+        self,
+        body: dict[str, Any],
+        *,
+        secret: str = SIGNING_SECRET,
+        timestamp: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST an Events API body as JSON, signed."""
+        raw = json.dumps(body).encode()
+        return await self.post_raw(raw, "application/json", secret, timestamp, headers)
+
+    async def post_form(
+        self, fields: dict[str, str], *, secret: str = SIGNING_SECRET
+    ) -> httpx.Response:
+        """POST a slash command or an interaction (``payload=<json>``) form, signed."""
+        raw = urlencode(fields).encode()
+        return await self.post_raw(raw, "application/x-www-form-urlencoded", secret, None, None)
+
+    async def post_raw(
+        self,
+        raw: bytes,
+        content_type: str,
+        secret: str,
+        timestamp: int | None,
+        headers: dict[str, str] | None,
+    ) -> httpx.Response:
+        ts = int(time.time()) if timestamp is None else timestamp
+        sent = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": str(ts),
+            "X-Slack-Signature": sign(raw, timestamp=ts, secret=secret),
+            **(headers or {}),
+        }
+        return await self.http.post(self.url, content=raw, headers=sent)
+
+    async def settle(self) -> None:
+        """Wait until the after-ack work has finished."""
+        await self.background.drain(timeout_s=10.0)
+
+    async def session(self, thread_ts: str, *, org: str = TEAM_ID) -> Session | None:
+        return await self.sessions.find(SessionKey(org, CHANNEL, thread_ts))
+
+    async def inbox_texts(self, session_id: str) -> list[str]:
+        return [item.text for item in await self.sessions.inbox(session_id)]
+
+
+@asynccontextmanager
+async def running_edge(
+    tmp_path: Path,
+    *,
+    database_url: str | None = None,
+    strict_channels: frozenset[str] = frozenset(),
+    client_for: Callable[[FakeSlackApi], AsyncWebClient] | None = None,
+) -> AsyncIterator[SlackEdge]:
+    """Start the fake Slack API, a migrated database and the app over HTTP; stop them after."""
+    slack_api = FakeSlackApi()
+    await slack_api.start()
+    database = Database.from_url(database_url, data_dir=tmp_path)
+    await database.migrate()
+    client = (client_for or _client)(slack_api)
+    sessions = SessionStore(database)
+    background = Background()
+    cancelled: list[Cancelled] = []
+
+    async def cancel_running(what: Cancelled) -> None:
+        cancelled.append(what)
+
+    outbox = Outbox(database)
+    files = FileStore(database)
+    deps = SlackDeps(
+        sessions=sessions,
+        dedupe=InboundDedupe(database),
+        files=files,
+        client=client,
+        signing_secret=SIGNING_SECRET,
+        bot_user_id=BOT_USER_ID,
+        enqueue=(enqueued := Enqueued(sessions)),
+        cancel_running=cancel_running,
+        skills=SkillsCommands(files, client, EditPolicy()),
+        poster=(poster := SlackPoster(client, outbox)),
+        strict_channels=strict_channels,
+    )
+    app = build_app(deps=deps, background=background)
+    running = await start(app, HttpMode(host="127.0.0.1", port=0))
+    http = httpx.AsyncClient(timeout=10.0)
+    try:
+        yield SlackEdge(
+            slack_api,
+            database,
+            sessions,
+            deps.dedupe,
+            files,
+            outbox,
+            poster,
+            enqueued,
+            cancelled,
+            background,
+            app,
+            running,
+            http,
+        )
+    finally:
+        await http.aclose()
+        await running.close()
+        await background.cancel()
+        await database.dispose()
+        await slack_api.stop()
+
+
+def _client(slack_api: FakeSlackApi) -> AsyncWebClient:
+    return AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
