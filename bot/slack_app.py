@@ -40,11 +40,12 @@ from .intake import DEDUPE_TTL_S, FollowUp, Intake
 from .poster import SlackPoster
 from .render import STOP_ACTION_ID
 from .skill_editor import Submission
+from .skills_command import USAGE as SKILLS_USAGE
 from .skills_command import SkillsCommand, SkillsCommands
 
 logger = logging.getLogger(__name__)
 
-AGENT_USAGE = "*Usage:* `/agent skills list` · `show NAME` · `edit NAME` · `new` · `delete NAME`"
+AGENT_USAGE = "`/agent` has one command for now, `skills`.\n" + SKILLS_USAGE
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 

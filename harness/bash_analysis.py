@@ -193,9 +193,14 @@ class _Walker:
             out = self.statement(body, state, stdin)
         if not targets:
             return out
-        if out.taint:
-            for target in targets:
-                state.downloads |= resolve_directory(target, state.cwd) - {UNKNOWN}
+        for target, append in targets:
+            paths = resolve_directory(target, state.cwd) - {UNKNOWN}
+            if out.taint:
+                state.downloads.update(paths)
+            for path in paths:
+                known = out.text is not None and not out.taint
+                before = state.written.get(path, "") if append else ""
+                state.written[path] = before + (out.text or "") if known else ""
         return Stream("")
 
     def _branches(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
@@ -328,6 +333,11 @@ class _Walker:
             for field in alternative:
                 self.touch(field, access, state)
 
+    def _bare_redirect(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
+        """A redirection with no command (``$(< file)``, ``> file``): opens the file."""
+        self._redirects([node], state, stdin)
+        return UNKNOWN_STREAM
+
     def _substitution_statement(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
         self.block(node.children, state.copy(), UNKNOWN_STREAM)
         return Stream("")
@@ -426,6 +436,11 @@ class _Walker:
         self, name: str, args: list[str], state: ShellState, env: Mapping[str, frozenset[str]]
     ) -> None:
         targets = directory_target(name, args, state, env)
+        cdpath = env.get("CDPATH") or (state.lookup("CDPATH") if state.is_set("CDPATH") else None)
+        for target in list(targets):
+            if cdpath and not plain(target).startswith(("/", ".")):
+                entries = {entry for value in cdpath for entry in value.split(":") if entry}
+                targets.extend(f"{entry}/{plain(target)}" for entry in sorted(entries))
         for target in targets:
             self.touch(target, Access.CHDIR, state, hint="cd")
         change_directory(name, targets, state)
@@ -433,10 +448,13 @@ class _Walker:
     # -- redirections --------------------------------------------------------------
     def _redirects(
         self, nodes: Sequence[Node], state: ShellState, stdin: Stream
-    ) -> tuple[Stream, list[Node], list[str]]:
-        """Check redirection targets; return (stdin, stray argument nodes, stdout files)."""
+    ) -> tuple[Stream, list[Node], list[tuple[str, bool]]]:
+        """Check redirection targets; return (stdin, stray argument nodes, stdout files).
+
+        Each stdout file comes with whether it is appended to (``>>``).
+        """
         extra: list[Node] = []
-        targets: list[str] = []
+        targets: list[tuple[str, bool]] = []
         for node in nodes:
             if node.type == "herestring_redirect":
                 stdin = self._herestring(node, state)
@@ -450,7 +468,7 @@ class _Walker:
         return stdin, extra, targets
 
     def _file_redirect(
-        self, node: Node, state: ShellState, stdin: Stream, targets: list[str]
+        self, node: Node, state: ShellState, stdin: Stream, targets: list[tuple[str, bool]]
     ) -> tuple[Stream, list[Node]]:
         destinations = node.children_by_field_name("destination")
         operator = next((c.type for c in node.children if not c.is_named), "")
@@ -472,7 +490,7 @@ class _Walker:
                     stdin = UNKNOWN_STREAM
                 stdout = descriptor is None or node_text(descriptor) == "1"
                 if operator in _OUTPUT_OPERATORS and stdout:
-                    targets.append(field)
+                    targets.append((field, operator in (">>", "&>>")))
         return stdin, destinations[1:]
 
     def _herestring(self, node: Node, state: ShellState) -> Stream:
@@ -561,6 +579,8 @@ class _Walker:
         if known is not None:
             self.run_stdin(language, known, state, {})
             return
+        for path in resolve_directory(field, state.cwd) & state.written.keys():
+            self.run_stdin(language, Stream(state.written[path]), state, {})
         self.touch(field, Access.EXECUTE, state)
         if resolve_directory(field, state.cwd) & state.downloads:
             self.refuse("download-exec", detail="runs a file this command downloaded")
@@ -803,6 +823,7 @@ _STATEMENTS: dict[str, _Statement] = {
     "declaration_command": _Walker._declaration,
     "unset_command": _Walker._unset,
     "test_command": _Walker._test,
+    "file_redirect": _Walker._bare_redirect,
     "command_substitution": _Walker._substitution_statement,
     "process_substitution": _Walker._substitution_statement,
 }

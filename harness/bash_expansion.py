@@ -36,8 +36,10 @@ def _text(node: Node) -> str:
 def expand_parameter(node: Node, state: ShellState, operand: OperandEvaluator) -> frozenset[str]:
     """Every literal value a ``simple_expansion`` or ``expansion`` node may produce."""
     children = [c for c in node.children if c.type not in ("$", "${", "}")]
+    if not children:
+        return frozenset({UNKNOWN})
     if node.type == "simple_expansion" or len(children) == 1:
-        return _lookup(children[0], state) if children else frozenset({"$"})
+        return _lookup(children[0], state)
     first = children[0]
     if first.type == "#" and len(children) == 2:
         return frozenset({UNKNOWN})

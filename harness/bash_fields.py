@@ -19,6 +19,8 @@ into what a program would see (globs unexpanded).
 
 from __future__ import annotations
 
+import re
+
 STAR = "\ue003"
 QMARK = "\ue004"
 LBRACKET = "\ue005"
@@ -45,6 +47,20 @@ _TO_PLAIN = str.maketrans(
 )
 _GLOB_OF = {"*": STAR, "?": QMARK, "[": LBRACKET}
 _IFS_WHITESPACE = " \t\n"
+_POSIX_CLASSES = {
+    "alpha": "a-zA-Z",
+    "lower": "a-z",
+    "upper": "A-Z",
+    "alnum": "a-zA-Z0-9",
+    "digit": "0-9",
+    "xdigit": "0-9a-fA-F",
+    "word": "a-zA-Z0-9_",
+    "punct": "!-/:-@[-`{-~",
+    "space": " \t\n",
+    "print": " -~",
+    "graph": "!-~",
+}
+_POSIX_CLASS = re.compile(r"\[:(" + "|".join(_POSIX_CLASSES) + r"):\]")
 
 
 def plain(field: str) -> str:
@@ -93,7 +109,14 @@ def literal_value(encoded: str) -> str:
 
 
 def glob_pattern(field: str) -> str:
-    """Translate ``field`` to an ``fnmatch`` pattern: markers act, literal ``*?[`` do not."""
+    """Translate ``field`` to an ``fnmatch`` pattern: markers act, literal ``*?[`` do not.
+
+    Bash bracket forms fnmatch lacks are rewritten: ``[^…]`` is ``[!…]`` and POSIX
+    classes like ``[:alpha:]`` become ranges.
+
+    >>> glob_pattern(LBRACKET + LBRACKET + ":lower:]]emory")
+    '[a-z]emory'
+    """
     out = []
     for char in field:
         if char == STAR:
@@ -106,7 +129,8 @@ def glob_pattern(field: str) -> str:
             out.append(f"[{char}]")
         else:
             out.append(plain(char))
-    return "".join(out)
+    pattern = "".join(out).replace("[^", "[!")
+    return _POSIX_CLASS.sub(lambda match: _POSIX_CLASSES[match.group(1)], pattern)
 
 
 def fields_of(encoded: str) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import posixpath
 import re
 from collections.abc import Callable
 
@@ -32,8 +33,6 @@ PURE_COMMANDS = frozenset(
         ":",
         "true",
         "false",
-        "basename",
-        "dirname",
         "expr",
         "seq",
         "sleep",
@@ -105,7 +104,6 @@ PURE_COMMANDS = frozenset(
         "sync",
         "arch",
         "locale",
-        "tr",
     }
 )
 _ACCESS = {
@@ -204,11 +202,56 @@ def _cat(inv: Invocation) -> None:
 
 
 def _pass_through(inv: Invocation) -> None:
-    parsed = parse_args(inv.args, spec("-n", "-c", "-k", "-t", "-o", "-s", "-w", "-T"))
-    files = operands(parsed)
-    touch_all(inv, files, Access.READ)
-    if not files:
+    generic(inv, Access.READ)
+    parsed = parse_args(inv.args, spec("-n -c -k -t -o -s -w -T"))
+    if not operands(parsed):
         inv.output(inv.stdin)
+
+
+def _path_name(inv: Invocation) -> None:
+    """basename / dirname: pure string functions, computed for ``$(dirname …)``."""
+    parsed = parse_args(inv.args, spec("-s --suffix"))
+    names = [plain(field) for field in operands(parsed)]
+    if inv.name == "dirname":
+        lines = [posixpath.dirname(name.rstrip("/")) or "." for name in names]
+    else:
+        suffixes = [plain(v) for v in option_values(parsed, "-s", "--suffix")]
+        if not suffixes and len(names) == 2 and not has_option(parsed, "-a", "--multiple"):
+            names, suffixes = names[:1], names[1:]
+        lines = [_basename(name, suffixes[0] if suffixes else "") for name in names]
+    inv.output(Stream("".join(line + "\n" for line in lines)))
+
+
+def _basename(name: str, suffix: str) -> str:
+    base = posixpath.basename(name.rstrip("/")) or "/"
+    return base[: -len(suffix)] if suffix and base.endswith(suffix) and base != suffix else base
+
+
+def _tr(inv: Invocation) -> None:
+    """tr SET1 [SET2] with ranges, -d (delete); anything fancier gives unknown output."""
+    texts = [plain(field) for field in inv.args]
+    flags = "".join(t[1:] for t in texts if t.startswith("-") and len(t) > 1)
+    sets = [_tr_set(t) for t in texts if not t.startswith("-") or len(t) == 1]
+    text = inv.stdin.text
+    if text is None or set(flags) - {"d", "s"} or not sets:
+        return
+    if "d" in flags:
+        result = "".join(char for char in text if char not in sets[0])
+    elif len(sets) == 2 and sets[1]:
+        table = {ord(a): sets[1][min(i, len(sets[1]) - 1)] for i, a in enumerate(sets[0])}
+        result = text.translate(table)
+    else:
+        return
+    inv.output(Stream(result, inv.stdin.taint))
+
+
+def _tr_set(text: str) -> str:
+    text = ansi_c_decode(text)
+    return re.sub(
+        r"(.)-(.)",
+        lambda m: "".join(chr(c) for c in range(ord(m.group(1)), ord(m.group(2)) + 1)),
+        text,
+    )
 
 
 def _tee(inv: Invocation) -> None:
@@ -294,7 +337,7 @@ def file_handlers() -> dict[str, Handler]:
         handlers.update({name: _with_access(access) for name in names(command_names)})
     handlers.update({name: _pass_through for name in _PASS_THROUGH})
     handlers.update({name: _decoder for name in _DECODERS})
-    for name in ("xxd", "uudecode", "zcat", "gunzip", "bzcat", "xzcat", "zstdcat"):
+    for name in ("xxd", "uudecode", "zcat", "gunzip", "bzcat", "xzcat", "zstdcat", "openssl"):
         handlers[name] = _opaque_decoder
     handlers.update(
         {
@@ -308,6 +351,9 @@ def file_handlers() -> dict[str, Handler]:
             "test": _test,
             "[": _test,
             "tar": _tar,
+            "basename": _path_name,
+            "dirname": _path_name,
+            "tr": _tr,
         }
     )
     return handlers

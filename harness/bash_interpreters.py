@@ -99,10 +99,13 @@ def _shell(inv: Invocation) -> None:
         else:
             break
     rest = args[index:]
+    if rest and plain(rest[0]) == "-" and not code_mode:
+        stdin_mode, rest = True, rest[1:]
     if code_mode and rest:
         inv.output(inv.run_shell(rest[0], positional=rest[1:]))
     elif stdin_mode or not rest:
         inv.run_stdin("shell")
+        generic_fields(inv, rest, Access.READ)
     else:
         inv.execute_file(rest[0])
         generic_fields(inv, rest[1:], Access.READ)

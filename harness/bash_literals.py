@@ -275,6 +275,8 @@ def _goes_to_shell(tokens: list[_Token], index: int, language: str) -> bool:
     after = tokens[index + 1 : index + 3]
     if before is not None and before.kind == "name" and _call_name(before.text) in EXEC_NAMES:
         return True
+    if before is not None and before.kind == "name" and before.text in MENTION_NAMES:
+        return False
     if (
         before is not None
         and before.text in "(["
@@ -290,6 +292,12 @@ def _goes_to_shell(tokens: list[_Token], index: int, language: str) -> bool:
         getline = len(after) == 2 and after[0].text == "|" and after[1].text == "getline"
         return piped_in or getline
     return False
+
+
+def _printed(tokens: list[_Token], index: int) -> bool:
+    """``print "…"`` / ``puts "…"`` without parentheses: the literal is output text."""
+    before = tokens[index - 1] if index else None
+    return before is not None and before.kind == "name" and before.text in MENTION_NAMES
 
 
 def _enclosing_calls(tokens: list[_Token]) -> list[str]:
@@ -327,7 +335,9 @@ def code_literals(language: str, code: str) -> list[CodeLiteral]:
     calls = _enclosing_calls(tokens)
     found = []
     for index, token in enumerate(tokens):
-        if token.kind != "lit" or calls[index] in MENTION_NAMES:
+        if token.kind != "lit":
+            continue
+        if not token.shell and (calls[index] in MENTION_NAMES or _printed(tokens, index)):
             continue
         text = token.text
         shell = _goes_to_shell(tokens, index, language)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from .bash_fields import plain
 from .bash_invocation import Access, Invocation
-from .bash_options import operands, option_values, parse_args, spec
+from .bash_options import Arg, operands, option_values, parse_args, spec
 from .bash_state import Stream
 
 Handler = Callable[[Invocation], None]
@@ -149,7 +149,8 @@ def _curl_data_file(option: str | None, field: str) -> str | None:
 
 
 def _curl(inv: Invocation) -> None:
-    for arg in parse_args(inv.args, _CURL):
+    parsed = parse_args(inv.args, _CURL)
+    for arg in parsed:
         if arg.value is None:
             continue
         value = plain(arg.value)
@@ -163,7 +164,17 @@ def _curl(inv: Invocation) -> None:
             inv.touch(data_file, Access.READ)
         elif arg.option in (None, "--url"):
             _file_url(inv, arg.value, Access.READ)
+    if any(arg.option in ("-O", "--remote-name") for arg in parsed):
+        _mark_url_names(inv, parsed)
     _downloaded(inv)
+
+
+def _mark_url_names(inv: Invocation, parsed: list[Arg]) -> None:
+    """``curl -O URL`` / ``wget URL`` save to the URL's last path component."""
+    for field in operands(parsed):
+        name = plain(field).split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        if "://" in plain(field) and name:
+            inv.mark_download(name)
 
 
 def _wget(inv: Invocation) -> None:
@@ -176,6 +187,8 @@ def _wget(inv: Invocation) -> None:
     for name in _WGET_READS:
         for value in option_values(parsed, name):
             inv.touch(value, Access.READ)
+    if not option_values(parsed, *_WGET_WRITES[:2]):
+        _mark_url_names(inv, parsed)
     _downloaded(inv)
 
 

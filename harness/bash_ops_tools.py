@@ -202,7 +202,7 @@ def _docker(inv: Invocation) -> None:
         args = args[skip:]
     subcommand = plain(args[0]) if args else ""
     rest = args[1:]
-    if subcommand in ("buildx", "image", "container", "compose") and rest:
+    if subcommand in ("buildx", "image", "container") and rest:
         subcommand, rest = f"{subcommand} {plain(rest[0])}", rest[1:]
     building = subcommand in ("build", "buildx build", "image build")
     parsed, positional = _docker_options(
@@ -356,5 +356,7 @@ def ops_handlers() -> dict[str, Handler]:
     for name in ("docker", "podman", "nerdctl"):
         handlers[name] = _docker
     for name in ("redis-cli", "etcdctl", "consul", "vault", "zkCli.sh", "nomad", "mongosh"):
+        handlers[name] = _key_value_client
+    for name in ("lxc", "incus", "multipass", "vagrant", "crictl", "ctr", "docker-compose"):
         handlers[name] = _key_value_client
     return handlers

@@ -111,9 +111,16 @@ def _awk(inv: Invocation) -> None:
     if not program_files and files:
         inv.run_program("awk", files[0])
         files = files[1:]
+    assignments = option_values(parsed, "-v", "--assign")
     for field in files:
-        if not _AWK_ASSIGNMENT.match(plain(field)):
+        if _AWK_ASSIGNMENT.match(plain(field)):
+            assignments.append(field)
+        else:
             inv.touch(field, Access.READ)
+    for field in assignments:
+        value = field[plain(field).find("=") + 1 :]
+        if plain(value).startswith("/"):
+            inv.touch(value, Access.READ)
 
 
 def _jq(inv: Invocation) -> None:

@@ -55,15 +55,18 @@ class ShellState:
     """Variables, working directories and directory stack of one (sub)shell.
 
     ``cwd`` holds absolute paths; the marker ``UNKNOWN`` as a member means "somewhere
-    the guard cannot tell" (after ``cd "$(…)"``).
+    the guard cannot tell" (after ``cd "$(…)"``). ``downloads`` (files written from the
+    network) and ``written`` (files written with known text, by absolute path) model
+    the filesystem, so every copy of a state shares them.
     """
 
     cwd: frozenset[str]
     variables: dict[str, Variable] = field(default_factory=dict)
     oldpwd: frozenset[str] = frozenset({UNKNOWN})
     dirstack: list[frozenset[str]] = field(default_factory=list)
-    positional: tuple[frozenset[str], ...] | None = None
+    positional: tuple[frozenset[str], ...] | None = ()
     downloads: set[str] = field(default_factory=set)
+    written: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def initial(cls, cwd: str, home: str) -> ShellState:
@@ -81,12 +84,15 @@ class ShellState:
             oldpwd=self.oldpwd,
             dirstack=list(self.dirstack),
             positional=self.positional,
-            downloads=set(self.downloads),
+            downloads=self.downloads,
+            written=self.written,
         )
 
     def child(self, env: dict[str, frozenset[str]]) -> ShellState:
         """The state a child shell starts with: exported variables plus ``env``."""
-        state = ShellState(cwd=self.cwd, oldpwd=self.oldpwd, downloads=set(self.downloads))
+        state = ShellState(
+            cwd=self.cwd, oldpwd=self.oldpwd, downloads=self.downloads, written=self.written
+        )
         for name, variable in self.variables.items():
             if variable.exported or name in ("HOME", "IFS"):
                 state.variables[name] = Variable(variable.values, exported=True)
@@ -101,7 +107,6 @@ class ShellState:
         self.oldpwd = other.oldpwd
         self.dirstack = other.dirstack
         self.positional = other.positional
-        self.downloads = other.downloads
 
     def merge(self, other: ShellState) -> None:
         """Union ``other`` into this state (both branches may have run)."""
@@ -114,7 +119,6 @@ class ShellState:
             else:
                 mine.values = _cap(mine.values | variable.values)
                 mine.exported = mine.exported or variable.exported
-        self.downloads |= other.downloads
 
     def lookup(self, name: str) -> frozenset[str]:
         """Every value ``$name`` may expand to (``UNKNOWN`` when not knowable)."""

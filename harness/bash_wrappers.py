@@ -24,6 +24,7 @@ _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
 _SIMPLE: dict[str, OptionSpec] = {
     "nohup": spec(stop_at_operand=True),
+    "sshpass": spec("-p -f -d -e -P", stop_at_operand=True),
     "coproc": spec(stop_at_operand=True),
     "setsid": spec(stop_at_operand=True),
     "unbuffer": spec(stop_at_operand=True),

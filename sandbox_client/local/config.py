@@ -21,7 +21,8 @@ class LocalConfig:
 
     Attributes:
         state_dir: where each sandbox gets a directory (its workspace, socket, log and
-            handle). Keep the path short: a Unix socket path is at most 107 bytes.
+            handle); made absolute. Keep it short: a Unix socket path is at most 107
+            bytes.
         network: ``"none"`` (only a private loopback) or ``"host"`` (the host's network).
         env: the whole environment of a sandbox beyond ``PATH``, ``HOME``, ``LANG``: the
             only variables that enter it (settings decide; never credentials).
@@ -50,6 +51,8 @@ class LocalConfig:
     client: ClientOptions = field(default_factory=ClientOptions)
 
     def __post_init__(self) -> None:
+        # handles store socket paths: they must not depend on the working directory
+        object.__setattr__(self, "state_dir", Path(os.path.abspath(self.state_dir)))
         if self.network not in NETWORK_POLICIES:
             raise ValueError(f"network must be one of {NETWORK_POLICIES}")
         if self.freezer not in FREEZER_CHOICES:

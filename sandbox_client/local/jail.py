@@ -54,6 +54,13 @@ class JailPaths:
         return self.run_dir / SOCKET_NAME
 
 
+def sandbox_env(config: LocalConfig, shell: str) -> dict[str, str]:
+    """The whole environment of the server and its commands: a base plus what the
+    settings allow (``config.env``); nothing is inherited from the host."""
+    base = {"PATH": BASE_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "SHELL": shell}
+    return {**base, **config.env}
+
+
 def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfig:
     """The server's settings for a jail (paths as seen inside it)."""
     return ServerConfig(
@@ -64,6 +71,7 @@ def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfi
         max_output_bytes=config.max_output_bytes,
         keepalive_s=config.keepalive_s,
         drain_s=config.drain_s,
+        env=sandbox_env(config, shell),
     )
 
 
@@ -74,7 +82,7 @@ def bwrap_argv(config: LocalConfig, paths: JailPaths, *, info_fd: int, ready_fd:
     return [
         config.bwrap,
         *_namespaces(config.network),
-        *_environment(config.env, shell),
+        *_environment(sandbox_env(config, shell)),
         *_system_binds(config),
         *_sandbox_binds(paths),
         "--chdir", WORKSPACE,
@@ -93,10 +101,9 @@ def _namespaces(network: str) -> list[str]:
     return args
 
 
-def _environment(env: Mapping[str, str], shell: str) -> list[str]:
-    base = {"PATH": BASE_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "SHELL": shell}
+def _environment(env: Mapping[str, str]) -> list[str]:
     args = ["--clearenv"]
-    for name, value in {**base, **env}.items():
+    for name, value in env.items():
         args += ["--setenv", name, value]
     return args
 

@@ -228,6 +228,21 @@ class LocalProvider:
                 freezer.thaw(cgroup, handle.pid or 0)  # v1: a frozen task dies only thawed
         await self._discard(handle.sandbox_id, freezer, cgroup)
 
+    async def destroy_all(self) -> tuple[str, ...]:
+        """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
+
+        Jails are detached and outlive their creator, so whoever stops using a state
+        directory should call this. Returns the ids destroyed.
+        """
+        ids = [p.name for p in self.config.state_dir.iterdir()] if self._has_state() else []
+        handles = [h for h in map(self.find, ids) if h is not None]
+        for handle in handles:
+            await self.destroy(handle)
+        return tuple(h.sandbox_id for h in handles)
+
+    def _has_state(self) -> bool:
+        return self.config.state_dir.is_dir()
+
     async def _discard(self, sandbox_id: str, freezer: Freezer, cgroup: Path | None) -> None:
         await freezer.remove(cgroup)
         await asyncio.to_thread(shutil.rmtree, self._dir(sandbox_id), True)

@@ -53,6 +53,8 @@ class App:
             reply = await self._dispatch(request)
         except HttpError as exc:
             reply = Reply.error(exc.status, exc.message)
+        except Exception as exc:  # a bug must not take the sandbox's server down
+            reply = Reply.error(500, f"internal error: {type(exc).__name__}: {exc}")
         writer.write(encode_reply(reply, request.keep_alive))
         await writer.drain()
         return request.keep_alive

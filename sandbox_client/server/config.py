@@ -17,6 +17,8 @@ _DEFAULTS: dict[str, Any] = {
     "keepalive_s": 5.0,
     "drain_s": 0.2,
     "max_processes": 256,
+    "max_retained_bytes": 64 * 1024 * 1024,
+    "env": {},
     "max_body_bytes": 32 * 1024 * 1024,
     "max_read_bytes": 32 * 1024 * 1024,
 }
@@ -38,6 +40,10 @@ class ServerConfig:
         drain_s: after a command exits, how long to keep reading output that its
             leftover children still write to the same pipes before closing them.
         max_processes: finished process records kept; the oldest go first.
+        max_retained_bytes: output kept by finished records, all together; past it the
+            oldest records go first.
+        env: the environment every command starts with (the sandbox's, set by the
+            provider; a request's ``env`` is added to it).
         max_body_bytes: the largest request body accepted (file uploads).
         max_read_bytes: the largest file a GET returns.
     """
@@ -52,6 +58,8 @@ class ServerConfig:
     keepalive_s: float
     drain_s: float
     max_processes: int
+    max_retained_bytes: int
+    env: dict[str, str]
     max_body_bytes: int
     max_read_bytes: int
 

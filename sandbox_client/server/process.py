@@ -155,6 +155,12 @@ class Process:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
 
+    @property
+    def retained_bytes(self) -> int:
+        """Bytes of output this record holds (at most three times the cap)."""
+        buffers = (*self._outputs.values(), self._logs)
+        return sum(b.total_bytes - b.omitted_bytes for b in buffers)
+
     def logs(self) -> dict[str, str]:
         """``{"logs", "stdout", "stderr"}``: the captured output, as SBX/1 shows it."""
         return {

@@ -17,7 +17,8 @@ class ProcessTable:
 
     A name that is running cannot be started again (400, as Blaxel answers); a
     finished name can (the new run replaces the old record). At most
-    ``max_processes`` finished records are kept.
+    ``max_processes`` finished records, holding ``max_retained_bytes`` of output, are
+    kept.
     """
 
     def __init__(self, config: ServerConfig) -> None:
@@ -38,7 +39,7 @@ class ProcessTable:
             raise HttpError(400, f"process with name '{name}' already exists and is running")
         process = Process(name, command, working_dir, self._config.max_output_bytes)
         try:
-            process.start(self._config.shell, {**os.environ, **env}, self._config.drain_s)
+            process.start(self._config.shell, {**self._config.env, **env}, self._config.drain_s)
         except OSError as exc:
             raise HttpError(422, f"cannot start process: {exc.strerror or exc}") from exc
         self._by_name.pop(name, None)
@@ -69,9 +70,15 @@ class ProcessTable:
             process.signal(signum)
 
     def _forget_oldest(self) -> None:
-        finished = [n for n, p in self._by_name.items() if p.done.is_set()]
-        for name in finished[: max(0, len(finished) - self._config.max_processes)]:
+        finished = [(n, p.retained_bytes) for n, p in self._by_name.items() if p.done.is_set()]
+        excess_records = len(finished) - self._config.max_processes
+        excess_bytes = sum(size for _, size in finished) - self._config.max_retained_bytes
+        for name, size in finished:
+            if excess_records <= 0 and excess_bytes <= 0:
+                break
             del self._by_name[name]
+            excess_records -= 1
+            excess_bytes -= size
 
 
 def _check_name(name: str) -> None:

@@ -21,7 +21,6 @@ from harness import Checkpoint
 from memory_store import SessionStatus
 from tests.bot.conftest import DATA, load_case
 from tests.bot.slack_edge import CHANNEL, SIGNING_SECRET, SlackEdge, event, running_edge, sign
-from tests.fakes.slack_api import TEAM_ID
 
 TOP = "event_app_mention_top_level.json"
 REPLY = "event_message_thread_reply_no_mention.json"
@@ -187,6 +186,16 @@ async def test_a_bare_mention_answers_with_usage_in_its_thread_and_starts_nothin
     assert "Mention me with what to look at" in post.args["text"]
 
 
+async def test_the_twins_of_a_bare_mention_get_one_usage_reply(edge: SlackEdge) -> None:
+    mention = event(TOP, text="<@U0FAKEBOT>")
+    twin = event(TOP, text="<@U0FAKEBOT>", type="message", channel_type="channel")
+
+    await asyncio.gather(edge.post_event(mention), edge.post_event(twin))
+    await edge.settle()
+
+    assert len(edge.slack_api.calls_to("chat.postMessage")) == 1
+
+
 async def test_the_org_is_the_installations_enterprise_in_a_shared_channel(
     edge: SlackEdge,
 ) -> None:
@@ -283,19 +292,55 @@ async def test_stop_in_a_session_thread_cancels_it_kills_the_step_and_says_so(
     assert any("Stopped by <@U0FAKEBOB>" in t for t in thread_messages(edge, ROOT_TS))
 
 
-async def test_the_stop_button_cancels_the_session_it_belongs_to(edge: SlackEdge) -> None:
+async def test_a_retried_stop_stops_once_and_says_so_once(edge: SlackEdge) -> None:
     session_id = await start_session(edge)
+    stop = event(REPLY, text="stop", ts="1767225900.000100")
+
+    await edge.post_event(stop)
+    await edge.post_event(stop, headers={"X-Slack-Retry-Num": "1"})
+    await edge.settle()
+
+    assert [c.session_id for c in edge.cancelled] == [session_id]
+    assert edge.slack_api.calls_to("chat.postMessage")[-1].args["thread_ts"] == ROOT_TS
+    assert len(edge.slack_api.calls_to("chat.postMessage")) == 1
+
+
+def stop_press(session_id: str, *, enterprise: bool) -> dict[str, str]:
+    """The Stop button's ``block_actions`` form; ``enterprise``: from an Enterprise Grid org
+    (the payload as recorded), else from the plain workspace the events come from."""
     payload = load_case("interactive_block_actions.json")
     payload["actions"][0].update(action_id="warroom_stop", value=session_id)
+    if not enterprise:
+        payload.pop("enterprise")
+        payload["team"].pop("enterprise_id")
+    return {"payload": json.dumps(payload)}
 
-    response = await edge.post_form({"payload": json.dumps(payload)})
+
+async def test_the_stop_button_cancels_the_session_it_belongs_to(edge: SlackEdge) -> None:
+    session_id = await start_session(edge)
+
+    response = await edge.post_form(stop_press(session_id, enterprise=False))
     await edge.settle()
 
     assert response.status_code == 200
-    session = await edge.session(ROOT_TS, org=TEAM_ID)
+    session = await edge.session(ROOT_TS)
     assert session is not None
     assert session.status is SessionStatus.CANCELLED
     assert [c.session_id for c in edge.cancelled] == [session_id]
+    assert any("Stopped by <@U0FAKEBOB>" in t for t in thread_messages(edge, ROOT_TS))
+
+
+async def test_a_stop_press_from_another_org_is_acked_and_ignored(edge: SlackEdge) -> None:
+    session_id = await start_session(edge)
+
+    response = await edge.post_form(stop_press(session_id, enterprise=True))
+    await edge.settle()
+
+    assert response.status_code == 200
+    session = await edge.session(ROOT_TS)
+    assert session is not None
+    assert session.status is SessionStatus.RUNNING
+    assert edge.cancelled == []
 
 
 # ----- acks and signatures -------------------------------------------------------------
@@ -355,16 +400,18 @@ async def test_slacks_recorded_retry_request_is_signed_as_we_sign_and_refused_as
 # ----- concurrency on both backends ----------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """None for SQLite; the run's PostgreSQL URL (resolved here, outside the event loop)."""
+    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+
 async def test_two_near_simultaneous_mentions_in_one_thread_make_one_session(
-    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+    tmp_path: Path, database_url: str | None
 ) -> None:
-    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
-    async with running_edge(tmp_path, database_url=url) as edge:
+    async with running_edge(tmp_path, database_url=database_url) as edge:
         root = edge.slack_api.add_message(CHANNEL, "checkout is down", user="U0FAKEALICE")
-        first = event(
-            "event_app_mention_in_thread.json", thread_ts=root, ts="1767300000.000001"
-        )
+        first = event("event_app_mention_in_thread.json", thread_ts=root, ts="1767300000.000001")
         second = event(
             "event_app_mention_in_thread.json",
             thread_ts=root,

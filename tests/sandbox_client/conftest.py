@@ -47,11 +47,8 @@ def state_dir() -> Iterator[Path]:
     require_bwrap()
     path = Path(tempfile.mkdtemp(prefix="wr-sbx-"))
     yield path
-    leftovers = LocalProvider(LocalConfig(state_dir=path))
-    for directory in path.iterdir():
-        handle = leftovers.find(directory.name)
-        if handle is not None:  # a test that failed half-way: end its jail too
-            asyncio.run(leftovers.destroy(handle))
+    # a test that failed half-way may have left a jail: end it too
+    asyncio.run(LocalProvider(LocalConfig(state_dir=path)).destroy_all())
     shutil.rmtree(path, ignore_errors=True)
 
 

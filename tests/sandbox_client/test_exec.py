@@ -201,8 +201,9 @@ def _server_peak_rss_bytes(sandbox: SandboxHandle) -> int:
     for pid in procfs.descendants(sandbox.pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if b"sbx_server" not in handle.read():
-                    continue
+                argv = handle.read().split(b"\0")
+            if b"python" not in argv[0].rsplit(b"/", 1)[-1]:
+                continue  # bwrap's processes carry the server's command line too
             with open(f"/proc/{pid}/status") as handle:
                 for line in handle:
                     if line.startswith("VmHWM:"):

@@ -187,6 +187,16 @@ async def test_provisioning_a_live_id_again_returns_the_same_sandbox(
     assert again == fresh
 
 
+async def test_destroy_all_ends_every_sandbox_of_a_state_directory(state_dir: Path) -> None:
+    provider = LocalProvider(local_config(state_dir / "destroy-all"))
+    handles = [await provider.provision(f"all-{n}") for n in range(2)]
+
+    destroyed = await provider.destroy_all()
+
+    assert sorted(destroyed) == ["all-0", "all-1"]
+    assert [await provider.health(h) for h in handles] == [Health.GONE, Health.GONE]
+
+
 async def test_a_bad_id_or_a_missing_interpreter_is_a_clear_provisioning_error(
     state_dir: Path,
 ) -> None:

@@ -1,0 +1,234 @@
+"""Benchmark of the Slack app's ack: signed HTTP events at a fixed rate, request → response.
+
+Run: ``.venv/bin/python bench/slack_ack.py [--rate 50] [--duration-s 20] [--database-url URL]``.
+
+A child process serves the real app (bolt ``AsyncApp`` over aiohttp, ``build_app``)
+with a migrated store (SQLite in a temporary directory by default, or the given
+PostgreSQL URL) and the local fake Slack Web API; ``enqueue`` is a no-op. This process
+sends events open-loop at ``rate`` per second, each on its own schedule whatever the
+answers do: ~70 % new top-level mentions (each a new session), ~20 % steering replies
+in threads started earlier, ~10 % the ``message`` twin of an earlier mention (dropped
+by the ``<channel>:<ts>`` dedupe). The clock runs from just before the request is sent
+(body already signed) to the response. Prints one JSON line:
+
+    ack_p50_ms, ack_p99_ms, ack_max_ms   request → response (Slack allows 3 s; goal p99 ≤ 50 ms)
+    events, errors                       sent, and answered other than HTTP 200 (or not at all)
+    rate_per_s, duration_s, backend      the load and the store
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.background import Background
+from bot.edit_policy import EditPolicy
+from bot.poster import SlackPoster
+from bot.skills_command import SkillsCommands
+from bot.slack_app import SlackDeps, build_app
+from bot.slack_runtime import HttpMode, start
+from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+
+SECRET = "bench-signing-secret"
+CHANNEL = "C0BENCH"
+
+
+# ----- the server (child process) ----------------------------------------------------
+
+
+async def serve(database_url: str | None) -> None:
+    """Serve the app until stdin closes; print the port first."""
+    slack_api = FakeSlackApi()
+    await slack_api.start()
+    with tempfile.TemporaryDirectory() as data_dir:
+        db = Database.from_url(database_url, data_dir=Path(data_dir))
+        await db.migrate()
+        background = Background()
+        app = build_app(deps=_deps(db, slack_api), background=background)
+        running = await start(app, HttpMode(host="127.0.0.1", port=0))
+        print(running.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await running.close()
+        await background.drain(timeout_s=30.0)
+        await db.dispose()
+    await slack_api.stop()
+
+
+def _deps(db: Database, slack_api: FakeSlackApi) -> SlackDeps:
+    client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
+    files = FileStore(db)
+
+    async def enqueue(session_id: str, token: str) -> None:
+        return None
+
+    async def cancel_running(cancelled: Cancelled) -> None:
+        return None
+
+    return SlackDeps(
+        sessions=SessionStore(db),
+        dedupe=InboundDedupe(db),
+        files=files,
+        client=client,
+        signing_secret=SECRET,
+        bot_user_id=BOT_USER_ID,
+        enqueue=enqueue,
+        cancel_running=cancel_running,
+        skills=SkillsCommands(files, client, EditPolicy()),
+        poster=SlackPoster(client, Outbox(db)),
+    )
+
+
+# ----- the load (this process) -------------------------------------------------------
+
+
+class Traffic:
+    """Event bodies: new mentions, steering replies in earlier threads, mention twins."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self._random = random.Random(seed)
+        self._n = 0
+        self._threads: list[str] = []
+
+    def next_body(self) -> dict[str, Any]:
+        self._n += 1
+        roll = self._random.random()
+        if roll < 0.2 and self._threads:
+            return self._event("message", self._ts(), thread_ts=self._pick(), text="check the pool")
+        if roll < 0.3 and self._threads:
+            return self._event("message", self._pick(), text=f"<@{BOT_USER_ID}> pods are down")
+        ts = self._ts()
+        self._threads.append(ts)
+        return self._event("app_mention", ts, text=f"<@{BOT_USER_ID}> pods are down #{self._n}")
+
+    def _pick(self) -> str:
+        return self._random.choice(self._threads[-200:])
+
+    def _ts(self) -> str:
+        return f"{1767225600 + self._n}.{self._n:06d}"
+
+    def _event(
+        self, kind: str, ts: str, *, text: str, thread_ts: str | None = None
+    ) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "type": kind,
+            "user": "U0BENCHUSER",
+            "text": text,
+            "ts": ts,
+            "channel": CHANNEL,
+            "event_ts": ts,
+        }
+        if thread_ts is not None:
+            event["thread_ts"] = thread_ts
+        return {
+            "team_id": TEAM_ID,
+            "api_app_id": "A0BENCH",
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev0BENCH{self._n:07d}",
+            "event_time": int(float(ts)),
+            "authorizations": [{"enterprise_id": None, "team_id": TEAM_ID, "is_bot": True}],
+        }
+
+
+def signed(body: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    raw = json.dumps(body).encode()
+    ts = str(int(time.time()))
+    digest = hmac.new(SECRET.encode(), b"v0:" + ts.encode() + b":" + raw, hashlib.sha256)
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": "v0=" + digest.hexdigest(),
+    }
+    return raw, headers
+
+
+async def one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> float | None:
+    raw, headers = signed(body)
+    started = time.perf_counter()
+    try:
+        response = await client.post(url, content=raw, headers=headers)
+    except httpx.HTTPError:
+        return None
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    return elapsed_ms if response.status_code == 200 else None
+
+
+async def load(url: str, *, rate: float, duration_s: float) -> list[float | None]:
+    traffic = Traffic()
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    async with httpx.AsyncClient(timeout=10.0, limits=limits) as client:
+        await one(client, url, traffic.next_body())  # warm-up: bolt's auth.test, connections
+        count = int(rate * duration_s)
+        begin = time.perf_counter()
+        tasks = []
+        for i in range(count):
+            delay_s = begin + i / rate - time.perf_counter()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            tasks.append(asyncio.create_task(one(client, url, traffic.next_body())))
+        return list(await asyncio.gather(*tasks))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.database_url))
+        return
+    command = [sys.executable, __file__, "--serve"]
+    if args.database_url:
+        command += ["--database-url", args.database_url]
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/slack/events"
+        results = asyncio.run(load(url, rate=args.rate, duration_s=args.duration_s))
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            assert server.stdin is not None
+            server.stdin.close()
+        server.wait(timeout=60)
+    print(json.dumps(figures(results, args)))
+
+
+def figures(results: list[float | None], args: argparse.Namespace) -> dict[str, Any]:
+    times = sorted(t for t in results if t is not None)
+    return {
+        "ack_p50_ms": round(statistics.median(times), 2) if times else None,
+        "ack_p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2)
+        if times
+        else None,
+        "ack_max_ms": round(times[-1], 2) if times else None,
+        "events": len(results),
+        "errors": len(results) - len(times),
+        "rate_per_s": args.rate,
+        "duration_s": args.duration_s,
+        "backend": "postgresql" if args.database_url else "sqlite",
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,623 @@
+"""A local fake of the Slack Web API: real HTTP on 127.0.0.1, Slack's wire format.
+
+Tests use it, and so can the product (the drill runs a whole incident against it).
+
+The real ``slack_sdk.web.async_client.AsyncWebClient`` reaches it through ``base_url``
+(``FakeSlackApi.base_url``). It implements the methods Warroom uses, keeps what was
+posted (so ``conversations.replies`` serves it back, metadata included when asked
+for), records every call, and enforces Slack's cheap-to-check limits itself so tests
+catch our mistakes:
+
+- ``text`` over 40,000 chars → ``msg_too_long`` (Slack: chat.postMessage, "msg_too_long").
+- more than 50 blocks, a section/header/context text over 3,000 chars, a ``markdown``
+  block over 12,000 chars → ``invalid_blocks`` with ``errors`` naming the JSON pointer,
+  as Slack answers ("no more than 50 items allowed [json-pointer:/blocks]",
+  "must be less than 3001 characters [json-pointer:/blocks/0/text/text]").
+- the ``markdown`` text of one message over 12,000 chars in total →
+  ``msg_blocks_too_long`` (Slack's cumulative limit; bolt-js issue #2509 measured the
+  rejection just above 12,000).
+- views: title ≤ 24 chars, ≤ 100 blocks, ``private_metadata`` ≤ 3,000 chars,
+  ``plain_text_input`` ``max_length`` ≤ 3,000 and ``initial_value`` within it.
+
+Faults on demand, per method: ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
+``{"ok": false, "error": "ratelimited"}``) and ``fail_next`` (``{"ok": false, "error": …}``,
+e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = [
+    "BOT_ID",
+    "BOT_USER_ID",
+    "MAX_BLOCKS",
+    "MAX_INPUT_CHARS",
+    "MAX_MARKDOWN_CHARS",
+    "MAX_PRIVATE_METADATA_CHARS",
+    "MAX_SECTION_CHARS",
+    "MAX_TEXT_CHARS",
+    "MAX_VIEW_BLOCKS",
+    "MAX_VIEW_TITLE_CHARS",
+    "RATELIMITED_BODY",
+    "TEAM_ID",
+    "FakeSlackApi",
+    "Handler",
+    "JsonDict",
+    "RecordedCall",
+    "SlackFailure",
+]
+
+JsonDict = dict[str, Any]
+Handler = Callable[[JsonDict], JsonDict]
+
+BOT_USER_ID = "U0FAKEBOT"
+BOT_ID = "B0FAKEBOT"
+TEAM_ID = "T0FAKETEAM"
+RATELIMITED_BODY: JsonDict = {"ok": False, "error": "ratelimited"}
+
+MAX_TEXT_CHARS = 40_000
+MAX_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+MAX_SECTION_CHARS = 3_000
+MAX_MARKDOWN_CHARS = 12_000
+MAX_PRIVATE_METADATA_CHARS = 3_000
+MAX_INPUT_CHARS = 3_000
+MAX_VIEW_TITLE_CHARS = 24
+_JSON_ARGS = ("blocks", "metadata", "view", "files", "attachments", "loading_messages")
+
+
+class SlackFailure(Exception):
+    """Raised inside a handler to answer ``{"ok": false, "error": error, …extra}``."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+@dataclass
+class RecordedCall:
+    """One request the fake answered.
+
+    ``waited_s`` is how long the client waited since this method's previous answer
+    when that answer was a 429 (None otherwise): the measured back-off.
+    """
+
+    method: str
+    args: JsonDict
+    status: int
+    response: JsonDict
+    at_s: float
+    waited_s: float | None = None
+
+
+@dataclass
+class _Fault:
+    error: str | None  # None = HTTP 429
+    retry_after_s: int = 1
+
+
+@dataclass
+class _State:
+    messages: dict[str, list[JsonDict]] = field(default_factory=dict)
+    ephemerals: list[JsonDict] = field(default_factory=list)
+    views: dict[str, JsonDict] = field(default_factory=dict)
+    statuses: list[JsonDict] = field(default_factory=list)
+    reactions: list[JsonDict] = field(default_factory=list)
+    pending_files: dict[str, JsonDict] = field(default_factory=dict)
+    files: dict[str, JsonDict] = field(default_factory=dict)
+    users: dict[str, JsonDict] = field(default_factory=dict)
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
+    expired_triggers: set[str] = field(default_factory=set)
+
+
+class FakeSlackApi:
+    """The fake server. ``await start()``, use ``base_url`` and ``token``, ``await stop()``."""
+
+    def __init__(self, *, token: str = "xoxb-fake-token") -> None:
+        self.token = token
+        self.calls: list[RecordedCall] = []
+        self.state = _State()
+        self._faults: dict[str, list[_Fault]] = {}
+        self._last_429_at: dict[str, float] = {}
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._handlers: dict[str, Handler] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._chat_post_message,
+            "chat.update": self._chat_update,
+            "chat.delete": self._chat_delete,
+            "chat.postEphemeral": self._chat_post_ephemeral,
+            "conversations.replies": self._conversations_replies,
+            "conversations.history": self._conversations_history,
+            "reactions.add": self._reactions_add,
+            "views.open": self._views_open,
+            "views.update": self._views_update,
+            "views.push": self._views_push,
+            "assistant.threads.setStatus": self._set_status,
+            "files.getUploadURLExternal": self._get_upload_url,
+            "files.completeUploadExternal": self._complete_upload,
+            "users.info": self._users_info,
+            "usergroups.users.list": self._usergroup_users,
+        }
+
+    # ----- lifecycle ---------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` for ``AsyncWebClient`` (ends with ``/api/``)."""
+        return f"http://127.0.0.1:{self._port}/api/"
+
+    async def start(self) -> None:
+        """Listen on 127.0.0.1 on a free port."""
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/api/{method}", self._serve_api)
+        app.router.add_post("/upload/{file_id}", self._serve_upload)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+
+    async def stop(self) -> None:
+        """Close the listener and every open connection."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ----- test controls -----------------------------------------------------------
+
+    def rate_limit_next(self, method: str, *, retry_after_s: int = 1, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with HTTP 429 + ``Retry-After``."""
+        self._faults.setdefault(method, []).extend([_Fault(None, retry_after_s)] * times)
+
+    def fail_next(self, method: str, error: str, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": error}``."""
+        self._faults.setdefault(method, []).extend([_Fault(error)] * times)
+
+    def expire_trigger(self, trigger_id: str) -> None:
+        """Make ``views.open``/``views.push`` with this trigger answer ``expired_trigger_id``."""
+        self.state.expired_triggers.add(trigger_id)
+
+    def add_user(self, user_id: str, name: str) -> None:
+        """Make ``users.info`` know a user."""
+        self.state.users[user_id] = {"id": user_id, "name": name, "team_id": TEAM_ID}
+
+    def set_usergroup(self, usergroup_id: str, user_ids: list[str]) -> None:
+        """Define a user group's members for ``usergroups.users.list``."""
+        self.state.usergroups[usergroup_id] = list(user_ids)
+
+    def add_message(
+        self, channel: str, text: str, *, user: str = "U0FAKEALICE", thread_ts: str | None = None
+    ) -> str:
+        """Seed a human message (e.g. the @mention that starts a thread); returns its ts."""
+        message: JsonDict = {"type": "message", "user": user, "text": text, "ts": self._ts()}
+        if thread_ts is not None:
+            message["thread_ts"] = thread_ts
+        self.state.messages.setdefault(channel, []).append(message)
+        return str(message["ts"])
+
+    def calls_to(self, method: str) -> list[RecordedCall]:
+        """The recorded calls of one method, oldest first."""
+        return [call for call in self.calls if call.method == method]
+
+    def thread(self, channel: str, thread_ts: str) -> list[JsonDict]:
+        """Stored messages of a thread (parent first), as ``conversations.replies`` sees them."""
+        return [
+            message
+            for message in self.state.messages.get(channel, [])
+            if message["ts"] == thread_ts or message.get("thread_ts") == thread_ts
+        ]
+
+    async def wait_for(
+        self, predicate: Callable[[], bool], *, timeout_s: float = 5.0, interval_s: float = 0.01
+    ) -> None:
+        """Poll ``predicate`` until true; AssertionError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout_s} s")
+            await asyncio.sleep(interval_s)
+
+    # ----- HTTP --------------------------------------------------------------------
+
+    async def _serve_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await _read_args(request)
+        token = _bearer(request) or args.pop("token", None)
+        status, headers, body = self._answer(method, args, token)
+        return web.json_response(body, status=status, headers=headers)
+
+    def _answer(
+        self, method: str, args: JsonDict, token: str | None
+    ) -> tuple[int, dict[str, str], JsonDict]:
+        now = time.monotonic()
+        waited = now - self._last_429_at.pop(method) if method in self._last_429_at else None
+        status, headers = 200, {}
+        faults = self._faults.get(method)
+        if token == self.token and faults:
+            fault = faults.pop(0)
+            body: JsonDict = {"ok": False, "error": fault.error or RATELIMITED_BODY["error"]}
+            if fault.error is None:
+                status, headers = 429, {"Retry-After": str(fault.retry_after_s)}
+                self._last_429_at[method] = now
+        else:
+            body = self._dispatch(method, args, token)
+        self.calls.append(RecordedCall(method, args, status, body, now, waited))
+        return status, headers, body
+
+    def _dispatch(self, method: str, args: JsonDict, token: str | None) -> JsonDict:
+        if not token:
+            return {"ok": False, "error": "not_authed"}
+        if token != self.token:
+            return {"ok": False, "error": "invalid_auth"}
+        handler = self._handlers.get(method)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        try:
+            return {"ok": True, **handler(args)}
+        except SlackFailure as failure:
+            return {"ok": False, "error": failure.error, **failure.extra}
+
+    async def _serve_upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        pending = self.state.pending_files.get(file_id)
+        if pending is None:
+            return web.Response(status=404, text="file not found")
+        data = await _read_upload(request)
+        pending["content"] = data
+        self.calls.append(
+            RecordedCall("upload", {"file_id": file_id}, 200, {}, time.monotonic(), None)
+        )
+        return web.Response(text=f"OK - {len(data)}", content_type="text/plain")
+
+    # ----- helpers -----------------------------------------------------------------
+
+    def _ts(self) -> str:
+        n = next(self._ids)
+        return f"{1767225600 + n}.{n:06d}"
+
+    def _find(self, channel: str, ts: str) -> JsonDict:
+        for message in self.state.messages.get(channel, []):
+            if message["ts"] == ts:
+                return message
+        raise SlackFailure("message_not_found")
+
+    def _store_message(self, args: JsonDict, *, extra: JsonDict | None = None) -> JsonDict:
+        channel = _required(args, "channel")
+        message: JsonDict = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "text": args.get("text", ""),
+            "ts": self._ts(),
+            **(extra or {}),
+        }
+        if args.get("blocks"):
+            message["blocks"] = args["blocks"]
+        if args.get("thread_ts"):
+            message["thread_ts"] = args["thread_ts"]
+        if args.get("metadata"):
+            message["metadata"] = _checked_metadata(args["metadata"])
+        self.state.messages.setdefault(channel, []).append(message)
+        return message
+
+    # ----- methods -----------------------------------------------------------------
+
+    def _auth_test(self, args: JsonDict) -> JsonDict:
+        return {"team": "Fake Co", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+
+    def _chat_post_message(self, args: JsonDict) -> JsonDict:
+        _check_message(args)
+        message = self._store_message(args)
+        return {"channel": args["channel"], "ts": message["ts"], "message": _public(message)}
+
+    def _chat_update(self, args: JsonDict) -> JsonDict:
+        _check_message(args)
+        message = self._find(_required(args, "channel"), _required(args, "ts"))
+        for key in ("text", "blocks"):
+            if key in args:
+                message[key] = args[key]
+        if args.get("metadata"):
+            message["metadata"] = _checked_metadata(args["metadata"])
+        message["edited"] = {"user": BOT_ID, "ts": self._ts()}
+        return {"channel": args["channel"], "ts": message["ts"], "text": message["text"]}
+
+    def _chat_delete(self, args: JsonDict) -> JsonDict:
+        channel, ts = _required(args, "channel"), _required(args, "ts")
+        message = self._find(channel, ts)
+        self.state.messages[channel].remove(message)
+        return {"channel": channel, "ts": ts}
+
+    def _chat_post_ephemeral(self, args: JsonDict) -> JsonDict:
+        _check_message(args)
+        _required(args, "channel")
+        _required(args, "user")
+        ephemeral = {**args, "message_ts": self._ts()}
+        self.state.ephemerals.append(ephemeral)
+        return {"message_ts": ephemeral["message_ts"]}
+
+    def _conversations_replies(self, args: JsonDict) -> JsonDict:
+        channel, ts = _required(args, "channel"), _required(args, "ts")
+        thread = self.thread(channel, ts)
+        if not thread:
+            raise SlackFailure("thread_not_found")
+        with_metadata = _truthy(args.get("include_all_metadata"))
+        start = int(args.get("cursor") or 0)
+        limit = min(int(args.get("limit") or 1000), 1000)
+        page = thread[start : start + limit]
+        more = start + limit < len(thread)
+        return {
+            "messages": [_public(m, with_metadata=with_metadata) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
+    def _conversations_history(self, args: JsonDict) -> JsonDict:
+        channel = _required(args, "channel")
+        top = [
+            m for m in self.state.messages.get(channel, []) if m.get("thread_ts") in (None, m["ts"])
+        ]
+        with_metadata = _truthy(args.get("include_all_metadata"))
+        messages = [_public(m, with_metadata=with_metadata) for m in reversed(top)]
+        return {"messages": messages, "has_more": False}
+
+    def _reactions_add(self, args: JsonDict) -> JsonDict:
+        reaction = {k: args.get(k) for k in ("channel", "timestamp", "name")}
+        self._find(_required(args, "channel"), _required(args, "timestamp"))
+        if reaction in self.state.reactions:
+            raise SlackFailure("already_reacted")
+        self.state.reactions.append(reaction)
+        return {}
+
+    def _views_open(self, args: JsonDict) -> JsonDict:
+        self._check_trigger(args)
+        view = self._new_view(args)
+        return {"view": view}
+
+    def _views_push(self, args: JsonDict) -> JsonDict:
+        self._check_trigger(args)
+        return {"view": self._new_view(args)}
+
+    def _views_update(self, args: JsonDict) -> JsonDict:
+        view_id = _required(args, "view_id")
+        stored = self.state.views.get(view_id)
+        if stored is None:
+            raise SlackFailure("not_found")
+        if args.get("hash") and args["hash"] != stored["hash"]:
+            raise SlackFailure("hash_conflict")
+        spec = _checked_view(args.get("view"))
+        stored.update(spec, hash=f"{time.time():.6f}.fake{next(self._ids)}")
+        return {"view": stored}
+
+    def _check_trigger(self, args: JsonDict) -> None:
+        trigger = _required(args, "trigger_id")
+        if trigger in self.state.expired_triggers:
+            raise SlackFailure("expired_trigger_id")
+
+    def _new_view(self, args: JsonDict) -> JsonDict:
+        spec = _checked_view(args.get("view"))
+        view_id = f"V0FAKE{next(self._ids):04d}"
+        view = {
+            **spec,
+            "id": view_id,
+            "team_id": TEAM_ID,
+            "state": {"values": {}},
+            "hash": f"{time.time():.6f}.fake{view_id}",
+            "root_view_id": view_id,
+        }
+        self.state.views[view_id] = view
+        return view
+
+    def _set_status(self, args: JsonDict) -> JsonDict:
+        for name in ("channel_id", "thread_ts"):
+            _required(args, name)
+        if "status" not in args:
+            raise SlackFailure("invalid_arguments")
+        self.state.statuses.append(dict(args))
+        return {}
+
+    def _get_upload_url(self, args: JsonDict) -> JsonDict:
+        filename = _required(args, "filename")
+        length = int(_required(args, "length"))
+        file_id = f"F0FAKE{next(self._ids):04d}"
+        self.state.pending_files[file_id] = {"id": file_id, "name": filename, "length": length}
+        upload_url = f"http://127.0.0.1:{self._port}/upload/{file_id}"
+        return {"upload_url": upload_url, "file_id": file_id}
+
+    def _complete_upload(self, args: JsonDict) -> JsonDict:
+        entries = args.get("files")
+        if not isinstance(entries, list) or not entries:
+            raise SlackFailure("invalid_arguments")
+        done = [self._finish_file(entry) for entry in entries]
+        if args.get("channel_id"):
+            share = {"channel": args["channel_id"], "text": args.get("initial_comment", "")}
+            if args.get("thread_ts"):
+                share["thread_ts"] = args["thread_ts"]
+            self._store_message(share, extra={"files": done, "upload": True})
+        return {"files": [{"id": f["id"], "title": f["title"]} for f in done]}
+
+    def _finish_file(self, entry: JsonDict) -> JsonDict:
+        pending = self.state.pending_files.pop(str(entry.get("id")), None)
+        if pending is None or "content" not in pending:
+            raise SlackFailure("file_not_found")
+        if len(pending["content"]) != pending["length"]:
+            raise SlackFailure("file_upload_size_mismatch")
+        done = {**pending, "title": entry.get("title") or pending["name"]}
+        self.state.files[done["id"]] = done
+        return {
+            "id": done["id"],
+            "name": done["name"],
+            "title": done["title"],
+            "size": done["length"],
+        }
+
+    def _users_info(self, args: JsonDict) -> JsonDict:
+        user = self.state.users.get(_required(args, "user"))
+        if user is None:
+            raise SlackFailure("user_not_found")
+        return {"user": user}
+
+    def _usergroup_users(self, args: JsonDict) -> JsonDict:
+        users = self.state.usergroups.get(_required(args, "usergroup"))
+        if users is None:
+            raise SlackFailure("no_such_subteam")
+        return {"users": users}
+
+
+# ----- request parsing -------------------------------------------------------------
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer "):
+        return None
+    return header.removeprefix("Bearer ").strip() or None
+
+
+async def _read_args(request: web.Request) -> JsonDict:
+    args: JsonDict = dict(request.query)
+    if request.method == "POST" and request.can_read_body:
+        if request.content_type == "application/json":
+            args.update(await request.json())
+        else:
+            form = await request.post()
+            args.update({k: v for k, v in form.items() if isinstance(v, str)})
+    for name in _JSON_ARGS:
+        if isinstance(args.get(name), str):
+            with contextlib.suppress(ValueError):
+                args[name] = json.loads(args[name])
+    return args
+
+
+async def _read_upload(request: web.Request) -> bytes:
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        part = await reader.next()
+        return bytes(await part.read()) if part is not None else b""  # type: ignore[union-attr]
+    return await request.read()
+
+
+def _required(args: JsonDict, name: str) -> str:
+    value = args.get(name)
+    if value in (None, ""):
+        raise SlackFailure("invalid_arguments", response_metadata={"messages": [f"missing {name}"]})
+    return str(value)
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("1", "true")
+
+
+def _public(message: JsonDict, *, with_metadata: bool = True) -> JsonDict:
+    shown = {k: v for k, v in message.items() if k != "upload"}
+    if not with_metadata:
+        shown.pop("metadata", None)
+    return shown
+
+
+# ----- limits ----------------------------------------------------------------------
+
+
+def _check_message(args: JsonDict) -> None:
+    if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
+        raise SlackFailure("msg_too_long")
+    blocks = args.get("blocks") or []
+    if not args.get("text") and not blocks:
+        raise SlackFailure("no_text")
+    problems = _block_problems(blocks, max_blocks=MAX_BLOCKS)
+    if problems:
+        raise SlackFailure("invalid_blocks", errors=problems)
+    markdown_total = sum(len(b.get("text", "")) for b in blocks if b.get("type") == "markdown")
+    if markdown_total > MAX_MARKDOWN_CHARS:
+        raise SlackFailure("msg_blocks_too_long")
+
+
+def _block_problems(blocks: list[JsonDict], *, max_blocks: int) -> list[str]:
+    problems = []
+    if len(blocks) > max_blocks:
+        problems.append(f"no more than {max_blocks} items allowed [json-pointer:/blocks]")
+    for i, block in enumerate(blocks):
+        problems.extend(_one_block_problems(i, block))
+    return problems
+
+
+def _one_block_problems(i: int, block: JsonDict) -> list[str]:
+    kind = block.get("type")
+    texts: list[tuple[str, Any]] = []
+    if kind == "markdown":
+        texts.append((f"/blocks/{i}/text", block.get("text", "")))
+        limit = MAX_MARKDOWN_CHARS
+    else:
+        limit = MAX_SECTION_CHARS
+        if isinstance(block.get("text"), dict):
+            texts.append((f"/blocks/{i}/text/text", block["text"].get("text", "")))
+        for j, element in enumerate(block.get("elements") or []):
+            if kind == "context" and isinstance(element, dict) and "text" in element:
+                texts.append((f"/blocks/{i}/elements/{j}/text", element["text"]))
+        for j, item in enumerate(block.get("fields") or []):
+            texts.append((f"/blocks/{i}/fields/{j}/text", item.get("text", "")))
+    problems = [
+        f"must be less than {limit + 1} characters [json-pointer:{pointer}]"
+        for pointer, text in texts
+        if len(str(text)) > limit
+    ]
+    if kind == "header" and len(str(block.get("text", {}).get("text", ""))) > 150:
+        problems.append(f"must be less than 151 characters [json-pointer:/blocks/{i}/text/text]")
+    element = block.get("element")
+    if kind == "input" and isinstance(element, dict):
+        problems.extend(_input_problems(i, element))
+    return problems
+
+
+def _input_problems(i: int, element: JsonDict) -> list[str]:
+    if element.get("type") != "plain_text_input":
+        return []
+    problems = []
+    max_length = int(element.get("max_length", MAX_INPUT_CHARS))
+    if max_length > MAX_INPUT_CHARS:
+        problems.append(f"must be at most 3000 [json-pointer:/blocks/{i}/element/max_length]")
+    if len(str(element.get("initial_value", ""))) > max_length:
+        problems.append(
+            f"must be less than {max_length + 1} characters "
+            f"[json-pointer:/blocks/{i}/element/initial_value]"
+        )
+    return problems
+
+
+def _checked_view(view: Any) -> JsonDict:
+    if not isinstance(view, dict) or view.get("type") != "modal":
+        raise SlackFailure("invalid_arguments")
+    problems = _block_problems(view.get("blocks") or [], max_blocks=MAX_VIEW_BLOCKS)
+    if len(str(view.get("title", {}).get("text", ""))) > MAX_VIEW_TITLE_CHARS:
+        problems.append("must be less than 25 characters [json-pointer:/view/title/text]")
+    if len(str(view.get("private_metadata", ""))) > MAX_PRIVATE_METADATA_CHARS:
+        problems.append("must be less than 3001 characters [json-pointer:/view/private_metadata]")
+    if problems:
+        raise SlackFailure(
+            "invalid_arguments", response_metadata={"messages": [f"[ERROR] {p}" for p in problems]}
+        )
+    return dict(view)
+
+
+def _checked_metadata(metadata: Any) -> JsonDict:
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(metadata.get("event_type"), str)
+        or not isinstance(metadata.get("event_payload"), dict)
+    ):
+        raise SlackFailure("invalid_metadata_format")
+    return {"event_type": metadata["event_type"], "event_payload": metadata["event_payload"]}
