@@ -1,10 +1,11 @@
 """Benchmark of the Slack app's ack: signed HTTP events at a fixed rate, request → response.
 
-Run: ``.venv/bin/python bench/slack_ack.py [--rate 50] [--duration-s 20] [--database-url URL]``.
+Run: ``.venv/bin/python bench/slack_ack.py [--rate 50] [--duration-s 20] [--postgres [ADMIN_URL]]``.
 
 A child process serves the real app (bolt ``AsyncApp`` over aiohttp, ``build_app``)
-with a migrated store (SQLite in a temporary directory by default, or the given
-PostgreSQL URL) and the local fake Slack Web API; ``enqueue`` is a no-op. This process
+with a migrated store (SQLite in a temporary directory by default; with
+``--postgres``, a throwaway database created through ``ADMIN_URL`` and dropped
+after) and the local fake Slack Web API; ``enqueue`` only counts. This process
 sends events open-loop at ``rate`` per second, each on its own schedule whatever the
 answers do: ~70 % new top-level mentions (each a new session), ~20 % steering replies
 in threads started earlier, ~10 % the ``message`` twin of an earlier mention (dropped
@@ -14,6 +15,8 @@ by the ``<channel>:<ts>`` dedupe). The clock runs from just before the request i
     ack_p50_ms, ack_p99_ms, ack_max_ms   request → response (Slack allows 3 s; goal p99 ≤ 50 ms)
     events, errors                       sent, and answered other than HTTP 200 (or not at all)
     rate_per_s, duration_s, backend      the load and the store
+    sessions_woken                       wake-ups the server enqueued (one per new session
+                                         here: no worker runs), a check that the work was done
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,9 +50,11 @@ from bot.skills_command import SkillsCommands
 from bot.slack_app import SlackDeps, build_app
 from bot.slack_runtime import HttpMode, start
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from tests import pg_admin
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 
 SECRET = "bench-signing-secret"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL = "C0BENCH"
 
 
@@ -55,29 +62,30 @@ CHANNEL = "C0BENCH"
 
 
 async def serve(database_url: str | None) -> None:
-    """Serve the app until stdin closes; print the port first."""
+    """Serve the app until stdin closes; print the port first, the wake-ups enqueued last."""
     slack_api = FakeSlackApi()
     await slack_api.start()
     with tempfile.TemporaryDirectory() as data_dir:
         db = Database.from_url(database_url, data_dir=Path(data_dir))
         await db.migrate()
-        background = Background()
-        app = build_app(deps=_deps(db, slack_api), background=background)
+        background, wakes = Background(), []
+        app = build_app(deps=_deps(db, slack_api, wakes), background=background)
         running = await start(app, HttpMode(host="127.0.0.1", port=0))
         print(running.port, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await running.close()
         await background.drain(timeout_s=30.0)
+        print(len(wakes), flush=True)
         await db.dispose()
     await slack_api.stop()
 
 
-def _deps(db: Database, slack_api: FakeSlackApi) -> SlackDeps:
+def _deps(db: Database, slack_api: FakeSlackApi, wakes: list[str]) -> SlackDeps:
     client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
     files = FileStore(db)
 
     async def enqueue(session_id: str, token: str) -> None:
-        return None
+        wakes.append(session_id)
 
     async def cancel_running(cancelled: Cancelled) -> None:
         return None
@@ -191,15 +199,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--duration-s", type=float, default=20.0)
-    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--postgres", nargs="?", const=PG_ADMIN_URL, default=None)
+    parser.add_argument("--database-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.database_url))
         return
+    if args.postgres is None:
+        results, wakes = measure(None, args)
+    else:
+        name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
+        pg_admin.create_database(args.postgres, name)
+        try:
+            url = urlunsplit(urlsplit(args.postgres)._replace(path=f"/{name}"))
+            results, wakes = measure(url, args)
+        finally:
+            pg_admin.drop_database(args.postgres, name)
+    print(json.dumps({**figures(results, args), "sessions_woken": wakes}))
+
+
+def measure(database_url: str | None, args: argparse.Namespace) -> tuple[list[float | None], int]:
+    """Start the server child on ``database_url``, run the load, stop the child.
+
+    Returns the ack times (None: failed) and how many wake-ups the server enqueued.
+    """
     command = [sys.executable, __file__, "--serve"]
-    if args.database_url:
-        command += ["--database-url", args.database_url]
+    if database_url:
+        command += ["--database-url", database_url]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
@@ -210,8 +237,9 @@ def main() -> None:
         with contextlib.suppress(BrokenPipeError):
             assert server.stdin is not None
             server.stdin.close()
+        wakes = server.stdout.readline() if server.stdout is not None else ""
         server.wait(timeout=60)
-    print(json.dumps(figures(results, args)))
+    return results, int(wakes or 0)
 
 
 def figures(results: list[float | None], args: argparse.Namespace) -> dict[str, Any]:
@@ -226,7 +254,7 @@ def figures(results: list[float | None], args: argparse.Namespace) -> dict[str, 
         "errors": len(results) - len(times),
         "rate_per_s": args.rate,
         "duration_s": args.duration_s,
-        "backend": "postgresql" if args.database_url else "sqlite",
+        "backend": "postgresql" if args.postgres else "sqlite",
     }
 
 

@@ -23,6 +23,8 @@ from typing import TypeVar
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from .metrics import default_metrics
+
 T = TypeVar("T")
 
 _TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
@@ -76,8 +78,11 @@ async def slack_call(method: str, call: Awaitable[T]) -> T:
     try:
         return await call
     except SlackApiError as exc:
-        raise api_error(method, exc) from exc
+        error = api_error(method, exc)
+        default_metrics().count_slack_error(method, error.error)
+        raise error from exc
     except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        default_metrics().count_slack_error(method, "transport")
         raise SlackUnreachable(method, "transport") from exc
 
 

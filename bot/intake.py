@@ -1,28 +1,31 @@
 """The intake: what a Slack message or a Stop press does to its thread's session.
 
-``receive`` runs before the ack and does only fast database work: look up the
+Called right after the listener's ack. ``receive`` does the database part: look up the
 thread's session, decide (``routing.route``), drop a duplicate (Slack's ``event_id``
 retries, and the ``app_mention``/``message`` twins of one @mention by
 ``"<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
-message ``ts``), cancel on ``stop``. It returns a ``FollowUp``: the slower work
-``follow_up`` does after the ack — enqueue the wake-up, fetch a thread's earlier
+message ``ts``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
+part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
 messages, reply with usage, kill the stopped step's process and say so.
 
-A wake-up lost between the ack and the enqueue (a crash) is not lost work: the
-session is recorded runnable and the store's sweeper re-enqueues it.
+A wake-up lost between record and enqueue (a crash) is not lost work: the session is
+recorded runnable and the store's sweeper re-enqueues it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from harness import Checkpoint, Requester
-from memory_store import Cancelled, InboundDedupe, SessionKey, SessionStore
+from memory_store import Cancelled, DatabaseUnavailable, InboundDedupe, SessionKey, SessionStore
 
 from .errors import SlackCallFailed, slack_call
 from .inbound import InboundMessage, MessageKind
@@ -37,6 +40,9 @@ Enqueue = Callable[[str, str], Awaitable[None]]
 CancelRunning = Callable[[Cancelled], Awaitable[None]]
 
 DEDUPE_TTL_S = 3600.0  # Slack retries for ~5 min; keep ≥ 10 min (ARCHITECTURE.md §9)
+RETRY_DELAYS_S = (0.2, 1.0, 3.0)  # a store call that found the database busy or away
+
+T = TypeVar("T")
 
 
 def usage_text(bot_user_id: str) -> str:
@@ -113,46 +119,41 @@ class Intake:
     dedupe_ttl_s: float = DEDUPE_TTL_S
 
     async def receive(self, message: InboundMessage) -> FollowUp | None:
-        """Decide and record, before the ack; returns the work to do after it.
+        """Decide, dedupe and record; returns the Slack and queue work to do next.
+
+        Store calls are retried while the database is unavailable (``RETRY_DELAYS_S``).
 
         Raises:
-            DatabaseUnavailable: nothing acknowledged; Slack will retry the event.
+            DatabaseUnavailable: still unreachable after the retries (the input is lost).
         """
         if not _worth_a_look(message):
             return None
         key = SessionKey(message.org_id, message.channel_id, message.thread_root)
-        session = await self.sessions.find(key) if _needs_session(message) else None
+        session = (
+            await _retrying(lambda: self.sessions.find(key)) if _needs_session(message) else None
+        )
         decision = route(message, session, strict=message.channel_id in self.strict_channels)
         if isinstance(decision, Ignore) or not await self._first_sighting(message):
             return None
-        if isinstance(decision, Usage):
-            return ReplyUsage(message.channel_id, message.thread_root)
-        if isinstance(decision, Stop):
-            return await self._stop(decision.session_id, key, message.user_id, message.ts)
-        if isinstance(decision, Steer):
-            token = await self.sessions.add_input(
-                decision.session_id,
-                user_id=message.user_id,
-                text=decision.text,
-                source_ts=_source_ts(message),
-            )
-            return Wake(decision.session_id, token) if token else None
-        return await self._start(message, key, decision)
+        return await self._act(message, key, decision)
 
     async def press_stop(
         self, session_id: str, *, org_id: str, user_id: str, action_ts: str
     ) -> Stopped | None:
-        """The Stop button (``warroom_stop``, value = session id) was pressed, before the ack.
+        """The Stop button (``warroom_stop``, value = session id) was pressed: cancel.
 
         A session of another org, or none, is ignored (None).
+
+        Raises:
+            DatabaseUnavailable: the store could not be reached.
         """
-        session = await self.sessions.get(session_id)
+        session = await _retrying(lambda: self.sessions.get(session_id))
         if session is None or session.key.org_id != org_id:
             return None
         return await self._stop(session_id, session.key, user_id, action_ts)
 
     async def follow_up(self, work: FollowUp) -> None:
-        """Do ``work`` after the ack. Slack failures are logged, not raised."""
+        """Do ``work``: enqueue, reply, kill. Slack failures are logged, not raised."""
         if isinstance(work, Wake):
             await self.enqueue(work.session_id, work.token)
         elif isinstance(work, WakeWithContext):
@@ -163,15 +164,39 @@ class Intake:
         else:
             await self._finish_stop(work)
 
-    # ----- before the ack --------------------------------------------------------------
+    # ----- the database part ---------------------------------------------------------
+
+    async def _act(
+        self, message: InboundMessage, key: SessionKey, decision: Usage | Start | Steer | Stop
+    ) -> FollowUp | None:
+        if isinstance(decision, Usage):
+            return ReplyUsage(message.channel_id, message.thread_root)
+        if isinstance(decision, Stop):
+            return await self._stop(decision.session_id, key, message.user_id, message.ts)
+        if isinstance(decision, Steer):
+            steer = decision
+            token = await _retrying(
+                lambda: self.sessions.add_input(
+                    steer.session_id,
+                    user_id=message.user_id,
+                    text=steer.text,
+                    source_ts=_source_ts(message),
+                )
+            )
+            return Wake(steer.session_id, token) if token else None
+        return await self._start(message, key, decision)
 
     async def _first_sighting(self, message: InboundMessage) -> bool:
-        ttl_s = self.dedupe_ttl_s
-        if message.event_id and not await self.dedupe.first_sighting(
-            f"event:{message.event_id}", ttl_s=ttl_s
-        ):
-            return False
-        return await self.dedupe.first_sighting(f"ts:{message.sighting_key}", ttl_s=ttl_s)
+        keys = [f"ts:{message.sighting_key}"]
+        if message.event_id:
+            keys.insert(0, f"event:{message.event_id}")
+        for key in keys:
+            if not await _retrying(functools.partial(self._sight, key)):
+                return False
+        return True
+
+    async def _sight(self, key: str) -> bool:
+        return await self.dedupe.first_sighting(key, ttl_s=self.dedupe_ttl_s)
 
     async def _start(
         self, message: InboundMessage, key: SessionKey, start: Start
@@ -180,13 +205,15 @@ class Intake:
         checkpoint = Checkpoint(
             session_id, message.org_id, message.channel_id, Requester(message.user_id)
         )
-        opened = await self.sessions.open_or_join(
-            key,
-            requester_id=message.user_id,
-            initial_checkpoint=checkpoint.to_json(),
-            text=message.text,
-            source_ts=message.ts,
-            session_id=session_id,
+        opened = await _retrying(
+            lambda: self.sessions.open_or_join(
+                key,
+                requester_id=message.user_id,
+                initial_checkpoint=checkpoint.to_json(),
+                text=message.text,
+                source_ts=message.ts,
+                session_id=session_id,
+            )
         )
         if opened.token is None:
             return None
@@ -197,10 +224,10 @@ class Intake:
         return Wake(opened.session_id, opened.token)
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
-        cancelled = await self.sessions.cancel(session_id, actor=user_id)
+        cancelled = await _retrying(lambda: self.sessions.cancel(session_id, actor=user_id))
         return Stopped(cancelled, Thread(session_id, key.channel_id, key.thread_ts), user_id, ts)
 
-    # ----- after the ack ---------------------------------------------------------------
+    # ----- the Slack and queue part --------------------------------------------------
 
     async def _add_context(self, work: WakeWithContext) -> None:
         given = frozenset(item.source_ts for item in await self.sessions.inbox(work.session_id))
@@ -250,6 +277,24 @@ class Intake:
             await self.poster.post(work.thread, key, message, kind="notice")
         except SlackCallFailed as exc:
             logger.warning("stop reply for %s failed: %s", work.thread.session_id, exc)
+
+
+async def _retrying(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, again after each of ``RETRY_DELAYS_S`` while the database is unavailable.
+
+    Each call is one store statement or transaction, so a failed one wrote nothing (a
+    busy SQLite writer, a PostgreSQL failover) and trying again is safe.
+
+    Raises:
+        DatabaseUnavailable: still unavailable after the last retry.
+    """
+    for delay_s in RETRY_DELAYS_S:
+        try:
+            return await call()
+        except DatabaseUnavailable as exc:
+            logger.warning("database unavailable (%s); retrying in %.1f s", exc, delay_s)
+            await asyncio.sleep(delay_s)
+    return await call()
 
 
 def _worth_a_look(message: InboundMessage) -> bool:

@@ -5,9 +5,17 @@ directly. Postgres (through ``SessionStore``) is the source of truth; a queue
 message only names a pending token (ARCHITECTURE.md §5):
 
 - a duplicate or stale message claims nothing and is dropped;
-- the lease is renewed while the step runs, so a live worker keeps its claim;
+- the lease is renewed while the step runs; when a renewal finds the claim fenced
+  (the session was stopped, or another worker took it over) the step is cancelled,
+  since nothing it did could be committed any more;
+- a step that raises gives its lease up at once, so a retry can claim it without
+  waiting for the lease to run out (the re-claim counts as another attempt);
+- before a ``Bash`` call's intent is committed the session has a sandbox, so a
+  worker that dies mid-command leaves the handle behind and the next worker can ask
+  that sandbox for the command's real outcome;
 - a tool's intent is committed before the tool runs (the harness calls ``save``);
-- the answer is posted in its own step, idempotently (outbox + message metadata);
+- the answer is posted in its own step, idempotently (outbox + message metadata),
+  and the session then waits holding nothing: its sandbox is suspended;
 - the next message is enqueued only after the commit.
 """
 
@@ -16,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -29,6 +39,7 @@ from harness import (
     Limits,
     Next,
     StepKind,
+    ToolUseBlock,
     WorkspaceSource,
     advance,
     next_kind,
@@ -37,21 +48,33 @@ from harness import Model as ModelProtocol
 from memory_store import (
     Claim,
     Continue,
+    DatabaseUnavailable,
     Fenced,
     FileStore,
     NewEvent,
     SessionStore,
     TokenUsage,
     Wait,
+    utc_now,
 )
+
+from .logs import log_context
+from .metrics import StepReport, default_metrics
 
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[str, str], Awaitable[None]]
 
+RELEASE_LEASE_S = 0.001
+"""A failed step shortens its lease to this (``renew`` takes only positive leases)."""
+
 
 class CrashPoint(StrEnum):
-    """Deterministic kill points for crash tests (``WARROOM_CRASH_AT=point@step``)."""
+    """Deterministic kill points for crash tests (``WARROOM_CRASH_AT``, see ``crash_from``).
+
+    ``DURING_POST`` is reached between Slack accepting the answer and the outbox
+    recording its ``ts`` (the driver learns it through ``before_post_recorded``).
+    """
 
     BEFORE_MODEL = "before_model"
     AFTER_MODEL = "after_model"
@@ -61,12 +84,18 @@ class CrashPoint(StrEnum):
 
 
 class Crasher(Protocol):
-    """Called at each crash point; a test build kills the process there."""
+    """Called at each crash point; a test build kills the process there.
 
-    def __call__(self, point_reached: CrashPoint, *, step: int, attempt: int) -> None: ...
+    ``step`` is the number of steps the session had taken before this one
+    (``Checkpoint.steps``); ``attempt`` is ``Claim.crash_count`` (0 on a first try).
+    """
+
+    def __call__(
+        self, point_reached: CrashPoint, *, session_id: str, step: int, attempt: int
+    ) -> None: ...
 
 
-def no_crash(point_reached: CrashPoint, *, step: int, attempt: int) -> None:
+def no_crash(point_reached: CrashPoint, *, session_id: str, step: int, attempt: int) -> None:
     """The production crasher: does nothing."""
 
 
@@ -92,6 +121,22 @@ class ThreadPoster(Protocol):
         ...
 
 
+class SandboxKeeper(Protocol):
+    """The driver's two uses of sandboxes outside a harness step."""
+
+    async def provision(self) -> str:
+        """A new, ready sandbox; returns its handle as JSON (``Checkpoint.sandbox``).
+
+        Raises:
+            WorkspaceUnavailable: no sandbox could be made (transient).
+        """
+        ...
+
+    async def park(self, handle_json: str) -> None:
+        """Suspend the sandbox of a session that now waits for a human (idempotent)."""
+        ...
+
+
 class StepOutcome(StrEnum):
     """What ``run`` did, for metrics and tests."""
 
@@ -102,13 +147,23 @@ class StepOutcome(StrEnum):
     FENCED = "fenced"
 
 
+@dataclass(frozen=True)
+class _Posting:
+    session_id: str
+    step: int
+    attempt: int
+
+
 @dataclass
 class StepDriver:
     """Runs one step of one session per call.
 
     Attributes:
-        lease_s: the claim's lease (≈15 s, ARCHITECTURE.md §5); renewed every third of it.
+        lease_s: the claim's lease (ARCHITECTURE.md §5); renewed every third of it.
         wait_s: how long an answered session waits for a reply before it is done.
+        sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
+            suspends it when the session waits; None leaves both to the harness.
+        observe: told about every step (metrics; default: the process's counters).
     """
 
     sessions: SessionStore
@@ -122,81 +177,168 @@ class StepDriver:
     lease_s: float = 15.0
     wait_s: float = 7 * 24 * 3600.0
     crash: Crasher = no_crash
+    sandboxes: SandboxKeeper | None = None
+    observe: Callable[[StepReport], None] = field(
+        default_factory=lambda: default_metrics().observe_step
+    )
+    _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
         """Advance ``session_id`` by one step if ``token`` is still its pending token.
 
         Raises:
             ModelError, WorkspaceUnavailable, DatabaseUnavailable: transient failures;
-                nothing was committed, the actor's retry (or the sweeper) runs it again.
+                nothing was committed and the lease was given up, so the actor's retry
+                (or the sweeper) runs the step again as its next attempt.
+            Exception: anything else a step raises, after the same release.
         """
         claim = await self.sessions.claim(
             session_id, token, worker_id=self.worker_id, lease_s=self.lease_s
         )
         if claim is None:
+            self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))
             return StepOutcome.SKIPPED
+        key = claim.key
+        with log_context(session_id=session_id, org_id=key.org_id, channel_id=key.channel_id):
+            return await self._run_claimed(claim)
+
+    async def _run_claimed(self, claim: Claim) -> StepOutcome:
+        session_id, started = claim.session_id, time.monotonic()
         try:
-            async with self._lease(claim):
-                outcome, next_token = await self._step(claim)
+            async with _Lease(self.sessions, claim, self.lease_s) as lease:
+                outcome, next_token = await self._step(claim, lease)
         except Fenced:
-            log.warning("session %s: step fenced (another worker owns it)", session_id)
+            log.warning("session %s: step fenced (stopped, or taken over)", session_id)
+            self._observe(_kind(claim), StepOutcome.FENCED, started)
             return StepOutcome.FENCED
-        self.crash(CrashPoint.AFTER_COMMIT, step=_steps(claim), attempt=claim.crash_count)
+        except Exception:
+            self._observe(_kind(claim), "error", started)
+            await self._release(claim)
+            raise
+        self.crash(
+            CrashPoint.AFTER_COMMIT,
+            session_id=session_id,
+            step=_steps(claim),
+            attempt=claim.crash_count,
+        )
         if next_token is not None:
             await self.enqueue(session_id, next_token)
         return outcome
 
-    async def _step(self, claim: Claim) -> tuple[StepOutcome, str | None]:
+    def before_post_recorded(self, key: str) -> None:
+        """Crash point ``DURING_POST``: Slack took the post ``key``, its ts is not recorded.
+
+        The runtime calls this from the poster's outbox; keys of other posts (status
+        messages, parts after the first) are ignored unless they extend an answer key.
+        """
+        for answer_key, posting in self._posting.items():
+            if key == answer_key or key.startswith(answer_key + "/"):
+                self.crash(
+                    CrashPoint.DURING_POST,
+                    session_id=posting.session_id,
+                    step=posting.step,
+                    attempt=posting.attempt,
+                )
+
+    async def _step(self, claim: Claim, lease: _Lease) -> tuple[StepOutcome, str | None]:
+        started = time.monotonic()
         cp = _checkpoint(claim)
         if cp.answer is not None:
-            return await self._post_answer(claim, cp)
+            return await self._post_answer(claim, cp, lease)
         inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
-        is_model_step = next_kind(cp, inbox) is StepKind.MODEL
-        if is_model_step:
-            self.crash(CrashPoint.BEFORE_MODEL, step=cp.steps, attempt=claim.crash_count)
-        deps = Collaborators(
-            store=self.files,
-            model=self.model,
-            workspaces=self.workspaces,
-            save=self._saver(claim),
-            limits=self.limits,
-        )
-        result = await advance(cp, deps, inbox)
-        point = CrashPoint.AFTER_MODEL if is_model_step else CrashPoint.AFTER_TOOL
-        self.crash(point, step=cp.steps, attempt=claim.crash_count)
+        kind = next_kind(cp, inbox)
+        point = self._point(claim, cp)
+        if kind is StepKind.MODEL:
+            point(CrashPoint.BEFORE_MODEL)
+        if kind is StepKind.TOOL:
+            cp = await self._with_sandbox_for_bash(cp)
+        result = await advance(cp, self._collaborators(claim), inbox)
+        point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
-        outcome = Continue() if result.next is Next.CONTINUE else Wait(until=None)
+        waits = result.next is not Next.CONTINUE
+        lease.committing()
         next_token = await self.sessions.commit(
             claim,
             checkpoint=new.to_json(),
-            outcome=outcome,
+            outcome=self._wait() if waits else Continue(),
             events=_log_events(result.events),
             consumed_inbox_upto=claim.inbox_upto if inbox else None,
             usage=_usage_delta(cp, new),
         )
         await self._progress(claim, new, result.events)
-        status = StepOutcome.STEPPED if result.next is Next.CONTINUE else StepOutcome.WAITING
+        status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
+        self._observe(kind.value, status, started, result.events)
         return status, next_token
 
-    async def _post_answer(self, claim: Claim, cp: Checkpoint) -> tuple[StepOutcome, str | None]:
+    async def _post_answer(
+        self, claim: Claim, cp: Checkpoint, lease: _Lease
+    ) -> tuple[StepOutcome, str | None]:
         assert cp.answer is not None
+        started = time.monotonic()
         key = f"{claim.session_id}:answer:{len(cp.messages)}"
-        self.crash(CrashPoint.DURING_POST, step=cp.steps, attempt=claim.crash_count)
-        ts = await self.poster.post_answer(
-            key=key,
-            session_id=claim.session_id,
-            channel_id=claim.key.channel_id,
-            thread_ts=claim.key.thread_ts,
-            markdown=cp.answer,
-        )
+        self._posting[key] = _Posting(claim.session_id, cp.steps, claim.crash_count)
+        try:
+            ts = await self.poster.post_answer(
+                key=key,
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                markdown=cp.answer,
+            )
+        finally:
+            del self._posting[key]
         done = replace(cp, answer=None, best_effort=False)
+        lease.committing()
         next_token = await self.sessions.commit(
             claim,
             checkpoint=done.to_json(),
-            outcome=Wait(until=None),
+            outcome=self._wait(),
             events=(NewEvent("post_done", f'{{"key":"{key}","ts":"{ts}"}}'),),
         )
+        if next_token is None:
+            await self._park(done)
+        self._observe("post", StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token
+
+    def _observe(
+        self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
+    ) -> None:
+        self.observe(StepReport(kind, str(outcome), time.monotonic() - started, tuple(events)))
+
+    def _wait(self) -> Wait:
+        return Wait(until=utc_now() + timedelta(seconds=self.wait_s))
+
+    def _point(self, claim: Claim, cp: Checkpoint) -> Callable[[CrashPoint], None]:
+        def reached(point: CrashPoint) -> None:
+            self.crash(point, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count)
+
+        return reached
+
+    def _collaborators(self, claim: Claim) -> Collaborators:
+        async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
+            await self.sessions.save(claim, checkpoint=cp.to_json(), events=_log_events(events))
+
+        return Collaborators(
+            store=self.files,
+            model=self.model,
+            workspaces=self.workspaces,
+            save=save,
+            limits=self.limits,
+        )
+
+    async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:
+        """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
+        if self.sandboxes is None or cp.sandbox is not None or _next_tool(cp) != "Bash":
+            return cp
+        return replace(cp, sandbox=await self.sandboxes.provision())
+
+    async def _park(self, cp: Checkpoint) -> None:
+        if self.sandboxes is None or cp.sandbox is None:
+            return
+        try:
+            await self.sandboxes.park(cp.sandbox)
+        except Exception:  # parking saves resources; the idle sweep catches a miss
+            log.exception("session %s: could not suspend its sandbox", cp.session_id)
 
     async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
         try:
@@ -210,26 +352,62 @@ class StepDriver:
         except Exception:  # progress is best effort: never fail a committed step
             log.exception("session %s: progress update failed", claim.session_id)
 
-    def _saver(self, claim: Claim) -> Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]:
-        async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
-            await self.sessions.save(claim, checkpoint=cp.to_json(), events=_log_events(events))
+    async def _release(self, claim: Claim) -> None:
+        """Give up the lease of a failed step so its next attempt need not wait for it."""
+        with contextlib.suppress(Fenced, DatabaseUnavailable):
+            await self.sessions.renew(claim, lease_s=RELEASE_LEASE_S)
 
-        return save
 
-    @contextlib.asynccontextmanager
-    async def _lease(self, claim: Claim) -> AsyncIterator[None]:
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(self.lease_s / 3)
-                await self.sessions.renew(claim, lease_s=self.lease_s)
+class _Lease:
+    """Keeps a claim's lease alive while its step runs (``async with``).
 
-        task = asyncio.create_task(renew())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Fenced):
-                await task
+    Renews every third of ``lease_s``. A renewal that finds the claim fenced (the
+    session was stopped, or another worker took it over) cancels the step, which then
+    leaves the block as ``Fenced``: nothing it does could be committed any more. Once
+    the step calls ``committing()`` it is never cancelled (a renewal may then have lost
+    only to the step's own commit; a real fence makes the commit raise ``Fenced``).
+    """
+
+    def __init__(self, sessions: SessionStore, claim: Claim, lease_s: float) -> None:
+        self._sessions = sessions
+        self._claim = claim
+        self._lease_s = lease_s
+        self._committing = False
+        self._fenced = False
+        self._step: asyncio.Task[object] | None = None
+        self._renewer: asyncio.Task[None] | None = None
+
+    def committing(self) -> None:
+        """The step is about to commit: from now on a fenced renewal cancels nothing."""
+        self._committing = True
+
+    async def __aenter__(self) -> _Lease:
+        self._step = asyncio.current_task()
+        self._renewer = asyncio.create_task(self._renew())
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._committing = True
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if kind is asyncio.CancelledError and self._fenced and self._step is not None:
+            self._step.uncancel()
+            raise Fenced(self._claim.session_id, self._claim.epoch)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_s / 3)
+            try:
+                await self._sessions.renew(self._claim, lease_s=self._lease_s)
+            except Fenced:
+                if not self._committing and self._step is not None:
+                    self._fenced = True
+                    self._step.cancel()
+                return
+            except DatabaseUnavailable:
+                log.warning("session %s: lease renewal failed", self._claim.session_id)
 
 
 def _checkpoint(claim: Claim) -> Checkpoint:
@@ -242,6 +420,25 @@ def _checkpoint(claim: Claim) -> Checkpoint:
 
 def _steps(claim: Claim) -> int:
     return Checkpoint.from_json(claim.checkpoint).steps
+
+
+def _kind(claim: Claim) -> str:
+    """What the claimed step was to do (for a failed step's metrics)."""
+    cp = Checkpoint.from_json(claim.checkpoint)
+    if cp.answer is not None:
+        return "post"
+    return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox)).value
+
+
+def _next_tool(cp: Checkpoint) -> str | None:
+    """The name of the next tool call the last assistant message asks for, if any."""
+    if not cp.messages or cp.messages[-1].role != "assistant":
+        return None
+    done = {r.tool_use_id for r in cp.pending_results}
+    for block in cp.messages[-1].content:
+        if isinstance(block, ToolUseBlock) and block.id not in done:
+            return block.name
+    return None
 
 
 def _log_events(events: Sequence[Event]) -> tuple[NewEvent, ...]:

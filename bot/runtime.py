@@ -10,25 +10,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from harness import AnthropicModel, Limits, Model, SandboxWorkspaces
-from memory_store import Database, FileStore, Outbox, SessionStore
+from harness import (
+    AnthropicModel,
+    Checkpoint,
+    Limits,
+    Model,
+    SandboxWorkspaces,
+    WorkspaceUnavailable,
+)
+from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
     LocalConfig,
     LocalProvider,
+    ProcessNotFound,
+    SandboxError,
+    SandboxGone,
+    SandboxHandle,
     SandboxManager,
     SandboxProvider,
     SetupStep,
 )
 
-from .poster import SlackPoster
+from .metrics import CountingProvider
+from .poster import SlackPoster, Thread
 from .progress import ThreadReporter
+from .render import render_session_failed
 from .runner import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
 from .settings import Settings
 
@@ -65,9 +81,125 @@ def make_slack_client(settings: Settings) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=settings.slack_api_url)
 
 
+def make_worker_id() -> str:
+    """``<host>:<pid>:<random>``: who holds a lease, readable by an operator."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class ManagedSandboxes:
+    """The driver's ``SandboxKeeper`` over the process's ``SandboxManager``."""
+
+    def __init__(self, manager: SandboxManager, setup: tuple[SetupStep, ...] = ()) -> None:
+        self.manager = manager
+        self.setup = setup
+
+    async def provision(self) -> str:
+        """A new ready sandbox's handle (JSON). Raises harness ``WorkspaceUnavailable``."""
+        try:
+            result = await self.manager.ensure(None, self.setup)
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        return result.handle.to_json()
+
+    async def park(self, handle_json: str) -> None:
+        """Suspend the sandbox (its session waits for a human). Raises SandboxError."""
+        await self.manager.release(SandboxHandle.from_json(handle_json))
+
+
+class CrashHookOutbox:
+    """The poster's outbox, calling ``before_record(key)`` between a Slack post and the
+    record of its ``ts`` (where crash tests kill the worker: ``CrashPoint.DURING_POST``).
+
+    ``before_record`` may be set after construction (the driver is built later).
+    """
+
+    def __init__(self, inner: Outbox) -> None:
+        self._inner = inner
+        self.before_record: Callable[[str], None] | None = None
+
+    async def post_intent(
+        self,
+        session_id: str,
+        key: str,
+        *,
+        channel_id: str,
+        thread_ts: str,
+        kind: str,
+        payload_json: str,
+    ) -> OutboxItem:
+        """``Outbox.post_intent``."""
+        return await self._inner.post_intent(
+            session_id,
+            key,
+            channel_id=channel_id,
+            thread_ts=thread_ts,
+            kind=kind,
+            payload_json=payload_json,
+        )
+
+    async def post_done(self, key: str, ts: str) -> OutboxItem:
+        """The hook, then ``Outbox.post_done``."""
+        if self.before_record is not None:
+            self.before_record(key)
+        return await self._inner.post_done(key, ts)
+
+    async def get_post(self, key: str) -> OutboxItem | None:
+        """``Outbox.get_post``."""
+        return await self._inner.get_post(key)
+
+
+async def kill_in_flight(provider: SandboxProvider, cancelled: Cancelled) -> str | None:
+    """Kill the sandbox process of a cancelled session's running tool call, if any.
+
+    The process is named after the ``tool_use`` id in ``Checkpoint.in_flight``
+    (ARCHITECTURE.md §8). Returns that name when a kill was sent, else None (no
+    tool call was running, no sandbox, or the process had already ended).
+
+    Raises:
+        SandboxError: the sandbox did not answer.
+    """
+    cp = Checkpoint.from_json(cancelled.checkpoint)
+    handle_json = cp.sandbox or cancelled.sandbox
+    if cp.in_flight is None or handle_json is None:
+        return None
+    client = provider.connect(SandboxHandle.from_json(handle_json))
+    try:
+        await client.kill(cp.in_flight)
+    except (ProcessNotFound, SandboxGone):
+        return None
+    finally:
+        await client.aclose()
+    return cp.in_flight
+
+
+async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
+    """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
+    and suspend the sandbox; the step's own commit is fenced off by the cancel.
+
+    Returns the killed process's name (the ``tool_use`` id), or None when none ran.
+    Sandbox failures are logged, not raised: the session is cancelled either way.
+    """
+    killed = None
+    try:
+        killed = await kill_in_flight(manager.provider, cancelled)
+    except SandboxError:
+        log.exception("session %s: could not kill its running command", cancelled.session_id)
+    handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
+    if handle_json is not None:
+        try:
+            await manager.release(SandboxHandle.from_json(handle_json))
+        except SandboxError:
+            log.exception("session %s: could not suspend its sandbox", cancelled.session_id)
+    return killed
+
+
 @dataclass
 class Runtime:
-    """Every long-lived collaborator of a worker process."""
+    """Every long-lived collaborator of a worker process.
+
+    ``slack`` is the Slack poster for notices outside a step (a session failed); None
+    when the runtime was given its own ``reporter``.
+    """
 
     settings: Settings
     db: Database
@@ -78,6 +210,7 @@ class Runtime:
     model: Model
     reporter: ThreadPoster
     driver: StepDriver
+    slack: SlackPoster | None = None
     closers: list[object] = field(default_factory=list)
 
     @classmethod
@@ -103,26 +236,44 @@ class Runtime:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
         manager = SandboxManager(
-            make_provider(settings), idle_suspend_s=settings.sandbox_idle_suspend_s
+            CountingProvider(make_provider(settings)),
+            idle_suspend_s=settings.sandbox_idle_suspend_s,
         )
         the_model = model or make_model(settings)
-        the_reporter = reporter or ThreadReporter(SlackPoster(make_slack_client(settings), outbox))
+        slack, hook = None, None
+        if reporter is None:
+            posts: Outbox | CrashHookOutbox = outbox
+            if crash is not no_crash:
+                posts = hook = CrashHookOutbox(outbox)
+            slack = SlackPoster(make_slack_client(settings), posts)
+            reporter = ThreadReporter(slack)
         driver = StepDriver(
             sessions=sessions,
             files=files,
             model=the_model,
             workspaces=SandboxWorkspaces(manager, setup),
-            poster=the_reporter,
+            poster=reporter,
             enqueue=enqueue,
-            worker_id=f"worker-{uuid.uuid4().hex[:8]}",
+            worker_id=make_worker_id(),
             limits=Limits(max_steps=settings.max_steps, max_tokens=settings.max_tokens),
             lease_s=settings.lease_s,
+            wait_s=settings.wait_s,
             crash=crash,
+            sandboxes=ManagedSandboxes(manager, setup),
         )
-        return cls(settings, db, files, sessions, outbox, manager, the_model, the_reporter, driver)
+        if hook is not None:
+            hook.before_record = driver.before_post_recorded
+        return cls(
+            settings, db, files, sessions, outbox, manager, the_model, reporter, driver, slack
+        )
+
+    async def cancel_running(self, cancelled: Cancelled) -> None:
+        """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
+        await cancel_running(self.manager, cancelled)
 
     async def sweep_once(self) -> int:
-        """One recovery sweep: re-enqueue what was lost, suspend idle sandboxes.
+        """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
+        thread), suspend idle sandboxes.
 
         Returns how many sessions were re-enqueued.
         """
@@ -132,9 +283,28 @@ class Runtime:
         for wakeup in result.requeue:
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
         for session_id in result.failed:
-            log.error("session %s failed: its step crashed its worker repeatedly", session_id)
+            log.error(
+                "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
+            )
+            await self._tell_failed(session_id)
         await self.manager.suspend_idle()
         return len(result.requeue)
+
+    async def _tell_failed(self, session_id: str) -> None:
+        """Say in the thread, once, that the session was given up (best effort)."""
+        session = await self.sessions.get(session_id)
+        if session is None or self.slack is None:
+            return
+        thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
+        message = render_session_failed(crashes=self.settings.max_crashes)
+        try:
+            await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
+        except Exception:
+            log.exception("session %s: could not post the failure notice", session_id)
+        handle_json = Checkpoint.from_json(session.checkpoint).sandbox
+        if handle_json is not None:
+            with contextlib.suppress(SandboxError):
+                await self.manager.release(SandboxHandle.from_json(handle_json))
 
     async def sweep_forever(self) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -36,7 +36,9 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
-    slack_mode: Literal["socket", "http"] = "socket"
+    slack_mode: Literal["socket", "http"] = Field(
+        default="socket", validation_alias=AliasChoices("WARROOM_SLACK_MODE", "SLACK_MODE")
+    )
     slack_http_port: int = 3000
     slack_api_url: str = "https://slack.com/api/"
 
@@ -68,6 +70,7 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=1.0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
     stale_after_s: float = Field(default=30.0, validation_alias="WARROOM_STALE_AFTER_S")
     max_crashes: int = Field(default=3, validation_alias="WARROOM_MAX_CRASHES")
+    wait_s: float = Field(default=7 * 24 * 3600.0, validation_alias="WARROOM_WAIT_S")
     worker_threads: int = Field(default=8, validation_alias="WARROOM_WORKER_THREADS")
     crash_at: str | None = Field(default=None, validation_alias="WARROOM_CRASH_AT")
     metrics_port: int | None = Field(default=None, validation_alias="WARROOM_METRICS_PORT")

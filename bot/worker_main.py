@@ -6,7 +6,9 @@ module that configures at import time (ARCHITECTURE.md accepts it for the broker
 
 from __future__ import annotations
 
+from .logs import setup_logging
 from .queue import setup
 from .settings import Settings
 
+setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
 broker, actors, holder = setup(Settings())

@@ -4,10 +4,14 @@ from .checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoSt
 from .errors import (
     HarnessError,
     InvalidMessage,
+    LimitReached,
     ModelError,
     ModelRejected,
     ModelStalled,
     ModelUnavailable,
+    StepLimitReached,
+    TokenLimitReached,
+    ToolTimeLimitReached,
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
@@ -24,6 +28,7 @@ from .events import (
     ToolIntent,
     ToolUnknown,
 )
+from .guard import Allow, Deny, GuardDecision, check_bash
 from .limits import Limits
 from .messages import (
     ContentBlock,
@@ -42,16 +47,20 @@ from .step import Collaborators, Next, StepKind, StepResult, advance, next_kind
 from .tool import Tool, ToolContext, ToolOutcome
 from .toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from .vfs import Mount, PathError, Resolved, resolve
-from .workspace import CommandResult, StepWorkspace, Workspace, WorkspaceSource
+from .workspace import CommandResult, NewSandbox, StepWorkspace, Workspace, WorkspaceSource
 
 __all__ = [
     # errors
     "HarnessError",
     "InvalidMessage",
+    "LimitReached",
     "ModelError",
     "ModelRejected",
     "ModelStalled",
     "ModelUnavailable",
+    "StepLimitReached",
+    "TokenLimitReached",
+    "ToolTimeLimitReached",
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
@@ -109,6 +118,11 @@ __all__ = [
     "run_tool",
     "summarize_call",
     "tool_specs",
+    # bash guard
+    "Allow",
+    "Deny",
+    "GuardDecision",
+    "check_bash",
     # paths
     "Mount",
     "PathError",
@@ -116,6 +130,7 @@ __all__ = [
     "resolve",
     # workspace (the sandbox as the tools see it)
     "CommandResult",
+    "NewSandbox",
     "StepWorkspace",
     "Workspace",
     "WorkspaceSource",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import tree_sitter
@@ -43,10 +44,13 @@ from .bash_paths import (
 )
 from .bash_source import Heredoc, Source, prepare_source
 from .bash_state import UNKNOWN_STREAM, ShellState, Stream
-from .bash_words import WordEvaluator, node_text, stream_value
+from .bash_words import WordEvaluator, node_text, stream_value, word_technique
 
 MAX_DEPTH = 8
 """Most levels of nested code (``bash -c "eval '…'"``) the guard follows."""
+
+MAX_STEPS = 20_000
+"""Most statements and command calls one analysis may walk (nested code included)."""
 
 _REDIRECTS = ("file_redirect", "herestring_redirect", "heredoc_redirect")
 _OUTPUT_OPERATORS = (">", ">>", "&>", "&>>", ">|")
@@ -74,7 +78,7 @@ def analyse(command: str, *, cwd: str, home: str) -> Finding | None:
         the first reason to refuse it, or None when it stays off the virtual namespaces.
     """
     state = ShellState.initial(cwd, home)
-    walker = _Walker(prepare_source(command), depth=0, technique=None, command=command)
+    walker = _Walker(prepare_source(command), depth=0, technique=None, budget=_Budget(command))
     try:
         walker.program(state, UNKNOWN_STREAM)
     except Refused as refusal:
@@ -94,16 +98,28 @@ def _could_hide_virtual(text: str) -> bool:
     return any(root in text for root in VIRTUAL_ROOTS) or bool(_RISKY_IN_ERROR.search(text))
 
 
+@dataclass
+class _Budget:
+    """What all walkers of one analysis share: the command text and the steps taken."""
+
+    command: str
+    steps: int = 0
+
+
 class _Walker:
     """Walks one parsed source (the command, or one piece of nested code)."""
 
-    def __init__(self, source: Source, *, depth: int, technique: str | None, command: str) -> None:
+    def __init__(
+        self, source: Source, *, depth: int, technique: str | None, budget: _Budget
+    ) -> None:
         self.source = source
         self.depth = depth
         self.technique = technique
-        self.command = command
+        self.budget = budget
+        self.command = budget.command
         self.tree = _parser().parse(source.text.encode("utf-8", "surrogateescape"))
         self.fd_streams: dict[str, Stream] = {}
+        self.origins: dict[str, Node] = {}
 
     # -- entry ---------------------------------------------------------------------
     def program(self, state: ShellState, stdin: Stream) -> Stream:
@@ -125,6 +141,11 @@ class _Walker:
             if child.has_error or child.is_missing:
                 self._check_errors(child)
 
+    def _step(self) -> None:
+        self.budget.steps += 1
+        if self.budget.steps > MAX_STEPS:
+            self.refuse("too-complex", detail=f"needs more than {MAX_STEPS:,} analysis steps")
+
     def refuse(
         self,
         technique: str,
@@ -144,6 +165,7 @@ class _Walker:
 
     def statement(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
         """Walk one statement node of any kind."""
+        self._step()
         handler = _STATEMENTS.get(node.type)
         if handler is not None:
             return handler(self, node, state, stdin)
@@ -407,6 +429,7 @@ class _Walker:
         chdir: str | None = None,
     ) -> Stream:
         """Run one argument vector: builtins here, programs through the command table."""
+        self._step()
         if not argv:
             return Stream("")
         if is_tainted(argv[0]):
@@ -539,14 +562,14 @@ class _Walker:
         cwds = state.cwd if base is None else resolve_directory(base, state.cwd)
         hit = virtual_target(field, cwds)
         if hit is not None:
-            self.refuse(self._technique(hit, hint), access=access, path=hit.path)
+            self.refuse(self._technique(hit, hint, field), access=access, path=hit.path)
 
     def _check_glob_read(self, field: str, state: ShellState) -> None:
         hit = glob_reads_virtual(field, state.cwd)
         if hit is not None:
-            self.refuse(self._technique(hit, "glob"), access=Access.LIST, path=hit.path)
+            self.refuse(self._technique(hit, "glob", field), access=Access.LIST, path=hit.path)
 
-    def _technique(self, hit: VirtualHit, hint: str | None) -> str:
+    def _technique(self, hit: VirtualHit, hint: str | None, field: str) -> str:
         if self.technique is not None:
             return self.technique
         if hint == "cd" or hit.via_cwd:
@@ -556,6 +579,10 @@ class _Walker:
         if hit.via_glob:
             return "glob"
         root = "/" + hit.path.split("/")[1]
+        origin = self.origins.get(field)
+        if origin is not None:
+            technique = word_technique(origin, root)
+            return hint if technique == "abs" and hint else technique
         if re.search(re.escape(root) + r"(?![\w-])", self.command):
             return hint or "abs"
         for marker, technique in (("{", "brace"), ("$", "var"), ("~", "tilde")):
@@ -610,7 +637,7 @@ class _Walker:
             prepare_source(plain(code)),
             depth=self.depth + 1,
             technique=self.technique or technique,
-            command=self.command,
+            budget=self.budget,
         )
         return walker.program(shell, stdin)
 
@@ -641,7 +668,7 @@ class _Walker:
             self.run_program(language, stdin.text, state)
 
     def _evaluator(self, state: ShellState) -> WordEvaluator:
-        return WordEvaluator(state, _Substitutions(self, state))
+        return WordEvaluator(state, _Substitutions(self, state), self.origins)
 
 
 class _Substitutions:

@@ -16,6 +16,9 @@ from .bash_fields import SPLIT, UNKNOWN
 MAX_VALUES = 16
 """Most alternatives kept for one variable or working directory."""
 
+MAX_VALUE_CHARS = 4096
+"""Longest variable value kept; the rest becomes UNKNOWN (``x=$x$x`` doubles each time)."""
+
 _SPECIAL_UNKNOWN = frozenset("?$!#-_") | {"RANDOM", "SECONDS", "LINENO", "BASHPID", "EPOCHSECONDS"}
 
 
@@ -45,6 +48,10 @@ class Variable:
 
 
 def _cap(values: frozenset[str]) -> frozenset[str]:
+    if any(len(value) > MAX_VALUE_CHARS for value in values):
+        values = frozenset(
+            v if len(v) <= MAX_VALUE_CHARS else v[:MAX_VALUE_CHARS] + UNKNOWN for v in values
+        )
     if len(values) <= MAX_VALUES:
         return values
     return frozenset(sorted(values)[:MAX_VALUES])

@@ -86,12 +86,20 @@ class WordEvaluator:
 
     Attributes:
         truncated: set when a word had more alternatives or fields than the limits.
+        origins: each field produced so far -> the word node it came from (to name the
+            technique when a field turns out to be a virtual path).
     """
 
-    def __init__(self, state: ShellState, substituter: Substituter) -> None:
+    def __init__(
+        self,
+        state: ShellState,
+        substituter: Substituter,
+        origins: dict[str, Node] | None = None,
+    ) -> None:
         self.state = state
         self.substituter = substituter
         self.truncated = False
+        self.origins = origins if origins is not None else {}
 
     # -- public --------------------------------------------------------------------
     def fields(self, node: Node) -> list[tuple[str, ...]]:
@@ -104,6 +112,8 @@ class WordEvaluator:
             fields: list[str] = []
             for text in expanded:
                 fields.extend(fields_of(text))
+            for field in fields:
+                self.origins[field] = node
             alternatives.append(tuple(fields))
         return alternatives or [()]
 
@@ -236,6 +246,50 @@ class WordEvaluator:
 
 def _unquoted_keep_split(value: str) -> str:
     return SPLIT.join(unquoted_value(part) for part in value.split(SPLIT))
+
+
+_TECHNIQUE_OF = {
+    "command_substitution": "subst",
+    "process_substitution": "subst",
+    "simple_expansion": "var",
+    "expansion": "var",
+    "brace_expression": "brace",
+    "string": "quote",
+    "raw_string": "quote",
+    "ansi_c_string": "quote",
+    "translated_string": "quote",
+}
+_TECHNIQUE_ORDER = ("subst", "var", "brace", "tilde", "quote")
+
+
+def word_technique(node: Node, root: str) -> str:
+    """How word ``node`` produced a path into ``root`` (``/memory``): a short tag.
+
+    ``subst``, ``var`` and ``tilde`` win; a word that spells the root out is ``abs``;
+    otherwise the trick that built it: ``brace`` or ``quote``.
+    """
+    found = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        technique = _TECHNIQUE_OF.get(current.type)
+        if technique is not None:
+            found.add(technique)
+        if current.type == "word":
+            text = node_text(current)
+            if "\\" in text:
+                found.add("quote")
+            if "{" in text or "," in text:
+                found.add("brace")
+            if text.startswith("~"):
+                found.add("tilde")
+        stack.extend(current.children)
+    for technique in ("subst", "var", "tilde"):
+        if technique in found:
+            return technique
+    if root in node_text(node):
+        return "abs"
+    return next((t for t in _TECHNIQUE_ORDER if t in found), "abs")
 
 
 def words_of(text: str) -> list[str]:

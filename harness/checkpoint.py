@@ -104,6 +104,7 @@ class Checkpoint:
         todos: the TodoWrite list.
         sandbox: the sandbox handle as sandbox_client serialises it, or None.
         steps: steps taken (model + tool); usage: summed model usage.
+        tool_time_s: wall time spent running tools, in seconds, summed.
         last_input_tokens: prompt size of the last model call (for compaction).
         compactions: how many times the transcript was compacted.
         last_call: (tool name, canonical input JSON, repeats in a row) for loop detection.
@@ -112,6 +113,8 @@ class Checkpoint:
         best_effort: the answer was forced by a step or token limit.
         turns: how many times user input was handed to the model (the thread's
             status message is one per turn).
+        turn_base: (steps, tokens, tool seconds) when the current turn began: limits
+            apply per turn, so a reply after a best-effort answer gets a fresh budget.
     """
 
     session_id: str
@@ -129,12 +132,14 @@ class Checkpoint:
     sandbox: str | None = None
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
+    tool_time_s: float = 0.0
     last_input_tokens: int = 0
     compactions: int = 0
     last_call: tuple[str, str, int] | None = None
     answer: str | None = None
     best_effort: bool = False
     turns: int = 0
+    turn_base: tuple[int, int, float] = (0, 0, 0.0)
 
     def with_read(self, path: str, record: ReadRecord) -> Checkpoint:
         """A copy with ``read_state[path]`` set."""
@@ -178,12 +183,14 @@ def _encode(cp: Checkpoint) -> dict[str, Any]:
         "sandbox": cp.sandbox,
         "steps": cp.steps,
         "usage": cp.usage.to_dict(),
+        "tool_time_s": cp.tool_time_s,
         "last_input_tokens": cp.last_input_tokens,
         "compactions": cp.compactions,
         "last_call": list(cp.last_call) if cp.last_call else None,
         "answer": cp.answer,
         "best_effort": cp.best_effort,
         "turns": cp.turns,
+        "turn_base": list(cp.turn_base),
     }
 
 
@@ -208,10 +215,19 @@ def _decode(d: dict[str, Any]) -> Checkpoint:
         sandbox=d["sandbox"],
         steps=int(d["steps"]),
         usage=Usage.from_dict(d["usage"]),
+        tool_time_s=float(d.get("tool_time_s", 0.0)),
         last_input_tokens=int(d["last_input_tokens"]),
         compactions=int(d["compactions"]),
         last_call=(str(last[0]), str(last[1]), int(last[2])) if last else None,
         answer=d["answer"],
         best_effort=bool(d["best_effort"]),
         turns=int(d["turns"]),
+        turn_base=_turn_base(d.get("turn_base")),
     )
+
+
+def _turn_base(raw: Any) -> tuple[int, int, float]:
+    if not raw:
+        return (0, 0, 0.0)
+    steps, tokens, tool_s = raw
+    return (int(steps), int(tokens), float(tool_s))

@@ -6,6 +6,11 @@ original. The tree::
 
     HarnessError
     ├── InvalidMessage       stored or wire JSON is not a valid message (also a ValueError)
+    ├── LimitReached         a session limit was reached (``used``, ``limit``); ``advance``
+    │   │                    catches it and ends the turn with a best-effort answer
+    │   ├── StepLimitReached      steps (model + tool calls) ≥ ``Limits.max_steps``
+    │   ├── TokenLimitReached     model tokens ≥ ``Limits.max_session_tokens``
+    │   └── ToolTimeLimitReached  tool wall time (s) ≥ ``Limits.max_tool_time_s``
     ├── WorkspaceError       a sandbox operation the tools asked for failed
     │   ├── WorkspaceFileNotFound  the sandbox path does not exist (carries ``path``)
     │   ├── WorkspaceIsADirectory  a directory where a file was expected (``path``)
@@ -28,6 +33,50 @@ class HarnessError(Exception):
 
 class InvalidMessage(HarnessError, ValueError):
     """A message, content block or usage record could not be parsed from JSON."""
+
+
+class LimitReached(HarnessError):
+    """A session limit was reached: the session must answer now, without more tools.
+
+    Raised by ``Limits.enforce`` and caught in one place, ``advance``, which skips the
+    pending tool calls and asks the model for a best-effort answer; it never escapes
+    a step.
+
+    Attributes:
+        used: what the session used (steps, tokens, or seconds of tool wall time).
+        limit: the configured maximum, in the same unit.
+    """
+
+    name = "limit"
+    unit = ""
+
+    def __init__(self, *, used: float, limit: float) -> None:
+        super().__init__(
+            f"The session reached its {self.name}: {used:g} {self.unit} used, {limit:g} allowed."
+        )
+        self.used = used
+        self.limit = limit
+
+
+class StepLimitReached(LimitReached):
+    """Steps taken (model calls + tool calls) reached ``Limits.max_steps``."""
+
+    name = "step limit"
+    unit = "steps"
+
+
+class TokenLimitReached(LimitReached):
+    """Model tokens of the session (all kinds) reached ``Limits.max_session_tokens``."""
+
+    name = "token limit"
+    unit = "tokens"
+
+
+class ToolTimeLimitReached(LimitReached):
+    """Wall time spent running tools reached ``Limits.max_tool_time_s`` (seconds)."""
+
+    name = "tool time limit"
+    unit = "s of tool time"
 
 
 class ModelError(HarnessError):

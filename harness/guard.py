@@ -62,7 +62,7 @@ MAX_COMMAND_CHARS = 65_536
 _DEFAULT_TOOLS = "Read, Write, Edit, Glob and Grep"
 _TOOL_FOR: dict[Access, tuple[str, str]] = {
     Access.READ: ("read", "Use the Read tool to read it"),
-    Access.WRITE: ("write", "Use the Write tool to create or replace it (Edit to change part)"),
+    Access.WRITE: ("write", "Use the Write tool to create or replace it, or Edit to change part"),
     Access.EDIT: ("edit", "Use the Edit tool to change it"),
     Access.LIST: ("list", "Use the Glob tool to list files there"),
     Access.SEARCH: ("search", "Use the Grep tool to search it"),
@@ -135,7 +135,7 @@ def _reason(finding: Finding) -> str:
         verb, advice = _TOOL_FOR.get(finding.access or Access.READ, _TOOL_FOR[Access.READ])
         return (
             f"Refused: this command would {verb} {finding.path}. {_VIRTUAL_NOTE}. "
-            f"{advice} (tools that work on these paths: {_DEFAULT_TOOLS})."
+            f"{advice}; {_DEFAULT_TOOLS} all work on these paths."
         )
     technique = finding.technique
     if technique in ("download-exec", "decode-exec"):

@@ -27,6 +27,7 @@ from .checkpoint import Checkpoint
 from .events import Event, Notice
 from .workspace import (
     CommandResult,
+    NewSandbox,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
     WorkspaceUnavailable,
@@ -45,19 +46,24 @@ class SandboxWorkspaces:
         self.manager = manager
         self.setup = tuple(setup)
 
-    def open(self, cp: Checkpoint) -> SessionWorkspace:
-        """The workspace of ``cp``'s session for one step."""
-        return SessionWorkspace(self.manager, self.setup, cp.sandbox)
+    def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> SessionWorkspace:
+        """The workspace of ``cp``'s session for one step (see ``WorkspaceSource.open``)."""
+        return SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
 
 
 class SessionWorkspace:
     """``harness.Workspace`` over one session's sandbox (see the module docstring)."""
 
     def __init__(
-        self, manager: SandboxManager, setup: Sequence[SetupStep], handle_json: str | None
+        self,
+        manager: SandboxManager,
+        setup: Sequence[SetupStep],
+        handle_json: str | None,
+        on_new_sandbox: NewSandbox | None = None,
     ) -> None:
         self._manager = manager
         self._setup = setup
+        self._on_new_sandbox = on_new_sandbox
         self._handle = SandboxHandle.from_json(handle_json) if handle_json else None
         self._client: SandboxClient | None = None
         self._losses: list[Loss] = []
@@ -68,9 +74,12 @@ class SessionWorkspace:
                 result = await self._manager.ensure(self._handle, self._setup)
             except SandboxError as exc:
                 raise WorkspaceUnavailable(str(exc)) from exc
+            is_new = result.handle != self._handle
             self._handle, self._client = result.handle, result.client
             if result.lost is not None and (result.replaced or result.lost.failed_steps):
                 self._losses.append(result.lost)
+            if is_new and self._on_new_sandbox is not None:
+                await self._on_new_sandbox()
         return self._client
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:

@@ -9,6 +9,7 @@ each step in a different worker process.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -16,6 +17,7 @@ from enum import StrEnum
 from memory_store import FileStore
 
 from .checkpoint import Checkpoint, Inbound
+from .errors import LimitReached
 from .events import Answered, Event, ModelResponded, Notice, ToolFinished, ToolIntent, ToolUnknown
 from .limits import Limits
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -23,7 +25,7 @@ from .model import Model
 from .prompt import SYSTEM_PROMPT, reminder
 from .toolbox import ToolContext, run_tool, summarize_call, tool_specs
 from .turn import build_user_message, compact, final_answer_text
-from .workspace import WorkspaceSource
+from .workspace import StepWorkspace, WorkspaceSource
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
 
@@ -82,10 +84,16 @@ class Collaborators:
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
     """Advance the session by one step.
 
+    Limits are typed errors (``LimitReached``) caught here, in one place: at a limit
+    the pending tool calls are answered "not run" and the model is asked for a
+    best-effort answer, so a session never ends on a bare error.
+
     Args:
         cp: the committed checkpoint.
         deps: store, model, sandbox access and the mid-step ``save``.
-        inbox: user messages that arrived since the last step (taken as pending input).
+        inbox: user messages that arrived since the last step; the returned
+            checkpoint holds them (as pending input, or in the model's message), the
+            mid-step ``save`` does not (the inbox is consumed with the commit).
 
     Returns:
         The new checkpoint, its events and what to do next.
@@ -94,20 +102,33 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
         ModelError: the model could not be reached after retries (nothing to commit).
         memory_store.Fenced (via ``save``): another worker owns the session now.
     """
-    if inbox:
-        cp = replace(cp, pending_input=cp.pending_input + tuple(inbox))
-    kind = next_kind(cp)
+    kind = next_kind(cp, inbox)
+    if kind is StepKind.WAIT:
+        return StepResult(cp, (), Next.WAIT)
     if kind is StepKind.RECOVER:
-        return await _recover(cp, deps)
+        return _taking(await _recover(cp, deps), inbox)
+    if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
+        cp = replace(cp, turn_base=(cp.steps, cp.usage.total(), cp.tool_time_s))
+    try:
+        deps.limits.enforce(cp)
+    except LimitReached as limit:
+        if kind is StepKind.TOOL:
+            return _taking(_skip_for_limit(cp, limit), inbox)
+        return await _model_step(_with_inbox(cp, inbox), deps, limit)
     if kind is StepKind.TOOL:
         call = _next_call(cp)
         assert call is not None
-        if cp.steps >= deps.limits.max_steps:
-            return _skip_for_cap(cp, call)
-        return await _tool_step(cp, call, deps)
-    if kind is StepKind.WAIT:
-        return StepResult(cp, (), Next.WAIT)
-    return await _model_step(cp, deps)
+        return _taking(await _tool_step(cp, call, deps), inbox)
+    return await _model_step(_with_inbox(cp, inbox), deps)
+
+
+def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
+    return replace(cp, pending_input=cp.pending_input + tuple(inbox)) if inbox else cp
+
+
+def _taking(result: StepResult, inbox: Sequence[Inbound]) -> StepResult:
+    """A tool step's result holding the inbox for the next model step."""
+    return replace(result, checkpoint=_with_inbox(result.checkpoint, inbox))
 
 
 def _turn_ended(cp: Checkpoint) -> bool:
@@ -133,9 +154,11 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
     cp = replace(cp, in_flight=call.id)
     await deps.save(cp, (intent,))
-    workspace = deps.workspaces.open(cp)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, deps.limits)
+    workspace = _open_workspace(cp, deps)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    started_s = time.monotonic()
     outcome = await run_tool(call.name, call.input, ctx)
+    elapsed_s = time.monotonic() - started_s
     content = outcome.content
     repeats = _repeats(cp, call)
     if repeats >= deps.limits.loop_repeats:
@@ -149,13 +172,12 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         events.append(outcome.todos_event())
     result = ToolResultBlock(tool_use_id=call.id, content=content, is_error=outcome.is_error)
     cp = replace(
-        cp,
+        _with_sandbox(cp, workspace),
         in_flight=None,
         pending_results=(*cp.pending_results, result),
         read_state={**cp.read_state, **outcome.read_updates},
-        sandbox=workspace.handle_json(),
-        notices=cp.notices + workspace.notices(),
         steps=cp.steps + 1,
+        tool_time_s=cp.tool_time_s + elapsed_s,
         last_call=(call.name, _canonical(call), repeats),
     )
     events.append(
@@ -171,6 +193,30 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     return StepResult(cp, tuple(events), Next.CONTINUE)
 
 
+def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
+    """The limits of one call: Bash may not run past the session's tool-time budget."""
+    limits = deps.limits
+    left_ms = int((limits.max_tool_time_s - (cp.tool_time_s - cp.turn_base[2])) * 1000)
+    return replace(limits, bash_max_timeout_ms=max(1, min(limits.bash_max_timeout_ms, left_ms)))
+
+
+def _open_workspace(cp: Checkpoint, deps: Collaborators) -> StepWorkspace:
+    """The step's workspace. A sandbox it provisions or replaces is saved with ``cp``
+    before anything runs in it, so a worker that dies mid-tool leaves its handle behind
+    for recovery (and no jail unaccounted for)."""
+
+    async def record() -> None:
+        await deps.save(_with_sandbox(cp, workspace), ())
+
+    workspace = deps.workspaces.open(cp, on_new_sandbox=record)
+    return workspace
+
+
+def _with_sandbox(cp: Checkpoint, workspace: StepWorkspace) -> Checkpoint:
+    """``cp`` with the step's sandbox handle and what the model must hear about it."""
+    return replace(cp, sandbox=workspace.handle_json(), notices=cp.notices + workspace.notices())
+
+
 def _repeats(cp: Checkpoint, call: ToolUseBlock) -> int:
     if cp.last_call and cp.last_call[:2] == (call.name, _canonical(call)):
         return cp.last_call[2] + 1
@@ -182,9 +228,11 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     call = _next_call(cp)
     if call is None or call.id != cp.in_flight:
         return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
-    workspace = deps.workspaces.open(cp)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, deps.limits)
+    workspace = _open_workspace(cp, deps)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    started_s = time.monotonic()
     recovered = await run_tool(call.name, call.input, ctx, recovering=True)
+    elapsed_s = time.monotonic() - started_s
     summary = summarize_call(call.name, call.input)
     if recovered is None:
         text = (
@@ -206,30 +254,39 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
     cp = replace(
-        cp,
+        _with_sandbox(cp, workspace),
         in_flight=None,
         pending_results=(*cp.pending_results, result),
-        sandbox=workspace.handle_json(),
         steps=cp.steps + 1,
+        tool_time_s=cp.tool_time_s + elapsed_s,
     )
     return StepResult(cp, (*workspace.events(), event), Next.CONTINUE)
 
 
-def _skip_for_cap(cp: Checkpoint, call: ToolUseBlock) -> StepResult:
-    text = "Not run: the session reached its step limit."
-    result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
-    cp = replace(cp, pending_results=(*cp.pending_results, result))
+def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:
+    """Answer every call still pending "not run", so no ``tool_use`` goes unanswered."""
+    text = f"Not run: {limit}"
+    done = {r.tool_use_id for r in cp.pending_results}
+    skipped = tuple(
+        ToolResultBlock(tool_use_id=b.id, content=text, is_error=True)
+        for b in cp.messages[-1].content
+        if isinstance(b, ToolUseBlock) and b.id not in done
+    )
+    cp = replace(cp, pending_results=(*cp.pending_results, *skipped))
     return StepResult(cp, (), Next.CONTINUE)
 
 
-async def _model_step(cp: Checkpoint, deps: Collaborators) -> StepResult:
+async def _model_step(
+    cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
+) -> StepResult:
+    """Ask the model; at a ``limit``, for a final answer without tool calls."""
     limits = deps.limits
-    capped = cp.steps >= limits.max_steps or cp.usage.total() >= limits.max_session_tokens
+    capped = limit is not None
     events: list[Event] = []
     if _needs_compaction(cp, limits):
         cp, compact_events = await compact(cp, deps.model, limits)
         events.extend(compact_events)
-    user, cp, notice_events = await build_user_message(cp, deps.store, final=capped)
+    user, cp, notice_events = await build_user_message(cp, deps.store, limit=limit)
     events.extend(notice_events)
     messages = (*cp.messages, user)
     reply = await deps.model.complete(
@@ -258,10 +315,10 @@ async def _model_step(cp: Checkpoint, deps: Collaborators) -> StepResult:
     )
     if calls and not capped:
         return StepResult(cp, tuple(events), Next.CONTINUE)
-    if capped:
-        events.append(Notice(topic="step_cap", text="The session reached its step or token limit."))
+    if limit is not None:
+        events.append(Notice(topic="limit", text=str(limit)))
         cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)))
-    answer = final_answer_text(text, capped=capped, cp=cp)
+    answer = final_answer_text(text, limit=limit, cp=cp)
     events.append(Answered(text=answer, best_effort=capped))
     cp = replace(cp, answer=answer, best_effort=capped)
     return StepResult(cp, tuple(events), Next.CONTINUE)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
 from .checkpoint import Checkpoint, ReadRecord
+from .errors import LimitReached
 from .events import Event, InputGiven, Notice
 from .limits import Limits
 from .messages import ContentBlock, Message, TextBlock, ToolResultBlock
@@ -27,10 +28,13 @@ _SCOPES: tuple[tuple[str, Scope], ...] = (
     ("/incident", Scope.INCIDENT),
 )
 
-FINAL_REMINDER = reminder(
-    "You have reached this session's step or token limit. Do not call any more tools. "
-    "Answer now with what you know: findings so far, evidence, and what is left to check."
-)
+
+def final_reminder(limit: LimitReached) -> str:
+    """Tells the model to answer now, without tools, because of ``limit``."""
+    return reminder(
+        f"{limit} Do not call any more tools. Answer now with what you know: findings so "
+        "far, evidence, and what is left to check."
+    )
 
 
 def namespace(cp: Checkpoint, scope: Scope) -> Namespace:
@@ -76,9 +80,12 @@ async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Check
 
 
 async def build_user_message(
-    cp: Checkpoint, store: FileStore, *, final: bool = False
+    cp: Checkpoint, store: FileStore, *, limit: LimitReached | None = None
 ) -> tuple[Message, Checkpoint, list[Event]]:
     """The next user message, the checkpoint updated for what it tells, and events.
+
+    ``limit`` set: the session is at a limit, and the message ends by asking for a
+    final answer without tools.
 
     Raises:
         memory_store.StoreError: the store could not be read.
@@ -102,8 +109,8 @@ async def build_user_message(
     if cp.pending_input:
         events.append(InputGiven(texts=tuple(i.text for i in cp.pending_input)))
         cp = replace(cp, turns=cp.turns + 1)
-    if final:
-        blocks.append(TextBlock(FINAL_REMINDER))
+    if limit is not None:
+        blocks.append(TextBlock(final_reminder(limit)))
     if not blocks:
         blocks.append(TextBlock("Continue."))
     cp = replace(cp, notices=())
@@ -168,17 +175,18 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
     return cp, [Notice(topic="compaction", text="The conversation was compacted.")]
 
 
-def final_answer_text(text: str, *, capped: bool, cp: Checkpoint) -> str:
-    """The answer to post; at a limit, never a bare error."""
+def final_answer_text(text: str, *, limit: LimitReached | None, cp: Checkpoint) -> str:
+    """The answer to post; at a limit, never a bare error (the todo list stands in
+    for an empty answer)."""
     text = text.strip()
-    if not capped:
+    if limit is None:
         return text or "(I have nothing to add.)"
     done = [t.content for t in cp.todos if t.status == "completed"]
     left = [t.content for t in cp.todos if t.status != "completed"]
-    parts = [text] if text else ["I reached this session's step limit before finishing."]
+    parts = [text] if text else [f"I reached this session's {limit.name} before finishing."]
     if not text and (done or left):
         parts += [f"- [x] {c}" for c in done] + [f"- [ ] {c}" for c in left]
-    parts.append("_(Stopped at the session's step/token limit; this is my best answer so far.)_")
+    parts.append(f"_(Stopped at the session's {limit.name}; this is my best answer so far.)_")
     return "\n\n".join(parts)
 
 

@@ -7,6 +7,7 @@ Paths are absolute sandbox paths (the working directory is ``/workspace``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +22,7 @@ from .events import Event
 
 __all__ = [
     "CommandResult",
+    "NewSandbox",
     "StepWorkspace",
     "Workspace",
     "WorkspaceSource",
@@ -102,9 +104,18 @@ class StepWorkspace(Workspace, Protocol):
         ...
 
 
+NewSandbox = Callable[[], Awaitable[None]]
+
+
 class WorkspaceSource(Protocol):
     """Gives each step the workspace of its session's sandbox."""
 
-    def open(self, cp: Checkpoint) -> StepWorkspace:
-        """The workspace of ``cp``'s session for one step (no I/O until first use)."""
+    def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> StepWorkspace:
+        """The workspace of ``cp``'s session for one step (no I/O until first use).
+
+        ``on_new_sandbox`` is awaited when the step got a sandbox other than
+        ``cp.sandbox`` (a first one, or a replacement), before anything runs in it, so
+        the caller can record the new handle: a worker that dies mid-tool must leave
+        behind the sandbox its process runs in (ARCHITECTURE.md §5).
+        """
         ...

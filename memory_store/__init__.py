@@ -28,6 +28,7 @@ from .errors import (
     VersionNotFound,
 )
 from .files import FileStore
+from .migrate import SchemaVersion
 from .outbox import Outbox
 from .paths import normalise_file_path, normalise_path
 from .records import (
@@ -72,6 +73,7 @@ from .skills import validate_skill
 __all__ = [
     # database
     "Database",
+    "SchemaVersion",
     "normalise_url",
     # files
     "Change",

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from .errors import DatabaseUnavailable
-from .migrate import upgrade_to_head
+from .migrate import SchemaVersion, schema_version, upgrade_to_head
 from .records import DEFAULT_LIMITS, Limits
 
 SQLITE_FILE_NAME = "warroom.sqlite3"
@@ -186,6 +186,15 @@ class Database:
             if self.is_postgres:
                 await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
             await conn.run_sync(upgrade_to_head)
+
+    async def schema_version(self) -> SchemaVersion:
+        """The schema's current and newest revision (``at_head`` False: run ``migrate``).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached.
+        """
+        async with self.read() as conn:
+            return await conn.run_sync(schema_version)
 
     async def dispose(self) -> None:
         """Close every pooled connection. The object must not be used afterwards."""

@@ -18,7 +18,7 @@ import hmac
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +36,12 @@ from bot.skills_command import SkillsCommands
 from bot.slack_app import SlackDeps, build_app
 from bot.slack_runtime import HttpMode, RunningSlack, start
 from memory_store import (
+    DEFAULT_LIMITS,
     Cancelled,
     Database,
     FileStore,
     InboundDedupe,
+    Limits,
     Outbox,
     Session,
     SessionKey,
@@ -64,7 +66,7 @@ def event(case: str, **changes: Any) -> dict[str, Any]:
 
     ``ts`` also sets ``event_ts``; a change to None removes the field.
     """
-    body = copy.deepcopy(load_case(case))
+    body: dict[str, Any] = copy.deepcopy(load_case(case))
     body["event_id"] = f"Ev0TEST{next(_event_ids):05d}"
     if "ts" in changes:
         changes.setdefault("event_ts", changes["ts"])
@@ -80,17 +82,21 @@ def event(case: str, **changes: Any) -> dict[str, Any]:
 class Enqueued:
     """A recording ``enqueue``: each wake-up with the session's inbox size when it came.
 
-    ``hold()`` makes calls wait until ``release()`` (a slow broker).
+    ``hold()`` makes calls wait until ``release()`` (a slow broker); ``waiting`` counts
+    the calls held.
     """
 
     sessions: SessionStore
     calls: list[tuple[str, str]] = field(default_factory=list)
     inbox_sizes: list[int] = field(default_factory=list)
     gate: asyncio.Event | None = None
+    waiting: int = 0
 
     async def __call__(self, session_id: str, token: str) -> None:
         if self.gate is not None:
+            self.waiting += 1
             await self.gate.wait()
+            self.waiting -= 1
         self.inbox_sizes.append(len(await self.sessions.inbox(session_id)))
         self.calls.append((session_id, token))
 
@@ -177,14 +183,17 @@ async def running_edge(
     *,
     database_url: str | None = None,
     strict_channels: frozenset[str] = frozenset(),
-    client_for: Callable[[FakeSlackApi], AsyncWebClient] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncIterator[SlackEdge]:
-    """Start the fake Slack API, a migrated database and the app over HTTP; stop them after."""
+    """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
+
+    SQLite lives in ``tmp_path / "warroom.sqlite3"``.
+    """
     slack_api = FakeSlackApi()
     await slack_api.start()
-    database = Database.from_url(database_url, data_dir=tmp_path)
+    database = Database.from_url(database_url, data_dir=tmp_path, limits=limits)
     await database.migrate()
-    client = (client_for or _client)(slack_api)
+    client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
     sessions = SessionStore(database)
     background = Background()
     cancelled: list[Cancelled] = []
@@ -232,7 +241,3 @@ async def running_edge(
         await background.cancel()
         await database.dispose()
         await slack_api.stop()
-
-
-def _client(slack_api: FakeSlackApi) -> AsyncWebClient:
-    return AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from bot.routing import EDITED_PREFIX
 from bot.thread_context import HEADER
 from harness import Checkpoint
-from memory_store import SessionStatus
+from memory_store import Limits, SessionStatus
 from tests.bot.conftest import DATA, load_case
 from tests.bot.slack_edge import CHANNEL, SIGNING_SECRET, SlackEdge, event, running_edge, sign
 
@@ -353,9 +354,10 @@ async def test_the_ack_does_not_wait_for_slow_work_after_it(edge: SlackEdge) -> 
     started = time.monotonic()
     response = await edge.post_event(event(TOP))
     elapsed_s = time.monotonic() - started
-    # Then Slack has its ack at once, the input is already durable, the wake-up follows
+    # Then Slack has its ack at once; the input is recorded and the wake-up follows
     assert response.status_code == 200
     assert elapsed_s < 1.0
+    await edge.slack_api.wait_for(lambda: edge.enqueued.waiting == 1)
     assert await edge.session(ROOT_TS) is not None
     assert edge.enqueued.calls == []
     edge.enqueued.release()
@@ -431,3 +433,25 @@ async def test_two_near_simultaneous_mentions_in_one_thread_make_one_session(
         assert "also check the db connection pool, <@U0FAKEALICE> saw timeouts" in texts
         assert {sid for sid, _ in edge.enqueued.calls} == {session.id}
         assert len(edge.enqueued.calls) == 1
+
+
+async def test_an_input_that_finds_the_database_locked_is_recorded_once_it_frees(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_edge(tmp_path, limits=Limits(lock_timeout_ms=100)) as edge:
+        # Given another process holds the SQLite write lock
+        blocker = sqlite3.connect(tmp_path / "warroom.sqlite3", isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            # When a mention arrives and its record finds the database locked
+            response = await edge.post_event(event(TOP))
+            await edge.slack_api.wait_for(lambda: "retrying" in caplog.text)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        await edge.settle()
+        # Then the record is retried and the session exists, woken once
+        assert response.status_code == 200
+        session = await edge.session(ROOT_TS)
+        assert session is not None
+        assert edge.enqueued.calls == [(session.id, session.pending_token)]

@@ -7,6 +7,7 @@ acked by its ``envelope_id``.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_runtime import RunningSlack, SocketMode, start
+from bot.slack_runtime import RunningSlack, SocketMode, serve, start
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import SlackEdge, running_edge
 from tests.fakes.slack_socket_mode import FakeSocketMode
@@ -50,7 +51,7 @@ async def connect(edge: SlackEdge, socket_mode: FakeSocketMode) -> RunningSlack:
 
 
 def envelope(case: str, envelope_id: str, **changes: Any) -> dict[str, Any]:
-    body = copy.deepcopy(load_case(case))
+    body: dict[str, Any] = copy.deepcopy(load_case(case))
     body.update(envelope_id=envelope_id, **changes)
     return body
 
@@ -111,3 +112,39 @@ async def test_the_bots_own_echo_over_socket_mode_is_acked_and_ignored(
     await edge.settle()
     assert await edge.session(ROOT_TS) is None
     assert edge.enqueued.calls == []
+
+
+async def test_serve_runs_the_app_until_stop_is_set_and_then_finishes_its_work(
+    tmp_path: Path, socket_mode: FakeSocketMode
+) -> None:
+    async with running_edge(tmp_path) as edge:
+        # Given the app served over Socket Mode the way the CLI serves it
+        stop = asyncio.Event()
+        opener = AsyncWebClient(base_url=socket_mode.base_url)
+        mode = SocketMode(socket_mode.app_token, web_client=opener)
+        served = asyncio.create_task(serve(edge.app, mode, stop=stop, background=edge.background))
+        # When a mention arrives and then the process is asked to stop
+        await socket_mode.send(envelope("socket_mode_envelope_events_api_retry.json", "env-s"))
+        await socket_mode.ack_for("env-s")
+        stop.set()
+        await asyncio.wait_for(served, timeout=10.0)
+        # Then the mention was recorded and woken before serve returned
+        session = await edge.session(ROOT_TS)
+        assert session is not None
+        assert edge.enqueued.calls == [(session.id, session.pending_token)]
+        assert edge.background.pending == 0
+
+
+async def test_a_refresh_disconnect_reconnects_and_later_envelopes_are_still_acked(
+    edge: SlackEdge, socket_mode: FakeSocketMode
+) -> None:
+    # Given Slack asks the connection to refresh (it does so every few hours)
+    await socket_mode.send(load_case("socket_mode_disconnect_refresh.json"))
+    # When the client has reconnected through apps.connections.open
+    await socket_mode.wait_for_sockets(2)
+    await socket_mode.send(envelope("socket_mode_envelope_events_api_retry.json", "env-after"))
+    # Then the envelope on the new connection is acked and handled
+    assert await socket_mode.ack_for("env-after") == {"envelope_id": "env-after"}
+    await edge.settle()
+    assert socket_mode.connections_opened == 2
+    assert await edge.session(ROOT_TS) is not None

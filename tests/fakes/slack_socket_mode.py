@@ -38,7 +38,7 @@ class FakeSocketMode:
         self._sockets: list[web.WebSocketResponse] = []
         self._connected = asyncio.Event()
         self._acks: dict[str, JsonDict] = {}
-        self._ack_arrived = asyncio.Condition()
+        self._changed = asyncio.Condition()
 
     @property
     def base_url(self) -> str:
@@ -74,11 +74,16 @@ class FakeSocketMode:
     async def ack_for(self, envelope_id: str, *, timeout_s: float = 5.0) -> JsonDict:
         """The client's ack of ``envelope_id``; AssertionError if none within ``timeout_s``."""
         try:
-            async with asyncio.timeout(timeout_s), self._ack_arrived:
-                await self._ack_arrived.wait_for(lambda: envelope_id in self._acks)
+            async with asyncio.timeout(timeout_s), self._changed:
+                await self._changed.wait_for(lambda: envelope_id in self._acks)
         except TimeoutError:
             raise AssertionError(f"no ack of envelope {envelope_id} in {timeout_s} s") from None
         return self._acks[envelope_id]
+
+    async def wait_for_sockets(self, count: int, *, timeout_s: float = 5.0) -> None:
+        """Wait until ``count`` WebSockets have connected in all (reconnects included)."""
+        async with asyncio.timeout(timeout_s), self._changed:
+            await self._changed.wait_for(lambda: len(self._sockets) >= count)
 
     def acked(self, envelope_id: str) -> bool:
         """Whether ``envelope_id`` was acked."""
@@ -94,8 +99,10 @@ class FakeSocketMode:
     async def _link(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self._sockets.append(ws)
         await ws.send_str(json.dumps(HELLO))
+        async with self._changed:
+            self._sockets.append(ws)
+            self._changed.notify_all()
         self._connected.set()
         async for message in ws:
             if message.type is WSMsgType.TEXT:
@@ -103,6 +110,6 @@ class FakeSocketMode:
         return ws
 
     async def _record_ack(self, ack: JsonDict) -> None:
-        async with self._ack_arrived:
+        async with self._changed:
             self._acks[str(ack.get("envelope_id"))] = ack
-            self._ack_arrived.notify_all()
+            self._changed.notify_all()

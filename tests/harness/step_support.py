@@ -14,9 +14,11 @@ import pytest: ``bench/prompt_cache.py`` uses it too.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from harness import (
@@ -28,12 +30,15 @@ from harness import (
     Limits,
     Next,
     Requester,
+    SandboxWorkspaces,
     StepResult,
     WorkspaceSource,
     advance,
 )
 from memory_store import FileStore
+from sandbox_client import LocalConfig, LocalProvider, SandboxManager
 from tests.fakes.anthropic_api import RecordedRequest
+from tests.harness.tool_support import open_store
 
 ORG = "T-STEP"
 CHANNEL = "C-INCIDENT"
@@ -74,6 +79,52 @@ class Saves:
     def last_checkpoint(self) -> Checkpoint:
         """The checkpoint of the latest mid-step commit (a tool intent)."""
         return self.commits[-1][0]
+
+
+@dataclass
+class Kit:
+    """What every session of a test shares: the store, sandbox access, and the models
+    it made (closed by ``aclose``)."""
+
+    store: FileStore
+    workspaces: WorkspaceSource
+    models: list[AnthropicModel] = field(default_factory=list)
+
+    def session(
+        self,
+        base_url: str,
+        *,
+        session_id: str = "s-main",
+        limits: Limits | None = None,
+        **model_options: Any,
+    ) -> SessionRun:
+        """A new session whose model talks to the fake API at ``base_url``."""
+        model = make_model(base_url, **model_options)
+        self.models.append(model)
+        cp = new_checkpoint(session_id)
+        return SessionRun(cp, self.store, model, self.workspaces, limits or Limits())
+
+    async def aclose(self) -> None:
+        """Close every model's HTTP connections."""
+        for model in self.models:
+            await model.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_kit(data_dir: Path, workspaces: WorkspaceSource | None = None) -> AsyncIterator[Kit]:
+    """A ``Kit`` over a fresh SQLite store under ``data_dir``.
+
+    ``workspaces`` None: sandbox access that is never used (no jail starts until a
+    sandbox tool runs, and the sessions of such tests run none).
+    """
+    manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx")))
+    async with open_store(None, data_dir) as store:
+        kit = Kit(store, workspaces or SandboxWorkspaces(manager))
+        try:
+            yield kit
+        finally:
+            await kit.aclose()
+            await manager.aclose()
 
 
 def new_checkpoint(session_id: str, *, user: str = "U-ALICE", name: str = "Alice") -> Checkpoint:

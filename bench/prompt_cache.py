@@ -1,0 +1,126 @@
+"""How well a session's prompts keep the prompt cache warm while others change memory.
+
+A scripted 30-request session (Read, Edit, Bash, Grep, Glob and Write calls on the
+virtual mounts and in a real local sandbox) runs through ``harness.advance`` against
+the fake Messages API; between steps another session edits memory files the first
+one read and adds new notes. Prints one JSON line:
+
+    prefix_stable_fraction  share of consecutive requests (n, n+1) where n+1 has the same
+                            tools and system bytes and its messages start with n's
+                            messages (canonical JSON, cache_control removed); goal ≥ 0.95
+    requests                model requests sent
+    cache_read_tokens       prompt tokens read from the cache (the fake's model of it:
+                            4 bytes a token, prefixes written at breakpoints)
+    cache_write_tokens      prompt tokens written to the cache
+
+    .venv/bin/python bench/prompt_cache.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import Inbound, SandboxWorkspaces
+from memory_store import FileStore, Namespace, Origin, Scope
+from sandbox_client import LocalConfig, LocalProvider, SandboxManager
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
+from tests.harness.step_support import CHANNEL, ORG, open_kit, prefix_stable
+
+MEMORY = Namespace(ORG, Scope.MEMORY)
+INCIDENT = Namespace(ORG, Scope.INCIDENT, CHANNEL)
+OTHER = Origin("U-BOB", "s-other", None)
+RUNBOOKS = {
+    f"/svc-{i}.md": f"# Service {i} runbook\nowner: team-{i}\npool: 20\nrestart: rollout\n"
+    for i in range(4)
+}
+
+
+def _call(name: str, **tool_input: Any) -> Reply:
+    return Reply.tool(name, tool_input)
+
+
+def script() -> list[Reply]:
+    """29 tool calls, then the answer: 30 requests."""
+    calls = [_call("Read", file_path=f"/memory{path}") for path in RUNBOOKS]
+    calls += [
+        _call("Write", file_path="/incident/findings.md", content="# Findings\n"),
+        _call("Bash", command="printf 'pod-1 OOMKilled\\npod-2 Running\\n' > pods.txt"),
+        _call("Grep", pattern="pool", path="/memory", output_mode="content"),
+    ]
+    for i in range(7):
+        calls += [
+            _call("Bash", command=f"grep -c OOM pods.txt; echo round {i}", description="Count"),
+            _call("Grep", pattern="OOM", path="/workspace", output_mode="content"),
+            _call(
+                "Edit",
+                file_path="/incident/findings.md",
+                old_string="# Findings\n",
+                new_string=f"# Findings\n- round {i}: pod-1 OOMKilled\n",
+            ),
+            _call("Read", file_path=f"/memory/svc-{i % 4}.md"),
+        ]
+    calls = calls[:29]
+    return [*calls, Reply.text("pod-1 is OOMKilled; raise its memory limit.")]
+
+
+async def other_session(store: FileStore, step: int) -> None:
+    """Every 6th step another session edits a runbook; every 15th it adds a note."""
+    if step % 6 == 5:
+        path = f"/svc-{(step // 6) % 4}.md"
+        current = await store.read(MEMORY, path)
+        updated = current.content.replace("restart:", f"checked at step {step}\nrestart:")
+        await store.write(MEMORY, path, updated, OTHER, expected_version=current.version)
+    if step % 15 == 14:
+        await store.write(
+            INCIDENT, f"/note-{step}.md", f"Bob's note {step}\n", OTHER, expected_version=0
+        )
+
+
+async def main() -> None:
+    data = Path(tempfile.mkdtemp(prefix="wr-bench-"))
+    provider = LocalProvider(LocalConfig(state_dir=data / "sbx", network="none"))
+    manager = SandboxManager(provider)
+    try:
+        async with (
+            FakeAnthropicAPI(script()) as fake,
+            open_kit(data, SandboxWorkspaces(manager)) as kit,
+        ):
+            for path, content in RUNBOOKS.items():
+                await kit.store.write(MEMORY, path, content, OTHER, expected_version=0)
+            run = kit.session(fake.base_url, session_id="s-bench")
+
+            async def between(step: int) -> None:
+                await other_session(kit.store, step)
+
+            await run.run((Inbound("U-ALICE", "pods are crashing", "Alice"),), between=between)
+            requests = fake.requests
+            pairs = list(itertools.pairwise(requests))
+            stable = sum(prefix_stable(a, b) for a, b in pairs)
+            usage = run.cp.usage
+        print(
+            json.dumps(
+                {
+                    "prefix_stable_fraction": round(stable / len(pairs), 4),
+                    "requests": len(requests),
+                    "cache_read_tokens": usage.cache_read_input_tokens,
+                    "cache_write_tokens": usage.cache_creation_input_tokens,
+                }
+            )
+        )
+    finally:
+        await manager.aclose()
+        await provider.destroy_all()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

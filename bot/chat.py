@@ -1,0 +1,150 @@
+"""``warroom chat``: one incident thread in the terminal, against the real harness and store.
+
+Each line read from stdin is a message in one session (org ``local``, channel
+``chat``, a thread ts made at start): the first opens it, later ones join its inbox,
+so a line typed while the agent works steers it at the next step boundary, and a
+line typed after an answer starts the next turn. Steps run on an in-process Dramatiq
+worker over the in-memory broker (whatever ``REDIS_URL`` says), with the same
+database, sandboxes and model settings as ``serve``; a ``TerminalReporter`` prints
+progress and answers instead of posting to Slack. At end of input the chat waits
+for the session to stop running, then exits.
+
+Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
+``warroom fake-anthropic``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from harness import Checkpoint, Requester
+from memory_store import Database, SessionKey, SessionStatus, SessionStore
+
+from .credentials import missing_for_chat
+from .queue import EmbeddedWorker, setup
+from .settings import Settings
+from .terminal import TerminalReporter
+
+__all__ = ["CHAT_CHANNEL", "CHAT_ORG", "CHAT_USER", "Conversation", "run_chat", "stdin_lines"]
+
+CHAT_ORG = "local"
+CHAT_CHANNEL = "chat"
+CHAT_USER = "local-user"
+IDLE_POLL_S = 0.1
+WORKER_STOP_TIMEOUT_MS = 10_000
+BANNER = (
+    "Warroom chat: type a message and press Enter. Type again at any time to steer; "
+    "end with Ctrl-D.\n"
+)
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass
+class Conversation:
+    """The chat's one session: opened by the first message, joined by the others."""
+
+    sessions: SessionStore
+    enqueue: Enqueue
+    thread_ts: str = field(default_factory=lambda: f"{time.time():.6f}")
+    session_id: str | None = None
+    _said: int = field(default=0, init=False)
+
+    async def say(self, text: str) -> None:
+        """Record ``text`` in the session's inbox and wake a worker if none is on it."""
+        self._said += 1
+        source_ts = f"{self.thread_ts}/{self._said}"
+        if self.session_id is None:
+            token = await self._open(text, source_ts)
+        else:
+            token = await self.sessions.add_input(
+                self.session_id, user_id=CHAT_USER, text=text, source_ts=source_ts
+            )
+        if token is not None and self.session_id is not None:
+            await self.enqueue(self.session_id, token)
+
+    async def wait_idle(self, *, poll_s: float = IDLE_POLL_S) -> SessionStatus | None:
+        """Wait until the session no longer runs; returns its status (None: never opened)."""
+        if self.session_id is None:
+            return None
+        while True:
+            session = await self.sessions.get(self.session_id)
+            if session is None or session.status is not SessionStatus.RUNNING:
+                return None if session is None else session.status
+            await asyncio.sleep(poll_s)
+
+    async def _open(self, text: str, source_ts: str) -> str | None:
+        session_id = uuid.uuid4().hex
+        checkpoint = Checkpoint(session_id, CHAT_ORG, CHAT_CHANNEL, Requester(CHAT_USER, "you"))
+        opened = await self.sessions.open_or_join(
+            SessionKey(CHAT_ORG, CHAT_CHANNEL, self.thread_ts),
+            requester_id=CHAT_USER,
+            initial_checkpoint=checkpoint.to_json(),
+            text=text,
+            source_ts=source_ts,
+            session_id=session_id,
+        )
+        self.session_id = opened.session_id
+        return opened.token
+
+
+async def stdin_lines(stream: TextIO) -> AsyncIterator[str]:
+    """Lines of ``stream`` (without the newline), read by a daemon thread so that a
+    pending read never keeps the process alive."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        for line in stream:
+            loop.call_soon_threadsafe(lines.put_nowait, line.rstrip("\n"))
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="chat-stdin", daemon=True).start()
+    while (line := await lines.get()) is not None:
+        yield line
+
+
+def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus | None:
+    """Run the chat until end of input and the session is idle; returns its last status.
+
+    Raises:
+        MissingSetting: ``ANTHROPIC_API_KEY`` (or a Blaxel credential) is not set.
+        DatabaseUnavailable: the database could not be reached.
+    """
+    if missing := missing_for_chat(settings):
+        raise missing[0]
+    local = settings.model_copy(update={"redis_url": None})
+    broker, actors, _holder = setup(local, reporter=TerminalReporter(out))
+    worker = EmbeddedWorker(broker, threads=max(1, min(local.worker_threads, 4)))
+    worker.start()
+    try:
+        return asyncio.run(_converse(local, actors.enqueue, stdin, out))
+    finally:
+        worker.stop(timeout_ms=WORKER_STOP_TIMEOUT_MS)
+
+
+async def _converse(
+    settings: Settings, enqueue: Enqueue, stdin: TextIO, out: TextIO
+) -> SessionStatus | None:
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    try:
+        await db.migrate()
+        conversation = Conversation(SessionStore(db), enqueue)
+        out.write(BANNER)
+        out.flush()
+        async for line in stdin_lines(stdin):
+            if line.strip():
+                await conversation.say(line.strip())
+        status = await conversation.wait_idle()
+        if status not in (None, SessionStatus.WAITING, SessionStatus.DONE):
+            out.write(f"The session ended as {status}.\n")
+            out.flush()
+        return status
+    finally:
+        await db.dispose()

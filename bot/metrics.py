@@ -1,0 +1,213 @@
+"""Prometheus metrics: what the workers did, counted, and served over HTTP.
+
+The metrics (``prometheus_client``):
+
+- ``warroom_steps_total{kind,outcome}``: steps run; ``kind`` is ``model``, ``tool``,
+  ``recover``, ``post`` or ``none`` (a duplicate message), ``outcome`` the driver's
+  ``StepOutcome`` or ``error``;
+- ``warroom_step_seconds{kind}``: how long a step took, claim to commit;
+- ``warroom_model_tokens_total{kind}``: ``input``, ``output``, ``cache_read``,
+  ``cache_write`` (Anthropic ``usage``);
+- ``warroom_tool_calls_total{tool,outcome}``: ``ok``, ``error`` (``is_error``) or
+  ``unknown`` (lost in a crash);
+- ``warroom_sandbox_events_total{event}``: ``provision``, ``resume``, ``suspend``
+  (counted by ``CountingProvider``; a replacement provisions too) and ``replace``
+  (from the step's ``sandbox_replaced`` notice);
+- ``warroom_slack_api_errors_total{method,error}``: failed Slack Web API calls.
+
+One process (``warroom serve``) serves its registry with ``start_metrics_server``.
+``warroom worker`` runs several Dramatiq processes: it sets
+``PROMETHEUS_MULTIPROC_DIR`` so each process writes its counters to files there, and
+Dramatiq forks ``serve_worker_metrics``, which serves their sum.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from harness import Event, ModelResponded, Notice, ToolFinished, ToolUnknown
+from sandbox_client import Health as SandboxHealth
+from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider
+
+from .settings import Settings
+
+__all__ = [
+    "MULTIPROC_DIR_VARIABLE",
+    "CountingProvider",
+    "Metrics",
+    "MetricsServer",
+    "StepReport",
+    "default_metrics",
+    "serve_worker_metrics",
+    "start_metrics_server",
+]
+
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess mode
+STEP_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 660.0)
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One step as the driver saw it.
+
+    Attributes:
+        kind: ``model``, ``tool``, ``recover``, ``post`` or ``none``.
+        outcome: the ``StepOutcome`` value (``stepped``, ``posted``, …) or ``error``.
+        duration_s: claim to commit, seconds.
+        events: the step's committed events.
+    """
+
+    kind: str
+    outcome: str
+    duration_s: float
+    events: Sequence[Event] = field(default=())
+
+
+class Metrics:
+    """Warroom's counters in one registry (a fresh one per test, ``REGISTRY`` in production)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.steps = Counter("warroom_steps", "Steps run.", ["kind", "outcome"], registry=r)
+        self.step_seconds = Histogram(
+            "warroom_step_seconds", "Step latency.", ["kind"], buckets=STEP_BUCKETS_S, registry=r
+        )
+        self.tokens = Counter("warroom_model_tokens", "Model tokens.", ["kind"], registry=r)
+        self.tool_calls = Counter(
+            "warroom_tool_calls", "Tool calls by outcome.", ["tool", "outcome"], registry=r
+        )
+        self.sandbox_events = Counter(
+            "warroom_sandbox_events", "Sandbox lifecycle events.", ["event"], registry=r
+        )
+        self.slack_errors = Counter(
+            "warroom_slack_api_errors", "Failed Slack API calls.", ["method", "error"], registry=r
+        )
+
+    def observe_step(self, report: StepReport) -> None:
+        """Count one step and what its events say (tokens, tool calls, sandbox replaced)."""
+        self.steps.labels(report.kind, report.outcome).inc()
+        self.step_seconds.labels(report.kind).observe(report.duration_s)
+        for event in report.events:
+            self._count_event(event)
+
+    def count_sandbox(self, event: str) -> None:
+        """One sandbox ``provision``, ``resume``, ``suspend`` or ``replace``."""
+        self.sandbox_events.labels(event).inc()
+
+    def count_slack_error(self, method: str, error: str) -> None:
+        """One failed Slack call: ``method`` (``chat.postMessage``) and Slack's ``error``."""
+        self.slack_errors.labels(method, error).inc()
+
+    def _count_event(self, event: Event) -> None:
+        if isinstance(event, ModelResponded):
+            usage = event.usage
+            self.tokens.labels("input").inc(usage.input_tokens)
+            self.tokens.labels("output").inc(usage.output_tokens)
+            self.tokens.labels("cache_read").inc(usage.cache_read_input_tokens)
+            self.tokens.labels("cache_write").inc(usage.cache_creation_input_tokens)
+        elif isinstance(event, ToolFinished):
+            self.tool_calls.labels(event.name, "error" if event.is_error else "ok").inc()
+        elif isinstance(event, ToolUnknown):
+            self.tool_calls.labels(event.name, "unknown").inc()
+        elif isinstance(event, Notice) and event.topic == "sandbox_replaced":
+            self.count_sandbox("replace")
+
+
+@functools.cache
+def default_metrics() -> Metrics:
+    """The process's metrics, in ``prometheus_client``'s global ``REGISTRY`` (made once)."""
+    return Metrics(REGISTRY)
+
+
+class CountingProvider:
+    """A ``SandboxProvider`` that counts provisions, resumes and suspends, then delegates."""
+
+    def __init__(self, inner: SandboxProvider, metrics: Metrics | None = None) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self._metrics = metrics or default_metrics()
+
+    async def provision(self, sandbox_id: str) -> SandboxHandle:
+        """``inner.provision``, counted as ``provision``."""
+        handle = await self.inner.provision(sandbox_id)
+        self._metrics.count_sandbox("provision")
+        return handle
+
+    async def resume(self, handle: SandboxHandle) -> None:
+        """``inner.resume``, counted as ``resume``."""
+        await self.inner.resume(handle)
+        self._metrics.count_sandbox("resume")
+
+    async def suspend(self, handle: SandboxHandle) -> None:
+        """``inner.suspend``, counted as ``suspend``."""
+        await self.inner.suspend(handle)
+        self._metrics.count_sandbox("suspend")
+
+    async def destroy(self, handle: SandboxHandle) -> None:
+        """``inner.destroy``."""
+        await self.inner.destroy(handle)
+
+    async def health(self, handle: SandboxHandle) -> SandboxHealth:
+        """``inner.health``."""
+        return await self.inner.health(handle)
+
+    def connect(self, handle: SandboxHandle) -> SandboxClient:
+        """``inner.connect``."""
+        return self.inner.connect(handle)
+
+    async def aclose(self) -> None:
+        """``inner.aclose``."""
+        await self.inner.aclose()
+
+
+@dataclass
+class MetricsServer:
+    """A running metrics endpoint (``GET /metrics``, any path) on ``port``."""
+
+    port: int
+    _server: WSGIServer
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def start_metrics_server(
+    port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
+) -> MetricsServer:
+    """Serve ``registry`` on ``addr:port`` (0: any free port) from a daemon thread.
+
+    Raises:
+        OSError: the port could not be bound.
+    """
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return MetricsServer(int(server.server_port), server)
+
+
+def serve_worker_metrics() -> int:
+    """Serve the sum of every worker process's metrics until stopped (a Dramatiq fork function).
+
+    The port is ``WARROOM_METRICS_PORT`` (``Settings``); the processes' files are in
+    ``PROMETHEUS_MULTIPROC_DIR``, which ``warroom worker`` sets and
+    ``prometheus_client`` reads. Returns 1 at once when either is missing.
+    """
+    port = Settings().metrics_port
+    registry = CollectorRegistry()
+    try:
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    except ValueError:  # prometheus_client: the directory is unset or missing
+        return 1
+    if port is None:
+        return 1
+    start_metrics_server(port, registry=registry)
+    threading.Event().wait()  # the server thread is a daemon; Dramatiq's SIGTERM ends us
+    return 0

@@ -1,0 +1,138 @@
+"""``warroom serve``: the Slack app, and (without ``REDIS_URL``) an in-process worker.
+
+The embedded default is one process: the bolt app in Socket Mode (or HTTP mode with
+``WARROOM_SLACK_MODE=http``) on the main event loop, and Dramatiq worker threads over
+the in-memory broker, with their own event loop and ``Runtime`` (local sandboxes,
+SQLite under ``WARROOM_DATA_DIR`` unless ``DATABASE_URL`` says otherwise). With
+``REDIS_URL`` the process is the bot only: it enqueues to Redis and ``warroom
+worker`` processes, on any hosts, run the steps (ARCHITECTURE.md §5).
+
+SIGTERM or SIGINT stops taking Slack input, waits for follow-ups, then lets the
+in-process worker finish its running steps before exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from sandbox_client import SandboxError, SandboxProvider
+
+from .background import Background
+from .edit_policy import EditPolicy
+from .errors import slack_call
+from .metrics import start_metrics_server
+from .poster import SlackPoster
+from .queue import EmbeddedWorker, setup
+from .runtime import kill_in_flight, make_provider, make_slack_client
+from .settings import Settings
+from .skills_command import SkillsCommands
+from .slack_app import SlackDeps, build_app
+from .slack_runtime import HttpMode, SocketMode
+from .slack_runtime import serve as serve_slack
+
+__all__ = ["STOP_TIMEOUT_MS", "run_serve", "serve"]
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_MS = 10 * 60 * 1000  # one step may run a 10-minute Bash command
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+
+
+def run_serve(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT (see the module docstring). Blocks.
+
+    Raises:
+        MissingSetting: a credential is absent (check ``missing_for_serve`` first).
+        SlackCallFailed: Slack refused the bot token (``auth.test``).
+        DatabaseUnavailable: the database could not be reached.
+    """
+    metrics = None
+    if settings.metrics_port is not None:
+        metrics = start_metrics_server(settings.metrics_port)
+    try:
+        asyncio.run(serve(settings))
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Migrate, start the in-process worker (no ``REDIS_URL``), serve Slack until ``stop``
+    (default: set by SIGTERM or SIGINT), then stop the worker."""
+    stop = stop or _stop_on_signals()
+    broker, actors, _holder = setup(settings)
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    provider = make_provider(settings)
+    worker = None
+    try:
+        await db.migrate()  # before the worker's runtime migrates too: one writer at a time
+        deps = await _slack_deps(settings, db, provider, actors.enqueue)
+        if settings.redis_url is None:
+            worker = EmbeddedWorker(broker, threads=settings.worker_threads)
+            worker.start()
+        background = Background()
+        app = build_app(deps=deps, background=background)
+        log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
+        await serve_slack(app, _mode(settings), stop=stop, background=background)
+    finally:
+        if worker is not None:
+            await asyncio.to_thread(worker.stop, timeout_ms=STOP_TIMEOUT_MS)
+        await provider.aclose()
+        await db.dispose()
+
+
+async def _slack_deps(
+    settings: Settings, db: Database, provider: SandboxProvider, enqueue: Enqueue
+) -> SlackDeps:
+    """What the Slack app needs; the bot's user id comes from ``auth.test``."""
+    client = make_slack_client(settings)
+    identity = await slack_call("auth.test", client.auth_test())
+    files = FileStore(db)
+
+    async def cancel_running(cancelled: Cancelled) -> None:
+        try:
+            await kill_in_flight(provider, cancelled)
+        except SandboxError:
+            log.exception("session %s: could not kill its command", cancelled.session_id)
+
+    return SlackDeps(
+        sessions=SessionStore(db),
+        dedupe=InboundDedupe(db),
+        files=files,
+        client=client,
+        signing_secret=(
+            settings.slack_signing_secret.get_secret_value()
+            if settings.slack_signing_secret
+            else ""
+        ),
+        bot_user_id=str(identity["user_id"]),
+        enqueue=enqueue,
+        cancel_running=cancel_running,
+        skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
+        poster=SlackPoster(client, Outbox(db)),
+    )
+
+
+def _mode(settings: Settings) -> SocketMode | HttpMode:
+    if settings.slack_mode == "http":
+        return HttpMode(port=settings.slack_http_port)
+    return SocketMode(app_token=settings.require("slack_app_token", "Socket Mode needs it"))
+
+
+def _where(settings: Settings) -> str:
+    return "in this process" if settings.redis_url is None else "processes read from Redis"
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop

@@ -1,0 +1,59 @@
+"""``warroom worker``: becomes the ``dramatiq`` parent process over ``bot.worker_main``.
+
+``exec_worker`` replaces the ``warroom`` process with Dramatiq's CLI (``os.execvpe``,
+same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
+the Dramatiq parent directly. SIGTERM to that parent lets every worker process
+finish its running step and exit (``--worker-shutdown-timeout``); a SIGTERM to the
+whole process group would reach the workers too and abandon their steps
+(ARCHITECTURE.md §5).
+
+With ``WARROOM_METRICS_PORT`` set, the worker processes write their metrics to a
+fresh ``PROMETHEUS_MULTIPROC_DIR`` and Dramatiq forks ``serve_worker_metrics`` to
+serve their sum on that port.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from .metrics import MULTIPROC_DIR_VARIABLE
+from .settings import Settings
+
+__all__ = ["SHUTDOWN_TIMEOUT_MS", "dramatiq_argv", "exec_worker"]
+
+WORKER_MODULE = "bot.worker_main"
+METRICS_FORK = "bot.metrics:serve_worker_metrics"
+SHUTDOWN_TIMEOUT_MS = 11 * 60 * 1000  # one step's time limit: a 10-minute Bash command
+
+
+def dramatiq_argv(
+    *, processes: int, threads: int, with_metrics: bool, python: str = sys.executable
+) -> list[str]:
+    """The Dramatiq command line (``python -m dramatiq …``) for ``warroom worker``.
+
+    >>> dramatiq_argv(processes=2, threads=8, with_metrics=False, python="py")[3:7]
+    ['--processes', '2', '--threads', '8']
+    """
+    argv = [python, "-m", "dramatiq", "--processes", str(processes), "--threads", str(threads)]
+    argv += ["--worker-shutdown-timeout", str(SHUTDOWN_TIMEOUT_MS), "--skip-logging"]
+    if with_metrics:
+        argv += ["--fork-function", METRICS_FORK]
+    return [*argv, WORKER_MODULE]
+
+
+def exec_worker(settings: Settings, *, processes: int, threads: int) -> None:
+    """Replace this process with the Dramatiq parent (same PID, same environment, plus
+    a metrics directory when ``WARROOM_METRICS_PORT`` is set). Never returns.
+
+    Raises:
+        OSError: the interpreter could not be executed.
+    """
+    with_metrics = settings.metrics_port is not None
+    if with_metrics:
+        os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="warroom-metrics-")
+    argv = dramatiq_argv(processes=processes, threads=threads, with_metrics=with_metrics)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(argv[0], argv)

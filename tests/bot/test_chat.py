@@ -1,0 +1,73 @@
+"""``warroom chat``: a terminal thread against the real harness, store and in-process worker,
+with the fake Messages API standing in for Claude."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
+from tests.bot.cli_support import Output, finish, start, warroom_env
+
+TODOS = [
+    {"content": "Check the pods", "status": "in_progress", "activeForm": "Checking the pods"},
+    {"content": "Check the last deploy", "status": "pending", "activeForm": "Checking the deploy"},
+]
+
+
+def user_texts(request: RecordedRequest) -> str:
+    """Every user-side text of a request, as one string."""
+    return json.dumps([m for m in request.messages if m.get("role") == "user"])
+
+
+def investigator(request: RecordedRequest) -> Reply:
+    """Keep working (TodoWrite) until steered towards the database; answer after that."""
+    said = user_texts(request)
+    if "thanks" in said:
+        return Reply.text("You are welcome.")
+    if "database" in said:
+        return Reply.text("Steered: the database pool is exhausted.")
+    return Reply.tool("TodoWrite", {"todos": TODOS}, text="Looking.")
+
+
+async def test_chat_prints_progress_and_answers_and_lines_typed_while_it_works_steer_it(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropicAPI(investigator, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+
+        # Given an incident reported in the chat, and the agent working on it
+        chat.stdin.write(b"checkout-api returns 500s since 14:02\n")
+        await out.until(lambda text: "▸ Check the pods" in text)
+
+        # When a line is typed while it works
+        chat.stdin.write(b"ignore the cache, check the database\n")
+
+        # Then the model is steered by it and the answer is printed
+        await out.until(lambda text: "warroom> Steered: the database pool" in text)
+
+        # And a line typed after the answer starts the next turn
+        chat.stdin.write(b"thanks\n")
+        await out.until(lambda text: "warroom> You are welcome." in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+
+    assert "→ " in out.text  # the TodoWrite calls were shown as they ran
+    assert "☐ Check the last deploy" in out.text
+    assert "checkout-api returns 500s" in user_texts(fake.requests[0])
+    assert out.text.count("warroom> ") == 2
+
+
+async def test_chat_without_an_anthropic_key_exits_2_naming_the_variable(tmp_path: Path) -> None:
+    chat = await start("chat", env=warroom_env(tmp_path / "data"), cwd=tmp_path, stdin=True)
+
+    _, stderr = await chat.communicate(b"hello\n")
+
+    assert chat.returncode == 2
+    assert "ANTHROPIC_API_KEY is not set" in stderr.decode()
