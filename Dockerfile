@@ -54,5 +54,5 @@ CMD ["warroom", "serve"]
 
 # Healthy while the database (and Redis, when REDIS_URL is set) answer; true of a worker's
 # container as much as the bot's. `warroom doctor` (without --quick) checks everything.
-HEALTHCHECK --interval=30s --timeout=20s --start-period=30s --retries=3 \
+HEALTHCHECK --interval=30s --timeout=30s --start-period=60s --retries=3 \
     CMD ["warroom", "doctor", "--quick"]

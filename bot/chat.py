@@ -119,23 +119,18 @@ def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus
     """
     if missing := missing_for_chat(settings):
         raise missing[0]
-    local = settings.model_copy(update={"redis_url": None})
-    broker, actors, _holder = setup(local, reporter=TerminalReporter(out))
-    worker = EmbeddedWorker(broker, threads=max(1, min(local.worker_threads, 4)))
-    worker.start()
-    try:
-        return asyncio.run(_converse(local, actors.enqueue, stdin, out))
-    finally:
-        worker.stop(timeout_ms=WORKER_STOP_TIMEOUT_MS)
+    return asyncio.run(_converse(settings.model_copy(update={"redis_url": None}), stdin, out))
 
 
-async def _converse(
-    settings: Settings, enqueue: Enqueue, stdin: TextIO, out: TextIO
-) -> SessionStatus | None:
+async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionStatus | None:
     db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    worker: EmbeddedWorker | None = None
     try:
-        await db.migrate()
-        conversation = Conversation(SessionStore(db), enqueue)
+        await db.migrate()  # before the worker's runtime migrates too: one writer at a time
+        broker, actors, _holder = setup(settings, reporter=TerminalReporter(out))
+        worker = EmbeddedWorker(broker, threads=max(1, min(settings.worker_threads, 4)))
+        worker.start()
+        conversation = Conversation(SessionStore(db), actors.enqueue)
         out.write(BANNER)
         out.flush()
         async for line in stdin_lines(stdin):
@@ -147,4 +142,6 @@ async def _converse(
             out.flush()
         return status
     finally:
+        if worker is not None:
+            await asyncio.to_thread(worker.stop, timeout_ms=WORKER_STOP_TIMEOUT_MS)
         await db.dispose()

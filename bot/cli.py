@@ -21,6 +21,7 @@ from memory_store import Database, DatabaseUnavailable, FileStore
 from .chat import CHAT_ORG, run_chat
 from .credentials import SLACK_HELP, missing_for_serve, missing_for_worker
 from .doctor import failed, render, run_checks
+from .drill import DrillError, DrillOptions, run_drill
 from .errors import SlackCallFailed, slack_call
 from .fakes.anthropic_api import FakeAnthropicAPI
 from .fakes.anthropic_script import ScriptError, echo_reply, script_from_json
@@ -85,7 +86,8 @@ def worker(
         )
     if missing := missing_for_worker(settings):
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
-    exec_worker(settings, processes=processes, threads=threads or settings.worker_threads)
+    threads = threads or settings.worker_threads
+    _run(lambda: exec_worker(settings, processes=processes, threads=threads))
 
 
 @app.command()
@@ -116,7 +118,7 @@ def chat() -> None:
 @app.command()
 def doctor(
     quick: Annotated[
-        bool, typer.Option(help="Only settings-free checks: database and Redis (health checks).")
+        bool, typer.Option(help="Only the database and Redis (the container health check).")
     ] = False,
 ) -> None:
     """Check settings, database, Redis, sandboxes, Slack and Anthropic; say what to fix."""
@@ -186,9 +188,32 @@ def fake_anthropic(
 
 
 @app.command()
-def drill() -> None:
-    """(Coming next) A scripted incident against fake Slack and Anthropic APIs."""
-    _fail("`warroom drill` is not built yet. Meanwhile, try `warroom chat`.", CONFIG_ERROR)
+def drill(
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="PostgreSQL URL (a scratch database) [default: SQLite, temporary]"),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Redis URL: the full drill, with worker processes [default: one process]"
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=2, help="Worker processes of the full drill.")] = 2,
+    keep: Annotated[bool, typer.Option(help="Keep the drill's directory (logs, data).")] = False,
+) -> None:
+    """A scripted incident against fake Slack and Anthropic APIs; exit 0 if every check passed."""
+    if redis_url and not database_url:
+        _fail("the full drill (--redis-url) shares a database: give --database-url", CONFIG_ERROR)
+    options = DrillOptions(
+        database_url=database_url, redis_url=redis_url, workers=workers, keep=keep
+    )
+    try:
+        result = _run(lambda: run_drill(options, say=typer.echo))
+    except DrillError as exc:
+        _fail(f"the drill could not run: {exc}")
+    if not result.passed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -212,7 +237,7 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        lines = [f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()]
         _fail("invalid settings:\n  " + "\n  ".join(lines), CONFIG_ERROR)
 
 

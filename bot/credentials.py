@@ -15,12 +15,12 @@ __all__ = [
     "missing_for_chat",
     "missing_for_serve",
     "missing_for_worker",
-    "require_for_serve",
 ]
 
 SLACK_HELP = (
     "Create the Slack app from manifest.yml (README: 'Create the Slack app') and put its "
-    "tokens in .env. To try Warroom without Slack, run `warroom chat`."
+    "tokens in .env. To try Warroom without Slack, run `warroom chat` (needs only "
+    "ANTHROPIC_API_KEY) or `warroom drill` (fake Slack and Anthropic APIs)."
 )
 
 _WHY = {
@@ -47,16 +47,6 @@ def missing_for_worker(settings: Settings) -> list[MissingSetting]:
 def missing_for_chat(settings: Settings) -> list[MissingSetting]:
     """Every credential ``chat`` needs that is unset."""
     return _missing(settings, ("anthropic_api_key",))
-
-
-def require_for_serve(settings: Settings) -> None:
-    """Raise the first of ``missing_for_serve``.
-
-    Raises:
-        MissingSetting: names the variable to set.
-    """
-    for missing in missing_for_serve(settings):
-        raise missing
 
 
 def _missing(settings: Settings, names: tuple[str, ...]) -> list[MissingSetting]:

@@ -6,9 +6,8 @@ to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
 the sandbox provider (provision one, run ``true``, destroy it), Slack
 (``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models``, when a
-key is set). ``quick`` runs only the
-database and Redis checks: cheap enough for a container health check, and true of a
-worker's container as much as the bot's.
+key is set). ``quick`` runs only the database and Redis checks: cheap enough for a
+container health check, and as true of a worker's container as of the bot's.
 """
 
 from __future__ import annotations

@@ -239,14 +239,16 @@ class Housekeeping(Middleware):
         self._future: Future[None] | None = None
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        """Open the runtime and start sweeping (the first sweep re-enqueues lost work)."""
+        """Open the runtime and start sweeping (the first sweep re-enqueues lost work:
+        over an in-memory broker, every runnable session, since its queue starts empty)."""
         thread = get_event_loop_thread()
         if thread is None:
             return
+        in_memory = isinstance(broker, StubBroker)
 
         async def run() -> None:
             runtime = await self.holder.get()
-            await runtime.sweep_forever()
+            await runtime.sweep_forever(queue_was_empty=in_memory)
 
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 

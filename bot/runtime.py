@@ -15,6 +15,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -51,6 +52,10 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 
+FRESH_QUEUE_STALE_AFTER_S = 1e-6
+"""The first sweep over an empty in-memory queue takes every wake-up as lost."""
+
+
 def make_provider(settings: Settings) -> SandboxProvider:
     """The sandbox provider the settings name (no secrets enter a sandbox's env)."""
     if settings.sandbox_provider == "blaxel":
@@ -79,6 +84,25 @@ def make_slack_client(settings: Settings) -> AsyncWebClient:
     """A Web API client. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
     token = settings.require("slack_bot_token", "Warroom posts to Slack with the bot token")
     return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+
+
+def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:
+    """Set-up steps placing each file under ``directory`` at the same relative path in
+    ``/workspace`` (``WARROOM_WORKSPACE_SEED``), in path order; none for None.
+
+    Symbolic links and other non-regular files are left out. The files are read once,
+    when the runtime opens, and replayed on every new sandbox (a replacement too).
+
+    Raises:
+        OSError: a file could not be read.
+    """
+    if directory is None:
+        return ()
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+    return tuple(
+        SetupStep.file(f"/workspace/{path.relative_to(directory).as_posix()}", path.read_bytes())
+        for path in files
+    )
 
 
 def make_worker_id() -> str:
@@ -225,12 +249,15 @@ class Runtime:
         setup: tuple[SetupStep, ...] = (),
         migrate: bool = True,
     ) -> Runtime:
-        """Build and connect everything.
+        """Build and connect everything. ``setup`` replaces the workspace set-up read
+        from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``).
 
         Raises:
             MissingSetting: a credential the configuration needs is absent.
             DatabaseUnavailable: the database could not be reached.
+            OSError: a file of the workspace seed could not be read.
         """
+        setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
         if migrate:
             await db.migrate()
@@ -271,14 +298,18 @@ class Runtime:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
         await cancel_running(self.manager, cancelled)
 
-    async def sweep_once(self) -> int:
+    async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
         thread), suspend idle sandboxes.
+
+        ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
+        is enqueued again.
 
         Returns how many sessions were re-enqueued.
         """
         result = await self.sessions.sweep(
-            max_crashes=self.settings.max_crashes, stale_after_s=self.settings.stale_after_s
+            max_crashes=self.settings.max_crashes,
+            stale_after_s=stale_after_s or self.settings.stale_after_s,
         )
         for wakeup in result.requeue:
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
@@ -306,13 +337,21 @@ class Runtime:
             with contextlib.suppress(SandboxError):
                 await self.manager.release(SandboxHandle.from_json(handle_json))
 
-    async def sweep_forever(self) -> None:
-        """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged."""
+    async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
+        """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
+
+        ``queue_was_empty``: the broker lost every message (an in-memory broker that
+        just started), so the first sweep enqueues every runnable session nobody holds,
+        however recently it was enqueued.
+        """
+        stale_after_s = FRESH_QUEUE_STALE_AFTER_S if queue_was_empty else None
         while True:
             try:
-                await self.sweep_once()
+                await self.sweep_once(stale_after_s=stale_after_s)
             except Exception:
                 log.exception("recovery sweep failed")
+            else:
+                stale_after_s = None
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:

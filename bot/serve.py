@@ -27,7 +27,7 @@ from .edit_policy import EditPolicy
 from .errors import slack_call
 from .metrics import start_metrics_server
 from .poster import SlackPoster
-from .queue import EmbeddedWorker, setup
+from .queue import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from .runtime import kill_in_flight, make_provider, make_slack_client
 from .settings import Settings
 from .skills_command import SkillsCommands
@@ -35,11 +35,9 @@ from .slack_app import SlackDeps, build_app
 from .slack_runtime import HttpMode, SocketMode
 from .slack_runtime import serve as serve_slack
 
-__all__ = ["STOP_TIMEOUT_MS", "run_serve", "serve"]
+__all__ = ["run_serve", "serve"]
 
 log = logging.getLogger(__name__)
-
-STOP_TIMEOUT_MS = 10 * 60 * 1000  # one step may run a 10-minute Bash command
 
 Enqueue = Callable[[str, str], Awaitable[None]]
 
@@ -82,7 +80,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         await serve_slack(app, _mode(settings), stop=stop, background=background)
     finally:
         if worker is not None:
-            await asyncio.to_thread(worker.stop, timeout_ms=STOP_TIMEOUT_MS)
+            await asyncio.to_thread(worker.stop, timeout_ms=STEP_TIME_LIMIT_MS)
         await provider.aclose()
         await db.dispose()
 

@@ -6,10 +6,12 @@ variable (upper case). Secrets are ``SecretStr`` so they never print.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, DirectoryPath, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -28,7 +30,9 @@ class Settings(BaseSettings):
     ``SLACK_SIGNING_SECRET`` (HTTP mode). Anthropic: ``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL``. Storage: ``DATABASE_URL``
     (default: SQLite under ``WARROOM_DATA_DIR``), ``REDIS_URL`` (default: none → an
-    in-process broker and worker).
+    in-process broker and worker). Sandboxes: ``WARROOM_WORKSPACE_SEED``, a directory
+    whose files are placed at the same relative paths in ``/workspace`` of every new
+    sandbox (and again in a replacement), e.g. runbooks' scripts or a service's configs.
     """
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
@@ -58,6 +62,9 @@ class Settings(BaseSettings):
         default="none", validation_alias="WARROOM_SANDBOX_NETWORK"
     )
     sandbox_idle_suspend_s: float = Field(default=30.0, validation_alias="WARROOM_SANDBOX_IDLE_S")
+    workspace_seed: DirectoryPath | None = Field(
+        default=None, validation_alias="WARROOM_WORKSPACE_SEED"
+    )
     bl_api_key: SecretStr | None = None
     bl_workspace: str | None = None
 
@@ -81,3 +88,41 @@ class Settings(BaseSettings):
         if value is None or value == "":
             raise MissingSetting(name.upper(), why)
         return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+
+
+def variables_of(name: str) -> tuple[str, ...]:
+    """The environment variables a setting is read from, the preferred one first.
+
+    >>> variables_of("lease_s"), variables_of("slack_mode"), variables_of("redis_url")
+    (('WARROOM_LEASE_S',), ('WARROOM_SLACK_MODE', 'SLACK_MODE'), ('REDIS_URL',))
+    """
+    alias = Settings.model_fields[name].validation_alias
+    if isinstance(alias, str):
+        return (alias,)
+    if isinstance(alias, AliasChoices):
+        return tuple(str(choice) for choice in alias.choices)
+    return (name.upper(),)
+
+
+def child_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process that must run with exactly ``settings``
+    (``warroom drill`` starts its workers so): this process's environment without any
+    variable a setting is read from, then every setting that has a value, then ``extra``.
+
+    Secrets are written in clear: the child needs them.
+    """
+    ours = {v.upper() for name in Settings.model_fields for v in variables_of(name)}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if value is not None:
+            env[variables_of(name)[0]] = _env_text(value)
+    return env | dict(extra or {})
+
+
+def _env_text(value: object) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

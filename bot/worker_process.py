@@ -1,11 +1,12 @@
 """``warroom worker``: becomes the ``dramatiq`` parent process over ``bot.worker_main``.
 
-``exec_worker`` replaces the ``warroom`` process with Dramatiq's CLI (``os.execvpe``,
+``exec_worker`` replaces the ``warroom`` process with Dramatiq's CLI (``os.execvp``,
 same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
 the Dramatiq parent directly. SIGTERM to that parent lets every worker process
-finish its running step and exit (``--worker-shutdown-timeout``); a SIGTERM to the
-whole process group would reach the workers too and abandon their steps
-(ARCHITECTURE.md §5).
+finish its running step and exit (``--worker-shutdown-timeout``: one step's time
+limit); a SIGTERM to the whole process group would reach the workers too and
+abandon their steps (ARCHITECTURE.md §5). The workers log through ``setup_logging``
+(``--skip-logging`` keeps Dramatiq's own format out).
 
 With ``WARROOM_METRICS_PORT`` set, the worker processes write their metrics to a
 fresh ``PROMETHEUS_MULTIPROC_DIR`` and Dramatiq forks ``serve_worker_metrics`` to
@@ -19,13 +20,13 @@ import sys
 import tempfile
 
 from .metrics import MULTIPROC_DIR_VARIABLE
+from .queue import STEP_TIME_LIMIT_MS
 from .settings import Settings
 
-__all__ = ["SHUTDOWN_TIMEOUT_MS", "dramatiq_argv", "exec_worker"]
+__all__ = ["dramatiq_argv", "exec_worker"]
 
 WORKER_MODULE = "bot.worker_main"
 METRICS_FORK = "bot.metrics:serve_worker_metrics"
-SHUTDOWN_TIMEOUT_MS = 11 * 60 * 1000  # one step's time limit: a 10-minute Bash command
 
 
 def dramatiq_argv(
@@ -37,7 +38,7 @@ def dramatiq_argv(
     ['--processes', '2', '--threads', '8']
     """
     argv = [python, "-m", "dramatiq", "--processes", str(processes), "--threads", str(threads)]
-    argv += ["--worker-shutdown-timeout", str(SHUTDOWN_TIMEOUT_MS), "--skip-logging"]
+    argv += ["--worker-shutdown-timeout", str(STEP_TIME_LIMIT_MS), "--skip-logging"]
     if with_metrics:
         argv += ["--fork-function", METRICS_FORK]
     return [*argv, WORKER_MODULE]

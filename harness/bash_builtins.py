@@ -10,11 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .bash_fields import SPLIT, UNKNOWN, plain
+from .bash_options import names
 from .bash_paths import resolve_directory
 from .bash_state import ShellState, Stream
 from .bash_words import words_of
 
 DIRECTORY_BUILTINS = frozenset({"cd", "pushd", "popd"})
+SHELL_BUILTINS = names(
+    ": . [ alias bg bind break builtin caller cd command compgen complete continue "
+    "declare dirs disown echo enable eval exec exit export false fc fg getopts hash help "
+    "history jobs kill let local logout mapfile popd printf pushd pwd read readarray "
+    "readonly return set shift shopt source suspend test times trap true type typeset "
+    "ulimit umask unalias unset wait"
+)
+"""bash(1) SHELL BUILTIN COMMANDS: run without a ``PATH`` search."""
 STATE_BUILTINS = frozenset({"read", "mapfile", "readarray", "set"})
 
 
@@ -75,19 +84,25 @@ def apply_state_builtin(name: str, args: Sequence[str], state: ShellState, stdin
         value = SPLIT.join(text.splitlines()) if text is not None else UNKNOWN
         state.assign(target, frozenset({value}))
         return
-    array = "-a" in texts
-    line = text.split("\n", 1)[0] if text is not None else None
     names = names or ["REPLY"]
-    words = words_of(line) if line is not None else []
-    for index, target in enumerate(names):
-        if line is None:
+    if text is None:
+        for target in names:
             state.assign(target, frozenset({UNKNOWN}))
-        elif array:
-            state.assign(target, frozenset({SPLIT.join(words)}))
-        elif index == len(names) - 1:
-            state.assign(target, frozenset({" ".join(words[index:])}))
-        else:
-            state.assign(target, frozenset({words[index] if index < len(words) else ""}))
+        return
+    lines = text.splitlines() or [""]
+    for index, target in enumerate(names):
+        state.assign(target, frozenset(_read_field(line, index, names, texts) for line in lines))
+
+
+def _read_field(line: str, index: int, names: list[str], texts: list[str]) -> str:
+    """What ``read`` puts in its ``index``-th variable from ``line`` (any line may come,
+    since ``while read`` loops over them all)."""
+    words = words_of(line)
+    if "-a" in texts:
+        return SPLIT.join(words)
+    if index == len(names) - 1:
+        return " ".join(words[index:])
+    return words[index] if index < len(words) else ""
 
 
 def _skip_valued_options(texts: list[str]) -> list[str]:

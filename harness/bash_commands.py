@@ -1,7 +1,7 @@
 """The command table: which handler knows the argument roles of a program.
 
 Lookup is by the program's base name (``/usr/bin/grep`` → ``grep``). A program not in
-the table gets ``bash_generic.generic``: every operand is a possible path.
+the table gets ``bash_generic.unknown_program``: every operand is a possible path.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import cache
 
 from .bash_file_tools import file_handlers
-from .bash_generic import generic
+from .bash_generic import unknown_program
 from .bash_interpreters import interpreter_handlers
 from .bash_invocation import Invocation
 from .bash_network_tools import network_handlers
@@ -37,5 +37,5 @@ def _table() -> dict[str, Handler]:
 
 
 def handler_for(name: str) -> Handler:
-    """The handler for program ``name`` (a base name); ``generic`` when unknown."""
-    return _table().get(name, generic)
+    """The handler for program ``name`` (a base name); ``unknown_program`` when unknown."""
+    return _table().get(name, unknown_program)

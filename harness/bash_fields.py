@@ -33,6 +33,7 @@ UNKNOWN = "\x01"
 TAINT = "\x02"
 
 GLOB_MARKERS = STAR + QMARK + LBRACKET
+_GLOB_MARKER = re.compile(f"[{GLOB_MARKERS}]")
 _TO_PLAIN = str.maketrans(
     {
         STAR: "*",
@@ -79,7 +80,7 @@ def visible(field: str) -> str:
 
 def has_glob(field: str) -> bool:
     """Tell whether ``field`` holds an unquoted glob character."""
-    return any(marker in field for marker in GLOB_MARKERS)
+    return _GLOB_MARKER.search(field) is not None
 
 
 def is_tainted(field: str) -> bool:
@@ -87,11 +88,11 @@ def is_tainted(field: str) -> bool:
     return TAINT in field
 
 
-def unquoted_value(value: str) -> str:
-    """Encode an expansion result used outside quotes: whitespace splits, globs act."""
+def unquoted_value(value: str, ifs: str = _IFS_WHITESPACE) -> str:
+    """Encode an expansion result used outside quotes: ``ifs`` characters split, globs act."""
     out = []
     for char in value:
-        if char in _IFS_WHITESPACE:
+        if char in ifs:
             out.append(SPLIT)
         else:
             out.append(_GLOB_OF.get(char, char))

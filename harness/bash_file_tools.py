@@ -28,83 +28,13 @@ from .bash_text import ansi_c_decode
 
 Handler = Callable[[Invocation], None]
 
-PURE_COMMANDS = frozenset(
-    {
-        ":",
-        "true",
-        "false",
-        "expr",
-        "seq",
-        "sleep",
-        "kill",
-        "wall",
-        "notify-send",
-        "yes",
-        "let",
-        "shift",
-        "getopts",
-        "wait",
-        "jobs",
-        "umask",
-        "ulimit",
-        "hash",
-        "type",
-        "which",
-        "whereis",
-        "help",
-        "alias",
-        "unalias",
-        "history",
-        "hostname",
-        "uname",
-        "id",
-        "whoami",
-        "groups",
-        "uptime",
-        "free",
-        "nproc",
-        "ps",
-        "pgrep",
-        "pkill",
-        "pidof",
-        "top",
-        "htop",
-        "cal",
-        "tput",
-        "clear",
-        "stty",
-        "tty",
-        "printenv",
-        "dig",
-        "nslookup",
-        "host",
-        "ping",
-        "ping6",
-        "traceroute",
-        "mtr",
-        "whois",
-        "ss",
-        "netstat",
-        "ip",
-        "ifconfig",
-        "systemctl",
-        "service",
-        "dmesg",
-        "lscpu",
-        "lsmem",
-        "vmstat",
-        "iostat",
-        "mpstat",
-        "numfmt",
-        "factor",
-        "timedatectl",
-        "who",
-        "w",
-        "getent",
-        "sync",
-        "arch",
-        "locale",
-    }
+PURE_COMMANDS = names(
+    ": true false expr seq sleep kill wall notify-send yes let shift getopts wait jobs "
+    "umask ulimit hash type which whereis help alias unalias history hostname uname id "
+    "whoami groups uptime free nproc ps pgrep pkill pidof top htop cal tput clear stty "
+    "tty printenv dig nslookup host ping ping6 traceroute mtr whois ss netstat ip "
+    "ifconfig systemctl service dmesg lscpu lsmem vmstat iostat mpstat numfmt factor "
+    "timedatectl who w getent sync arch locale"
 )
 _ACCESS = {
     Access.LIST: "ls dir vdir tree du stat file lsattr getfacl namei readlink realpath",
@@ -115,7 +45,8 @@ _ACCESS = {
 }
 _PASS_THROUGH = frozenset({"head", "tail", "sort", "uniq", "fold", "nl", "tac"})
 _DECODERS = frozenset({"base64", "base32", "basenc"})
-_FILE_TESTS = names("-a -b -c -d -e -f -g -G -h -k -L -N -O -p -r -s -S -u -w -x")
+FILE_TESTS = names("-a -b -c -d -e -f -g -G -h -k -L -N -O -p -r -s -S -u -w -x")
+"""test(1) operators whose operand is a file."""
 _FILE_COMPARISONS = frozenset({"-ef", "-nt", "-ot"})
 
 
@@ -197,8 +128,12 @@ def printf_format(template: str, values: list[str]) -> str:
 def _cat(inv: Invocation) -> None:
     files = operands(parse_args(inv.args, spec()))
     touch_all(inv, [f for f in files if plain(f) != "-"], Access.READ)
-    if not files or any(plain(f) == "-" for f in files):
+    if not files:
         inv.output(inv.stdin)
+        return
+    parts = [inv.stdin.text if plain(f) == "-" else inv.known_content(f) for f in files]
+    if all(part is not None for part in parts):
+        inv.output(Stream("".join(part or "" for part in parts)))
 
 
 def _pass_through(inv: Invocation) -> None:
@@ -300,7 +235,7 @@ def _test(inv: Invocation) -> None:
         args.pop()
     for index, field in enumerate(args):
         text = plain(field)
-        if text in _FILE_TESTS and index + 1 < len(args):
+        if text in FILE_TESTS and index + 1 < len(args):
             inv.touch(args[index + 1], Access.READ)
         elif text in _FILE_COMPARISONS and 0 < index < len(args) - 1:
             inv.touch(args[index - 1], Access.READ)

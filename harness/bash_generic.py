@@ -15,38 +15,19 @@ from collections.abc import Sequence
 
 from .bash_fields import COMMA, plain
 from .bash_invocation import Access, Invocation
-from .bash_options import parse_args, spec
+from .bash_options import names, parse_args, spec
 
-MESSAGE_OPTIONS = frozenset(
-    {
-        "--message",
-        "--body",
-        "--title",
-        "--description",
-        "--comment",
-        "--text",
-        "--subject",
-        "--summary",
-        "--note",
-        "--notes",
-        "--label",
-        "--labels",
-        "--name",
-        "--query",
-        "--msg",
-        "--reason",
-        "--annotation",
-        "--grep",
-        "--pattern",
-        "--regex",
-        "--filter",
-    }
+MESSAGE_OPTIONS = names(
+    "--message --body --title --description --comment --text --subject --summary --note "
+    "--notes --label --labels --name --query --msg --reason --annotation --grep --pattern "
+    "--regex --filter --xpath --jq --template --format --expression --selector"
 )
 """Long options whose value is text for people or a pattern, never a local path."""
 
 GENERIC_SPEC = spec(*MESSAGE_OPTIONS)
 _PIECE_CUT = re.compile(f"[=:,{COMMA}]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
+_SENTENCE = re.compile(r"\S\s+\S")
 
 
 def looks_like_path(field: str) -> bool:
@@ -100,7 +81,13 @@ def generic(inv: Invocation, access: Access = Access.READ) -> None:
     generic_fields(inv, inv.args, access)
 
 
-def generic_fields(inv: Invocation, fields: Sequence[str], access: Access) -> None:
+def unknown_program(inv: Invocation) -> None:
+    """A program the table does not know: like ``generic``, and an argument holding
+    whitespace is taken for text (``notify -s "/incident/INC-1 resolved"``)."""
+    generic_fields(inv, [field for field in inv.args if not _SENTENCE.search(plain(field))])
+
+
+def generic_fields(inv: Invocation, fields: Sequence[str], access: Access = Access.READ) -> None:
     """Check ``fields`` (arguments of an unknown program) under the assumptions above."""
     for field in fields:
         touch_attached(inv, field, access)

@@ -108,6 +108,10 @@ class Invocation(Protocol):
         """The program runs the ``language`` script at ``field`` (bash x.sh, source x.sh)."""
         ...
 
+    def known_content(self, field: str) -> str | None:
+        """The text of the file at ``field`` when this command wrote it with known text."""
+        ...
+
     def mark_download(self, field: str) -> None:
         """The program writes network content to the file at ``field`` (curl -o)."""
         ...

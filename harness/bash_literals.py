@@ -19,58 +19,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-EXEC_NAMES = frozenset(
-    {
-        "system",
-        "popen",
-        "popen2",
-        "popen3",
-        "exec",
-        "execSync",
-        "spawn",
-        "spawnSync",
-        "shell_exec",
-        "passthru",
-        "getoutput",
-        "getstatusoutput",
-        "check_output",
-        "check_call",
-        "call",
-        "run",
-        "Popen",
-        "capture2",
-        "capture2e",
-        "capture3",
-        "pipeline",
-        "syscall",
-    }
+from .bash_options import names
+
+EXEC_NAMES = names(
+    "system popen popen2 popen3 exec execSync spawn spawnSync shell_exec passthru "
+    "getoutput getstatusoutput check_output check_call call run Popen capture2 capture2e "
+    "capture3 pipeline syscall"
 )
-MENTION_NAMES = frozenset(
-    {
-        "print",
-        "puts",
-        "say",
-        "printf",
-        "log",
-        "echo",
-        "sub",
-        "gsub",
-        "subn",
-        "search",
-        "match",
-        "fullmatch",
-        "findall",
-        "finditer",
-        "compile",
-        "replace",
-        "split",
-        "startswith",
-        "endswith",
-        "includes",
-        "indexOf",
-        "index",
-        "count",
-    }
+MENTION_NAMES = names(
+    "print puts say printf log echo sub gsub subn search match fullmatch findall finditer "
+    "substr length sprintf toupper tolower upper lower strip len basename dirname splitext "
+    "compile replace split startswith endswith includes indexOf index count"
 )
 """Calls whose string arguments are text or patterns, not paths (``re.sub('/memory', …)``)."""
 SEPARATOR_NAMES = frozenset(

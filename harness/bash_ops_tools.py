@@ -272,10 +272,13 @@ def _psql(inv: Invocation) -> None:
         _file_value(inv, value)
     for value in option_values(parsed, "-o", "--output", "-L", "--log-file"):
         _file_value(inv, value, Access.WRITE)
-    for sql in option_values(parsed, "-c", "--command"):
-        for match in re.finditer(r"\\(?:i|ir|include|o|out|w|write)\s+(\S+)", plain(sql)):
+    scripts = [plain(sql) for sql in option_values(parsed, "-c", "--command")]
+    if not scripts and not option_values(parsed, "-f", "--file") and inv.stdin.text:
+        scripts.append(inv.stdin.text)
+    for sql in scripts:
+        for match in re.finditer(r"\\(?:i|ir|include|o|out|w|write)\s+(\S+)", sql):
             inv.touch(match.group(1).strip("'\""), Access.READ)
-        for match in re.finditer(r"\\copy\b.*?\b(?:from|to)\s+'([^']+)'", plain(sql), re.I):
+        for match in re.finditer(r"\\copy\b.*?\b(?:from|to)\s+'([^']+)'", sql, re.I):
             inv.touch(match.group(1), Access.READ)
     _remote_output(inv)
 
@@ -292,10 +295,9 @@ def _sqlite(inv: Invocation) -> None:
     files = operands(parse_args(inv.args, spec("-cmd", "-separator", "-newline", "-nullvalue")))
     if files:
         inv.touch(files[0], Access.READ)
-    for sql in files[1:]:
-        for match in re.finditer(
-            r"\.(?:read|import|output|once|backup|restore|open)\s+(\S+)", plain(sql)
-        ):
+    scripts = [plain(sql) for sql in files[1:]] + [inv.stdin.text or ""]
+    for sql in scripts:
+        for match in re.finditer(r"\.(?:read|import|output|once|backup|restore|open)\s+(\S+)", sql):
             inv.touch(match.group(1).strip("'\""), Access.READ)
 
 

@@ -15,6 +15,7 @@ namespace (``du -sh /*`` is an ordinary command).
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 from .bash_fields import TAINT, UNKNOWN, glob_pattern, has_glob, plain
@@ -34,13 +35,13 @@ class VirtualHit:
             glob components shown as written).
         via_glob: the first component was a glob pattern.
         via_dotdot: resolution removed a ``..``.
-        via_cwd: the field was relative and resolved against a changed working directory.
+        base: the working directory a relative field was resolved against ("" if absolute).
     """
 
     path: str
     via_glob: bool
     via_dotdot: bool
-    via_cwd: bool
+    base: str
 
 
 def _components(path: str) -> tuple[list[str], bool]:
@@ -56,6 +57,15 @@ def _components(path: str) -> tuple[list[str], bool]:
             continue
         parts.append(part)
     return parts, dotdot
+
+
+CLIMB_TO_ROOT = 8
+"""Leading ``..`` components that reach ``/`` from any realistic unknown directory."""
+
+
+def _climbs_to_root(field: str) -> bool:
+    parts = field.split("/")
+    return len(parts) > CLIMB_TO_ROOT and all(p == ".." for p in parts[:CLIMB_TO_ROOT])
 
 
 def _matches_everything(component: str) -> bool:
@@ -86,11 +96,31 @@ def _resolutions(field: str, cwds: frozenset[str]) -> list[tuple[str, list[str],
         bases = [""]
     else:
         bases = sorted(cwd for cwd in cwds if not cwd.startswith(UNKNOWN))
+        if len(bases) < len(cwds) and _climbs_to_root(field):
+            bases.append("/")
     resolved = []
     for base in bases:
-        parts, dotdot = _components(f"{base}/{field}")
+        parts, dotdot = _components(_physical(f"{base}/{field}", cwds))
         resolved.append((base, parts, dotdot))
     return resolved
+
+
+_PROC_ROOT = re.compile(r"^/+proc/+(?:self|thread-self|[0-9]+)/+root(?=/|$)")
+_PROC_CWD = re.compile(r"^/+proc/+(?:self|thread-self)/+cwd(?=/|$)")
+
+
+def _physical(path: str, cwds: frozenset[str]) -> str:
+    """Follow the ``/proc`` links that reach the filesystem root or the working directory.
+
+    ``/proc/self/root/memory`` is ``/memory``; ``/proc/self/cwd/../skills`` is
+    ``/skills`` from ``/workspace``. Other ``..`` stays lexical, as bash and the corpus
+    labels treat it (``/bin/../memory`` is ``/memory``).
+    """
+    path = _PROC_ROOT.sub("", path, count=1) or "/"
+    known = sorted(cwd for cwd in cwds if not cwd.startswith(UNKNOWN))
+    if known and _PROC_CWD.match(path):
+        path = _PROC_CWD.sub(known[0].replace("\\", "\\\\"), path, count=1)
+    return path
 
 
 def virtual_target(field: str, cwds: frozenset[str]) -> VirtualHit | None:
@@ -113,7 +143,7 @@ def virtual_target(field: str, cwds: frozenset[str]) -> VirtualHit | None:
         hit, via_glob = _first_is_virtual(parts)
         if hit:
             shown = "/" + "/".join(plain(part) for part in parts)
-            return VirtualHit(shown, via_glob, dotdot, via_cwd=bool(base) and base != "/workspace")
+            return VirtualHit(shown, via_glob, dotdot, base)
     return None
 
 
@@ -132,7 +162,7 @@ def glob_reads_virtual(field: str, cwds: frozenset[str]) -> VirtualHit | None:
         hit, _via_glob = _first_is_virtual(parts)
         if hit and any(has_glob(part) for part in parts[1:]):
             shown = "/" + "/".join(plain(part) for part in parts)
-            return VirtualHit(shown, True, dotdot, via_cwd=bool(base) and base != "/workspace")
+            return VirtualHit(shown, True, dotdot, base)
     return None
 
 

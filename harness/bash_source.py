@@ -16,9 +16,11 @@ the guard can look the body up by its token.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _WORD_END = " \t\n;&|<>()"
+_ORDINARY = re.compile(r"[^\\'\"$()`#<\n]+")
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,11 @@ class _Scanner:
             self._emit(2)
 
     def _code(self) -> None:
+        ordinary = _ORDINARY.match(self.text, self.pos)
+        if ordinary is not None:
+            self.out.append(ordinary.group())
+            self.pos = ordinary.end()
+            return
         frame = self.frames[-1]
         char = self._peek()
         if self._continuation():
@@ -292,4 +299,6 @@ def prepare_source(command: str) -> Source:
     >>> prepare_source("cat /mem\\\\\\nory").text
     'cat /memory'
     """
+    if "<<" not in command and "\\\n" not in command:
+        return Source(command, {})
     return _Scanner(command).run()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from tree_sitter import Node
+
 from .bash_fields import SPLIT, UNKNOWN
 
 MAX_VALUES = 16
@@ -39,6 +41,17 @@ class Stream:
 UNKNOWN_STREAM = Stream()
 
 
+def join_streams(streams: list[Stream]) -> Stream:
+    """The output of statements run one after another: their outputs concatenated."""
+    if not streams:
+        return Stream("")
+    texts = [stream.text for stream in streams]
+    taint = next((stream.taint for stream in streams if stream.taint), None)
+    if any(text is None for text in texts):
+        return Stream(None, taint)
+    return Stream("".join(text or "" for text in texts), taint)
+
+
 @dataclass
 class Variable:
     """A shell variable: every literal value it may hold, and whether it is exported."""
@@ -64,7 +77,8 @@ class ShellState:
     ``cwd`` holds absolute paths; the marker ``UNKNOWN`` as a member means "somewhere
     the guard cannot tell" (after ``cd "$(…)"``). ``downloads`` (files written from the
     network) and ``written`` (files written with known text, by absolute path) model
-    the filesystem, so every copy of a state shares them.
+    the filesystem, so every copy of a state shares them. ``functions`` maps each shell
+    function defined so far to its body node.
     """
 
     cwd: frozenset[str]
@@ -74,6 +88,7 @@ class ShellState:
     positional: tuple[frozenset[str], ...] | None = ()
     downloads: set[str] = field(default_factory=set)
     written: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, Node] = field(default_factory=dict)
 
     @classmethod
     def initial(cls, cwd: str, home: str) -> ShellState:
@@ -93,6 +108,7 @@ class ShellState:
             positional=self.positional,
             downloads=self.downloads,
             written=self.written,
+            functions=dict(self.functions),
         )
 
     def child(self, env: dict[str, frozenset[str]]) -> ShellState:
@@ -114,6 +130,7 @@ class ShellState:
         self.oldpwd = other.oldpwd
         self.dirstack = other.dirstack
         self.positional = other.positional
+        self.functions = other.functions
 
     def merge(self, other: ShellState) -> None:
         """Union ``other`` into this state (both branches may have run)."""
@@ -126,6 +143,8 @@ class ShellState:
             else:
                 mine.values = _cap(mine.values | variable.values)
                 mine.exported = mine.exported or variable.exported
+        for name, body in other.functions.items():
+            self.functions.setdefault(name, body)
 
     def lookup(self, name: str) -> frozenset[str]:
         """Every value ``$name`` may expand to (``UNKNOWN`` when not knowable)."""

@@ -13,6 +13,7 @@ import re
 from .bash_fields import COMMA, LBRACE, LBRACKET, QMARK, RBRACE, STAR, plain
 
 _UNQUOTED_MARKERS = {"*": STAR, "?": QMARK, "[": LBRACKET, "{": LBRACE, "}": RBRACE, ",": COMMA}
+_UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{},]")
 _DOUBLE_QUOTE_ESCAPES = '$`"\\'
 _C_ESCAPES = {
     "a": "\a",
@@ -39,6 +40,8 @@ def unquoted_word(text: str) -> str:
     >>> plain(unquoted_word(r"/sk\\ills")) == "/skills"
     True
     """
+    if not _UNQUOTED_SPECIAL.search(text):
+        return text
     out = []
     index = 0
     while index < len(text):

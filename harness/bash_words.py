@@ -233,7 +233,10 @@ class WordEvaluator:
         values = expand_parameter(node, self.state, self._operand)
         if quoted:
             return values
-        return frozenset(_unquoted_keep_split(value) for value in values)
+        ifs = self._ifs()
+        return frozenset(
+            SPLIT.join(unquoted_value(part, ifs) for part in value.split(SPLIT)) for value in values
+        )
 
     def _operand(self, nodes: Sequence[Node]) -> frozenset[str]:
         parts = [self.encoded(child, quoted=True) for child in nodes]
@@ -241,11 +244,13 @@ class WordEvaluator:
 
     def _substitution(self, node: Node, *, quoted: bool) -> frozenset[str]:
         value = stream_value(self.substituter.command_output(node))
-        return frozenset({value if quoted else unquoted_value(value)})
+        return frozenset({value if quoted else unquoted_value(value, self._ifs())})
 
-
-def _unquoted_keep_split(value: str) -> str:
-    return SPLIT.join(unquoted_value(part) for part in value.split(SPLIT))
+    def _ifs(self) -> str:
+        """The field separators: ``IFS`` when it has one known value, else the default."""
+        values = self.state.lookup("IFS")
+        value = next(iter(values)) if len(values) == 1 else " \t\n"
+        return value if UNKNOWN not in value else " \t\n"
 
 
 _TECHNIQUE_OF = {

@@ -12,14 +12,18 @@ What counts as a touch, and what does not:
 
 - a path whose first component resolves to ``memory``, ``skills`` or ``incident``
   (whole component, case-sensitive) after quote removal, escapes, ``$'…'``, variables
-  assigned earlier in the command, tilde, brace expansion, ``cd``/``pushd`` tracking
-  (subshells scoped), ``..`` and ``//``; glob patterns that can match those names
-  (``/mem?ry``, ``/[ms]kills``, ``/*/notes.md``), except a bare sweep of everything
-  (``du -sh /*``, ``find /``);
-- through nested code: ``bash -c``, ``eval``, ``| sh``, ``bash <<EOF``, wrappers
-  (``sudo``, ``env``, ``timeout``, ``xargs``, ``find -exec``, ``watch`` …), literal
-  paths and shell strings in interpreter code (``python -c``, ``perl -e``, heredocs fed
-  to ``python3 -``), sed ``w``/``r``/``e`` and awk file names;
+  assigned earlier in the command (and ``read``, ``for``, ``set --``, functions),
+  tilde, brace expansion, ``IFS`` splitting, ``cd``/``pushd``/``CDPATH`` tracking
+  (subshells scoped), ``..``, ``//`` and ``/proc/self/root``; glob patterns that can
+  match those names (``/mem?ry``, ``/[ms]kills``, ``/*/notes.md``), except a bare sweep
+  of everything (``du -sh /*``, ``find /``); a ``PATH`` entry searched for a program;
+- through nested code: ``bash -c``, ``eval``, ``| sh``, ``bash <<EOF``, a script this
+  same command wrote, wrappers (``sudo``, ``env``, ``timeout``, ``xargs``,
+  ``find -exec``, ``watch`` …), literal paths and shell strings in interpreter code
+  (``python -c``, ``perl -e``, heredocs fed to ``python3 -``), sed ``w``/``r``/``e``,
+  awk file names, psql ``\\i``; output the guard can compute (``echo``, ``printf``,
+  ``base64 -d`` of a literal, ``rev``, ``tr``, ``dirname``) is followed into
+  ``$(…)``, ``| xargs`` and ``| sh``;
 - *not* a touch: mentions. Arguments a program treats as text or patterns (``echo``,
   ``grep``/``sed``/``awk``/``jq`` patterns, ``git commit -m``, ``curl -d`` bodies,
   heredoc text written to a workspace file), names on other systems (URLs, ``ssh host
@@ -43,9 +47,11 @@ Policy for undecidable commands (the text alone cannot tell what they will touch
   the parsed rest is checked as usual. A refusal costs little: the model is told to use
   Read/Write and to fix the quoting.
 - **bounds**: commands longer than ``MAX_COMMAND_CHARS`` are refused (``too-long``);
-  nesting deeper than ``bash_analysis.MAX_DEPTH`` is refused (``too-deep``); an
-  expansion too large to follow is refused when the command mentions a namespace name
-  (``too-complex``). A crash inside the analysis is treated like a parse error.
+  nesting deeper than ``bash_walker.MAX_DEPTH`` is refused (``too-deep``); an
+  expansion or a walk too large to follow (``bash_words.MAX_FIELDS``,
+  ``bash_walker.MAX_STEPS``) is refused when the command's text names a namespace and
+  allowed otherwise (``too-complex``). A crash inside the analysis is treated the same
+  way (refused as ``parse-error`` when the text names a namespace).
 """
 
 from __future__ import annotations

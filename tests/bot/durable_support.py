@@ -25,11 +25,12 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg  # type: ignore[import-untyped]
 import redis
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
@@ -113,9 +114,9 @@ class ServiceLoop:
 
 @dataclass
 class Fakes:
-    """The fake model and Slack, served by a ``ServiceLoop``."""
+    """The fake model and Slack, served by a ``ServiceLoop`` (None: by the test's loop)."""
 
-    loop: ServiceLoop
+    loop: ServiceLoop | None
     model: FakeAnthropicAPI
     slack: FakeSlackApi
     script: ModelScript
@@ -130,7 +131,8 @@ class Fakes:
         return cls(loop, model, slack, script)
 
     def stop(self) -> None:
-        """Stop both fakes and the loop."""
+        """Stop both fakes and the loop (of fakes started by ``start``)."""
+        assert self.loop is not None
         self.loop.run(self.model.__aexit__(None, None, None))
         self.loop.run(self.slack.stop())
         self.loop.close()
@@ -352,7 +354,7 @@ class Probe:
 
     sessions: SessionStore
     fakes: Fakes
-    sender: Sender
+    sender: Sender | None
     data_dir: Path
 
     async def open(self, session_id: str, plan: list[Reply], *, text: str = "look") -> str:
@@ -374,7 +376,13 @@ class Probe:
 
     async def start(self, session_id: str, plan: list[Reply], *, text: str = "look") -> None:
         """``open`` and enqueue the first step."""
-        self.sender.send(session_id, await self.open(session_id, plan, text=text))
+        self.queue.send(session_id, await self.open(session_id, plan, text=text))
+
+    @property
+    def queue(self) -> Sender:
+        """The Redis sender (only probes of Redis workers have one)."""
+        assert self.sender is not None, "this probe has no Redis sender"
+        return self.sender
 
     async def session(self, session_id: str) -> Session:
         """The session row."""
@@ -444,6 +452,22 @@ class Probe:
         path = Path(handle.state_dir) / "workspace" / EFFECTS_FILE
         return len(path.read_text().splitlines()) if path.exists() else 0
 
+    async def wait_running_command(self, session_id: str, *, timeout_s: float = 20.0) -> str:
+        """The ``tool_use`` id of the session's Bash call once its process runs in the
+        sandbox (its intent is committed, and the sandbox knows the process)."""
+        intent = await self.wait_event(session_id, "tool_intent", timeout_s=timeout_s)
+        name = str(json.loads(intent.payload_json)["tool_use_id"])
+        client = self.provider().connect(await self.sandbox(session_id))
+
+        async def started() -> bool:
+            return await client.get_process(name) is not None
+
+        try:
+            await poll(started, timeout_s=timeout_s, what=f"process {name} to start")
+        finally:
+            await client.aclose()
+        return name
+
     def provider(self) -> LocalProvider:
         """A local sandbox provider over the workers' sandbox directory."""
         return LocalProvider(LocalConfig(state_dir=self.data_dir / "sbx"))
@@ -481,13 +505,64 @@ def destroy_sandboxes(state_dir: Path) -> None:
     asyncio.run(destroy_all())
 
 
-@contextlib.contextmanager
-def frozen(workers: list[Worker]) -> Iterator[None]:
-    """SIGSTOP the workers' processes for the block, SIGCONT after."""
-    for worker in workers:
-        worker.signal_children(signal.SIGSTOP)
+@contextlib.asynccontextmanager
+async def frozen(workers: list[Worker], admin_url: str) -> AsyncIterator[None]:
+    """SIGSTOP the workers' processes for the block (SIGCONT after), at a moment when
+    none of them is inside a database transaction.
+
+    A process stopped mid-transaction would keep its locks (the sweeper's advisory
+    lock, a session row) until PostgreSQL's ``idle_in_transaction_session_timeout``:
+    then nobody could take over within a test's time. So after each stop the
+    processes' PostgreSQL connections are looked up (their TCP ports, from ``/proc``)
+    in ``pg_stat_activity``; unless all are idle, they are continued and stopped again.
+    """
+    pids = [pid for worker in workers for pid in worker.children()]
+    conn = await asyncpg.connect(admin_url)
+    try:
+        deadline = time.monotonic() + 20.0
+        while True:
+            _signal_all(pids, signal.SIGSTOP)
+            ports = [port for pid in pids for port in _postgres_ports(pid)]
+            rows = await conn.fetch(
+                "SELECT state FROM pg_stat_activity WHERE client_port = ANY($1::int[])", ports
+            )
+            if all(row["state"] == "idle" for row in rows):
+                break
+            _signal_all(pids, signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise AssertionError("could not stop the workers outside a transaction")
+            await asyncio.sleep(0.01)  # let the transaction finish before trying again
+    finally:
+        await conn.close()
     try:
         yield
     finally:
-        for worker in workers:
-            worker.signal_children(signal.SIGCONT)
+        _signal_all(pids, signal.SIGCONT)
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+POSTGRES_PORT = 5432
+
+
+def _postgres_ports(pid: int) -> list[int]:
+    """Local TCP ports of ``pid``'s connections to PostgreSQL (``/proc/<pid>/net/tcp``)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = []
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                local, remote, inode = fields[1], fields[2], fields[9]
+                if inode in inodes and int(remote.split(":")[1], 16) == POSTGRES_PORT:
+                    ports.append(int(local.split(":")[1], 16))
+    return ports

@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from tests.bot.cli_support import Output, finish, start, warroom_env
 
@@ -64,10 +68,13 @@ async def test_chat_prints_progress_and_answers_and_lines_typed_while_it_works_s
     assert out.text.count("warroom> ") == 2
 
 
-async def test_chat_without_an_anthropic_key_exits_2_naming_the_variable(tmp_path: Path) -> None:
-    chat = await start("chat", env=warroom_env(tmp_path / "data"), cwd=tmp_path, stdin=True)
+def test_chat_without_an_anthropic_key_exits_2_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    env = {"ANTHROPIC_API_KEY": None, "WARROOM_DATA_DIR": str(tmp_path / "data")}
 
-    _, stderr = await chat.communicate(b"hello\n")
+    result = CliRunner().invoke(app, ["chat"], env=env, input="hello\n")
 
-    assert chat.returncode == 2
-    assert "ANTHROPIC_API_KEY is not set" in stderr.decode()
+    assert result.exit_code == 2
+    assert "ANTHROPIC_API_KEY is not set" in result.output

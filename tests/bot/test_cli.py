@@ -7,19 +7,23 @@ work); the commands that run servers and workers run as real subprocesses.
 from __future__ import annotations
 
 import asyncio
+import doctest
 import json
 import os
 import signal
 import socket
 import time
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
 from pydantic import AliasChoices
 from typer.testing import CliRunner
 
+from bot import worker_process
 from bot.cli import app
+from bot.fakes import anthropic_script
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Reply
 from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
 from bot.settings import Settings
@@ -119,14 +123,6 @@ def test_worker_names_the_credentials_its_steps_need() -> None:
     assert code == 2
     assert "SLACK_BOT_TOKEN is not set" in output
     assert "ANTHROPIC_API_KEY is not set" in output
-
-
-@pytest.mark.usefixtures("home")
-def test_drill_says_it_is_not_built_yet() -> None:
-    code, output = invoke("drill")
-
-    assert code == 2
-    assert "warroom chat" in output
 
 
 # ----- migrate, skills ---------------------------------------------------------------------
@@ -325,11 +321,13 @@ async def test_serve_answers_a_mention_in_its_thread_and_stops_cleanly_on_sigter
 async def test_worker_becomes_the_dramatiq_parent_which_stops_on_sigterm(
     tmp_path: Path, redis_url: str
 ) -> None:
+    metrics_port = free_port()
     env = warroom_env(
         tmp_path / "data",
         REDIS_URL=redis_url,
         SLACK_BOT_TOKEN="xoxb-fake",
         ANTHROPIC_API_KEY="fake-key",
+        WARROOM_METRICS_PORT=str(metrics_port),
     )
     worker = await start("worker", "--processes", "1", "--threads", "1", env=env, cwd=tmp_path)
     assert worker.stderr is not None
@@ -340,11 +338,14 @@ async def test_worker_becomes_the_dramatiq_parent_which_stops_on_sigterm(
         cmdline = await asyncio.to_thread(Path(f"/proc/{worker.pid}/cmdline").read_bytes)
         assert b"\0dramatiq\0" in cmdline
         assert cmdline.endswith(b"\0bot.worker_main\0")
+        # and its metrics fork serves the worker processes' metrics
+        await wait_until_up(f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
         worker.send_signal(signal.SIGTERM)
         code = await finish(worker)
 
     assert code == 0
+    assert "session=- org=- channel=-" in log.text  # the workers log through our format
 
 
 # ----- the README ------------------------------------------------------------------------
@@ -379,3 +380,11 @@ def test_the_readme_quick_start_has_the_two_commands() -> None:
     commands = [line for line in quick_start.splitlines() if line.startswith("python3 ")]
 
     assert commands == [f"{install} && .venv/bin/warroom serve", f"{install} && .venv/bin/pytest"]
+
+
+@pytest.mark.parametrize("module", [anthropic_script, worker_process])
+def test_docstring_examples_hold(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -2,10 +2,11 @@
 
 Three ``dramatiq bot.worker_main`` processes (each ``--processes 1 --threads 2``, in
 its own process group) share one PostgreSQL database, one Redis database and the
-fake Anthropic and Slack APIs served from this process. Leases are 2 s, the sweeper
+fake Anthropic and Slack APIs served from this process. Leases are 3 s, the sweeper
 runs every 0.25 s, and a session's step gets 2 attempts before it is failed. Crash
 points are chosen per session id through ``WARROOM_CRASH_AT`` (set once for all
-workers); a worker that dies is replaced at once.
+workers); a worker that dies is replaced at once. What the workers logged during a
+test is printed after it (pytest shows it when the test fails).
 
 Each crash test runs the standard plan (model → Bash side effect → model → answer)
 and asserts the issue's four properties: at most one committed model response per
@@ -54,7 +55,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 WORKERS = 3
 REDIS_DB = 12  # dedicated to these tests: flushed before each one
-LEASE_S = 2.0
+LEASE_S = 3.0
 MAX_CRASHES = 2
 CRASH_RULES = {
     "crash-before-model": "before_model@0",
@@ -141,7 +142,6 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
         pool.stop_all()
         fakes.stop()
         destroy_sandboxes(data_dir / "sbx")
-        shutil.copytree(data_dir, "/tmp/durable-last", ignore=shutil.ignore_patterns("sbx"), dirs_exist_ok=True) if os.environ.get("KEEPLOGS") else None
         shutil.rmtree(data_dir, ignore_errors=True)
         pg_admin.drop_database(PG_ADMIN_URL, name)
         sender = Sender(queue_url)
@@ -156,11 +156,14 @@ async def probe(cluster: Cluster) -> AsyncIterator[Probe]:
     sender = Sender(cluster.redis_url)
     sender.flush()
     db = Database.from_url(cluster.database_url, data_dir=cluster.data_dir)
+    logged = {w.log_path: len(w.log()) for w in cluster.pool.history}
     try:
         yield Probe(SessionStore(db), cluster.fakes, sender, cluster.data_dir)
     finally:
         await db.dispose()
         sender.close()
+        for worker in cluster.pool.history:
+            print(f"--- {worker.log_path.name}:\n{worker.log()[logged.get(worker.log_path, 0) :]}")
 
 
 async def _owner(probe: Probe, pool: WorkerPool, session_id: str) -> Worker:
@@ -210,7 +213,7 @@ async def test_four_copies_of_one_message_run_one_step(probe: Probe) -> None:
     token = await probe.open(session_id, standard_plan())
     # When the same wake-up is delivered four times at once
     for _ in range(4):
-        probe.sender.send(session_id, token)
+        probe.queue.send(session_id, token)
     # Then one worker ran the step and the others dropped their copies
     await probe.assert_completed_once(session_id)
     assert len(probe.fakes.script.requests_for(session_id)) == 2
@@ -262,7 +265,7 @@ async def test_an_answered_session_holds_no_worker_and_no_sandbox(probe: Probe) 
     assert session.wait_until is not None
     handle = await probe.sandbox(session_id)
     assert await probe.provider().health(handle) is Health.SUSPENDED
-    assert probe.sender.in_flight() == 0
+    assert probe.queue.in_flight() == 0
 
 
 async def test_a_crash_after_a_tool_recovers_its_real_outcome_instead_of_running_it_again(
@@ -282,15 +285,15 @@ async def test_a_wiped_redis_after_a_commit_is_recovered_by_the_sweeper(
     await probe.start(session_id, [*standard_plan(), Reply.text("Second answer.")])
     await probe.wait_answered(session_id)
     # Given a reply committed and its wake-up enqueued while no worker takes messages
-    with frozen(cluster.pool.workers):
+    async with frozen(cluster.pool.workers, PG_ADMIN_URL):
         token = await probe.sessions.add_input(
             session_id, user_id="U0FAKEBOB", text="and the DB pool?", source_ts="2.0"
         )
         assert token is not None
-        probe.sender.send(session_id, token)
+        probe.queue.send(session_id, token)
         # When Redis loses everything
-        probe.sender.flush()
-        assert probe.sender.size() == 0
+        probe.queue.flush()
+        assert probe.queue.size() == 0
     # Then the sweeper enqueues the step again and the session answers
     await probe.wait_answered(session_id, posts=2)
     assert len(await probe.events(session_id, "model_response")) == 3
@@ -302,7 +305,7 @@ async def test_a_kill_during_a_tool_takes_the_outcome_from_the_sandbox_and_never
     session_id = f"kill-mid-tool-{uuid.uuid4().hex[:6]}"
     # Given a worker running a slow side-effecting command
     await probe.start(session_id, standard_plan(sleep_s=1.5))
-    await probe.wait_event(session_id, "tool_intent")
+    await probe.wait_running_command(session_id)
     victim = await _owner(probe, cluster.pool, session_id)
     # When it is SIGKILLed while the command runs
     victim.signal_children(signal.SIGKILL)
@@ -371,10 +374,11 @@ async def test_a_frozen_worker_past_its_lease_is_fenced_when_it_continues(
 ) -> None:
     session_id = f"frozen-{uuid.uuid4().hex[:6]}"
     await probe.start(session_id, standard_plan(sleep_s=1.5))
+    await probe.wait_running_command(session_id)
     intent = await probe.wait_event(session_id, "tool_intent")
     zombie = await _owner(probe, cluster.pool, session_id)
     # Given the worker running the command freezes past its lease
-    with frozen([zombie]):
+    async with frozen([zombie], PG_ADMIN_URL):
         # When another worker takes the session over and finishes it
         await probe.assert_completed_once(session_id)
     # Then the thawed worker's late writes are refused

@@ -12,8 +12,6 @@ import dataclasses
 import doctest
 import importlib
 import json
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +127,8 @@ def test_refusal_names_the_tool_to_use_instead(command: str, tool: str) -> None:
     assert isinstance(decision, Deny)
     assert tool in decision.reason
     assert "not on the sandbox filesystem" in decision.reason
-    assert decision.path is not None and decision.path in decision.reason
+    assert decision.path is not None
+    assert decision.path in decision.reason
 
 
 def test_policy_refusal_says_how_to_proceed() -> None:
@@ -214,20 +213,8 @@ def test_accepts_long_ordinary_command_within_the_bound() -> None:
     ],
 )
 def test_returns_a_decision_for_hostile_or_broken_input(command: str) -> None:
-    started = time.perf_counter()
     decision = check_bash(command)
     assert isinstance(decision, Allow | Deny)
-    assert time.perf_counter() - started < 5.0
-
-
-def test_analysis_takes_well_under_a_millisecond_per_corpus_command() -> None:
-    check_bash("true")  # the parser is built on first use
-    durations = []
-    for row in ROWS:
-        started = time.perf_counter()
-        check_bash(row["command"])
-        durations.append(time.perf_counter() - started)
-    assert statistics.median(durations) < 0.002
 
 
 # -- module examples -------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""The incident channel as its people use it: Slack Events API requests, signed.
+
+Each message is first stored in the fake Slack Web API (so the thread exists there
+for ``conversations.replies``), then delivered to the app as Slack delivers it: an
+@mention as both an ``app_mention`` and a ``message`` event (same ``ts``, different
+``event_id``), a thread reply as a ``message`` event. Requests are signed as Slack
+signs them (docs.slack.dev, "Verifying requests from Slack"):
+``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:{timestamp}:{body}">``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from typing import Any
+
+import httpx
+
+from ..fakes.slack_api import BOT_USER_ID, FakeSlackApi
+from .errors import DrillError
+from .scenario import Person
+
+
+def signature(secret: str, timestamp: int, body: bytes) -> str:
+    """Slack's request signature of ``body`` sent at ``timestamp`` (Unix seconds).
+
+    >>> signature("s", 1, b"{}")[:10]
+    'v0=65072e0'
+    """
+    base = b"v0:" + str(timestamp).encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+class IncidentChannel:
+    """One channel of one org; ``mention`` and ``reply`` return the message's ``ts``."""
+
+    def __init__(
+        self,
+        *,
+        http: httpx.AsyncClient,
+        url: str,
+        secret: str,
+        slack: FakeSlackApi,
+        org_id: str,
+        channel_id: str,
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._secret = secret
+        self._slack = slack
+        self.org_id = org_id
+        self.channel_id = channel_id
+        self._ids = itertools.count(1)
+
+    async def mention(self, person: Person) -> str:
+        """``person`` @mentions the bot at the top of the channel: a new thread.
+
+        Raises:
+            DrillError: the app refused an event.
+        """
+        text = f"<@{BOT_USER_ID}> {person.text}"
+        ts = self._slack.add_message(self.channel_id, text, user=person.user_id)
+        for kind in ("app_mention", "message"):
+            await self._deliver(self._event(kind, person.user_id, text, ts, None))
+        return ts
+
+    async def reply(self, person: Person, thread_ts: str) -> str:
+        """``person`` replies in the thread ``thread_ts`` (no mention).
+
+        Raises:
+            DrillError: the app refused the event.
+        """
+        ts = self._slack.add_message(
+            self.channel_id, person.text, user=person.user_id, thread_ts=thread_ts
+        )
+        await self._deliver(self._event("message", person.user_id, person.text, ts, thread_ts))
+        return ts
+
+    def _event(
+        self, kind: str, user: str, text: str, ts: str, thread_ts: str | None
+    ) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "type": kind,
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "event_ts": ts,
+            "channel": self.channel_id,
+            "channel_type": "channel",
+        }
+        if thread_ts is not None:
+            event["thread_ts"] = thread_ts
+        return {
+            "type": "event_callback",
+            "team_id": self.org_id,
+            "api_app_id": "A0DRILL",
+            "event_id": f"Ev0DRILL{next(self._ids):05d}",
+            "event_time": int(time.time()),
+            "authorizations": [
+                {"enterprise_id": None, "team_id": self.org_id, "user_id": BOT_USER_ID}
+            ],
+            "event": event,
+        }
+
+    async def _deliver(self, body: dict[str, Any]) -> None:
+        raw = json.dumps(body).encode()
+        now = int(time.time())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": str(now),
+            "X-Slack-Signature": signature(self._secret, now, raw),
+        }
+        try:
+            response = await self._http.post(self._url, content=raw, headers=headers)
+        except httpx.HTTPError as exc:
+            raise DrillError(f"the Slack app did not answer an event: {exc}") from exc
+        if response.status_code != 200:
+            raise DrillError(f"the Slack app refused an event: HTTP {response.status_code}")

@@ -1,0 +1,255 @@
+"""The properties the drill proves, checked against what it observed.
+
+``Evidence`` is gathered once the story has run: the sessions' rows and event logs,
+the model requests each person's session made (as the scripted model saw them), the
+calls the fake Slack Web API received, the shared files in the store, and what the
+driver did (when it sent the steering reply, which worker it killed, which sandbox
+it destroyed). ``evaluate`` turns it into one ``Check`` per property of the issue.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness import Checkpoint
+from memory_store import Event, FileVersion, Session, SessionStatus
+from sandbox_client import SandboxHandle
+
+from . import scenario as s
+from .agent import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX, bash, read
+from .transcript import SANDBOX_REPLACED, Transcript
+
+PLAYBOOK_HEADING = "# Database connection-pool exhaustion"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One property: ``passed`` None means skipped (it cannot apply in this mode)."""
+
+    name: str
+    passed: bool | None
+    detail: str
+
+    @property
+    def mark(self) -> str:
+        """✓ passed, ✗ failed, – skipped."""
+        return {True: "✓", False: "✗", None: "–"}[self.passed]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """The driver's SIGKILL: the worker process and the step it was running."""
+
+    pid: int
+    lease_owner: str
+    step: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the drill observed; maps are keyed by person name (``alice``, ``bob``, ``dave``).
+
+    Attributes:
+        mode: ``embedded`` or ``full``.
+        steer_sent_at: how many model requests alice's session had made when carol's
+            reply was sent (None: never sent).
+        killed_gone: the killed worker process no longer runs.
+        destroyed: the id of the sandbox destroyed from outside (None: none was).
+        answer_posts: per person, successful ``chat.postMessage`` calls per answer key.
+        expected_500s: what counting the 500s in the seeded log must print.
+    """
+
+    mode: str
+    sessions: Mapping[str, Session]
+    events: Mapping[str, Sequence[Event]]
+    requests: Mapping[str, Sequence[Transcript]]
+    steer_sent_at: int | None
+    kill: Kill | None
+    killed_gone: bool
+    destroyed: str | None
+    answer_posts: Mapping[str, Counter[str]]
+    findings: FileVersion | None
+    memory: FileVersion | None
+    expected_500s: int
+
+    def transcripts(self, name: str) -> Sequence[Transcript]:
+        """The requests of ``name``'s session, oldest first (empty when none)."""
+        return self.requests.get(name, ())
+
+    def session_id(self, name: str) -> str:
+        """``name``'s session id ("" when it never opened)."""
+        session = self.sessions.get(name)
+        return session.id if session is not None else ""
+
+    def sandbox(self, name: str) -> SandboxHandle | None:
+        """The sandbox handle in ``name``'s last committed checkpoint."""
+        session = self.sessions.get(name)
+        if session is None:
+            return None
+        handle = Checkpoint.from_json(session.checkpoint).sandbox or session.sandbox
+        return SandboxHandle.from_json(handle) if handle else None
+
+    def notices(self, name: str, topic: str) -> list[str]:
+        """Texts of ``name``'s logged notices about ``topic``."""
+        found = []
+        for event in self.events.get(name, ()):
+            payload = json.loads(event.payload_json) if event.kind == "notice" else {}
+            if payload.get("topic") == topic:
+                found.append(str(payload.get("text", "")))
+        return found
+
+
+def evaluate(e: Evidence) -> tuple[Check, ...]:
+    """Every property of the drill, in the issue's order."""
+    return (
+        playbook_read(e),
+        commands_ran_in_sandbox(e),
+        findings_written(e),
+        second_session_saw_findings(e),
+        steering_reached_model(e),
+        killed_worker_replaced(e),
+        sandbox_replaced(e),
+        answers_posted_once(e),
+        memory_in_next_index(e),
+    )
+
+
+def playbook_read(e: Evidence) -> Check:
+    """Session one read the playbook its first message's skill index listed."""
+    name = "playbook read from /skills"
+    seen = e.transcripts("alice")
+    if not seen:
+        return Check(name, False, "alice's session made no model request")
+    listed = seen[0].listed(SKILLS_INDEX, s.SKILL_NAME)
+    call = seen[-1].last(read(s.SKILL_PATH))
+    ok = listed and call is not None and not call.is_error and PLAYBOOK_HEADING in call.output
+    where = "listed in its first message's skill index" if listed else "NOT in the skill index"
+    return Check(name, ok, f"Read {s.SKILL_PATH} ({where})")
+
+
+def commands_ran_in_sandbox(e: Evidence) -> Check:
+    """A Bash command printed what the seeded files hold, in a local sandbox."""
+    name = "commands ran in a real local sandbox"
+    seen = e.transcripts("alice")
+    call = seen[-1].last(bash(s.COUNT_500S)) if seen else None
+    handle = e.sandbox("alice")
+    printed = call.output if call is not None else "(not run)"
+    ok = printed == str(e.expected_500s) and handle is not None and handle.provider == "local"
+    where = f"{handle.provider} sandbox {handle.sandbox_id}" if handle else "no sandbox"
+    return Check(
+        name, ok, f"`{s.COUNT_500S}` printed {printed} (seeded: {e.expected_500s}); {where}"
+    )
+
+
+def findings_written(e: Evidence) -> Check:
+    """Session one's findings are in the incident's shared notes."""
+    name = "findings written to /incident/"
+    f = e.findings
+    if f is None:
+        return Check(name, False, f"{s.FINDINGS_PATH} does not exist")
+    ok = f.session_id == e.session_id("alice") and str(e.expected_500s) in f.content
+    return Check(name, ok, f"{s.FINDINGS_PATH} v{f.version}, last written by alice's session")
+
+
+def second_session_saw_findings(e: Evidence) -> Check:
+    """Session two was told of session one's notes at a step boundary, and read them."""
+    name = "session two saw session one's findings at its next step"
+    seen = e.transcripts("bob")
+    told = next((i for i, t in enumerate(seen) if t.announced(s.FINDINGS_PATH)), None)
+    listed = bool(seen) and seen[0].listed(NOTES_INDEX, s.FINDINGS_PATH)
+    read_it = bool(seen) and seen[-1].ran(read(s.FINDINGS_PATH)) > 0
+    if told is not None:
+        detail = f'bob\'s model request #{told + 1} said "New shared files … {s.FINDINGS_PATH}"'
+    elif listed:
+        detail = f"bob's first message's incident index listed {s.FINDINGS_PATH}"
+    else:
+        detail = f"bob's session was never told of {s.FINDINGS_PATH}"
+    return Check(name, (told is not None or listed) and read_it, detail)
+
+
+def steering_reached_model(e: Evidence) -> Check:
+    """Carol's reply reached session one's model after it was sent."""
+    name = "a teammate's reply steered session one"
+    seen = e.transcripts("alice")
+    hit = next(
+        (i for i, t in enumerate(seen) if any(s.CAROL.text in x.text for x in t.steering())), None
+    )
+    ok = hit is not None and e.steer_sent_at is not None and hit >= e.steer_sent_at
+    if hit is None:
+        return Check(name, False, "carol's reply never reached alice's model")
+    return Check(
+        name,
+        ok,
+        f"sent when alice's session had made {e.steer_sent_at} model request(s); "
+        f"given to its model in request #{hit + 1}",
+    )
+
+
+def killed_worker_replaced(e: Evidence) -> Check:
+    """A worker was SIGKILLed mid-step and another finished the session (full mode)."""
+    name = "a worker SIGKILLed mid-step, another finished the session"
+    if e.mode != "full":
+        return Check(name, None, "skipped: the embedded mode runs every step in this process")
+    if e.kill is None:
+        return Check(name, False, "no worker was killed")
+    answered = _answered(e, "alice")
+    lost = any(
+        ev.kind == "tool_unknown" and e.kill.step in json.loads(ev.payload_json).get("summary", "")
+        for ev in e.events.get("alice", ())
+    )
+    how = "its outcome was lost" if lost else "its outcome was recovered from the sandbox"
+    return Check(
+        name,
+        e.killed_gone and answered,
+        f"pid {e.kill.pid} killed during `{e.kill.step}`; {how}; alice's session answered",
+    )
+
+
+def sandbox_replaced(e: Evidence) -> Check:
+    """The sandbox destroyed from outside was replaced, and the model was told."""
+    name = "sandbox destroyed from outside, replaced, model told"
+    if e.destroyed is None:
+        return Check(name, False, "no sandbox was destroyed")
+    handle = e.sandbox("alice")
+    replaced = handle is not None and handle.sandbox_id != e.destroyed
+    told = any(t.told(SANDBOX_REPLACED) for t in e.transcripts("alice"))
+    logged = bool(e.notices("alice", "sandbox_replaced"))
+    now = handle.sandbox_id if handle else "none"
+    return Check(
+        name,
+        replaced and told and logged,
+        f"{e.destroyed} → {now}; the model {'was' if told else 'was NOT'} told",
+    )
+
+
+def answers_posted_once(e: Evidence) -> Check:
+    """Each session's final answer reached the fake Slack API exactly once."""
+    name = "each session's final answer posted to Slack exactly once"
+    counts = {who: dict(e.answer_posts.get(who, Counter())) for who in ("alice", "bob", "dave")}
+    ok = all(len(c) == 1 and set(c.values()) == {1} for c in counts.values())
+    shown = ", ".join(f"{who}: {sorted(c.values()) or 'none'}" for who, c in counts.items())
+    return Check(name, ok, f"chat.postMessage per answer key: {shown}")
+
+
+def memory_in_next_index(e: Evidence) -> Check:
+    """Session three's first message lists the memory file session one wrote."""
+    name = "session three's memory index lists session one's memory"
+    first = e.transcripts("dave")[:1]
+    before = e.transcripts("alice")[:1]
+    listed = bool(first) and first[0].listed(MEMORY_INDEX, s.MEMORY_PATH)
+    new = bool(before) and not before[0].listed(MEMORY_INDEX, s.MEMORY_PATH)
+    by_alice = e.memory is not None and e.memory.session_id == e.session_id("alice")
+    return Check(
+        name,
+        listed and new and by_alice,
+        f"{s.MEMORY_PATH} {'listed' if listed else 'NOT listed'} in dave's first message",
+    )
+
+
+def _answered(e: Evidence, name: str) -> bool:
+    session = e.sessions.get(name)
+    posted = any(ev.kind == "post_done" for ev in e.events.get(name, ()))
+    return session is not None and session.status is SessionStatus.WAITING and posted

@@ -1,0 +1,192 @@
+"""The incident, played as people would, with the driver's two acts of sabotage.
+
+1. alice @mentions the bot at the top of the channel: session one starts.
+2. Once its first tool call has finished, carol replies in alice's thread to steer
+   it ("also check the DB pool size").
+3. When session one starts sampling the DB pool (a command taking
+   ``scenario.SAMPLE_S``), bob starts a second thread, and in the full mode the
+   driver SIGKILLs the worker process running that step (the lease owner).
+4. When session one starts its error-rate sample, the driver destroys its sandbox
+   from outside, through the provider, by the handle in the session row.
+5. Once both sessions have answered, dave starts a third thread.
+
+Every wait polls a condition with a deadline (``DrillStalled`` when it passes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from harness import Checkpoint
+from memory_store import Event, Session, SessionKey, SessionStatus
+from sandbox_client import SandboxHandle
+
+from . import scenario
+from .checks import Kill
+from .errors import DrillStalled
+from .scenario import ALICE, BOB, CAROL, DAVE, Person
+from .stage import Stage
+
+T = TypeVar("T")
+POLL_S = 0.05
+
+
+@dataclass
+class Record:
+    """What the driver did and learned while playing (filled in as it goes)."""
+
+    sessions: dict[str, str] = field(default_factory=dict)
+    threads: dict[str, str] = field(default_factory=dict)
+    steer_sent_at: int | None = None
+    kill: Kill | None = None
+    destroyed: str | None = None
+    stalled: str | None = None
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, what: str) -> None:
+        """Note the wall-clock time (Unix seconds) of ``what``."""
+        self.marks[what] = time.time()
+
+
+class Story:
+    """Plays the incident on a running ``Stage`` (see the module docstring)."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+        self.record = Record()
+        self._say = stage.narrator.line
+
+    async def play(self) -> Record:
+        """Play it all; a wait that runs out ends the story early (``record.stalled``)."""
+        self.record.mark("started")
+        try:
+            await self._incident()
+        except DrillStalled as stalled:
+            self.record.stalled = str(stalled)
+            self._say(f"!! drill: {stalled}")
+        return self.record
+
+    async def _incident(self) -> None:
+        alice = await self._start(ALICE)
+        await self._event(alice, "tool_result", "its first tool call")
+        self.record.steer_sent_at = len(self.stage.policy.requests_of(ALICE))
+        await self._reply(CAROL, ALICE)
+        await self._event(alice, "tool_intent", "the pool sample", scenario.SAMPLE_POOL)
+        bob = await self._start(BOB)
+        if self.stage.pool is not None:
+            await self._kill_step_of(alice)
+        await self._event(alice, "tool_intent", "the error-rate sample", scenario.SAMPLE_ERRORS)
+        await self._destroy_sandbox_of(alice)
+        await self._answered(alice, ALICE)
+        await self._answered(bob, BOB)
+        dave = await self._start(DAVE)
+        await self._answered(dave, DAVE)
+        await self.stage.narrator.catch_up()
+
+    # ----- people ---------------------------------------------------------------------
+
+    async def _start(self, person: Person) -> str:
+        """``person`` @mentions the bot in a new thread; returns the new session's id."""
+        channel = self.stage.channel
+        await self.stage.narrator.catch_up()
+        self._say(f"{person.name} in #{channel.channel_id}: @warroom {person.text}")
+        ts = await channel.mention(person)
+        key = SessionKey(channel.org_id, channel.channel_id, ts)
+
+        async def opened() -> Session | None:
+            return await self.stage.sessions.find(key)
+
+        session = await self._until(opened, f"{person.name}'s session to open")
+        self.record.sessions[person.name] = session.id
+        self.record.threads[person.name] = ts
+        self.stage.narrator.follow(session.id, f"{person.name}'s thread")
+        return session.id
+
+    async def _reply(self, person: Person, owner: Person) -> None:
+        await self.stage.narrator.catch_up()
+        self._say(f"{person.name} in {owner.name}'s thread: {person.text}")
+        await self.stage.channel.reply(person, self.record.threads[owner.name])
+
+    # ----- sabotage -------------------------------------------------------------------
+
+    async def _kill_step_of(self, session_id: str) -> None:
+        """SIGKILL the worker process holding the session's lease (it is mid-step)."""
+        pool = self.stage.pool
+        assert pool is not None
+
+        async def owner() -> str | None:
+            session = await self.stage.sessions.get(session_id)
+            return session.lease_owner if session is not None else None
+
+        lease_owner = await self._until(owner, "a worker to hold alice's step")
+        pid = int(lease_owner.split(":")[1])
+        await self.stage.narrator.catch_up()
+        if pool.kill(pid):
+            self.record.mark("killed")
+            self.record.kill = Kill(pid, lease_owner, scenario.SAMPLE_POOL)
+            self._say(
+                f"!! drill: SIGKILL worker process {pid}, mid-step in alice's "
+                f"`{scenario.SAMPLE_POOL}`"
+            )
+        else:
+            self._say(f"!! drill: worker process {pid} is not ours to kill")
+
+    async def _destroy_sandbox_of(self, session_id: str) -> None:
+        """Destroy the session's sandbox through the provider, from outside any worker."""
+        session = await self.stage.sessions.get(session_id)
+        handle_json = None
+        if session is not None:
+            handle_json = Checkpoint.from_json(session.checkpoint).sandbox or session.sandbox
+        if handle_json is None:
+            self._say("!! drill: alice's session has no sandbox to destroy")
+            return
+        handle = SandboxHandle.from_json(handle_json)
+        await self.stage.narrator.catch_up()
+        await self.stage.provider.destroy(handle)
+        self.record.mark("destroyed")
+        self.record.destroyed = handle.sandbox_id
+        self._say(f"!! drill: destroyed alice's sandbox {handle.sandbox_id} from outside")
+
+    # ----- waiting --------------------------------------------------------------------
+
+    async def _event(self, session_id: str, kind: str, what: str, contains: str = "") -> Event:
+        async def logged() -> Event | None:
+            for event in await self.stage.sessions.events(session_id):
+                if event.kind == kind and contains in _summary(event):
+                    return event
+            return None
+
+        return await self._until(logged, f"{what} ({kind})")
+
+    async def _answered(self, session_id: str, person: Person) -> Session:
+        async def answered() -> Session | None:
+            session = await self.stage.sessions.get(session_id)
+            if session is None or session.status is not SessionStatus.WAITING:
+                return None
+            events = await self.stage.sessions.events(session_id)
+            return session if any(e.kind == "post_done" for e in events) else None
+
+        session = await self._until(answered, f"{person.name}'s session to answer")
+        self.record.mark(f"{person.name} answered")
+        return session
+
+    async def _until(self, check: Callable[[], Awaitable[T | None]], what: str) -> T:
+        timeout_s = self.stage.options.timeout_s
+        deadline = time.monotonic() + timeout_s
+        while (value := await check()) is None:
+            if time.monotonic() > deadline:
+                raise DrillStalled(what, timeout_s)
+            await asyncio.sleep(POLL_S)
+        return value
+
+
+def _summary(event: Event) -> str:
+    try:
+        return str(json.loads(event.payload_json).get("summary", ""))
+    except (ValueError, AttributeError):
+        return ""
