@@ -19,7 +19,8 @@ from memory_store import Event, FileVersion, Session, SessionStatus
 from sandbox_client import SandboxHandle
 
 from . import scenario as s
-from .agent import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX, bash, read
+from .roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
+from .steps import bash, read
 from .transcript import SANDBOX_REPLACED, Transcript
 
 PLAYBOOK_HEADING = "# Database connection-pool exhaustion"

@@ -152,16 +152,8 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
         stack.enter_context(_logging_to(data_dir / "drill.log"))
         scenario.write_workspace(data_dir / "seed")
         scenario.write_skills(data_dir / "skills")
-        slack = FakeSlackApi()
-        await slack.start()
-        stack.push_async_callback(slack.stop)
-        for person in scenario.PEOPLE:
-            slack.add_user(person.user_id, person.name)
         policy = IncidentPolicy()
-        model_key = f"drill-{secrets.token_hex(8)}"
-        model = FakeAnthropicAPI(policy, api_key=model_key)
-        await stack.enter_async_context(model)
-        settings = drill_settings(options, data_dir, slack=slack, model=model, model_key=model_key)
+        slack, model, settings = await _fakes(stack, options, data_dir, policy)
         db = Database.from_url(settings.database_url, data_dir=data_dir)
         stack.push_async_callback(db.dispose)
         org_id = f"T0DRILL{secrets.token_hex(3).upper()}"
@@ -172,11 +164,10 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
         edge = await Edge.start(settings, db, actors)
         stack.push_async_callback(edge.close)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
-        secret = settings.require("slack_signing_secret", "HTTP mode verifies requests")
         channel = IncidentChannel(
             http=http,
             url=edge.url,
-            secret=secret,
+            secret=settings.require("slack_signing_secret", "HTTP mode verifies requests"),
             slack=slack,
             org_id=org_id,
             channel_id=scenario.CHANNEL,
@@ -200,6 +191,22 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             edge,
             pool,
         )
+
+
+async def _fakes(
+    stack: contextlib.AsyncExitStack, options: DrillOptions, data_dir: Path, policy: IncidentPolicy
+) -> tuple[FakeSlackApi, FakeAnthropicAPI, Settings]:
+    """Start both fakes (their stop is pushed on ``stack``); the settings pointing at them."""
+    slack = FakeSlackApi()
+    await slack.start()
+    stack.push_async_callback(slack.stop)
+    for person in scenario.PEOPLE:
+        slack.add_user(person.user_id, person.name)
+    model_key = f"drill-{secrets.token_hex(8)}"
+    model = FakeAnthropicAPI(policy, api_key=model_key)
+    await stack.enter_async_context(model)
+    settings = drill_settings(options, data_dir, slack=slack, model=model, model_key=model_key)
+    return slack, model, settings
 
 
 async def _seeded(db: Database, org_id: str, skills_dir: Path) -> FileStore:

@@ -15,10 +15,12 @@ playbook only when the skill index lists it.
 
 from __future__ import annotations
 
+import doctest
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,8 +28,9 @@ import redis
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from bot import settings as settings_module
 from bot.cli import app
-from bot.drill import DrillOptions, IncidentPolicy, drill
+from bot.drill import DrillOptions, IncidentPolicy, channel, drill
 from bot.drill import scenario as s
 from bot.fakes.anthropic_api import RecordedRequest, Reply, ToolCall
 from bot.settings import Settings, child_environment
@@ -125,6 +128,14 @@ def test_the_full_drill_without_a_shared_database_exits_2_naming_the_option() ->
 
     assert result.exit_code == 2
     assert "--database-url" in result.output
+
+
+@pytest.mark.parametrize("module", [channel, settings_module])
+def test_docstring_examples_hold(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+
+    assert result.attempted > 0
+    assert result.failed == 0
 
 
 def test_a_worker_environment_carries_the_settings_and_nothing_inherited_of_ours(
