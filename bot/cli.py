@@ -191,7 +191,7 @@ def fake_anthropic(
 def drill(
     database_url: Annotated[
         str | None,
-        typer.Option(help="PostgreSQL URL (a scratch database) [default: SQLite, temporary]"),
+        typer.Option(help="PostgreSQL URL of a scratch database (default: a temporary SQLite)."),
     ] = None,
     redis_url: Annotated[
         str | None,

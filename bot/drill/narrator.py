@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from ..fakes.slack_api import FakeSlackApi
 
 FOLLOW_INTERVAL_S = 0.1
 _WIDTH = 110
+_NUMBERED = re.compile(r"^\s*\d+\t", re.M)  # Read's line numbers
 
 
 def post_key(args: dict[str, Any]) -> str:
@@ -94,12 +96,14 @@ def describe(event: Event) -> str:
         payload = json.loads(event.payload_json)
     except ValueError:
         return ""
+    if event.kind == "model_response" and payload.get("tool_calls") and payload.get("text"):
+        return f"says: {_cut(' '.join(str(payload['text']).split()))}"
     if event.kind == "tool_intent":
         return f"→ {payload.get('summary', '')}"
     if event.kind == "tool_result":
         mark = "✗" if payload.get("is_error") else "✓"
-        head = " ".join(str(payload.get("output_head", "")).split())
-        return f"  {mark} {_cut(head)}"
+        head = _NUMBERED.sub("", str(payload.get("output_head", "")))
+        return f"  {mark} {_cut(' '.join(head.split()))}"
     if event.kind == "tool_unknown":
         return f"  ? {payload.get('summary', '')}: the outcome was lost"
     if event.kind == "notice":

@@ -42,7 +42,7 @@ def alice_plan(t: Transcript) -> list[Step]:
             read(s.SKILL_PATH),
             wanted=t.listed(SKILLS_INDEX, s.SKILL_NAME),
         ),
-        Step("Plan:", start),
+        Step("Here is my plan.", start),
         Step("Counting the failing requests.", bash(s.COUNT_500S)),
         Step("Checking the last deploys.", bash(s.SHOW_DEPLOYS)),
         Step("Sampling the connection pool.", bash(s.SAMPLE_POOL)),
@@ -137,7 +137,7 @@ def bob_plan(t: Transcript) -> list[Step]:
     seen = sees_findings(t)
     return [
         Step(
-            "Plan:",
+            "Planning the database check.",
             todos(
                 ("Check orders-db health", "in_progress", "Checking orders-db"),
                 ("Compare with the other thread's notes", "pending", "Comparing notes"),

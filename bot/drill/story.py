@@ -4,10 +4,11 @@
 2. Once its first tool call has finished, carol replies in alice's thread to steer
    it ("also check the DB pool size").
 3. When session one starts sampling the DB pool (a command taking
-   ``scenario.SAMPLE_S``), bob starts a second thread, and in the full mode the
-   driver SIGKILLs the worker process running that step (the lease owner).
-4. When session one starts its error-rate sample, the driver destroys its sandbox
-   from outside, through the provider, by the handle in the session row.
+   ``scenario.SAMPLE_S``), bob starts a second thread, and in the full mode, once the
+   command runs in the sandbox, the driver SIGKILLs the worker process running that
+   step (the lease owner).
+4. While session one's error-rate sample runs, the driver destroys its sandbox from
+   outside, through the provider, by the handle in the session row.
 5. Once both sessions have answered, dave starts a third thread.
 
 Every wait polls a condition with a deadline (``DrillStalled`` when it passes).
@@ -24,7 +25,7 @@ from typing import TypeVar
 
 from harness import Checkpoint
 from memory_store import Event, Session, SessionKey, SessionStatus
-from sandbox_client import SandboxHandle
+from sandbox_client import SandboxError, SandboxHandle
 
 from . import scenario
 from .checks import Kill
@@ -76,11 +77,17 @@ class Story:
         await self._event(alice, "tool_result", "its first tool call")
         self.record.steer_sent_at = len(self.stage.policy.requests_of(ALICE))
         await self._reply(CAROL, ALICE)
-        await self._event(alice, "tool_intent", "the pool sample", scenario.SAMPLE_POOL)
+        sample = await self._event(alice, "tool_intent", "the pool sample", scenario.SAMPLE_POOL)
         bob = await self._start(BOB)
         if self.stage.pool is not None:
+            await self._running(alice, json.loads(sample.payload_json)["tool_use_id"])
             await self._kill_step_of(alice)
-        await self._event(alice, "tool_intent", "the error-rate sample", scenario.SAMPLE_ERRORS)
+        else:
+            self._say("!! drill: (embedded mode: no worker process to kill; --redis-url has them)")
+        errors = await self._event(
+            alice, "tool_intent", "the error-rate sample", scenario.SAMPLE_ERRORS
+        )
+        await self._running(alice, json.loads(errors.payload_json)["tool_use_id"])
         await self._destroy_sandbox_of(alice)
         await self._answered(alice, ALICE)
         await self._answered(bob, BOB)
@@ -136,16 +143,39 @@ class Story:
         else:
             self._say(f"!! drill: worker process {pid} is not ours to kill")
 
+    async def _running(self, session_id: str, tool_use_id: str) -> None:
+        """Wait until the session's sandbox knows process ``tool_use_id``: the command has
+        really started (a worker killed before that leaves an outcome nobody knows)."""
+
+        async def started() -> bool | None:
+            handle = await self._sandbox_of(session_id)
+            if handle is None:
+                return None
+            client = self.stage.provider.connect(handle)
+            try:
+                record = await client.get_process(tool_use_id)
+            except SandboxError:
+                return None
+            finally:
+                await client.aclose()
+            return True if record is not None else None
+
+        await self._until(started, f"process {tool_use_id} to run in alice's sandbox")
+
+    async def _sandbox_of(self, session_id: str) -> SandboxHandle | None:
+        """The sandbox handle in the session's committed checkpoint."""
+        session = await self.stage.sessions.get(session_id)
+        if session is None:
+            return None
+        handle_json = Checkpoint.from_json(session.checkpoint).sandbox or session.sandbox
+        return SandboxHandle.from_json(handle_json) if handle_json else None
+
     async def _destroy_sandbox_of(self, session_id: str) -> None:
         """Destroy the session's sandbox through the provider, from outside any worker."""
-        session = await self.stage.sessions.get(session_id)
-        handle_json = None
-        if session is not None:
-            handle_json = Checkpoint.from_json(session.checkpoint).sandbox or session.sandbox
-        if handle_json is None:
+        handle = await self._sandbox_of(session_id)
+        if handle is None:
             self._say("!! drill: alice's session has no sandbox to destroy")
             return
-        handle = SandboxHandle.from_json(handle_json)
         await self.stage.narrator.catch_up()
         await self.stage.provider.destroy(handle)
         self.record.mark("destroyed")

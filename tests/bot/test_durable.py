@@ -129,18 +129,23 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
     admin = urlsplit(PG_ADMIN_URL)
     database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
     data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
-    asyncio.run(_migrate(database_url, data_dir))
-    fakes = Fakes.start()
     queue_url = _redis_url(redis_url)
-    env = _worker_env(database_url, queue_url, data_dir, fakes)
-    pool = WorkerPool(env, data_dir, size=WORKERS)
+    fakes: Fakes | None = None
+    pool: WorkerPool | None = None
     try:
+        asyncio.run(_migrate(database_url, data_dir))
+        fakes = Fakes.start()
+        pool = WorkerPool(
+            _worker_env(database_url, queue_url, data_dir, fakes), data_dir, size=WORKERS
+        )
         pool.start()
         pool.wait_ready()
         yield Cluster(database_url, queue_url, data_dir, fakes, pool)
     finally:
-        pool.stop_all()
-        fakes.stop()
+        if pool is not None:
+            pool.stop_all()
+        if fakes is not None:
+            fakes.stop()
         destroy_sandboxes(data_dir / "sbx")
         shutil.rmtree(data_dir, ignore_errors=True)
         pg_admin.drop_database(PG_ADMIN_URL, name)
@@ -264,8 +269,13 @@ async def test_an_answered_session_holds_no_worker_and_no_sandbox(probe: Probe) 
     assert session.pending_token is None
     assert session.wait_until is not None
     handle = await probe.sandbox(session_id)
-    assert await probe.provider().health(handle) is Health.SUSPENDED
-    assert probe.queue.in_flight() == 0
+
+    async def parked() -> bool:
+        suspended = await probe.provider().health(handle) is Health.SUSPENDED
+        return suspended and probe.queue.in_flight() == 0
+
+    # (the sandbox is suspended, and the message acked, just after the commit)
+    await poll(parked, timeout_s=5, what="no sandbox running and no message held")
 
 
 async def test_a_crash_after_a_tool_recovers_its_real_outcome_instead_of_running_it_again(
