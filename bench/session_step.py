@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+
+# bench/memory_store.py shadows the package when run from bench/: put the repo root first.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory_store import Continue, Database, NewEvent, SessionKey, SessionStore
 

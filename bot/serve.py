@@ -20,7 +20,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
-from sandbox_client import SandboxError, SandboxProvider
+from sandbox_client import SandboxManager, SandboxProvider
 
 from .background import Background
 from .edit_policy import EditPolicy
@@ -28,7 +28,7 @@ from .errors import slack_call
 from .metrics import start_metrics_server
 from .poster import SlackPoster
 from .queue import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
-from .runtime import kill_in_flight, make_provider, make_slack_client
+from .runtime import cancel_running, make_provider, make_slack_client
 from .settings import Settings
 from .skills_command import SkillsCommands
 from .slack_app import SlackDeps, build_app
@@ -93,11 +93,11 @@ async def _slack_deps(
     identity = await slack_call("auth.test", client.auth_test())
     files = FileStore(db)
 
-    async def cancel_running(cancelled: Cancelled) -> None:
-        try:
-            await kill_in_flight(provider, cancelled)
-        except SandboxError:
-            log.exception("session %s: could not kill its command", cancelled.session_id)
+    manager = SandboxManager(provider)
+
+    async def stop_running(cancelled: Cancelled) -> None:
+        """Kill the stopped step's command and suspend its sandbox (errors are logged)."""
+        await cancel_running(manager, cancelled)
 
     return SlackDeps(
         sessions=SessionStore(db),
@@ -111,7 +111,7 @@ async def _slack_deps(
         ),
         bot_user_id=str(identity["user_id"]),
         enqueue=enqueue,
-        cancel_running=cancel_running,
+        cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db)),
     )
