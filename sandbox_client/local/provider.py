@@ -177,7 +177,11 @@ class LocalProvider:
         frozen, READY when its server answers within a second, else STARTING."""
         if handle.pid is None or not procfs.is_alive(handle.pid, handle.pid_start_ticks):
             return Health.GONE
-        if _freezer(handle).is_frozen(_cgroup(handle), handle.pid):
+        try:
+            frozen = _freezer(handle).is_frozen(_cgroup(handle), handle.pid)
+        except OSError:  # its cgroup was removed: the jail is being destroyed
+            return Health.GONE
+        if frozen:
             return Health.SUSPENDED
         if await probe.answers(handle.socket_path or "", timeout_s=1.0):
             return Health.READY
@@ -226,6 +230,7 @@ class LocalProvider:
             freezer.kill_all(cgroup)
             if freezer.is_frozen(cgroup, handle.pid or 0) and cgroup is not None:
                 freezer.thaw(cgroup, handle.pid or 0)  # v1: a frozen task dies only thawed
+        await _wait_dead(handle)
         await self._discard(handle.sandbox_id, freezer, cgroup)
 
     async def destroy_all(self) -> tuple[str, ...]:
@@ -246,6 +251,18 @@ class LocalProvider:
     async def _discard(self, sandbox_id: str, freezer: Freezer, cgroup: Path | None) -> None:
         await freezer.remove(cgroup)
         await asyncio.to_thread(shutil.rmtree, self._dir(sandbox_id), True)
+
+
+async def _wait_dead(handle: SandboxHandle, timeout_s: float = 5.0) -> None:
+    """Return once the jail's init has died (SIGKILL is delivered asynchronously), so a
+    destroyed sandbox is GONE to every later ``health`` call."""
+    if handle.pid is None:
+        return
+    poll_s = 0.005
+    for _ in range(int(timeout_s / poll_s)):
+        if not procfs.is_alive(handle.pid, handle.pid_start_ticks):
+            return
+        await asyncio.sleep(poll_s)
 
 
 def _freezer(handle: SandboxHandle) -> Freezer:

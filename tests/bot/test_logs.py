@@ -31,7 +31,7 @@ def captured() -> Iterator[io.StringIO]:
 
 def test_every_line_ends_with_session_org_and_channel(captured: io.StringIO) -> None:
     with log_context(session_id="s-42", org_id="T0ORG", channel_id="C0INC"):
-        logging.getLogger("warroom.test").info("step committed")
+        logging.getLogger("bot.test_logs").info("step committed")
 
     line = captured.getvalue().strip()
     assert "step committed" in line
@@ -39,7 +39,7 @@ def test_every_line_ends_with_session_org_and_channel(captured: io.StringIO) -> 
 
 
 def test_lines_outside_a_session_say_dash(captured: io.StringIO) -> None:
-    logging.getLogger("warroom.test").warning("sweeper started")
+    logging.getLogger("bot.test_logs").warning("sweeper started")
 
     assert captured.getvalue().strip().endswith("session=- org=- channel=-")
 
