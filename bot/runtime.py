@@ -25,6 +25,7 @@ from harness import (
     Limits,
     Model,
     SandboxWorkspaces,
+    ToolUseBlock,
     WorkspaceUnavailable,
 )
 from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
@@ -37,6 +38,7 @@ from sandbox_client import (
     SandboxError,
     SandboxGone,
     SandboxHandle,
+    SandboxClient,
     SandboxManager,
     SandboxProvider,
     SetupStep,
@@ -172,7 +174,9 @@ class CrashHookOutbox:
         return await self._inner.get_post(key)
 
 
-async def kill_in_flight(provider: SandboxProvider, cancelled: Cancelled) -> str | None:
+async def kill_in_flight(
+    provider: SandboxProvider, cancelled: Cancelled, *, appear_timeout_s: float = 3.0
+) -> str | None:
     """Kill the sandbox process of a cancelled session's running tool call, if any.
 
     The process is named after the ``tool_use`` id in ``Checkpoint.in_flight``
@@ -186,14 +190,37 @@ async def kill_in_flight(provider: SandboxProvider, cancelled: Cancelled) -> str
     handle_json = cp.sandbox or cancelled.sandbox
     if cp.in_flight is None or handle_json is None:
         return None
+    if not _is_bash(cp, cp.in_flight):
+        appear_timeout_s = 0.0  # only Bash is worth waiting for: the rest end in moments
     client = provider.connect(SandboxHandle.from_json(handle_json))
     try:
-        await client.kill(cp.in_flight)
-    except (ProcessNotFound, SandboxGone):
+        return await _kill_when_started(client, cp.in_flight, appear_timeout_s)
+    except SandboxGone:
         return None
     finally:
         await client.aclose()
-    return cp.in_flight
+
+
+def _is_bash(cp: Checkpoint, tool_use_id: str) -> bool:
+    last = cp.messages[-1].content if cp.messages else ()
+    return any(
+        isinstance(b, ToolUseBlock) and b.id == tool_use_id and b.name == "Bash" for b in last
+    )
+
+
+async def _kill_when_started(
+    client: SandboxClient, name: str, appear_timeout_s: float
+) -> str | None:
+    """Kill process ``name``; the intent is committed just before the process starts, so
+    a stop that lands in between waits up to ``appear_timeout_s`` for it to appear."""
+    poll_s = 0.05
+    for _ in range(max(1, int(appear_timeout_s / poll_s))):
+        try:
+            await client.kill(name)
+            return name
+        except ProcessNotFound:
+            await asyncio.sleep(poll_s)
+    return None
 
 
 async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
