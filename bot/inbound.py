@@ -71,8 +71,9 @@ class InboundMessage:
 
     @property
     def sighting_key(self) -> str:
-        """``"<channel>:<event ts>"``: one key for both events of one @mention."""
-        return f"{self.channel_id}:{self.event_ts}"
+        """``"<org>:<channel>:<event ts>"``: one key for both events of one @mention
+        (org-scoped, so tenants never shadow each other's messages)."""
+        return f"{self.org_id}:{self.channel_id}:{self.event_ts}"
 
 
 def org_id_of(body: Mapping[str, Any]) -> str:

@@ -189,7 +189,7 @@ class Intake:
     async def _first_sighting(self, message: InboundMessage) -> bool:
         keys = [f"ts:{message.sighting_key}"]
         if message.event_id:
-            keys.insert(0, f"event:{message.event_id}")
+            keys.insert(0, f"event:{message.org_id}:{message.event_id}")
         for key in keys:
             if not await _retrying(functools.partial(self._sight, key)):
                 return False

@@ -97,7 +97,7 @@ class IncidentChannel:
             "type": "event_callback",
             "team_id": self.org_id,
             "api_app_id": "A0DRILL",
-            "event_id": f"Ev0DRILL{next(self._ids):05d}",
+            "event_id": f"Ev0{self.org_id}{next(self._ids):05d}",
             "event_time": int(time.time()),
             "authorizations": [
                 {"enterprise_id": None, "team_id": self.org_id, "user_id": BOT_USER_ID}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.inbound import org_id_of
 from bot.routing import EDITED_PREFIX
 from bot.thread_context import HEADER
 from harness import Checkpoint
@@ -381,7 +382,7 @@ async def test_a_wrong_or_stale_signature_is_refused_with_401_and_nothing_is_rec
     assert response.status_code == 401
     assert await edge.session(ROOT_TS) is None
     assert edge.enqueued.calls == []
-    assert await edge.dedupe.first_sighting(f"event:{body['event_id']}")
+    assert await edge.dedupe.first_sighting(f"event:{org_id_of(body)}:{body['event_id']}")
 
 
 async def test_slacks_recorded_retry_request_is_signed_as_we_sign_and_refused_as_stale(
