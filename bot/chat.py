@@ -7,7 +7,10 @@ line typed after an answer starts the next turn. Steps run on an in-process Dram
 worker over the in-memory broker (whatever ``REDIS_URL`` says), with the same
 database, sandboxes and model settings as ``serve``; a ``TerminalReporter`` prints
 progress and answers instead of posting to Slack. At end of input the chat waits
-for the session to stop running, then exits.
+for the session to stop running, destroys the sandbox it used (a jail outlives its
+creator otherwise), then exits. When the session ended failed, the chat prints why:
+the last error a step raised (logged by the worker; the terminal gets no traceback
+unless ``warroom chat --verbose``), else the last ``notice`` event.
 
 Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
 ``warroom fake-anthropic``).
@@ -16,6 +19,8 @@ Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or a
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import time
 import uuid
@@ -24,18 +29,29 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from harness import Checkpoint, Requester
-from memory_store import Database, SessionKey, SessionStatus, SessionStore
+from memory_store import Database, EventKind, SessionKey, SessionStatus, SessionStore
+from sandbox_client import SandboxError, SandboxHandle, SandboxProvider
 
 from .credentials import missing_for_chat
 from .queue import EmbeddedWorker, setup
+from .runtime import make_provider
 from .settings import Settings
 from .terminal import TerminalReporter
 
-__all__ = ["CHAT_CHANNEL", "CHAT_ORG", "CHAT_USER", "Conversation", "run_chat", "stdin_lines"]
+__all__ = [
+    "CHAT_CHANNEL",
+    "CHAT_LOG_FILE",
+    "CHAT_ORG",
+    "CHAT_USER",
+    "Conversation",
+    "run_chat",
+    "stdin_lines",
+]
 
 CHAT_ORG = "local"
 CHAT_CHANNEL = "chat"
 CHAT_USER = "local-user"
+CHAT_LOG_FILE = "chat.log"
 IDLE_POLL_S = 0.1
 WORKER_STOP_TIMEOUT_MS = 10_000
 BANNER = (
@@ -122,9 +138,25 @@ def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus
     return asyncio.run(_converse(settings.model_copy(update={"redis_url": None}), stdin, out))
 
 
+class _LastError(logging.Handler):
+    """Remembers the exception of the last ERROR record (a failed step's cause)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.text: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            self.text = f"{type(error).__name__}: {error}"
+
+
 async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionStatus | None:
     db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
     worker: EmbeddedWorker | None = None
+    conversation: Conversation | None = None
+    last_error = _LastError()
+    logging.getLogger().addHandler(last_error)
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
         broker, actors, _holder = setup(settings, reporter=TerminalReporter(out))
@@ -138,10 +170,53 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
                 await conversation.say(line.strip())
         status = await conversation.wait_idle()
         if status not in (None, SessionStatus.WAITING, SessionStatus.DONE):
-            out.write(f"The session ended as {status}.\n")
+            reason = last_error.text or await _last_notice(conversation)
+            out.write(f"The session ended as {status}" + (f": {reason}\n" if reason else ".\n"))
             out.flush()
         return status
     finally:
         if worker is not None:
             await asyncio.to_thread(worker.stop, timeout_ms=WORKER_STOP_TIMEOUT_MS)
+        logging.getLogger().removeHandler(last_error)
+        if conversation is not None:
+            await _destroy_sandbox(settings, conversation)
         await db.dispose()
+
+
+async def _last_notice(conversation: Conversation) -> str | None:
+    """The payload of the session's last ``notice`` event, as text (None: none logged)."""
+    if conversation.session_id is None:
+        return None
+    events = await conversation.sessions.events(conversation.session_id)
+    notices = [e.payload_json for e in events if e.kind == EventKind.NOTICE.value]
+    if not notices:
+        return None
+    payload = json.loads(notices[-1])
+    if isinstance(payload, dict) and payload.get("notice") == "crash_loop":
+        return f"its step failed {payload.get('max_crashes')} times in a row"
+    return str(payload.get("text", payload) if isinstance(payload, dict) else payload)
+
+
+async def _destroy_sandbox(settings: Settings, conversation: Conversation) -> None:
+    """Destroy the sandbox recorded in the session row or checkpoint (a jail outlives us)."""
+    if conversation.session_id is None:
+        return
+    session = await conversation.sessions.get(conversation.session_id)
+    if session is None:
+        return
+    recorded = {session.sandbox, Checkpoint.from_json(session.checkpoint).sandbox} - {None}
+    if not recorded:
+        return
+    provider = make_provider(settings)
+    try:
+        for handle in recorded:
+            await _destroy_one(provider, str(handle))
+    finally:
+        await provider.aclose()
+
+
+async def _destroy_one(provider: SandboxProvider, handle_json: str) -> None:
+    try:
+        await provider.destroy(SandboxHandle.from_json(handle_json))
+    except (SandboxError, OSError, ValueError) as exc:
+        logging.getLogger(__name__).warning("could not destroy the chat's sandbox: %s", exc)

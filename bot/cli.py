@@ -7,18 +7,19 @@ incomplete or invalid (the message names the variable to set); 130 interrupted.
 from __future__ import annotations
 
 import asyncio
+import io
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, NoReturn, TextIO, TypeVar
 
 import typer
 from pydantic import ValidationError
 
-from memory_store import Database, DatabaseUnavailable, FileStore
+from memory_store import Database, DatabaseUnavailable, FileStore, SessionStatus, normalise_url
 
-from .chat import CHAT_ORG, run_chat
+from .chat import CHAT_LOG_FILE, CHAT_ORG, run_chat
 from .credentials import SLACK_HELP, missing_for_serve, missing_for_worker
 from .doctor import failed, render, run_checks
 from .drill import DrillError, DrillOptions, run_drill
@@ -108,11 +109,28 @@ def migrate() -> None:
 
 
 @app.command()
-def chat() -> None:
-    """Investigate in the terminal: type a message, watch progress and answers, type to steer."""
+def chat(
+    verbose: Annotated[
+        bool, typer.Option(help="Log warnings and errors (with tracebacks) to the terminal.")
+    ] = False,
+) -> None:
+    """Investigate in the terminal: type a message, watch progress and answers, type to steer.
+
+    Exits 1 when the session ended failed (the reason is printed); logs go to
+    ``chat.log`` under the data directory unless ``--verbose``.
+    """
     settings = _settings()
-    setup_logging("WARNING")
-    _run(lambda: run_chat(settings, stdin=sys.stdin, out=sys.stdout))
+    if verbose:
+        setup_logging("WARNING")
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        setup_logging("INFO", stream=log_file)
+    status = _run(lambda: run_chat(settings, stdin=_lenient(sys.stdin), out=sys.stdout))
+    if status is SessionStatus.FAILED:
+        if not verbose:
+            typer.echo(f"details: {settings.data_dir / CHAT_LOG_FILE}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -122,7 +140,7 @@ def doctor(
     ] = False,
 ) -> None:
     """Check settings, database, Redis, sandboxes, Slack and Anthropic; say what to fix."""
-    settings = _settings()
+    settings = _settings(check_database=False)
     results = asyncio.run(run_checks(settings, quick=quick))
     typer.echo(render(results))
     if failed(results):
@@ -184,7 +202,10 @@ def fake_anthropic(
             typer.echo(f"  export ANTHROPIC_BASE_URL={fake.base_url} ANTHROPIC_API_KEY=fake-key")
             await _until_signal()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try another --port")
 
 
 @app.command()
@@ -232,13 +253,31 @@ def main() -> None:
 # ----- helpers ----------------------------------------------------------------------
 
 
-def _settings() -> Settings:
-    """The settings, or exit 2 naming each invalid variable."""
+def _settings(*, check_database: bool = True) -> Settings:
+    """The settings, or exit 2 naming each invalid variable (``DATABASE_URL`` too, unless
+    ``check_database`` is False: ``doctor`` reports it as a check)."""
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         lines = [f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()]
         _fail("invalid settings:\n  " + "\n  ".join(lines), CONFIG_ERROR)
+    if check_database and settings.database_url is not None:
+        try:
+            normalise_url(settings.database_url)
+        except ValueError as exc:
+            _fail(
+                f"DATABASE_URL is not supported ({exc}); use postgresql://user:pass@host:5432/db"
+                " or sqlite:///path, or unset it for SQLite under WARROOM_DATA_DIR",
+                CONFIG_ERROR,
+            )
+    return settings
+
+
+def _lenient(stream: TextIO) -> TextIO:
+    """``stream`` decoding invalid bytes as U+FFFD instead of failing later."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="replace")
+    return stream
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

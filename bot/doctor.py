@@ -92,7 +92,7 @@ async def check_database(settings: Settings) -> CheckResult:
         return CheckResult(
             "database",
             Status.WARNING,
-            f"{where}: schema at {version.current or 'nothing'}, newest is {version.head}",
+            f"{where}: {_schema(version.current)}, newest is {version.head}",
             "run `warroom migrate` (serve and workers also migrate when they start)",
         )
     return CheckResult("database", Status.OK, f"{where}, schema at {version.head}")
@@ -252,6 +252,10 @@ async def _bounded(check: Check, settings: Settings, timeout_s: float) -> CheckR
         return CheckResult(
             name, Status.PROBLEM, detail, "check that the service is up and reachable"
         )
+
+
+def _schema(current: str | None) -> str:
+    return f"schema at {current}" if current else "no schema yet (empty database)"
 
 
 def _token_shape(settings: Settings) -> list[str]:

@@ -78,7 +78,8 @@ async def import_skills(
         and are left out).
 
     Raises:
-        NotADirectoryError: ``source`` is not a directory.
+        FileNotFoundError: ``source`` does not exist ("no such directory: …").
+        NotADirectoryError: ``source`` is not a directory ("not a directory: …").
         DatabaseUnavailable: the store could not be reached.
     """
     ns = Namespace(org_id, Scope.SKILLS)
@@ -120,8 +121,10 @@ class _Folder:
 
 
 def _read_source(source: Path, max_file_bytes: int) -> list[_Folder]:
+    if not source.exists():
+        raise FileNotFoundError(f"no such directory: {source}")
     if not source.is_dir():
-        raise NotADirectoryError(str(source))
+        raise NotADirectoryError(f"not a directory: {source}")
     folders = []
     for folder in _skill_folders(source):
         files, skipped = _readable_files(folder, max_file_bytes)
@@ -130,6 +133,7 @@ def _read_source(source: Path, max_file_bytes: int) -> list[_Folder]:
 
 
 def _write_files(target: Path, contents: dict[str, str]) -> None:
+    target.mkdir(parents=True, exist_ok=True)  # even for no skills: export → import works
     for path, content in contents.items():
         destination = target.joinpath(*PurePosixPath(path).parts[1:])
         destination.parent.mkdir(parents=True, exist_ok=True)

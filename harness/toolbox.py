@@ -108,7 +108,8 @@ def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:
         what = f'"{text("pattern")}"' + (f" in {text('path')}" if text("path") else "")
     elif name == "TodoWrite":
         todos = tool_input.get("todos")
-        what = f"{len(todos)} items" if isinstance(todos, list) else ""
+        count = len(todos) if isinstance(todos, list) else None
+        what = "" if count is None else f"{count} item" + ("" if count == 1 else "s")
     else:
         what = ""
     what = " ".join(what.split())

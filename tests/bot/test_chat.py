@@ -3,6 +3,7 @@ with the fake Messages API standing in for Claude."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
+from bot.fakes.anthropic_script import echo_reply
+from sandbox_client import LocalConfig, LocalProvider
 from tests.bot.cli_support import Output, finish, start, warroom_env
 
 TODOS = [
@@ -78,3 +81,44 @@ def test_chat_without_an_anthropic_key_exits_2_naming_the_variable(
 
     assert result.exit_code == 2
     assert "ANTHROPIC_API_KEY is not set" in result.output
+
+
+async def test_chat_reads_invalid_utf8_with_replacement_characters(tmp_path: Path) -> None:
+    async with FakeAnthropicAPI(echo_reply, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"\xff\xfe pods down\n"), 60)
+
+    assert chat.returncode == 0, stderr.decode()
+    assert "\ufffd\ufffd pods down" in user_texts(fake.requests[0]).encode().decode(
+        "unicode_escape"
+    )
+    assert "warroom> " in stdout.decode()
+
+
+async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_running(
+    tmp_path: Path,
+) -> None:
+    # Given a model that runs a Bash command, then is gone (no reply left)
+    bash = Reply.tool("Bash", {"command": "echo hi", "description": "say hi"})
+    async with FakeAnthropicAPI([bash], api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"the site is down\n"), 60)
+
+    # Then the chat exits 1 saying why, without library tracebacks
+    assert chat.returncode == 1
+    assert "→ Running `Bash: say hi`" in stdout.decode()
+    assert "The session ended as failed: ModelRejected" in stdout.decode()
+    assert "no reply left" in stdout.decode()
+    assert "Traceback" not in stderr.decode()
+    # And the sandbox its Bash command ran in is gone
+    state_dir = tmp_path / "data" / "sbx"
+    provider = LocalProvider(LocalConfig(state_dir=state_dir))
+    jails = [d.name for d in state_dir.iterdir() if d.name.startswith("sbx-")]
+    assert [j for j in jails if provider.find(j) is not None] == []
+    assert "Traceback" in (tmp_path / "data" / "chat.log").read_text()

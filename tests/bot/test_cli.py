@@ -128,6 +128,17 @@ def test_worker_names_the_credentials_its_steps_need() -> None:
 # ----- migrate, skills ---------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("home")
+@pytest.mark.parametrize("command", [["migrate"], ["chat"], ["skills", "export", "out"]])
+def test_an_unsupported_database_url_exits_2_naming_database_url(command: list[str]) -> None:
+    code, output = invoke(*command, DATABASE_URL="mysql://u@h/db", ANTHROPIC_API_KEY="k")
+
+    assert code == 2
+    assert "DATABASE_URL is not supported" in output
+    assert "postgresql://" in output
+    assert "sqlite:///" in output
+
+
 def test_migrate_brings_the_schema_to_head(home: Path) -> None:
     code, output = invoke("migrate")
 
@@ -196,6 +207,18 @@ async def test_skills_import_defaults_to_the_bot_tokens_org(home: Path) -> None:
     assert "name: restart-pods" in await stored_skill(home, TEAM_ID, "/restart-pods/SKILL.md")
 
 
+def test_skills_import_of_a_missing_path_or_a_file_says_why(home: Path) -> None:
+    (home / "file.md").write_text("x")
+
+    missing = invoke("skills", "import", str(home / "nowhere"))
+    a_file = invoke("skills", "import", str(home / "file.md"))
+
+    assert missing[0] == 1
+    assert f"no such directory: {home / 'nowhere'}" in missing[1]
+    assert a_file[0] == 1
+    assert f"not a directory: {home / 'file.md'}" in a_file[1]
+
+
 @pytest.mark.usefixtures("home")
 def test_skills_import_without_a_bot_token_uses_the_chat_org() -> None:
     code, output = invoke("skills", "import", ".")
@@ -229,6 +252,20 @@ async def test_fake_anthropic_serves_a_json_script_until_sigterm(tmp_path: Path)
 
     assert response.json()["content"] == [{"type": "text", "text": "The pods are fine."}]
     assert await finish(fake) == 0
+
+
+@pytest.mark.usefixtures("home")
+def test_fake_anthropic_on_a_port_in_use_exits_1_saying_so() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = CliRunner().invoke(app, ["fake-anthropic", "--port", str(port)])
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)  # not a traceback
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
 
 
 @pytest.mark.usefixtures("home")

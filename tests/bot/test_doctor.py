@@ -87,6 +87,16 @@ async def test_settings_check_names_every_missing_credential(data_dir: Path) -> 
     assert "warroom chat" in result.fix
 
 
+async def test_settings_check_with_blaxel_still_names_the_missing_slack_and_anthropic_keys(
+    data_dir: Path,
+) -> None:
+    result = await check_settings(settings(data_dir, sandbox_provider="blaxel"))
+
+    assert result.status is Status.PROBLEM
+    for variable in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "ANTHROPIC_API_KEY", "BL_API_KEY"):
+        assert f"{variable} is not set" in result.detail
+
+
 async def test_settings_check_catches_tokens_swapped_between_variables(data_dir: Path) -> None:
     result = await check_settings(
         settings(
@@ -122,6 +132,7 @@ async def test_database_check_warns_until_the_schema_is_migrated(data_dir: Path)
     after = await check_database(settings(data_dir))
 
     assert before.status is Status.WARNING
+    assert "no schema yet (empty database)" in before.detail
     assert "warroom migrate" in before.fix
     assert after.status is Status.OK
     assert after.detail.startswith("sqlite at ")

@@ -124,8 +124,24 @@ async def test_a_single_skill_folder_can_be_imported_by_itself(
 async def test_import_refuses_a_path_that_is_not_a_directory(
     file_store: FileStore, tmp_path: Path
 ) -> None:
-    with pytest.raises(NotADirectoryError):
+    with pytest.raises(NotADirectoryError, match=r"^not a directory: .*file\.md$"):
         await import_skills(file_store, ORG, write(tmp_path / "file.md", "x"))
+
+
+async def test_import_of_a_missing_path_says_there_is_no_such_directory(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    with pytest.raises(FileNotFoundError, match=r"^no such directory: .*nowhere$"):
+        await import_skills(file_store, ORG, tmp_path / "nowhere")
+
+
+async def test_export_of_an_org_without_skills_creates_the_empty_directory(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    assert await export_skills(file_store, ORG, tmp_path / "out") == []
+
+    assert (tmp_path / "out").is_dir()
+    assert await import_skills(file_store, ORG, tmp_path / "out") == []
 
 
 async def test_export_writes_the_folders_back_as_they_were_imported(

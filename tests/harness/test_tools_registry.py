@@ -191,6 +191,7 @@ def test_summaries_are_short_lines_for_the_status_message() -> None:
         "Glob **/*.md in /memory"
     )
     assert summarize_call("TodoWrite", {"todos": [{}, {}]}) == "TodoWrite 2 items"
+    assert summarize_call("TodoWrite", {"todos": [{}]}) == "TodoWrite 1 item"
     assert summarize_call("Bash", {"command": "x" * 200}) == "Bash: " + "x" * 79 + "…"
     assert summarize_call("Nope", {}) == "Nope"
 
