@@ -1,4 +1,4 @@
-"""The Slack app: a slack-bolt ``AsyncApp`` whose listeners ack first and then do the work.
+"""The Slack app: a slack-bolt ``AsyncApp`` whose listeners record, ack, then do the rest.
 
 One set of handlers serves Socket Mode and HTTP mode (``slack_runtime``). Bolt verifies
 HTTP requests (``X-Slack-Signature``: ``v0=`` HMAC-SHA256 of ``v0:{timestamp}:{body}``
@@ -6,24 +6,22 @@ with the signing secret; a timestamp more than 5 minutes off → 401) and acks t
 bot's own events itself. Listeners:
 
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
-  unacked and retried): ack, then ``Intake.receive`` (dedupe, record) and
+  unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
 - ``/agent``: ack, then ``skills …`` (``SkillsCommands``) or the usage;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
-Ack first, measured (``bench/slack_ack.py``, 50 signed events/s, this project's
-2-core machine): recording before the ack (two dedupe writes, a lookup and the inbox
-write) put the ack's p99 at 120–200 ms on SQLite and 160–320 ms on PostgreSQL, over
-the 50 ms goal; acking first, 19 ms on SQLite. So the record happens right after the
-ack, at most ``MAX_CONCURRENT_INPUTS`` at a time, each store call retried while the
-database is unavailable. The price: an input whose record still fails (database away
-for seconds, process killed in those milliseconds) is logged, not retried by Slack.
-A recorded input whose wake-up is lost is not lost: the store's sweeper re-enqueues
-it. ``process_before_response=True`` sends each response when its listener returns
-(at once, for all but the skills editor's save); after-ack work runs in
-``Background`` tasks of this long-running process — not for FaaS, where such tasks
-would be frozen.
+Record, then ack (ARCHITECTURE.md §3): a message event is deduped and recorded in
+the inbox before the ack, so an acked input is never lost; what is slow (the enqueue,
+Slack replies, fetching a thread's history) runs after the ack in ``Background`` tasks
+of this long-running process (not for FaaS, where such tasks would be frozen). Measured
+with ``bench/slack_ack.py`` (50 signed events/s for 20 s, this project's 2-core
+machine): ack p99 18.8 ms on SQLite, 13.4 ms on PostgreSQL; the goal is p99 ≤ 50 ms,
+Slack allows 3 s. When the database cannot record an input within ``RECORD_BUDGET_S`` the event is
+not acked and Slack retries it (up to 3 times: at once, after ~1 min, after ~5 min).
+A recorded input whose wake-up is lost is not lost either: the sweeper re-enqueues it.
+``process_before_response=True`` sends each response when its listener returns.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
+from memory_store import Cancelled, DatabaseUnavailable, FileStore, InboundDedupe, SessionStore
 
 from .background import Background
 from .errors import SlackCallFailed, slack_call
@@ -58,6 +56,15 @@ SKILL_VIEWS = re.compile("^warroom_skill_")
 # Inputs recorded at once. SQLite has one writer, and a burst of hundreds of concurrent
 # records only queues them on its lock until they time out; the rest wait their turn here.
 MAX_CONCURRENT_INPUTS = 4
+RECORD_BUDGET_S = 2.5  # Slack wants the ack within 3 s; unrecorded → unacked → retried
+
+
+class InputNotRecorded(Exception):
+    """An event the database could not record in time; left unacked for Slack to retry."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id} not recorded, so not acked: Slack retries it")
+        self.event_id = event_id
 
 
 @dataclass(frozen=True)
@@ -135,8 +142,15 @@ class _Listeners:
         self._input_slots = asyncio.Semaphore(MAX_CONCURRENT_INPUTS)
 
     async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
+        try:
+            work = await asyncio.wait_for(self._intake.receive(message), RECORD_BUDGET_S)
+        except (DatabaseUnavailable, TimeoutError) as exc:
+            # No ack: bolt answers 500 (HTTP) or sends no ack (Socket Mode): Slack retries.
+            raise InputNotRecorded(str(body.get("event_id"))) from exc
         await ack()
-        self._background.spawn(self._message(body), name=f"event {body.get('event_id')}")
+        if work is not None:
+            self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
 
     async def on_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
@@ -149,12 +163,6 @@ class _Listeners:
     async def on_skill_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         response = await self._deps.skills.handle_submission(Submission.from_body(body))
         await ack(**(response or {}))
-
-    async def _message(self, body: dict[str, Any]) -> None:
-        message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
-        async with self._input_slots:
-            work = await self._intake.receive(message)
-        await self._follow(work)
 
     async def _stop(self, body: dict[str, Any]) -> None:
         action = body["actions"][0]

@@ -436,23 +436,52 @@ async def test_two_near_simultaneous_mentions_in_one_thread_make_one_session(
         assert len(edge.enqueued.calls) == 1
 
 
-async def test_an_input_that_finds_the_database_locked_is_recorded_once_it_frees(
+async def test_an_input_that_finds_the_database_locked_is_recorded_before_the_ack(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_edge(tmp_path, limits=Limits(lock_timeout_ms=100)) as edge:
-        # Given another process holds the SQLite write lock
+        # Given another process holds the SQLite write lock for a moment
         blocker = sqlite3.connect(tmp_path / "warroom.sqlite3", isolation_level=None)
-        try:
-            blocker.execute("BEGIN IMMEDIATE")
-            # When a mention arrives and its record finds the database locked
-            response = await edge.post_event(event(TOP))
+        blocker.execute("BEGIN IMMEDIATE")
+
+        async def free_once_retrying() -> None:
             await edge.slack_api.wait_for(lambda: "retrying" in caplog.text)
+            blocker.execute("ROLLBACK")
+
+        # When a mention arrives and its record finds the database locked
+        freeing = asyncio.create_task(free_once_retrying())
+        try:
+            response = await edge.post_event(event(TOP))
+            await freeing
+        finally:
+            blocker.close()
+        # Then the record is retried within the ack budget, and only then acked
+        assert response.status_code == 200
+        session = await edge.session(ROOT_TS)
+        assert session is not None
+        await edge.settle()
+        assert edge.enqueued.calls == [(session.id, session.pending_token)]
+
+
+async def test_an_input_the_database_cannot_record_is_not_acked_and_slacks_retry_lands(
+    tmp_path: Path,
+) -> None:
+    async with running_edge(tmp_path, limits=Limits(lock_timeout_ms=100)) as edge:
+        body = event(TOP)
+        # Given the database stays locked for longer than the ack budget
+        blocker = sqlite3.connect(tmp_path / "warroom.sqlite3", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            response = await edge.post_event(body)
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
+        # Then Slack gets no ack (so it retries) and nothing half-recorded blocks the retry
+        assert response.status_code != 200
+        assert await edge.session(ROOT_TS) is None
+        retry = await edge.post_event(body)
         await edge.settle()
-        # Then the record is retried and the session exists, woken once
-        assert response.status_code == 200
+        assert retry.status_code == 200
         session = await edge.session(ROOT_TS)
         assert session is not None
         assert edge.enqueued.calls == [(session.id, session.pending_token)]
