@@ -43,6 +43,7 @@ from .background import Background
 from .errors import SlackCallFailed, slack_call
 from .inbound import org_id_of, parse_message_event
 from .intake import DEDUPE_TTL_S, FollowUp, Intake
+from .logs import log_context
 from .poster import SlackPoster
 from .render import STOP_ACTION_ID
 from .skill_editor import Submission
@@ -133,7 +134,7 @@ def build_app(*, deps: SlackDeps, background: Background | None = None) -> Async
 
 
 class _Listeners:
-    """The bolt listeners: thin, each one ack → background (parse → intake)."""
+    """The bolt listeners: thin; messages are recorded then acked, the rest runs after."""
 
     def __init__(self, deps: SlackDeps, intake: Intake, background: Background) -> None:
         self._deps = deps
@@ -143,14 +144,15 @@ class _Listeners:
 
     async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
-        try:
-            work = await asyncio.wait_for(self._intake.receive(message), RECORD_BUDGET_S)
-        except (DatabaseUnavailable, TimeoutError) as exc:
-            # No ack: bolt answers 500 (HTTP) or sends no ack (Socket Mode): Slack retries.
-            raise InputNotRecorded(str(body.get("event_id"))) from exc
-        await ack()
-        if work is not None:
-            self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
+        with log_context(org_id=message.org_id, channel_id=message.channel_id):
+            try:
+                work = await asyncio.wait_for(self._intake.receive(message), RECORD_BUDGET_S)
+            except (DatabaseUnavailable, TimeoutError) as exc:
+                # No ack: bolt answers 500 (HTTP) or sends no ack (Socket Mode): Slack retries.
+                raise InputNotRecorded(str(body.get("event_id"))) from exc
+            await ack()
+            if work is not None:  # the task inherits the log context
+                self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
 
     async def on_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
