@@ -1,9 +1,9 @@
 """The intake: what a Slack message or a Stop press does to its thread's session.
 
-Called right after the listener's ack. ``receive`` does the database part: look up the
+``receive`` runs before the listener's ack and does the database part: look up the
 thread's session, decide (``routing.route``), drop a duplicate (Slack's ``event_id``
 retries, and the ``app_mention``/``message`` twins of one @mention by
-``"<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
+``"<org>:<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
 message ``ts``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
 part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
 messages, reply with usage, kill the stopped step's process and say so.
