@@ -19,6 +19,7 @@ Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -26,6 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TextIO
 
 from harness import Checkpoint, Requester
@@ -53,6 +55,7 @@ CHAT_CHANNEL = "chat"
 CHAT_USER = "local-user"
 CHAT_LOG_FILE = "chat.log"
 IDLE_POLL_S = 0.1
+FAILURE_POLL_S = 1.0  # how soon a failed session is reported while the user may type
 WORKER_STOP_TIMEOUT_MS = 10_000
 BANNER = (
     "Warroom chat: type a message and press Enter. Type again at any time to steer; "
@@ -165,14 +168,16 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
         conversation = Conversation(SessionStore(db), actors.enqueue)
         out.write(BANNER)
         out.flush()
-        async for line in stdin_lines(stdin):
-            if line.strip():
-                await conversation.say(line.strip())
-        status = await conversation.wait_idle()
-        if status not in (None, SessionStatus.WAITING, SessionStatus.DONE):
-            reason = last_error.text or await _last_notice(conversation)
-            out.write(f"The session ended as {status}" + (f": {reason}\n" if reason else ".\n"))
-            out.flush()
+        reported: set[datetime] = set()
+        watcher = asyncio.create_task(_report_failures(conversation, out, last_error, reported))
+        try:
+            async for line in stdin_lines(stdin):
+                if line.strip():
+                    await conversation.say(line.strip())
+            status = await conversation.wait_idle()
+        finally:
+            await _stop(watcher)
+        await _report_failure(conversation, out, last_error, reported)
         return status
     finally:
         if worker is not None:
@@ -181,6 +186,38 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
         if conversation is not None:
             await _destroy_sandbox(settings, conversation)
         await db.dispose()
+
+
+async def _report_failure(
+    conversation: Conversation, out: TextIO, last_error: _LastError, reported: set[datetime]
+) -> None:
+    """Say once why the session ended failed or cancelled (keyed by its ``updated_at``)."""
+    if conversation.session_id is None:
+        return
+    session = await conversation.sessions.get(conversation.session_id)
+    ended = (SessionStatus.FAILED, SessionStatus.CANCELLED)
+    if session is None or session.status not in ended or session.updated_at in reported:
+        return
+    reported.add(session.updated_at)
+    reason = last_error.text or await _last_notice(conversation)
+    out.write(f"The session ended as {session.status}" + (f": {reason}\n" if reason else ".\n"))
+    out.write("Type again to retry, or press Ctrl-D to quit.\n")
+    out.flush()
+
+
+async def _report_failures(
+    conversation: Conversation, out: TextIO, last_error: _LastError, reported: set[datetime]
+) -> None:
+    """While the user may still type: report a failed session as soon as it fails."""
+    while True:
+        await asyncio.sleep(FAILURE_POLL_S)
+        await _report_failure(conversation, out, last_error, reported)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _last_notice(conversation: Conversation) -> str | None:

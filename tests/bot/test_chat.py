@@ -122,3 +122,33 @@ async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_ru
     jails = [d.name for d in state_dir.iterdir() if d.name.startswith("sbx-")]
     assert [j for j in jails if provider.find(j) is not None] == []
     assert "Traceback" in (tmp_path / "data" / "chat.log").read_text()
+
+
+async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_path: Path) -> None:
+    # Given a model that is gone from the start, and a user who keeps the chat open
+    async with FakeAnthropicAPI([], api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        chat.stdin.write(b"the site is down\n")
+        await chat.stdin.drain()
+        seen = b""
+
+        async def until_reported() -> None:
+            nonlocal seen
+            while b"The session ended as failed" not in seen:
+                chunk = await chat.stdout.read(4096)  # type: ignore[union-attr]
+                assert chunk, "the chat ended without saying the session failed"
+                seen += chunk
+
+        # When the session fails, Then the chat says so at once, with stdin still open
+        await asyncio.wait_for(until_reported(), 90)
+        assert chat.returncode is None
+        assert b"Type again to retry" in seen
+        chat.stdin.close()
+        await asyncio.wait_for(chat.wait(), 60)
+
+    assert chat.returncode == 1
