@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 import redis
 
+from bot.drill.workers import READY_LINE
+from bot.drill.workers import Worker as DrillWorker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
 from bot.queue import declare_actors, make_broker
@@ -46,7 +48,6 @@ ORG = "T0FAKETEAM"
 CHANNEL = "C0DURABLE"
 USER = "U0FAKEALICE"
 EFFECTS_FILE = "effects.log"
-READY_LINE = "Worker process is ready for action."
 FENCED_LINE = "step fenced"
 _MARKER = re.compile(r"\[session:([A-Za-z0-9_-]+)\]")
 
@@ -161,40 +162,18 @@ def pid_of_owner(lease_owner: str | None) -> int | None:
     return int(lease_owner.split(":")[1])
 
 
-@dataclass
-class Worker:
-    """One ``dramatiq`` CLI parent with one worker process, in its own session."""
-
-    process: subprocess.Popen[bytes]
-    log_path: Path
+class Worker(DrillWorker):
+    """One ``dramatiq`` CLI parent with one worker process, in its own session
+    (the drill's ``Worker``, plus what the crash tests need)."""
 
     @property
     def pid(self) -> int:
         """The parent's pid."""
         return self.process.pid
 
-    def alive(self) -> bool:
-        """Whether the parent still runs."""
-        return self.process.poll() is None
-
-    def log(self) -> str:
-        """Everything the parent and its worker logged so far."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
     def ready(self) -> bool:
         """Whether the worker process reported ready."""
         return self.alive() and READY_LINE in self.log()
-
-    def children(self) -> list[int]:
-        """Pids of the parent's child processes (the worker process)."""
-        found: list[int] = []
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{self.pid}/task").iterdir():
-                found += [int(p) for p in (task / "children").read_text().split()]
-        return found
 
     def signal_children(self, signum: int) -> None:
         """Send ``signum`` to every worker process of this parent."""

@@ -19,6 +19,8 @@ import pytest
 
 from memory_store import Database, FileStore, Namespace, Scope
 
+from .session_support import ManualClock
+
 SQLITE_FILE = "warroom.sqlite3"
 _MIGRATED: set[str] = set()  # PostgreSQL URLs already migrated in this run
 FILE_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -85,3 +87,9 @@ def memory(org: str) -> Namespace:
 def skills(org: str) -> Namespace:
     """The org's ``/skills`` namespace."""
     return Namespace(org, Scope.SKILLS)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock for the session, outbox and dedupe stores that moves only when told to."""
+    return ManualClock()

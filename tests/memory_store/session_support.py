@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from memory_store import SessionKey
+from memory_store import SessionKey, SessionStore
 
 
 class ManualClock:
@@ -32,3 +32,12 @@ def new_key() -> SessionKey:
     """A session key no other test uses."""
     hexed = uuid.uuid4().hex
     return SessionKey(f"T{hexed[:10]}", f"C{hexed[10:20]}", f"17000000{hexed[20:26]}.0001")
+
+
+async def open_session(store: SessionStore, text: str = "hi") -> tuple[str, str]:
+    """Open a session on a fresh key; returns (session id, the token to claim)."""
+    opened = await store.open_or_join(
+        new_key(), requester_id="U1", initial_checkpoint='{"v": 0}', text=text, source_ts="1.1"
+    )
+    assert opened.token is not None
+    return opened.session_id, opened.token

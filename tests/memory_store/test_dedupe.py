@@ -13,11 +13,6 @@ from .session_support import ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def dedupe(file_db: Database, clock: ManualClock) -> InboundDedupe:
     return InboundDedupe(file_db, clock=clock)
 

@@ -19,11 +19,6 @@ from .session_support import ManualClock, new_key
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def outbox(file_db: Database, clock: ManualClock) -> Outbox:
     return Outbox(file_db, clock=clock)
 

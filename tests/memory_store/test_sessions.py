@@ -20,27 +20,14 @@ from memory_store import (
     Wait,
 )
 
-from .session_support import ManualClock, new_key
+from .session_support import ManualClock, new_key, open_session
 
 LEASE_S = 15.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def store(file_db: Database, clock: ManualClock) -> SessionStore:
     return SessionStore(file_db, clock=clock)
-
-
-async def _open(store: SessionStore, text: str = "pods are crashing") -> tuple[str, str]:
-    opened = await store.open_or_join(
-        new_key(), requester_id="U1", initial_checkpoint='{"v": 0}', text=text, source_ts="1.1"
-    )
-    assert opened.token is not None
-    return opened.session_id, opened.token
 
 
 async def _claim(store: SessionStore, session_id: str, token: str, worker: str = "w1") -> Claim:
@@ -103,20 +90,20 @@ async def test_twenty_concurrent_opens_of_one_thread_make_one_session_holding_ev
 
 
 async def test_a_repeated_slack_message_is_recorded_once(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.commit(claim, checkpoint="{}", outcome=Wait(), consumed_inbox_upto=1)
     first = await store.add_input(session_id, user_id="U2", text="check DB", source_ts="2.1")
     again = await store.add_input(session_id, user_id="U2", text="check DB", source_ts="2.1")
     assert first is not None
     assert again is None
-    assert [i.text for i in await store.inbox(session_id)] == ["pods are crashing", "check DB"]
+    assert [i.text for i in await store.inbox(session_id)] == ["hi", "check DB"]
 
 
 async def test_a_reply_to_a_waiting_session_makes_it_runnable_with_a_new_token(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     assert await store.commit(claim, checkpoint="{}", outcome=Wait(), consumed_inbox_upto=1) is None
     waiting = await store.get(session_id)
@@ -133,7 +120,7 @@ async def test_a_reply_to_a_waiting_session_makes_it_runnable_with_a_new_token(
 
 
 async def test_a_reply_to_a_finished_session_revives_it(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.commit(claim, checkpoint="{}", outcome=Finish(), consumed_inbox_upto=1)
     revived = await store.add_input(session_id, user_id="U2", text="again", source_ts="4.1")
@@ -149,7 +136,7 @@ async def test_a_reply_to_an_unknown_session_raises_session_not_found(store: Ses
 async def test_claim_returns_the_checkpoint_and_unconsumed_inbox_in_order(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store, "first")
+    session_id, token = await open_session(store, "first")
     await store.add_input(session_id, user_id="U2", text="second", source_ts="1.2")
     await store.add_input(session_id, user_id="U3", text="third", source_ts="1.3")
     claim = await _claim(store, session_id, token)
@@ -164,7 +151,7 @@ async def test_claim_returns_the_checkpoint_and_unconsumed_inbox_in_order(
 
 async def test_consumed_inbox_items_are_not_given_to_the_next_claim(store: SessionStore) -> None:
     # Given a step that consumed the first two of three inbox items
-    session_id, token = await _open(store, "first")
+    session_id, token = await open_session(store, "first")
     await store.add_input(session_id, user_id="U2", text="second", source_ts="1.2")
     await store.add_input(session_id, user_id="U3", text="third", source_ts="1.3")
     claim = await _claim(store, session_id, token)
@@ -183,7 +170,7 @@ async def test_input_that_arrives_during_a_step_keeps_the_session_running_after_
     store: SessionStore,
 ) -> None:
     # Given a claimed step, and a reply arriving while it runs (nothing enqueued for it)
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     assert (
         await store.add_input(session_id, user_id="U2", text="stop that", source_ts="5.1") is None
@@ -203,7 +190,7 @@ async def test_input_that_arrives_during_a_step_keeps_the_session_running_after_
 async def test_commit_refuses_to_consume_inbox_positions_the_claim_never_saw(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     with pytest.raises(ValueError, match="consumed_inbox_upto"):
         await store.commit(claim, checkpoint="{}", outcome=Wait(), consumed_inbox_upto=2)
@@ -212,7 +199,7 @@ async def test_commit_refuses_to_consume_inbox_positions_the_claim_never_saw(
 async def test_events_get_contiguous_seqs_across_saves_commits_and_claims(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.save(claim, checkpoint=None, events=[NewEvent("tool_intent", '{"id": "a"}')])
     next_token = await store.commit(
@@ -234,7 +221,7 @@ async def test_events_get_contiguous_seqs_across_saves_commits_and_claims(
 
 
 async def test_save_keeps_the_claim_so_the_same_claim_can_commit(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.save(claim, checkpoint='{"in_flight": "toolu_1"}', events=[NewEvent("tool_intent")])
     held = await store.get(session_id)
@@ -250,7 +237,7 @@ async def test_save_keeps_the_claim_so_the_same_claim_can_commit(store: SessionS
 async def test_commit_continue_releases_the_lease_and_hands_out_a_new_token(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     next_token = await store.commit(claim, checkpoint="{}", outcome=Continue())
     session = await store.get(session_id)
@@ -265,7 +252,7 @@ async def test_commit_continue_releases_the_lease_and_hands_out_a_new_token(
 async def test_commit_wait_records_the_deadline_and_holds_nothing(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     until = clock.now + timedelta(hours=1, microseconds=250)
     assert (
@@ -285,7 +272,7 @@ async def test_commit_wait_records_the_deadline_and_holds_nothing(
 async def test_commit_finish_ends_the_session_with_its_status(
     store: SessionStore, status: SessionStatus
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     finished = await store.commit(
         claim, checkpoint="{}", outcome=Finish(status), consumed_inbox_upto=1
@@ -297,7 +284,7 @@ async def test_commit_finish_ends_the_session_with_its_status(
 
 
 async def test_usage_totals_are_summed_over_commits(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     next_token = await store.commit(
         claim, checkpoint="{}", outcome=Continue(), usage=TokenUsage(100, 20, 1000, 50)
@@ -311,7 +298,7 @@ async def test_usage_totals_are_summed_over_commits(store: SessionStore) -> None
 
 
 async def test_set_sandbox_records_the_handle_for_the_next_claim(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.set_sandbox(claim, '{"provider": "local", "id": "sbx-1"}')
     next_token = await store.commit(claim, checkpoint="{}", outcome=Continue())
@@ -322,19 +309,19 @@ async def test_set_sandbox_records_the_handle_for_the_next_claim(store: SessionS
 
 
 async def test_claim_refuses_a_token_that_is_not_pending(store: SessionStore) -> None:
-    session_id, _ = await _open(store)
+    session_id, _ = await open_session(store)
     assert await store.claim(session_id, "stale-token", worker_id="w1", lease_s=LEASE_S) is None
     assert await store.claim("no-such-session", "t", worker_id="w1", lease_s=LEASE_S) is None
 
 
 async def test_claim_refuses_a_waiting_session(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     await store.commit(claim, checkpoint="{}", outcome=Wait(), consumed_inbox_upto=1)
     assert await store.claim(session_id, token, worker_id="w2", lease_s=LEASE_S) is None
 
 
 async def test_claim_rejects_a_non_positive_lease(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     with pytest.raises(ValueError, match="lease_s"):
         await store.claim(session_id, token, worker_id="w1", lease_s=0)

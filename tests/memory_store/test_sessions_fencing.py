@@ -17,27 +17,14 @@ from memory_store import (
     Wait,
 )
 
-from .session_support import ManualClock, new_key
+from .session_support import ManualClock, open_session
 
 LEASE_S = 15.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def store(file_db: Database, clock: ManualClock) -> SessionStore:
     return SessionStore(file_db, clock=clock)
-
-
-async def _open(store: SessionStore) -> tuple[str, str]:
-    opened = await store.open_or_join(
-        new_key(), requester_id="U1", initial_checkpoint="{}", text="hi", source_ts="1.1"
-    )
-    assert opened.token is not None
-    return opened.session_id, opened.token
 
 
 async def _claim(store: SessionStore, session_id: str, token: str, worker: str) -> Claim:
@@ -49,7 +36,7 @@ async def _claim(store: SessionStore, session_id: str, token: str, worker: str) 
 async def test_four_concurrent_copies_of_one_token_yield_exactly_one_claim(
     store: SessionStore,
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     results = await asyncio.gather(
         *(store.claim(session_id, token, worker_id=f"w{n}", lease_s=LEASE_S) for n in range(4))
     )
@@ -63,7 +50,7 @@ async def test_four_concurrent_copies_of_one_token_yield_exactly_one_claim(
 async def test_a_duplicate_delivery_while_the_lease_is_live_claims_nothing(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     await _claim(store, session_id, token, "w1")
     clock.advance(LEASE_S - 1)
     assert await store.claim(session_id, token, worker_id="w2", lease_s=LEASE_S) is None
@@ -73,7 +60,7 @@ async def test_a_zombie_workers_late_save_and_commit_are_refused_and_write_nothi
     store: SessionStore, clock: ManualClock
 ) -> None:
     # Given worker 1's claim whose lease ran out, and worker 2 claiming the same token
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     zombie = await _claim(store, session_id, token, "w1")
     clock.advance(LEASE_S + 1)
     live = await _claim(store, session_id, token, "w2")
@@ -105,7 +92,7 @@ async def test_a_zombie_workers_late_save_and_commit_are_refused_and_write_nothi
 async def test_reclaiming_a_token_that_never_committed_counts_a_crash(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     first = await _claim(store, session_id, token, "w1")
     clock.advance(LEASE_S + 1)
     second = await _claim(store, session_id, token, "w2")
@@ -120,7 +107,7 @@ async def test_reclaiming_a_token_that_never_committed_counts_a_crash(
 async def test_renew_extends_the_lease_so_a_duplicate_cannot_take_over(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token, "w1")
     clock.advance(LEASE_S - 1)
     await store.renew(claim, lease_s=LEASE_S)
@@ -130,7 +117,7 @@ async def test_renew_extends_the_lease_so_a_duplicate_cannot_take_over(
 
 
 async def test_committing_the_same_claim_twice_is_refused(store: SessionStore) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token, "w1")
     await store.commit(claim, checkpoint="{}", outcome=Wait(), events=[NewEvent("answer")])
     with pytest.raises(Fenced):
@@ -142,7 +129,7 @@ async def test_cancel_fences_the_running_step_and_returns_its_checkpoint(
     store: SessionStore,
 ) -> None:
     # Given a step mid-tool
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token, "w1")
     await store.save(claim, checkpoint='{"in_flight": "toolu_9"}', events=[NewEvent("tool_intent")])
     # When someone says stop
@@ -168,14 +155,14 @@ async def test_cancel_fences_the_running_step_and_returns_its_checkpoint(
 
 
 async def test_cancel_of_an_ended_or_unknown_session_returns_none(store: SessionStore) -> None:
-    session_id, _ = await _open(store)
+    session_id, _ = await open_session(store)
     assert await store.cancel(session_id) is not None
     assert await store.cancel(session_id) is None
     assert await store.cancel("no-such-session") is None
 
 
 async def test_a_reply_after_stop_revives_the_session(store: SessionStore) -> None:
-    session_id, _ = await _open(store)
+    session_id, _ = await open_session(store)
     await store.cancel(session_id)
     token = await store.add_input(session_id, user_id="U1", text="go on", source_ts="9.1")
     assert token is not None

@@ -26,28 +26,15 @@ from memory_store import (
 )
 from memory_store.sweeper import SWEEPER_LOCK_KEY
 
-from .session_support import ManualClock, new_key
+from .session_support import ManualClock, open_session
 
 LEASE_S = 15.0
 STALE_S = 60.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def store(file_db: Database, clock: ManualClock) -> SessionStore:
     return SessionStore(file_db, clock=clock)
-
-
-async def _open(store: SessionStore) -> tuple[str, str]:
-    opened = await store.open_or_join(
-        new_key(), requester_id="U1", initial_checkpoint="{}", text="hi", source_ts="1.1"
-    )
-    assert opened.token is not None
-    return opened.session_id, opened.token
 
 
 async def _claim(store: SessionStore, session_id: str, token: str) -> Claim:
@@ -68,7 +55,7 @@ async def test_sweep_requeues_a_session_whose_lease_expired_with_its_existing_to
     store: SessionStore, clock: ManualClock
 ) -> None:
     # Given a claimed step whose worker died
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     await _claim(store, session_id, token)
     clock.advance(LEASE_S + 1)
     # When the sweeper runs twice
@@ -83,7 +70,7 @@ async def test_sweep_requeues_a_session_whose_lease_expired_with_its_existing_to
 async def test_sweep_leaves_a_session_with_a_live_lease_alone_however_old_its_token(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     claim = await _claim(store, session_id, token)
     for _ in range(5):
         clock.advance(LEASE_S - 1)
@@ -96,7 +83,7 @@ async def test_sweep_leaves_a_session_with_a_live_lease_alone_however_old_its_to
 async def test_sweep_requeues_a_never_claimed_token_only_once_it_is_stale(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     clock.advance(STALE_S - 1)
     fresh = await _sweep(store)
     clock.advance(2)
@@ -109,7 +96,7 @@ async def test_sweep_fails_a_session_whose_step_crashed_its_worker_max_crashes_t
     store: SessionStore, clock: ManualClock
 ) -> None:
     # Given a step that took down its worker twice (max_crashes = 2)
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     await _claim(store, session_id, token)
     clock.advance(LEASE_S + 1)
     after_one = await _sweep(store, max_crashes=2)
@@ -135,8 +122,8 @@ async def test_sweep_fails_a_session_whose_step_crashed_its_worker_max_crashes_t
 async def test_sweep_ends_a_wait_past_its_deadline_and_keeps_one_without_deadline(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    timed, timed_token = await _open(store)
-    endless, endless_token = await _open(store)
+    timed, timed_token = await open_session(store)
+    endless, endless_token = await open_session(store)
     await store.commit(
         await _claim(store, timed, timed_token),
         checkpoint="{}",
@@ -172,7 +159,7 @@ async def test_sweep_refuses_bad_arguments(store: SessionStore) -> None:
 async def test_two_concurrent_sweeps_requeue_each_session_once(
     store: SessionStore, clock: ManualClock
 ) -> None:
-    opened = [await _open(store) for _ in range(3)]
+    opened = [await open_session(store) for _ in range(3)]
     for session_id, token in opened:
         await _claim(store, session_id, token)
     clock.advance(LEASE_S + 1)
@@ -189,7 +176,7 @@ async def test_a_sweep_does_nothing_while_another_holds_the_sweeper_lock(
     file_db: Database, store: SessionStore, clock: ManualClock
 ) -> None:
     # Given a lost step, and another sweeper holding the advisory lock
-    session_id, token = await _open(store)
+    session_id, token = await open_session(store)
     await _claim(store, session_id, token)
     clock.advance(LEASE_S + 1)
     async with file_db.write() as other:
