@@ -10,7 +10,7 @@ Prints one JSON line:
   same call run alone, subtracted from every tool step. Also per kind (``_model_``,
   ``_tool_``).
 - ``resume_after_sigkill_s``: median over ``--kills`` rounds, with production settings
-  (lease, sweep interval, broker tuning): two ``dramatiq bot.worker_main`` processes;
+  (lease, sweep interval, broker tuning): two ``dramatiq bot.durable.worker_main`` processes;
   the one holding a session is SIGKILLed while its Bash command runs; time from the
   kill to the commit of that step by the other worker (the event's database time).
 - ``duplicates``: over those rounds, Slack posts beyond one per outbox key plus runs
@@ -56,10 +56,10 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
+from bot.durable.actors import declare_actors, make_broker
+from bot.durable.driver import StepDriver
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi
-from bot.queue import declare_actors, make_broker
-from bot.runner import StepDriver
 from harness import (
     Checkpoint,
     Event,
@@ -230,7 +230,7 @@ class Script:
 
 @dataclass
 class Worker:
-    """One ``dramatiq bot.worker_main`` parent (one worker process), in its own group."""
+    """One ``dramatiq bot.durable.worker_main`` parent (one worker process), in its own group."""
 
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -247,7 +247,7 @@ class Worker:
 def spawn(env: dict[str, str], log_dir: Path, n: int) -> Worker:
     """Start a worker with production settings (whatever ``env`` does not set)."""
     log_path = log_dir / f"worker-{n}.log"
-    argv = [sys.executable, "-m", "dramatiq", "bot.worker_main", "--processes", "1"]
+    argv = [sys.executable, "-m", "dramatiq", "bot.durable.worker_main", "--processes", "1"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [*argv, "--threads", "2"],

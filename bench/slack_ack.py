@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.background import Background
-from bot.edit_policy import EditPolicy
-from bot.poster import SlackPoster
-from bot.skills_command import SkillsCommands
-from bot.slack_app import SlackDeps, build_app
-from bot.slack_runtime import HttpMode, start
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.background import Background
+from bot.slack.modes import HttpMode, start
+from bot.slack.poster import SlackPoster
+from bot.slack.skills.command import SkillsCommands
+from bot.slack.skills.edit_policy import EditPolicy
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
 from tests import pg_admin
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.poster import SlackPoster, Thread
-from bot.render import (
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.render import (
     InlineAnswer,
     Progress,
     Todo,

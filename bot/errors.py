@@ -23,7 +23,7 @@ from typing import TypeVar
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from .metrics import default_metrics
+from bot.metrics import default_metrics
 
 T = TypeVar("T")
 

@@ -32,11 +32,10 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from bot.settings import Settings
 from harness import Event, ModelResponded, Notice, ToolFinished, ToolUnknown
 from sandbox_client import Health as SandboxHealth
 from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider
-
-from .settings import Settings
 
 __all__ = [
     "MULTIPROC_DIR_VARIABLE",

@@ -1,7 +1,6 @@
 """harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""
 
-from .checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoStatus
-from .errors import (
+from harness.errors import (
     HarnessError,
     InvalidMessage,
     LimitReached,
@@ -17,7 +16,9 @@ from .errors import (
     WorkspaceIsADirectory,
     WorkspaceUnavailable,
 )
-from .events import (
+from harness.guard.check import Allow, Deny, GuardDecision, check_bash
+from harness.loop.checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoStatus
+from harness.loop.events import (
     Answered,
     Event,
     InputGiven,
@@ -28,9 +29,18 @@ from .events import (
     ToolIntent,
     ToolUnknown,
 )
-from .guard import Allow, Deny, GuardDecision, check_bash
-from .limits import Limits
-from .messages import (
+from harness.loop.limits import Limits
+from harness.loop.notices import change_notices
+from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
+from harness.model.adapter import (
+    DEFAULT_BASE_URL,
+    AnthropicModel,
+    Model,
+    ModelReply,
+    ToolSpec,
+    build_request,
+)
+from harness.model.messages import (
     ContentBlock,
     Message,
     TextBlock,
@@ -40,14 +50,17 @@ from .messages import (
     from_wire,
     to_wire,
 )
-from .model import DEFAULT_BASE_URL, AnthropicModel, Model, ModelReply, ToolSpec, build_request
-from .notices import change_notices
-from .sandbox_session import SandboxWorkspaces, SessionWorkspace
-from .step import Collaborators, Next, StepKind, StepResult, advance, next_kind
-from .tool import Tool, ToolContext, ToolOutcome
-from .toolbox import TOOLS, run_tool, summarize_call, tool_specs
-from .vfs import Mount, PathError, Resolved, resolve
-from .workspace import CommandResult, NewSandbox, StepWorkspace, Workspace, WorkspaceSource
+from harness.sandbox.session import SandboxWorkspaces, SessionWorkspace
+from harness.sandbox.workspace import (
+    CommandResult,
+    NewSandbox,
+    StepWorkspace,
+    Workspace,
+    WorkspaceSource,
+)
+from harness.tools.contract import Tool, ToolContext, ToolOutcome
+from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
+from harness.vfs import Mount, PathError, Resolved, resolve
 
 __all__ = [
     # errors

@@ -1,4 +1,4 @@
-"""Path routing: which store serves a path the model names (ARCHITECTURE.md §6).
+"""Path routing: which store serves a path the model names (docs/architecture.md §6).
 
 The mount table is sorted longest prefix first; ``resolve`` is pure.
 

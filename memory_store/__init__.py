@@ -3,10 +3,9 @@
 The door: other packages import only these names.
 """
 
-from .clock import Clock, utc_now
-from .db import Database, normalise_url
-from .dedupe import InboundDedupe
-from .errors import (
+from memory_store.clock import Clock, utc_now
+from memory_store.db import Database, normalise_url
+from memory_store.errors import (
     AmbiguousMatch,
     CaseConflict,
     DatabaseUnavailable,
@@ -27,11 +26,11 @@ from .errors import (
     StringNotFound,
     VersionNotFound,
 )
-from .files import FileStore
-from .migrate import SchemaVersion
-from .outbox import Outbox
-from .paths import normalise_file_path, normalise_path
-from .records import (
+from memory_store.files.paths import normalise_file_path, normalise_path
+from memory_store.files.skills import validate_skill
+from memory_store.files.store import FileStore
+from memory_store.migrate import SchemaVersion
+from memory_store.records import (
     DEFAULT_LIMITS,
     Change,
     EditResult,
@@ -47,7 +46,9 @@ from .records import (
     Scope,
     WriteResult,
 )
-from .session_records import (
+from memory_store.sessions.dedupe import InboundDedupe
+from memory_store.sessions.outbox import Outbox
+from memory_store.sessions.records import (
     Cancelled,
     Claim,
     Continue,
@@ -67,8 +68,7 @@ from .session_records import (
     Wait,
     Wakeup,
 )
-from .sessions import SessionStore
-from .skills import validate_skill
+from memory_store.sessions.store import SessionStore
 
 __all__ = [
     # database

@@ -27,9 +27,9 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from .errors import DatabaseUnavailable
-from .migrate import SchemaVersion, schema_version, upgrade_to_head
-from .records import DEFAULT_LIMITS, Limits
+from memory_store.errors import DatabaseUnavailable
+from memory_store.migrate import SchemaVersion, schema_version, upgrade_to_head
+from memory_store.records import DEFAULT_LIMITS, Limits
 
 SQLITE_FILE_NAME = "warroom.sqlite3"
 _BEGIN_OPTION = "warroom_begin"

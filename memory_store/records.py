@@ -14,7 +14,7 @@ from enum import StrEnum
 
 
 class Scope(StrEnum):
-    """Which shared tree a file lives in (ARCHITECTURE.md §6)."""
+    """Which shared tree a file lives in (docs/architecture.md §6)."""
 
     MEMORY = "memory"  # org-wide durable lessons
     SKILLS = "skills"  # org-wide playbooks: /<name>/SKILL.md + extra files
@@ -181,7 +181,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Limits:
-    """Store limits. Defaults from ARCHITECTURE.md §6."""
+    """Store limits. Defaults from docs/architecture.md §6."""
 
     max_file_bytes: int = 100 * 1024
     max_files_per_org: int = 10_000

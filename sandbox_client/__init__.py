@@ -3,9 +3,8 @@
 The door: other packages import only these names.
 """
 
-from .blaxel import BlaxelConfig, BlaxelProvider
-from .client import SandboxClient
-from .errors import (
+from sandbox_client.client import SandboxClient
+from sandbox_client.errors import (
     FileNotFound,
     InvalidPath,
     IsADirectory,
@@ -21,12 +20,20 @@ from .errors import (
     SandboxTimeout,
     SandboxUnavailable,
 )
-from .lifecycle import EnsureResult, SandboxManager
-from .local import LocalConfig, LocalProvider
-from .provider import SandboxProvider
-from .records import DirEntry, Health, OutputChunk, ProcessRecord, ProcessStatus, SandboxHandle
-from .setup import Loss, SetupStep, StepFailure, StepKind
-from .transport import ClientOptions
+from sandbox_client.lifecycle import EnsureResult, SandboxManager
+from sandbox_client.providers.base import SandboxProvider
+from sandbox_client.providers.blaxel import BlaxelConfig, BlaxelProvider
+from sandbox_client.providers.local import LocalConfig, LocalProvider
+from sandbox_client.records import (
+    DirEntry,
+    Health,
+    OutputChunk,
+    ProcessRecord,
+    ProcessStatus,
+    SandboxHandle,
+)
+from sandbox_client.setup import Loss, SetupStep, StepFailure, StepKind
+from sandbox_client.transport import ClientOptions
 
 __all__ = [
     # client

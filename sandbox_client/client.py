@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import (
+from sandbox_client.errors import (
     FileNotFound,
     InvalidPath,
     IsADirectory,
@@ -20,10 +20,10 @@ from .errors import (
     ProcessNotFound,
     ProtocolError,
 )
-from .execution import Execution, OutputCallback
-from .records import DirEntry, ProcessRecord
-from .transport import ClientOptions, Transport
-from .wire import ShapeError, error_message, is_listing, parse_listing, parse_process
+from sandbox_client.execution import Execution, OutputCallback
+from sandbox_client.records import DirEntry, ProcessRecord
+from sandbox_client.transport import ClientOptions, Transport
+from sandbox_client.wire import ShapeError, error_message, is_listing, parse_listing, parse_process
 
 
 class SandboxClient:

@@ -1,6 +1,6 @@
 """One ``exec`` call: stream the reply, fall back to polling, kill at the deadline.
 
-Rules (ARCHITECTURE.md §8): the process name makes a call idempotent (look it up
+Rules (docs/architecture.md §8): the process name makes a call idempotent (look it up
 before sending); the caller's deadline is kept here and the process is killed when it
 passes (Blaxel's ``timeout`` only ends a wait); a stream silent for
 ``stream_idle_timeout_s`` is dead, and the process is then followed by polling.
@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import httpx
 
-from .errors import (
+from sandbox_client.errors import (
     NameInUse,
     ProcessNotFound,
     ProtocolError,
@@ -24,10 +24,10 @@ from .errors import (
     SandboxTimeout,
     SandboxUnavailable,
 )
-from .events import read_events
-from .records import OutputChunk, ProcessRecord
-from .transport import Transport
-from .wire import ShapeError, error_message, parse_process
+from sandbox_client.events import read_events
+from sandbox_client.records import OutputChunk, ProcessRecord
+from sandbox_client.transport import Transport
+from sandbox_client.wire import ShapeError, error_message, parse_process
 
 OutputCallback = Callable[[OutputChunk], None]
 

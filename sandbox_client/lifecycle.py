@@ -10,12 +10,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .client import SandboxClient
-from .errors import SandboxError, SandboxGone
-from .provider import SandboxProvider
-from .records import Health, ProcessStatus, SandboxHandle
-from .setup import Loss, SetupStep
-from .workspace import list_files, replay
+from sandbox_client.client import SandboxClient
+from sandbox_client.errors import SandboxError, SandboxGone
+from sandbox_client.providers.base import SandboxProvider
+from sandbox_client.records import Health, ProcessStatus, SandboxHandle
+from sandbox_client.setup import Loss, SetupStep
+from sandbox_client.workspace import list_files, replay
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _new_sandbox_id() -> str:
 
 
 class SandboxManager:
-    """Keeps sandboxes cheap and replaceable for the harness (ARCHITECTURE.md §8).
+    """Keeps sandboxes cheap and replaceable for the harness (docs/architecture.md §8).
 
     Call ``ensure`` before each sandbox operation. Idle sandboxes are suspended by
     ``suspend_idle`` (call it from the durable layer, or ``start`` a background task):

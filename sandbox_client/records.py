@@ -75,7 +75,7 @@ class DirEntry:
 
 
 class Health(StrEnum):
-    """What a provider says about a sandbox (ARCHITECTURE.md §8)."""
+    """What a provider says about a sandbox (docs/architecture.md §8)."""
 
     READY = "READY"  # answering requests
     SUSPENDED = "SUSPENDED"  # frozen / on standby: resume before use

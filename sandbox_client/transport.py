@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from .errors import RequestRejected, SandboxTimeout, SandboxUnavailable
-from .wire import error_message
+from sandbox_client.errors import RequestRejected, SandboxTimeout, SandboxUnavailable
+from sandbox_client.wire import error_message
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 
@@ -29,7 +29,7 @@ class ClientOptions:
             frozen sandbox accepts connections and then hangs, so this always applies.
         connect_timeout_s: establishing a connection.
         stream_idle_timeout_s: a streamed ``exec`` reply silent this long is dead and the
-            client falls back to polling (ARCHITECTURE.md §8: 15 s; keepalives come
+            client falls back to polling (docs/architecture.md §8: 15 s; keepalives come
             every 5 s).
         poll_interval_s, max_poll_interval_s: polling a running process, doubling from
             the first to the second.

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from .records import DirEntry, ProcessRecord, ProcessStatus
+from sandbox_client.records import DirEntry, ProcessRecord, ProcessStatus
 
 
 class ShapeError(ValueError):

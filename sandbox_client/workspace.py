@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .client import SandboxClient
-from .errors import PathError, RequestRejected
-from .setup import SetupStep, StepFailure, StepKind
+from sandbox_client.client import SandboxClient
+from sandbox_client.errors import PathError, RequestRejected
+from sandbox_client.setup import SetupStep, StepFailure, StepKind
 
 MAX_LISTED_DIRS = 500
 

@@ -7,11 +7,11 @@ standing in for Claude. It prints a live log and a checklist of the properties i
 proves, and returns a ``DrillResult``.
 """
 
-from .agent import IncidentPolicy
-from .checks import Check
-from .errors import DrillError, DrillStalled
-from .run import DrillResult, drill, run_drill
-from .stage import DrillOptions
+from bot.drill.agent import IncidentPolicy
+from bot.drill.checks import Check
+from bot.drill.errors import DrillError, DrillStalled
+from bot.drill.run import DrillResult, drill, run_drill
+from bot.drill.stage import DrillOptions
 
 __all__ = [
     "Check",

@@ -17,11 +17,11 @@ every command in the drill is read-only.
 
 from __future__ import annotations
 
-from ..fakes.anthropic_api import RecordedRequest, Reply
-from . import roles
-from . import scenario as s
-from .steps import first_due
-from .transcript import Transcript
+from bot.drill import roles
+from bot.drill import scenario as s
+from bot.drill.steps import first_due
+from bot.drill.transcript import Transcript
+from bot.fakes.anthropic_api import RecordedRequest, Reply
 
 
 class IncidentPolicy:

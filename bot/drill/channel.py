@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 
-from ..fakes.slack_api import BOT_USER_ID, FakeSlackApi
-from .errors import DrillError
-from .scenario import Person
+from bot.drill.errors import DrillError
+from bot.drill.scenario import Person
+from bot.fakes.slack_api import BOT_USER_ID, FakeSlackApi
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:

@@ -14,14 +14,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.drill import scenario as s
+from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
+from bot.drill.steps import bash, read
+from bot.drill.transcript import SANDBOX_REPLACED, Transcript
 from harness import Checkpoint
 from memory_store import Event, FileVersion, Session, SessionStatus
 from sandbox_client import SandboxHandle
-
-from . import scenario as s
-from .roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
-from .steps import bash, read
-from .transcript import SANDBOX_REPLACED, Transcript
 
 PLAYBOOK_HEADING = "# Database connection-pool exhaustion"
 

@@ -12,19 +12,18 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+from bot.durable.actors import Actors
+from bot.durable.wiring import kill_in_flight, make_provider, make_slack_client
+from bot.errors import slack_call
+from bot.settings import Settings
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.background import Background
+from bot.slack.modes import DEFAULT_PATH, HttpMode, RunningSlack, start
+from bot.slack.poster import SlackPoster
+from bot.slack.skills.command import SkillsCommands
+from bot.slack.skills.edit_policy import EditPolicy
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
 from sandbox_client import SandboxError
-
-from ..background import Background
-from ..edit_policy import EditPolicy
-from ..errors import slack_call
-from ..poster import SlackPoster
-from ..queue import Actors
-from ..runtime import kill_in_flight, make_provider, make_slack_client
-from ..settings import Settings
-from ..skills_command import SkillsCommands
-from ..slack_app import SlackDeps, build_app
-from ..slack_runtime import DEFAULT_PATH, HttpMode, RunningSlack, start
 
 log = logging.getLogger(__name__)
 

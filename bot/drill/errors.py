@@ -8,7 +8,7 @@ The tree (under ``bot.errors.BotError``)::
 
 from __future__ import annotations
 
-from ..errors import BotError
+from bot.errors import BotError
 
 
 class DrillError(BotError):

@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bot.fakes.slack_api import FakeSlackApi
 from memory_store import Event, SessionStore
-
-from ..fakes.slack_api import FakeSlackApi
 
 FOLLOW_INTERVAL_S = 0.1
 _WIDTH = 110

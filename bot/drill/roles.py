@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import scenario as s
-from .steps import Step, bash, line_with, output_of, read, todos, write
-from .transcript import SANDBOX_REPLACED, Call, Transcript
+from bot.drill import scenario as s
+from bot.drill.steps import Step, bash, line_with, output_of, read, todos, write
+from bot.drill.transcript import SANDBOX_REPLACED, Call, Transcript
 
 MAX_DB_SAMPLES = 6
 SKILLS_INDEX = "Skills available"

@@ -15,14 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.drill import scenario
+from bot.drill.checks import Check, Evidence, evaluate
+from bot.drill.narrator import post_key
+from bot.drill.scenario import ALICE, BOB, DAVE
+from bot.drill.stage import DrillOptions, Stage, staged
+from bot.drill.story import Record, Story
 from memory_store import FileNotFound, FileVersion, Namespace, Scope
-
-from . import scenario
-from .checks import Check, Evidence, evaluate
-from .narrator import post_key
-from .scenario import ALICE, BOB, DAVE
-from .stage import DrillOptions, Stage, staged
-from .story import Record, Story
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ def _introduce(stage: Stage, say: Callable[[str], None]) -> None:
     if options.redis_url is None:
         workers = "an in-process Dramatiq worker over the in-memory broker"
     else:
-        workers = f"{options.workers} `dramatiq bot.worker_main` processes over Redis"
+        workers = f"{options.workers} `dramatiq bot.durable.worker_main` processes over Redis"
     database = "SQLite in the drill's directory" if options.database_url is None else "PostgreSQL"
     lines = [
         f"Warroom drill ({options.mode} mode): a scripted incident against fake Slack and "

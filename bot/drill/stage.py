@@ -10,7 +10,7 @@
   own (``T0DRILL…``) so drills can share a database;
 - the workers: embedded — Dramatiq worker threads in this process over the in-memory
   broker (as ``warroom serve`` without ``REDIS_URL``); full — ``workers`` real
-  ``dramatiq bot.worker_main`` processes over Redis (as ``warroom worker``);
+  ``dramatiq bot.durable.worker_main`` processes over Redis (as ``warroom worker``);
 - the real Slack app in HTTP mode, and the channel its people write in.
 
 While it runs, this process's warnings and errors (a retried step's traceback, say)
@@ -36,23 +36,22 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from bot.cli.skills_io import import_skills
+from bot.drill import scenario
+from bot.drill.agent import IncidentPolicy
+from bot.drill.channel import IncidentChannel
+from bot.drill.edge import Edge
+from bot.drill.errors import DrillError
+from bot.drill.narrator import Narrator
+from bot.drill.workers import WorkerPool
+from bot.durable.actors import Actors, EmbeddedWorker, declare_actors, make_broker, setup
+from bot.durable.wiring import make_provider
+from bot.fakes.anthropic_api import FakeAnthropicAPI
+from bot.fakes.slack_api import FakeSlackApi
+from bot.logs import LOG_FORMAT, ContextFilter
+from bot.settings import Settings, child_environment
 from memory_store import Database, FileStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
-
-from ..fakes.anthropic_api import FakeAnthropicAPI
-from ..fakes.slack_api import FakeSlackApi
-from ..logs import LOG_FORMAT, ContextFilter
-from ..queue import Actors, EmbeddedWorker, declare_actors, make_broker, setup
-from ..runtime import make_provider
-from ..settings import Settings, child_environment
-from ..skills_io import import_skills
-from . import scenario
-from .agent import IncidentPolicy
-from .channel import IncidentChannel
-from .edge import Edge
-from .errors import DrillError
-from .narrator import Narrator
-from .workers import WorkerPool
 
 LEASE_S = 2.0
 SWEEP_INTERVAL_S = 0.25

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..fakes.anthropic_api import Reply, ToolCall
-from .transcript import Call, Transcript
+from bot.drill.transcript import Call, Transcript
+from bot.fakes.anthropic_api import Reply, ToolCall
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from bot.drill import scenario
+from bot.drill.checks import Kill
+from bot.drill.errors import DrillStalled
+from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, Person
+from bot.drill.stage import Stage
 from harness import Checkpoint
 from memory_store import Event, Session, SessionKey, SessionStatus
 from sandbox_client import SandboxError, SandboxHandle
-
-from . import scenario
-from .checks import Kill
-from .errors import DrillStalled
-from .scenario import ALICE, BOB, CAROL, DAVE, Person
-from .stage import Stage
 
 T = TypeVar("T")
 POLL_S = 0.05

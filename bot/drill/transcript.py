@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..fakes.anthropic_api import RecordedRequest
+from bot.fakes.anthropic_api import RecordedRequest
 
 LOST_OUTCOME = "the outcome could not be recovered"
 SANDBOX_REPLACED = "The sandbox was replaced"

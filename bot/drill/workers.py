@@ -1,4 +1,5 @@
-"""The full drill's workers: real ``dramatiq bot.worker_main`` processes, as ``warroom worker``
+"""The full drill's workers: real ``dramatiq bot.durable.worker_main`` processes,
+as ``warroom worker``
 starts them.
 
 Each worker is a Dramatiq parent with one worker process (``--processes 1``), in its
@@ -21,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..worker_process import dramatiq_argv
-from .errors import DrillError, DrillStalled
+from bot.cli.worker import dramatiq_argv
+from bot.drill.errors import DrillError, DrillStalled
 
 READY_LINE = "Worker process is ready for action."
 POLL_S = 0.05

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .anthropic_api import Fault, RecordedRequest, Reply, ToolCall
+from bot.fakes.anthropic_api import Fault, RecordedRequest, Reply, ToolCall
 
 __all__ = ["ScriptError", "echo_reply", "script_from_json"]
 

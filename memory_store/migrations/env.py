@@ -13,7 +13,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from memory_store.tables import metadata
+from memory_store.files.tables import metadata
 
 
 def _run(connection: Connection) -> None:

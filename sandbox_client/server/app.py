@@ -8,7 +8,14 @@ import json
 
 from .config import ServerConfig
 from .files import Filesystem
-from .http import ChunkedWriter, HttpError, Reply, Request, encode_reply, read_request
+from .http import (
+    ChunkedWriter,
+    HttpError,
+    Reply,
+    Request,
+    encode_reply,
+    read_request,
+)
 from .process import Process
 from .table import ProcessTable
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.poster import Thread
+from bot.slack.poster import Thread
 from memory_store import Database, FileStore, Outbox, SessionKey, SessionStore
 from tests.fakes.slack_api import FakeSlackApi
 

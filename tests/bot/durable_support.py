@@ -5,7 +5,7 @@
 - ``ModelScript``: the fake model's replies, per session (the session id travels in
   the first user message as ``[session:<id>]``), by how many assistant turns the
   request already holds.
-- ``WorkerPool``/``Worker``: real ``python -m dramatiq bot.worker_main`` processes,
+- ``WorkerPool``/``Worker``: real ``python -m dramatiq bot.durable.worker_main`` processes,
   each in its own process group, sharing one environment (database, Redis, fakes,
   short lease, fast sweeper, crash rules by session id).
 - ``Probe``: reads the session, its event log and its sandbox's side-effect file, and
@@ -35,9 +35,9 @@ import redis
 
 from bot.drill.workers import READY_LINE
 from bot.drill.workers import Worker as DrillWorker
+from bot.durable.actors import declare_actors, make_broker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
-from bot.queue import declare_actors, make_broker
 from harness import Checkpoint, Requester
 from memory_store import Event, Session, SessionKey, SessionStatus, SessionStore
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
@@ -220,7 +220,7 @@ class WorkerPool:
 
     def _spawn(self) -> Worker:
         log_path = self.log_dir / f"worker-{len(self.history) + 1}.log"
-        argv = [sys.executable, "-m", "dramatiq", "bot.worker_main", "--processes", "1"]
+        argv = [sys.executable, "-m", "dramatiq", "bot.durable.worker_main", "--processes", "1"]
         argv += ["--threads", "2", "--worker-shutdown-timeout", "30000"]
         with log_path.open("wb") as log:
             process = subprocess.Popen(

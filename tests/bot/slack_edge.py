@@ -29,12 +29,12 @@ import httpx
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.background import Background
-from bot.edit_policy import EditPolicy
-from bot.poster import SlackPoster
-from bot.skills_command import SkillsCommands
-from bot.slack_app import SlackDeps, build_app
-from bot.slack_runtime import HttpMode, RunningSlack, start
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.background import Background
+from bot.slack.modes import HttpMode, RunningSlack, start
+from bot.slack.poster import SlackPoster
+from bot.slack.skills.command import SkillsCommands
+from bot.slack.skills.edit_policy import EditPolicy
 from memory_store import (
     DEFAULT_LIMITS,
     Cancelled,

@@ -1,4 +1,4 @@
-"""manifest.yml creates the Slack app Warroom expects (ARCHITECTURE.md §9)."""
+"""manifest.yml creates the Slack app Warroom expects (docs/architecture.md §9)."""
 
 from __future__ import annotations
 

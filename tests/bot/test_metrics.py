@@ -13,6 +13,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from bot.cli.terminal import TerminalReporter
+from bot.durable.wiring import Runtime
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Reply
 from bot.logs import LogContext, current_context
 from bot.metrics import (
@@ -22,9 +24,7 @@ from bot.metrics import (
     default_metrics,
     start_metrics_server,
 )
-from bot.runtime import Runtime
 from bot.settings import Settings
-from bot.terminal import TerminalReporter
 from harness import (
     Checkpoint,
     ModelResponded,

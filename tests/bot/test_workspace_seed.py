@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.runtime import Runtime, workspace_seed
+from bot.cli.terminal import TerminalReporter
+from bot.durable.wiring import Runtime, workspace_seed
 from bot.settings import Settings
-from bot.terminal import TerminalReporter
 from sandbox_client import LocalConfig, LocalProvider, SandboxManager, SetupStep
 
 

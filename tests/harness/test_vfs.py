@@ -1,4 +1,4 @@
-"""vfs.resolve: the pure mount table (ARCHITECTURE.md §6)."""
+"""vfs.resolve: the pure mount table (docs/architecture.md §6)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import Database, FileStore, Namespace, Scope
-
-from .session_support import ManualClock
+from tests.memory_store.session_support import ManualClock
 
 SQLITE_FILE = "warroom.sqlite3"
 _MIGRATED: set[str] = set()  # PostgreSQL URLs already migrated in this run

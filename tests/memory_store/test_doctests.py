@@ -7,7 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from memory_store import db, frontmatter, globs, grep, listing, paths, skills
+from memory_store import db
+from memory_store.files import frontmatter, globs, grep, listing, paths, skills
 
 
 @pytest.mark.parametrize("module", [paths, globs, grep, frontmatter, skills, listing, db])

@@ -15,7 +15,7 @@ from sandbox_client import (
     SandboxClient,
     SandboxHandle,
 )
-from sandbox_client.local import procfs
+from sandbox_client.providers.local import procfs
 
 from .conftest import CAP_BYTES, wait_for
 

@@ -1,0 +1,384 @@
+"""The ``warroom`` command line (typer): thin commands over the modules that do the work.
+
+Exit codes: 0 done; 1 a check or an operation failed; 2 the configuration is
+incomplete or invalid (the message names the variable to set); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from bot.cli.skills_io import SkillReport
+    from bot.settings import Settings
+    from memory_store import FileStore
+
+app = typer.Typer(
+    help="Warroom: an incident-response agent for Slack.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+skills_app = typer.Typer(
+    help="Copy Claude Code skill folders (<name>/SKILL.md + files) in and out of an org.",
+    no_args_is_help=True,
+)
+app.add_typer(skills_app, name="skills")
+
+T = TypeVar("T")
+SkillsOperation = Callable[["FileStore", str, Path], Awaitable[list["SkillReport"]]]
+
+CONFIG_ERROR = 2
+INTERRUPTED = 130
+OrgOption = Annotated[
+    str | None,
+    typer.Option(
+        "--org",
+        help="Org id (Slack enterprise or team id). Default: the bot token's org from "
+        "auth.test, else 'local' (the chat's org).",
+    ),
+]
+
+
+@app.command()
+def serve() -> None:
+    """Run the Slack bot (without REDIS_URL also the worker, sandboxes and SQLite)."""
+    from bot.cli.credentials import SLACK_HELP, missing_for_serve
+    from bot.cli.serve import run_serve
+    from bot.logs import setup_logging
+
+    settings = _settings()
+    if missing := missing_for_serve(settings):
+        _fail("\n".join([*(str(m) for m in missing), "", SLACK_HELP]), CONFIG_ERROR)
+    setup_logging()
+    _run(lambda: run_serve(settings))
+
+
+@app.command()
+def worker(
+    processes: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="Threads per process [default: WARROOM_WORKER_THREADS]"),
+    ] = None,
+) -> None:
+    """Run Dramatiq worker processes for REDIS_URL (this process becomes their parent)."""
+    from bot.cli.credentials import missing_for_worker
+    from bot.cli.worker import exec_worker
+
+    settings = _settings()
+    if not settings.redis_url:
+        _fail(
+            "REDIS_URL is not set: workers share work through Redis. Set it (redis://host:6379/0),"
+            " or run `warroom serve` alone, which has its own worker.",
+            CONFIG_ERROR,
+        )
+    if missing := missing_for_worker(settings):
+        _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
+    threads = threads or settings.worker_threads
+    _run(lambda: exec_worker(settings, processes=processes, threads=threads))
+
+
+@app.command()
+def migrate() -> None:
+    """Upgrade the database schema to the newest version (serve and workers also do this)."""
+    from memory_store import Database
+
+    settings = _settings()
+
+    async def upgrade() -> str:
+        db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+        try:
+            await db.migrate()
+            return (await db.schema_version()).head
+        finally:
+            await db.dispose()
+
+    head = _run(lambda: asyncio.run(upgrade()))
+    typer.echo(f"database schema at {head}")
+
+
+@app.command()
+def chat(
+    verbose: Annotated[
+        bool, typer.Option(help="Log warnings and errors (with tracebacks) to the terminal.")
+    ] = False,
+) -> None:
+    """Investigate in the terminal: type a message, watch progress and answers, type to steer.
+
+    Exits 1 when the session ended failed (the reason is printed); logs go to
+    ``chat.log`` under the data directory unless ``--verbose``.
+    """
+    from bot.cli.chat import CHAT_LOG_FILE, run_chat
+    from bot.logs import setup_logging
+    from memory_store import SessionStatus
+
+    settings = _settings()
+    if verbose:
+        setup_logging("WARNING")
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        setup_logging("INFO", stream=log_file)
+    status = _run(lambda: run_chat(settings, stdin=_lenient(sys.stdin), out=sys.stdout))
+    if status is SessionStatus.FAILED:
+        if not verbose:
+            typer.echo(f"details: {settings.data_dir / CHAT_LOG_FILE}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    quick: Annotated[
+        bool, typer.Option(help="Only the database and Redis (the container health check).")
+    ] = False,
+) -> None:
+    """Check settings, database, Redis, sandboxes, Slack and Anthropic; say what to fix."""
+    from bot.cli.doctor import failed, render, run_checks
+
+    settings = _settings(check_database=False)
+    results = asyncio.run(run_checks(settings, quick=quick))
+    typer.echo(render(results))
+    if failed(results):
+        raise typer.Exit(1)
+
+
+@skills_app.command("import")
+def skills_import(
+    directory: Annotated[Path, typer.Argument(help="A folder of skill folders, or one.")],
+    org: OrgOption = None,
+) -> None:
+    """Import skill folders into the org's /skills (SKILL.md is validated first)."""
+    from bot.cli.skills_io import import_skills
+
+    settings = _settings()
+    org_id, reports = _run(
+        lambda: asyncio.run(_with_store(settings, org, import_skills, directory))
+    )
+    typer.echo(f"org {org_id}:")
+    for report in reports:
+        typer.echo(_describe(report, "imported"))
+    if not reports:
+        typer.echo(f"no skill folders (<name>/SKILL.md) found in {directory}")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@skills_app.command("export")
+def skills_export(
+    directory: Annotated[Path, typer.Argument(help="Where to write the skill folders.")],
+    org: OrgOption = None,
+) -> None:
+    """Write the org's /skills as Claude Code skill folders under DIRECTORY."""
+    from bot.cli.skills_io import export_skills
+
+    settings = _settings()
+    org_id, reports = _run(
+        lambda: asyncio.run(_with_store(settings, org, export_skills, directory))
+    )
+    typer.echo(f"org {org_id}: {len(reports)} skill folder(s) written to {directory}")
+    for report in reports:
+        typer.echo(_describe(report, "exported"))
+
+
+@app.command("fake-anthropic")
+def fake_anthropic(
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
+    script: Annotated[
+        Path | None,
+        typer.Option(help="JSON array of replies (see README); default: echo the user's text."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+) -> None:
+    """Serve a fake Anthropic Messages API, so `warroom chat` runs without a real key."""
+    from bot.fakes.anthropic_api import FakeAnthropicAPI
+    from bot.fakes.anthropic_script import ScriptError, echo_reply, script_from_json
+
+    try:
+        replies = script_from_json(script.read_text()) if script is not None else echo_reply
+    except (OSError, ScriptError) as exc:
+        _fail(f"cannot use the script {script}: {exc}", CONFIG_ERROR)
+
+    async def run() -> None:
+        async with FakeAnthropicAPI(replies, host=host, port=port) as fake:
+            typer.echo(f"fake Anthropic API on {fake.base_url}")
+            typer.echo(f"  export ANTHROPIC_BASE_URL={fake.base_url} ANTHROPIC_API_KEY=fake-key")
+            await _until_signal()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try another --port")
+
+
+@app.command()
+def drill(
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="PostgreSQL URL of a scratch database (default: a temporary SQLite)."),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Redis URL: the full drill, with worker processes [default: one process]"
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=2, help="Worker processes of the full drill.")] = 2,
+    keep: Annotated[bool, typer.Option(help="Keep the drill's directory (logs, data).")] = False,
+) -> None:
+    """A scripted incident against fake Slack and Anthropic APIs; exit 0 if every check passed."""
+    from bot.drill import DrillError, DrillOptions, run_drill
+
+    if redis_url and not database_url:
+        _fail("the full drill (--redis-url) shares a database: give --database-url", CONFIG_ERROR)
+    options = DrillOptions(
+        database_url=database_url, redis_url=redis_url, workers=workers, keep=keep
+    )
+    try:
+        result = _run(lambda: run_drill(options, say=typer.echo))
+    except DrillError as exc:
+        _fail(f"the drill could not run: {exc}")
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def version() -> None:
+    """Print the installed version."""
+    from importlib.metadata import version as dist_version
+
+    typer.echo(dist_version("warroom"))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+# ----- helpers ----------------------------------------------------------------------
+
+
+def _settings(*, check_database: bool = True) -> Settings:
+    """The settings, or exit 2 naming each invalid variable (``DATABASE_URL`` too, unless
+    ``check_database`` is False: ``doctor`` reports it as a check)."""
+    from pydantic import ValidationError
+
+    from bot.settings import Settings
+    from memory_store import normalise_url
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()]
+        _fail("invalid settings:\n  " + "\n  ".join(lines), CONFIG_ERROR)
+    if check_database and settings.database_url is not None:
+        try:
+            normalise_url(settings.database_url)
+        except ValueError as exc:
+            _fail(
+                f"DATABASE_URL is not supported ({exc}); use postgresql://user:pass@host:5432/db"
+                " or sqlite:///path, or unset it for SQLite under WARROOM_DATA_DIR",
+                CONFIG_ERROR,
+            )
+    return settings
+
+
+def _lenient(stream: TextIO) -> TextIO:
+    """``stream`` decoding invalid bytes as U+FFFD instead of failing later."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="replace")
+    return stream
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def _run(work: Callable[[], T]) -> T:
+    """Run ``work``, turning the errors a person can fix into a message and an exit code.
+
+    The error classes are imported only when ``work`` raised, so the commands that never touch
+    Slack or the database do not pay for importing them.
+    """
+    try:
+        return work()
+    except KeyboardInterrupt:
+        raise typer.Exit(INTERRUPTED) from None
+    except Exception as exc:
+        _explain(exc)
+        raise
+
+
+def _explain(exc: Exception) -> None:
+    """Exit with a message for the errors a person can fix; return for any other."""
+    from bot.errors import SlackCallFailed
+    from bot.settings import MissingSetting
+    from memory_store import DatabaseUnavailable
+
+    if isinstance(exc, MissingSetting):
+        _fail(str(exc), CONFIG_ERROR)
+    if isinstance(exc, SlackCallFailed):
+        _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
+    if isinstance(exc, DatabaseUnavailable):
+        _fail(f"the database is unreachable: {exc}. Check DATABASE_URL; `warroom doctor`.")
+    if isinstance(exc, OSError):
+        _fail(str(exc))
+
+
+async def _with_store(
+    settings: Settings, org: str | None, operation: SkillsOperation, directory: Path
+) -> tuple[str, list[SkillReport]]:
+    """Run a skills import/export against the configured database (migrated first)."""
+    from memory_store import Database, FileStore
+
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    try:
+        await db.migrate()
+        org_id = org or await _default_org(settings)
+        return org_id, await operation(FileStore(db), org_id, directory)
+    finally:
+        await db.dispose()
+
+
+async def _default_org(settings: Settings) -> str:
+    """The bot token's org (``enterprise_id or team_id`` from ``auth.test``), else the
+    chat's org."""
+    from bot.cli.chat import CHAT_ORG
+    from bot.durable.wiring import make_slack_client
+    from bot.errors import slack_call
+
+    if settings.slack_bot_token is None:
+        return CHAT_ORG
+    client = make_slack_client(settings)
+    identity = await slack_call("auth.test", client.auth_test())
+    return str(identity.get("enterprise_id") or identity["team_id"])
+
+
+def _describe(report: SkillReport, verb: str) -> str:
+    if not report.ok:
+        lines = [f"  invalid  {report.name}: not imported"]
+        lines += [f"           - {problem}" for problem in report.problems]
+    else:
+        counts = f"{len(report.written)} file(s) {verb}"
+        if report.unchanged:
+            counts += f", {len(report.unchanged)} unchanged"
+        lines = [f"  ok       {report.name}: {counts}"]
+    lines += [f"  skipped  {report.name}/{path}: {why}" for path, why in report.skipped]
+    return "\n".join(lines)
+
+
+async def _until_signal() -> None:
+    """Return on SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()

@@ -1,0 +1,258 @@
+"""``warroom chat``: one incident thread in the terminal, against the real harness and store.
+
+Each line read from stdin is a message in one session (org ``local``, channel
+``chat``, a thread ts made at start): the first opens it, later ones join its inbox,
+so a line typed while the agent works steers it at the next step boundary, and a
+line typed after an answer starts the next turn. Steps run on an in-process Dramatiq
+worker over the in-memory broker (whatever ``REDIS_URL`` says), with the same
+database, sandboxes and model settings as ``serve``; a ``TerminalReporter`` prints
+progress and answers instead of posting to Slack. At end of input the chat waits
+for the session to stop running, destroys the sandbox it used (a jail outlives its
+creator otherwise), then exits. When the session ended failed, the chat prints why:
+the last error a step raised (logged by the worker; the terminal gets no traceback
+unless ``warroom chat --verbose``), else the last ``notice`` event.
+
+Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
+``warroom fake-anthropic``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TextIO
+
+from bot.cli.credentials import missing_for_chat
+from bot.cli.terminal import TerminalReporter
+from bot.durable.actors import EmbeddedWorker, setup
+from bot.durable.wiring import make_provider
+from bot.settings import Settings
+from harness import Checkpoint, Requester
+from memory_store import Database, EventKind, SessionKey, SessionStatus, SessionStore
+from sandbox_client import SandboxError, SandboxHandle, SandboxProvider
+
+__all__ = [
+    "CHAT_CHANNEL",
+    "CHAT_LOG_FILE",
+    "CHAT_ORG",
+    "CHAT_USER",
+    "Conversation",
+    "run_chat",
+    "stdin_lines",
+]
+
+CHAT_ORG = "local"
+CHAT_CHANNEL = "chat"
+CHAT_USER = "local-user"
+CHAT_LOG_FILE = "chat.log"
+IDLE_POLL_S = 0.1
+FAILURE_POLL_S = 1.0  # how soon a failed session is reported while the user may type
+WORKER_STOP_TIMEOUT_MS = 10_000
+BANNER = (
+    "Warroom chat: type a message and press Enter. Type again at any time to steer; "
+    "end with Ctrl-D.\n"
+)
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass
+class Conversation:
+    """The chat's one session: opened by the first message, joined by the others."""
+
+    sessions: SessionStore
+    enqueue: Enqueue
+    thread_ts: str = field(default_factory=lambda: f"{time.time():.6f}")
+    session_id: str | None = None
+    _said: int = field(default=0, init=False)
+
+    async def say(self, text: str) -> None:
+        """Record ``text`` in the session's inbox and wake a worker if none is on it."""
+        self._said += 1
+        source_ts = f"{self.thread_ts}/{self._said}"
+        if self.session_id is None:
+            token = await self._open(text, source_ts)
+        else:
+            token = await self.sessions.add_input(
+                self.session_id, user_id=CHAT_USER, text=text, source_ts=source_ts
+            )
+        if token is not None and self.session_id is not None:
+            await self.enqueue(self.session_id, token)
+
+    async def wait_idle(self, *, poll_s: float = IDLE_POLL_S) -> SessionStatus | None:
+        """Wait until the session no longer runs; returns its status (None: never opened)."""
+        if self.session_id is None:
+            return None
+        while True:
+            session = await self.sessions.get(self.session_id)
+            if session is None or session.status is not SessionStatus.RUNNING:
+                return None if session is None else session.status
+            await asyncio.sleep(poll_s)
+
+    async def _open(self, text: str, source_ts: str) -> str | None:
+        session_id = uuid.uuid4().hex
+        checkpoint = Checkpoint(session_id, CHAT_ORG, CHAT_CHANNEL, Requester(CHAT_USER, "you"))
+        opened = await self.sessions.open_or_join(
+            SessionKey(CHAT_ORG, CHAT_CHANNEL, self.thread_ts),
+            requester_id=CHAT_USER,
+            initial_checkpoint=checkpoint.to_json(),
+            text=text,
+            source_ts=source_ts,
+            session_id=session_id,
+        )
+        self.session_id = opened.session_id
+        return opened.token
+
+
+async def stdin_lines(stream: TextIO) -> AsyncIterator[str]:
+    """Lines of ``stream`` (without the newline), read by a daemon thread so that a
+    pending read never keeps the process alive."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        for line in stream:
+            loop.call_soon_threadsafe(lines.put_nowait, line.rstrip("\n"))
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="chat-stdin", daemon=True).start()
+    while (line := await lines.get()) is not None:
+        yield line
+
+
+def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus | None:
+    """Run the chat until end of input and the session is idle; returns its last status.
+
+    Raises:
+        MissingSetting: ``ANTHROPIC_API_KEY`` (or a Blaxel credential) is not set.
+        DatabaseUnavailable: the database could not be reached.
+    """
+    if missing := missing_for_chat(settings):
+        raise missing[0]
+    return asyncio.run(_converse(settings.model_copy(update={"redis_url": None}), stdin, out))
+
+
+class _LastError(logging.Handler):
+    """Remembers the exception of the last ERROR record (a failed step's cause)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.text: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            self.text = f"{type(error).__name__}: {error}"
+
+
+async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionStatus | None:
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    worker: EmbeddedWorker | None = None
+    conversation: Conversation | None = None
+    last_error = _LastError()
+    logging.getLogger().addHandler(last_error)
+    try:
+        await db.migrate()  # before the worker's runtime migrates too: one writer at a time
+        broker, actors, _holder = setup(settings, reporter=TerminalReporter(out))
+        worker = EmbeddedWorker(broker, threads=max(1, min(settings.worker_threads, 4)))
+        worker.start()
+        conversation = Conversation(SessionStore(db), actors.enqueue)
+        out.write(BANNER)
+        out.flush()
+        reported: set[datetime] = set()
+        watcher = asyncio.create_task(_report_failures(conversation, out, last_error, reported))
+        try:
+            async for line in stdin_lines(stdin):
+                if line.strip():
+                    await conversation.say(line.strip())
+            status = await conversation.wait_idle()
+        finally:
+            await _stop(watcher)
+        await _report_failure(conversation, out, last_error, reported)
+        return status
+    finally:
+        if worker is not None:
+            await asyncio.to_thread(worker.stop, timeout_ms=WORKER_STOP_TIMEOUT_MS)
+        logging.getLogger().removeHandler(last_error)
+        if conversation is not None:
+            await _destroy_sandbox(settings, conversation)
+        await db.dispose()
+
+
+async def _report_failure(
+    conversation: Conversation, out: TextIO, last_error: _LastError, reported: set[datetime]
+) -> None:
+    """Say once why the session ended failed or cancelled (keyed by its ``updated_at``)."""
+    if conversation.session_id is None:
+        return
+    session = await conversation.sessions.get(conversation.session_id)
+    ended = (SessionStatus.FAILED, SessionStatus.CANCELLED)
+    if session is None or session.status not in ended or session.updated_at in reported:
+        return
+    reported.add(session.updated_at)
+    reason = last_error.text or await _last_notice(conversation)
+    out.write(f"The session ended as {session.status}" + (f": {reason}\n" if reason else ".\n"))
+    out.write("Type again to retry, or press Ctrl-D to quit.\n")
+    out.flush()
+
+
+async def _report_failures(
+    conversation: Conversation, out: TextIO, last_error: _LastError, reported: set[datetime]
+) -> None:
+    """While the user may still type: report a failed session as soon as it fails."""
+    while True:
+        await asyncio.sleep(FAILURE_POLL_S)
+        await _report_failure(conversation, out, last_error, reported)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _last_notice(conversation: Conversation) -> str | None:
+    """The payload of the session's last ``notice`` event, as text (None: none logged)."""
+    if conversation.session_id is None:
+        return None
+    events = await conversation.sessions.events(conversation.session_id)
+    notices = [e.payload_json for e in events if e.kind == EventKind.NOTICE.value]
+    if not notices:
+        return None
+    payload = json.loads(notices[-1])
+    if isinstance(payload, dict) and payload.get("notice") == "crash_loop":
+        return f"its step failed {payload.get('max_crashes')} times in a row"
+    return str(payload.get("text", payload) if isinstance(payload, dict) else payload)
+
+
+async def _destroy_sandbox(settings: Settings, conversation: Conversation) -> None:
+    """Destroy the sandbox recorded in the session row or checkpoint (a jail outlives us)."""
+    if conversation.session_id is None:
+        return
+    session = await conversation.sessions.get(conversation.session_id)
+    if session is None:
+        return
+    recorded = {session.sandbox, Checkpoint.from_json(session.checkpoint).sandbox} - {None}
+    if not recorded:
+        return
+    provider = make_provider(settings)
+    try:
+        for handle in recorded:
+            await _destroy_one(provider, str(handle))
+    finally:
+        await provider.aclose()
+
+
+async def _destroy_one(provider: SandboxProvider, handle_json: str) -> None:
+    try:
+        await provider.destroy(SandboxHandle.from_json(handle_json))
+    except (SandboxError, OSError, ValueError) as exc:
+        logging.getLogger(__name__).warning("could not destroy the chat's sandbox: %s", exc)

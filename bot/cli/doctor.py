@@ -1,0 +1,279 @@
+"""``warroom doctor``: checks the configuration and every service, and says what to fix.
+
+Each check is a small ``async`` function of ``Settings`` returning a ``CheckResult``
+(ok, warning, problem or skipped, with a line of detail and, for a problem, what
+to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
+settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
+the sandbox provider (provision one, run ``true``, destroy it), Slack
+(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models``, when a
+key is set). ``quick`` runs only the database and Redis checks: cheap enough for a
+container health check, and as true of a worker's container as of the bot's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import httpx
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from bot.cli.credentials import missing_for_serve
+from bot.durable.wiring import make_provider, make_slack_client
+from bot.errors import SlackCallFailed, slack_call
+from bot.settings import MissingSetting, Settings
+from harness import DEFAULT_BASE_URL
+from memory_store import Database, DatabaseUnavailable
+from sandbox_client import SandboxError
+
+__all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
+
+ANTHROPIC_VERSION = "2023-06-01"  # Anthropic API reference: the ``anthropic-version`` header
+CHECK_TIMEOUT_S = 30.0
+
+
+class Status(StrEnum):
+    """A check's verdict; only ``PROBLEM`` makes ``doctor`` exit non-zero."""
+
+    OK = "ok"
+    WARNING = "warning"
+    PROBLEM = "problem"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check: ``detail`` says what was found, ``fix`` what to do about a problem."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+Check = Callable[[Settings], Awaitable[CheckResult]]
+
+
+async def check_settings(settings: Settings) -> CheckResult:
+    """The credentials ``serve`` needs are set and look like the right kind of token."""
+    problems = [f"{m.variable} is not set" for m in missing_for_serve(settings)]
+    problems += _token_shape(settings)
+    if problems:
+        return CheckResult(
+            "settings",
+            Status.PROBLEM,
+            "; ".join(problems),
+            "set them in the environment or in .env (README: 'Create the Slack app', "
+            "'Configuration'); `warroom chat` needs only ANTHROPIC_API_KEY",
+        )
+    return CheckResult("settings", Status.OK, f"{settings.slack_mode} mode; credentials set")
+
+
+async def check_database(settings: Settings) -> CheckResult:
+    """The database answers and its schema is at the newest migration."""
+    try:
+        db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    except ValueError as exc:
+        return CheckResult("database", Status.PROBLEM, str(exc), _DATABASE_FIX)
+    try:
+        version = await db.schema_version()
+    except DatabaseUnavailable as exc:
+        return CheckResult("database", Status.PROBLEM, f"cannot connect: {exc}", _DATABASE_FIX)
+    finally:
+        await db.dispose()
+    where = f"{db.engine.dialect.name} at {db.engine.url.render_as_string(hide_password=True)}"
+    if not version.at_head:
+        return CheckResult(
+            "database",
+            Status.WARNING,
+            f"{where}: {_schema(version.current)}, newest is {version.head}",
+            "run `warroom migrate` (serve and workers also migrate when they start)",
+        )
+    return CheckResult("database", Status.OK, f"{where}, schema at {version.head}")
+
+
+async def check_redis(settings: Settings) -> CheckResult:
+    """Redis answers ``PING`` (skipped without ``REDIS_URL``: the in-process broker)."""
+    if not settings.redis_url:
+        return CheckResult("redis", Status.SKIPPED, "REDIS_URL not set: in-process broker")
+    client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        return CheckResult(
+            "redis",
+            Status.PROBLEM,
+            f"no answer to PING: {exc}",
+            "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
+            "bot and worker in one process",
+        )
+    finally:
+        await client.aclose()
+    return CheckResult("redis", Status.OK, "PING answered")
+
+
+async def check_sandbox(settings: Settings) -> CheckResult:
+    """A sandbox can be provisioned, runs ``true``, and is destroyed."""
+    kind = settings.sandbox_provider
+    if kind == "local" and shutil.which("bwrap") is None:
+        return CheckResult(
+            "sandbox",
+            Status.PROBLEM,
+            "local sandboxes need bubblewrap, which is not installed",
+            "install it (Debian/Ubuntu: apt-get install bubblewrap) or set "
+            "WARROOM_SANDBOX_PROVIDER=blaxel",
+        )
+    try:
+        exit_code = await _run_true(settings)
+    except MissingSetting as exc:
+        return CheckResult("sandbox", Status.PROBLEM, str(exc), f"set {exc.variable}")
+    except (SandboxError, OSError) as exc:
+        return CheckResult("sandbox", Status.PROBLEM, f"{kind}: {exc}", _SANDBOX_FIX[kind])
+    if exit_code != 0:
+        detail = f"{kind}: `true` exited with {exit_code}"
+        return CheckResult("sandbox", Status.PROBLEM, detail, _SANDBOX_FIX[kind])
+    return CheckResult("sandbox", Status.OK, f"{kind}: provisioned, ran `true`, destroyed")
+
+
+async def check_slack(settings: Settings) -> CheckResult:
+    """The bot token works (``auth.test``); skipped when it is not set."""
+    if settings.slack_bot_token is None:
+        return CheckResult("slack", Status.SKIPPED, "SLACK_BOT_TOKEN not set")
+    client = make_slack_client(settings)
+    try:
+        answer = await slack_call("auth.test", client.auth_test())
+    except SlackCallFailed as exc:
+        return CheckResult(
+            "slack",
+            Status.PROBLEM,
+            f"auth.test failed: {exc.error}",
+            "copy the Bot User OAuth Token (xoxb-…) from the app's 'Install App' page into "
+            "SLACK_BOT_TOKEN, and check that this host reaches SLACK_API_URL",
+        )
+    team = f"{answer.get('team')} ({answer.get('enterprise_id') or answer.get('team_id')})"
+    return CheckResult("slack", Status.OK, f"auth.test: {team}, bot user {answer.get('user_id')}")
+
+
+async def check_anthropic(settings: Settings) -> CheckResult:
+    """The Messages API answers with this key (``GET /v1/models``); skipped without a key."""
+    if settings.anthropic_api_key is None:
+        return CheckResult("anthropic", Status.SKIPPED, "ANTHROPIC_API_KEY not set")
+    base = (settings.anthropic_base_url or DEFAULT_BASE_URL).rstrip("/")
+    headers = {
+        "x-api-key": settings.anthropic_api_key.get_secret_value(),
+        "anthropic-version": ANTHROPIC_VERSION,
+    }
+    try:
+        async with httpx.AsyncClient(timeout=15.0) as http:
+            response = await http.get(f"{base}/v1/models", headers=headers)
+    except httpx.HTTPError as exc:
+        detail = f"cannot reach {base}: {exc!r}"
+        return CheckResult("anthropic", Status.PROBLEM, detail, _ANTHROPIC_FIX)
+    if response.status_code != 200:
+        return _anthropic_refusal(base, response)
+    models = [str(m.get("id")) for m in response.json().get("data", [])]
+    listed = "listed" if settings.model in models else "not listed (an alias may still work)"
+    detail = f"{base}: {len(models)} models; WARROOM_MODEL={settings.model} {listed}"
+    return CheckResult("anthropic", Status.OK, detail)
+
+
+async def _run_true(settings: Settings) -> int | None:
+    provider = make_provider(settings)
+    try:
+        handle = await provider.provision(f"doctor-{uuid.uuid4().hex[:12]}")
+        try:
+            async with provider.connect(handle) as client:
+                record = await client.exec("doctor-true", "true", timeout_s=30.0)
+        finally:
+            await provider.destroy(handle)
+    finally:
+        await provider.aclose()
+    return record.exit_code
+
+
+def _anthropic_refusal(base: str, response: httpx.Response) -> CheckResult:
+    try:
+        error = response.json().get("error", {})
+        kind, message = error.get("type", "?"), error.get("message", "")
+    except ValueError:
+        kind, message = "?", response.text[:200]
+    detail = f"{base}/v1/models answered {response.status_code} {kind}: {message}"
+    fix = _ANTHROPIC_FIX
+    if response.status_code in (401, 403):
+        fix = "ANTHROPIC_API_KEY was refused: create a key at console.anthropic.com"
+    return CheckResult("anthropic", Status.PROBLEM, detail, fix)
+
+
+QUICK: tuple[Check, ...] = (check_database, check_redis)
+FULL: tuple[Check, ...] = (
+    check_settings,
+    *QUICK,
+    check_sandbox,
+    check_slack,
+    check_anthropic,
+)
+
+
+async def run_checks(
+    settings: Settings, *, quick: bool = False, timeout_s: float = CHECK_TIMEOUT_S
+) -> list[CheckResult]:
+    """Run every check (the quick ones with ``quick``) in order, each within ``timeout_s``."""
+    return [await _bounded(check, settings, timeout_s) for check in (QUICK if quick else FULL)]
+
+
+def failed(results: Sequence[CheckResult]) -> bool:
+    """True when a check found a problem."""
+    return any(r.status is Status.PROBLEM for r in results)
+
+
+def render(results: Sequence[CheckResult]) -> str:
+    """One line per check (``status  name  detail``), a ``fix:`` line under each problem."""
+    lines = []
+    for r in results:
+        lines.append(f"{r.status.value:<8} {r.name:<10} {r.detail}")
+        if r.fix and r.status in (Status.PROBLEM, Status.WARNING):
+            lines.append(f"{'':<8} {'':<10} fix: {r.fix}")
+    return "\n".join(lines)
+
+
+async def _bounded(check: Check, settings: Settings, timeout_s: float) -> CheckResult:
+    name = check.__name__.removeprefix("check_")
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await check(settings)
+    except TimeoutError:
+        detail = f"no answer within {timeout_s:g} s"
+        return CheckResult(
+            name, Status.PROBLEM, detail, "check that the service is up and reachable"
+        )
+
+
+def _schema(current: str | None) -> str:
+    return f"schema at {current}" if current else "no schema yet (empty database)"
+
+
+def _token_shape(settings: Settings) -> list[str]:
+    shapes = (("slack_bot_token", "xoxb-"), ("slack_app_token", "xapp-"))
+    problems = []
+    for name, prefix in shapes:
+        value = getattr(settings, name)
+        if value is not None and not value.get_secret_value().startswith(prefix):
+            problems.append(f"{name.upper()} should start with {prefix}")
+    return problems
+
+
+_DATABASE_FIX = (
+    "check DATABASE_URL (postgresql://user:pass@host:5432/db, or unset for SQLite under "
+    "WARROOM_DATA_DIR) and that the server is up"
+)
+_SANDBOX_FIX = {
+    "local": "check that bubblewrap can create namespaces here (containers need "
+    "--security-opt seccomp=unconfined or --privileged) and that WARROOM_DATA_DIR is writable",
+    "blaxel": "check BL_API_KEY and BL_WORKSPACE, and that this host reaches api.blaxel.ai",
+}
+_ANTHROPIC_FIX = "check ANTHROPIC_BASE_URL and that this host reaches it"

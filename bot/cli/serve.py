@@ -1,0 +1,135 @@
+"""``warroom serve``: the Slack app, and (without ``REDIS_URL``) an in-process worker.
+
+The embedded default is one process: the bolt app in Socket Mode (or HTTP mode with
+``WARROOM_SLACK_MODE=http``) on the main event loop, and Dramatiq worker threads over
+the in-memory broker, with their own event loop and ``Runtime`` (local sandboxes,
+SQLite under ``WARROOM_DATA_DIR`` unless ``DATABASE_URL`` says otherwise). With
+``REDIS_URL`` the process is the bot only: it enqueues to Redis and ``warroom
+worker`` processes, on any hosts, run the steps (docs/architecture.md §5).
+
+SIGTERM or SIGINT stops taking Slack input, waits for follow-ups, then lets the
+in-process worker finish its running steps before exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
+from bot.durable.wiring import cancel_running, make_provider, make_slack_client
+from bot.errors import slack_call
+from bot.metrics import start_metrics_server
+from bot.settings import Settings
+from bot.slack.app import SlackDeps, build_app
+from bot.slack.background import Background
+from bot.slack.modes import HttpMode, SocketMode
+from bot.slack.modes import serve as serve_slack
+from bot.slack.poster import SlackPoster
+from bot.slack.skills.command import SkillsCommands
+from bot.slack.skills.edit_policy import EditPolicy
+from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from sandbox_client import SandboxManager, SandboxProvider
+
+__all__ = ["run_serve", "serve"]
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+
+
+def run_serve(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT (see the module docstring). Blocks.
+
+    Raises:
+        MissingSetting: a credential is absent (check ``missing_for_serve`` first).
+        SlackCallFailed: Slack refused the bot token (``auth.test``).
+        DatabaseUnavailable: the database could not be reached.
+    """
+    metrics = None
+    if settings.metrics_port is not None:
+        metrics = start_metrics_server(settings.metrics_port)
+    try:
+        asyncio.run(serve(settings))
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Migrate, start the in-process worker (no ``REDIS_URL``), serve Slack until ``stop``
+    (default: set by SIGTERM or SIGINT), then stop the worker."""
+    stop = stop or _stop_on_signals()
+    broker, actors, _holder = setup(settings)
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    provider = make_provider(settings)
+    worker = None
+    try:
+        await db.migrate()  # before the worker's runtime migrates too: one writer at a time
+        deps = await _slack_deps(settings, db, provider, actors.enqueue)
+        if settings.redis_url is None:
+            worker = EmbeddedWorker(broker, threads=settings.worker_threads)
+            worker.start()
+        background = Background()
+        app = build_app(deps=deps, background=background)
+        log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
+        await serve_slack(app, _mode(settings), stop=stop, background=background)
+    finally:
+        if worker is not None:
+            await asyncio.to_thread(worker.stop, timeout_ms=STEP_TIME_LIMIT_MS)
+        await provider.aclose()
+        await db.dispose()
+
+
+async def _slack_deps(
+    settings: Settings, db: Database, provider: SandboxProvider, enqueue: Enqueue
+) -> SlackDeps:
+    """What the Slack app needs; the bot's user id comes from ``auth.test``."""
+    client = make_slack_client(settings)
+    identity = await slack_call("auth.test", client.auth_test())
+    files = FileStore(db)
+
+    manager = SandboxManager(provider)
+
+    async def stop_running(cancelled: Cancelled) -> None:
+        """Kill the stopped step's command and suspend its sandbox (errors are logged)."""
+        await cancel_running(manager, cancelled)
+
+    return SlackDeps(
+        sessions=SessionStore(db),
+        dedupe=InboundDedupe(db),
+        files=files,
+        client=client,
+        signing_secret=(
+            settings.slack_signing_secret.get_secret_value()
+            if settings.slack_signing_secret
+            else ""
+        ),
+        bot_user_id=str(identity["user_id"]),
+        enqueue=enqueue,
+        cancel_running=stop_running,
+        skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
+        poster=SlackPoster(client, Outbox(db)),
+    )
+
+
+def _mode(settings: Settings) -> SocketMode | HttpMode:
+    if settings.slack_mode == "http":
+        return HttpMode(port=settings.slack_http_port)
+    return SocketMode(app_token=settings.require("slack_app_token", "Socket Mode needs it"))
+
+
+def _where(settings: Settings) -> str:
+    return "in this process" if settings.redis_url is None else "processes read from Redis"
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop

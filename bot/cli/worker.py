@@ -1,0 +1,60 @@
+"""``warroom worker``: becomes the ``dramatiq`` parent process over ``bot.durable.worker_main``.
+
+``exec_worker`` replaces the ``warroom`` process with Dramatiq's CLI (``os.execvp``,
+same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
+the Dramatiq parent directly. SIGTERM to that parent lets every worker process
+finish its running step and exit (``--worker-shutdown-timeout``: one step's time
+limit); a SIGTERM to the whole process group would reach the workers too and
+abandon their steps (docs/architecture.md §5). The workers log through ``setup_logging``
+(``--skip-logging`` keeps Dramatiq's own format out).
+
+With ``WARROOM_METRICS_PORT`` set, the worker processes write their metrics to a
+fresh ``PROMETHEUS_MULTIPROC_DIR`` and Dramatiq forks ``serve_worker_metrics`` to
+serve their sum on that port.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from bot.durable.actors import STEP_TIME_LIMIT_MS
+from bot.metrics import MULTIPROC_DIR_VARIABLE
+from bot.settings import Settings
+
+__all__ = ["dramatiq_argv", "exec_worker"]
+
+WORKER_MODULE = "bot.durable.worker_main"
+METRICS_FORK = "bot.metrics:serve_worker_metrics"
+
+
+def dramatiq_argv(
+    *, processes: int, threads: int, with_metrics: bool, python: str = sys.executable
+) -> list[str]:
+    """The Dramatiq command line (``python -m dramatiq …``) for ``warroom worker``.
+
+    >>> dramatiq_argv(processes=2, threads=8, with_metrics=False, python="py")[3:7]
+    ['--processes', '2', '--threads', '8']
+    """
+    argv = [python, "-m", "dramatiq", "--processes", str(processes), "--threads", str(threads)]
+    argv += ["--worker-shutdown-timeout", str(STEP_TIME_LIMIT_MS), "--skip-logging"]
+    if with_metrics:
+        argv += ["--fork-function", METRICS_FORK]
+    return [*argv, WORKER_MODULE]
+
+
+def exec_worker(settings: Settings, *, processes: int, threads: int) -> None:
+    """Replace this process with the Dramatiq parent (same PID, same environment, plus
+    a metrics directory when ``WARROOM_METRICS_PORT`` is set). Never returns.
+
+    Raises:
+        OSError: the interpreter could not be executed.
+    """
+    with_metrics = settings.metrics_port is not None
+    if with_metrics:
+        os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="warroom-metrics-")
+    argv = dramatiq_argv(processes=processes, threads=threads, with_metrics=with_metrics)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(argv[0], argv)

@@ -1,0 +1,455 @@
+"""The durable step driver: claim → one harness step (or one Slack post) → commit → enqueue.
+
+This is the body of the ``advance`` actor, as a plain class tests can call
+directly. Postgres (through ``SessionStore``) is the source of truth; a queue
+message only names a pending token (docs/architecture.md §5):
+
+- a duplicate or stale message claims nothing and is dropped;
+- the lease is renewed while the step runs; when a renewal finds the claim fenced
+  (the session was stopped, or another worker took it over) the step is cancelled,
+  since nothing it did could be committed any more;
+- a step that raises gives its lease up at once, so a retry can claim it without
+  waiting for the lease to run out (the re-claim counts as another attempt);
+- before a ``Bash`` call's intent is committed the session has a sandbox, so a
+  worker that dies mid-command leaves the handle behind and the next worker can ask
+  that sandbox for the command's real outcome;
+- a tool's intent is committed before the tool runs (the harness calls ``save``);
+- the answer is posted in its own step, idempotently (outbox + message metadata),
+  and the session then waits holding nothing: its sandbox is suspended;
+- the next message is enqueued only after the commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from bot.logs import log_context
+from bot.metrics import StepReport, default_metrics
+from harness import (
+    Checkpoint,
+    Collaborators,
+    Event,
+    Inbound,
+    Limits,
+    Next,
+    StepKind,
+    ToolUseBlock,
+    WorkspaceSource,
+    advance,
+    next_kind,
+)
+from harness import Model as ModelProtocol
+from memory_store import (
+    Claim,
+    Continue,
+    DatabaseUnavailable,
+    Fenced,
+    FileStore,
+    NewEvent,
+    SessionStore,
+    TokenUsage,
+    Wait,
+    utc_now,
+)
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+
+RELEASE_LEASE_S = 0.001
+"""A failed step shortens its lease to this (``renew`` takes only positive leases)."""
+
+
+class CrashPoint(StrEnum):
+    """Deterministic kill points for crash tests (``WARROOM_CRASH_AT``, see ``crash_from``).
+
+    ``DURING_POST`` is reached between Slack accepting the answer and the outbox
+    recording its ``ts`` (the driver learns it through ``before_post_recorded``).
+    """
+
+    BEFORE_MODEL = "before_model"
+    AFTER_MODEL = "after_model"
+    AFTER_TOOL = "after_tool"
+    AFTER_COMMIT = "after_commit"
+    DURING_POST = "during_post"
+
+
+class Crasher(Protocol):
+    """Called at each crash point; a test build kills the process there.
+
+    ``step`` is the number of steps the session had taken before this one
+    (``Checkpoint.steps``); ``attempt`` is ``Claim.crash_count`` (0 on a first try).
+    """
+
+    def __call__(
+        self, point_reached: CrashPoint, *, session_id: str, step: int, attempt: int
+    ) -> None: ...
+
+
+def no_crash(point_reached: CrashPoint, *, session_id: str, step: int, attempt: int) -> None:
+    """The production crasher: does nothing."""
+
+
+class ThreadPoster(Protocol):
+    """What the driver needs from the Slack side. Both calls are idempotent."""
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        """Post the answer once per ``key`` (retries find the earlier post); returns its ts."""
+        ...
+
+    async def show_progress(
+        self,
+        *,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        """Update the thread's status message from a committed step (best effort)."""
+        ...
+
+
+class SandboxKeeper(Protocol):
+    """The driver's two uses of sandboxes outside a harness step."""
+
+    async def provision(self) -> str:
+        """A new, ready sandbox; returns its handle as JSON (``Checkpoint.sandbox``).
+
+        Raises:
+            WorkspaceUnavailable: no sandbox could be made (transient).
+        """
+        ...
+
+    async def park(self, handle_json: str) -> None:
+        """Suspend the sandbox of a session that now waits for a human (idempotent)."""
+        ...
+
+
+class StepOutcome(StrEnum):
+    """What ``run`` did, for metrics and tests."""
+
+    SKIPPED = "skipped"  # duplicate or stale message
+    STEPPED = "stepped"
+    POSTED = "posted"
+    WAITING = "waiting"
+    FENCED = "fenced"
+
+
+@dataclass(frozen=True)
+class _Posting:
+    session_id: str
+    step: int
+    attempt: int
+
+
+@dataclass
+class StepDriver:
+    """Runs one step of one session per call.
+
+    Attributes:
+        lease_s: the claim's lease (docs/architecture.md §5); renewed every third of it.
+        wait_s: how long an answered session waits for a reply before it is done.
+        sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
+            suspends it when the session waits; None leaves both to the harness.
+        observe: told about every step (metrics; default: the process's counters).
+    """
+
+    sessions: SessionStore
+    files: FileStore
+    model: ModelProtocol
+    workspaces: WorkspaceSource
+    poster: ThreadPoster
+    enqueue: Enqueue
+    worker_id: str
+    limits: Limits = field(default_factory=Limits)
+    lease_s: float = 15.0
+    wait_s: float = 7 * 24 * 3600.0
+    crash: Crasher = no_crash
+    sandboxes: SandboxKeeper | None = None
+    observe: Callable[[StepReport], None] = field(
+        default_factory=lambda: default_metrics().observe_step
+    )
+    _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
+
+    async def run(self, session_id: str, token: str) -> StepOutcome:
+        """Advance ``session_id`` by one step if ``token`` is still its pending token.
+
+        Raises:
+            ModelError, WorkspaceUnavailable, DatabaseUnavailable: transient failures;
+                nothing was committed and the lease was given up, so the actor's retry
+                (or the sweeper) runs the step again as its next attempt.
+            Exception: anything else a step raises, after the same release.
+        """
+        claim = await self.sessions.claim(
+            session_id, token, worker_id=self.worker_id, lease_s=self.lease_s
+        )
+        if claim is None:
+            self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))
+            return StepOutcome.SKIPPED
+        key = claim.key
+        with log_context(session_id=session_id, org_id=key.org_id, channel_id=key.channel_id):
+            return await self._run_claimed(claim)
+
+    async def _run_claimed(self, claim: Claim) -> StepOutcome:
+        session_id, started = claim.session_id, time.monotonic()
+        try:
+            async with _Lease(self.sessions, claim, self.lease_s) as lease:
+                outcome, next_token = await self._step(claim, lease)
+        except Fenced:
+            log.warning("session %s: step fenced (stopped, or taken over)", session_id)
+            self._observe(_kind(claim), StepOutcome.FENCED, started)
+            return StepOutcome.FENCED
+        except Exception:
+            self._observe(_kind(claim), "error", started)
+            await self._release(claim)
+            raise
+        if self.crash is not no_crash:  # parsing the checkpoint again is for crash tests only
+            self.crash(
+                CrashPoint.AFTER_COMMIT,
+                session_id=session_id,
+                step=_steps(claim),
+                attempt=claim.crash_count,
+            )
+        if next_token is not None:
+            await self.enqueue(session_id, next_token)
+        return outcome
+
+    def before_post_recorded(self, key: str) -> None:
+        """Crash point ``DURING_POST``: Slack took the post ``key``, its ts is not recorded.
+
+        The runtime calls this from the poster's outbox; keys of other posts (status
+        messages, parts after the first) are ignored unless they extend an answer key.
+        """
+        for answer_key, posting in self._posting.items():
+            if key == answer_key or key.startswith(answer_key + "/"):
+                self.crash(
+                    CrashPoint.DURING_POST,
+                    session_id=posting.session_id,
+                    step=posting.step,
+                    attempt=posting.attempt,
+                )
+
+    async def _step(self, claim: Claim, lease: _Lease) -> tuple[StepOutcome, str | None]:
+        started = time.monotonic()
+        cp = _checkpoint(claim)
+        if cp.answer is not None:
+            return await self._post_answer(claim, cp, lease)
+        inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
+        kind = next_kind(cp, inbox)
+        point = self._point(claim, cp)
+        if kind is StepKind.MODEL:
+            point(CrashPoint.BEFORE_MODEL)
+        if kind is StepKind.TOOL:
+            cp = await self._with_sandbox_for_bash(cp)
+        result = await advance(cp, self._collaborators(claim), inbox)
+        point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
+        new = result.checkpoint
+        waits = result.next is not Next.CONTINUE
+        lease.committing()
+        next_token = await self.sessions.commit(
+            claim,
+            checkpoint=new.to_json(),
+            outcome=self._wait() if waits else Continue(),
+            events=_log_events(result.events),
+            consumed_inbox_upto=claim.inbox_upto if inbox else None,
+            usage=_usage_delta(cp, new),
+        )
+        await self._progress(claim, new, result.events)
+        status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
+        self._observe(kind.value, status, started, result.events)
+        return status, next_token
+
+    async def _post_answer(
+        self, claim: Claim, cp: Checkpoint, lease: _Lease
+    ) -> tuple[StepOutcome, str | None]:
+        assert cp.answer is not None
+        started = time.monotonic()
+        key = f"{claim.session_id}:answer:{len(cp.messages)}"
+        self._posting[key] = _Posting(claim.session_id, cp.steps, claim.crash_count)
+        try:
+            ts = await self.poster.post_answer(
+                key=key,
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                markdown=cp.answer,
+            )
+        finally:
+            del self._posting[key]
+        done = replace(cp, answer=None, best_effort=False)
+        lease.committing()
+        next_token = await self.sessions.commit(
+            claim,
+            checkpoint=done.to_json(),
+            outcome=self._wait(),
+            events=(NewEvent("post_done", f'{{"key":"{key}","ts":"{ts}"}}'),),
+        )
+        if next_token is None:
+            await self._park(done)
+        self._observe("post", StepOutcome.POSTED, started)
+        return StepOutcome.POSTED, next_token
+
+    def _observe(
+        self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
+    ) -> None:
+        self.observe(StepReport(kind, str(outcome), time.monotonic() - started, tuple(events)))
+
+    def _wait(self) -> Wait:
+        return Wait(until=utc_now() + timedelta(seconds=self.wait_s))
+
+    def _point(self, claim: Claim, cp: Checkpoint) -> Callable[[CrashPoint], None]:
+        def reached(point: CrashPoint) -> None:
+            self.crash(point, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count)
+
+        return reached
+
+    def _collaborators(self, claim: Claim) -> Collaborators:
+        async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
+            await self.sessions.save(claim, checkpoint=cp.to_json(), events=_log_events(events))
+
+        return Collaborators(
+            store=self.files,
+            model=self.model,
+            workspaces=self.workspaces,
+            save=save,
+            limits=self.limits,
+        )
+
+    async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:
+        """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
+        if self.sandboxes is None or cp.sandbox is not None or _next_tool(cp) != "Bash":
+            return cp
+        return replace(cp, sandbox=await self.sandboxes.provision())
+
+    async def _park(self, cp: Checkpoint) -> None:
+        if self.sandboxes is None or cp.sandbox is None:
+            return
+        try:
+            await self.sandboxes.park(cp.sandbox)
+        except Exception:  # parking saves resources; the idle sweep catches a miss
+            log.exception("session %s: could not suspend its sandbox", cp.session_id)
+
+    async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
+        try:
+            await self.poster.show_progress(
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                checkpoint=cp,
+                events=events,
+            )
+        except Exception:  # progress is best effort: never fail a committed step
+            log.exception("session %s: progress update failed", claim.session_id)
+
+    async def _release(self, claim: Claim) -> None:
+        """Give up the lease of a failed step so its next attempt need not wait for it."""
+        with contextlib.suppress(Fenced, DatabaseUnavailable):
+            await self.sessions.renew(claim, lease_s=RELEASE_LEASE_S)
+
+
+class _Lease:
+    """Keeps a claim's lease alive while its step runs (``async with``).
+
+    Renews every third of ``lease_s``. A renewal that finds the claim fenced (the
+    session was stopped, or another worker took it over) cancels the step, which then
+    leaves the block as ``Fenced``: nothing it does could be committed any more. Once
+    the step calls ``committing()`` it is never cancelled (a renewal may then have lost
+    only to the step's own commit; a real fence makes the commit raise ``Fenced``).
+    """
+
+    def __init__(self, sessions: SessionStore, claim: Claim, lease_s: float) -> None:
+        self._sessions = sessions
+        self._claim = claim
+        self._lease_s = lease_s
+        self._committing = False
+        self._fenced = False
+        self._step: asyncio.Task[object] | None = None
+        self._renewer: asyncio.Task[None] | None = None
+
+    def committing(self) -> None:
+        """The step is about to commit: from now on a fenced renewal cancels nothing."""
+        self._committing = True
+
+    async def __aenter__(self) -> _Lease:
+        self._step = asyncio.current_task()
+        self._renewer = asyncio.create_task(self._renew())
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._committing = True
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if kind is asyncio.CancelledError and self._fenced and self._step is not None:
+            self._step.uncancel()
+            raise Fenced(self._claim.session_id, self._claim.epoch)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_s / 3)
+            try:
+                await self._sessions.renew(self._claim, lease_s=self._lease_s)
+            except Fenced:
+                if not self._committing and self._step is not None:
+                    self._fenced = True
+                    self._step.cancel()
+                return
+            except DatabaseUnavailable:
+                log.warning("session %s: lease renewal failed", self._claim.session_id)
+
+
+def _checkpoint(claim: Claim) -> Checkpoint:
+    """The claim's checkpoint, with the ids the store holds as the truth."""
+    cp = Checkpoint.from_json(claim.checkpoint)
+    return replace(
+        cp, session_id=claim.session_id, org_id=claim.key.org_id, channel_id=claim.key.channel_id
+    )
+
+
+def _steps(claim: Claim) -> int:
+    return Checkpoint.from_json(claim.checkpoint).steps
+
+
+def _kind(claim: Claim) -> str:
+    """What the claimed step was to do (for a failed step's metrics)."""
+    cp = Checkpoint.from_json(claim.checkpoint)
+    if cp.answer is not None:
+        return "post"
+    return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox)).value
+
+
+def _next_tool(cp: Checkpoint) -> str | None:
+    """The name of the next tool call the last assistant message asks for, if any."""
+    if not cp.messages or cp.messages[-1].role != "assistant":
+        return None
+    done = {r.tool_use_id for r in cp.pending_results}
+    for block in cp.messages[-1].content:
+        if isinstance(block, ToolUseBlock) and block.id not in done:
+            return block.name
+    return None
+
+
+def _log_events(events: Sequence[Event]) -> tuple[NewEvent, ...]:
+    return tuple(NewEvent(e.kind, e.to_json()) for e in events)
+
+
+def _usage_delta(old: Checkpoint, new: Checkpoint) -> TokenUsage:
+    a, b = old.usage, new.usage
+    return TokenUsage(
+        input_tokens=b.input_tokens - a.input_tokens,
+        output_tokens=b.output_tokens - a.output_tokens,
+        cache_read_tokens=b.cache_read_input_tokens - a.cache_read_input_tokens,
+        cache_write_tokens=b.cache_creation_input_tokens - a.cache_creation_input_tokens,
+    )

@@ -1,0 +1,391 @@
+"""The composition root of a worker: builds every collaborator from ``Settings`` once.
+
+A ``Runtime`` is opened on the event loop that will use it (a Dramatiq worker's
+loop thread, or the ``chat``/``drill`` loop) and closed on the same loop; nothing
+is built at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
+from bot.metrics import CountingProvider
+from bot.settings import Settings
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.progress import ThreadReporter
+from bot.slack.render import render_session_failed
+from harness import (
+    AnthropicModel,
+    Checkpoint,
+    Limits,
+    Model,
+    SandboxWorkspaces,
+    ToolUseBlock,
+    WorkspaceUnavailable,
+)
+from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
+from sandbox_client import (
+    BlaxelConfig,
+    BlaxelProvider,
+    LocalConfig,
+    LocalProvider,
+    ProcessNotFound,
+    SandboxClient,
+    SandboxError,
+    SandboxGone,
+    SandboxHandle,
+    SandboxManager,
+    SandboxProvider,
+    SetupStep,
+)
+
+log = logging.getLogger(__name__)
+
+
+FRESH_QUEUE_STALE_AFTER_S = 1e-6
+"""The first sweep over an empty in-memory queue takes every wake-up as lost."""
+
+
+def make_provider(settings: Settings) -> SandboxProvider:
+    """The sandbox provider the settings name (no secrets enter a sandbox's env)."""
+    if settings.sandbox_provider == "blaxel":
+        return BlaxelProvider(
+            BlaxelConfig(
+                api_key=settings.require("bl_api_key", "the Blaxel provider needs an API key"),
+                workspace=settings.require("bl_workspace", "the Blaxel provider needs a workspace"),
+            )
+        )
+    return LocalProvider(
+        LocalConfig(state_dir=settings.data_dir / "sbx", network=settings.sandbox_network)
+    )
+
+
+def make_model(settings: Settings) -> AnthropicModel:
+    """The Anthropic adapter. Raises MissingSetting without ``ANTHROPIC_API_KEY``."""
+    return AnthropicModel(
+        api_key=settings.require("anthropic_api_key", "the agent needs a model"),
+        model=settings.model,
+        base_url=settings.anthropic_base_url,
+        max_tokens=settings.max_tokens,
+    )
+
+
+def make_slack_client(settings: Settings) -> AsyncWebClient:
+    """A Web API client. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
+    token = settings.require("slack_bot_token", "Warroom posts to Slack with the bot token")
+    return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+
+
+def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:
+    """Set-up steps placing each file under ``directory`` at the same relative path in
+    ``/workspace`` (``WARROOM_WORKSPACE_SEED``), in path order; none for None.
+
+    Symbolic links and other non-regular files are left out. The files are read once,
+    when the runtime opens, and replayed on every new sandbox (a replacement too).
+
+    Raises:
+        OSError: a file could not be read.
+    """
+    if directory is None:
+        return ()
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+    return tuple(
+        SetupStep.file(f"/workspace/{path.relative_to(directory).as_posix()}", path.read_bytes())
+        for path in files
+    )
+
+
+def make_worker_id() -> str:
+    """``<host>:<pid>:<random>``: who holds a lease, readable by an operator."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class ManagedSandboxes:
+    """The driver's ``SandboxKeeper`` over the process's ``SandboxManager``."""
+
+    def __init__(self, manager: SandboxManager, setup: tuple[SetupStep, ...] = ()) -> None:
+        self.manager = manager
+        self.setup = setup
+
+    async def provision(self) -> str:
+        """A new ready sandbox's handle (JSON). Raises harness ``WorkspaceUnavailable``."""
+        try:
+            result = await self.manager.ensure(None, self.setup)
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        return result.handle.to_json()
+
+    async def park(self, handle_json: str) -> None:
+        """Suspend the sandbox (its session waits for a human). Raises SandboxError."""
+        await self.manager.release(SandboxHandle.from_json(handle_json))
+
+
+class CrashHookOutbox:
+    """The poster's outbox, calling ``before_record(key)`` between a Slack post and the
+    record of its ``ts`` (where crash tests kill the worker: ``CrashPoint.DURING_POST``).
+
+    ``before_record`` may be set after construction (the driver is built later).
+    """
+
+    def __init__(self, inner: Outbox) -> None:
+        self._inner = inner
+        self.before_record: Callable[[str], None] | None = None
+
+    async def post_intent(
+        self,
+        session_id: str,
+        key: str,
+        *,
+        channel_id: str,
+        thread_ts: str,
+        kind: str,
+        payload_json: str,
+    ) -> OutboxItem:
+        """``Outbox.post_intent``."""
+        return await self._inner.post_intent(
+            session_id,
+            key,
+            channel_id=channel_id,
+            thread_ts=thread_ts,
+            kind=kind,
+            payload_json=payload_json,
+        )
+
+    async def post_done(self, key: str, ts: str) -> OutboxItem:
+        """The hook, then ``Outbox.post_done``."""
+        if self.before_record is not None:
+            self.before_record(key)
+        return await self._inner.post_done(key, ts)
+
+    async def get_post(self, key: str) -> OutboxItem | None:
+        """``Outbox.get_post``."""
+        return await self._inner.get_post(key)
+
+
+async def kill_in_flight(
+    provider: SandboxProvider, cancelled: Cancelled, *, appear_timeout_s: float = 3.0
+) -> str | None:
+    """Kill the sandbox process of a cancelled session's running tool call, if any.
+
+    The process is named after the ``tool_use`` id in ``Checkpoint.in_flight``
+    (docs/architecture.md §8). Returns that name when a kill was sent, else None (no
+    tool call was running, no sandbox, or the process had already ended).
+
+    Raises:
+        SandboxError: the sandbox did not answer.
+    """
+    cp = Checkpoint.from_json(cancelled.checkpoint)
+    handle_json = cp.sandbox or cancelled.sandbox
+    if cp.in_flight is None or handle_json is None:
+        return None
+    if not _is_bash(cp, cp.in_flight):
+        appear_timeout_s = 0.0  # only Bash is worth waiting for: the rest end in moments
+    client = provider.connect(SandboxHandle.from_json(handle_json))
+    try:
+        return await _kill_when_started(client, cp.in_flight, appear_timeout_s)
+    except SandboxGone:
+        return None
+    finally:
+        await client.aclose()
+
+
+def _is_bash(cp: Checkpoint, tool_use_id: str) -> bool:
+    last = cp.messages[-1].content if cp.messages else ()
+    return any(
+        isinstance(b, ToolUseBlock) and b.id == tool_use_id and b.name == "Bash" for b in last
+    )
+
+
+async def _kill_when_started(
+    client: SandboxClient, name: str, appear_timeout_s: float
+) -> str | None:
+    """Kill process ``name``; the intent is committed just before the process starts, so
+    a stop that lands in between waits up to ``appear_timeout_s`` for it to appear."""
+    poll_s = 0.05
+    for _ in range(max(1, int(appear_timeout_s / poll_s))):
+        try:
+            await client.kill(name)
+            return name
+        except ProcessNotFound:
+            await asyncio.sleep(poll_s)
+    return None
+
+
+async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
+    """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
+    and suspend the sandbox; the step's own commit is fenced off by the cancel.
+
+    Returns the killed process's name (the ``tool_use`` id), or None when none ran.
+    Sandbox failures are logged, not raised: the session is cancelled either way.
+    """
+    killed = None
+    try:
+        killed = await kill_in_flight(manager.provider, cancelled)
+    except SandboxError:
+        log.exception("session %s: could not kill its running command", cancelled.session_id)
+    handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
+    if handle_json is not None:
+        try:
+            await manager.release(SandboxHandle.from_json(handle_json))
+        except SandboxError:
+            log.exception("session %s: could not suspend its sandbox", cancelled.session_id)
+    return killed
+
+
+@dataclass
+class Runtime:
+    """Every long-lived collaborator of a worker process.
+
+    ``slack`` is the Slack poster for notices outside a step (a session failed); None
+    when the runtime was given its own ``reporter``.
+    """
+
+    settings: Settings
+    db: Database
+    files: FileStore
+    sessions: SessionStore
+    outbox: Outbox
+    manager: SandboxManager
+    model: Model
+    reporter: ThreadPoster
+    driver: StepDriver
+    slack: SlackPoster | None = None
+    closers: list[object] = field(default_factory=list)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        enqueue: Enqueue,
+        crash: Crasher = no_crash,
+        reporter: ThreadPoster | None = None,
+        model: Model | None = None,
+        setup: tuple[SetupStep, ...] = (),
+        migrate: bool = True,
+    ) -> Runtime:
+        """Build and connect everything. ``setup`` replaces the workspace set-up read
+        from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``).
+
+        Raises:
+            MissingSetting: a credential the configuration needs is absent.
+            DatabaseUnavailable: the database could not be reached.
+            OSError: a file of the workspace seed could not be read.
+        """
+        setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
+        db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+        if migrate:
+            await db.migrate()
+        files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
+        manager = SandboxManager(
+            CountingProvider(make_provider(settings)),
+            idle_suspend_s=settings.sandbox_idle_suspend_s,
+        )
+        the_model = model or make_model(settings)
+        slack, hook = None, None
+        if reporter is None:
+            posts: Outbox | CrashHookOutbox = outbox
+            if crash is not no_crash:
+                posts = hook = CrashHookOutbox(outbox)
+            slack = SlackPoster(make_slack_client(settings), posts)
+            reporter = ThreadReporter(slack)
+        driver = StepDriver(
+            sessions=sessions,
+            files=files,
+            model=the_model,
+            workspaces=SandboxWorkspaces(manager, setup),
+            poster=reporter,
+            enqueue=enqueue,
+            worker_id=make_worker_id(),
+            limits=Limits(max_steps=settings.max_steps, max_tokens=settings.max_tokens),
+            lease_s=settings.lease_s,
+            wait_s=settings.wait_s,
+            crash=crash,
+            sandboxes=ManagedSandboxes(manager, setup),
+        )
+        if hook is not None:
+            hook.before_record = driver.before_post_recorded
+        return cls(
+            settings, db, files, sessions, outbox, manager, the_model, reporter, driver, slack
+        )
+
+    async def cancel_running(self, cancelled: Cancelled) -> None:
+        """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
+        await cancel_running(self.manager, cancelled)
+
+    async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
+        """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
+        thread), suspend idle sandboxes.
+
+        ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
+        is enqueued again.
+
+        Returns how many sessions were re-enqueued.
+        """
+        result = await self.sessions.sweep(
+            max_crashes=self.settings.max_crashes,
+            stale_after_s=stale_after_s or self.settings.stale_after_s,
+        )
+        for wakeup in result.requeue:
+            await self.driver.enqueue(wakeup.session_id, wakeup.token)
+        for session_id in result.failed:
+            log.error(
+                "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
+            )
+            await self._tell_failed(session_id)
+        await self.manager.suspend_idle()
+        return len(result.requeue)
+
+    async def _tell_failed(self, session_id: str) -> None:
+        """Say in the thread, once, that the session was given up (best effort)."""
+        session = await self.sessions.get(session_id)
+        if session is None or self.slack is None:
+            return
+        thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
+        message = render_session_failed(crashes=self.settings.max_crashes)
+        try:
+            await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
+        except Exception:
+            log.exception("session %s: could not post the failure notice", session_id)
+        handle_json = Checkpoint.from_json(session.checkpoint).sandbox
+        if handle_json is not None:
+            with contextlib.suppress(SandboxError):
+                await self.manager.release(SandboxHandle.from_json(handle_json))
+
+    async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
+        """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
+
+        ``queue_was_empty``: the broker lost every message (an in-memory broker that
+        just started), so the first sweep enqueues every runnable session nobody holds,
+        however recently it was enqueued.
+        """
+        stale_after_s = FRESH_QUEUE_STALE_AFTER_S if queue_was_empty else None
+        while True:
+            try:
+                await self.sweep_once(stale_after_s=stale_after_s)
+            except Exception:
+                log.exception("recovery sweep failed")
+            else:
+                stale_after_s = None
+            await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def close(self) -> None:
+        """Release sandboxes' clients, HTTP clients and the database pool."""
+        with contextlib.suppress(Exception):
+            await self.manager.aclose()
+        aclose = getattr(self.model, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+        await self.db.dispose()

@@ -1,0 +1,14 @@
+"""The module the ``dramatiq`` CLI loads: ``dramatiq bot.durable.worker_main``.
+
+Dramatiq's CLI imports a module to find the broker and actors, so this is the one
+module that configures at import time (docs/architecture.md accepts it for the broker).
+"""
+
+from __future__ import annotations
+
+from bot.durable.actors import setup
+from bot.logs import setup_logging
+from bot.settings import Settings
+
+setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
+broker, actors, holder = setup(Settings())

@@ -1,0 +1,141 @@
+"""An inbound Slack message event (``app_mention`` or ``message``), parsed into one typed value.
+
+Shapes are Slack's Events API callbacks (docs.slack.dev, "message" and "app_mention"
+events; the ``message_changed`` and ``message_deleted`` subtypes). The org is
+``authorizations[0].enterprise_id or team_id``: in an Enterprise Grid shared channel
+the event's own ``team`` is the sender's workspace, not the installation's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bot.slack.text import clean_text, mentions
+
+# Subtypes that are a person posting (docs.slack.dev, "message" event subtypes).
+_POSTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+
+
+class MessageKind(StrEnum):
+    """What happened to the message."""
+
+    POSTED = "posted"
+    EDITED = "edited"  # a ``message_changed`` whose text changed
+    DELETED = "deleted"
+    OTHER = "other"  # joins, topic changes, unfurls, reply-count updates, …
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """One message event, as the intake needs it.
+
+    Attributes:
+        event_id: Slack's ``event_id`` (retries of one delivery share it).
+        org_id: ``enterprise_id or team_id`` of the installation.
+        channel_id: the channel.
+        ts: the message's ``ts`` (for an edit or deletion: the changed message's).
+        thread_ts: the thread root's ``ts``; None for a message outside any thread.
+        event_ts: the event's own ``ts`` (equals ``ts`` for a new message; the two
+            events Slack sends for one @mention share it).
+        user_id: the author (``""`` when Slack gives none).
+        text: the text without the bot's mention, markup made plain.
+        mentions_bot: the raw text mentions the bot.
+        from_bot: written by a bot or app (ours or another), never a person.
+        kind: posted, edited, deleted or other.
+    """
+
+    event_id: str
+    org_id: str
+    channel_id: str
+    ts: str
+    thread_ts: str | None
+    event_ts: str
+    user_id: str
+    text: str
+    mentions_bot: bool
+    from_bot: bool
+    kind: MessageKind
+
+    @property
+    def thread_root(self) -> str:
+        """The ``ts`` naming the message's thread (its own ``ts`` when it starts one)."""
+        return self.thread_ts or self.ts
+
+    @property
+    def in_thread(self) -> bool:
+        """True for a reply inside a thread (not the thread's root message)."""
+        return self.thread_ts is not None and self.thread_ts != self.ts
+
+    @property
+    def sighting_key(self) -> str:
+        """``"<org>:<channel>:<event ts>"``: one key for both events of one @mention
+        (org-scoped, so tenants never shadow each other's messages)."""
+        return f"{self.org_id}:{self.channel_id}:{self.event_ts}"
+
+
+def org_id_of(body: Mapping[str, Any]) -> str:
+    """The org of a callback: ``authorizations[0].enterprise_id or team_id``.
+
+    Falls back to the body's own ``enterprise_id or team_id`` when Slack sent no
+    ``authorizations``.
+
+    >>> org_id_of({"team_id": "T1", "authorizations": [{"enterprise_id": "E1", "team_id": "T1"}]})
+    'E1'
+    >>> org_id_of({"team_id": "T1", "authorizations": [{"enterprise_id": None, "team_id": "T1"}]})
+    'T1'
+    """
+    first = (body.get("authorizations") or [{}])[0]
+    org = first.get("enterprise_id") or first.get("team_id")
+    return str(org or body.get("enterprise_id") or body.get("team_id") or "")
+
+
+def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> InboundMessage:
+    """Parse an ``event_callback`` body carrying an ``app_mention`` or ``message`` event.
+
+    Raises:
+        KeyError: the body has no ``event`` or the event no ``channel``/``ts``.
+    """
+    event = body["event"]
+    subtype = event.get("subtype")
+    message, kind = _content(event, subtype)
+    raw = str(message.get("text") or "")
+    user = str(message.get("user") or "")
+    return InboundMessage(
+        event_id=str(body.get("event_id") or ""),
+        org_id=org_id_of(body),
+        channel_id=str(event["channel"]),
+        ts=str(message.get("ts") or event["ts"]),
+        thread_ts=message.get("thread_ts"),
+        event_ts=str(event["ts"]),
+        user_id=user,
+        text=clean_text(raw, bot_user_id=bot_user_id),
+        mentions_bot=mentions(raw, bot_user_id),
+        from_bot=_from_bot(message, user, bot_user_id),
+        kind=kind,
+    )
+
+
+def _content(
+    event: Mapping[str, Any], subtype: str | None
+) -> tuple[Mapping[str, Any], MessageKind]:
+    if subtype == "message_changed":
+        new, old = event.get("message") or {}, event.get("previous_message") or {}
+        edited = new.get("text") != old.get("text")
+        return new, MessageKind.EDITED if edited else MessageKind.OTHER
+    if subtype == "message_deleted":
+        return event.get("previous_message") or event, MessageKind.DELETED
+    if subtype == "bot_message" or subtype in _POSTED_SUBTYPES:
+        return event, MessageKind.POSTED
+    return event, MessageKind.OTHER
+
+
+def _from_bot(message: Mapping[str, Any], user: str, bot_user_id: str) -> bool:
+    return (
+        bool(message.get("bot_id"))
+        or message.get("subtype") == "bot_message"
+        or user == bot_user_id
+        or not user
+    )

@@ -1,0 +1,315 @@
+"""The intake: what a Slack message or a Stop press does to its thread's session.
+
+``receive`` runs before the listener's ack and does the database part: look up the
+thread's session, decide (``routing.route``), drop a duplicate (Slack's ``event_id``
+retries, and the ``app_mention``/``message`` twins of one @mention by
+``"<org>:<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
+message ``ts``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
+part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
+messages, reply with usage, kill the stopped step's process and say so.
+
+A wake-up lost between record and enqueue (a crash) is not lost work: the session is
+recorded runnable and the store's sweeper re-enqueues it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import SlackCallFailed, slack_call
+from bot.slack.inbound import InboundMessage, MessageKind
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.render import notice, render_stopped
+from bot.slack.routing import Ignore, Start, Steer, Stop, Usage, route
+from bot.slack.thread_context import earlier_messages
+from harness import Checkpoint, Requester
+from memory_store import Cancelled, DatabaseUnavailable, InboundDedupe, SessionKey, SessionStore
+
+logger = logging.getLogger(__name__)
+
+Enqueue = Callable[[str, str], Awaitable[None]]
+CancelRunning = Callable[[Cancelled], Awaitable[None]]
+
+DEDUPE_TTL_S = 3600.0  # Slack retries for ~5 min; keep ≥ 10 min (docs/architecture.md §9)
+RETRY_DELAYS_S = (0.2, 1.0, 3.0)  # a store call that found the database busy or away
+
+T = TypeVar("T")
+
+
+def usage_text(bot_user_id: str) -> str:
+    """The reply to a bare mention (mrkdwn)."""
+    me = f"<@{bot_user_id}>"
+    return (
+        f"Mention me with what to look at, for example: {me} checkout-api returns 500s "
+        "since 14:02, check the pods and the last deploy.\n"
+        "I answer in the thread. Reply there to steer me, or write `stop` to stop me. "
+        "Playbooks: `/agent skills list`."
+    )
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Enqueue ``advance(session_id, token)``."""
+
+    session_id: str
+    token: str
+
+
+@dataclass(frozen=True)
+class WakeWithContext:
+    """Give the new session its thread's messages older than ``before_ts``, then wake it."""
+
+    session_id: str
+    token: str
+    channel_id: str
+    thread_ts: str
+    before_ts: str
+
+
+@dataclass(frozen=True)
+class ReplyUsage:
+    """Answer a bare mention with the usage, in its thread."""
+
+    channel_id: str
+    thread_ts: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """``stop`` was asked: kill the cancelled step (``cancelled`` None: nothing ran) and say so.
+
+    ``request_ts`` (the message or button press) keys the reply, so it is posted once.
+    """
+
+    cancelled: Cancelled | None
+    thread: Thread
+    user_id: str
+    request_ts: str
+
+
+FollowUp = Wake | WakeWithContext | ReplyUsage | Stopped
+
+
+@dataclass(frozen=True)
+class Intake:
+    """The plain core behind the Slack listeners (see the module docstring).
+
+    Attributes:
+        strict_channels: channel ids where only @mentions steer a session.
+        dedupe_ttl_s: how long a seen ``event_id`` or message ``ts`` is remembered.
+    """
+
+    sessions: SessionStore
+    dedupe: InboundDedupe
+    client: AsyncWebClient
+    poster: SlackPoster
+    bot_user_id: str
+    enqueue: Enqueue
+    cancel_running: CancelRunning
+    strict_channels: frozenset[str] = frozenset()
+    dedupe_ttl_s: float = DEDUPE_TTL_S
+
+    async def receive(self, message: InboundMessage) -> FollowUp | None:
+        """Decide, dedupe and record; returns the Slack and queue work to do next.
+
+        Store calls are retried while the database is unavailable (``RETRY_DELAYS_S``).
+
+        Raises:
+            DatabaseUnavailable: still unreachable after the retries (the input is lost).
+        """
+        if not _worth_a_look(message):
+            return None
+        key = SessionKey(message.org_id, message.channel_id, message.thread_root)
+        session = (
+            await _retrying(lambda: self.sessions.find(key)) if _needs_session(message) else None
+        )
+        decision = route(message, session, strict=message.channel_id in self.strict_channels)
+        if isinstance(decision, Ignore) or not await self._first_sighting(message):
+            return None
+        return await self._act(message, key, decision)
+
+    async def press_stop(
+        self, session_id: str, *, org_id: str, user_id: str, action_ts: str
+    ) -> Stopped | None:
+        """The Stop button (``warroom_stop``, value = session id) was pressed: cancel.
+
+        A session of another org, or none, is ignored (None).
+
+        Raises:
+            DatabaseUnavailable: the store could not be reached.
+        """
+        session = await _retrying(lambda: self.sessions.get(session_id))
+        if session is None or session.key.org_id != org_id:
+            return None
+        return await self._stop(session_id, session.key, user_id, action_ts)
+
+    async def follow_up(self, work: FollowUp) -> None:
+        """Do ``work``: enqueue, reply, kill. Slack failures are logged, not raised."""
+        if isinstance(work, Wake):
+            await self.enqueue(work.session_id, work.token)
+        elif isinstance(work, WakeWithContext):
+            await self._add_context(work)
+            await self.enqueue(work.session_id, work.token)
+        elif isinstance(work, ReplyUsage):
+            await self._reply_usage(work)
+        else:
+            await self._finish_stop(work)
+
+    # ----- the database part ---------------------------------------------------------
+
+    async def _act(
+        self, message: InboundMessage, key: SessionKey, decision: Usage | Start | Steer | Stop
+    ) -> FollowUp | None:
+        if isinstance(decision, Usage):
+            return ReplyUsage(message.channel_id, message.thread_root)
+        if isinstance(decision, Stop):
+            return await self._stop(decision.session_id, key, message.user_id, message.ts)
+        if isinstance(decision, Steer):
+            steer = decision
+            token = await _retrying(
+                lambda: self.sessions.add_input(
+                    steer.session_id,
+                    user_id=message.user_id,
+                    text=steer.text,
+                    source_ts=_source_ts(message),
+                )
+            )
+            return Wake(steer.session_id, token) if token else None
+        return await self._start(message, key, decision)
+
+    async def _first_sighting(self, message: InboundMessage) -> bool:
+        keys = [f"ts:{message.sighting_key}"]
+        if message.event_id:
+            keys.insert(0, f"event:{message.org_id}:{message.event_id}")
+        for key in keys:
+            if not await _retrying(functools.partial(self._sight, key)):
+                return False
+        return True
+
+    async def _sight(self, key: str) -> bool:
+        return await self.dedupe.first_sighting(key, ttl_s=self.dedupe_ttl_s)
+
+    async def _start(
+        self, message: InboundMessage, key: SessionKey, start: Start
+    ) -> FollowUp | None:
+        session_id = uuid.uuid4().hex
+        checkpoint = Checkpoint(
+            session_id, message.org_id, message.channel_id, Requester(message.user_id)
+        )
+        opened = await _retrying(
+            lambda: self.sessions.open_or_join(
+                key,
+                requester_id=message.user_id,
+                initial_checkpoint=checkpoint.to_json(),
+                text=message.text,
+                source_ts=message.ts,
+                session_id=session_id,
+            )
+        )
+        if opened.token is None:
+            return None
+        if opened.created and start.with_context:
+            return WakeWithContext(
+                opened.session_id, opened.token, message.channel_id, key.thread_ts, message.ts
+            )
+        return Wake(opened.session_id, opened.token)
+
+    async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
+        cancelled = await _retrying(lambda: self.sessions.cancel(session_id, actor=user_id))
+        return Stopped(cancelled, Thread(session_id, key.channel_id, key.thread_ts), user_id, ts)
+
+    # ----- the Slack and queue part --------------------------------------------------
+
+    async def _add_context(self, work: WakeWithContext) -> None:
+        given = frozenset(item.source_ts for item in await self.sessions.inbox(work.session_id))
+        try:
+            context = await earlier_messages(
+                self.client,
+                channel_id=work.channel_id,
+                thread_ts=work.thread_ts,
+                before_ts=work.before_ts,
+                bot_user_id=self.bot_user_id,
+                skip_ts=given,
+            )
+        except SlackCallFailed as exc:
+            logger.warning(
+                "session %s starts without its thread's history: %s", work.session_id, exc
+            )
+            return
+        if context is not None:
+            await self.sessions.add_input(
+                work.session_id,
+                user_id=self.bot_user_id,
+                text=context,
+                source_ts=f"{work.before_ts}/context",
+            )
+
+    async def _reply_usage(self, work: ReplyUsage) -> None:
+        try:
+            await slack_call(
+                "chat.postMessage",
+                self.client.chat_postMessage(
+                    channel=work.channel_id,
+                    thread_ts=work.thread_ts,
+                    text=usage_text(self.bot_user_id),
+                ),
+            )
+        except SlackCallFailed as exc:
+            logger.warning("usage reply in %s failed: %s", work.channel_id, exc)
+
+    async def _finish_stop(self, work: Stopped) -> None:
+        if work.cancelled is not None:
+            await self.cancel_running(work.cancelled)
+            message = render_stopped(user_id=work.user_id)
+        else:
+            message = notice("Nothing is running in this thread.")
+        key = f"{work.thread.session_id}:stop:{work.request_ts}"
+        try:
+            await self.poster.post(work.thread, key, message, kind="notice")
+        except SlackCallFailed as exc:
+            logger.warning("stop reply for %s failed: %s", work.thread.session_id, exc)
+
+
+async def _retrying(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, again after each of ``RETRY_DELAYS_S`` while the database is unavailable.
+
+    Each call is one store statement or transaction, so a failed one wrote nothing (a
+    busy SQLite writer, a PostgreSQL failover) and trying again is safe.
+
+    Raises:
+        DatabaseUnavailable: still unavailable after the last retry.
+    """
+    for delay_s in RETRY_DELAYS_S:
+        try:
+            return await call()
+        except DatabaseUnavailable as exc:
+            logger.warning("database unavailable (%s); retrying in %.1f s", exc, delay_s)
+            await asyncio.sleep(delay_s)
+    return await call()
+
+
+def _worth_a_look(message: InboundMessage) -> bool:
+    """Cheap filters that need no database: bots, deletions, top-level chatter."""
+    if message.from_bot or message.kind in (MessageKind.DELETED, MessageKind.OTHER):
+        return False
+    return message.mentions_bot or message.in_thread or message.kind is MessageKind.EDITED
+
+
+def _needs_session(message: InboundMessage) -> bool:
+    """A new top-level mention cannot have a session yet (``open_or_join`` joins if it does)."""
+    return message.in_thread or message.kind is MessageKind.EDITED or not message.mentions_bot
+
+
+def _source_ts(message: InboundMessage) -> str:
+    """The inbox key: the message ``ts``; an edit is keyed by the edit too (≤ 64 chars)."""
+    if message.kind is MessageKind.EDITED:
+        return f"{message.ts}/{message.event_ts}"
+    return message.ts

@@ -1,0 +1,145 @@
+"""Running the Slack app: Socket Mode (the default, no public URL) or HTTP mode, same handlers.
+
+- Socket Mode: slack-bolt's ``AsyncSocketModeHandler`` (aiohttp) opens a WebSocket URL
+  with ``apps.connections.open`` (an app-level ``xapp-`` token with
+  ``connections:write``), acks each envelope by its ``envelope_id`` and reconnects
+  on ``disconnect``.
+- HTTP mode: an aiohttp server with ``POST <path>`` (default ``/slack/events``, the
+  Request URL for events, commands and interactivity) handing each request to
+  ``AsyncApp.async_dispatch``, and ``GET /healthz``.
+
+``serve`` is what the CLI calls: start, run until ``stop`` is set, then close and let
+started follow-ups finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.background import Background
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PATH = "/slack/events"
+
+
+@dataclass(frozen=True)
+class SocketMode:
+    """Connect out to Slack over a WebSocket.
+
+    ``app_token`` is the ``xapp-`` token; ``web_client`` answers
+    ``apps.connections.open`` (default: the app's own client, whose ``base_url`` is
+    used).
+    """
+
+    app_token: str
+    web_client: AsyncWebClient | None = None
+
+
+@dataclass(frozen=True)
+class HttpMode:
+    """Listen for Slack's HTTP requests on ``host:port`` (0: any free port) at ``path``."""
+
+    host: str = "0.0.0.0"
+    port: int = 3000
+    path: str = DEFAULT_PATH
+
+
+class RunningSlack:
+    """A started Slack connection or server; ``close()`` stops it.
+
+    ``port`` is the HTTP port listened on (None in Socket Mode).
+    """
+
+    def __init__(
+        self,
+        *,
+        runner: web.AppRunner | None = None,
+        handler: AsyncSocketModeHandler | None = None,
+        port: int | None = None,
+    ) -> None:
+        self._runner = runner
+        self._handler = handler
+        self.port = port
+
+    async def close(self) -> None:
+        """Stop accepting work: close the WebSocket or the HTTP listener."""
+        if self._handler is not None:
+            await self._handler.close_async()  # type: ignore[no-untyped-call]  # bolt is untyped here
+            self._handler = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+async def start(app: AsyncApp, mode: SocketMode | HttpMode) -> RunningSlack:
+    """Connect (Socket Mode) or listen (HTTP mode); returns once ready.
+
+    Raises:
+        OSError: the HTTP port could not be bound.
+    """
+    if isinstance(mode, SocketMode):
+        return await _start_socket_mode(app, mode)
+    return await _start_http(app, mode)
+
+
+async def serve(
+    app: AsyncApp, mode: SocketMode | HttpMode, *, stop: asyncio.Event, background: Background
+) -> None:
+    """Run the app until ``stop`` is set, then close and wait for follow-ups (≤ 10 s)."""
+    running = await start(app, mode)
+    logger.info("slack edge running (%s)", type(mode).__name__)
+    try:
+        await stop.wait()
+    finally:
+        await running.close()
+        with contextlib.suppress(TimeoutError):
+            await background.drain(timeout_s=10.0)
+        await background.cancel()
+
+
+def http_app(app: AsyncApp, *, path: str = DEFAULT_PATH) -> web.Application:
+    """The aiohttp application serving ``app`` at ``POST path`` and ``GET /healthz``."""
+
+    async def events(request: web.Request) -> web.Response:
+        response = await app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    web_app = web.Application()
+    web_app.router.add_post(path, events)
+    web_app.router.add_get("/healthz", healthz)
+    return web_app
+
+
+async def _start_http(app: AsyncApp, mode: HttpMode) -> RunningSlack:
+    runner = web.AppRunner(http_app(app, path=mode.path), access_log=None)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((mode.host, mode.port))
+        await web.SockSite(runner, sock).start()
+    except OSError:
+        sock.close()
+        await runner.cleanup()
+        raise
+    return RunningSlack(runner=runner, port=int(sock.getsockname()[1]))
+
+
+async def _start_socket_mode(app: AsyncApp, mode: SocketMode) -> RunningSlack:
+    handler = AsyncSocketModeHandler(app, mode.app_token, web_client=mode.web_client)
+    await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt is untyped here
+    return RunningSlack(handler=handler)

@@ -1,0 +1,69 @@
+"""The thread's view of a session: one status message per turn, and the answer.
+
+Implements the step driver's ``ThreadPoster`` over ``SlackPoster``: the status
+message of a turn is posted once (outbox key ``<session>:status:<turn>``) and then
+updated with ``chat.update`` (throttled, latest state wins); the answer goes through
+the outbox too, so neither is ever posted twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.render import Progress, Todo, TodoState, render_status
+from harness import Answered, Checkpoint, Event, ModelResponded, Notice, ToolIntent
+
+
+def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
+    for event in reversed(events):
+        if isinstance(event, ToolIntent):
+            return f"Running `{event.summary}`" if event.name == "Bash" else event.summary
+        if isinstance(event, ModelResponded):
+            return "Thinking…" if event.tool_calls else "Writing the answer…"
+        if isinstance(event, Notice) and event.topic == "sandbox_replaced":
+            return "The sandbox was replaced; continuing in a new one"
+    return fallback
+
+
+def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
+    return tuple(Todo(t.content, TodoState(t.status.value), t.active_form) for t in cp.todos)
+
+
+class ThreadReporter:
+    """Status message and answer of each session's thread (see the module docstring)."""
+
+    def __init__(self, poster: SlackPoster) -> None:
+        self._poster = poster
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        """Post the answer once per ``key``; returns the first message's ts."""
+        thread = Thread(session_id, channel_id, thread_ts)
+        posted = await self._poster.post_answer(thread, key, markdown)
+        await self._poster.set_thinking(thread, "")
+        return posted.message_ts[0] if posted.message_ts else ""
+
+    async def show_progress(
+        self,
+        *,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        """Post or update the turn's status message from a committed step's events."""
+        thread = Thread(session_id, channel_id, thread_ts)
+        finished = any(isinstance(e, Answered) for e in events)
+        step = _step_line(events, None if finished else "Working…")
+        key = f"{session_id}:status:{checkpoint.turns}"
+        progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished)
+        ts = await self._poster.post(thread, key, render_status(progress), kind="status")
+        elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
+        progress = Progress(session_id, step, _todos(checkpoint), elapsed_s, finished)
+        await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
+        if not finished:
+            await self._poster.set_thinking(thread)

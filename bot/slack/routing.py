@@ -1,0 +1,108 @@
+"""What one inbound message means for its thread: a decision, as a value (docs/architecture.md §9).
+
+``route`` is pure: given the message, the thread's session (if any) and whether its
+channel is in strict-mention mode, it says start, steer, stop, answer with usage, or
+ignore. The rules:
+
+- bots (ours or others), deletions, joins, unfurls and the like are ignored;
+- an @mention with nothing else (or ``stop`` where nothing runs) gets the usage;
+  ``stop`` (alone, or after the mention) in a session thread stops it;
+- an @mention starts a session on its thread when there is none — a mention inside an
+  existing thread also takes the thread's earlier messages as context;
+- in a session thread, a mention or (unless the channel is strict) any human reply or
+  edit steers it; outside a session thread only mentions count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.slack.inbound import InboundMessage, MessageKind
+from bot.slack.text import is_stop
+from memory_store import Session
+
+EDITED_PREFIX = "(edited) "
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Do nothing (``reason`` is for logs and tests)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Answer in the thread with how to use the bot."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """Open a session on the message's thread; ``with_context``: the thread already
+    had messages before the mention, give them to the session."""
+
+    with_context: bool
+
+
+@dataclass(frozen=True)
+class Steer:
+    """Give ``text`` to the thread's session (the model sees it at its next step)."""
+
+    session_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Cancel the thread's session."""
+
+    session_id: str
+
+
+Route = Ignore | Usage | Start | Steer | Stop
+
+
+def route(message: InboundMessage, session: Session | None, *, strict: bool) -> Route:
+    """Decide what ``message`` does to its thread, whose session is ``session`` (or None).
+
+    >>> from bot.slack.inbound import InboundMessage, MessageKind
+    >>> m = InboundMessage("Ev1", "T1", "C1", "1.0", None, "1.0", "U1", "pods are down",
+    ...                    True, False, MessageKind.POSTED)
+    >>> route(m, None, strict=False)
+    Start(with_context=False)
+    """
+    if message.from_bot:
+        return Ignore("bot")
+    if message.kind in (MessageKind.DELETED, MessageKind.OTHER):
+        return Ignore(message.kind.value)
+    if message.kind is MessageKind.EDITED:
+        return _edit(message, session, strict=strict)
+    if message.mentions_bot:
+        return _mention(message, session)
+    if session is None:
+        return Ignore("no session")
+    if is_stop(message.text):
+        return Stop(session.id)
+    if strict:
+        return Ignore("strict channel")
+    return Steer(session.id, message.text) if message.text else Ignore("empty")
+
+
+def _mention(message: InboundMessage, session: Session | None) -> Route:
+    if not message.text:
+        return Usage()
+    if is_stop(message.text):
+        return Usage() if session is None else Stop(session.id)
+    if session is None:
+        return Start(with_context=message.in_thread)
+    return Steer(session.id, message.text)
+
+
+def _edit(message: InboundMessage, session: Session | None, *, strict: bool) -> Route:
+    if session is None:
+        return Ignore("edit outside a session")
+    if strict and not message.mentions_bot:
+        return Ignore("strict channel")
+    if not message.text:
+        return Ignore("empty")
+    return Steer(session.id, EDITED_PREFIX + message.text)

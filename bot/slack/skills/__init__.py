@@ -1,0 +1,1 @@
+"""``/agent skills``: the command, its editor modal, and who may edit."""

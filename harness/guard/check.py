@@ -1,0 +1,163 @@
+"""The bash guard: refuse Bash commands that reach the virtual namespaces.
+
+``/memory``, ``/skills`` and ``/incident`` live in Warroom's database and are served by
+the Read/Write/Edit/Glob/Grep tools; they are not on the sandbox filesystem (each
+sandbox holds only read-only stub directories there). Every Bash command the model
+sends is parsed with tree-sitter-bash and walked as bash would run it (``bash_analysis``)
+from working directory ``/workspace`` with ``HOME=/root``. A command that would read,
+write, list, execute or ``cd`` into one of the three namespaces is refused with a
+message naming the tool to use instead. docs/architecture.md §7 has the rationale.
+
+What counts as a touch, and what does not:
+
+- a path whose first component resolves to ``memory``, ``skills`` or ``incident``
+  (whole component, case-sensitive) after quote removal, escapes, ``$'…'``, variables
+  assigned earlier in the command (and ``read``, ``for``, ``set --``, functions),
+  tilde, brace expansion, ``IFS`` splitting, ``cd``/``pushd``/``CDPATH`` tracking
+  (subshells scoped), ``..``, ``//`` and ``/proc/self/root``; glob patterns that can
+  match those names (``/mem?ry``, ``/[ms]kills``, ``/*/notes.md``), except a bare sweep
+  of everything (``du -sh /*``, ``find /``); a ``PATH`` entry searched for a program;
+- through nested code: ``bash -c``, ``eval``, ``| sh``, ``bash <<EOF``, a script this
+  same command wrote, wrappers (``sudo``, ``env``, ``timeout``, ``xargs``,
+  ``find -exec``, ``watch`` …), literal paths and shell strings in interpreter code
+  (``python -c``, ``perl -e``, heredocs fed to ``python3 -``), sed ``w``/``r``/``e``,
+  awk file names, psql ``\\i``; output the guard can compute (``echo``, ``printf``,
+  ``base64 -d`` of a literal, ``rev``, ``tr``, ``dirname``) is followed into
+  ``$(…)``, ``| xargs`` and ``| sh``;
+- *not* a touch: mentions. Arguments a program treats as text or patterns (``echo``,
+  ``grep``/``sed``/``awk``/``jq`` patterns, ``git commit -m``, ``curl -d`` bodies,
+  heredoc text written to a workspace file), names on other systems (URLs, ``ssh host
+  cmd``, ``kubectl exec … --``, container paths, AWS parameter names), and lookalikes
+  (``/proc/meminfo``, ``/sys/fs/cgroup/memory``, ``./memory``, ``~/skills``,
+  ``/memory-dumps``).
+
+Policy for undecidable commands (the text alone cannot tell what they will touch):
+
+- **refused**: running downloaded or decoded text as code: ``curl … | sh``,
+  ``eval "$(curl …)"``, ``bash <(wget -O- …)``, ``base64 -d | bash``, a file this same
+  command downloaded. The guard cannot see that code, and fetch-then-run is exactly how
+  an injected instruction would hide a path. The refusal says to download to a file,
+  read it, and run it in a later command.
+- **allowed**: everything else it cannot see into: a local script (``bash ./x.sh``,
+  ``make``), an environment variable it does not know (``cat "$LOG_FILE"``), a command
+  substitution whose output it cannot compute. The sandbox's read-only stub directories
+  make such a command fail loudly instead of reading stale data (defence in depth).
+- **parse errors** fail closed only when the unparsed region mentions a namespace name
+  or could build a path (a ``/`` followed by glob, brace, ``$`` or ``\\``); otherwise
+  the parsed rest is checked as usual. A refusal costs little: the model is told to use
+  Read/Write and to fix the quoting.
+- **bounds**: commands longer than ``MAX_COMMAND_CHARS`` are refused (``too-long``);
+  nesting deeper than ``bash_walker.MAX_DEPTH`` is refused (``too-deep``); an
+  expansion or a walk too large to follow (``bash_words.MAX_FIELDS``,
+  ``bash_walker.MAX_STEPS``) is refused when the command's text names a namespace and
+  allowed otherwise (``too-complex``). A crash inside the analysis is treated the same
+  way (refused as ``parse-error`` when the text names a namespace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.guard.analysis import analyse
+from harness.guard.invocation import Access, Finding
+from harness.guard.paths import VIRTUAL_ROOTS
+
+MAX_COMMAND_CHARS = 65_536
+"""Longest command the guard analyses (characters); longer ones are refused."""
+
+_DEFAULT_TOOLS = "Read, Write, Edit, Glob and Grep"
+_TOOL_FOR: dict[Access, tuple[str, str]] = {
+    Access.READ: ("read", "Use the Read tool to read it"),
+    Access.WRITE: ("write", "Use the Write tool to create or replace it, or Edit to change part"),
+    Access.EDIT: ("edit", "Use the Edit tool to change it"),
+    Access.LIST: ("list", "Use the Glob tool to list files there"),
+    Access.SEARCH: ("search", "Use the Grep tool to search it"),
+    Access.EXECUTE: ("run", "Use the Read tool to read it, then run its commands yourself"),
+    Access.CHDIR: ("cd into", "Use the Glob tool to list it and the Read tool to open files"),
+}
+_VIRTUAL_NOTE = (
+    "/memory, /skills and /incident are virtual: they live in Warroom's database, "
+    "not on the sandbox filesystem, so shell commands cannot reach them"
+)
+
+
+@dataclass(frozen=True)
+class Allow:
+    """The command may run in the sandbox."""
+
+
+@dataclass(frozen=True)
+class Deny:
+    """The command must not run.
+
+    Attributes:
+        reason: text for the model: what the command would reach, that these paths are
+            not on the sandbox filesystem, and which tool (Read/Write/Edit/Glob/Grep) to
+            use instead.
+        path: the virtual path found (``/memory/notes.md``), when known.
+        technique: short tag of how the path was reached or why the command was refused:
+            ``abs``, ``redirect``, ``cd``, ``dotdot``, ``glob``, ``brace``, ``var``,
+            ``quote``, ``tilde``, ``nested``, ``interp``, ``download-exec``,
+            ``decode-exec``, ``parse-error``, ``too-long``, ``too-deep``, ``too-complex``.
+    """
+
+    reason: str
+    path: str | None
+    technique: str
+
+
+GuardDecision = Allow | Deny
+"""What ``check_bash`` decides."""
+
+
+def check_bash(command: str, *, cwd: str = "/workspace", home: str = "/root") -> Allow | Deny:
+    """Decide whether Bash ``command`` may run in the sandbox.
+
+    Args:
+        command: the exact text of the Bash tool's ``command`` (newlines included).
+        cwd: the working directory the command starts in (absolute).
+        home: the value of ``HOME`` in the sandbox.
+
+    Returns:
+        ``Allow()``, or ``Deny`` with a reason for the model. Never raises.
+    """
+    if len(command) > MAX_COMMAND_CHARS:
+        return _deny(Finding("too-long", detail=f"{len(command):,} characters"))
+    try:
+        finding = analyse(command, cwd=cwd, home=home)
+    except Exception:  # a bug in the analysis must not crash the harness (see policy)
+        if any(root in command for root in VIRTUAL_ROOTS):
+            return _deny(Finding("parse-error", detail="the guard could not analyse it"))
+        return Allow()
+    return Allow() if finding is None else _deny(finding)
+
+
+def _deny(finding: Finding) -> Deny:
+    return Deny(_reason(finding), finding.path, finding.technique)
+
+
+def _reason(finding: Finding) -> str:
+    if finding.path is not None:
+        verb, advice = _TOOL_FOR.get(finding.access or Access.READ, _TOOL_FOR[Access.READ])
+        return (
+            f"Refused: this command would {verb} {finding.path}. {_VIRTUAL_NOTE}. "
+            f"{advice}; {_DEFAULT_TOOLS} all work on these paths."
+        )
+    technique = finding.technique
+    if technique in ("download-exec", "decode-exec"):
+        return (
+            f"Refused: this command {finding.detail or 'runs fetched text as code'}, which the "
+            "guard cannot check. Save it to a file in /workspace, read it, then run it in a "
+            f"separate command. To use /memory, /skills or /incident, use {_DEFAULT_TOOLS}: "
+            f"{_VIRTUAL_NOTE}."
+        )
+    if technique == "too-long":
+        return (
+            f"Refused: this command is {finding.detail} long; the limit is "
+            f"{MAX_COMMAND_CHARS:,}. Split it, or write long files with the Write tool."
+        )
+    return (
+        f"Refused: the guard could not analyse this command safely ({technique}: "
+        f"{finding.detail}). Simplify it (fix quoting, avoid deep nesting). {_VIRTUAL_NOTE}; "
+        f"use {_DEFAULT_TOOLS} for them."
+    )

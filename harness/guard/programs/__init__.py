@@ -1,0 +1,1 @@
+"""What each program does with its arguments: which operands are files it opens, code it runs."""

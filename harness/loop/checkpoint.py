@@ -1,0 +1,233 @@
+"""A session's checkpoint: everything the next step needs, as one JSON-able value.
+
+The durable layer stores it (as JSON) with every committed step; the harness keeps
+no state anywhere else. ``to_json``/``from_json`` round-trip exactly.
+
+>>> cp = Checkpoint("s1", "T1", "C1", Requester("U1"))
+>>> Checkpoint.from_json(cp.to_json()) == cp
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from harness.errors import InvalidMessage
+from harness.model.messages import (
+    Message,
+    ToolResultBlock,
+    Usage,
+    block_from_dict,
+    block_to_dict,
+    dumps,
+)
+
+
+class TodoStatus(StrEnum):
+    """Claude Code's TodoWrite statuses."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+@dataclass(frozen=True)
+class Todo:
+    """One TodoWrite item: ``content`` (imperative), ``active_form`` (present continuous)."""
+
+    content: str
+    status: TodoStatus
+    active_form: str
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """What this session has seen of one virtual file.
+
+    ``version`` is the store version last fully read or written by this session
+    (0 = the file did not exist); ``full`` is False after a partial read
+    (offset/limit or truncation) and after compaction; ``notified_version`` is the
+    latest version a change notice already told the model about (each change is
+    told once).
+    """
+
+    version: int
+    full: bool
+    notified_version: int = 0
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who started the session (shown to the model in the frozen first message)."""
+
+    user_id: str
+    display_name: str = ""
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A user message waiting to be given to the model (the request, or steering)."""
+
+    user_id: str
+    text: str
+    display_name: str = ""
+
+    def user_label(self) -> str:
+        """How the model sees the author: the display name, else a Slack mention."""
+        return self.display_name or f"<@{self.user_id}>"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The session's state between steps.
+
+    Attributes:
+        session_id: stable id of the session (also the store's ``Origin.session_id``).
+        org_id: ``enterprise_id or team_id`` (Slack) — the tenant.
+        channel_id: Slack channel id: the incident for ``/incident/``.
+        requester: who started it.
+        messages: the transcript sent to the model, oldest first; only appended to,
+            except by compaction.
+        pending_input: user messages not yet given to the model.
+        pending_results: ``tool_result`` blocks gathered for the last assistant
+            message's ``tool_use`` blocks, in call order.
+        in_flight: the ``tool_use`` id whose intent is committed and result is not:
+            non-None after a crash mid-tool.
+        read_state: virtual path as the model sees it (``/memory/x.md``) → ReadRecord.
+        known_files: virtual path → version of every shared file the model was told
+            exists (first-message indexes, later "new file" notices).
+        notices: texts to tell the model at the next model step (sandbox replaced, …).
+        todos: the TodoWrite list.
+        sandbox: the sandbox handle as sandbox_client serialises it, or None.
+        steps: steps taken (model + tool); usage: summed model usage.
+        tool_time_s: wall time spent running tools, in seconds, summed.
+        last_input_tokens: prompt size of the last model call (for compaction).
+        compactions: how many times the transcript was compacted.
+        last_call: (tool name, canonical input JSON, repeats in a row) for loop detection.
+        answer: the final answer of the turn, set when the model ends its turn and
+            cleared by the durable layer once it is posted.
+        best_effort: the answer was forced by a step or token limit.
+        turns: how many times user input was handed to the model (the thread's
+            status message is one per turn).
+        turn_base: (steps, tokens, tool seconds) when the current turn began: limits
+            apply per turn, so a reply after a best-effort answer gets a fresh budget.
+    """
+
+    session_id: str
+    org_id: str
+    channel_id: str
+    requester: Requester
+    messages: tuple[Message, ...] = ()
+    pending_input: tuple[Inbound, ...] = ()
+    pending_results: tuple[ToolResultBlock, ...] = ()
+    in_flight: str | None = None
+    read_state: Mapping[str, ReadRecord] = field(default_factory=dict)
+    known_files: Mapping[str, int] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+    todos: tuple[Todo, ...] = ()
+    sandbox: str | None = None
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    tool_time_s: float = 0.0
+    last_input_tokens: int = 0
+    compactions: int = 0
+    last_call: tuple[str, str, int] | None = None
+    answer: str | None = None
+    best_effort: bool = False
+    turns: int = 0
+    turn_base: tuple[int, int, float] = (0, 0, 0.0)
+
+    def with_read(self, path: str, record: ReadRecord) -> Checkpoint:
+        """A copy with ``read_state[path]`` set."""
+        return replace(self, read_state={**self.read_state, path: record})
+
+    def to_json(self) -> str:
+        """Serialise (compact JSON, fixed key order)."""
+        return dumps(_encode(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Checkpoint:
+        """Inverse of ``to_json``.
+
+        Raises:
+            InvalidMessage: malformed JSON or fields.
+        """
+        try:
+            data = json.loads(text)
+            return _decode(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidMessage(f"malformed checkpoint: {exc}") from exc
+
+
+def _encode(cp: Checkpoint) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "session_id": cp.session_id,
+        "org_id": cp.org_id,
+        "channel_id": cp.channel_id,
+        "requester": [cp.requester.user_id, cp.requester.display_name],
+        "messages": [m.to_dict() for m in cp.messages],
+        "pending_input": [[i.user_id, i.text, i.display_name] for i in cp.pending_input],
+        "pending_results": [block_to_dict(b) for b in cp.pending_results],
+        "in_flight": cp.in_flight,
+        "read_state": {
+            p: [r.version, r.full, r.notified_version] for p, r in sorted(cp.read_state.items())
+        },
+        "known_files": dict(sorted(cp.known_files.items())),
+        "notices": list(cp.notices),
+        "todos": [[t.content, t.status.value, t.active_form] for t in cp.todos],
+        "sandbox": cp.sandbox,
+        "steps": cp.steps,
+        "usage": cp.usage.to_dict(),
+        "tool_time_s": cp.tool_time_s,
+        "last_input_tokens": cp.last_input_tokens,
+        "compactions": cp.compactions,
+        "last_call": list(cp.last_call) if cp.last_call else None,
+        "answer": cp.answer,
+        "best_effort": cp.best_effort,
+        "turns": cp.turns,
+        "turn_base": list(cp.turn_base),
+    }
+
+
+def _decode(d: dict[str, Any]) -> Checkpoint:
+    results = tuple(block_from_dict(b) for b in d["pending_results"])
+    if not all(isinstance(b, ToolResultBlock) for b in results):
+        raise ValueError("pending_results must hold tool_result blocks")
+    last = d["last_call"]
+    return Checkpoint(
+        session_id=d["session_id"],
+        org_id=d["org_id"],
+        channel_id=d["channel_id"],
+        requester=Requester(*d["requester"]),
+        messages=tuple(Message.from_dict(m) for m in d["messages"]),
+        pending_input=tuple(Inbound(*i) for i in d["pending_input"]),
+        pending_results=results,  # type: ignore[arg-type]
+        in_flight=d["in_flight"],
+        read_state={p: ReadRecord(*r) for p, r in d["read_state"].items()},
+        known_files={p: int(v) for p, v in d["known_files"].items()},
+        notices=tuple(d["notices"]),
+        todos=tuple(Todo(c, TodoStatus(s), a) for c, s, a in d["todos"]),
+        sandbox=d["sandbox"],
+        steps=int(d["steps"]),
+        usage=Usage.from_dict(d["usage"]),
+        tool_time_s=float(d.get("tool_time_s", 0.0)),
+        last_input_tokens=int(d["last_input_tokens"]),
+        compactions=int(d["compactions"]),
+        last_call=(str(last[0]), str(last[1]), int(last[2])) if last else None,
+        answer=d["answer"],
+        best_effort=bool(d["best_effort"]),
+        turns=int(d["turns"]),
+        turn_base=_turn_base(d.get("turn_base")),
+    )
+
+
+def _turn_base(raw: Any) -> tuple[int, int, float]:
+    if not raw:
+        return (0, 0, 0.0)
+    steps, tokens, tool_s = raw
+    return (int(steps), int(tokens), float(tool_s))

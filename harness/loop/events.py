@@ -1,0 +1,107 @@
+"""What a step did, as typed events for the session's append-only log.
+
+The durable layer stores ``kind`` and ``payload()`` (JSON); the bot renders
+progress from them. Events describe; the checkpoint is the state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from harness.model.messages import Usage
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base class: ``kind`` names the event in the log."""
+
+    kind: ClassVar[str] = "event"
+
+    def payload(self) -> dict[str, Any]:
+        """The event's fields as a JSON-able dict."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """``payload()`` as compact JSON with sorted keys."""
+        return json.dumps(self.payload(), sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class InputGiven(Event):
+    """User texts (the request, steering replies) handed to the model."""
+
+    kind: ClassVar[str] = "user_message"
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModelResponded(Event):
+    """A committed model response."""
+
+    kind: ClassVar[str] = "model_response"
+    stop_reason: str
+    text: str
+    tool_calls: tuple[str, ...]
+    usage: Usage
+    attempts: int
+
+
+@dataclass(frozen=True)
+class ToolIntent(Event):
+    """A tool call is about to run (committed before the side effect)."""
+
+    kind: ClassVar[str] = "tool_intent"
+    tool_use_id: str
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ToolFinished(Event):
+    """A tool call's result, recorded after it ran."""
+
+    kind: ClassVar[str] = "tool_result"
+    tool_use_id: str
+    name: str
+    summary: str
+    is_error: bool
+    output_chars: int
+    output_head: str
+
+
+@dataclass(frozen=True)
+class ToolUnknown(Event):
+    """A tool call whose outcome could not be recovered after a crash."""
+
+    kind: ClassVar[str] = "tool_unknown"
+    tool_use_id: str
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class TodosChanged(Event):
+    """The TodoWrite list changed: ``todos`` is (status, content, active_form) triples."""
+
+    kind: ClassVar[str] = "todos"
+    todos: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something the model (and the thread) is told: sandbox replaced, loop, limit, …"""
+
+    kind: ClassVar[str] = "notice"
+    topic: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Answered(Event):
+    """The model ended its turn: ``text`` is the Markdown answer to post."""
+
+    kind: ClassVar[str] = "answer"
+    text: str
+    best_effort: bool = False

@@ -1,0 +1,54 @@
+"""Limits of one session, as one value passed down from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import StepLimitReached, TokenLimitReached, ToolTimeLimitReached
+from harness.loop.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-session limits.
+
+    Attributes:
+        max_steps: model calls + tool calls before the session must answer.
+        max_session_tokens: total model tokens (all kinds) before it must answer.
+        max_tool_time_s: wall time, in seconds, spent running tools (summed over the
+            session) before it must answer.
+        max_tokens: ``max_tokens`` of one model call.
+        compact_at_tokens: prompt size (input + cache tokens of the last call) that
+            triggers compaction; Claude models take 200k tokens of context.
+        loop_repeats: the same call with the same input this many times in a row earns a note.
+        bash_max_timeout_ms: Claude Code's Bash maximum (600000).
+    """
+
+    max_steps: int = 200
+    max_session_tokens: int = 5_000_000
+    max_tool_time_s: float = 3600.0
+    max_tokens: int = 8192
+    compact_at_tokens: int = 150_000
+    loop_repeats: int = 3
+    bash_max_timeout_ms: int = 600_000
+
+    def enforce(self, cp: Checkpoint) -> None:
+        """Raise when ``cp`` has used up a limit; return when another step may run.
+
+        Limits count from the start of the current turn (``cp.turn_base``): a reply
+        after a best-effort answer starts with a fresh budget.
+
+        Raises:
+            StepLimitReached: steps this turn ≥ ``max_steps``.
+            TokenLimitReached: tokens this turn ≥ ``max_session_tokens``.
+            ToolTimeLimitReached: tool seconds this turn ≥ ``max_tool_time_s``.
+        """
+        base_steps, base_tokens, base_tool_s = cp.turn_base
+        steps, tokens = cp.steps - base_steps, cp.usage.total() - base_tokens
+        tool_s = cp.tool_time_s - base_tool_s
+        if steps >= self.max_steps:
+            raise StepLimitReached(used=steps, limit=self.max_steps)
+        if tokens >= self.max_session_tokens:
+            raise TokenLimitReached(used=tokens, limit=self.max_session_tokens)
+        if tool_s >= self.max_tool_time_s:
+            raise ToolTimeLimitReached(used=round(tool_s, 3), limit=self.max_tool_time_s)

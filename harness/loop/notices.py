@@ -1,0 +1,111 @@
+"""Per-step change notices: files this session read that someone else changed since.
+
+Before each model call the harness asks the store, in one ``changed_since`` call,
+which of the session's read virtual files moved on, and tells the model about each
+change once, with a numbered diff, inside ``<system-reminder>`` (docs/architecture.md §6.5,
+docs/tools.md "Errors and notices"). A notice does not count as a read: Write still needs
+a fresh Read, Edit still applies against the current content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from harness.loop.checkpoint import Checkpoint, ReadRecord
+from harness.loop.prompt import reminder
+from harness.tools.contract import namespace_for
+from harness.tools.diff import numbered_diff
+from harness.tools.wording import author
+from harness.vfs import PathError, resolve
+from memory_store import Change, FileKey, FileNotFound, FileStore, Namespace
+
+
+async def change_notices(
+    store: FileStore, checkpoint: Checkpoint
+) -> tuple[list[str], dict[str, ReadRecord]]:
+    """Notices for changes not told yet, and the read-state updates that mark them told.
+
+    Returns:
+        (texts, updates): one ``<system-reminder>`` text per changed file, in
+        read-state order; ``updates`` maps the virtual path (``/memory/x.md``) to its
+        new ``ReadRecord`` (``notified_version`` raised; a deleted file's ``version``
+        becomes 0 so a later Write may create it again).
+
+    Raises:
+        memory_store.DatabaseUnavailable: the store could not be read.
+    """
+    keys = _keys(checkpoint)
+    if not keys:
+        return [], {}
+    seen = {key: checkpoint.read_state[shown].version for shown, key in keys.items()}
+    changes = await store.changed_since(seen)
+    shown_of = {key: shown for shown, key in keys.items()}
+    texts: list[str] = []
+    updates: dict[str, ReadRecord] = {}
+    for change in changes:
+        shown = shown_of[change.key]
+        record = checkpoint.read_state[shown]
+        if change.version <= record.notified_version:
+            continue
+        texts.append(reminder(await _describe(store, change, shown, record, checkpoint)))
+        updates[shown] = _told(record, change)
+    return texts, updates
+
+
+async def contents_at(
+    store: FileStore, ns: Namespace, path: str, versions: tuple[int, int]
+) -> tuple[str | None, str | None]:
+    """The content of two versions of a file, from one ``history`` call.
+
+    Version 0 (did not exist) reads as ""; an unknown version or a deletion as None.
+    """
+    try:
+        history = {r.version: r.content for r in await store.history(ns, path)}
+    except FileNotFound:
+        history = {}
+    history[0] = ""
+    return history.get(versions[0]), history.get(versions[1])
+
+
+def _keys(checkpoint: Checkpoint) -> Mapping[str, FileKey]:
+    """Read-state path → store key, for the virtual paths only."""
+    keys: dict[str, FileKey] = {}
+    for shown in checkpoint.read_state:
+        try:
+            where = resolve(shown)
+        except PathError:
+            continue
+        if where.is_virtual and where.path != "/":
+            ns = namespace_for(where.mount, checkpoint.org_id, checkpoint.channel_id)
+            keys[shown] = FileKey(ns, where.path)
+    return keys
+
+
+def _told(record: ReadRecord, change: Change) -> ReadRecord:
+    if change.deleted:
+        return ReadRecord(version=0, full=True, notified_version=change.version)
+    return replace(record, notified_version=change.version)
+
+
+async def _describe(
+    store: FileStore, change: Change, shown: str, record: ReadRecord, checkpoint: Checkpoint
+) -> str:
+    who = author(change.actor, change.session_id, checkpoint.session_id)
+    if change.deleted:
+        return (
+            f"Note: {shown} was deleted by {who} after you read it. This was intentional; do "
+            "not recreate it unless the user asks you to."
+        )
+    base = max(record.version, record.notified_version)
+    key = change.key
+    before, after = await contents_at(store, key.ns, key.path, (base, change.version))
+    head = (
+        f"Note: {shown} was modified by {who} since you last saw it (version {base} → "
+        f"{change.version}). This change was intentional, so take it into account as you "
+        "proceed and do not revert it unless the user asks you to. Read the file again before "
+        "overwriting it with Write."
+    )
+    if before is None or after is None:
+        return head + " Read the file to see the current content."
+    return f"{head} Here are the changes (with line numbers):\n{numbered_diff(before, after)}"

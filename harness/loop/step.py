@@ -1,0 +1,340 @@
+"""One step of the agent loop over a checkpoint (docs/architecture.md §3).
+
+``advance`` performs exactly one unit of work — a model call, or one tool call —
+and returns the new checkpoint and the events to append. It never loops, never
+sleeps, and keeps no state outside the checkpoint, so the durable layer can run
+each step in a different worker process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from harness.errors import LimitReached
+from harness.loop.checkpoint import Checkpoint, Inbound
+from harness.loop.events import (
+    Answered,
+    Event,
+    ModelResponded,
+    Notice,
+    ToolFinished,
+    ToolIntent,
+    ToolUnknown,
+)
+from harness.loop.limits import Limits
+from harness.loop.prompt import SYSTEM_PROMPT, reminder
+from harness.loop.turn import build_user_message, compact, final_answer_text
+from harness.model.adapter import Model
+from harness.model.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
+from harness.tools.toolbox import ToolContext, run_tool, summarize_call, tool_specs
+from memory_store import FileStore
+
+Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
+
+
+class Next(StrEnum):
+    """What the durable layer does after committing a step.
+
+    When the model ends its turn the step returns CONTINUE with
+    ``checkpoint.answer`` set: posting it is the next step, the durable layer's.
+    """
+
+    CONTINUE = "continue"  # enqueue the next step
+    WAIT = "wait"  # nothing to do until someone replies
+
+
+class StepKind(StrEnum):
+    """Which unit of work ``advance`` will do next (see ``next_kind``)."""
+
+    MODEL = "model"
+    TOOL = "tool"
+    RECOVER = "recover"  # a tool whose intent is committed and result is not
+    WAIT = "wait"
+
+
+def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
+    """What ``advance(cp, …, inbox)`` will do, without doing it (pure)."""
+    if cp.in_flight is not None:
+        return StepKind.RECOVER
+    if _next_call(cp) is not None:
+        return StepKind.TOOL
+    if not (inbox or cp.pending_input or cp.pending_results) and _turn_ended(cp):
+        return StepKind.WAIT
+    return StepKind.MODEL
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A step's outcome: commit ``checkpoint`` and ``events``, then do ``next``."""
+
+    checkpoint: Checkpoint
+    events: tuple[Event, ...]
+    next: Next
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """What a step may touch. ``save`` commits mid-step (intent before side effect)."""
+
+    store: FileStore
+    model: Model
+    workspaces: WorkspaceSource
+    save: Save
+    limits: Limits = field(default_factory=Limits)
+
+
+async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
+    """Advance the session by one step.
+
+    Limits are typed errors (``LimitReached``) caught here, in one place: at a limit
+    the pending tool calls are answered "not run" and the model is asked for a
+    best-effort answer, so a session never ends on a bare error.
+
+    Args:
+        cp: the committed checkpoint.
+        deps: store, model, sandbox access and the mid-step ``save``.
+        inbox: user messages that arrived since the last step; the returned
+            checkpoint holds them (as pending input, or in the model's message), the
+            mid-step ``save`` does not (the inbox is consumed with the commit).
+
+    Returns:
+        The new checkpoint, its events and what to do next.
+
+    Raises:
+        ModelError: the model could not be reached after retries (nothing to commit).
+        memory_store.Fenced (via ``save``): another worker owns the session now.
+    """
+    kind = next_kind(cp, inbox)
+    if kind is StepKind.WAIT:
+        return StepResult(cp, (), Next.WAIT)
+    if kind is StepKind.RECOVER:
+        return _taking(await _recover(cp, deps), inbox)
+    if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
+        cp = replace(cp, turn_base=(cp.steps, cp.usage.total(), cp.tool_time_s))
+    try:
+        deps.limits.enforce(cp)
+    except LimitReached as limit:
+        if kind is StepKind.TOOL:
+            return _taking(_skip_for_limit(cp, limit), inbox)
+        return await _model_step(_with_inbox(cp, inbox), deps, limit)
+    if kind is StepKind.TOOL:
+        call = _next_call(cp)
+        assert call is not None
+        return _taking(await _tool_step(cp, call, deps), inbox)
+    return await _model_step(_with_inbox(cp, inbox), deps)
+
+
+def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
+    return replace(cp, pending_input=cp.pending_input + tuple(inbox)) if inbox else cp
+
+
+def _taking(result: StepResult, inbox: Sequence[Inbound]) -> StepResult:
+    """A tool step's result holding the inbox for the next model step."""
+    return replace(result, checkpoint=_with_inbox(result.checkpoint, inbox))
+
+
+def _turn_ended(cp: Checkpoint) -> bool:
+    return bool(cp.messages) and cp.messages[-1].role == "assistant"
+
+
+def _next_call(cp: Checkpoint) -> ToolUseBlock | None:
+    if not cp.messages or cp.messages[-1].role != "assistant":
+        return None
+    done = {r.tool_use_id for r in cp.pending_results}
+    for block in cp.messages[-1].content:
+        if isinstance(block, ToolUseBlock) and block.id not in done:
+            return block
+    return None
+
+
+def _canonical(call: ToolUseBlock) -> str:
+    return json.dumps(call.input, sort_keys=True, separators=(",", ":"))
+
+
+async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult:
+    summary = summarize_call(call.name, call.input)
+    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
+    cp = replace(cp, in_flight=call.id)
+    await deps.save(cp, (intent,))
+    workspace = _open_workspace(cp, deps)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    started_s = time.monotonic()
+    outcome = await run_tool(call.name, call.input, ctx)
+    elapsed_s = time.monotonic() - started_s
+    content = outcome.content
+    repeats = _repeats(cp, call)
+    if repeats >= deps.limits.loop_repeats:
+        content += "\n" + reminder(
+            f"You have made this exact {call.name} call {repeats} times in a row with the same "
+            "input. Its result will not change; try a different approach."
+        )
+    events: list[Event] = [*workspace.events()]
+    if outcome.todos is not None:
+        cp = replace(cp, todos=outcome.todos)
+        events.append(outcome.todos_event())
+    result = ToolResultBlock(tool_use_id=call.id, content=content, is_error=outcome.is_error)
+    cp = replace(
+        _with_sandbox(cp, workspace),
+        in_flight=None,
+        pending_results=(*cp.pending_results, result),
+        read_state={**cp.read_state, **outcome.read_updates},
+        steps=cp.steps + 1,
+        tool_time_s=cp.tool_time_s + elapsed_s,
+        last_call=(call.name, _canonical(call), repeats),
+    )
+    events.append(
+        ToolFinished(
+            tool_use_id=call.id,
+            name=call.name,
+            summary=summary,
+            is_error=outcome.is_error,
+            output_chars=len(content),
+            output_head=content[:500],
+        )
+    )
+    return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
+    """The limits of one call: Bash may not run past the session's tool-time budget."""
+    limits = deps.limits
+    left_ms = int((limits.max_tool_time_s - (cp.tool_time_s - cp.turn_base[2])) * 1000)
+    return replace(limits, bash_max_timeout_ms=max(1, min(limits.bash_max_timeout_ms, left_ms)))
+
+
+def _open_workspace(cp: Checkpoint, deps: Collaborators) -> StepWorkspace:
+    """The step's workspace. A sandbox it provisions or replaces is saved with ``cp``
+    before anything runs in it, so a worker that dies mid-tool leaves its handle behind
+    for recovery (and no jail unaccounted for)."""
+
+    async def record() -> None:
+        await deps.save(_with_sandbox(cp, workspace), ())
+
+    workspace = deps.workspaces.open(cp, on_new_sandbox=record)
+    return workspace
+
+
+def _with_sandbox(cp: Checkpoint, workspace: StepWorkspace) -> Checkpoint:
+    """``cp`` with the step's sandbox handle and what the model must hear about it."""
+    return replace(cp, sandbox=workspace.handle_json(), notices=cp.notices + workspace.notices())
+
+
+def _repeats(cp: Checkpoint, call: ToolUseBlock) -> int:
+    if cp.last_call and cp.last_call[:2] == (call.name, _canonical(call)):
+        return cp.last_call[2] + 1
+    return 1
+
+
+async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
+    """The previous worker died between a tool's intent and its result."""
+    call = _next_call(cp)
+    if call is None or call.id != cp.in_flight:
+        return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
+    workspace = _open_workspace(cp, deps)
+    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    started_s = time.monotonic()
+    recovered = await run_tool(call.name, call.input, ctx, recovering=True)
+    elapsed_s = time.monotonic() - started_s
+    summary = summarize_call(call.name, call.input)
+    if recovered is None:
+        text = (
+            "The worker running this tool call stopped before its result was recorded, and "
+            "the outcome could not be recovered. The command may or may not have run; check "
+            "its effects before running it again."
+        )
+        result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
+        event: Event = ToolUnknown(tool_use_id=call.id, name=call.name, summary=summary)
+    else:
+        result = ToolResultBlock(call.id, recovered.content, recovered.is_error)
+        event = ToolFinished(
+            tool_use_id=call.id,
+            name=call.name,
+            summary=summary,
+            is_error=recovered.is_error,
+            output_chars=len(recovered.content),
+            output_head=recovered.content[:500],
+        )
+        cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
+    cp = replace(
+        _with_sandbox(cp, workspace),
+        in_flight=None,
+        pending_results=(*cp.pending_results, result),
+        steps=cp.steps + 1,
+        tool_time_s=cp.tool_time_s + elapsed_s,
+    )
+    return StepResult(cp, (*workspace.events(), event), Next.CONTINUE)
+
+
+def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:
+    """Answer every call still pending "not run", so no ``tool_use`` goes unanswered."""
+    text = f"Not run: {limit}"
+    done = {r.tool_use_id for r in cp.pending_results}
+    skipped = tuple(
+        ToolResultBlock(tool_use_id=b.id, content=text, is_error=True)
+        for b in cp.messages[-1].content
+        if isinstance(b, ToolUseBlock) and b.id not in done
+    )
+    cp = replace(cp, pending_results=(*cp.pending_results, *skipped))
+    return StepResult(cp, (), Next.CONTINUE)
+
+
+async def _model_step(
+    cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
+) -> StepResult:
+    """Ask the model; at a ``limit``, for a final answer without tool calls."""
+    limits = deps.limits
+    capped = limit is not None
+    events: list[Event] = []
+    if _needs_compaction(cp, limits):
+        cp, compact_events = await compact(cp, deps.model, limits)
+        events.extend(compact_events)
+    user, cp, notice_events = await build_user_message(cp, deps.store, limit=limit)
+    events.extend(notice_events)
+    messages = (*cp.messages, user)
+    reply = await deps.model.complete(
+        system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=limits.max_tokens
+    )
+    assistant = Message(role="assistant", content=reply.content)
+    cp = replace(
+        cp,
+        messages=(*messages, assistant),
+        pending_input=(),
+        pending_results=(),
+        steps=cp.steps + 1,
+        usage=cp.usage + reply.usage,
+        last_input_tokens=reply.usage.prompt_tokens(),
+    )
+    calls = tuple(b for b in reply.content if isinstance(b, ToolUseBlock))
+    text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
+    events.append(
+        ModelResponded(
+            stop_reason=reply.stop_reason,
+            text=text,
+            tool_calls=tuple(summarize_call(c.name, c.input) for c in calls),
+            usage=reply.usage,
+            attempts=reply.attempts,
+        )
+    )
+    if calls and not capped:
+        return StepResult(cp, tuple(events), Next.CONTINUE)
+    if limit is not None:
+        events.append(Notice(topic="limit", text=str(limit)))
+        cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)))
+    answer = final_answer_text(text, limit=limit, cp=cp)
+    events.append(Answered(text=answer, best_effort=capped))
+    cp = replace(cp, answer=answer, best_effort=capped)
+    return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _text_only(message: Message) -> Message:
+    blocks = tuple(b for b in message.content if isinstance(b, TextBlock))
+    return Message(role=message.role, content=blocks or (TextBlock("(no answer text)"),))
+
+
+def _needs_compaction(cp: Checkpoint, limits: Limits) -> bool:
+    return cp.last_input_tokens >= limits.compact_at_tokens and len(cp.messages) > 2

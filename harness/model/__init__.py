@@ -1,0 +1,1 @@
+"""The model: the transcript's values (``messages``) and the Messages API adapter (``adapter``)."""

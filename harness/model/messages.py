@@ -1,0 +1,247 @@
+"""The transcript's values: messages, their content blocks, token usage, and their JSON.
+
+A message serialises to the Messages API wire shape (``{"role", "content": [...]}``),
+which is also the durable shape the store keeps. Serialisation is canonical: our
+keys come in a fixed order and a tool call's ``input`` has its keys sorted at every
+depth, so equal messages give equal bytes even after a round trip through a store
+that reorders keys (Postgres ``jsonb`` does). That is what keeps the prompt cache
+warm: request *n+1* repeats the bytes of request *n*.
+
+>>> m = Message("user", (TextBlock("hi"),))
+>>> m.to_json()
+'{"role":"user","content":[{"type":"text","text":"hi"}]}'
+>>> Message.from_json(m.to_json()) == m
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.errors import InvalidMessage
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Plain text, from the user or the model."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUseBlock:
+    """A tool call the model asked for.
+
+    Attributes:
+        id: the API's ``tool_use`` id (``toolu_…``); also the idempotency key of the call.
+        name: the tool's name, as in ``ToolSpec.name``.
+        input: the JSON object the model wrote (parsed; never mutate it).
+    """
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResultBlock:
+    """The result of one tool call, sent back in a user message.
+
+    ``content`` is the text the model reads; ``is_error`` marks a failed call.
+    """
+
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn of the transcript: a role and its content blocks, in order."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire/durable shape: ``{"role": …, "content": [block, …]}`` (fresh dicts)."""
+        return {"role": self.role, "content": [block_to_dict(b) for b in self.content]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Inverse of ``to_dict``; a string ``content`` becomes one text block.
+
+        Raises:
+            InvalidMessage: unknown role or block type, or a field of the wrong type.
+        """
+        role = data.get("role")
+        if role not in ("user", "assistant"):
+            raise InvalidMessage(f"role must be 'user' or 'assistant', got {role!r}")
+        content = data.get("content")
+        if isinstance(content, str):
+            return cls(role, (TextBlock(content),))
+        if not isinstance(content, list):
+            raise InvalidMessage("content must be a string or a list of blocks")
+        return cls(role, tuple(block_from_dict(b) for b in content))
+
+    def to_json(self) -> str:
+        """Canonical compact JSON (see the module docstring)."""
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Message:
+        """Inverse of ``to_json``. Raises InvalidMessage on malformed input."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidMessage(f"not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidMessage("a message must be a JSON object")
+        return cls.from_dict(data)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one model call (or a sum of calls) consumed, as the API reports them.
+
+    ``input_tokens`` excludes cached tokens: the prompt's total is
+    ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``
+    (Anthropic API reference, ``usage``).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+        )
+
+    def prompt_tokens(self) -> int:
+        """Tokens of the prompt, cached or not: the context the call used."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    def total(self) -> int:
+        """Prompt plus output tokens."""
+        return self.prompt_tokens() + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """The four counters under their API names, in a fixed order."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """Inverse of ``to_dict``; a missing or null counter reads as 0."""
+        return cls(**{name: _count(data, name) for name in cls().to_dict()})
+
+
+def to_wire(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The ``messages`` array of a Messages API request (canonical, fresh dicts)."""
+    return [m.to_dict() for m in messages]
+
+
+def from_wire(data: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
+    """Inverse of ``to_wire``. Raises InvalidMessage on a malformed element."""
+    return tuple(Message.from_dict(item) for item in data)
+
+
+def block_to_dict(block: ContentBlock) -> dict[str, Any]:
+    """One content block in its wire shape, keys in a fixed order."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ToolUseBlock):
+        return {
+            "type": "tool_use",
+            "id": block.id,
+            "name": block.name,
+            "input": canonical(block.input),
+        }
+    return {
+        "type": "tool_result",
+        "tool_use_id": block.tool_use_id,
+        "content": block.content,
+        "is_error": block.is_error,
+    }
+
+
+def block_from_dict(data: object) -> ContentBlock:
+    """Parse one wire content block (text, tool_use or tool_result).
+
+    Raises:
+        InvalidMessage: not an object, an unknown ``type``, or a field of the wrong type.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidMessage("a content block must be a JSON object")
+    kind = data.get("type")
+    if kind == "text":
+        return TextBlock(_str(data, "text"))
+    if kind == "tool_use":
+        tool_input = data.get("input")
+        if not isinstance(tool_input, Mapping):
+            raise InvalidMessage("tool_use input must be a JSON object")
+        return ToolUseBlock(_str(data, "id"), _str(data, "name"), dict(tool_input))
+    if kind == "tool_result":
+        return ToolResultBlock(
+            _str(data, "tool_use_id"),
+            _result_text(data.get("content")),
+            data.get("is_error") is True,
+        )
+    raise InvalidMessage(f"unsupported content block type {kind!r}")
+
+
+def canonical(value: Any) -> Any:
+    """A copy of a JSON value with every object's keys sorted (lists keep their order)."""
+    if isinstance(value, Mapping):
+        return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, UTF-8 left as is, keys in the order given (no sorting)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise InvalidMessage(f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _result_text(content: object) -> str:
+    """A tool_result's ``content``: a string, or a list of text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(_str(b, "text") for b in content if isinstance(b, Mapping))
+    if content is None:
+        return ""
+    raise InvalidMessage("tool_result content must be a string or a list of text blocks")
+
+
+def _count(data: Mapping[str, Any], key: str) -> int:
+    value = data.get(key)
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidMessage(f"usage {key} must be an integer")
+    return value

@@ -1,0 +1,152 @@
+"""The session's sandbox for one step: ``Workspace`` over ``sandbox_client``.
+
+``SandboxWorkspaces.open(checkpoint)`` gives the tools a ``SessionWorkspace`` that
+provisions, resumes or replaces the session's sandbox on first use in the step
+(``SandboxManager.ensure``), never before: a step that touches no sandbox path costs
+no sandbox. After the step the harness reads back the (possibly new) handle and
+what the model must be told when the sandbox was replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.loop.checkpoint import Checkpoint
+from harness.loop.events import Event, Notice
+from harness.sandbox.workspace import (
+    CommandResult,
+    NewSandbox,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceUnavailable,
+)
+from sandbox_client import (
+    FileNotFound,
+    IsADirectory,
+    Loss,
+    ProcessRecord,
+    SandboxClient,
+    SandboxError,
+    SandboxHandle,
+    SandboxManager,
+    SetupStep,
+)
+
+
+class SandboxWorkspaces:
+    """Hands each step a lazily-ensured workspace on the session's sandbox.
+
+    Args:
+        manager: the process's sandbox manager (provider, idle suspension).
+        setup: the deployment's workspace set-up, replayed on every new sandbox.
+    """
+
+    def __init__(self, manager: SandboxManager, setup: Sequence[SetupStep] = ()) -> None:
+        self.manager = manager
+        self.setup = tuple(setup)
+
+    def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> SessionWorkspace:
+        """The workspace of ``cp``'s session for one step (see ``WorkspaceSource.open``)."""
+        return SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
+
+
+class SessionWorkspace:
+    """``harness.Workspace`` over one session's sandbox (see the module docstring)."""
+
+    def __init__(
+        self,
+        manager: SandboxManager,
+        setup: Sequence[SetupStep],
+        handle_json: str | None,
+        on_new_sandbox: NewSandbox | None = None,
+    ) -> None:
+        self._manager = manager
+        self._setup = setup
+        self._on_new_sandbox = on_new_sandbox
+        self._handle = SandboxHandle.from_json(handle_json) if handle_json else None
+        self._client: SandboxClient | None = None
+        self._losses: list[Loss] = []
+
+    async def _ensure(self) -> SandboxClient:
+        if self._client is None:
+            try:
+                result = await self._manager.ensure(self._handle, self._setup)
+            except SandboxError as exc:
+                raise WorkspaceUnavailable(str(exc)) from exc
+            is_new = result.handle != self._handle
+            self._handle, self._client = result.handle, result.client
+            if result.lost is not None and (result.replaced or result.lost.failed_steps):
+                self._losses.append(result.lost)
+            if is_new and self._on_new_sandbox is not None:
+                await self._on_new_sandbox()
+        return self._client
+
+    async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
+        """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
+        client = await self._ensure()
+        try:
+            record = await client.exec(name, command, timeout_s=timeout_s)
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        return _result(record)
+
+    async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
+        """The outcome of process ``name`` if this sandbox still knows it (after a crash)."""
+        if self._handle is None:
+            return None
+        client = await self._ensure()
+        if self._losses:  # a replaced sandbox knows nothing of earlier processes
+            return None
+        try:
+            record = await client.wait(name, timeout_s=timeout_s)
+            if record is not None and not record.finished:
+                await client.kill(name)
+                record = await client.wait(name, timeout_s=5.0)
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        return None if record is None else _result(record)
+
+    async def read_file(self, path: str) -> bytes:
+        """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        client = await self._ensure()
+        try:
+            return await client.read_file(path)
+        except FileNotFound as exc:
+            raise WorkspaceFileNotFound(path) from exc
+        except IsADirectory as exc:
+            raise WorkspaceIsADirectory(path) from exc
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
+        client = await self._ensure()
+        try:
+            await client.write_file(path, data)
+        except IsADirectory as exc:
+            raise WorkspaceIsADirectory(path) from exc
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+
+    def handle_json(self) -> str | None:
+        """The handle to store with the session (new when the sandbox was replaced)."""
+        return None if self._handle is None else self._handle.to_json()
+
+    def notices(self) -> tuple[str, ...]:
+        """What the model must be told at its next step (sandbox replaced, set-up failed)."""
+        return tuple(loss.describe() for loss in self._losses)
+
+    def events(self) -> tuple[Event, ...]:
+        """Log events for the same (the thread is told in plain words)."""
+        return tuple(
+            Notice(topic="sandbox_replaced", text=loss.describe()) for loss in self._losses
+        )
+
+
+def _result(record: ProcessRecord) -> CommandResult:
+    return CommandResult(
+        exit_code=record.exit_code,
+        stdout=record.stdout,
+        stderr=record.stderr,
+        timed_out=record.timed_out,
+    )

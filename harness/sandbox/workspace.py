@@ -1,0 +1,121 @@
+"""The session's sandbox, as the tools see it: run a command, read and write a file.
+
+``Workspace`` is the seam between the tools and ``sandbox_client``: the composition
+root adapts a sandbox to it (docs/architecture.md §8), tests may run a real local one.
+Paths are absolute sandbox paths (the working directory is ``/workspace``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.errors import (
+    WorkspaceError,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceUnavailable,
+)
+from harness.loop.checkpoint import Checkpoint
+from harness.loop.events import Event
+
+__all__ = [
+    "CommandResult",
+    "NewSandbox",
+    "StepWorkspace",
+    "Workspace",
+    "WorkspaceSource",
+    "WorkspaceError",
+    "WorkspaceFileNotFound",
+    "WorkspaceIsADirectory",
+    "WorkspaceUnavailable",
+]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a finished (or timed-out) command produced.
+
+    Attributes:
+        exit_code: the process's exit status; None when it was killed or timed out.
+        stdout: standard output, decoded as UTF-8 (undecodable bytes replaced).
+        stderr: standard error, decoded the same way.
+        timed_out: True when the deadline passed and the process was killed.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+class Workspace(Protocol):
+    """The sandbox operations the tools need.
+
+    Contract:
+        * ``exec`` is idempotent by ``name``: a second call with a name the sandbox
+          already knows returns that process's result (waiting for it when it still
+          runs) instead of starting the command again. Tools pass the ``tool_use`` id.
+        * ``exec`` enforces ``timeout_s`` itself (kills the process group on expiry)
+          and reports it as ``timed_out=True``; it never raises for a failing command.
+        * ``lookup`` finds a process started earlier under ``name`` (crash recovery);
+          None when the sandbox does not know it (never run, or the sandbox was replaced).
+        * Infrastructure failures raise ``WorkspaceUnavailable``; the step is retried.
+    """
+
+    async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
+        """Run ``command`` with ``bash -c`` in ``/workspace``; wait at most ``timeout_s``."""
+        ...
+
+    async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
+        """The result of the process named ``name``, waiting at most ``timeout_s`` for it."""
+        ...
+
+    async def read_file(self, path: str) -> bytes:
+        """A file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        ...
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a file, creating parent directories.
+
+        Raises WorkspaceIsADirectory when ``path`` is a directory.
+        """
+        ...
+
+
+class StepWorkspace(Workspace, Protocol):
+    """A ``Workspace`` for one step, plus what the step records about the sandbox after it.
+
+    The sandbox is provisioned, resumed or replaced lazily, on the first call that
+    needs it; a step that touches no sandbox path costs no sandbox.
+    """
+
+    def handle_json(self) -> str | None:
+        """The sandbox handle to keep in the checkpoint (new when it was replaced)."""
+        ...
+
+    def notices(self) -> tuple[str, ...]:
+        """What the model must be told at its next step (e.g. the sandbox was replaced)."""
+        ...
+
+    def events(self) -> tuple[Event, ...]:
+        """Log events for the same."""
+        ...
+
+
+NewSandbox = Callable[[], Awaitable[None]]
+
+
+class WorkspaceSource(Protocol):
+    """Gives each step the workspace of its session's sandbox."""
+
+    def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> StepWorkspace:
+        """The workspace of ``cp``'s session for one step (no I/O until first use).
+
+        ``on_new_sandbox`` is awaited when the step got a sandbox other than
+        ``cp.sandbox`` (a first one, or a replacement), before anything runs in it, so
+        the caller can record the new handle: a worker that dies mid-tool must leave
+        behind the sandbox its process runs in (docs/architecture.md §5).
+        """
+        ...

@@ -1,0 +1,120 @@
+"""Bash: run a command in the session's sandbox, after the bash guard.
+
+Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000),
+output over 30,000 characters cut in the middle, the exit code shown when it is not
+0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` in ``/workspace``: files
+persist between calls, shell state (cd, variables) does not. The process is named
+after the ``tool_use`` id, so a call is never run twice (docs/architecture.md §5, §8).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.guard.check import Deny, check_bash
+from harness.sandbox.workspace import CommandResult
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+MAX_OUTPUT_CHARS = 30_000
+
+
+class BashInput(BaseModel):
+    """Bash's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str = Field(min_length=1)
+    timeout: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_MS)
+    description: str | None = None
+
+    def timeout_ms(self, max_timeout_ms: int) -> int:
+        """The effective timeout: the default when unset, never above the session's cap."""
+        return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms)
+
+
+async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
+    """Guard, then run in the sandbox and report."""
+    decision = check_bash(p.command)
+    if isinstance(decision, Deny):
+        return tool_error(decision.reason)
+    timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
+    result = await ctx.workspace.exec(ctx.tool_use_id, p.command, timeout_s=timeout_ms / 1000)
+    return report(result, timeout_ms)
+
+
+async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
+    """After a crash: the sandbox's own record of the process, or None when it has none."""
+    decision = check_bash(p.command)
+    if isinstance(decision, Deny):
+        return tool_error(decision.reason)
+    timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
+    result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
+    return None if result is None else report(result, timeout_ms)
+
+
+def report(result: CommandResult, timeout_ms: int) -> ToolOutcome:
+    """The tool result for a finished command.
+
+    >>> report(CommandResult(2, "", "no such file\\n"), 120000).content
+    'Exit code 2\\nno such file'
+    """
+    output = cut_middle("\n".join(s.rstrip("\n") for s in (result.stdout, result.stderr) if s))
+    if result.timed_out:
+        head = f"Command timed out after {timeout_ms / 1000:g} s and was killed."
+        return ToolOutcome(f"{head}\n{output}".rstrip("\n"), is_error=True)
+    if result.exit_code != 0:
+        code = "unknown" if result.exit_code is None else str(result.exit_code)
+        return ToolOutcome(f"Exit code {code}\n{output}".rstrip("\n"), is_error=True)
+    return ToolOutcome(output or "(no output)")
+
+
+def cut_middle(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """Keep the head and tail of ``text`` when it is over ``max_chars``, with a marker.
+
+    >>> cut_middle("a" * 6 + "b" * 6, 8)
+    'aaaa\\n\\n... [4 characters cut] ...\\n\\nbbbb'
+    """
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 2
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n\n... [{cut} characters cut] ...\n\n{text[-tail:]}"
+
+
+BASH = ModelTool(
+    name="Bash",
+    description=(
+        "Run a bash command in this session's sandbox (a Linux container; working directory "
+        "/workspace) and return its stdout and stderr, and the exit code when it is not 0. "
+        "Each call starts a fresh shell in /workspace: files persist between calls, but `cd`, "
+        "variables and background jobs do not. timeout is in milliseconds (default 120000, "
+        "max 600000); a command that runs longer is killed. Output over 30000 characters is "
+        "cut in the middle. /memory, /skills and /incident are not on the sandbox's "
+        "filesystem: use Read, Write, Edit, Glob and Grep for them. Prefer Grep, Glob and "
+        "Read over grep, find and cat. Prefer read-only commands; never change production "
+        "systems unless an engineer in the thread explicitly asked for it."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run."},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": "Timeout in milliseconds (default 120000, max 600000).",
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words (shown to the team).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    params=BashInput,
+    runner=bash,
+    recoverer=recover_bash,
+)

@@ -1,0 +1,264 @@
+"""The tool contract: what a tool call gets (``ToolContext``), what it returns
+(``ToolOutcome``), and the ``Tool`` protocol with its input validation.
+
+A tool never raises for a mistake the model can fix: it returns
+``ToolOutcome(is_error=True)`` with text in Claude Code's wording, wrapped in
+``<tool_use_error>`` (docs/tools.md, "Errors and notices"). Infrastructure failures
+(``memory_store.DatabaseUnavailable``, ``WorkspaceUnavailable``) do raise: the step
+is retried, not reported to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from harness.loop.checkpoint import Checkpoint, ReadRecord, Todo
+from harness.loop.events import TodosChanged
+from harness.loop.limits import Limits
+from harness.model.adapter import ToolSpec
+from harness.sandbox.workspace import Workspace
+from harness.vfs import Mount
+from memory_store import FileStore, Namespace, Origin, Scope
+
+AGENT_ACTOR = "agent"
+_SCOPES = {Mount.MEMORY: Scope.MEMORY, Mount.SKILLS: Scope.SKILLS, Mount.INCIDENT: Scope.INCIDENT}
+
+
+def namespace_for(mount: Mount, org_id: str, channel_id: str) -> Namespace:
+    """The store namespace behind a virtual mount (the channel only for /incident).
+
+    Raises:
+        KeyError: ``Mount.SANDBOX`` has no namespace.
+    """
+    scope = _SCOPES[mount]
+    return Namespace(org_id, scope, channel_id if scope is Scope.INCIDENT else "")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything one tool call may use.
+
+    Attributes:
+        store: the org file store (virtual mounts).
+        workspace: the session's sandbox (every other path, and Bash).
+        org_id, channel_id, session_id: the tenant, the incident and the session.
+        actor: recorded on every revision (``"agent"`` for the model's calls).
+        tool_use_id: the call's id: the store's idempotency key and the sandbox
+            process name.
+        read_state: virtual path as the model sees it (``/memory/x.md``) → what this
+            session has seen of it.
+        agent_may_write_skills: org setting; by default humans edit skills and the
+            agent edits memory and notes (docs/architecture.md §6).
+        bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000).
+    """
+
+    store: FileStore
+    workspace: Workspace
+    org_id: str
+    channel_id: str
+    session_id: str
+    actor: str
+    tool_use_id: str
+    read_state: Mapping[str, ReadRecord] = field(default_factory=dict)
+    agent_may_write_skills: bool = False
+    bash_max_timeout_ms: int = 600_000
+
+    @classmethod
+    def for_session(
+        cls,
+        cp: Checkpoint,
+        store: FileStore,
+        workspace: Workspace,
+        tool_use_id: str,
+        limits: Limits | None = None,
+        *,
+        agent_may_write_skills: bool = False,
+    ) -> ToolContext:
+        """The context of one call made by the model in the session ``cp``."""
+        return cls(
+            store=store,
+            workspace=workspace,
+            org_id=cp.org_id,
+            channel_id=cp.channel_id,
+            session_id=cp.session_id,
+            actor=AGENT_ACTOR,
+            tool_use_id=tool_use_id,
+            read_state=cp.read_state,
+            agent_may_write_skills=agent_may_write_skills,
+            bash_max_timeout_ms=(limits or Limits()).bash_max_timeout_ms,
+        )
+
+    def namespace(self, mount: Mount) -> Namespace:
+        """The store namespace behind a virtual mount. Raises KeyError for SANDBOX."""
+        return namespace_for(mount, self.org_id, self.channel_id)
+
+    def origin(self) -> Origin:
+        """Who makes a change through this call (recorded on the revision)."""
+        return Origin(self.actor, self.session_id, self.tool_use_id)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call produced.
+
+    Attributes:
+        content: the ``tool_result`` text the model reads.
+        is_error: sent as the ``tool_result``'s ``is_error``.
+        read_updates: merged into the checkpoint's ``read_state``.
+        todos: TodoWrite's new list (replaces the old one), or None.
+    """
+
+    content: str
+    is_error: bool = False
+    read_updates: Mapping[str, ReadRecord] = field(default_factory=dict)
+    todos: tuple[Todo, ...] | None = None
+
+    def todos_event(self) -> TodosChanged:
+        """The progress event for a changed todo list (empty when ``todos`` is None)."""
+        items = self.todos or ()
+        return TodosChanged(todos=tuple((t.status.value, t.content, t.active_form) for t in items))
+
+
+def tool_error(text: str) -> ToolOutcome:
+    """An error result in Claude Code's shape: ``<tool_use_error>text</tool_use_error>``."""
+    return ToolOutcome(f"<tool_use_error>{text}</tool_use_error>", is_error=True)
+
+
+class Tool(Protocol):
+    """One model-facing tool.
+
+    ``run`` validates the raw input and never raises for model mistakes.
+    ``recover`` runs after a worker died between the call's intent and its result:
+    it returns the call's outcome when it can be known or safely redone, else None
+    (the model is then told the call may or may not have run).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def spec(self) -> ToolSpec: ...
+
+    async def run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome: ...
+
+    async def recover(
+        self, tool_input: Mapping[str, Any], ctx: ToolContext
+    ) -> ToolOutcome | None: ...
+
+
+P = TypeVar("P", bound=BaseModel)
+Runner = Callable[[P, ToolContext], Awaitable[ToolOutcome]]
+Recoverer = Callable[[P, ToolContext], Awaitable[ToolOutcome | None]]
+
+
+@dataclass(frozen=True)
+class ModelTool(Generic[P]):
+    """A ``Tool`` made of a pydantic input model and an async function.
+
+    ``recoverer`` None means the call is safe to run again (read-only, or idempotent
+    by ``tool_use_id``).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    params: type[P]
+    runner: Runner[P]
+    recoverer: Recoverer[P] | None = None
+
+    def spec(self) -> ToolSpec:
+        """The definition sent to the model."""
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+    async def run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Validate ``tool_input`` and run; a validation failure is an error outcome."""
+        try:
+            params = self.params.model_validate(tool_input)
+        except ValidationError as exc:
+            return tool_error(validation_message(self.name, exc))
+        return await self.runner(params, ctx)
+
+    async def recover(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome | None:
+        """Redo or look up the call after a crash (see ``Tool``)."""
+        if self.recoverer is None:
+            return await self.run(tool_input, ctx)
+        try:
+            params = self.params.model_validate(tool_input)
+        except ValidationError as exc:
+            return tool_error(validation_message(self.name, exc))
+        return await self.recoverer(params, ctx)
+
+
+def validation_message(tool_name: str, exc: ValidationError) -> str:
+    """Claude Code's ``InputValidationError`` text for a pydantic failure.
+
+    >>> from pydantic import BaseModel
+    >>> class In(BaseModel):
+    ...     file_path: str
+    >>> try:
+    ...     In.model_validate({})
+    ... except ValidationError as e:
+    ...     print(validation_message("Read", e))
+    InputValidationError: Read failed due to the following issue:
+    The required parameter `file_path` is missing
+    """
+    issues = [_issue(error) for error in exc.errors()]
+    noun = "issue" if len(issues) == 1 else "issues"
+    return f"InputValidationError: {tool_name} failed due to the following {noun}:\n" + "\n".join(
+        issues
+    )
+
+
+_EXPECTED = {
+    "int": "number",
+    "float": "number",
+    "string": "string",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+    "model": "object",
+}
+
+
+def _issue(error: ErrorDetails) -> str:
+    name = _location(error["loc"])
+    kind = error["type"]
+    if kind == "missing":
+        return f"The required parameter `{name}` is missing"
+    if kind == "extra_forbidden":
+        return f"An unexpected parameter `{name}` was provided"
+    expected = _EXPECTED.get(kind.split("_", 1)[0])
+    if expected is not None and kind.endswith(("_type", "_parsing")):
+        if not name:
+            return f"The input is expected as `{expected}` but provided as `{_json_type(error)}`"
+        return (
+            f"The parameter `{name}` type is expected as `{expected}` "
+            f"but provided as `{_json_type(error)}`"
+        )
+    return f"The parameter `{name}` is invalid: {error['msg']}"
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _json_type(error: ErrorDetails) -> str:
+    value = error.get("input")
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"

@@ -1,0 +1,336 @@
+"""Read, Write and Edit: Claude Code's file tools over every mount.
+
+Virtual paths (``/memory``, ``/skills``, ``/incident``) go to the ``FileStore`` and
+keep the session's read-state: Write and Edit refuse a file this session has not
+read, Write refuses one changed since (one conditional write), Edit applies to the
+current content and says when other lines changed (docs/architecture.md §6). Sandbox
+paths go to the ``Workspace`` (``sandbox_files``) with no read-state: the sandbox is
+this session's own, so nobody else changes its files behind its back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.loop.checkpoint import ReadRecord
+from harness.loop.notices import contents_at
+from harness.tools import sandbox_files, wording
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.diff import numbered_diff
+from harness.tools.listing import DEFAULT_LIMIT_LINES, MAX_LINE_CHARS, page
+from harness.tools.virtual_dir import list_directory
+from harness.vfs import Mount, Resolved, resolve
+from memory_store import (
+    AmbiguousMatch,
+    FileExists,
+    FileNotFound,
+    NoChange,
+    StaleVersion,
+    StringNotFound,
+)
+
+
+class ReadInput(BaseModel):
+    """Read's parameters (Claude Code's names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file_path: str
+    offset: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
+
+
+class WriteInput(BaseModel):
+    """Write's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file_path: str
+    content: str
+
+
+class EditInput(BaseModel):
+    """Edit's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file_path: str
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+# ---------------------------------------------------------------- Read
+
+
+async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
+    """Numbered lines of a file; the entries of a virtual directory."""
+    where = resolve(p.file_path)
+    if not where.is_virtual:
+        return await sandbox_files.read(where.path, p.offset, p.limit, ctx.workspace)
+    ns, shown = ctx.namespace(where.mount), where.display()
+    try:
+        if where.path == "/":
+            return await list_directory(ctx.store, ns, where)
+        current = await ctx.store.read(ns, where.path)
+    except FileNotFound:
+        return await list_directory(ctx.store, ns, where)
+    except wording.MODEL_FIXABLE as exc:
+        return tool_error(wording.store_failure(exc, shown))
+    window = page(current.content, p.offset, p.limit)
+    record = _seen(ctx.read_state.get(shown), current.version, window.full)
+    return ToolOutcome(window.text, read_updates={shown: record})
+
+
+def _seen(previous: ReadRecord | None, version: int, full: bool) -> ReadRecord:
+    """The read-state after showing ``version`` (whole when ``full``)."""
+    if previous is not None and previous.version == version and previous.full:
+        full = True
+    notified = max(version, previous.notified_version if previous else 0)
+    return ReadRecord(version=version, full=full, notified_version=notified)
+
+
+# ---------------------------------------------------------------- Write
+
+
+async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
+    """Create or overwrite a file; on virtual mounts only over the version last read."""
+    where = resolve(p.file_path)
+    if not where.is_virtual:
+        return await sandbox_files.write(where.path, p.content, ctx.workspace)
+    refusal = _refuse_write(where, ctx)
+    if refusal is not None:
+        return refusal
+    shown = where.display()
+    record = ctx.read_state.get(shown)
+    if record is not None and not record.full:
+        return tool_error(wording.PARTIALLY_READ)
+    try:
+        result = await ctx.store.write(
+            ctx.namespace(where.mount),
+            where.path,
+            p.content,
+            ctx.origin(),
+            expected_version=record.version if record else 0,
+        )
+    except StaleVersion as exc:
+        return _stale_write(where, ctx, exc, record)
+    except wording.MODEL_FIXABLE as exc:
+        return tool_error(wording.store_failure(exc, shown))
+    if result.created:
+        text = wording.created(shown)
+    elif result.unchanged:
+        text = wording.unchanged(shown)
+    else:
+        text = wording.updated(shown)
+    return ToolOutcome(text, read_updates={shown: _written(result.version)})
+
+
+def _stale_write(
+    where: Resolved, ctx: ToolContext, exc: StaleVersion, record: ReadRecord | None
+) -> ToolOutcome:
+    """Write lost the version check (the store already said "unchanged" when the content
+    was there): never read → "not read yet"; else "modified since read" and by whom."""
+    if record is None:
+        return tool_error(wording.NOT_READ)
+    who = wording.author(exc.changed_by_actor, exc.changed_by_session, ctx.session_id)
+    return tool_error(wording.modified_since_read(exc.current_version, who))
+
+
+def _written(version: int) -> ReadRecord:
+    return ReadRecord(version=version, full=True, notified_version=version)
+
+
+def _refuse_write(where: Resolved, ctx: ToolContext) -> ToolOutcome | None:
+    if where.path == "/":
+        return tool_error(f"{where.display()} is a directory; give the path of a file in it.")
+    if where.mount is Mount.SKILLS and not ctx.agent_may_write_skills:
+        return tool_error(wording.skills_read_only(where.display()))
+    return None
+
+
+# ---------------------------------------------------------------- Edit
+
+
+async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
+    """Replace an exact string in a file, against its current content."""
+    if p.old_string == p.new_string:
+        return tool_error(wording.NO_CHANGES)
+    where = resolve(p.file_path)
+    if not where.is_virtual:
+        return await sandbox_files.edit(
+            where.path, p.old_string, p.new_string, p.replace_all, ctx.workspace
+        )
+    refusal = _refuse_write(where, ctx)
+    if refusal is not None:
+        return refusal
+    try:
+        return await _edit_virtual(p, where, ctx)
+    except FileNotFound:
+        return tool_error(wording.FILE_MISSING)
+    except wording.MODEL_FIXABLE as exc:
+        return tool_error(wording.store_failure(exc, where.display()))
+
+
+async def recover_edit(p: EditInput, ctx: ToolContext) -> ToolOutcome | None:
+    """After a crash: a virtual edit is redone (the store makes a repeated ``tool_use_id``
+    a no-op); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
+    if not resolve(p.file_path).is_virtual:
+        return None
+    return await edit(p, ctx)
+
+
+async def _edit_virtual(p: EditInput, where: Resolved, ctx: ToolContext) -> ToolOutcome:
+    ns, shown = ctx.namespace(where.mount), where.display()
+    record = ctx.read_state.get(shown)
+    if record is None and p.old_string:
+        await ctx.store.read(ns, where.path)  # FileNotFound → "File does not exist."
+        return tool_error(wording.NOT_READ)
+    seen = record.version if record else None
+    try:
+        result = await ctx.store.edit(
+            ns,
+            where.path,
+            p.old_string,
+            p.new_string,
+            ctx.origin(),
+            replace_all=p.replace_all,
+            seen_version=seen,
+        )
+    except NoChange:
+        return tool_error(wording.NO_CHANGES)
+    except FileExists:
+        return tool_error(wording.ALREADY_EXISTS)
+    except (StringNotFound, AmbiguousMatch) as exc:
+        if exc.current_version != seen:
+            return tool_error(wording.modified_since_read(exc.current_version))
+        if isinstance(exc, AmbiguousMatch):
+            return tool_error(wording.ambiguous(exc.count, p.old_string))
+        return tool_error(wording.string_not_found(p.old_string))
+    if p.old_string == "":  # created the file, or filled an empty one
+        filled = record is not None and record.version == result.base_version
+        text = wording.updated(shown) if filled else wording.created(shown)
+        return ToolOutcome(text, read_updates={shown: _written(result.version)})
+    text = wording.edited(shown, p.old_string, p.new_string, p.replace_all, result.content)
+    if result.concurrent_change and seen is not None:
+        text += "\n\n" + await _concurrent_note(ctx, where, seen, result.base_version)
+    updated = ReadRecord(
+        version=result.version,
+        full=(record is None or record.full) and not result.concurrent_change,
+        notified_version=result.version,
+    )
+    return ToolOutcome(text, read_updates={shown: updated})
+
+
+async def _concurrent_note(ctx: ToolContext, where: Resolved, seen: int, base: int) -> str:
+    ns = ctx.namespace(where.mount)
+    before, after = await contents_at(ctx.store, ns, where.path, (seen, base))
+    note = (
+        "Note: another session changed this file after you read it; your edit was applied on "
+        "top of those changes, which are kept. Read the file again before overwriting it with "
+        "Write."
+    )
+    if before is None or after is None:
+        return note
+    return f"{note} Their changes, from the version you read (v{seen}) to v{base}:\n" + (
+        numbered_diff(before, after, max_lines=60)
+    )
+
+
+# ---------------------------------------------------------------- definitions
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+READ = ModelTool(
+    name="Read",
+    description=(
+        "Read a file and return its lines numbered like `cat -n` (spaces, line number, tab, "
+        "text). Works on every path: the sandbox (working directory /workspace) and the shared "
+        "virtual trees /memory/, /skills/ and /incident/. "
+        f"Returns up to {DEFAULT_LIMIT_LINES} lines from the top by default; use offset (first "
+        "line, 1-based) and limit (number of lines) for longer files. Lines longer than "
+        f"{MAX_LINE_CHARS} characters are cut. Reading a directory under /memory/, /skills/ or "
+        "/incident/ lists its entries. Read a whole shared file before you overwrite it with "
+        "Write."
+    ),
+    input_schema=_schema(
+        {
+            "file_path": {"type": "string", "description": "Absolute path of the file to read."},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Line number to start from (1-based). Only for long files.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How many lines to read. Only for long files.",
+            },
+        },
+        ["file_path"],
+    ),
+    params=ReadInput,
+    runner=read,
+)
+
+WRITE = ModelTool(
+    name="Write",
+    description=(
+        "Create a file, or replace a file's whole content. Parent directories are created. "
+        "On the shared trees (/memory/, /incident/, and /skills/ where the org allows the "
+        "agent to edit skills) an existing file must have been read in full in this session "
+        "first, and the write is refused if anyone changed the file since: then Read it again "
+        "and merge. Prefer Edit for changing part of a shared file, so that concurrent edits "
+        "by other sessions are kept."
+    ),
+    input_schema=_schema(
+        {
+            "file_path": {"type": "string", "description": "Absolute path of the file to write."},
+            "content": {"type": "string", "description": "The complete new content."},
+        },
+        ["file_path", "content"],
+    ),
+    params=WriteInput,
+    runner=write,
+)
+
+EDIT = ModelTool(
+    name="Edit",
+    description=(
+        "Replace an exact string in a file. old_string must match the file's text exactly, "
+        "including whitespace and indentation; the line-number prefix that Read shows "
+        "(spaces, number, tab) is not part of the file and must not appear in old_string or "
+        "new_string. The edit fails if old_string is not found, or is found more than once "
+        "and replace_all is false: then give more surrounding lines to make it unique, or set "
+        "replace_all to replace every occurrence. An empty old_string creates a new file. On "
+        "the shared trees the file must have been read in this session first; the edit "
+        "applies to the current content, so changes other sessions made to other lines are "
+        "kept (you are told when that happened)."
+    ),
+    input_schema=_schema(
+        {
+            "file_path": {"type": "string", "description": "Absolute path of the file to edit."},
+            "old_string": {"type": "string", "description": "The exact text to replace."},
+            "new_string": {
+                "type": "string",
+                "description": "The text to replace it with (must differ from old_string).",
+            },
+            "replace_all": {
+                "type": "boolean",
+                "default": False,
+                "description": "Replace every occurrence of old_string (default false).",
+            },
+        },
+        ["file_path", "old_string", "new_string"],
+    ),
+    params=EditInput,
+    runner=edit,
+    recoverer=recover_edit,
+)

@@ -1,0 +1,153 @@
+"""Glob and Grep on sandbox paths: ripgrep command lines, and its output parsed.
+
+The commands run inside the sandbox through ``Workspace.exec``; every argument is
+quoted with ``shlex.quote``. File lists are NUL-separated and come with their
+mtimes; Grep's lines come from ``rg --json`` (one JSON event per line), so paths and
+lines containing ``:``, ``-`` or newlines parse without ambiguity (ripgrep 13+, GNU
+``xargs``/``stat``). All search hidden files, honour ``.gitignore``, and skip ``.git``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from shlex import quote
+from typing import Any
+
+from harness.sandbox.workspace import CommandResult
+from memory_store import GrepMatch
+
+_COMMON = ("--hidden", "-g", "!.git")
+_WITH_MTIMES = " | xargs -0 -r stat --printf '%.9Y\\t%n\\0' --"
+
+
+@dataclass(frozen=True)
+class GrepOptions:
+    """ripgrep flags for one Grep call (``type`` is ripgrep's ``--type`` name)."""
+
+    glob: str | None = None
+    type: str | None = None
+    ignore_case: bool = False
+    before: int = 0
+    after: int = 0
+    multiline: bool = False
+
+
+def files_command(pattern: str, root: str) -> str:
+    """Files under ``root`` matching the glob, each with its mtime (see ``parse_files``).
+
+    ripgrep's own ``--sortr=modified`` sorts each directory's entries (a directory by
+    its own mtime), not the whole list, so the mtimes come from ``stat`` (GNU
+    coreutils) and the harness sorts.
+
+    >>> print(files_command("*.py", "/workspace/my dir"))  # doctest: +NORMALIZE_WHITESPACE
+    set -o pipefail; rg --files -0 --hidden -g '!.git' -g '*.py' -- '/workspace/my dir'
+    | xargs -0 -r stat --printf '%.9Y\\t%n\\0' --
+    """
+    return (
+        "set -o pipefail; "
+        + _join(["rg", "--files", "-0", *_COMMON, "-g", pattern, "--", root])
+        + _WITH_MTIMES
+    )
+
+
+def matching_files_command(pattern: str, root: str, options: GrepOptions) -> str:
+    """Files under ``root`` with a match, each with its mtime (see ``parse_files``)."""
+    args = ["rg", "--files-with-matches", "-0", *_COMMON, *_filters(options)]
+    return "set -o pipefail; " + _join([*args, "-e", pattern, "--", root]) + _WITH_MTIMES
+
+
+def grep_command(pattern: str, root: str, options: GrepOptions) -> str:
+    """``rg --json`` searching ``root`` for ``pattern``, files in path order.
+
+    >>> grep_command("a b", "/workspace", GrepOptions(ignore_case=True, after=2))
+    "rg --json --hidden -g '!.git' --sort=path -i -A 2 -e 'a b' -- /workspace"
+    """
+    args = ["rg", "--json", *_COMMON, "--sort=path", *_filters(options)]
+    if options.before:
+        args += ["-B", str(options.before)]
+    if options.after:
+        args += ["-A", str(options.after)]
+    return _join([*args, "-e", pattern, "--", root])
+
+
+def _filters(options: GrepOptions) -> list[str]:
+    args: list[str] = []
+    if options.ignore_case:
+        args.append("-i")
+    if options.multiline:
+        args += ["-U", "--multiline-dotall"]
+    if options.glob is not None:
+        args += ["-g", options.glob]
+    if options.type is not None:
+        args += ["-t", options.type]
+    return args
+
+
+def failure(result: CommandResult, root: str, *, produced: bool) -> str | None:
+    """The error to report when ripgrep failed and ``produced`` nothing, else None.
+
+    ripgrep exits 0 with matches, 1 without, 2 on an error (a bad regex, a missing
+    path; also an unreadable file somewhere, when the other results still count).
+    """
+    if result.timed_out:
+        return "The search timed out; search a narrower path or use a more specific pattern."
+    if result.exit_code in (0, 1) or produced:
+        return None
+    message = result.stderr.strip()
+    if "(os error 2)" in message:
+        return f"Path does not exist: {root}"
+    return f"ripgrep failed: {message}" if message else "ripgrep failed."
+
+
+def parse_files(stdout: str) -> list[str]:
+    """The paths of a ``files_command``/``matching_files_command``, newest first
+    (ties by path).
+
+    >>> parse_files("1.5\\t/w/old\\x002.0\\t/w/new\\x00")
+    ['/w/new', '/w/old']
+    """
+    stamped: list[tuple[float, str]] = []
+    for record in stdout.split("\0"):
+        mtime, tab, path = record.partition("\t")
+        if tab:
+            stamped.append((-float(mtime), path))
+    return [path for _, path in sorted(stamped)]
+
+
+def parse_json(stdout: str) -> list[GrepMatch]:
+    """Match and context lines from ``rg --json`` output, in its order.
+
+    A multi-line match (``-U``) gives one match line per line it spans.
+    """
+    found: list[GrepMatch] = []
+    for raw in stdout.split("\n"):
+        if not raw.startswith("{"):
+            continue
+        event = json.loads(raw)
+        kind = event.get("type")
+        if kind not in ("match", "context"):
+            continue
+        data = event["data"]
+        path, first = _text(data["path"]), int(data["line_number"])
+        lines = _text(data["lines"]).split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        found += [
+            GrepMatch(path, first + i, line.removesuffix("\r"), is_context=kind == "context")
+            for i, line in enumerate(lines)
+        ]
+    return found
+
+
+def _text(field: Mapping[str, Any]) -> str:
+    """ripgrep's ``{"text": …}`` or, for bytes that are not UTF-8, ``{"bytes": base64}``."""
+    if "text" in field:
+        return str(field["text"])
+    return base64.b64decode(field.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def _join(args: list[str]) -> str:
+    return " ".join(quote(a) for a in args)

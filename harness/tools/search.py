@@ -1,0 +1,296 @@
+"""Glob and Grep: Claude Code's search tools over every mount.
+
+Virtual mounts are searched by the ``FileStore``; sandbox paths by ripgrep inside
+the sandbox (``ripgrep``). Output is formatted by ``search_output`` either way.
+
+Where the virtual mounts differ from ripgrep:
+  * Grep's regex is Python's ``re``: no ``\\p{…}`` Unicode classes and no POSIX
+    classes such as ``[[:alpha:]]``; ripgrep's ``\\z`` is Python's ``\\Z``; Python
+    accepts look-around and backreferences, which ripgrep's default engine refuses.
+  * ``type`` knows a short list of file types (see ``_TYPES``) instead of ripgrep's.
+  * ``multiline`` reports a match spanning lines by its first line only.
+Glob patterns follow ripgrep's rule on every mount: a pattern without ``/`` matches
+the file name at any depth (``*.md`` finds ``/memory/teams/a.md``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.tools import ripgrep, search_output, wording
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.vfs import WORKSPACE, Resolved, resolve
+from memory_store import GrepMatch
+
+SEARCH_TIMEOUT_S = 60.0
+_GLOB_CHARS = frozenset("*?[{")
+_TYPES: dict[str, tuple[str, ...]] = {
+    "md": (".md", ".markdown"),
+    "markdown": (".md", ".markdown"),
+    "txt": (".txt",),
+    "yaml": (".yaml", ".yml"),
+    "json": (".json",),
+    "toml": (".toml",),
+    "py": (".py", ".pyi"),
+    "sh": (".sh", ".bash"),
+    "sql": (".sql",),
+    "go": (".go",),
+    "js": (".js", ".mjs", ".cjs"),
+    "ts": (".ts", ".tsx"),
+    "csv": (".csv",),
+    "log": (".log",),
+}
+
+
+class GlobInput(BaseModel):
+    """Glob's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pattern: str
+    path: str | None = None
+
+
+class GrepInput(BaseModel):
+    """Grep's parameters (Claude Code's names; ``-i``, ``-n``, ``-A``… are aliases)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pattern: str
+    path: str | None = None
+    glob: str | None = None
+    type: str | None = None
+    output_mode: Literal["content", "files_with_matches", "count"] = "files_with_matches"
+    ignore_case: bool = Field(default=False, alias="-i")
+    line_numbers: bool = Field(default=True, alias="-n")
+    after: int | None = Field(default=None, alias="-A", ge=0)
+    before: int | None = Field(default=None, alias="-B", ge=0)
+    context: int | None = Field(default=None, alias="-C", ge=0)
+    head_limit: int = Field(default=250, ge=0)
+    multiline: bool = False
+
+    def context_lines(self) -> tuple[int, int]:
+        """(before, after) for content mode; ``-A``/``-B`` override ``-C``."""
+        if self.output_mode != "content":
+            return 0, 0
+        around = self.context or 0
+        return (
+            self.before if self.before is not None else around,
+            self.after if self.after is not None else around,
+        )
+
+
+# ---------------------------------------------------------------- Glob
+
+
+async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
+    """Files matching a glob pattern, most recently modified first."""
+    root, pattern = split_pattern(p.pattern, p.path)
+    where = resolve(root)
+    if not where.is_virtual:
+        result = await ctx.workspace.exec(
+            ctx.tool_use_id, ripgrep.files_command(pattern, where.path), timeout_s=SEARCH_TIMEOUT_S
+        )
+        paths = ripgrep.parse_files(result.stdout)
+        problem = ripgrep.failure(result, where.path, produced=bool(paths))
+        if problem is not None:
+            return tool_error(problem)
+        return ToolOutcome(search_output.glob_listing(paths))
+    if "/" not in pattern:
+        pattern = "**/" + pattern
+    try:
+        entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
+    except wording.MODEL_FIXABLE as exc:
+        return tool_error(wording.store_failure(exc, where.display()))
+    return ToolOutcome(search_output.glob_listing([_shown(where, e.path) for e in entries]))
+
+
+def split_pattern(pattern: str, path: str | None) -> tuple[str, str]:
+    """(directory to search, pattern relative to it); an absolute pattern names its root.
+
+    >>> split_pattern("/memory/**/*.md", None)
+    ('/memory', '**/*.md')
+    >>> split_pattern("*.py", None)
+    ('/workspace', '*.py')
+    >>> split_pattern("/incident/timeline.md", "/ignored")
+    ('/incident', 'timeline.md')
+    """
+    if not pattern.startswith("/"):
+        return path or WORKSPACE, pattern
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if _GLOB_CHARS.intersection(part):
+            return "/".join(parts[:i]) or "/", "/".join(parts[i:])
+    return posixpath.dirname(pattern) or "/", posixpath.basename(pattern)
+
+
+def _shown(where: Resolved, path: str) -> str:
+    return Resolved(where.mount, path).display()
+
+
+# ---------------------------------------------------------------- Grep
+
+
+async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
+    """Search file contents for a regex; three output modes."""
+    where = resolve(p.path or WORKSPACE)
+    if where.is_virtual:
+        found = await _grep_virtual(p, where, ctx)
+    else:
+        found = await _grep_sandbox(p, where, ctx)
+    if isinstance(found, ToolOutcome):
+        return found
+    matches, paths = found
+    prefix = _mount_root(where)
+    if p.output_mode == "files_with_matches":
+        shown = [prefix + path for path in paths]
+        return ToolOutcome(search_output.files_listing(shown, p.head_limit))
+    if p.output_mode == "count":
+        return ToolOutcome(search_output.count_listing(matches, p.head_limit, prefix))
+    text = search_output.content_listing(
+        matches,
+        line_numbers=p.line_numbers,
+        context=any(p.context_lines()),
+        head_limit=p.head_limit,
+        prefix=prefix,
+    )
+    return ToolOutcome(text)
+
+
+Found = tuple[list[GrepMatch], list[str]] | ToolOutcome
+
+
+def _mount_root(where: Resolved) -> str:
+    """What to put before a mount-relative path to show it: ``/memory``, or "" (sandbox)."""
+    return Resolved(where.mount, "/").display() if where.is_virtual else ""
+
+
+async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:
+    """Matches (mount-relative paths) and the matching files, newest first."""
+    extensions = _TYPES.get(p.type) if p.type is not None else None
+    if p.type is not None and extensions is None:
+        known = ", ".join(sorted(_TYPES))
+        return tool_error(f"Unknown file type {p.type!r} on {where.display()}; use one of {known}")
+    before, after = p.context_lines()
+    ns = ctx.namespace(where.mount)
+    try:
+        matches = await ctx.store.grep(
+            ns,
+            p.pattern,
+            prefix=where.path,
+            glob=p.glob,
+            ignore_case=p.ignore_case,
+            before=before,
+            after=after,
+            multiline=p.multiline,
+        )
+        newest = [e.path for e in await ctx.store.glob(ns, "**", where.path)]
+    except ValueError as exc:
+        return tool_error(str(exc))
+    except wording.MODEL_FIXABLE as exc:
+        return tool_error(wording.store_failure(exc, where.display()))
+    if extensions is not None:
+        matches = [m for m in matches if m.path.endswith(extensions)]
+    order = {path: i for i, path in enumerate(newest)}
+    paths = sorted(search_output.matched_paths(matches), key=lambda s: order.get(s, len(order)))
+    return matches, paths
+
+
+async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:
+    """ripgrep in the sandbox: matching files newest first, or lines in path order."""
+    before, after = p.context_lines()
+    options = ripgrep.GrepOptions(
+        glob=p.glob,
+        type=p.type,
+        ignore_case=p.ignore_case,
+        before=before,
+        after=after,
+        multiline=p.multiline,
+    )
+    files_mode = p.output_mode == "files_with_matches"
+    if files_mode:
+        command = ripgrep.matching_files_command(p.pattern, where.path, options)
+    else:
+        command = ripgrep.grep_command(p.pattern, where.path, options)
+    result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=SEARCH_TIMEOUT_S)
+    matches = [] if files_mode else ripgrep.parse_json(result.stdout)
+    paths = ripgrep.parse_files(result.stdout) if files_mode else []
+    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths))
+    if problem is not None:
+        return tool_error(problem)
+    return matches, paths or search_output.matched_paths(matches)
+
+
+# ---------------------------------------------------------------- definitions
+
+GLOB = ModelTool(
+    name="Glob",
+    description=(
+        "Find files by name with a glob pattern such as `**/*.py` or `src/**/*.{ts,tsx}`. "
+        "Returns matching paths, most recently modified first (at most 100). Searches `path` "
+        "(default: the working directory /workspace); give path /memory, /skills or /incident "
+        "(or an absolute pattern such as `/memory/**/*.md`) to search the shared virtual "
+        "trees. A pattern without `/` matches file names at any depth."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "The glob pattern to match."},
+            "path": {
+                "type": "string",
+                "description": "Absolute directory to search in. Omit for /workspace.",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    },
+    params=GlobInput,
+    runner=glob,
+)
+
+GREP = ModelTool(
+    name="Grep",
+    description=(
+        "Search file contents with a regular expression (ripgrep syntax in the sandbox; "
+        "Python `re` syntax on /memory, /skills and /incident). Searches `path` (a file or "
+        "directory; default /workspace). Filter files with `glob` (e.g. `*.md`) or `type` "
+        "(e.g. `py`). output_mode: `files_with_matches` (default; paths, newest first), "
+        "`content` (matching lines as path:line:text; -n line numbers on by default, -A/-B/-C "
+        "context lines) or `count` (matches per file). `-i` ignores case; `multiline` lets "
+        "a match span lines. head_limit caps the output (default 250, 0 = no limit). Use "
+        "Grep rather than running grep or rg through Bash."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "The regular expression to search for."},
+            "path": {"type": "string", "description": "Absolute file or directory to search."},
+            "glob": {"type": "string", "description": "Only files matching this glob."},
+            "type": {"type": "string", "description": "Only files of this type (py, md, …)."},
+            "output_mode": {
+                "type": "string",
+                "enum": ["content", "files_with_matches", "count"],
+                "description": "What to return (default files_with_matches).",
+            },
+            "-i": {"type": "boolean", "description": "Case-insensitive search."},
+            "-n": {"type": "boolean", "description": "Line numbers (content mode; default on)."},
+            "-A": {"type": "integer", "minimum": 0, "description": "Lines after each match."},
+            "-B": {"type": "integer", "minimum": 0, "description": "Lines before each match."},
+            "-C": {"type": "integer", "minimum": 0, "description": "Lines around each match."},
+            "head_limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Show at most this many lines/files/counts (default 250; 0 = all).",
+            },
+            "multiline": {
+                "type": "boolean",
+                "description": "Let `.` match newlines and patterns span lines (default false).",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    },
+    params=GrepInput,
+    runner=grep,
+)

@@ -1,0 +1,42 @@
+"""Read on a virtual directory: its entries, one level, directories first.
+
+Claude Code's Read refuses directories and points to ``ls``; on the virtual mounts
+``ls`` is unavailable (Bash cannot see them), so listing is the useful answer
+(docs/tools.md, Read).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from harness.tools import wording
+from harness.tools.contract import ToolOutcome, tool_error
+from harness.vfs import Resolved
+from memory_store import Entry, FileStore, Namespace
+
+
+async def list_directory(store: FileStore, ns: Namespace, where: Resolved) -> ToolOutcome:
+    """The entries under ``where``; "File does not exist." when it holds nothing.
+
+    A mount root always exists, so an empty root is reported as empty.
+    """
+    entries = await store.listdir(ns, where.path)
+    shown = where.display()
+    if not entries:
+        if where.path != "/":
+            return tool_error(wording.FILE_MISSING)
+        return ToolOutcome(f"{shown}/ is an empty directory.")
+    noun = "entry" if len(entries) == 1 else "entries"
+    lines = [f"{shown.rstrip('/')}/ is a directory with {len(entries)} {noun}:"]
+    lines += [_line(e) for e in entries]
+    return ToolOutcome("\n".join(lines))
+
+
+def _line(entry: Entry) -> str:
+    name = posixpath.basename(entry.path)
+    if entry.is_dir:
+        return f"- {name}/"
+    details = [f"{entry.size_bytes} bytes"] if entry.size_bytes is not None else []
+    if entry.updated_at is not None:
+        details.append(f"updated {entry.updated_at:%Y-%m-%d %H:%M} UTC")
+    return f"- {name}" + (f" ({', '.join(details)})" if details else "")

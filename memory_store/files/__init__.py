@@ -1,0 +1,1 @@
+"""The org file store: /memory, /skills and /incident files with lossless revision history."""

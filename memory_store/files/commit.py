@@ -1,0 +1,239 @@
+"""The one transaction that appends a version: lock the row, decide, update, log.
+
+Every change (write, edit, delete, restore) goes through ``commit_change``:
+
+1. lock the file's row (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite writers are
+   already serialised by ``BEGIN IMMEDIATE``), learning in the same statement whether
+   this ``tool_use_id`` already changed the file — if so, return that first outcome;
+2. let the operation decide against the *current* row (it may raise a store error,
+   say "unchanged", or plan new content);
+3. check the tree (case conflicts) and the org quota when a file is (re)created;
+4. ``UPDATE … WHERE version = :current`` (guarded by the byte quota) or INSERT a new
+   row, and append the revision.
+
+A conditional whole-file write on PostgreSQL first tries one guarded statement
+(``conditional``); only when it matches nothing does it take the steps above, which
+then explain why (stale, unchanged, over quota, or a retried tool call).
+
+A unique-constraint race (two creators of one path, a case-only twin, a duplicate
+tool call) rolls back and retries against fresh state; the retry decides again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.db import Database, WriteConflict
+from memory_store.errors import DatabaseUnavailable, QuotaExceeded, StoreError
+from memory_store.files import revisions, rows
+from memory_store.files.paths import check_tree, fold
+from memory_store.records import Limits, Namespace, Origin, Revision
+
+MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an operation wants to store: new ``content`` (None = delete)."""
+
+    operation: str
+    content: str | None
+    replacements: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a change did (or, when ``unchanged``, found already true)."""
+
+    path: str
+    version: int
+    base_version: int
+    operation: str
+    content: str | None
+    replacements: int | None
+    created: bool
+    unchanged: bool = False
+
+
+Decide = Callable[[rows.FileRow | None], Plan | Outcome]
+FastPath = Callable[[], Awaitable[Outcome | None]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a change goes and who makes it."""
+
+    ns: Namespace
+    path: str
+    origin: Origin
+
+
+async def commit_change(
+    db: Database,
+    limits: Limits,
+    target: Target,
+    decide: Decide,
+    *,
+    fast: FastPath | None = None,
+) -> Outcome:
+    """Apply one change in one short transaction (see the module docstring).
+
+    ``fast`` is tried first, on its own: it may commit the change and return its
+    outcome, or return None (or conflict) to fall through to the locked path.
+
+    Raises:
+        whatever ``decide`` raises; QuotaExceeded; CaseConflict/InvalidPath (tree clash);
+        DatabaseUnavailable (unreachable, lock timeout, or conflicts that did not settle).
+    """
+    if fast is not None:
+        with suppress(WriteConflict):
+            if (done := await fast()) is not None:
+                return done
+    conflict: WriteConflict | None = None
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            async with db.write() as conn:
+                return await _attempt(conn, limits, target, decide)
+        except WriteConflict as exc:
+            conflict = exc
+    raise DatabaseUnavailable(f"{target.path}: kept conflicting with other writers") from conflict
+
+
+async def _attempt(
+    conn: AsyncConnection, limits: Limits, target: Target, decide: Decide
+) -> Outcome:
+    ns, path = target.ns, target.path
+    row = await rows.lock_file(conn, ns, path, target.origin.tool_use_id)
+    if row is not None and row.prior_version is not None:
+        return outcome_of(await revisions.of_file(conn, row.id, row.prior_version))
+    try:
+        decided = decide(row)
+    except StoreError:
+        if prior := await _prior(conn, row, target.origin):
+            return prior
+        raise
+    if isinstance(decided, Outcome):
+        return await _prior(conn, row, target.origin) or decided
+    live = row is not None and not row.deleted
+    if decided.content is not None and not live:
+        top = "/" + path.split("/")[1]
+        check_tree(path, await rows.live_paths_folded(conn, ns, fold(top)))
+        await _check_quota(conn, limits, ns.org_id, decided.content, creating=True)
+    change = new_version(
+        (row.version if row else 0) + 1,
+        row.version if row is not None and live else 0,
+        decided.operation,
+        decided.content,
+        target.origin,
+        replacements=decided.replacements,
+    )
+    await _store(conn, limits, target, row, change)
+    return outcome(path, change, created=not live)
+
+
+async def _store(
+    conn: AsyncConnection,
+    limits: Limits,
+    target: Target,
+    row: rows.FileRow | None,
+    change: rows.NewVersion,
+) -> None:
+    if row is None:
+        file_id = await rows.insert_file(conn, target.ns, target.path, fold(target.path), change)
+    elif await rows.update_from(conn, row, change, limits, target.ns.org_id):
+        file_id = row.id
+    else:
+        # The row is locked at row.version, so only the byte-quota guard can refuse.
+        old_size = 0 if row.deleted else row.size_bytes
+        await _check_quota(
+            conn, limits, target.ns.org_id, change.content or "", old_size, creating=row.deleted
+        )
+        raise WriteConflict(f"{target.path} moved past version {row.version}")
+    await revisions.append(conn, file_id, change)
+
+
+async def _prior(conn: AsyncConnection, row: rows.FileRow | None, origin: Origin) -> Outcome | None:
+    """The first outcome of this tool call, looked up in a fresh statement.
+
+    ``lock_file`` already asks, but on PostgreSQL a statement that waited for the row
+    lock judges its subqueries by the snapshot taken *before* the wait, so a duplicate
+    call that committed meanwhile is only visible to a new statement. Asked only when
+    the decision is "error" or "unchanged"; a change that would duplicate a tool call
+    is stopped by the unique index instead (and retried, then answered here).
+    """
+    if row is None or not origin.tool_use_id:
+        return None
+    found = await revisions.by_tool_use(conn, row.id, origin.tool_use_id)
+    return None if found is None else outcome_of(found)
+
+
+def new_version(
+    version: int,
+    base_version: int,
+    operation: str,
+    content: str | None,
+    origin: Origin,
+    *,
+    replacements: int | None = None,
+) -> rows.NewVersion:
+    return rows.NewVersion(
+        version=version,
+        base_version=base_version,
+        operation=operation,
+        content=content,
+        replacements=replacements,
+        origin=origin,
+        at=datetime.now(UTC),
+    )
+
+
+def outcome(path: str, change: rows.NewVersion, *, created: bool) -> Outcome:
+    return Outcome(
+        path=path,
+        version=change.version,
+        base_version=change.base_version,
+        operation=change.operation,
+        content=change.content,
+        replacements=change.replacements,
+        created=created,
+    )
+
+
+def outcome_of(revision: Revision) -> Outcome:
+    """The outcome a stored revision reported when it was made (for retried tool calls)."""
+    return Outcome(
+        path=revision.path,
+        version=revision.version,
+        base_version=revision.base_version,
+        operation=revision.operation,
+        content=revision.content,
+        replacements=revision.replacements,
+        created=revision.operation == "create",
+    )
+
+
+async def _check_quota(
+    conn: AsyncConnection,
+    limits: Limits,
+    org_id: str,
+    content: str,
+    old_size: int = 0,
+    *,
+    creating: bool,
+) -> None:
+    """Refuse a new file, or growth, past the org's quota (soft: checked without a lock).
+
+    Concurrent creators can each pass the check and overshoot by their own sizes;
+    growth of an existing file is also guarded inside its UPDATE (``rows``).
+    """
+    new_size = len(content.encode())
+    files_used, bytes_used = await rows.org_usage(conn, org_id)
+    if creating and files_used + 1 > limits.max_files_per_org:
+        raise QuotaExceeded(org_id, what="files", used=files_used, limit=limits.max_files_per_org)
+    if new_size > old_size and bytes_used - old_size + new_size > limits.max_bytes_per_org:
+        raise QuotaExceeded(org_id, what="bytes", used=bytes_used, limit=limits.max_bytes_per_org)

@@ -1,0 +1,69 @@
+"""Turning live file rows into directory listings and glob/grep file selections (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memory_store.files.globs import compile_glob
+from memory_store.files.rows import FileRow
+from memory_store.records import Entry
+
+
+def entry(row: FileRow) -> Entry:
+    """The listing entry of one file."""
+    return Entry(
+        path=row.path,
+        is_dir=False,
+        version=row.version,
+        size_bytes=row.size_bytes,
+        updated_at=row.updated_at,
+    )
+
+
+def children(found: list[FileRow], prefix: str) -> list[Entry]:
+    """One directory level under ``prefix``: directories (by name), then files (by path).
+
+    ``found`` are the live files under ``prefix``, sorted by path.
+    """
+    base = "" if prefix == "/" else prefix
+    dirs: set[str] = set()
+    files: list[Entry] = []
+    for row in found:
+        if row.path == prefix:
+            continue
+        head, sep, _ = row.path[len(base) + 1 :].partition("/")
+        if sep:
+            dirs.add(f"{base}/{head}")
+        else:
+            files.append(entry(row))
+    return [Entry(path=d, is_dir=True) for d in sorted(dirs)] + files
+
+
+def absolute_pattern(pattern: str, prefix: str) -> str:
+    """A glob pattern relative to directory ``prefix``, made absolute within the scope.
+
+    >>> absolute_pattern("**/*.md", "/teams"), absolute_pattern("/x/*", "/teams")
+    ('/teams/**/*.md', '/x/*')
+    """
+    return pattern if pattern.startswith("/") else f"{prefix.rstrip('/')}/{pattern}"
+
+
+def file_filter(glob: str | None, prefix: str) -> Callable[[str], bool]:
+    """Which paths grep's ``glob`` keeps, by ripgrep's ``--glob`` rule.
+
+    A pattern without ``/`` matches the file name; one with ``/`` matches the path
+    below ``prefix`` (the whole path when it starts with ``/``). None keeps every path.
+
+    >>> keep = file_filter("*.md", "/")
+    >>> keep("/a/b.md"), keep("/a/b.txt")
+    (True, False)
+    """
+    if glob is None:
+        return lambda _path: True
+    regex = compile_glob(glob)
+    if glob.startswith("/"):
+        return lambda path: regex.fullmatch(path) is not None
+    if "/" not in glob:
+        return lambda path: regex.fullmatch(path.rsplit("/", 1)[-1]) is not None
+    cut = 1 if prefix == "/" else len(prefix) + 1
+    return lambda path: regex.fullmatch(path[cut:]) is not None

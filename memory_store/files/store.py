@@ -1,0 +1,306 @@
+"""The org file store: /memory, /skills and /incident files with lossless history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+from memory_store.db import Database
+from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
+from memory_store.files import decisions, listing, revisions, rows
+from memory_store.files.commit import Decide, FastPath, Outcome, Target, commit_change
+from memory_store.files.conditional import conditional_write
+from memory_store.files.frontmatter import summarise
+from memory_store.files.globs import compile_glob
+from memory_store.files.grep import compile_pattern, grep_content
+from memory_store.files.paths import normalise_file_path, normalise_path
+from memory_store.records import (
+    DEFAULT_LIMITS,
+    Change,
+    EditResult,
+    Entry,
+    FileKey,
+    FileVersion,
+    GrepMatch,
+    IndexEntry,
+    Limits,
+    Namespace,
+    Origin,
+    Revision,
+    WriteResult,
+)
+
+CHANGED_SINCE_BATCH = 200
+
+
+class FileStore:
+    """Versioned files in SQL, one short transaction per call, no lock held between calls.
+
+    Every change makes exactly one new version and appends one immutable revision.
+    A call whose ``origin.tool_use_id`` already made a revision of that file is a
+    no-op returning the first result (retried tool calls).
+    Paths are normalised (NFC, ``//`` collapsed, ``.``/``..`` resolved); see ``normalise_path``.
+    Every method may raise ``DatabaseUnavailable``.
+    """
+
+    def __init__(self, db: Database, limits: Limits = DEFAULT_LIMITS) -> None:
+        """A store over ``db`` (already migrated) enforcing ``limits`` (sizes, quotas)."""
+        self._db = db
+        self._limits = limits
+
+    async def read(self, ns: Namespace, path: str) -> FileVersion:
+        """Current content. Raises FileNotFound, InvalidPath."""
+        path = normalise_file_path(path)
+        async with self._db.read() as conn:
+            row = await rows.fetch_file(conn, ns, path)
+        if row is None or row.content is None:
+            raise FileNotFound(path)
+        return FileVersion(
+            path=path,
+            version=row.version,
+            content=row.content,
+            updated_at=row.updated_at,
+            actor=row.actor,
+            session_id=row.session_id,
+        )
+
+    async def write(
+        self,
+        ns: Namespace,
+        path: str,
+        content: str,
+        origin: Origin,
+        *,
+        expected_version: int | None,
+    ) -> WriteResult:
+        """Create or replace a file.
+
+        ``expected_version``: None = unconditional; 0 = only if it does not exist
+        (or is deleted); n = only if it is still at version n. When the stored
+        content already equals ``content`` the result is ``unchanged`` (no new
+        version), whatever ``expected_version`` says.
+        Raises StaleVersion, InvalidPath, CaseConflict, FileTooLarge, QuotaExceeded,
+        InvalidSkill, InvalidContent.
+        """
+        path = normalise_file_path(path)
+        decisions.check_content(self._limits, ns, path, content)
+        decide = decisions.to_write(path, content, expected_version)
+        fast: FastPath | None = None
+        if expected_version:
+            target = Target(ns, path, origin)
+            fast = partial(
+                conditional_write, self._db, self._limits, target, content, expected_version
+            )
+        return _write_result(await self._commit(ns, path, origin, decide, fast=fast))
+
+    async def edit(
+        self,
+        ns: Namespace,
+        path: str,
+        old_string: str,
+        new_string: str,
+        origin: Origin,
+        *,
+        replace_all: bool = False,
+        seen_version: int | None = None,
+    ) -> EditResult:
+        """Replace ``old_string`` in the *current* content in one short transaction.
+
+        An empty ``old_string`` creates a missing file (or fills an empty one) with
+        ``new_string``, as Claude Code's Edit does.
+        Raises NoChange, FileNotFound, StringNotFound, AmbiguousMatch, FileExists,
+        FileTooLarge, InvalidSkill, InvalidPath, InvalidContent.
+        """
+        path = normalise_file_path(path)
+        if old_string == new_string:
+            raise NoChange(path)
+
+        decide = decisions.to_edit(
+            self._limits, ns, path, old_string, new_string, replace_all=replace_all
+        )
+        outcome = await self._commit(ns, path, origin, decide)
+        return EditResult(
+            path=path,
+            version=outcome.version,
+            base_version=outcome.base_version,
+            replacements=outcome.replacements or 0,
+            content=outcome.content or "",
+            concurrent_change=seen_version is not None and seen_version != outcome.base_version,
+        )
+
+    async def delete(
+        self, ns: Namespace, path: str, origin: Origin, *, expected_version: int | None = None
+    ) -> int:
+        """Delete (a tombstone revision); returns the tombstone's version.
+
+        Raises FileNotFound, StaleVersion, InvalidPath.
+        """
+        path = normalise_file_path(path)
+
+        decide = decisions.to_delete(path, expected_version)
+        return (await self._commit(ns, path, origin, decide)).version
+
+    async def listdir(self, ns: Namespace, prefix: str = "/") -> list[Entry]:
+        """One directory level under ``prefix``, directories first then files, by name.
+
+        A directory that holds no file is empty (directories exist only through files).
+        Raises InvalidPath.
+        """
+        prefix = normalise_path(prefix)
+        async with self._db.read() as conn:
+            found = await rows.fetch_live(conn, ns, prefix, with_content=False)
+        return listing.children(found, prefix)
+
+    async def glob(self, ns: Namespace, pattern: str, prefix: str = "/") -> list[Entry]:
+        """Files matching a glob (``*``, ``**``, ``?``, ``[…]``, ``{a,b}``) relative to
+        ``prefix`` (or absolute within the scope), most recently modified first.
+
+        Raises InvalidPath (a bad ``prefix``).
+        """
+        prefix = normalise_path(prefix)
+        regex = compile_glob(listing.absolute_pattern(pattern, prefix))
+        async with self._db.read() as conn:
+            found = await rows.fetch_live(conn, ns, prefix, with_content=False)
+        matches = [row for row in found if regex.fullmatch(row.path)]
+        matches.sort(key=lambda row: row.updated_at, reverse=True)
+        return [listing.entry(row) for row in matches]
+
+    async def grep(
+        self,
+        ns: Namespace,
+        pattern: str,
+        *,
+        prefix: str = "/",
+        glob: str | None = None,
+        ignore_case: bool = False,
+        before: int = 0,
+        after: int = 0,
+        multiline: bool = False,
+    ) -> list[GrepMatch]:
+        """Lines matching a Python ``re`` pattern, with context lines, in path order.
+
+        ``prefix`` is a directory or one file. ``glob`` filters files: a pattern
+        without ``/`` matches the file name, one with ``/`` the path below ``prefix``.
+        Raises InvalidPath, and ValueError for a bad regex.
+        """
+        prefix = normalise_path(prefix)
+        regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
+        selects = listing.file_filter(glob, prefix)
+        async with self._db.read() as conn:
+            found = await rows.fetch_live(conn, ns, prefix, with_content=True)
+        matches: list[GrepMatch] = []
+        for row in found:
+            if not selects(row.path):
+                continue
+            matches += grep_content(
+                row.path, row.content or "", regex, before=before, after=after, multiline=multiline
+            )
+        return matches
+
+    async def index(self, ns: Namespace) -> list[IndexEntry]:
+        """Every live file with its summary line, by path (for the prompt's indexes).
+
+        Summary: the frontmatter ``description`` when present, else the first
+        non-empty line cut to 200 chars (see ``IndexEntry``).
+        """
+        async with self._db.read() as conn:
+            found = await rows.fetch_live(conn, ns, "/", with_content=True)
+        return [
+            IndexEntry(
+                path=row.path,
+                summary=summarise(row.content or ""),
+                version=row.version,
+                updated_at=row.updated_at,
+            )
+            for row in found
+        ]
+
+    async def history(self, ns: Namespace, path: str) -> list[Revision]:
+        """All revisions of a path, oldest first (deletes included).
+
+        Raises FileNotFound (never existed), InvalidPath.
+        """
+        path = normalise_file_path(path)
+        async with self._db.read() as conn:
+            found = await revisions.history(conn, ns, path)
+        if not found:
+            raise FileNotFound(path)
+        return found
+
+    async def restore(self, ns: Namespace, path: str, version: int, origin: Origin) -> WriteResult:
+        """Make the content of ``version`` current again (a new version, ``operation``
+        ``restore``); also brings back a deleted file. ``unchanged`` when it is current.
+
+        Raises FileNotFound, VersionNotFound (unknown version or a deletion),
+        InvalidPath, CaseConflict, FileTooLarge, QuotaExceeded, InvalidSkill.
+        """
+        path = normalise_file_path(path)
+        async with self._db.read() as conn:
+            old = await revisions.at_version(conn, ns, path, version)
+        if old is None or old.content is None:
+            async with self._db.read() as conn:
+                if await rows.fetch_file(conn, ns, path) is None:
+                    raise FileNotFound(path)
+            raise VersionNotFound(path, version)
+        decisions.check_content(self._limits, ns, path, old.content)
+        decide = decisions.to_restore(old.content)
+        return _write_result(await self._commit(ns, path, origin, decide))
+
+    async def changed_since(self, seen: Mapping[FileKey, int]) -> list[Change]:
+        """Which of the given files are no longer at the given version.
+
+        One query per 200 keys. A key whose file never existed is not reported (the
+        caller saw version 0 and it still is 0). Keys with invalid paths are ignored.
+        Results follow the order of ``seen``.
+        """
+        keys = [(key, path) for key in seen if (path := _valid_path(key.path)) is not None]
+        if not keys:
+            return []
+        current: dict[tuple[Namespace, str], rows.FileRow] = {}
+        for start in range(0, len(keys), CHANGED_SINCE_BATCH):
+            async with self._db.read() as conn:
+                current |= await rows.current_of(conn, keys[start : start + CHANGED_SINCE_BATCH])
+        changes = []
+        for key, path in keys:
+            row = current.get((key.ns, path))
+            if row is not None and row.version != seen[key]:
+                changes.append(
+                    Change(
+                        key=key,
+                        seen_version=seen[key],
+                        version=row.version,
+                        deleted=row.deleted,
+                        actor=row.actor,
+                        session_id=row.session_id,
+                    )
+                )
+        return changes
+
+    async def _commit(
+        self,
+        ns: Namespace,
+        path: str,
+        origin: Origin,
+        decide: Decide,
+        *,
+        fast: FastPath | None = None,
+    ) -> Outcome:
+        target = Target(ns, path, origin)
+        return await commit_change(self._db, self._limits, target, decide, fast=fast)
+
+
+def _write_result(outcome: Outcome) -> WriteResult:
+    return WriteResult(
+        path=outcome.path,
+        version=outcome.version,
+        base_version=outcome.base_version,
+        created=outcome.created,
+        unchanged=outcome.unchanged,
+    )
+
+
+def _valid_path(path: str) -> str | None:
+    try:
+        return normalise_file_path(path)
+    except InvalidPath:
+        return None

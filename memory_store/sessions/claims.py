@@ -1,0 +1,231 @@
+"""The claim/commit protocol: lease + epoch fencing + pending token (docs/architecture.md §5).
+
+Each function is one short transaction's statements, run on a connection the caller
+opened with ``Database.write()``. The fence is a single ``UPDATE … WHERE id = :id AND
+epoch = :epoch AND pending_token = :token RETURNING …``: when it matches no row the
+claim is stale and nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, case, literal, null, or_, true
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.errors import Fenced
+from memory_store.sessions import event_log, inbox
+from memory_store.sessions.records import (
+    Claim,
+    Continue,
+    InboxItem,
+    NewEvent,
+    Outcome,
+    SessionKey,
+    SessionStatus,
+    TokenUsage,
+    Wait,
+)
+from memory_store.sessions.tables import at, sessions
+
+_S = sessions.c
+_RUNNING = SessionStatus.RUNNING.value
+
+
+async def claim(
+    conn: AsyncConnection,
+    session_id: str,
+    token: str,
+    *,
+    worker_id: str,
+    lease_s: float,
+    now: datetime,
+) -> Claim | None:
+    """Take the step named by ``token`` if it is pending and no live lease holds it."""
+    lease_until = now + timedelta(seconds=lease_s)
+    claimed = await conn.execute(
+        sessions.update()
+        .where(
+            _S.id == session_id,
+            _S.pending_token == token,
+            _S.status == _RUNNING,
+            or_(_S.lease_until.is_(None), _S.lease_until < now),
+        )
+        .values(
+            epoch=_S.epoch + 1,
+            lease_owner=worker_id,
+            lease_until=lease_until,
+            crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
+            claimed_token=token,
+            updated_at=now,
+        )
+        .returning(*_CLAIM_COLUMNS)
+    )
+    row = claimed.one_or_none()
+    if row is None:
+        return None
+    items: tuple[InboxItem, ...] = ()
+    if row.inbox_seq > row.inbox_consumed:
+        items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
+    return Claim(
+        session_id=session_id,
+        key=SessionKey(row.org_id, row.channel_id, row.thread_ts),
+        requester_id=row.requester_id,
+        epoch=row.epoch,
+        token=token,
+        worker_id=worker_id,
+        lease_until=lease_until,
+        checkpoint=row.checkpoint,
+        inbox=items,
+        inbox_upto=row.inbox_seq,
+        crash_count=row.crash_count,
+        last_seq=row.last_seq,
+        sandbox=row.sandbox,
+    )
+
+
+_CLAIM_COLUMNS = (
+    _S.epoch,
+    _S.org_id,
+    _S.channel_id,
+    _S.thread_ts,
+    _S.requester_id,
+    _S.checkpoint,
+    _S.crash_count,
+    _S.last_seq,
+    _S.inbox_seq,
+    _S.inbox_consumed,
+    _S.sandbox,
+)
+
+
+def _fence(held: Claim) -> ColumnElement[bool]:
+    return (_S.id == held.session_id) & (_S.epoch == held.epoch) & (_S.pending_token == held.token)
+
+
+async def renew(conn: AsyncConnection, held: Claim, *, lease_s: float, now: datetime) -> None:
+    """Extend the lease to ``now + lease_s``. Raises Fenced."""
+    until = now + timedelta(seconds=lease_s)
+    result = await conn.execute(
+        sessions.update().where(_fence(held)).values(lease_until=until).returning(_S.id)
+    )
+    if result.one_or_none() is None:
+        raise Fenced(held.session_id, held.epoch)
+
+
+async def set_sandbox(
+    conn: AsyncConnection, held: Claim, sandbox: str | None, *, now: datetime
+) -> None:
+    """Record the session's sandbox handle (opaque JSON, or None). Raises Fenced."""
+    result = await conn.execute(
+        sessions.update().where(_fence(held)).values(sandbox=sandbox, updated_at=now)
+    )
+    if result.rowcount == 0:
+        raise Fenced(held.session_id, held.epoch)
+
+
+async def save(
+    conn: AsyncConnection,
+    held: Claim,
+    *,
+    checkpoint: str | None,
+    events: Sequence[NewEvent],
+    now: datetime,
+) -> None:
+    """Write the checkpoint (None: keep) and append events; keep lease and token."""
+    values: dict[str, Any] = {"last_seq": _S.last_seq + len(events), "updated_at": now}
+    if checkpoint is not None:
+        values["checkpoint"] = checkpoint
+    await _write(conn, held, values, events, now=now)
+
+
+async def commit(
+    conn: AsyncConnection,
+    held: Claim,
+    *,
+    checkpoint: str,
+    events: Sequence[NewEvent],
+    outcome: Outcome,
+    consumed_inbox_upto: int | None,
+    usage: TokenUsage,
+    new_token: str,
+    now: datetime,
+) -> str | None:
+    """End the step: checkpoint, events, inbox consumption, usage, release, next state.
+
+    Returns ``new_token`` when the session stays runnable, else None.
+    """
+    consumed: ColumnElement[Any] = _S.inbox_consumed
+    if consumed_inbox_upto is not None:
+        upto = literal(consumed_inbox_upto)
+        consumed = case((_S.inbox_consumed < upto, upto), else_=_S.inbox_consumed)
+    # Input that arrived during the step and was not consumed keeps the session running:
+    # its sender saw "a step is pending" and enqueued nothing.
+    runnable = true() if isinstance(outcome, Continue) else _S.inbox_seq > consumed
+    values: dict[str, Any] = {
+        "checkpoint": checkpoint,
+        "last_seq": _S.last_seq + len(events),
+        "inbox_consumed": consumed,
+        "lease_owner": null(),
+        "lease_until": null(),
+        "claimed_token": null(),
+        "crash_count": 0,
+        "updated_at": now,
+        **_next_state(outcome, runnable, new_token, now),
+        **_usage_sums(usage),
+    }
+    row = await _write(conn, held, values, events, now=now, returning=_S.pending_token)
+    token: str | None = row.pending_token
+    return token
+
+
+def _next_state(
+    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: datetime
+) -> dict[str, Any]:
+    if isinstance(outcome, Continue):
+        end_status = _RUNNING
+        until = None
+    elif isinstance(outcome, Wait):
+        end_status, until = SessionStatus.WAITING.value, outcome.until
+    else:
+        end_status, until = outcome.status.value, None
+    return {
+        "status": case((runnable, _RUNNING), else_=end_status),
+        "pending_token": case((runnable, new_token), else_=null()),
+        "enqueued_at": case((runnable, at(now)), else_=null()),
+        "wait_until": null() if until is None else case((runnable, null()), else_=at(until)),
+    }
+
+
+def _usage_sums(usage: TokenUsage) -> dict[str, Any]:
+    return {
+        "input_tokens": _S.input_tokens + usage.input_tokens,
+        "output_tokens": _S.output_tokens + usage.output_tokens,
+        "cache_read_tokens": _S.cache_read_tokens + usage.cache_read_tokens,
+        "cache_write_tokens": _S.cache_write_tokens + usage.cache_write_tokens,
+    }
+
+
+async def _write(
+    conn: AsyncConnection,
+    held: Claim,
+    values: dict[str, Any],
+    events: Sequence[NewEvent],
+    *,
+    now: datetime,
+    returning: ColumnElement[Any] | None = None,
+) -> Any:
+    """The fenced ``UPDATE … RETURNING last_seq``, then the events at the reserved seqs."""
+    columns = [_S.last_seq] if returning is None else [_S.last_seq, returning]
+    result = await conn.execute(
+        sessions.update().where(_fence(held)).values(values).returning(*columns)
+    )
+    row = result.one_or_none()
+    if row is None:
+        raise Fenced(held.session_id, held.epoch)
+    await event_log.append(
+        conn, held.session_id, last_seq=row.last_seq, epoch=held.epoch, events=events, now=now
+    )
+    return row

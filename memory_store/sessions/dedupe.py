@@ -1,0 +1,69 @@
+"""Inbound Slack event dedupe: has this key been seen (within its time to live)?
+
+Slack retries an event up to 3 times over ~5 minutes and one @mention arrives as both
+``app_mention`` and ``message`` (docs/architecture.md §9), so the bot asks once per
+``event_id`` and once per ``"<channel>:<ts>"``. One atomic ``INSERT … ON CONFLICT``
+decides, so concurrent deliveries of one event get exactly one ``True``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete
+
+from memory_store.clock import Clock, utc_now
+from memory_store.db import Database
+from memory_store.sessions.tables import inbound_sightings
+from memory_store.upsert import insert
+
+_D = inbound_sightings.c
+
+
+class InboundDedupe:
+    """Sightings of inbound event keys over ``Database``; one statement per call."""
+
+    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
+        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s)."""
+        self._db = db
+        self._clock = clock
+
+    async def first_sighting(self, key: str, *, ttl_s: float = 3600) -> bool:
+        """True the first time ``key`` is seen, False for every repeat within ``ttl_s``.
+
+        A key whose sighting expired (older than its ``ttl_s``) counts as new again.
+        Slack: dedupe ``event_id`` for at least 10 minutes (retries come up to ~5 min
+        later); the default keeps an hour.
+
+        Raises:
+            ValueError: ``ttl_s`` is not positive.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if not ttl_s > 0:
+            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+        now = self._clock()
+        expires = now + timedelta(seconds=ttl_s)
+        values = insert(inbound_sightings, is_postgres=self._db.is_postgres).values(
+            key=key, seen_at=now, expires_at=expires
+        )
+        stmt = values.on_conflict_do_update(
+            index_elements=["key"],
+            set_={"seen_at": now, "expires_at": expires},
+            where=_D.expires_at <= now,
+        ).returning(_D.key)
+        async with self._db.write() as conn:
+            return (await conn.execute(stmt)).one_or_none() is not None
+
+    async def purge_sightings(self, older_than: datetime | None = None) -> int:
+        """Delete sightings that expired at or before ``older_than`` (default: now).
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        cutoff = older_than or self._clock()
+        async with self._db.write() as conn:
+            result = await conn.execute(delete(inbound_sightings).where(_D.expires_at <= cutoff))
+        return result.rowcount

@@ -1,0 +1,129 @@
+"""A session's inbox: user messages recorded once each, and the wake-up they cause.
+
+Recording bumps ``sessions.inbox_seq`` first (locking the row, so inputs of one session
+queue and get consecutive positions) and makes a non-running session runnable with a
+new pending token. A repeated ``(session_id, source_ts)`` undoes both (the transaction
+rolls back): a duplicate Slack message is a no-op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, case, null, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.errors import SessionNotFound
+from memory_store.sessions.records import InboxItem, SessionStatus
+from memory_store.sessions.tables import at, session_inbox, sessions
+from memory_store.upsert import insert
+
+_S = sessions.c
+
+
+class DuplicateInput(Exception):
+    """Internal: this Slack message is already in the inbox (roll back, report a no-op)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One inbound user message."""
+
+    user_id: str
+    text: str
+    source_ts: str
+
+
+async def record(
+    conn: AsyncConnection,
+    session_id: str,
+    message: Message,
+    *,
+    new_token: str,
+    now: datetime,
+    is_postgres: bool,
+) -> str | None:
+    """Append ``message`` and make the session runnable if nothing is pending.
+
+    Returns:
+        ``new_token`` when this call made the session runnable (the caller enqueues it);
+        None when a step was already pending.
+
+    Raises:
+        SessionNotFound: no such session.
+        DuplicateInput: ``(session_id, source_ts)`` is already recorded; the caller must
+            roll the transaction back.
+    """
+    idle = _S.pending_token.is_(None)
+    bumped = await conn.execute(
+        sessions.update()
+        .where(_S.id == session_id)
+        .values(
+            inbox_seq=_S.inbox_seq + 1,
+            status=SessionStatus.RUNNING.value,
+            pending_token=case((idle, new_token), else_=_S.pending_token),
+            enqueued_at=case((idle, at(now)), else_=_S.enqueued_at),
+            crash_count=case((idle, 0), else_=_S.crash_count),
+            wait_until=null(),
+            updated_at=now,
+        )
+        .returning(_S.inbox_seq, _S.pending_token)
+    )
+    row = bumped.one_or_none()
+    if row is None:
+        raise SessionNotFound(session_id)
+    await insert_item(conn, session_id, row.inbox_seq, message, now=now, is_postgres=is_postgres)
+    return new_token if row.pending_token == new_token else None
+
+
+async def insert_item(
+    conn: AsyncConnection,
+    session_id: str,
+    position: int,
+    message: Message,
+    *,
+    now: datetime,
+    is_postgres: bool,
+) -> None:
+    """Insert one inbox row at ``position``. Raises DuplicateInput on a repeated source_ts."""
+    stmt = (
+        insert(session_inbox, is_postgres=is_postgres)
+        .values(
+            session_id=session_id,
+            position=position,
+            user_id=message.user_id,
+            text=message.text,
+            source_ts=message.source_ts,
+            created_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "source_ts"])
+        .returning(session_inbox.c.position)
+    )
+    if (await conn.execute(stmt)).one_or_none() is None:
+        raise DuplicateInput(message.source_ts)
+
+
+async def read(
+    conn: AsyncConnection, session_id: str, *, after_position: int
+) -> tuple[InboxItem, ...]:
+    """Inbox items with ``position > after_position``, oldest first."""
+    query = (
+        select(session_inbox)
+        .where(session_inbox.c.session_id == session_id)
+        .where(session_inbox.c.position > after_position)
+        .order_by(session_inbox.c.position)
+    )
+    return tuple(_item(row) for row in await conn.execute(query))
+
+
+def _item(row: Row[Any]) -> InboxItem:
+    m = row._mapping
+    return InboxItem(
+        position=m["position"],
+        user_id=m["user_id"],
+        text=m["text"],
+        source_ts=m["source_ts"],
+        created_at=m["created_at"],
+    )

@@ -1,0 +1,251 @@
+"""Typed values of durable sessions: keys, claims, outcomes, events, inbox and outbox items.
+
+All are frozen dataclasses. Times are aware UTC ``datetime``s. Checkpoints and event or
+post payloads are opaque JSON strings: the harness and the bot own their formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class SessionStatus(StrEnum):
+    """Where a session is (docs/architecture.md §5): only ``running`` has a pending step."""
+
+    RUNNING = "running"  # a step is pending or in progress (pending_token is set)
+    WAITING = "waiting"  # answered; holds nothing until a reply or ``wait_until``
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class EventKind(StrEnum):
+    """Well-known event kinds. ``NewEvent.kind`` accepts any short string; these are the
+    ones ``memory_store`` itself writes or that the issue names."""
+
+    USER_MESSAGE = "user_message"
+    MODEL_RESPONSE = "model_response"
+    TOOL_INTENT = "tool_intent"
+    TOOL_RESULT = "tool_result"
+    TOOL_UNKNOWN = "tool_unknown"
+    POST_INTENT = "post_intent"
+    POST_DONE = "post_done"
+    NOTICE = "notice"
+
+
+MAX_KIND_CHARS = 32
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """A session's Slack coordinates: one session per thread.
+
+    ``org_id`` is ``enterprise_id or team_id``; ``thread_ts`` is the thread's root ``ts``.
+
+    Raises:
+        ValueError: an empty field.
+    """
+
+    org_id: str
+    channel_id: str
+    thread_ts: str
+
+    def __post_init__(self) -> None:
+        if not (self.org_id and self.channel_id and self.thread_ts):
+            raise ValueError("org_id, channel_id and thread_ts must not be empty")
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Model token counts (Anthropic ``usage``: input, output, cache read, cache write)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Outcome of ``open_or_join``: ``token`` is the wake-up to enqueue, or None when a
+    step is already pending (it takes the new input at its next boundary) or the
+    message was a duplicate."""
+
+    session_id: str
+    created: bool
+    token: str | None
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """A user message waiting for the model; ``position`` counts from 1 per session."""
+
+    position: int
+    user_id: str
+    text: str
+    source_ts: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The right to run one step, held by ``worker_id`` until ``lease_until``.
+
+    ``epoch`` fences every write made with this claim. ``inbox`` holds the unconsumed
+    inbox items, oldest first; ``inbox_upto`` is the last inbox position at claim time
+    (the most ``commit`` may mark consumed). ``crash_count`` is how many earlier claims of this same
+    token ended without a commit (0 on a first attempt). ``last_seq`` is the seq of
+    the last event already in the log.
+    """
+
+    session_id: str
+    key: SessionKey
+    requester_id: str
+    epoch: int
+    token: str
+    worker_id: str
+    lease_until: datetime
+    checkpoint: str
+    inbox: tuple[InboxItem, ...]
+    inbox_upto: int
+    crash_count: int
+    last_seq: int
+    sandbox: str | None
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append: ``kind`` (≤ 32 chars, see ``EventKind``) and a JSON payload.
+
+    Raises:
+        ValueError: empty or over-long ``kind``.
+    """
+
+    kind: str
+    payload_json: str = "{}"
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.kind) <= MAX_KIND_CHARS:
+            raise ValueError(f"event kind must be 1..{MAX_KIND_CHARS} chars: {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of the append-only log; ``epoch`` is the claim epoch that wrote it
+    (the epoch after the bump for rows written by ``cancel`` and the sweeper)."""
+
+    session_id: str
+    seq: int
+    kind: str
+    payload_json: str
+    epoch: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Continue:
+    """Outcome: run another step (``commit`` returns the next token)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Outcome: wait for a reply, until ``until`` (None: no deadline); holds nothing."""
+
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Outcome: end the session as ``done``, ``failed`` or ``cancelled``.
+
+    Raises:
+        ValueError: ``status`` is ``running`` or ``waiting``.
+    """
+
+    status: SessionStatus = SessionStatus.DONE
+
+    def __post_init__(self) -> None:
+        if self.status in (SessionStatus.RUNNING, SessionStatus.WAITING):
+            raise ValueError(f"Finish needs an end status, not {self.status}")
+
+
+Outcome = Continue | Wait | Finish
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session row as stored (``get``/``find``)."""
+
+    id: str
+    key: SessionKey
+    requester_id: str
+    status: SessionStatus
+    epoch: int
+    lease_owner: str | None
+    lease_until: datetime | None
+    pending_token: str | None
+    crash_count: int
+    wait_until: datetime | None
+    checkpoint: str
+    sandbox: str | None
+    last_seq: int
+    inbox_seq: int
+    inbox_consumed: int
+    usage: TokenUsage
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """Outcome of ``cancel``: what the bot needs to stop the running step.
+
+    ``epoch`` is the new (fencing) epoch; ``checkpoint`` tells the bot the ``in_flight``
+    tool call and ``sandbox`` the handle, so it can kill the sandbox process;
+    ``was_status`` is the status before the cancel.
+    """
+
+    session_id: str
+    epoch: int
+    was_status: SessionStatus
+    checkpoint: str
+    sandbox: str | None
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """A wake-up to enqueue: ``advance(session_id, token)``."""
+
+    session_id: str
+    token: str
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one ``sweep`` did: sessions to re-enqueue (with their existing token),
+    sessions failed for crash loops, and waits ended past their deadline."""
+
+    requeue: tuple[Wakeup, ...] = ()
+    failed: tuple[str, ...] = ()
+    expired_waits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A Slack post intent; ``ts`` is set once the post is known to exist.
+
+    ``key`` is ``"<session>:<seq>"`` (also sent as the post's message metadata);
+    ``payload_json`` is what the bot posts (its format is the bot's).
+    """
+
+    key: str
+    session_id: str
+    channel_id: str
+    thread_ts: str
+    kind: str
+    payload_json: str
+    ts: str | None
+    created_at: datetime
+    posted_at: datetime | None

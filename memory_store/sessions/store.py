@@ -1,0 +1,336 @@
+"""Durable sessions: one row per Slack thread, advanced one fenced step at a time (§3, §5).
+
+The database is the source of truth; a queue message is only a wake-up naming a
+*pending token*. Life of a step::
+
+    open_or_join / add_input ──► token ──► (enqueue) ──► claim(token) ──► Claim
+        save(claim, …)*          intent before side effect; fenced by epoch
+        commit(claim, outcome)   ──► next token (Continue) or None (Wait / Finish)
+
+Every claim bumps ``epoch``; every write carries the claim's epoch and token and is
+refused (``Fenced``) once either moved on, so a zombie worker's late write changes
+nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.clock import Clock, utc_now
+from memory_store.db import Database, WriteConflict
+from memory_store.errors import Fenced
+from memory_store.sessions import claims, event_log, inbox, sweeper
+from memory_store.sessions import rows as session_rows
+from memory_store.sessions.records import (
+    Cancelled,
+    Claim,
+    Event,
+    InboxItem,
+    NewEvent,
+    Opened,
+    Outcome,
+    Session,
+    SessionKey,
+    SweepResult,
+    TokenUsage,
+)
+from memory_store.sessions.tables import sessions
+
+
+def new_token() -> str:
+    """A fresh random id (32 hex chars) for sessions and pending tokens."""
+    return uuid.uuid4().hex
+
+
+class SessionStore:
+    """Sessions, their event log and inbox, over ``Database`` (PostgreSQL or SQLite).
+
+    Every method is one short transaction; no lock outlives a call. Times come from
+    ``clock`` (aware UTC; workers on several hosts need synchronised clocks, since
+    leases are compared with the caller's time).
+    """
+
+    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
+        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s)."""
+        self._db = db
+        self._clock = clock
+
+    async def open_or_join(
+        self,
+        key: SessionKey,
+        *,
+        requester_id: str,
+        initial_checkpoint: str,
+        text: str,
+        source_ts: str,
+        session_id: str | None = None,
+    ) -> Opened:
+        """Start the thread's session, or join it, and record ``text`` in its inbox.
+
+        One session per ``key`` even under concurrent opens (a unique key; the loser
+        joins). ``initial_checkpoint`` (opaque JSON) is used only when creating. The
+        text is recorded once per ``(session, source_ts)``; a repeat is a no-op
+        (``token`` None). A session that is not running becomes runnable.
+        ``session_id`` (≤ 64 chars) is the id a new session gets (default: a fresh
+        ``new_token()``), so a caller can put it in ``initial_checkpoint``.
+
+        Returns:
+            ``Opened(session_id, created, token)``: enqueue ``token`` unless None.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        now, token = self._clock(), new_token()
+        session_id = session_id or new_token()
+        message = inbox.Message(requester_id, text, source_ts)
+        try:
+            async with self._db.write() as conn:
+                if await session_rows.create(
+                    conn,
+                    key,
+                    session_id=session_id,
+                    requester_id=requester_id,
+                    checkpoint=initial_checkpoint,
+                    token=token,
+                    now=now,
+                    is_postgres=self._pg,
+                ):
+                    await inbox.insert_item(
+                        conn, session_id, 1, message, now=now, is_postgres=self._pg
+                    )
+                    return Opened(session_id, created=True, token=token)
+                session_id = await session_rows.id_of(conn, key)
+                woke = await inbox.record(
+                    conn, session_id, message, new_token=token, now=now, is_postgres=self._pg
+                )
+                return Opened(session_id, created=False, token=woke)
+        except inbox.DuplicateInput:
+            return Opened(session_id, created=False, token=None)
+
+    async def add_input(
+        self, session_id: str, *, user_id: str, text: str, source_ts: str
+    ) -> str | None:
+        """Record a steering reply in the inbox (once per ``source_ts``).
+
+        A session that is not running (waiting, done, failed, cancelled) becomes
+        runnable with a new pending token; a running one takes the text at its next
+        step boundary.
+
+        Returns:
+            The token to enqueue, or None (a step is pending, or a duplicate message).
+
+        Raises:
+            SessionNotFound: no such session.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        message, now = inbox.Message(user_id, text, source_ts), self._clock()
+        try:
+            async with self._db.write() as conn:
+                return await inbox.record(
+                    conn, session_id, message, new_token=new_token(), now=now, is_postgres=self._pg
+                )
+        except inbox.DuplicateInput:
+            return None
+
+    async def claim(
+        self, session_id: str, token: str, *, worker_id: str, lease_s: float
+    ) -> Claim | None:
+        """Take the step ``token`` names: bump ``epoch``, lease it to ``worker_id``.
+
+        Succeeds only if ``token`` is the pending token, the session is running and no
+        unexpired lease holds it; otherwise None (a duplicate, stale or parked wake-up:
+        drop it). Re-claiming a token whose earlier claim never committed (its worker
+        died, the lease ran out) succeeds with ``crash_count`` one higher.
+
+        Raises:
+            ValueError: ``lease_s`` is not positive.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        _check_positive(lease_s=lease_s)
+        now = self._clock()
+        async with self._db.write() as conn:
+            return await claims.claim(
+                conn, session_id, token, worker_id=worker_id, lease_s=lease_s, now=now
+            )
+
+    async def renew(self, claim: Claim, *, lease_s: float) -> None:
+        """Extend the claim's lease to now + ``lease_s`` (call well within the lease).
+
+        Raises:
+            Fenced: the claim is no longer current.
+            ValueError: ``lease_s`` is not positive.
+        """
+        _check_positive(lease_s=lease_s)
+        now = self._clock()
+        async with self._db.write() as conn:
+            await claims.renew(conn, claim, lease_s=lease_s, now=now)
+
+    async def set_sandbox(self, claim: Claim, sandbox: str | None) -> None:
+        """Record the session's sandbox handle (opaque JSON from sandbox_client, or None).
+
+        Raises:
+            Fenced: the claim is no longer current.
+        """
+        now = self._clock()
+        async with self._db.write() as conn:
+            await claims.set_sandbox(conn, claim, sandbox, now=now)
+
+    async def save(
+        self, claim: Claim, *, checkpoint: str | None, events: Sequence[NewEvent] = ()
+    ) -> None:
+        """Commit mid-step (intent before side effect); the claim stays held.
+
+        Writes ``checkpoint`` (None: keep) and appends ``events`` at consecutive seqs
+        after the log's last, atomically. Lease and token are unchanged.
+
+        Raises:
+            Fenced: the claim is no longer current; nothing was written.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        now = self._clock()
+        async with self._fenced(claim) as conn:
+            await claims.save(conn, claim, checkpoint=checkpoint, events=events, now=now)
+
+    async def commit(
+        self,
+        claim: Claim,
+        *,
+        checkpoint: str,
+        outcome: Outcome,
+        events: Sequence[NewEvent] = (),
+        consumed_inbox_upto: int | None = None,
+        usage: TokenUsage | None = None,
+    ) -> str | None:
+        """End the step in one transaction and release the claim.
+
+        Writes ``checkpoint``, appends ``events``, marks inbox positions up to
+        ``consumed_inbox_upto`` consumed, adds ``usage`` to the session's totals, and
+        clears the lease. Then: ``Continue`` → a new pending token; ``Wait(until)`` →
+        ``waiting`` (no token; the sweeper ends it after ``until``); ``Finish(status)`` →
+        that status. If inbox input arrived that this step did not consume, the session
+        stays ``running`` with a new token whatever the outcome (its sender enqueued
+        nothing, trusting this step). Committing the same claim twice is refused.
+
+        Returns:
+            The token to enqueue after this returns, or None.
+
+        Raises:
+            Fenced: the claim is no longer current; nothing was written.
+            ValueError: ``consumed_inbox_upto`` is beyond ``claim.inbox_upto``.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if consumed_inbox_upto is not None and consumed_inbox_upto > claim.inbox_upto:
+            raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
+        now = self._clock()
+        async with self._fenced(claim) as conn:
+            return await claims.commit(
+                conn,
+                claim,
+                checkpoint=checkpoint,
+                events=events,
+                outcome=outcome,
+                consumed_inbox_upto=consumed_inbox_upto,
+                usage=usage or TokenUsage(),
+                new_token=new_token(),
+                now=now,
+            )
+
+    async def cancel(self, session_id: str, *, actor: str | None = None) -> Cancelled | None:
+        """Cancel a running or waiting session (``stop``), fencing off its running step.
+
+        Sets ``cancelled``, clears token and lease, bumps ``epoch`` and appends a
+        ``notice`` event naming ``actor``. A later reply revives the session.
+
+        Returns:
+            What the caller needs to kill the step's sandbox process, or None when the
+            session does not exist or has already ended.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        now = self._clock()
+        async with self._db.write() as conn:
+            return await session_rows.cancel(conn, session_id, actor=actor, now=now)
+
+    async def get(self, session_id: str) -> Session | None:
+        """The session row, or None. Raises DatabaseUnavailable."""
+        async with self._db.read() as conn:
+            return await session_rows.read(conn, sessions.c.id == session_id)
+
+    async def find(self, key: SessionKey) -> Session | None:
+        """The session of a Slack thread, or None. Raises DatabaseUnavailable."""
+        async with self._db.read() as conn:
+            return await session_rows.read(conn, *session_rows.key_is(key))
+
+    async def events(
+        self, session_id: str, after_seq: int = 0, *, limit: int | None = None
+    ) -> list[Event]:
+        """Logged events with ``seq > after_seq``, in seq order (at most ``limit``)."""
+        async with self._db.read() as conn:
+            return await event_log.read(conn, session_id, after_seq=after_seq, limit=limit)
+
+    async def inbox(self, session_id: str, *, after_position: int = 0) -> list[InboxItem]:
+        """Inbox items (consumed or not) with ``position > after_position``, in order."""
+        async with self._db.read() as conn:
+            return list(await inbox.read(conn, session_id, after_position=after_position))
+
+    async def sweep(
+        self, now: datetime | None = None, *, max_crashes: int, stale_after_s: float
+    ) -> SweepResult:
+        """Recover what crashes and lost messages left behind; one sweep at a time.
+
+        In one transaction: fails running sessions whose lease expired for the
+        ``max_crashes``-th time on the same token (status ``failed``, a ``notice``
+        event, epoch bumped); returns running sessions nobody holds for re-enqueueing
+        with their existing token — lease expired since their last enqueue, or last
+        enqueued more than ``stale_after_s`` ago (a lost message); moves ``waiting``
+        sessions past ``wait_until`` to ``done`` (with a ``notice`` event). On
+        PostgreSQL a sweep that finds another holding the advisory lock returns an
+        empty result at once.
+
+        Args:
+            now: the sweep's time (default: the store's clock).
+            max_crashes: crashes of one step that fail the session (≥ 1).
+            stale_after_s: seconds after which an unclaimed token is enqueued again.
+
+        Raises:
+            ValueError: ``max_crashes`` < 1 or ``stale_after_s`` not positive.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if max_crashes < 1:
+            raise ValueError("max_crashes must be at least 1")
+        _check_positive(stale_after_s=stale_after_s)
+        at = now or self._clock()
+        async with self._db.write() as conn:
+            return await sweeper.sweep(
+                conn,
+                now=at,
+                max_crashes=max_crashes,
+                stale_after_s=stale_after_s,
+                is_postgres=self._pg,
+            )
+
+    @property
+    def _pg(self) -> bool:
+        return self._db.is_postgres
+
+    @asynccontextmanager
+    async def _fenced(self, claim: Claim) -> AsyncIterator[AsyncConnection]:
+        """``Database.write()`` where a refused event row (the log's primary key, the
+        last line of defence) means another writer got there: ``Fenced``."""
+        try:
+            async with self._db.write() as conn:
+                yield conn
+        except WriteConflict as exc:
+            raise Fenced(claim.session_id, claim.epoch) from exc
+
+
+def _check_positive(**values: float) -> None:
+    for name, value in values.items():
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value}")

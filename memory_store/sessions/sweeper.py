@@ -1,0 +1,148 @@
+"""The recovery sweep: re-enqueue lost steps, fail crash loops, end expired waits (§5).
+
+One sweep at a time: on PostgreSQL through ``pg_try_advisory_xact_lock`` (a sweep that
+finds it taken does nothing), on SQLite through the database write lock. Each part is
+one ``UPDATE … RETURNING`` over every matching session, so a sweep is a handful of
+statements however many sessions it touches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Row, and_, null, or_, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.sessions import event_log
+from memory_store.sessions.records import EventKind, NewEvent, SessionStatus, SweepResult, Wakeup
+from memory_store.sessions.tables import sessions
+
+SWEEPER_LOCK_KEY = 7220417212
+"""The PostgreSQL advisory lock key sweeps take (transaction-scoped)."""
+
+_S = sessions.c
+
+
+async def sweep(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    max_crashes: int,
+    stale_after_s: float,
+    is_postgres: bool,
+) -> SweepResult:
+    """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``)."""
+    if is_postgres and not await _try_lock(conn):
+        return SweepResult()
+    failed = await _fail_crash_loops(conn, now=now, max_crashes=max_crashes)
+    requeue = await _requeue(conn, now=now, stale_after=timedelta(seconds=stale_after_s))
+    expired = await _end_waits(conn, now=now)
+    return SweepResult(requeue=requeue, failed=failed, expired_waits=expired)
+
+
+async def _try_lock(conn: AsyncConnection) -> bool:
+    locked = await conn.scalar(
+        text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": SWEEPER_LOCK_KEY}
+    )
+    return bool(locked)
+
+
+def _lease_expired(now: datetime) -> Any:
+    return and_(_S.lease_until.is_not(None), _S.lease_until < now)
+
+
+async def _fail_crash_loops(
+    conn: AsyncConnection, *, now: datetime, max_crashes: int
+) -> tuple[str, ...]:
+    """Fail running sessions whose lease expired for the ``max_crashes``-th time.
+
+    An expired lease is one more crash on top of ``crash_count`` (counted at re-claims).
+    The epoch is bumped so a late write of the last holder is fenced off.
+    """
+    result = await conn.execute(
+        sessions.update()
+        .where(
+            _S.status == SessionStatus.RUNNING.value,
+            _lease_expired(now),
+            _S.crash_count + 1 >= max_crashes,
+        )
+        .values(
+            status=SessionStatus.FAILED.value,
+            epoch=_S.epoch + 1,
+            **_RELEASED,
+            last_seq=_S.last_seq + 1,
+            updated_at=now,
+        )
+        .returning(_S.id, _S.epoch, _S.last_seq)
+    )
+    rows = result.all()
+    notice = NewEvent(
+        EventKind.NOTICE.value, json.dumps({"notice": "crash_loop", "max_crashes": max_crashes})
+    )
+    await event_log.append_to_each(conn, _reserved(rows), notice, now=now)
+    return tuple(sorted(row.id for row in rows))
+
+
+_RELEASED: dict[str, Any] = {
+    "pending_token": null(),
+    "claimed_token": null(),
+    "lease_owner": null(),
+    "lease_until": null(),
+    "enqueued_at": null(),
+    "wait_until": null(),
+}
+
+
+async def _requeue(
+    conn: AsyncConnection, *, now: datetime, stale_after: timedelta
+) -> tuple[Wakeup, ...]:
+    """Hand out again the tokens of running sessions nobody holds.
+
+    A session qualifies when no live lease holds it and either its lease expired after
+    its last enqueue (the holder died) or its last enqueue is older than ``stale_after``
+    (the message was lost, or the re-enqueue was). Marks ``enqueued_at = now``.
+    """
+    unheld = or_(_S.lease_until.is_(None), _S.lease_until < now)
+    due = or_(
+        _S.enqueued_at.is_(None),
+        and_(_S.lease_until.is_not(None), _S.enqueued_at < _S.lease_until),
+        _S.enqueued_at < now - stale_after,
+    )
+    result = await conn.execute(
+        sessions.update()
+        .where(_S.status == SessionStatus.RUNNING.value, unheld, due)
+        .values(enqueued_at=now)
+        .returning(_S.id, _S.pending_token)
+    )
+    wakeups = (Wakeup(row.id, row.pending_token) for row in result.all())
+    return tuple(sorted(wakeups, key=lambda w: w.session_id))
+
+
+async def _end_waits(conn: AsyncConnection, *, now: datetime) -> tuple[str, ...]:
+    """Move waiting sessions past ``wait_until`` to done, each with a notice event."""
+    result = await conn.execute(
+        sessions.update()
+        .where(
+            _S.status == SessionStatus.WAITING.value,
+            _S.wait_until.is_not(None),
+            _S.wait_until < now,
+        )
+        .values(
+            status=SessionStatus.DONE.value,
+            wait_until=null(),
+            last_seq=_S.last_seq + 1,
+            updated_at=now,
+        )
+        .returning(_S.id, _S.epoch, _S.last_seq)
+    )
+    rows = result.all()
+    notice = NewEvent(EventKind.NOTICE.value, json.dumps({"notice": "wait_expired"}))
+    await event_log.append_to_each(conn, _reserved(rows), notice, now=now)
+    return tuple(sorted(row.id for row in rows))
+
+
+def _reserved(rows: Sequence[Row[Any]]) -> list[event_log.Reserved]:
+    return [event_log.Reserved(row.id, row.last_seq, row.epoch) for row in rows]

@@ -1,0 +1,1 @@
+"""Sandbox providers: the ``SandboxProvider`` protocol (``base``), local jails, Blaxel."""

@@ -1,0 +1,6 @@
+"""The local sandbox provider: bubblewrap jails, each running the SBX/1 server."""
+
+from sandbox_client.providers.local.config import LocalConfig
+from sandbox_client.providers.local.provider import LocalProvider
+
+__all__ = ["LocalConfig", "LocalProvider"]

@@ -1,0 +1,62 @@
+"""Settings of the local (bubblewrap) sandbox provider."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from sandbox_client.transport import ClientOptions
+
+NETWORK_POLICIES = ("none", "host")
+FREEZER_CHOICES = ("auto", "cgroup2", "cgroup1", "signal")
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """How local sandboxes are made.
+
+    Attributes:
+        state_dir: where each sandbox gets a directory (its workspace, socket, log and
+            handle); made absolute. Keep it short: a Unix socket path is at most 107
+            bytes.
+        network: ``"none"`` (only a private loopback) or ``"host"`` (the host's network).
+        env: the whole environment of a sandbox beyond ``PATH``, ``HOME``, ``LANG``: the
+            only variables that enter it (settings decide; never credentials).
+        freezer: ``"auto"`` (detect), or force ``"cgroup2"``, ``"cgroup1"``, ``"signal"``.
+        max_output_bytes: per process and stream, bytes the server keeps (head + tail).
+        keepalive_s: silence after which a streamed reply sends a keepalive event.
+        drain_s: how long output is still read after a command's shell exited.
+        start_timeout_s: the longest a jail may take to start answering.
+        python: the interpreter that runs the server inside the jail (read-only bind).
+        bwrap: the bubblewrap executable.
+        ro_binds: more host directories made visible read-only at the same path.
+        client: options of the clients ``connect`` returns.
+    """
+
+    state_dir: Path
+    network: str = "none"
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    freezer: str = "auto"
+    max_output_bytes: int = 1024 * 1024
+    keepalive_s: float = 5.0
+    drain_s: float = 0.2
+    start_timeout_s: float = 10.0
+    python: str = field(default_factory=lambda: os.path.realpath(sys.executable))
+    bwrap: str = "bwrap"
+    ro_binds: tuple[str, ...] = ()
+    client: ClientOptions = field(default_factory=ClientOptions)
+
+    def __post_init__(self) -> None:
+        # handles store socket paths: they must not depend on the working directory
+        object.__setattr__(self, "state_dir", Path(os.path.abspath(self.state_dir)))
+        if self.network not in NETWORK_POLICIES:
+            raise ValueError(f"network must be one of {NETWORK_POLICIES}")
+        if self.freezer not in FREEZER_CHOICES:
+            raise ValueError(f"freezer must be one of {FREEZER_CHOICES}")
+        for name in self.env:
+            if not name or "=" in name or "\x00" in name:
+                raise ValueError(f"invalid environment variable name {name!r}")

@@ -1,0 +1,146 @@
+"""The bubblewrap command line of one sandbox (pure: paths in, argv out).
+
+Inside the jail: new user, pid, ipc, uts and cgroup namespaces (and net, unless the
+policy is ``host``); no capabilities; an environment holding only what the config
+allows; the host's system directories read-only; ``/workspace`` writable; the server's
+socket directory at ``/run/warroom``; read-only ``/memory``, ``/skills``, ``/incident``
+holding only a note that Warroom's file tools serve those paths.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox_client.providers.local.config import LocalConfig
+from sandbox_client.server.config import ServerConfig
+
+WORKSPACE = "/workspace"
+RUN_DIR = "/run/warroom"
+SERVER_DIR = "/opt/warroom/sbx_server"
+SOCKET_NAME = "sbx.sock"
+VIRTUAL_MOUNTS = ("memory", "skills", "incident")
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The server never speaks TLS: hiding ``ssl`` makes asyncio skip it (its imports are
+# guarded), which saves a tenth of the server's start-up time.
+_BOOT = (
+    "import sys; sys.modules['ssl'] = None; sys.path.insert(0, '/opt/warroom'); "
+    "from sbx_server.main import main; main()"
+)
+_MERGED_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ETC_FILES = (
+    "passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "ld.so.cache",
+    "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "localtime", "timezone", "os-release", "debian_version",
+    "bash.bashrc", "profile", "inputrc", "mime.types", "protocols", "services",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JailPaths:
+    """Host paths of one sandbox."""
+
+    workspace: Path
+    run_dir: Path
+    stubs: Path  # holds memory/, skills/, incident/ with their notes
+    server_dir: Path  # the ``sandbox_client/server`` package
+
+    @property
+    def socket(self) -> Path:
+        """The server's socket as the host sees it."""
+        return self.run_dir / SOCKET_NAME
+
+
+def sandbox_env(config: LocalConfig, shell: str) -> dict[str, str]:
+    """The whole environment of the server and its commands: a base plus what the
+    settings allow (``config.env``); nothing is inherited from the host."""
+    base = {"PATH": BASE_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "SHELL": shell}
+    return {**base, **config.env}
+
+
+def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfig:
+    """The server's settings for a jail (paths as seen inside it)."""
+    return ServerConfig(
+        socket_path=f"{RUN_DIR}/{SOCKET_NAME}",
+        root=WORKSPACE,
+        shell=shell,
+        ready_fd=ready_fd,
+        max_output_bytes=config.max_output_bytes,
+        keepalive_s=config.keepalive_s,
+        drain_s=config.drain_s,
+        env=sandbox_env(config, shell),
+    )
+
+
+def bwrap_argv(config: LocalConfig, paths: JailPaths, *, info_fd: int, ready_fd: int) -> list[str]:
+    """The full ``bwrap … -- python … CONFIG`` command."""
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    server = server_config(config, ready_fd, shell).to_json()
+    return [
+        config.bwrap,
+        *_namespaces(config.network),
+        *_environment(sandbox_env(config, shell)),
+        *_system_binds(config),
+        *_sandbox_binds(paths),
+        "--chdir", WORKSPACE,
+        "--info-fd", str(info_fd),
+        "--",
+        config.python, "-I", "-S", "-B", "-c", _BOOT, server,
+    ]  # fmt: skip
+
+
+def _namespaces(network: str) -> list[str]:
+    args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args += ["--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL"]
+    args += ["--hostname", "sandbox"]
+    if network == "none":
+        args.append("--unshare-net")
+    return args
+
+
+def _environment(env: Mapping[str, str]) -> list[str]:
+    args = ["--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def _system_binds(config: LocalConfig) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _MERGED_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{name}"]
+    for name in _ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for extra in (*_python_dirs(config.python), *config.ro_binds):
+        args += ["--ro-bind", extra, extra]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def _python_dirs(python: str) -> list[str]:
+    """The interpreter's installation, unless ``/usr`` already holds it."""
+    prefixes = {os.path.realpath(sys.base_prefix), str(Path(python).parent.parent)}
+    return sorted(p for p in prefixes if p != "/" and not (p + "/").startswith("/usr/"))
+
+
+def _sandbox_binds(paths: JailPaths) -> list[str]:
+    args = ["--bind", str(paths.workspace), WORKSPACE, "--bind", str(paths.run_dir), RUN_DIR]
+    args += ["--ro-bind", str(paths.server_dir), SERVER_DIR]
+    for name in VIRTUAL_MOUNTS:
+        args += ["--ro-bind", str(paths.stubs / name), f"/{name}"]
+    return args
+
+
+def stub_note(name: str) -> str:
+    """The note inside the read-only ``/memory``, ``/skills`` or ``/incident`` stub."""
+    return (
+        f"/{name} is not on this sandbox's filesystem.\n"
+        f"Warroom serves /{name} from its database through its file tools: use Read, Write,\n"
+        f"Edit, Glob and Grep with /{name}/... paths instead of shell commands.\n"
+    )

@@ -1,0 +1,273 @@
+"""``LocalProvider``: one SBX/1 server per sandbox inside a bubblewrap jail."""
+
+from __future__ import annotations
+
+import asyncio
+import compileall
+import contextlib
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+
+import httpx
+
+from sandbox_client.client import SandboxClient
+from sandbox_client.errors import ProvisionFailed, SandboxGone, SandboxUnavailable
+from sandbox_client.providers.local import probe, procfs
+from sandbox_client.providers.local.config import LocalConfig
+from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
+from sandbox_client.providers.local.jail import VIRTUAL_MOUNTS, JailPaths, bwrap_argv, stub_note
+from sandbox_client.providers.local.launch import LaunchFailed, launch
+from sandbox_client.records import Health, SandboxHandle
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+MAX_SOCKET_PATH_BYTES = 107  # sockaddr_un.sun_path holds 108 bytes with the NUL
+HANDLE_FILE = "handle.json"
+LOG_FILE = "jail.log"
+SERVER_DIR = Path(__file__).resolve().parents[2] / "server"
+
+
+class LocalProvider:
+    """Local sandboxes: a jailed server per sandbox, reached over a Unix socket.
+
+    Each sandbox lives in ``state_dir/<id>/`` (``workspace/``, ``run/sbx.sock``,
+    ``jail.log``, ``handle.json``). Suspending freezes the jail's cgroup (v2, else v1)
+    or, where no cgroup is writable, SIGSTOPs its processes; which one is detected once
+    (``freezer``) unless the config forces it. Jails are detached: they outlive the
+    process that made them, and any process with the handle (or ``find``) can reach,
+    freeze or destroy them.
+    """
+
+    kind = "local"
+
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self._freezer: Freezer | None = None
+        self._prepared = False
+
+    @property
+    def freezer(self) -> Freezer:
+        """The way this provider suspends new sandboxes (detected on first use)."""
+        if self._freezer is None:
+            chosen = self.config.freezer
+            kinds = {"auto": ("cgroup2", "cgroup1"), "signal": ()}.get(chosen, (chosen,))
+            detected = detect(kinds)
+            if chosen not in ("auto", detected.kind):
+                raise ProvisionFailed("-", f"the {chosen} freezer is not usable here")
+            self._freezer = detected
+        return self._freezer
+
+    async def aclose(self) -> None:
+        """Nothing to release: the provider holds no connections."""
+
+    def connect(self, handle: SandboxHandle) -> SandboxClient:
+        """A client over the sandbox's Unix socket."""
+        transport = httpx.AsyncHTTPTransport(uds=handle.socket_path)
+        return SandboxClient(
+            handle.url,
+            sandbox_id=handle.sandbox_id,
+            transport=transport,
+            options=self.config.client,
+        )
+
+    # provisioning ---------------------------------------------------------------------
+
+    async def provision(self, sandbox_id: str) -> SandboxHandle:
+        """Start a jail for ``sandbox_id`` (or return the live one already there).
+
+        Raises:
+            ProvisionFailed: a bad id, a too-long socket path, or a jail that did not
+                start (the reason carries bwrap's or the server's last words).
+        """
+        if not _ID.match(sandbox_id):
+            raise ProvisionFailed(sandbox_id, "ids are 1-63 letters, digits, '.', '_', '-'")
+        existing = self.find(sandbox_id)
+        if existing is not None:
+            health = await self.health(existing)
+            if health is not Health.GONE:
+                if health is not Health.READY:
+                    await self.resume(existing)
+                return existing
+            await self.destroy(existing)
+        await self._prepare()
+        paths = self._make_dirs(sandbox_id)
+        freezer = self.freezer
+        try:
+            cgroup = freezer.create_cgroup(sandbox_id)
+        except OSError as exc:
+            raise ProvisionFailed(sandbox_id, f"cannot create cgroup: {exc}") from exc
+        try:
+            launched = await launch(
+                lambda info_fd, ready_fd: bwrap_argv(
+                    self.config, paths, info_fd=info_fd, ready_fd=ready_fd
+                ),
+                procs_file=freezer.procs_file(cgroup),
+                log_path=self._dir(sandbox_id) / LOG_FILE,
+                timeout_s=self.config.start_timeout_s,
+            )
+        except (LaunchFailed, OSError) as exc:
+            reason = f"{exc}; log: {self._log_tail(sandbox_id)}"
+            await self._discard(sandbox_id, freezer, cgroup)
+            raise ProvisionFailed(sandbox_id, reason) from exc
+        handle = SandboxHandle(
+            provider=self.kind,
+            sandbox_id=sandbox_id,
+            url="http://sandbox",
+            socket_path=str(paths.socket),
+            pid=launched.pid,
+            pid_start_ticks=launched.start_ticks,
+            freezer=freezer.kind,
+            cgroup=str(cgroup) if cgroup else None,
+            state_dir=str(self._dir(sandbox_id)),
+        )
+        (self._dir(sandbox_id) / HANDLE_FILE).write_text(handle.to_json())
+        return handle
+
+    def find(self, sandbox_id: str) -> SandboxHandle | None:
+        """The handle of sandbox ``sandbox_id`` recorded in the state directory, if any."""
+        try:
+            return SandboxHandle.from_json((self._dir(sandbox_id) / HANDLE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _dir(self, sandbox_id: str) -> Path:
+        return self.config.state_dir / sandbox_id
+
+    async def _prepare(self) -> None:
+        """Once: the stub directories, and the server's byte code (the jail cannot write)."""
+        if self._prepared:
+            return
+        if not shutil.which(self.config.bwrap):
+            raise ProvisionFailed("-", f"{self.config.bwrap} not found: install bubblewrap")
+        if not os.access(self.config.python, os.X_OK):
+            raise ProvisionFailed("-", f"no Python interpreter at {self.config.python}")
+        for name in VIRTUAL_MOUNTS:
+            stub = self.config.state_dir / "stubs" / name
+            stub.mkdir(parents=True, exist_ok=True)
+            (stub / "README-warroom.txt").write_text(stub_note(name))
+        await asyncio.to_thread(compileall.compile_dir, str(SERVER_DIR), quiet=2)
+        self._prepared = True
+
+    def _make_dirs(self, sandbox_id: str) -> JailPaths:
+        root = self._dir(sandbox_id)
+        paths = JailPaths(
+            root / "workspace", root / "run", self.config.state_dir / "stubs", SERVER_DIR
+        )
+        if len(os.fsencode(paths.socket)) > MAX_SOCKET_PATH_BYTES:
+            raise ProvisionFailed(
+                sandbox_id, f"socket path too long, shorten state_dir: {paths.socket}"
+            )
+        for directory in (paths.workspace, paths.run_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        return paths
+
+    def _log_tail(self, sandbox_id: str) -> str:
+        try:
+            text = (self._dir(sandbox_id) / LOG_FILE).read_text(errors="replace")
+        except OSError:
+            return "(none)"
+        return text.strip()[-2000:] or "(empty)"
+
+    # lifecycle ------------------------------------------------------------------------
+
+    async def health(self, handle: SandboxHandle) -> Health:
+        """GONE when the jail's init died (or its pid was recycled), SUSPENDED when
+        frozen, READY when its server answers within a second, else STARTING."""
+        if handle.pid is None or not procfs.is_alive(handle.pid, handle.pid_start_ticks):
+            return Health.GONE
+        try:
+            frozen = _freezer(handle).is_frozen(_cgroup(handle), handle.pid)
+        except OSError:  # its cgroup was removed: the jail is being destroyed
+            return Health.GONE
+        if frozen:
+            return Health.SUSPENDED
+        if await probe.answers(handle.socket_path or "", timeout_s=1.0):
+            return Health.READY
+        return Health.STARTING
+
+    async def suspend(self, handle: SandboxHandle) -> None:
+        """Freeze every process of the jail (idempotent).
+
+        Raises:
+            SandboxGone: the jail is not running.
+        """
+        pid = self._live_pid(handle)
+        try:
+            await _freezer(handle).freeze(_cgroup(handle), pid)
+        except (OSError, TimeoutError) as exc:
+            raise SandboxUnavailable(handle.sandbox_id, f"cannot freeze: {exc}") from exc
+
+    async def resume(self, handle: SandboxHandle) -> None:
+        """Thaw the jail and return once its server answers.
+
+        Raises:
+            SandboxGone: the jail is not running.
+            SandboxUnavailable: it did not answer within ``start_timeout_s``.
+        """
+        pid = self._live_pid(handle)
+        try:
+            _freezer(handle).thaw(_cgroup(handle), pid)
+        except OSError as exc:
+            raise SandboxUnavailable(handle.sandbox_id, f"cannot thaw: {exc}") from exc
+        socket_path = handle.socket_path or ""
+        if not await probe.wait_until_answers(socket_path, self.config.start_timeout_s):
+            raise SandboxUnavailable(handle.sandbox_id, "no answer after thawing")
+
+    def _live_pid(self, handle: SandboxHandle) -> int:
+        if handle.pid is None or not procfs.is_alive(handle.pid, handle.pid_start_ticks):
+            raise SandboxGone(handle.sandbox_id, "its jail is not running")
+        return handle.pid
+
+    async def destroy(self, handle: SandboxHandle) -> None:
+        """Kill the jail's whole process tree and delete its directory (idempotent)."""
+        freezer, cgroup = _freezer(handle), _cgroup(handle)
+        if handle.pid is not None and procfs.is_alive(handle.pid, handle.pid_start_ticks):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(handle.pid, signal.SIGKILL)  # pid 1 of the jail: the namespace ends
+        with contextlib.suppress(OSError):
+            freezer.kill_all(cgroup)
+            if freezer.is_frozen(cgroup, handle.pid or 0) and cgroup is not None:
+                freezer.thaw(cgroup, handle.pid or 0)  # v1: a frozen task dies only thawed
+        await _wait_dead(handle)
+        await self._discard(handle.sandbox_id, freezer, cgroup)
+
+    async def destroy_all(self) -> tuple[str, ...]:
+        """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
+
+        Jails are detached and outlive their creator, so whoever stops using a state
+        directory should call this. Returns the ids destroyed.
+        """
+        ids = [p.name for p in self.config.state_dir.iterdir()] if self._has_state() else []
+        handles = [h for h in map(self.find, ids) if h is not None]
+        for handle in handles:
+            await self.destroy(handle)
+        return tuple(h.sandbox_id for h in handles)
+
+    def _has_state(self) -> bool:
+        return self.config.state_dir.is_dir()
+
+    async def _discard(self, sandbox_id: str, freezer: Freezer, cgroup: Path | None) -> None:
+        await freezer.remove(cgroup)
+        await asyncio.to_thread(shutil.rmtree, self._dir(sandbox_id), True)
+
+
+async def _wait_dead(handle: SandboxHandle, timeout_s: float = 5.0) -> None:
+    """Return once the jail's init has died (SIGKILL is delivered asynchronously), so a
+    destroyed sandbox is GONE to every later ``health`` call."""
+    if handle.pid is None:
+        return
+    poll_s = 0.005
+    for _ in range(int(timeout_s / poll_s)):
+        if not procfs.is_alive(handle.pid, handle.pid_start_ticks):
+            return
+        await asyncio.sleep(poll_s)
+
+
+def _freezer(handle: SandboxHandle) -> Freezer:
+    return freezer_of(handle.freezer or "signal", handle.cgroup)
+
+
+def _cgroup(handle: SandboxHandle) -> Path | None:
+    return Path(handle.cgroup) if handle.cgroup else None

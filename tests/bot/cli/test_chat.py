@@ -1,0 +1,154 @@
+"""``warroom chat``: a terminal thread against the real harness, store and in-process worker,
+with the fake Messages API standing in for Claude."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli.app import app
+from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
+from bot.fakes.anthropic_script import echo_reply
+from sandbox_client import LocalConfig, LocalProvider
+from tests.bot.cli_support import Output, finish, start, warroom_env
+
+TODOS = [
+    {"content": "Check the pods", "status": "in_progress", "activeForm": "Checking the pods"},
+    {"content": "Check the last deploy", "status": "pending", "activeForm": "Checking the deploy"},
+]
+
+
+def user_texts(request: RecordedRequest) -> str:
+    """Every user-side text of a request, as one string."""
+    return json.dumps([m for m in request.messages if m.get("role") == "user"])
+
+
+def investigator(request: RecordedRequest) -> Reply:
+    """Keep working (TodoWrite) until steered towards the database; answer after that."""
+    said = user_texts(request)
+    if "thanks" in said:
+        return Reply.text("You are welcome.")
+    if "database" in said:
+        return Reply.text("Steered: the database pool is exhausted.")
+    return Reply.tool("TodoWrite", {"todos": TODOS}, text="Looking.")
+
+
+async def test_chat_prints_progress_and_answers_and_lines_typed_while_it_works_steer_it(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropicAPI(investigator, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+
+        # Given an incident reported in the chat, and the agent working on it
+        chat.stdin.write(b"checkout-api returns 500s since 14:02\n")
+        await out.until(lambda text: "▸ Check the pods" in text)
+
+        # When a line is typed while it works
+        chat.stdin.write(b"ignore the cache, check the database\n")
+
+        # Then the model is steered by it and the answer is printed
+        await out.until(lambda text: "warroom> Steered: the database pool" in text)
+
+        # And a line typed after the answer starts the next turn
+        chat.stdin.write(b"thanks\n")
+        await out.until(lambda text: "warroom> You are welcome." in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+
+    assert "→ " in out.text  # the TodoWrite calls were shown as they ran
+    assert "☐ Check the last deploy" in out.text
+    assert "checkout-api returns 500s" in user_texts(fake.requests[0])
+    assert out.text.count("warroom> ") == 2
+
+
+def test_chat_without_an_anthropic_key_exits_2_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    env = {"ANTHROPIC_API_KEY": None, "WARROOM_DATA_DIR": str(tmp_path / "data")}
+
+    result = CliRunner().invoke(app, ["chat"], env=env, input="hello\n")
+
+    assert result.exit_code == 2
+    assert "ANTHROPIC_API_KEY is not set" in result.output
+
+
+async def test_chat_reads_invalid_utf8_with_replacement_characters(tmp_path: Path) -> None:
+    async with FakeAnthropicAPI(echo_reply, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"\xff\xfe pods down\n"), 60)
+
+    assert chat.returncode == 0, stderr.decode()
+    assert "\ufffd\ufffd pods down" in user_texts(fake.requests[0]).encode().decode(
+        "unicode_escape"
+    )
+    assert "warroom> " in stdout.decode()
+
+
+async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_running(
+    tmp_path: Path,
+) -> None:
+    # Given a model that runs a Bash command, then is gone (no reply left)
+    bash = Reply.tool("Bash", {"command": "echo hi", "description": "say hi"})
+    async with FakeAnthropicAPI([bash], api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"the site is down\n"), 60)
+
+    # Then the chat exits 1 saying why, without library tracebacks
+    assert chat.returncode == 1
+    assert "→ Running `Bash: say hi`" in stdout.decode()
+    assert "The session ended as failed: ModelRejected" in stdout.decode()
+    assert "no reply left" in stdout.decode()
+    assert "Traceback" not in stderr.decode()
+    # And the sandbox its Bash command ran in is gone
+    state_dir = tmp_path / "data" / "sbx"
+    provider = LocalProvider(LocalConfig(state_dir=state_dir))
+    jails = [d.name for d in state_dir.iterdir() if d.name.startswith("sbx-")]
+    assert [j for j in jails if provider.find(j) is not None] == []
+    assert "Traceback" in (tmp_path / "data" / "chat.log").read_text()
+
+
+async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_path: Path) -> None:
+    # Given a model that is gone from the start, and a user who keeps the chat open
+    async with FakeAnthropicAPI([], api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        chat.stdin.write(b"the site is down\n")
+        await chat.stdin.drain()
+        seen = b""
+
+        async def until_reported() -> None:
+            nonlocal seen
+            while b"The session ended as failed" not in seen:
+                chunk = await chat.stdout.read(4096)  # type: ignore[union-attr]
+                assert chunk, "the chat ended without saying the session failed"
+                seen += chunk
+
+        # When the session fails, Then the chat says so at once, with stdin still open
+        await asyncio.wait_for(until_reported(), 90)
+        assert chat.returncode is None
+        assert b"Type again to retry" in seen
+        chat.stdin.close()
+        await asyncio.wait_for(chat.wait(), 60)
+
+    assert chat.returncode == 1

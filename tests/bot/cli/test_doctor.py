@@ -1,0 +1,352 @@
+"""``warroom doctor``: each check finds what is wrong with real services and says what to fix."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli.app import app
+from bot.cli.doctor import (
+    CheckResult,
+    Status,
+    check_anthropic,
+    check_database,
+    check_redis,
+    check_sandbox,
+    check_settings,
+    check_slack,
+    failed,
+    render,
+    run_checks,
+)
+from bot.fakes.anthropic_api import FakeAnthropicAPI
+from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+from bot.settings import Settings
+from memory_store import Database
+
+CLOSED_PORT_URL = "127.0.0.1:9"  # discard port: nothing listens here
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A short data directory (sandbox sockets live under it: paths < 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="wr-doc-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def settings(data_dir: Path, **values: Any) -> Settings:
+    """Settings from ``values`` only (no environment defaults for what matters here)."""
+    base: dict[str, Any] = {
+        "slack_bot_token": None,
+        "slack_app_token": None,
+        "slack_signing_secret": None,
+        "anthropic_api_key": None,
+        "anthropic_base_url": None,
+        "database_url": None,
+        "redis_url": None,
+        "sandbox_provider": "local",
+        "data_dir": data_dir,
+    }
+    return Settings(_env_file=None, **{**base, **values})
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlackApi]:
+    fake = FakeSlackApi()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+async def migrated(data_dir: Path) -> None:
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        await db.migrate()
+    finally:
+        await db.dispose()
+
+
+# ----- settings ----------------------------------------------------------------------------
+
+
+async def test_settings_check_names_every_missing_credential(data_dir: Path) -> None:
+    result = await check_settings(settings(data_dir, slack_bot_token="xoxb-1"))
+
+    assert result.status is Status.PROBLEM
+    assert result.detail == "SLACK_APP_TOKEN is not set; ANTHROPIC_API_KEY is not set"
+    assert "warroom chat" in result.fix
+
+
+async def test_settings_check_with_blaxel_still_names_the_missing_slack_and_anthropic_keys(
+    data_dir: Path,
+) -> None:
+    result = await check_settings(settings(data_dir, sandbox_provider="blaxel"))
+
+    assert result.status is Status.PROBLEM
+    for variable in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "ANTHROPIC_API_KEY", "BL_API_KEY"):
+        assert f"{variable} is not set" in result.detail
+
+
+async def test_settings_check_catches_tokens_swapped_between_variables(data_dir: Path) -> None:
+    result = await check_settings(
+        settings(
+            data_dir, slack_bot_token="xapp-1", slack_app_token="xoxb-1", anthropic_api_key="k"
+        )
+    )
+
+    assert result.status is Status.PROBLEM
+    assert "SLACK_BOT_TOKEN should start with xoxb-" in result.detail
+    assert "SLACK_APP_TOKEN should start with xapp-" in result.detail
+
+
+async def test_settings_check_passes_http_mode_with_a_signing_secret(data_dir: Path) -> None:
+    result = await check_settings(
+        settings(
+            data_dir,
+            slack_mode="http",
+            slack_bot_token="xoxb-1",
+            slack_signing_secret="s",
+            anthropic_api_key="k",
+        )
+    )
+
+    assert result == CheckResult("settings", Status.OK, "http mode; credentials set")
+
+
+# ----- database ----------------------------------------------------------------------------
+
+
+async def test_database_check_warns_until_the_schema_is_migrated(data_dir: Path) -> None:
+    before = await check_database(settings(data_dir))
+    await migrated(data_dir)
+    after = await check_database(settings(data_dir))
+
+    assert before.status is Status.WARNING
+    assert "no schema yet (empty database)" in before.detail
+    assert "warroom migrate" in before.fix
+    assert after.status is Status.OK
+    assert after.detail.startswith("sqlite at ")
+
+
+async def test_database_check_reports_an_unreachable_server(data_dir: Path) -> None:
+    url = f"postgresql://postgres@{CLOSED_PORT_URL}/warroom"
+
+    result = await check_database(settings(data_dir, database_url=url))
+
+    assert result.status is Status.PROBLEM
+    assert result.detail.startswith("cannot connect")
+    assert "DATABASE_URL" in result.fix
+
+
+@pytest.mark.postgres
+async def test_database_check_sees_postgres_at_head_after_migrating(
+    data_dir: Path, postgres_url: str
+) -> None:
+    db = Database.from_url(postgres_url, data_dir=data_dir)
+    try:
+        await db.migrate()
+    finally:
+        await db.dispose()
+
+    result = await check_database(settings(data_dir, database_url=postgres_url))
+
+    assert result.status is Status.OK
+    assert result.detail.startswith("postgresql at ")
+    assert "***" in result.detail or "@" in result.detail
+
+
+# ----- redis -------------------------------------------------------------------------------
+
+
+async def test_redis_check_is_skipped_without_redis_url(data_dir: Path) -> None:
+    assert (await check_redis(settings(data_dir))).status is Status.SKIPPED
+
+
+@pytest.mark.redis
+async def test_redis_check_pings_the_server(data_dir: Path, redis_url: str) -> None:
+    assert (await check_redis(settings(data_dir, redis_url=redis_url))).status is Status.OK
+
+
+async def test_redis_check_reports_a_server_that_does_not_answer(data_dir: Path) -> None:
+    result = await check_redis(settings(data_dir, redis_url=f"redis://{CLOSED_PORT_URL}/0"))
+
+    assert result.status is Status.PROBLEM
+    assert "REDIS_URL" in result.fix
+
+
+# ----- sandbox -----------------------------------------------------------------------------
+
+
+async def test_sandbox_check_provisions_runs_true_and_destroys(data_dir: Path) -> None:
+    if not shutil.which("bwrap"):
+        pytest.skip("!!! SKIPPED: bubblewrap (bwrap) is not installed: .ci/run installs it")
+
+    result = await check_sandbox(settings(data_dir))
+
+    assert result == CheckResult("sandbox", Status.OK, "local: provisioned, ran `true`, destroyed")
+    assert [p.name for p in (data_dir / "sbx").iterdir() if "doctor" in p.name] == []
+
+
+async def test_sandbox_check_says_to_install_bubblewrap_when_it_is_missing(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(data_dir))  # a PATH without bwrap
+
+    result = await check_sandbox(settings(data_dir))
+
+    assert result.status is Status.PROBLEM
+    assert "apt-get install bubblewrap" in result.fix
+
+
+async def test_sandbox_check_names_missing_blaxel_credentials(data_dir: Path) -> None:
+    result = await check_sandbox(settings(data_dir, sandbox_provider="blaxel", bl_api_key=None))
+
+    assert result.status is Status.PROBLEM
+    assert result.fix == "set BL_API_KEY"
+
+
+# ----- slack -------------------------------------------------------------------------------
+
+
+async def test_slack_check_runs_auth_test_with_the_bot_token(
+    data_dir: Path, slack: FakeSlackApi
+) -> None:
+    config = settings(data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url)
+
+    result = await check_slack(config)
+
+    assert result.status is Status.OK
+    assert TEAM_ID in result.detail
+    assert BOT_USER_ID in result.detail
+
+
+async def test_slack_check_reports_a_refused_token(data_dir: Path, slack: FakeSlackApi) -> None:
+    config = settings(data_dir, slack_bot_token="xoxb-revoked", slack_api_url=slack.base_url)
+
+    result = await check_slack(config)
+
+    assert result.status is Status.PROBLEM
+    assert result.detail == "auth.test failed: invalid_auth"
+    assert "Bot User OAuth Token" in result.fix
+
+
+async def test_slack_check_is_skipped_without_a_bot_token(data_dir: Path) -> None:
+    assert (await check_slack(settings(data_dir))).status is Status.SKIPPED
+
+
+# ----- anthropic ---------------------------------------------------------------------------
+
+
+async def test_anthropic_check_lists_models_with_the_key(data_dir: Path) -> None:
+    async with FakeAnthropicAPI(api_key="sk-good") as fake:
+        config = settings(data_dir, anthropic_api_key="sk-good", anthropic_base_url=fake.base_url)
+
+        result = await check_anthropic(config)
+
+    assert result.status is Status.OK
+    assert f"WARROOM_MODEL={config.model} listed" in result.detail
+
+
+async def test_anthropic_check_reports_a_refused_key(data_dir: Path) -> None:
+    async with FakeAnthropicAPI(api_key="sk-good") as fake:
+        config = settings(data_dir, anthropic_api_key="sk-bad", anthropic_base_url=fake.base_url)
+
+        result = await check_anthropic(config)
+
+    assert result.status is Status.PROBLEM
+    assert "401 authentication_error: invalid x-api-key" in result.detail
+    assert "ANTHROPIC_API_KEY was refused" in result.fix
+
+
+async def test_anthropic_check_reports_an_unreachable_endpoint(data_dir: Path) -> None:
+    config = settings(
+        data_dir, anthropic_api_key="k", anthropic_base_url=f"http://{CLOSED_PORT_URL}"
+    )
+
+    result = await check_anthropic(config)
+
+    assert result.status is Status.PROBLEM
+    assert "ANTHROPIC_BASE_URL" in result.fix
+
+
+# ----- the whole run -----------------------------------------------------------------------
+
+
+async def test_a_check_that_hangs_is_a_problem_after_the_timeout(data_dir: Path) -> None:
+    # Given an "Anthropic" endpoint that accepts connections and never answers
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = settings(
+        data_dir, anthropic_api_key="k", anthropic_base_url=f"http://127.0.0.1:{port}"
+    )
+    try:
+        results = await run_checks(config, timeout_s=0.5)
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+    anthropic = next(r for r in results if r.name == "anthropic")
+    assert anthropic.status is Status.PROBLEM
+    assert anthropic.detail == "no answer within 0.5 s"
+
+
+async def test_quick_runs_only_the_database_and_redis_checks(data_dir: Path) -> None:
+    results = await run_checks(settings(data_dir), quick=True)
+
+    assert [r.name for r in results] == ["database", "redis"]
+    assert not failed(results)
+
+
+def test_render_puts_the_fix_under_each_problem() -> None:
+    text = render(
+        [
+            CheckResult("redis", Status.OK, "PING answered"),
+            CheckResult("slack", Status.PROBLEM, "auth.test failed: invalid_auth", "copy it"),
+        ]
+    )
+
+    assert text.splitlines() == [
+        "ok       redis      PING answered",
+        "problem  slack      auth.test failed: invalid_auth",
+        "                    fix: copy it",
+    ]
+
+
+def test_doctor_exits_1_when_a_check_fails_and_0_when_quick_checks_pass(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(data_dir)  # no .env
+    env: dict[str, str | None] = {
+        "WARROOM_DATA_DIR": str(data_dir),
+        "REDIS_URL": None,
+        "DATABASE_URL": None,
+        "SLACK_BOT_TOKEN": None,
+        "SLACK_APP_TOKEN": None,
+        "ANTHROPIC_API_KEY": None,
+    }
+    asyncio.run(migrated(data_dir))
+
+    full = CliRunner().invoke(app, ["doctor"], env=env)
+    quick = CliRunner().invoke(app, ["doctor", "--quick"], env=env)
+
+    assert full.exit_code == 1
+    assert full.output.startswith("problem  settings")
+    assert quick.exit_code == 0
+    assert quick.output.startswith("ok       database")

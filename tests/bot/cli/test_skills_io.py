@@ -1,0 +1,175 @@
+"""Claude Code skill folders go into an org's /skills and come back out unchanged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.cli.skills_io import export_skills, import_skills
+from memory_store import FileNotFound, FileStore, Namespace, Scope
+
+ORG = "T0SKILLS"
+SKILLS = Namespace(ORG, Scope.SKILLS)
+
+
+def skill_md(
+    name: str, description: str = "Restart crash-looping pods; use when pods flap."
+) -> str:
+    return f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nSteps.\n"
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path
+
+
+@pytest.fixture
+def skills_dir(tmp_path: Path) -> Path:
+    """Two valid Claude Code skill folders, one with extra files in a subfolder."""
+    root = tmp_path / "skills"
+    write(root / "restart-pods" / "SKILL.md", skill_md("restart-pods"))
+    write(root / "restart-pods" / "scripts" / "restart.sh", "kubectl rollout restart deploy/$1\n")
+    write(root / "restart-pods" / "reference.md", "Pods restart in ~30 s.\n")
+    write(root / "db-pool" / "SKILL.md", skill_md("db-pool", "Check DB pool saturation."))
+    return root
+
+
+async def test_import_puts_every_file_of_every_skill_folder_under_skills(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    reports = await import_skills(file_store, ORG, skills_dir)
+
+    assert [(r.name, r.ok) for r in reports] == [("db-pool", True), ("restart-pods", True)]
+    assert reports[1].written == (
+        "/restart-pods/reference.md",
+        "/restart-pods/scripts/restart.sh",
+        "/restart-pods/SKILL.md",
+    )
+    stored = await file_store.read(SKILLS, "/restart-pods/scripts/restart.sh")
+    assert stored.content == "kubectl rollout restart deploy/$1\n"
+    assert stored.actor == "cli"
+    assert (await file_store.read(SKILLS, "/db-pool/SKILL.md")).content == skill_md(
+        "db-pool", "Check DB pool saturation."
+    )
+
+
+async def test_importing_the_same_folders_again_makes_no_new_versions(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    await import_skills(file_store, ORG, skills_dir)
+
+    again = await import_skills(file_store, ORG, skills_dir)
+
+    assert all(r.written == () for r in again)
+    assert len(again[1].unchanged) == 3
+    assert (await file_store.read(SKILLS, "/restart-pods/SKILL.md")).version == 1
+
+
+async def test_an_invalid_skill_is_reported_with_its_problems_and_not_imported(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    # Given a folder whose SKILL.md names another folder and has no description
+    write(skills_dir / "Broken_Skill" / "SKILL.md", "---\nname: other\n---\nbody\n")
+    write(skills_dir / "Broken_Skill" / "notes.md", "notes\n")
+
+    reports = {r.name: r for r in await import_skills(file_store, ORG, skills_dir)}
+
+    broken = reports["Broken_Skill"]
+    assert not broken.ok
+    assert any("must equal the folder name 'Broken_Skill'" in p for p in broken.problems)
+    assert any("description" in p for p in broken.problems)
+    with pytest.raises(FileNotFound):
+        await file_store.read(SKILLS, "/Broken_Skill/notes.md")
+    assert reports["restart-pods"].ok
+
+
+async def test_binary_oversized_hidden_and_linked_files_are_skipped_with_a_reason(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    folder = skills_dir / "restart-pods"
+    write(folder / "diagram.png", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    write(folder / "nul.txt", "text\x00with a NUL")
+    write(folder / "huge.log", "x" * 2000)
+    write(folder / ".DS_Store", "junk")
+    os.symlink("/etc/passwd", folder / "passwd")
+
+    reports = await import_skills(file_store, ORG, skills_dir, max_file_bytes=1000)
+
+    skipped = dict(reports[1].skipped)
+    assert skipped["diagram.png"] == "binary (not UTF-8 text)"
+    assert skipped["nul.txt"] == "binary (contains NUL bytes)"
+    assert skipped["huge.log"] == "2000 bytes, over the 1000-byte limit"
+    assert skipped[".DS_Store"] == "hidden"
+    assert skipped["passwd"] == "symbolic link (not followed)"
+    assert "/restart-pods/reference.md" in reports[1].written
+    with pytest.raises(FileNotFound):
+        await file_store.read(SKILLS, "/restart-pods/passwd")
+
+
+async def test_a_single_skill_folder_can_be_imported_by_itself(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    reports = await import_skills(file_store, ORG, skills_dir / "db-pool")
+
+    assert [r.name for r in reports] == ["db-pool"]
+    assert (await file_store.read(SKILLS, "/db-pool/SKILL.md")).version == 1
+
+
+async def test_import_refuses_a_path_that_is_not_a_directory(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    with pytest.raises(NotADirectoryError, match=r"^not a directory: .*file\.md$"):
+        await import_skills(file_store, ORG, write(tmp_path / "file.md", "x"))
+
+
+async def test_import_of_a_missing_path_says_there_is_no_such_directory(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    with pytest.raises(FileNotFoundError, match=r"^no such directory: .*nowhere$"):
+        await import_skills(file_store, ORG, tmp_path / "nowhere")
+
+
+async def test_export_of_an_org_without_skills_creates_the_empty_directory(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    assert await export_skills(file_store, ORG, tmp_path / "out") == []
+
+    assert (tmp_path / "out").is_dir()
+    assert await import_skills(file_store, ORG, tmp_path / "out") == []
+
+
+async def test_export_writes_the_folders_back_as_they_were_imported(
+    file_store: FileStore, skills_dir: Path, tmp_path: Path
+) -> None:
+    # Given the folders imported into one org
+    await import_skills(file_store, ORG, skills_dir)
+
+    # When they are exported to an empty directory
+    out = tmp_path / "out"
+    reports = await export_skills(file_store, ORG, out)
+
+    # Then the exported tree equals the source tree, file for file
+    assert [r.name for r in reports] == ["db-pool", "restart-pods"]
+    assert tree(out) == tree(skills_dir)
+
+
+async def test_export_reads_only_the_given_org(
+    file_store: FileStore, skills_dir: Path, tmp_path: Path
+) -> None:
+    await import_skills(file_store, "T0OTHER", skills_dir)
+
+    assert await export_skills(file_store, ORG, tmp_path / "out") == []
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

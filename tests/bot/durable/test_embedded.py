@@ -1,0 +1,112 @@
+"""The embedded default (no ``REDIS_URL``): an in-memory broker, worker threads in this
+process, SQLite; and the small parts of the queue wiring (crash rules, retry policy).
+
+Durability still comes from the database: a session recorded runnable by a process
+that died before enqueueing it is picked up by the next process's first sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dramatiq.brokers.stub import StubBroker
+from pydantic import SecretStr
+
+from bot.durable.actors import EmbeddedWorker, _transient, crash_from, parse_crash_spec, setup
+from bot.durable.driver import CrashPoint, no_crash
+from bot.fakes.anthropic_api import FakeAnthropicAPI
+from bot.fakes.slack_api import FakeSlackApi
+from bot.settings import Settings
+from harness import ModelRejected, ModelUnavailable, WorkspaceUnavailable
+from memory_store import Database, SessionStatus, SessionStore
+from tests.bot.durable_support import Fakes, ModelScript, Probe, destroy_sandboxes, standard_plan
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A short temporary directory (sandbox socket paths are at most 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="wr-e-"))
+    try:
+        yield path
+    finally:
+        destroy_sandboxes(path / "sbx")
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_the_embedded_worker_picks_up_a_session_left_runnable_by_a_dead_process(
+    data_dir: Path, slack_api: FakeSlackApi
+) -> None:
+    script = ModelScript()
+    async with FakeAnthropicAPI(script) as model_api:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+            database_url=None,
+            redis_url=None,
+            anthropic_api_key=SecretStr("sk-ant-test"),
+            anthropic_base_url=model_api.base_url,
+            slack_bot_token=SecretStr(slack_api.token),
+            slack_api_url=slack_api.base_url,
+            data_dir=data_dir,
+            sweep_interval_s=0.2,
+        )
+        assert settings.redis_url is None
+        db = Database.from_url(None, data_dir=data_dir)
+        await db.migrate()
+        try:
+            # Given a session recorded runnable, whose wake-up was never sent
+            probe = Probe(
+                SessionStore(db), Fakes(None, model_api, slack_api, script), None, data_dir
+            )
+            await probe.open("embedded-1", standard_plan(answer="Embedded answer."))
+            # When the bot's process starts its in-process worker
+            broker, _, _ = setup(settings)
+            assert isinstance(broker, StubBroker)
+            worker = EmbeddedWorker(broker, threads=2)
+            worker.start()
+            try:
+                # Then the first sweep enqueues it and it runs to its answer, once
+                await probe.assert_completed_once("embedded-1")
+            finally:
+                await asyncio.to_thread(worker.stop, timeout_ms=10_000)
+            session = await probe.session("embedded-1")
+            assert session.status is SessionStatus.WAITING
+        finally:
+            await db.dispose()
+
+
+def test_a_crash_rule_fires_only_for_its_session_step_and_first_attempt() -> None:
+    (rule,) = parse_crash_spec("after_tool@1:s-1")
+    assert rule.matches(CrashPoint.AFTER_TOOL, session_id="s-1", step=1, attempt=0)
+    assert not rule.matches(CrashPoint.AFTER_TOOL, session_id="s-2", step=1, attempt=0)
+    assert not rule.matches(CrashPoint.AFTER_TOOL, session_id="s-1", step=2, attempt=0)
+    assert not rule.matches(CrashPoint.AFTER_TOOL, session_id="s-1", step=1, attempt=1)
+    assert not rule.matches(CrashPoint.AFTER_MODEL, session_id="s-1", step=1, attempt=0)
+
+
+def test_a_crash_rule_with_a_bang_fires_on_every_attempt_of_any_session() -> None:
+    (rule,) = parse_crash_spec("before_model@0!")
+    assert rule.matches(CrashPoint.BEFORE_MODEL, session_id="any", step=0, attempt=5)
+
+
+def test_no_crash_spec_means_the_production_crasher() -> None:
+    assert crash_from(None) is no_crash
+    assert crash_from("") is no_crash
+
+
+def test_a_malformed_crash_spec_is_refused() -> None:
+    with pytest.raises(ValueError, match="during_lunch"):
+        parse_crash_spec("during_lunch@1")
+
+
+def test_only_transient_errors_are_retried_and_only_a_few_times() -> None:
+    overloaded = ModelUnavailable(status=529, attempts=4)
+    assert _transient(0, overloaded)
+    assert _transient(0, WorkspaceUnavailable("no answer"))
+    assert not _transient(3, overloaded)
+    assert not _transient(0, ModelRejected(status=400, message="bad request"))
+    assert not _transient(0, ValueError("a bug"))

@@ -1,0 +1,447 @@
+"""Durable sessions with real worker processes (docs/architecture.md §5; issue #5, items 2-6).
+
+Three ``dramatiq bot.durable.worker_main`` processes (each ``--processes 1 --threads 2``, in
+its own process group) share one PostgreSQL database, one Redis database and the
+fake Anthropic and Slack APIs served from this process. Leases are 3 s, the sweeper
+runs every 0.25 s, and a session's step gets 2 attempts before it is failed. Crash
+points are chosen per session id through ``WARROOM_CRASH_AT`` (set once for all
+workers); a worker that dies is replaced at once. What the workers logged during a
+test is printed after it (pytest shows it when the test fails).
+
+Each crash test runs the standard plan (model → Bash side effect → model → answer)
+and asserts the issue's four properties: at most one committed model response per
+step (a re-issued model call is fine), exactly one run of the side-effecting
+command (lines in the sandbox's ``effects.log``), exactly one post per intended post
+(the fake Slack's ``chat.postMessage`` calls, by outbox key), and that the session
+completed. Every wait polls a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from bot.durable.wiring import cancel_running
+from bot.fakes.anthropic_api import Reply
+from memory_store import Database, SessionStatus, SessionStore
+from sandbox_client import Health, ProcessStatus, SandboxManager
+from tests import pg_admin
+from tests.bot.durable_support import (
+    FENCED_LINE,
+    Fakes,
+    Probe,
+    Sender,
+    Worker,
+    WorkerPool,
+    destroy_sandboxes,
+    frozen,
+    poll,
+    standard_plan,
+)
+from tests.conftest import PG_ADMIN_URL, require_service
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+
+WORKERS = 3
+REDIS_DB = 12  # dedicated to these tests: flushed before each one
+LEASE_S = 3.0
+MAX_CRASHES = 2
+CRASH_RULES = {
+    "crash-before-model": "before_model@0",
+    "crash-after-model": "after_model@0",
+    "crash-after-commit": "after_commit@0",
+    "crash-after-tool": "after_tool@1",
+    "crash-during-post": "during_post@3",
+    "crash-loop": "before_model@0!",
+}
+_OWN_VARIABLES = (
+    "WARROOM_",
+    "SLACK_",
+    "ANTHROPIC_",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "BL_",
+    "dramatiq_",
+)
+
+
+@dataclass
+class Cluster:
+    """What the module's workers share."""
+
+    database_url: str
+    redis_url: str
+    data_dir: Path
+    fakes: Fakes
+    pool: WorkerPool
+
+
+def _redis_url(base: str) -> str:
+    return urlunsplit(urlsplit(base)._replace(path=f"/{REDIS_DB}"))
+
+
+def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_VARIABLES)}
+    rules = ",".join(f"{rule}:{session_id}" for session_id, rule in CRASH_RULES.items())
+    return env | {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": fakes.model.base_url,
+        "SLACK_BOT_TOKEN": fakes.slack.token,
+        "SLACK_API_URL": fakes.slack.base_url,
+        "WARROOM_DATA_DIR": str(data_dir),
+        "WARROOM_LEASE_S": str(LEASE_S),
+        "WARROOM_SWEEP_INTERVAL_S": "0.25",
+        "WARROOM_STALE_AFTER_S": "2",
+        "WARROOM_MAX_CRASHES": str(MAX_CRASHES),
+        "WARROOM_CRASH_AT": rules,
+        "dramatiq_worker_timeout": "100",  # Dramatiq's idle poll (ms): fast pick-up in tests
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+async def _migrate(url: str, data_dir: Path) -> None:
+    db = Database.from_url(url, data_dir=data_dir)
+    try:
+        await db.migrate()
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture(scope="module")
+def cluster(redis_url: str) -> Iterator[Cluster]:
+    """A fresh database, the fakes and three running workers, for the whole module."""
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    name = f"warroom_durable_{uuid.uuid4().hex[:12]}"
+    pg_admin.create_database(PG_ADMIN_URL, name)
+    admin = urlsplit(PG_ADMIN_URL)
+    database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
+    data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
+    queue_url = _redis_url(redis_url)
+    fakes: Fakes | None = None
+    pool: WorkerPool | None = None
+    try:
+        asyncio.run(_migrate(database_url, data_dir))
+        fakes = Fakes.start()
+        pool = WorkerPool(
+            _worker_env(database_url, queue_url, data_dir, fakes), data_dir, size=WORKERS
+        )
+        pool.start()
+        pool.wait_ready()
+        yield Cluster(database_url, queue_url, data_dir, fakes, pool)
+    finally:
+        if pool is not None:
+            pool.stop_all()
+        if fakes is not None:
+            fakes.stop()
+        destroy_sandboxes(data_dir / "sbx")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        pg_admin.drop_database(PG_ADMIN_URL, name)
+        sender = Sender(queue_url)
+        sender.flush()
+        sender.close()
+
+
+@pytest.fixture
+async def probe(cluster: Cluster) -> AsyncIterator[Probe]:
+    """Two ready workers (at least), an empty Redis database, and a store to watch them."""
+    cluster.pool.wait_ready(count=2)
+    sender = Sender(cluster.redis_url)
+    sender.flush()
+    db = Database.from_url(cluster.database_url, data_dir=cluster.data_dir)
+    logged = {w.log_path: len(w.log()) for w in cluster.pool.history}
+    try:
+        yield Probe(SessionStore(db), cluster.fakes, sender, cluster.data_dir)
+    finally:
+        await db.dispose()
+        sender.close()
+        for worker in cluster.pool.history:
+            print(f"--- {worker.log_path.name}:\n{worker.log()[logged.get(worker.log_path, 0) :]}")
+
+
+async def _owner(probe: Probe, pool: WorkerPool, session_id: str) -> Worker:
+    """The worker whose process holds the session's running step."""
+
+    async def owner() -> str | None:
+        return (await probe.session(session_id)).lease_owner
+
+    return pool.owning(await poll(owner, timeout_s=10, what=f"a worker to hold {session_id}"))
+
+
+async def _crashes_since(pool: WorkerPool, before: int, expected: int) -> None:
+    """Wait until ``expected`` more workers have ended by a crash, and no more."""
+
+    async def seen() -> bool:
+        return pool.crashes() - before >= expected
+
+    await poll(seen, timeout_s=10, what=f"{expected} worker crash(es)")
+    assert pool.crashes() - before == expected
+
+
+async def _crash_run(probe: Probe, pool: WorkerPool, session_id: str) -> None:
+    """Run the standard plan of a session with a crash rule; one worker must die."""
+    before = pool.crashes()
+    await probe.start(session_id, standard_plan(answer=f"Answer of {session_id}."))
+    await probe.assert_completed_once(session_id)
+    await _crashes_since(pool, before, 1)
+
+
+async def _logged(worker: Worker, *needles: str) -> bool:
+    return any(all(n in line for n in needles) for line in worker.log().splitlines())
+
+
+# Tests that kill a worker alternate with tests that do not, so that a killed worker's
+# replacement boots while the next test runs (file order is run order).
+
+
+async def test_a_crash_before_the_model_call_is_resumed_without_a_wasted_call(
+    probe: Probe, cluster: Cluster
+) -> None:
+    await _crash_run(probe, cluster.pool, "crash-before-model")
+    assert len(probe.fakes.script.requests_for("crash-before-model")) == 2
+
+
+async def test_four_copies_of_one_message_run_one_step(probe: Probe) -> None:
+    session_id = f"four-copies-{uuid.uuid4().hex[:6]}"
+    token = await probe.open(session_id, standard_plan())
+    # When the same wake-up is delivered four times at once
+    for _ in range(4):
+        probe.queue.send(session_id, token)
+    # Then one worker ran the step and the others dropped their copies
+    await probe.assert_completed_once(session_id)
+    assert len(probe.fakes.script.requests_for(session_id)) == 2
+
+
+async def test_a_crash_after_the_model_answered_reissues_the_call_but_commits_one_response(
+    probe: Probe, cluster: Cluster
+) -> None:
+    await _crash_run(probe, cluster.pool, "crash-after-model")
+    assert len(probe.fakes.script.requests_for("crash-after-model")) == 3
+
+
+async def test_a_reply_during_a_step_reaches_the_model_after_the_tool_results(
+    probe: Probe,
+) -> None:
+    session_id = f"steer-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.0))
+    await probe.wait_event(session_id, "tool_intent")
+    # When a teammate replies while the command runs
+    token = await probe.sessions.add_input(
+        session_id, user_id="U0FAKEBOB", text="ignore the cache, check the DB pool", source_ts="1.5"
+    )
+    assert token is None, "a running session takes the reply at its next step boundary"
+    await probe.assert_completed_once(session_id)
+    # Then the next model request carries it as user content after the tool result
+    last = probe.fakes.script.requests_for(session_id)[1].messages[-1]
+    assert last["role"] == "user"
+    kinds = [block["type"] for block in last["content"]]
+    assert kinds[0] == "tool_result"
+    assert kinds[-1] == "text"
+    assert "check the DB pool" in last["content"][-1]["text"]
+
+
+async def test_a_crash_after_commit_before_enqueue_is_recovered_by_the_sweeper(
+    probe: Probe, cluster: Cluster
+) -> None:
+    await _crash_run(probe, cluster.pool, "crash-after-commit")
+    assert len(probe.fakes.script.requests_for("crash-after-commit")) == 2
+    first, second = await probe.events("crash-after-commit", "model_response")
+    assert first.epoch < second.epoch
+
+
+async def test_an_answered_session_holds_no_worker_and_no_sandbox(probe: Probe) -> None:
+    session_id = f"parked-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan())
+    session = await probe.wait_answered(session_id)
+    assert session.lease_owner is None
+    assert session.pending_token is None
+    assert session.wait_until is not None
+    handle = await probe.sandbox(session_id)
+
+    async def parked() -> bool:
+        suspended = await probe.provider().health(handle) is Health.SUSPENDED
+        return suspended and probe.queue.in_flight() == 0
+
+    # (the sandbox is suspended, and the message acked, just after the commit)
+    await poll(parked, timeout_s=5, what="no sandbox running and no message held")
+
+
+async def test_a_crash_after_a_tool_recovers_its_real_outcome_instead_of_running_it_again(
+    probe: Probe, cluster: Cluster
+) -> None:
+    await _crash_run(probe, cluster.pool, "crash-after-tool")
+    results = await probe.events("crash-after-tool", "tool_result")
+    assert len(results) == 1
+    assert not await probe.events("crash-after-tool", "tool_unknown")
+    assert "effect-done" in json.loads(results[0].payload_json)["output_head"]
+
+
+async def test_a_wiped_redis_after_a_commit_is_recovered_by_the_sweeper(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = f"wiped-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, [*standard_plan(), Reply.text("Second answer.")])
+    await probe.wait_answered(session_id)
+    # Given a reply committed and its wake-up enqueued while no worker takes messages
+    async with frozen(cluster.pool.workers, PG_ADMIN_URL):
+        token = await probe.sessions.add_input(
+            session_id, user_id="U0FAKEBOB", text="and the DB pool?", source_ts="2.0"
+        )
+        assert token is not None
+        probe.queue.send(session_id, token)
+        # When Redis loses everything
+        probe.queue.flush()
+        assert probe.queue.size() == 0
+    # Then the sweeper enqueues the step again and the session answers
+    await probe.wait_answered(session_id, posts=2)
+    assert len(await probe.events(session_id, "model_response")) == 3
+
+
+async def test_a_kill_during_a_tool_takes_the_outcome_from_the_sandbox_and_never_reruns_it(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = f"kill-mid-tool-{uuid.uuid4().hex[:6]}"
+    # Given a worker running a slow side-effecting command
+    await probe.start(session_id, standard_plan(sleep_s=1.5))
+    await probe.wait_running_command(session_id)
+    victim = await _owner(probe, cluster.pool, session_id)
+    # When it is SIGKILLed while the command runs
+    victim.signal_children(signal.SIGKILL)
+    # Then the next worker waits for the same process and takes its outcome
+    await probe.assert_completed_once(session_id)
+    results = await probe.events(session_id, "tool_result")
+    assert not await probe.events(session_id, "tool_unknown")
+    assert len(results) == 1
+    assert "effect-done" in json.loads(results[0].payload_json)["output_head"]
+
+
+async def test_stop_kills_the_running_command_and_parks_the_session(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = f"stop-{uuid.uuid4().hex[:6]}"
+    plan = [Reply.tool("Bash", {"command": "sleep 30; echo ran >> effects.log"}), Reply.text("x")]
+    await probe.start(session_id, plan)
+    intent = await probe.wait_event(session_id, "tool_intent")
+    owner = await _owner(probe, cluster.pool, session_id)
+    tool_use_id = json.loads(intent.payload_json)["tool_use_id"]
+    # When someone writes `stop` while the command runs
+    cancelled = await probe.sessions.cancel(session_id, actor="U0FAKEBOB")
+    assert cancelled is not None
+    manager = SandboxManager(probe.provider())
+    try:
+        killed = await cancel_running(manager, cancelled)
+    finally:
+        await manager.aclose()
+    # Then the command is killed, the step's commit is fenced, and the session is parked
+    assert killed == tool_use_id
+    await poll(
+        lambda: _logged(owner, FENCED_LINE, session_id), timeout_s=10, what="the step to end"
+    )
+    session = await probe.session(session_id)
+    assert session.status is SessionStatus.CANCELLED
+    assert session.lease_owner is None
+    assert await probe.events(session_id, "tool_result") == []
+    assert await probe.effects(session_id) == 0
+    assert len(probe.fakes.script.requests_for(session_id)) == 1
+    handle = await probe.sandbox(session_id)
+    provider = probe.provider()
+    assert await provider.health(handle) is Health.SUSPENDED
+    await provider.resume(handle)
+    client = provider.connect(handle)
+    try:
+        record = await client.get_process(tool_use_id)
+    finally:
+        await client.aclose()
+    assert record is not None
+    assert record.status is ProcessStatus.KILLED
+
+
+async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_again(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given the worker dies after Slack took the answer, before its ts was recorded
+    await _crash_run(probe, cluster.pool, "crash-during-post")
+    # Then the next worker found it in the thread (by its metadata) and posted nothing
+    texts = [c.args.get("text", "") for c in probe.fakes.posts()]
+    assert sum("Answer of crash-during-post." in t for t in texts) == 1
+    assert probe.fakes.slack.calls_to("conversations.replies")
+
+
+async def test_a_frozen_worker_past_its_lease_is_fenced_when_it_continues(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = f"frozen-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.5))
+    await probe.wait_running_command(session_id)
+    intent = await probe.wait_event(session_id, "tool_intent")
+    zombie = await _owner(probe, cluster.pool, session_id)
+    # Given the worker running the command freezes past its lease
+    async with frozen([zombie], PG_ADMIN_URL):
+        # When another worker takes the session over and finishes it
+        await probe.assert_completed_once(session_id)
+    # Then the thawed worker's late writes are refused
+    await poll(
+        lambda: _logged(zombie, FENCED_LINE, session_id),
+        timeout_s=10,
+        what="the zombie's write to be fenced",
+    )
+    await probe.assert_completed_once(session_id)
+    late = [e.kind for e in await probe.events(session_id) if e.epoch == intent.epoch]
+    assert late == ["tool_intent"], "the zombie committed something after its intent"
+
+
+async def test_a_step_that_crashes_every_attempt_fails_the_session_with_a_notice_in_the_thread(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = "crash-loop"
+    cluster.pool.wait_ready()  # two workers die here; the third fails the session
+    before = cluster.pool.crashes()
+    await probe.start(session_id, standard_plan())
+    session = await probe.wait_status(session_id, SessionStatus.FAILED, timeout_s=30)
+    assert session.pending_token is None
+    await _crashes_since(cluster.pool, before, MAX_CRASHES)
+    notices = [json.loads(e.payload_json) for e in await probe.events(session_id, "notice")]
+    assert {"notice": "crash_loop", "max_crashes": MAX_CRASHES} in notices
+    assert probe.fakes.script.requests_for(session_id) == []
+
+    async def told() -> list[str] | None:
+        keys = [k for k in probe.fakes.post_keys() if k.startswith(f"{session_id}:failed:")]
+        return keys or None
+
+    assert len(await poll(told, timeout_s=10, what="the failure notice in the thread")) == 1
+    thread = [c.args.get("text", "") for c in probe.fakes.posts() if c.args.get("thread_ts")]
+    assert any(f"crashed {MAX_CRASHES} times" in text for text in thread)
+
+
+async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_commit(
+    probe: Probe, cluster: Cluster
+) -> None:
+    session_id = f"sigterm-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.5))
+    intent = await probe.wait_event(session_id, "tool_intent")
+    worker = await _owner(probe, cluster.pool, session_id)
+    # When the deploy signals the dramatiq parent (only) mid-command
+    worker.process.send_signal(signal.SIGTERM)
+    # Then the step finishes and commits under its own claim, and the worker exits cleanly
+    result = await probe.wait_event(session_id, "tool_result")
+    assert result.epoch == intent.epoch
+
+    async def exited() -> bool:
+        return not worker.alive()
+
+    await poll(exited, timeout_s=30, what="the worker to exit")
+    assert worker.process.returncode == 0
+    await probe.assert_completed_once(session_id)
+    assert not await probe.events(session_id, "tool_unknown")

@@ -1,0 +1,120 @@
+"""``/agent`` and the skills editor through the running app: ack first, modal in time, saves."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.slack.app import AGENT_USAGE
+from bot.slack.skills.command import USAGE as SKILLS_USAGE
+from memory_store import Namespace, Scope
+from tests.bot.conftest import load_case
+from tests.bot.slack_edge import SlackEdge, running_edge
+
+TRIGGER = "1000000000001.0000000000002.fakefakefakefakefakefakefakefake"
+SKILLS = Namespace("E0FAKEORG", Scope.SKILLS)
+
+
+@pytest.fixture
+async def edge(tmp_path: Path) -> AsyncIterator[SlackEdge]:
+    async with running_edge(tmp_path) as running:
+        yield running
+
+
+def command(text: str) -> dict[str, str]:
+    return {**load_case("slash_command_agent_skills_edit.parsed.json"), "text": text}
+
+
+def view_submission(view: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
+    body = copy.deepcopy(load_case("interactive_view_submission.json"))
+    body["view"].update(
+        id=view["id"],
+        callback_id=view["callback_id"],
+        private_metadata=view["private_metadata"],
+        blocks=view["blocks"],
+        state={
+            "values": {
+                block: {"value": {"type": "plain_text_input", "value": value}}
+                for block, value in values.items()
+            }
+        },
+    )
+    return {"payload": json.dumps(body)}
+
+
+async def test_the_command_is_acked_before_the_modal_opens_and_the_modal_still_opens(
+    edge: SlackEdge,
+) -> None:
+    # Given Slack answers the first views.open with a 429 (Retry-After: 1 s)
+    edge.slack_api.rate_limit_next("views.open", retry_after_s=1)
+    # When someone runs /agent skills edit triage
+    started = time.monotonic()
+    response = await edge.post_form(command("skills edit triage"))
+    acked_after_s = time.monotonic() - started
+    await edge.settle()
+    # Then the ack did not wait for the modal, and the loading modal opened in time
+    assert response.status_code == 200
+    assert acked_after_s < 0.5
+    opened = [c for c in edge.slack_api.calls_to("views.open") if c.status == 200]
+    assert [c.args["trigger_id"] for c in opened] == [TRIGGER]
+    assert opened[0].at_s - started < 3.0
+
+
+async def test_an_expired_trigger_is_told_to_the_user_instead_of_failing_silently(
+    edge: SlackEdge,
+) -> None:
+    edge.slack_api.expire_trigger(TRIGGER)
+
+    response = await edge.post_form(command("skills edit triage"))
+    await edge.settle()
+
+    assert response.status_code == 200
+    (ephemeral,) = edge.slack_api.state.ephemerals
+    assert "3 seconds" in ephemeral["text"]
+
+
+async def test_agent_without_a_known_subcommand_answers_with_usage(edge: SlackEdge) -> None:
+    response = await edge.post_form(command("dance"))
+    await edge.settle()
+
+    assert response.status_code == 200
+    (ephemeral,) = edge.slack_api.state.ephemerals
+    assert ephemeral["text"] == AGENT_USAGE
+    assert ephemeral["user"] == "U0FAKEALICE"
+
+
+async def test_skills_without_a_verb_answers_with_the_skills_usage(edge: SlackEdge) -> None:
+    await edge.post_form(command("skills"))
+    await edge.settle()
+
+    (ephemeral,) = edge.slack_api.state.ephemerals
+    assert ephemeral["text"] == SKILLS_USAGE
+
+
+async def test_a_skill_editor_submission_is_acked_with_the_result_of_the_save(
+    edge: SlackEdge,
+) -> None:
+    # Given the new-skill modal, opened through /agent skills new
+    await edge.post_form(command("skills new"))
+    await edge.settle()
+    view = edge.slack_api.state.views[
+        edge.slack_api.calls_to("views.open")[0].response["view"]["id"]
+    ]
+    content = "---\nname: restart-pods\ndescription: Restarts pods safely.\n---\n1. Drain\n"
+    # When the user submits it
+    response = await edge.post_form(
+        view_submission(view, {"skill_name": "restart-pods", "skill_part_1": content})
+    )
+    # Then the ack carries the modal's new content and the skill is stored
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["response_action"] == "update"
+    assert "Saved `restart-pods` as version 1" in json.dumps(answer["view"])
+    stored = await edge.files.read(SKILLS, "/restart-pods/SKILL.md")
+    assert stored.content == content

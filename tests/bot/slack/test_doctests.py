@@ -1,0 +1,19 @@
+"""The doctest examples of the Slack app's pure modules hold (text, parsing, routing, context)."""
+
+from __future__ import annotations
+
+import doctest
+from types import ModuleType
+
+import pytest
+
+from bot.slack import inbound, routing, thread_context
+from bot.slack import text as slack_text
+
+
+@pytest.mark.parametrize("module", [slack_text, inbound, routing, thread_context])
+def test_docstring_examples_hold(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+
+    assert result.attempted > 0
+    assert result.failed == 0

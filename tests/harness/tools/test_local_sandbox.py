@@ -1,0 +1,115 @@
+"""The sandbox-path tools against a real local sandbox (bubblewrap + the SBX/1 server).
+
+The rest of the tool tests use ``JailWorkspace``; these check the same behaviour through
+``sandbox_client`` and the harness's adapter, the way production runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from harness import Checkpoint, Requester, run_tool
+from harness.sandbox.session import SandboxWorkspaces
+from sandbox_client import LocalConfig, LocalProvider, SandboxError, SandboxHandle, SandboxManager
+from tests.harness.tool_support import SessionDriver, error_text, open_store
+
+
+def require_bwrap() -> None:
+    if shutil.which("bwrap"):
+        return
+    message = "bubblewrap (bwrap) is not installed: .ci/run installs it"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(f"!!! SKIPPED: {message}")
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
+    require_bwrap()
+    state = Path(tempfile.mkdtemp(prefix="wr-tools-"))  # Unix socket paths must stay short
+    provider = LocalProvider(LocalConfig(state_dir=state, network="none"))
+    manager = SandboxManager(provider)
+    cp = Checkpoint("s-local", "T-LOCAL", "C1", Requester("U1"))
+    workspace = SandboxWorkspaces(manager).open(cp)
+    try:
+        async with open_store(None, tmp_path) as store:
+            yield SessionDriver(store, workspace, org_id="T-LOCAL")  # type: ignore[arg-type]
+    finally:
+        handle = workspace.handle_json()
+        await manager.aclose()
+        if handle is not None:
+            with contextlib.suppress(SandboxError, OSError):
+                await provider.destroy(SandboxHandle.from_json(handle))
+        await provider.aclose()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_bash_runs_in_the_real_sandbox_and_reports_exit_codes(agent: SessionDriver) -> None:
+    ok = await agent.call("Bash", {"command": "pwd; echo err >&2"})
+    failed = await agent.call("Bash", {"command": "echo nope; exit 4"})
+
+    assert ok.content == "/workspace\nerr"
+    assert failed.is_error
+    assert failed.content == "Exit code 4\nnope"
+
+
+async def test_bash_timeout_in_the_real_sandbox_is_reported(agent: SessionDriver) -> None:
+    outcome = await agent.call("Bash", {"command": "sleep 20", "timeout": 500})
+
+    assert outcome.is_error
+    assert outcome.content.startswith("Command timed out after 0.5 s and was killed.")
+
+
+async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriver) -> None:
+    created = await agent.call(
+        "Write", {"file_path": "/workspace/conf/app.yaml", "content": "replicas: 2\nimage: v1\n"}
+    )
+    edited = await agent.call(
+        "Edit", {"file_path": "/workspace/conf/app.yaml", "old_string": "v1", "new_string": "v2"}
+    )
+    read = await agent.call("Read", {"file_path": "/workspace/conf/app.yaml"})
+    missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
+
+    assert created.content == "File created successfully at: /workspace/conf/app.yaml"
+    assert edited.content.startswith("The file /workspace/conf/app.yaml has been updated.")
+    assert read.content == "     1\treplicas: 2\n     2\timage: v2"
+    assert error_text(missing) == "File does not exist."
+
+
+async def test_glob_and_grep_run_ripgrep_inside_the_real_sandbox(agent: SessionDriver) -> None:
+    await agent.call(
+        "Bash",
+        {
+            "command": "mkdir -p logs && printf 'ok\\nERROR db pool\\n' > logs/a.log && "
+            "touch -d '2020-01-01' logs/a.log && printf 'ERROR cache\\n' > b.log"
+        },
+    )
+
+    glob = await agent.call("Glob", {"pattern": "**/*.log"})
+    files = await agent.call("Grep", {"pattern": "ERROR"})
+    content = await agent.call("Grep", {"pattern": "db", "output_mode": "content", "-B": 1})
+
+    assert glob.content == "/workspace/b.log\n/workspace/logs/a.log"
+    assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/logs/a.log"
+    assert content.content == "/workspace/logs/a.log-1-ok\n/workspace/logs/a.log:2:ERROR db pool"
+
+
+async def test_a_bash_call_is_recovered_from_the_sandboxs_record_not_rerun(
+    agent: SessionDriver,
+) -> None:
+    command = {"command": "echo x >> runs.txt; wc -l < runs.txt"}
+    await agent.call("Bash", command, tool_use_id="toolu_local_once")
+
+    recovered = await run_tool("Bash", command, agent.context("toolu_local_once"), recovering=True)
+    never_ran = await run_tool("Bash", command, agent.context("toolu_local_never"), recovering=True)
+
+    assert recovered is not None
+    assert recovered.content == "1"
+    assert never_ran is None
