@@ -12,6 +12,7 @@ Environment:
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import uuid
 from collections.abc import Iterator
@@ -34,14 +35,33 @@ def _reachable(url: str) -> bool:
         return False
 
 
-def require_service(name: str, url: str) -> None:
-    """Skip (locally) or fail (with CI set) when a service is unreachable."""
-    if _reachable(url):
-        return
-    message = f"{name} is not reachable at {url}: start it (see .ci/run) to run this test"
+def _missing(message: str) -> None:
+    """Skip loudly, or fail when ``CI`` is set (a CI run must never pass by skipping)."""
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(f"!!! SKIPPED: {message}")
+
+
+def require_service(name: str, url: str) -> None:
+    """Skip (locally) or fail (with CI set) when a service is unreachable."""
+    if not _reachable(url):
+        _missing(f"{name} is not reachable at {url}: start it (see .ci/run) to run this test")
+
+
+def require_bwrap() -> None:
+    """Skip (locally) or fail (with CI set) when bubblewrap is not installed.
+
+    The one place the tests look for ``bwrap``; tests that run a jail call it (or carry the
+    ``bwrap`` marker, which calls it before the test).
+    """
+    if shutil.which("bwrap") is None:
+        _missing("bubblewrap (bwrap) is not installed: .ci/run installs it")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Apply the ``bwrap`` marker: the test needs a real bubblewrap jail."""
+    if item.get_closest_marker("bwrap") is not None:
+        require_bwrap()
 
 
 def _with_database(url: str, database: str) -> str:

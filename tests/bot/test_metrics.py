@@ -37,6 +37,7 @@ from harness import (
 )
 from memory_store import SessionKey
 from sandbox_client import LocalConfig, LocalProvider
+from tests.conftest import require_bwrap
 
 
 @pytest.fixture
@@ -125,8 +126,7 @@ def test_the_metrics_server_serves_the_counters_over_http(metrics: Metrics) -> N
 @pytest.fixture
 def short_state_dir() -> Iterator[Path]:
     """A short sandbox state directory (Unix socket paths must stay under 108 bytes)."""
-    if not shutil.which("bwrap"):
-        pytest.skip("!!! SKIPPED: bubblewrap (bwrap) is not installed: .ci/run installs it")
+    require_bwrap()
     path = Path(tempfile.mkdtemp(prefix="wr-met-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)

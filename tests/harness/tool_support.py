@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import uuid
 from collections.abc import AsyncIterator
@@ -120,11 +119,6 @@ class JailWorkspace:
             raise WorkspaceIsADirectory(path)
         host.parent.mkdir(parents=True, exist_ok=True)
         host.write_bytes(data)
-
-
-def bwrap_available() -> bool:
-    """True when bubblewrap is installed (CI installs it)."""
-    return shutil.which("bwrap") is not None
 
 
 @dataclass

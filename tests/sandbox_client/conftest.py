@@ -12,7 +12,6 @@ Without ``bwrap`` the tests skip with a loud reason, or fail when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -27,18 +26,9 @@ from sandbox_client import (
     SandboxClient,
     SandboxHandle,
 )
+from tests.conftest import require_bwrap
 
 CAP_BYTES = 256 * 1024
-
-
-def require_bwrap() -> None:
-    """Skip (locally) or fail (with CI set) when bubblewrap is missing."""
-    if shutil.which("bwrap"):
-        return
-    message = "bubblewrap (bwrap) is not installed: .ci/run installs it"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(f"!!! SKIPPED: {message}")
 
 
 @pytest.fixture(scope="session")

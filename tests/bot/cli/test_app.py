@@ -231,6 +231,7 @@ def test_skills_import_without_a_bot_token_uses_the_chat_org() -> None:
 # ----- the fake Anthropic API ----------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_fake_anthropic_serves_a_json_script_until_sigterm(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text('[{"text": "The pods are fine."}]')
@@ -295,6 +296,7 @@ async def wait_until_up(url: str, *, timeout_s: float = 60.0) -> None:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.slow
 async def test_serve_answers_a_mention_in_its_thread_and_stops_cleanly_on_sigterm(
     tmp_path: Path,
 ) -> None:
@@ -354,6 +356,7 @@ async def test_serve_answers_a_mention_in_its_thread_and_stops_cleanly_on_sigter
     assert slack.calls[0].method == "auth.test"
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 async def test_worker_becomes_the_dramatiq_parent_which_stops_on_sigterm(
     tmp_path: Path, redis_url: str

@@ -30,6 +30,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.settings import Settings
 from memory_store import Database
+from tests.conftest import require_bwrap
 
 CLOSED_PORT_URL = "127.0.0.1:9"  # discard port: nothing listens here
 
@@ -188,8 +189,7 @@ async def test_redis_check_reports_a_server_that_does_not_answer(data_dir: Path)
 
 
 async def test_sandbox_check_provisions_runs_true_and_destroys(data_dir: Path) -> None:
-    if not shutil.which("bwrap"):
-        pytest.skip("!!! SKIPPED: bubblewrap (bwrap) is not installed: .ci/run installs it")
+    require_bwrap()
 
     result = await check_sandbox(settings(data_dir))
 

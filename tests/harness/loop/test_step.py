@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -39,6 +38,7 @@ from harness import (
 )
 from memory_store import FileStore, Namespace, Origin, Scope
 from sandbox_client import Health, LocalConfig, LocalProvider, SandboxHandle, SandboxManager
+from tests.conftest import require_bwrap
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Fault, RecordedRequest, Reply, ToolCall
 from tests.harness.step_support import (
     CHANNEL,
@@ -57,15 +57,6 @@ INCIDENT = Namespace(ORG, Scope.INCIDENT, CHANNEL)
 OTHER = Origin("U-BOB", "s-other", None)
 RUNBOOK = "# Payments runbook\nrestart: kubectl rollout restart deploy/payments\npool: 20\n"
 SUMMARY_MARK = "will be compacted"
-
-
-def require_bwrap() -> None:
-    if shutil.which("bwrap"):
-        return
-    message = "bubblewrap (bwrap) is not installed: .ci/run installs it"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(f"!!! SKIPPED: {message}")
 
 
 # ------------------------------------------------------------------ fixtures

@@ -12,12 +12,11 @@ from harness.loop.limits import Limits
 from tests.harness.tool_support import (
     JailWorkspace,
     SessionDriver,
-    bwrap_available,
     error_text,
     open_store,
 )
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 @pytest.fixture

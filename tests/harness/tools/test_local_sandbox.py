@@ -7,7 +7,6 @@ The rest of the tool tests use ``JailWorkspace``; these check the same behaviour
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -18,16 +17,8 @@ import pytest
 from harness import Checkpoint, Requester, run_tool
 from harness.sandbox.session import SandboxWorkspaces
 from sandbox_client import LocalConfig, LocalProvider, SandboxError, SandboxHandle, SandboxManager
+from tests.conftest import require_bwrap
 from tests.harness.tool_support import SessionDriver, error_text, open_store
-
-
-def require_bwrap() -> None:
-    if shutil.which("bwrap"):
-        return
-    message = "bubblewrap (bwrap) is not installed: .ci/run installs it"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(f"!!! SKIPPED: {message}")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from memory_store import Namespace, Origin, Scope
 from tests.harness.tool_support import (
     JailWorkspace,
     SessionDriver,
-    bwrap_available,
     error_text,
     open_store,
 )
@@ -20,7 +19,7 @@ from tests.harness.tool_support import (
 ORG = "T-SEARCH"
 MEMORY = Namespace(ORG, Scope.MEMORY)
 HUMAN = Origin("U-HUMAN")
-needs_jail = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) is not installed")
+needs_jail = pytest.mark.bwrap
 
 
 @pytest.fixture
