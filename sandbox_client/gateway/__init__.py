@@ -1,0 +1,49 @@
+"""The egress gateway: the sandbox's only way out, holding the credentials (§11).
+
+``rules`` (what may pass, and what is injected), ``ca`` (the deployment's CA and host
+certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``proxy`` (the
+HTTP proxy itself).
+"""
+
+from sandbox_client.gateway.ca import CertificateAuthority
+from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
+from sandbox_client.gateway.proxy import (
+    AuditSink,
+    Caller,
+    EgressRecord,
+    Gateway,
+    GatewayOptions,
+)
+from sandbox_client.gateway.rules import (
+    Decision,
+    Outcome,
+    RequestLine,
+    Rule,
+    Rules,
+    RulesError,
+    SecretRef,
+)
+
+__all__ = [
+    # rules
+    "Decision",
+    "Outcome",
+    "RequestLine",
+    "Rule",
+    "Rules",
+    "RulesError",
+    "SecretRef",
+    # credentials
+    "REDACTED",
+    "Injected",
+    "MissingSecret",
+    "Scrubber",
+    "prepare",
+    # the proxy
+    "AuditSink",
+    "Caller",
+    "CertificateAuthority",
+    "EgressRecord",
+    "Gateway",
+    "GatewayOptions",
+]

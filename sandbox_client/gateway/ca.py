@@ -1,0 +1,163 @@
+"""The gateway's own certificate authority: made once per deployment, minting host certificates.
+
+A credential rule must see the request to add a secret, so the gateway terminates the sandbox's
+TLS with a certificate for the requested host, signed by this CA. The CA certificate (public) is
+put in every sandbox's trust; its private key never leaves the gateway's host (a 0600 file in
+the gateway's directory). Certificates come from the ``cryptography`` package.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_CERT_FILE = "ca.pem"
+CA_KEY_FILE = "ca-key.pem"
+CA_VALID_DAYS = 3650
+HOST_VALID_DAYS = 90  # re-minted at start; well under the 398 days clients accept
+
+
+@dataclass
+class CertificateAuthority:
+    """A CA certificate and key, and the host contexts minted from them (cached per host)."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+    _leaf_key: ec.EllipticCurvePrivateKey = field(
+        default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
+    )
+    _contexts: dict[str, ssl.SSLContext] = field(default_factory=dict)
+
+    @classmethod
+    def load_or_create(cls, directory: Path) -> CertificateAuthority:
+        """The CA stored in ``directory``, made there first if absent (key file mode 0600).
+
+        Raises:
+            OSError: the directory cannot be made or read.
+            ValueError: the files exist but do not hold a certificate and its key.
+        """
+        cert_path, key_path = directory / CA_CERT_FILE, directory / CA_KEY_FILE
+        if not cert_path.exists():
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            authority = cls.create()
+            _write_private(key_path, authority.key_pem())
+            _write_private(cert_path, authority.cert_pem(), mode=0o644)
+            return authority
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path} does not hold an EC private key")
+        return cls(cert, key)
+
+    @classmethod
+    def create(cls, common_name: str = "Warroom egress gateway CA") -> CertificateAuthority:
+        """A new CA (EC P-256, valid ten years), in memory."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=CA_VALID_DAYS))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(cert, key)
+
+    def cert_pem(self) -> bytes:
+        """The CA certificate, PEM: what sandboxes trust."""
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def key_pem(self) -> bytes:
+        """The CA private key, PEM (unencrypted: the file's mode protects it)."""
+        return self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    def server_context(self, host: str) -> ssl.SSLContext:
+        """A server-side TLS context presenting a certificate for ``host`` (cached).
+
+        CPU-bound the first time for a host (a signature): call it off the event loop.
+        """
+        host = host.lower()
+        context = self._contexts.get(host)
+        if context is None:
+            context = self._mint(host)
+            self._contexts[host] = context
+        return context
+
+    def _mint(self, host: str) -> ssl.SSLContext:
+        now = dt.datetime.now(dt.UTC)
+        try:
+            san: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+        except ValueError:
+            san = x509.DNSName(host)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]))
+            .issuer_name(self.cert.subject)
+            .public_key(self._leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=HOST_VALID_DAYS))
+            .add_extension(x509.SubjectAlternativeName([san]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), False
+            )
+            .sign(self.key, hashes.SHA256())
+        )
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["http/1.1"])
+        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert_pem()
+        key = self._leaf_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        # ssl loads certificates from files only: write both to a private temporary file
+        with tempfile.NamedTemporaryFile(suffix=".pem") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(key + chain)
+            handle.flush()
+            context.load_cert_chain(handle.name)
+        return context
+
+
+def _write_private(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)

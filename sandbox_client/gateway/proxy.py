@@ -1,0 +1,500 @@
+"""The egress gateway: an HTTP proxy that decides each request by the rules (§11).
+
+Plain HTTP requests arrive in absolute form (``GET http://host/path``); HTTPS arrives as
+``CONNECT host:443``. For a tunnel rule the bytes pass untouched. Otherwise the gateway answers
+the ``CONNECT`` itself, terminates TLS with a certificate for the host minted by its own CA,
+reads each request inside, decides it by method and path, adds the rule's credential, sends it
+upstream over a normally verified TLS connection (``httpx``), and scrubs the credential from the
+response before the sandbox sees it. Blocked requests get a 403 whose body says which rule is
+missing. Every request is reported to the audit sink.
+
+HTTP parsing is ``h11``'s; upstream connections are pooled by one ``httpx.AsyncClient`` that
+ignores the host's proxy variables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+import httpx
+
+from sandbox_client.gateway.ca import CertificateAuthority
+from sandbox_client.gateway.credentials import Injected, Scrubber
+from sandbox_client.gateway.rules import Decision, Outcome, RequestLine, Rules
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "content-encoding",
+        "accept-encoding",
+    }
+)
+READ_CHUNK = 65_536
+ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whose sandbox a listener serves: every request on it is theirs.
+
+    ``tool_use_id`` returns the ``tool_use`` running in that sandbox now (None between calls).
+    """
+
+    session_id: str
+    channel_id: str | None = None
+    tool_use_id: Callable[[], str | None] = field(default=lambda: None)
+
+
+@dataclass(frozen=True)
+class EgressRecord:
+    """One request through the gateway, for the audit log (no query values, no secrets).
+
+    ``path`` keeps query parameter names only (``/api/v1/query?query``); ``bytes`` counts the
+    response body sent to the sandbox; ``duration_ms`` runs from the request line to the end of
+    the response.
+    """
+
+    at: datetime
+    session_id: str
+    tool_use_id: str | None
+    method: str
+    host: str
+    port: int
+    path: str
+    status: int
+    bytes: int
+    duration_ms: float
+    rule: str | None
+    outcome: Outcome
+
+
+AuditSink = Callable[[EgressRecord], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    """Limits and trust: ``upstream_verify`` is what upstream certificates are checked against
+    (True: the system's trust store; a context: a private CA, for tests)."""
+
+    upstream_verify: ssl.SSLContext | bool = True
+    upstream_timeout_s: float = 30.0
+    idle_timeout_s: float = 60.0
+    max_request_bytes: int = 16 * 1024 * 1024
+
+
+class Gateway:
+    """The proxy core; one per process, one listener per sandbox (``serve_unix``)."""
+
+    def __init__(
+        self,
+        rules: Rules,
+        authority: CertificateAuthority,
+        injected: dict[str, Injected],
+        audit: AuditSink,
+        options: GatewayOptions | None = None,
+    ) -> None:
+        self.rules = rules
+        self.authority = authority
+        self._injected = injected
+        self._audit = audit
+        self.options = options or GatewayOptions()
+        self._client = httpx.AsyncClient(
+            verify=self.options.upstream_verify,
+            trust_env=False,
+            follow_redirects=False,
+            timeout=self.options.upstream_timeout_s,
+        )
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def serve_unix(self, path: Path, caller: Caller) -> asyncio.Server:
+        """Listen on a Unix socket at ``path`` for one sandbox's requests."""
+        server = await asyncio.start_unix_server(
+            lambda r, w: self._handle(r, w, caller), path=str(path)
+        )
+        self._servers.append(server)
+        return server
+
+    async def serve_tcp(self, host: str, port: int, caller: Caller) -> asyncio.Server:
+        """Listen on ``host:port`` (0 for any free port) for one caller's requests."""
+        server = await asyncio.start_server(
+            lambda r, w: self._handle(r, w, caller), host=host, port=port
+        )
+        self._servers.append(server)
+        return server
+
+    async def aclose(self, grace_s: float = 5.0) -> None:
+        """Stop every listener, let connections in flight end within ``grace_s`` (then cancel
+        them), and close upstream connections."""
+        for server in self._servers:
+            server.close()
+        if self._connections:
+            _, late = await asyncio.wait(self._connections, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        self._servers.clear()
+        await self._client.aclose()
+
+    async def _handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+        try:
+            conn = h11.Connection(h11.SERVER)
+            request = await self._next_request(conn, reader)
+            if request is None:
+                return
+            if request.method == b"CONNECT":
+                await self._connect(conn, request, reader, writer, caller)
+            else:
+                await self._serve(conn, request, reader, writer, caller, scheme="http")
+        except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _connect(
+        self,
+        conn: h11.Connection,
+        request: h11.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        caller: Caller,
+    ) -> None:
+        host, port = _authority(request.target.decode("latin-1"), default_port=443)
+        started = time.monotonic()
+        candidates = self.rules.for_host(host, port)
+        if caller.channel_id is not None:
+            candidates = tuple(
+                r for r in candidates if not r.channels or caller.channel_id in r.channels
+            )
+        if not candidates:
+            line = RequestLine("CONNECT", host, port, "", caller.channel_id)
+            decision = self.rules.decide(line)
+            await self._refuse(conn, writer, decision, line, caller, started)
+            return
+        if all(rule.tunnel for rule in candidates):
+            await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+            await self._tunnel(reader, writer, host, port, caller, started, candidates[0].name)
+            return
+        # The context is made before the 200: the client sends its TLS hello as soon as it
+        # reads the 200, and a hello that reached the plain reader before ``start_tls`` would be
+        # lost to the TLS layer. Between the 200 and ``start_tls`` nothing yields to the loop.
+        context = await asyncio.to_thread(self.authority.server_context, host)
+        await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+        await writer.start_tls(context)
+        inner = h11.Connection(h11.SERVER)
+        first = await self._next_request(inner, reader)
+        if first is not None:
+            await self._serve(inner, first, reader, writer, caller, scheme="https", at=(host, port))
+
+    async def _serve(
+        self,
+        conn: h11.Connection,
+        request: h11.Request | None,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        caller: Caller,
+        *,
+        scheme: str,
+        at: tuple[str, int] | None = None,
+    ) -> None:
+        """Answer requests on one connection until either side ends it."""
+        while request is not None:
+            await self._one(conn, request, reader, writer, caller, scheme, at)
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                return
+            conn.start_next_cycle()
+            request = await self._next_request(conn, reader)
+
+    async def _one(
+        self,
+        conn: h11.Connection,
+        request: h11.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        caller: Caller,
+        scheme: str,
+        at: tuple[str, int] | None,
+    ) -> None:
+        started = time.monotonic()
+        method = request.method.decode("ascii", "replace").upper()
+        target = request.target.decode("latin-1")
+        if at is None:  # plain HTTP: the target is absolute
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                await self._plain_error(conn, writer, 400, "a proxy request needs http://host/…")
+                return
+            host, port = parts.hostname, parts.port or 80
+            path_query = parts.path or "/"
+            if parts.query:
+                path_query += "?" + parts.query
+        else:
+            host, port = at
+            path_query = target if target.startswith("/") else "/" + target
+        body = await self._body(conn, reader)
+        line = RequestLine(method, host, port, path_query.split("?", 1)[0], caller.channel_id)
+        decision = self.rules.decide(line)
+        if decision.outcome is Outcome.BLOCKED or body is None:
+            if body is None:
+                decision = Decision(Outcome.BLOCKED, None, "the request body is too large")
+            await self._refuse(conn, writer, decision, line, caller, started, query=path_query)
+            return
+        assert decision.rule is not None
+        injected = self._injected.get(decision.rule.name)
+        await self._forward(
+            conn, writer, request, body, decision, line, caller, started,
+            url=f"{scheme}://{_host_port(host, port, scheme)}{path_query}",
+            injected=injected,
+        )  # fmt: skip
+
+    async def _forward(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        body: bytes,
+        decision: Decision,
+        line: RequestLine,
+        caller: Caller,
+        started: float,
+        *,
+        url: str,
+        injected: Injected | None,
+    ) -> None:
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in request.headers
+            if k.decode("latin-1").lower() not in HOP_BY_HOP
+        ]
+        target = httpx.URL(url)
+        scrubber = Scrubber(injected.scrub if injected is not None else ())
+        if injected is not None:
+            names = {name for name, _ in injected.headers}
+            headers = [(k, v) for k, v in headers if k.lower() not in names]
+            headers += list(injected.headers)
+            target = target.copy_merge_params(dict(injected.query))
+        headers.append(("accept-encoding", "identity"))
+        sent = 0
+        try:
+            upstream_request = self._client.build_request(
+                line.method, target, headers=headers, content=body
+            )
+            response = await self._client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            reason = f"could not reach {line.host}:{line.port} ({type(exc).__name__})"
+            await self._plain_error(conn, writer, 502, f"The warroom egress gateway {reason}.")
+            await self._record(
+                caller, line, 502, 0, started, decision, query=target.query.decode("latin-1")
+            )
+            return
+        try:
+            out = [
+                (k, scrubber.text(v))
+                for k, v in response.headers.multi_items()
+                if k.lower() not in HOP_BY_HOP
+            ]
+            await self._send(
+                writer, conn, h11.Response(status_code=response.status_code, headers=out)
+            )
+            async for chunk in response.aiter_bytes():
+                data = scrubber.feed(chunk)
+                if data:
+                    sent += len(data)
+                    await self._send(writer, conn, h11.Data(data=data))
+            if tail := scrubber.flush():
+                sent += len(tail)
+                await self._send(writer, conn, h11.Data(data=tail))
+            await self._send(writer, conn, h11.EndOfMessage())
+        finally:
+            await response.aclose()
+            await self._record(
+                caller,
+                line,
+                response.status_code,
+                sent,
+                started,
+                decision,
+                query=target.query.decode("latin-1"),
+            )
+
+    async def _tunnel(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+        caller: Caller,
+        started: float,
+        rule: str,
+    ) -> None:
+        line = RequestLine("CONNECT", host, port, "", caller.channel_id)
+        decision = Decision(Outcome.ALLOWED, self.rules.for_host(host, port)[0], f"rule {rule}")
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), self.options.upstream_timeout_s
+            )
+        except (OSError, TimeoutError):
+            await self._record(caller, line, 502, 0, started, decision)
+            return
+        counted = [0]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(READ_CHUNK):
+                    if count:
+                        counted[0] += len(data)
+                    dst.write(data)
+                    await dst.drain()
+
+        pipes = {
+            asyncio.ensure_future(pipe(reader, up_writer, False)),
+            asyncio.ensure_future(pipe(up_reader, writer, True)),
+        }
+        try:  # a tunnel ends when either side ends it: HTTP/1.1 peers may keep theirs open
+            _, pending = await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        finally:
+            up_writer.close()
+            await self._record(caller, line, 200, counted[0], started, decision)
+
+    async def _refuse(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        decision: Decision,
+        line: RequestLine,
+        caller: Caller,
+        started: float,
+        *,
+        query: str = "",
+    ) -> None:
+        text = f"Blocked by the warroom egress gateway: {decision.reason}; {ADMIN_HINT}.\n"
+        await self._plain_error(conn, writer, 403, text)
+        await self._record(caller, line, 403, len(text), started, decision, query=_query_of(query))
+
+    async def _plain_error(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str
+    ) -> None:
+        body = text.encode()
+        headers = [
+            ("content-type", "text/plain; charset=utf-8"),
+            ("content-length", str(len(body))),
+            ("connection", "close"),
+        ]
+        await self._send(writer, conn, h11.Response(status_code=status, headers=headers))
+        await self._send(writer, conn, h11.Data(data=body))
+        await self._send(writer, conn, h11.EndOfMessage())
+
+    async def _body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> bytes | None:
+        """The request's body, or None past ``max_request_bytes`` (the rest is not read)."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            event = await self._next_event(conn, reader)
+            if isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.options.max_request_bytes:
+                    return None
+                parts.append(bytes(event.data))
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the client closed the connection mid-request")
+
+    async def _next_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader
+    ) -> h11.Request | None:
+        event = await self._next_event(conn, reader)
+        return event if isinstance(event, h11.Request) else None
+
+    async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+        while True:
+            event = conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await asyncio.wait_for(reader.read(READ_CHUNK), self.options.idle_timeout_s)
+            conn.receive_data(data)
+
+    @staticmethod
+    async def _send(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:
+        data = conn.send(event)
+        if data:
+            writer.write(data)
+            await writer.drain()
+
+    async def _record(
+        self,
+        caller: Caller,
+        line: RequestLine,
+        status: int,
+        sent: int,
+        started: float,
+        decision: Decision,
+        *,
+        query: str = "",
+    ) -> None:
+        names = [k for k, _ in parse_qsl(query, keep_blank_values=True)]
+        path = line.path + ("?" + "&".join(names) if names else "")
+        record = EgressRecord(
+            at=datetime.now(UTC),
+            session_id=caller.session_id,
+            tool_use_id=caller.tool_use_id(),
+            method=line.method,
+            host=line.host,
+            port=line.port,
+            path=path,
+            status=status,
+            bytes=sent,
+            duration_ms=(time.monotonic() - started) * 1000,
+            rule=decision.rule.name if decision.rule is not None else None,
+            outcome=decision.outcome,
+        )
+        with contextlib.suppress(Exception):  # the audit never breaks a request
+            await self._audit(record)
+
+
+def _authority(target: str, *, default_port: int) -> tuple[str, int]:
+    """``host:port`` of a CONNECT target (IPv6 in brackets)."""
+    parts = urlsplit(f"//{target}")
+    return (parts.hostname or "").lower(), parts.port or default_port
+
+
+def _host_port(host: str, port: int, scheme: str) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    default = 443 if scheme == "https" else 80
+    return shown if port == default else f"{shown}:{port}"
+
+
+def _query_of(path_query: str) -> str:
+    return path_query.split("?", 1)[1] if "?" in path_query else ""

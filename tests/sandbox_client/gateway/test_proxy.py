@@ -1,0 +1,285 @@
+"""The egress gateway, end to end on loopback: real TLS both ways, a real upstream server.
+
+The upstream is an aiohttp HTTPS server with its own private CA that echoes what it received;
+clients are httpx through the gateway as a proxy, trusting only the gateway's CA.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import stat
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp import web
+
+from sandbox_client.gateway import (
+    REDACTED,
+    Caller,
+    CertificateAuthority,
+    EgressRecord,
+    Gateway,
+    GatewayOptions,
+    Outcome,
+    Rules,
+    prepare,
+)
+
+TOKEN = "prom-token-5f1c2a9e"
+PASSWORD = "s3cret-basic-pass"
+HOST = "localhost"
+
+
+async def _echo(request: web.Request) -> web.Response:
+    """Echo the request back, secrets included: the gateway must scrub them."""
+    body = await request.read()
+    seen = {
+        "method": request.method,
+        "path": request.path,
+        "query": dict(request.query),
+        "headers": dict(request.headers),
+        "body": body.decode(),
+    }
+    return web.json_response(
+        seen, headers={"X-Echo-Auth": request.headers.get("Authorization", "")}
+    )
+
+
+@dataclass
+class Upstream:
+    https_port: int
+    http_port: int
+    trust: ssl.SSLContext
+
+
+@dataclass
+class Audit:
+    records: list[EgressRecord] = field(default_factory=list)
+
+    async def __call__(self, record: EgressRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[Upstream]:
+    authority = CertificateAuthority.create("upstream test CA")
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", _echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    tls = web.TCPSite(runner, HOST, 0, ssl_context=authority.server_context(HOST))
+    plain = web.TCPSite(runner, HOST, 0)
+    await tls.start()
+    await plain.start()
+    trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
+    try:
+        yield Upstream(_port(tls), _port(plain), trust)
+    finally:
+        await runner.cleanup()
+
+
+def _port(site: web.TCPSite) -> int:
+    server = site._server
+    assert server is not None
+    return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+
+def _rules(up: Upstream) -> Rules:
+    return Rules.parse(
+        f"""
+rules:
+  - name: prometheus
+    hosts: [{HOST}]
+    ports: [{up.https_port}]
+    paths: [/api/]
+    inject: {{type: bearer, token: {{env: PROM_TOKEN}}}}
+    description: Prometheus
+  - name: grafana
+    hosts: [{HOST}]
+    ports: [{up.http_port}]
+    methods: [GET, POST]
+    inject: {{type: basic, username: viewer, password: {{env: GRAFANA_PASSWORD}}}}
+"""
+    )
+
+
+@dataclass
+class Running:
+    gateway: Gateway
+    audit: Audit
+    proxy_url: str
+    trust: ssl.SSLContext
+
+
+@pytest.fixture
+async def gateway(upstream: Upstream) -> AsyncIterator[Running]:
+    rules = _rules(upstream)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    authority = CertificateAuthority.create()
+    audit = Audit()
+    gateway = Gateway(
+        rules,
+        authority,
+        prepare(rules.rules, environ),
+        audit,
+        GatewayOptions(upstream_verify=upstream.trust),
+    )
+    caller = Caller("s-1", "C-INC", tool_use_id=lambda: "toolu_1")
+    server = await gateway.serve_tcp("127.0.0.1", 0, caller)
+    port = server.sockets[0].getsockname()[1]
+    trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
+    try:
+        yield Running(gateway, audit, f"http://127.0.0.1:{port}", trust)
+    finally:
+        await gateway.aclose()
+
+
+def _client(running: Running) -> httpx.AsyncClient:
+    return httpx.AsyncClient(proxy=running.proxy_url, verify=running.trust, trust_env=False)
+
+
+async def test_a_credential_rule_injects_the_token_over_https_and_scrubs_it_from_the_reply(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given a sandbox client that sends no credential
+    async with _client(gateway) as client:
+        # When it queries the credential rule's host through the gateway
+        url = f"https://{HOST}:{upstream.https_port}/api/v1/query?query=up"
+        response = await client.get(url)
+    # Then the upstream got the token (it echoes it) but the sandbox never sees it
+    assert response.status_code == 200
+    assert TOKEN not in response.text
+    assert TOKEN not in str(response.headers)
+    seen = response.json()
+    assert seen["headers"]["Authorization"] == f"Bearer {REDACTED.decode()}"
+    assert response.headers["x-echo-auth"] == f"Bearer {REDACTED.decode()}"
+    assert seen["query"] == {"query": "up"}
+    # And the audit has the request, with query names only
+    (record,) = gateway.audit.records
+    assert (record.method, record.path, record.status) == ("GET", "/api/v1/query?query", 200)
+    assert (record.rule, record.outcome, record.tool_use_id) == (
+        "prometheus",
+        Outcome.INJECTED,
+        "toolu_1",
+    )
+
+
+async def test_a_write_to_a_read_only_rule_is_refused_with_a_403_that_says_why(
+    gateway: Running, upstream: Upstream
+) -> None:
+    async with _client(gateway) as client:
+        url = f"https://{HOST}:{upstream.https_port}/api/v1/admin/tsdb/delete_series"
+        response = await client.post(url, content=b"match[]=up")
+    assert response.status_code == 403
+    assert "POST is not allowed to localhost (only GET, HEAD)" in response.text
+    assert "WARROOM_EGRESS_RULES" in response.text
+    assert gateway.audit.records[-1].outcome is Outcome.BLOCKED
+
+
+async def test_a_host_without_a_rule_is_blocked(gateway: Running) -> None:
+    async with _client(gateway) as client:
+        plain = await client.get("http://127.0.0.2:9/anything")
+        with pytest.raises(httpx.ProxyError):
+            await client.get("https://example.internal/x")
+    assert plain.status_code == 403
+    assert "no rule allows 127.0.0.2:9" in plain.text
+    assert [r.outcome for r in gateway.audit.records] == [Outcome.BLOCKED, Outcome.BLOCKED]
+
+
+async def test_a_path_outside_the_rule_is_blocked(gateway: Running, upstream: Upstream) -> None:
+    async with _client(gateway) as client:
+        response = await client.get(f"https://{HOST}:{upstream.https_port}/metrics")
+    assert response.status_code == 403
+
+
+async def test_basic_auth_over_plain_http_is_injected_and_every_form_is_scrubbed(
+    gateway: Running, upstream: Upstream
+) -> None:
+    async with _client(gateway) as client:
+        response = await client.post(
+            f"http://{HOST}:{upstream.http_port}/api/dashboards", content=b"{}"
+        )
+    assert response.status_code == 200
+    encoded = base64.b64encode(f"viewer:{PASSWORD}".encode()).decode()
+    assert encoded not in response.text
+    assert PASSWORD not in response.text
+    assert json.loads(response.text)["headers"]["Authorization"].startswith("Basic [secret")
+
+
+async def test_a_client_credential_is_replaced_not_forwarded(
+    gateway: Running, upstream: Upstream
+) -> None:
+    async with _client(gateway) as client:
+        response = await client.get(
+            f"https://{HOST}:{upstream.https_port}/api/x",
+            headers={"Authorization": "Bearer guessed"},
+        )
+    assert "guessed" not in response.text
+
+
+def test_a_rules_file_error_names_its_line() -> None:
+    text = "rules:\n  - name: prom\n    hosts: [prom.internal]\n    ports: [99999]\n"
+    with pytest.raises(ValueError, match=r"line 4: rules\.0\.ports"):
+        Rules.parse(text)
+
+
+def test_a_secret_must_be_given_by_reference() -> None:
+    text = (
+        "rules:\n  - name: prom\n    hosts: [prom.internal]\n"
+        "    inject: {type: bearer, token: abc}\n"
+    )
+    with pytest.raises(ValueError, match=r"line 4: rules\.0\.inject"):
+        Rules.parse(text)
+
+
+def test_a_missing_secret_is_named_without_its_value() -> None:
+    rules = Rules.parse(
+        "rules:\n  - name: prom\n    hosts: [p]\n"
+        "    inject: {type: bearer, token: {env: PROM_TOKEN}}\n"
+    )
+    with pytest.raises(LookupError, match="rule prom: the secret \\(env PROM_TOKEN\\) is missing"):
+        prepare(rules.rules, {})
+
+
+async def test_a_tunnel_rule_passes_tls_through_untouched(upstream: Upstream) -> None:
+    # Given a tunnel rule: the gateway sees only host and port
+    rules = Rules.parse(
+        f"rules:\n  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.https_port}]\n"
+        "    tunnel: true\n"
+    )
+    audit = Audit()
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, audit)
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-2"))
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        # When a client that trusts only the upstream's own CA calls it
+        async with httpx.AsyncClient(proxy=proxy, verify=upstream.trust) as client:
+            response = await client.get(f"https://{HOST}:{upstream.https_port}/status")
+    finally:
+        await gateway.aclose()
+    # Then the upstream's certificate reached it (no interception), and the tunnel is audited
+    assert response.status_code == 200
+    assert response.json()["path"] == "/status"
+    (record,) = audit.records
+    assert (record.method, record.outcome, record.rule) == ("CONNECT", Outcome.ALLOWED, "status")
+
+
+def test_a_credential_rule_cannot_tunnel() -> None:
+    text = (
+        "rules:\n  - name: prom\n    hosts: [p]\n    tunnel: true\n"
+        "    inject: {type: bearer, token: {env: T}}\n"
+    )
+    with pytest.raises(ValueError, match="cannot tunnel"):
+        Rules.parse(text)
+
+
+def test_the_ca_is_made_once_with_a_private_key_file(tmp_path: Path) -> None:
+    first = CertificateAuthority.load_or_create(tmp_path / "gw")
+    again = CertificateAuthority.load_or_create(tmp_path / "gw")
+    assert again.cert_pem() == first.cert_pem()
+    assert stat.S_IMODE((tmp_path / "gw" / "ca-key.pem").stat().st_mode) == 0o600
