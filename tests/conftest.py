@@ -16,6 +16,7 @@ import shutil
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -35,7 +36,7 @@ def _reachable(url: str) -> bool:
         return False
 
 
-def _missing(message: str) -> None:
+def missing(message: str) -> NoReturn:
     """Skip loudly, or fail when ``CI`` is set (a CI run must never pass by skipping)."""
     if os.environ.get("CI"):
         pytest.fail(message)
@@ -45,7 +46,7 @@ def _missing(message: str) -> None:
 def require_service(name: str, url: str) -> None:
     """Skip (locally) or fail (with CI set) when a service is unreachable."""
     if not _reachable(url):
-        _missing(f"{name} is not reachable at {url}: start it (see .ci/run) to run this test")
+        missing(f"{name} is not reachable at {url}: start it (see .ci/run) to run this test")
 
 
 def require_bwrap() -> None:
@@ -55,7 +56,7 @@ def require_bwrap() -> None:
     ``bwrap`` marker, which calls it before the test).
     """
     if shutil.which("bwrap") is None:
-        _missing("bubblewrap (bwrap) is not installed: .ci/run installs it")
+        missing("bubblewrap (bwrap) is not installed: .ci/run installs it")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

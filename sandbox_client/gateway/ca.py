@@ -117,7 +117,11 @@ class CertificateAuthority:
             self._contexts[host] = context
         return context
 
-    def _mint(self, host: str) -> ssl.SSLContext:
+    def host_certificate_pem(self, host: str) -> HostCertificate:
+        """A certificate for ``host`` (a DNS name or an IP address) signed by this CA, PEM.
+
+        The chain holds the host certificate then the CA's; all hosts share one key.
+        """
         now = dt.datetime.now(dt.UTC)
         try:
             san: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
@@ -139,22 +143,33 @@ class CertificateAuthority:
             )
             .sign(self.key, hashes.SHA256())
         )
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.set_alpn_protocols(["http/1.1"])
-        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert_pem()
         key = self._leaf_key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
+        return HostCertificate(cert.public_bytes(serialization.Encoding.PEM) + self.cert_pem(), key)
+
+    def _mint(self, host: str) -> ssl.SSLContext:
+        pem = self.host_certificate_pem(host)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["http/1.1"])
         # ssl loads certificates from files only: write both to a private temporary file
         with tempfile.NamedTemporaryFile(suffix=".pem") as handle:
             os.fchmod(handle.fileno(), 0o600)
-            handle.write(key + chain)
+            handle.write(pem.key + pem.cert)
             handle.flush()
             context.load_cert_chain(handle.name)
         return context
+
+
+@dataclass(frozen=True)
+class HostCertificate:
+    """PEM bytes of a host certificate chain and its private key."""
+
+    cert: bytes
+    key: bytes
 
 
 def _write_private(path: Path, data: bytes, *, mode: int = 0o600) -> None:

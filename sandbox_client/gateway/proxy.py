@@ -196,15 +196,12 @@ class Gateway:
             candidates = tuple(
                 r for r in candidates if not r.channels or caller.channel_id in r.channels
             )
-        if not candidates:
-            line = RequestLine("CONNECT", host, port, "", caller.channel_id)
-            decision = self.rules.decide(line)
-            await self._refuse(conn, writer, decision, line, caller, started)
-            return
-        if all(rule.tunnel for rule in candidates):
+        if candidates and all(rule.tunnel for rule in candidates):
             await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
             await self._tunnel(reader, writer, host, port, caller, started, candidates[0].name)
             return
+        # Everything else is terminated here, blocked hosts too: the 403's text then reaches
+        # the program (a refused CONNECT shows only a status line, which tells the model less).
         # The context is made before the 200: the client sends its TLS hello as soon as it
         # reads the 200, and a hello that reached the plain reader before ``start_tls`` would be
         # lost to the TLS layer. Between the 200 and ``start_tls`` nothing yields to the loop.

@@ -184,10 +184,11 @@ async def test_a_write_to_a_read_only_rule_is_refused_with_a_403_that_says_why(
 async def test_a_host_without_a_rule_is_blocked(gateway: Running) -> None:
     async with _client(gateway) as client:
         plain = await client.get("http://127.0.0.2:9/anything")
-        with pytest.raises(httpx.ProxyError):
-            await client.get("https://example.internal/x")
+        tls = await client.get("https://example.internal/x")
     assert plain.status_code == 403
     assert "no rule allows 127.0.0.2:9" in plain.text
+    assert tls.status_code == 403
+    assert "no rule allows example.internal:443" in tls.text
     assert [r.outcome for r in gateway.audit.records] == [Outcome.BLOCKED, Outcome.BLOCKED]
 
 
