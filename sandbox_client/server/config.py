@@ -21,6 +21,8 @@ _DEFAULTS: dict[str, Any] = {
     "env": {},
     "max_body_bytes": 32 * 1024 * 1024,
     "max_read_bytes": 32 * 1024 * 1024,
+    "egress_port": 0,
+    "egress_socket": "",
 }
 
 
@@ -46,6 +48,8 @@ class ServerConfig:
             provider; a request's ``env`` is added to it).
         max_body_bytes: the largest request body accepted (file uploads).
         max_read_bytes: the largest file a GET returns.
+        egress_port: a loopback port to forward to ``egress_socket`` (the egress gateway's
+            socket inside the jail), for ``HTTP_PROXY``; 0: no forwarder.
     """
 
     __slots__ = ("socket_path", *_DEFAULTS)
@@ -62,6 +66,8 @@ class ServerConfig:
     env: dict[str, str]
     max_body_bytes: int
     max_read_bytes: int
+    egress_port: int
+    egress_socket: str
 
     def __init__(self, socket_path: str, **settings: Any) -> None:
         unknown = set(settings) - set(_DEFAULTS)

@@ -10,6 +10,7 @@ import sys
 
 from .app import App
 from .config import ServerConfig
+from .egress import start_forwarder
 
 SOCKET_BACKLOG = 64
 STREAM_LIMIT_BYTES = 64 * 1024
@@ -26,6 +27,9 @@ async def serve(config: ServerConfig) -> None:
         backlog=SOCKET_BACKLOG,
         limit=STREAM_LIMIT_BYTES,
     )
+    forwarder = None
+    if config.egress_port:
+        forwarder = await start_forwarder(config.egress_port, config.egress_socket)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -33,6 +37,8 @@ async def serve(config: ServerConfig) -> None:
     _say_ready(config.ready_fd)
     async with server:
         await stop.wait()
+    if forwarder is not None:
+        forwarder.close()
     app.processes.signal_all(signal.SIGKILL)
 
 
