@@ -5,6 +5,7 @@ The door: other packages import only these names.
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database, normalise_url
+from memory_store.egress import EgressEntry, EgressLog
 from memory_store.errors import (
     AmbiguousMatch,
     CaseConflict,
@@ -71,6 +72,9 @@ from memory_store.sessions.records import (
 from memory_store.sessions.store import SessionStore
 
 __all__ = [
+    # the egress audit log
+    "EgressEntry",
+    "EgressLog",
     # database
     "Database",
     "SchemaVersion",

@@ -1,0 +1,46 @@
+"""The egress audit log on both backends: rows written once, read back per session in order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_store import Database, EgressEntry, EgressLog
+
+T0 = datetime(2026, 12, 1, 14, 2, tzinfo=UTC)
+
+
+def _entry(session: str, n: int, outcome: str = "injected") -> EgressEntry:
+    return EgressEntry(
+        session_id=session,
+        tool_use_id=f"toolu_{n}",
+        at=T0 + timedelta(seconds=n),
+        method="GET",
+        host="prometheus.internal",
+        port=443,
+        path="/api/v1/query?query",
+        status=200,
+        bytes=120 + n,
+        duration_ms=3.5,
+        rule="prometheus",
+        outcome=outcome,
+    )
+
+
+async def test_the_last_requests_of_a_session_come_back_oldest_first(file_db: Database) -> None:
+    log = EgressLog(file_db)
+    for n in range(5):
+        await log.record(_entry("s-a", n))
+    await log.record(_entry("s-b", 9, "blocked"))
+
+    recent = await log.recent("s-a", limit=3)
+
+    assert [e.tool_use_id for e in recent] == ["toolu_2", "toolu_3", "toolu_4"]
+    assert recent[-1] == _entry("s-a", 4)
+    assert [e.outcome for e in await log.recent("s-b")] == ["blocked"]
+
+
+async def test_an_unknown_outcome_is_refused(file_db: Database) -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        await EgressLog(file_db).record(_entry("s-a", 1, "maybe"))
