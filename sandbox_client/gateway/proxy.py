@@ -125,6 +125,7 @@ class Gateway:
         )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._bound: dict[Path, _Binding] = {}
 
     async def serve_unix(self, path: Path, caller: Caller) -> asyncio.Server:
         """Listen on a Unix socket at ``path`` for one sandbox's requests."""
@@ -133,6 +134,37 @@ class Gateway:
         )
         self._servers.append(server)
         return server
+
+    async def bind(self, path: Path, caller: Caller) -> None:
+        """Serve a sandbox's socket at ``path`` from this process, for ``caller`` from now on.
+
+        Idempotent and cheap when this process already serves ``path``: only the caller
+        changes (the ``tool_use`` now running). Otherwise the socket file is replaced by a new
+        one served here: the jail binds the socket's directory, not the file, so it sees the
+        new socket at once. Whichever process runs the sandbox's current command therefore
+        serves its requests, and a dead process's socket is replaced on the next command.
+        """
+        binding = self._bound.get(path)
+        if binding is not None and _inode(path) == binding.inode:
+            binding.caller = caller
+            return
+        if binding is not None:
+            binding.server.close()
+        await asyncio.to_thread(_remove, path, -1)
+        holder = _Binding(caller=caller)
+        holder.server = await asyncio.start_unix_server(
+            lambda r, w: self._handle(r, w, holder.caller), path=str(path)
+        )
+        holder.inode = _inode(path)
+        self._bound[path] = holder
+        self._servers.append(holder.server)
+
+    async def unbind(self, path: Path) -> None:
+        """Stop serving ``path`` (the sandbox is gone)."""
+        binding = self._bound.pop(path, None)
+        if binding is not None:
+            binding.server.close()
+            await asyncio.to_thread(_remove, path, binding.inode)
 
     async def serve_tcp(self, host: str, port: int, caller: Caller) -> asyncio.Server:
         """Listen on ``host:port`` (0 for any free port) for one caller's requests."""
@@ -248,7 +280,11 @@ class Gateway:
         if at is None:  # plain HTTP: the target is absolute
             parts = urlsplit(target)
             if parts.scheme != "http" or not parts.hostname:
-                await self._plain_error(conn, writer, 400, "a proxy request needs http://host/…")
+                text = "The warroom egress gateway is a proxy: a request needs http://host/….\n"
+                await self._plain_error(conn, writer, 400, text)
+                line = RequestLine(method, "", 0, target.split("?", 1)[0][:256], None)
+                decision = Decision(Outcome.BLOCKED, None, "not a proxy request")
+                await self._record(caller, line, 400, len(text), started, decision)
                 return
             host, port = parts.hostname, parts.port or 80
             path_query = parts.path or "/"
@@ -479,6 +515,29 @@ class Gateway:
         )
         with contextlib.suppress(Exception):  # the audit never breaks a request
             await self._audit(record)
+
+
+@dataclass
+class _Binding:
+    """A sandbox socket this process serves, and whose requests arrive on it now."""
+
+    caller: Caller
+    server: asyncio.Server = field(init=False)
+    inode: int = 0
+
+
+def _remove(path: Path, inode: int) -> None:
+    """Remove the socket file at ``path`` (only if it is still ``inode``, unless -1)."""
+    with contextlib.suppress(FileNotFoundError):
+        if inode == -1 or _inode(path) == inode:
+            path.unlink()
+
+
+def _inode(path: Path) -> int:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return -1
 
 
 def _authority(target: str, *, default_port: int) -> tuple[str, int]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 
-from sandbox_client.gateway import Caller, CertificateAuthority, Gateway, Rules
+from sandbox_client.gateway import Caller, CertificateAuthority, EgressRecord, Gateway, Rules
 from sandbox_client.server.egress import start_forwarder
 
 
@@ -46,3 +48,42 @@ async def test_without_a_gateway_the_forwarder_answers_502_in_plain_words() -> N
         forwarder.close()
     assert response.status_code == 502
     assert "egress gateway is not reachable" in response.text
+
+
+async def _get_through_socket(socket_path: Path) -> bytes:
+    """One proxy request (absolute form) straight to the socket, as the forwarder sends it."""
+    reader, writer = await asyncio.open_unix_connection(str(socket_path))
+    writer.write(b"GET http://metrics.internal/x HTTP/1.1\r\nHost: metrics.internal\r\n\r\n")
+    await writer.drain()
+    reply = await reader.read()
+    writer.close()
+    return reply
+
+
+async def test_the_process_running_the_current_command_serves_the_sandbox_socket() -> None:
+    # Given two worker processes' gateways and one sandbox socket path
+    directory = Path(tempfile.mkdtemp(prefix="wr-fw-"))
+    path = directory / "egress.sock"
+    seen: dict[str, list[str | None]] = {"one": [], "two": []}
+
+    def audit_for(name: str) -> Callable[[EgressRecord], Awaitable[None]]:
+        async def audit(record: EgressRecord) -> None:
+            seen[name].append(record.tool_use_id)
+
+        return audit
+
+    one = Gateway(Rules(), CertificateAuthority.create(), {}, audit_for("one"))
+    two = Gateway(Rules(), CertificateAuthority.create(), {}, audit_for("two"))
+    try:
+        # When the first runs toolu_1, then toolu_2, then the second runs toolu_3
+        await one.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_1"))
+        await _get_through_socket(path)
+        await one.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_2"))
+        await _get_through_socket(path)
+        await two.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_3"))
+        await _get_through_socket(path)
+    finally:
+        await one.aclose()
+        await two.aclose()
+    # Then each request was served by the process running it, under its tool_use id
+    assert seen == {"one": ["toolu_1", "toolu_2"], "two": ["toolu_3"]}
