@@ -23,7 +23,7 @@ from sandbox_client.errors import (
 from sandbox_client.lifecycle import EnsureResult, SandboxManager
 from sandbox_client.providers.base import SandboxProvider
 from sandbox_client.providers.blaxel import BlaxelConfig, BlaxelProvider
-from sandbox_client.providers.local import LocalConfig, LocalProvider
+from sandbox_client.providers.local import JailEgress, LocalConfig, LocalProvider, egress_socket
 from sandbox_client.records import (
     DirEntry,
     Health,
@@ -47,7 +47,9 @@ __all__ = [
     "BlaxelConfig",
     "BlaxelProvider",
     "Health",
+    "JailEgress",
     "LocalConfig",
+    "egress_socket",
     "LocalProvider",
     "SandboxHandle",
     "SandboxProvider",

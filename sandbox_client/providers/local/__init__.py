@@ -1,6 +1,7 @@
 """The local sandbox provider: bubblewrap jails, each running the SBX/1 server."""
 
-from sandbox_client.providers.local.config import LocalConfig
+from sandbox_client.providers.local.config import JailEgress, LocalConfig
+from sandbox_client.providers.local.jail import egress_socket
 from sandbox_client.providers.local.provider import LocalProvider
 
-__all__ = ["LocalConfig", "LocalProvider"]
+__all__ = ["JailEgress", "LocalConfig", "LocalProvider", "egress_socket"]

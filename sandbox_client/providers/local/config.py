@@ -16,6 +16,23 @@ FREEZER_CHOICES = ("auto", "cgroup2", "cgroup1", "signal")
 
 
 @dataclass(frozen=True)
+class JailEgress:
+    """How a jail reaches the egress gateway (docs/architecture.md §11).
+
+    Attributes:
+        port: the loopback port inside the jail where ``HTTP_PROXY`` points; the jail's server
+            forwards it to the gateway's socket in the jail's run directory.
+        ca_bundle: a host file with the system's CAs and the gateway's CA: every program's
+            trust inside the jail.
+        ca_cert: a host file with the gateway's CA alone (``NODE_EXTRA_CA_CERTS``).
+    """
+
+    ca_bundle: Path
+    ca_cert: Path
+    port: int = 3128
+
+
+@dataclass(frozen=True)
 class LocalConfig:
     """How local sandboxes are made.
 
@@ -35,6 +52,8 @@ class LocalConfig:
         bwrap: the bubblewrap executable.
         ro_binds: more host directories made visible read-only at the same path.
         client: options of the clients ``connect`` returns.
+        egress: the gateway's way into each jail (None: the jail reaches nothing, unless the
+            network policy is ``host``).
     """
 
     state_dir: Path
@@ -49,6 +68,7 @@ class LocalConfig:
     bwrap: str = "bwrap"
     ro_binds: tuple[str, ...] = ()
     client: ClientOptions = field(default_factory=ClientOptions)
+    egress: JailEgress | None = None
 
     def __post_init__(self) -> None:
         # handles store socket paths: they must not depend on the working directory

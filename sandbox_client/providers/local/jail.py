@@ -22,6 +22,10 @@ WORKSPACE = "/workspace"
 RUN_DIR = "/run/warroom"
 SERVER_DIR = "/opt/warroom/sbx_server"
 SOCKET_NAME = "sbx.sock"
+EGRESS_SOCKET_NAME = "egress.sock"  # served by the egress gateway, in the same run directory
+CA_BUNDLE = "/etc/warroom/ca-bundle.pem"
+EGRESS_CA = "/etc/warroom/egress-ca.pem"
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 VIRTUAL_MOUNTS = ("memory", "skills", "incident")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The server never speaks TLS: hiding ``ssl`` makes asyncio skip it (its imports are
@@ -54,11 +58,27 @@ class JailPaths:
         return self.run_dir / SOCKET_NAME
 
 
+def egress_socket(sandbox_socket: Path) -> Path:
+    """Where the gateway serves a jail whose server listens at ``sandbox_socket`` (host path)."""
+    return sandbox_socket.parent / EGRESS_SOCKET_NAME
+
+
 def sandbox_env(config: LocalConfig, shell: str) -> dict[str, str]:
     """The whole environment of the server and its commands: a base plus what the
     settings allow (``config.env``); nothing is inherited from the host."""
     base = {"PATH": BASE_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "SHELL": shell}
-    return {**base, **config.env}
+    return {**base, **_egress_env(config), **config.env}
+
+
+def _egress_env(config: LocalConfig) -> dict[str, str]:
+    """Proxy and trust variables that curl, Python, Go and Node programs all honour."""
+    if config.egress is None:
+        return {}
+    proxy = f"http://127.0.0.1:{config.egress.port}"
+    env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    bundle = {n: CA_BUNDLE for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+    return env | bundle | {"NODE_EXTRA_CA_CERTS": EGRESS_CA}
 
 
 def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfig:
@@ -72,6 +92,8 @@ def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfi
         keepalive_s=config.keepalive_s,
         drain_s=config.drain_s,
         env=sandbox_env(config, shell),
+        egress_port=config.egress.port if config.egress is not None else 0,
+        egress_socket=f"{RUN_DIR}/{EGRESS_SOCKET_NAME}",
     )
 
 
@@ -120,6 +142,10 @@ def _system_binds(config: LocalConfig) -> list[str]:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for extra in (*_python_dirs(config.python), *config.ro_binds):
         args += ["--ro-bind", extra, extra]
+    if config.egress is not None:  # the system bundle too: some programs read only that
+        bundle, ca = str(config.egress.ca_bundle), str(config.egress.ca_cert)
+        args += ["--ro-bind", bundle, CA_BUNDLE, "--ro-bind", ca, EGRESS_CA]
+        args += ["--ro-bind", bundle, SYSTEM_BUNDLE]
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
 

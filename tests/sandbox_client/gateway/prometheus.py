@@ -25,6 +25,9 @@ from sandbox_client.gateway import CertificateAuthority
 from tests.conftest import missing
 
 USER = "warroom"
+# Not 127.0.0.1: inside a jail, localhost and 127.0.0.1 are the jail's own (NO_PROXY), while
+# every 127/8 address is this host's loopback for the gateway.
+HOST = "127.0.0.2"
 PASSWORD = "prom-basic-7c41d0e2b9"
 
 
@@ -54,9 +57,9 @@ class Prometheus:
     exporter: Exporter
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -75,7 +78,7 @@ async def real_prometheus() -> AsyncIterator[Prometheus]:
     await web.TCPSite(runner, "127.0.0.1", exporter_port).start()
     directory = Path(tempfile.mkdtemp(prefix="wr-prom-"))
     ca = CertificateAuthority.create("prometheus test CA")
-    host_cert = ca.host_certificate_pem("localhost")
+    host_cert = ca.host_certificate_pem(HOST)
     (directory / "tls.pem").write_bytes(host_cert.cert)
     (directory / "tls.key").write_bytes(host_cert.key)
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
@@ -90,21 +93,21 @@ async def real_prometheus() -> AsyncIterator[Prometheus]:
         "scrape_configs:\n  - job_name: checkout-api\n"
         f"    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n"
     )
-    port = _free_port()
+    port = _free_port(HOST)
     process = await asyncio.create_subprocess_exec(
         binary,
         f"--config.file={directory / 'prometheus.yml'}",
         f"--web.config.file={directory / 'web.yml'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        f"--web.listen-address={HOST}:{port}",
         f"--storage.tsdb.path={directory / 'data'}",
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
     trust = ssl.create_default_context(cadata=ca.cert_pem().decode())
-    base_url = f"https://localhost:{port}"
+    base_url = f"https://{HOST}:{port}"
     try:
         await _until_scraped(base_url, trust, process)
-        yield Prometheus(base_url, "localhost", port, trust, ca.cert_pem(), exporter)
+        yield Prometheus(base_url, HOST, port, trust, ca.cert_pem(), exporter)
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.terminate()

@@ -89,5 +89,5 @@ async def test_without_a_rule_the_query_is_blocked_with_the_403_text(
 ) -> None:
     response = await _through(prometheus, Rules(), f"{prometheus.base_url}/api/v1/query?query=up")
     assert response.status_code == 403
-    assert f"no rule allows localhost:{prometheus.port}" in response.text
+    assert f"no rule allows 127.0.0.2:{prometheus.port}" in response.text
     assert "WARROOM_EGRESS_RULES" in response.text
