@@ -5,7 +5,7 @@ certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``p
 HTTP proxy itself).
 """
 
-from sandbox_client.gateway.ca import CertificateAuthority
+from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles
 from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
 from sandbox_client.gateway.proxy import (
     AuditSink,
@@ -46,4 +46,5 @@ __all__ = [
     "EgressRecord",
     "Gateway",
     "GatewayOptions",
+    "TrustFiles",
 ]

@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_CERT_FILE = "ca.pem"
+TRUST_BUNDLE_FILE = "ca-bundle.pem"
+SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's ca-certificates
 CA_KEY_FILE = "ca-key.pem"
 CA_VALID_DAYS = 3650
 HOST_VALID_DAYS = 90  # re-minted at start; well under the 398 days clients accept
@@ -105,6 +107,20 @@ class CertificateAuthority:
             serialization.NoEncryption(),
         )
 
+    def write_trust(self, directory: Path, system_bundle: Path = SYSTEM_BUNDLE) -> TrustFiles:
+        """Write what sandboxes trust into ``directory``: the CA alone, and the system's CAs
+        plus this CA (tunnelled hosts keep their public certificates). Blocking file I/O.
+
+        Raises:
+            OSError: ``directory`` cannot be written.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        ca_path, bundle_path = directory / CA_CERT_FILE, directory / TRUST_BUNDLE_FILE
+        system = system_bundle.read_bytes() if system_bundle.exists() else b""
+        ca_path.write_bytes(self.cert_pem())
+        bundle_path.write_bytes(system.rstrip(b"\n") + b"\n" + self.cert_pem())
+        return TrustFiles(ca_cert=ca_path, ca_bundle=bundle_path)
+
     def server_context(self, host: str) -> ssl.SSLContext:
         """A server-side TLS context presenting a certificate for ``host`` (cached).
 
@@ -162,6 +178,14 @@ class CertificateAuthority:
             handle.flush()
             context.load_cert_chain(handle.name)
         return context
+
+
+@dataclass(frozen=True)
+class TrustFiles:
+    """Host paths of the files a sandbox trusts (see ``write_trust``)."""
+
+    ca_cert: Path
+    ca_bundle: Path
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ stays out of reach."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import ssl
 from collections.abc import AsyncIterator
@@ -31,7 +32,6 @@ from tests.sandbox_client.conftest import local_config
 from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
 
 pytestmark = pytest.mark.bwrap
-SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 @dataclass
@@ -49,9 +49,8 @@ class Jail:
 async def jail(state_dir: Path, tmp_path: Path) -> AsyncIterator[Jail]:
     async with real_prometheus() as prometheus:
         authority = CertificateAuthority.create()
-        (tmp_path / "ca.pem").write_bytes(authority.cert_pem())
-        (tmp_path / "bundle.pem").write_bytes(SYSTEM_BUNDLE.read_bytes() + authority.cert_pem())
-        egress = JailEgress(ca_bundle=tmp_path / "bundle.pem", ca_cert=tmp_path / "ca.pem")
+        trust = await asyncio.to_thread(authority.write_trust, tmp_path)
+        egress = JailEgress(ca_bundle=trust.ca_bundle, ca_cert=trust.ca_cert)
         provider = LocalProvider(local_config(state_dir, egress=egress))
         rules = Rules.parse(
             f"rules:\n  - name: prometheus\n    hosts: [{prometheus.host}]\n"
@@ -125,7 +124,7 @@ async def test_the_password_is_nowhere_in_the_sandbox(jail: Jail) -> None:
 
 
 async def test_the_database_stays_unreachable_with_the_gateway_on(jail: Jail) -> None:
-    code, out = await jail.run("curl -sS --max-time 3 --noproxy '*' http://127.0.0.1:5432/")
+    code, _ = await jail.run("curl -sS --max-time 3 --noproxy '*' http://127.0.0.1:5432/")
     assert code != 0
     _, via_proxy = await jail.run("curl -sS --max-time 5 http://10.0.0.1:5432/")
     assert "no rule allows 10.0.0.1:5432" in via_proxy
