@@ -89,6 +89,12 @@ class Metrics:
         self.slack_errors = Counter(
             "warroom_slack_api_errors", "Failed Slack API calls.", ["method", "error"], registry=r
         )
+        self.egress_requests = Counter(
+            "warroom_egress_requests",
+            "Requests through the egress gateway.",
+            ["outcome", "rule"],
+            registry=r,
+        )
 
     def observe_step(self, report: StepReport) -> None:
         """Count one step and what its events say (tokens, tool calls, sandbox replaced)."""
@@ -100,6 +106,10 @@ class Metrics:
     def count_sandbox(self, event: str) -> None:
         """One sandbox ``provision``, ``resume``, ``suspend`` or ``replace``."""
         self.sandbox_events.labels(event).inc()
+
+    def count_egress(self, outcome: str, rule: str) -> None:
+        """One request through the egress gateway (``outcome``: injected, allowed, blocked)."""
+        self.egress_requests.labels(outcome=outcome, rule=rule).inc()
 
     def count_slack_error(self, method: str, error: str) -> None:
         """One failed Slack call: ``method`` (``chat.postMessage``) and Slack's ``error``."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, DirectoryPath, Field, SecretStr
+from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -64,6 +64,13 @@ class Settings(BaseSettings):
     sandbox_idle_suspend_s: float = Field(default=30.0, validation_alias="WARROOM_SANDBOX_IDLE_S")
     workspace_seed: DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
+    )
+    egress_rules: FilePath | None = Field(default=None, validation_alias="WARROOM_EGRESS_RULES")
+    egress_upstream_ca: FilePath | None = Field(
+        default=None, validation_alias="WARROOM_EGRESS_UPSTREAM_CA"
+    )
+    egress_port: int = Field(
+        default=3128, ge=1024, le=65535, validation_alias="WARROOM_EGRESS_PORT"
     )
     bl_api_key: SecretStr | None = None
     bl_workspace: str | None = None

@@ -50,7 +50,7 @@ from harness.model.messages import (
     from_wire,
     to_wire,
 )
-from harness.sandbox.session import SandboxWorkspaces, SessionWorkspace
+from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
     NewSandbox,
@@ -97,6 +97,7 @@ __all__ = [
     "ToolIntent",
     "ToolUnknown",
     # sandbox
+    "EgressBinder",
     "SandboxWorkspaces",
     "SessionWorkspace",
     # checkpoint

@@ -322,9 +322,12 @@ def _explain(exc: Exception) -> None:
     from bot.errors import SlackCallFailed
     from bot.settings import MissingSetting
     from memory_store import DatabaseUnavailable
+    from sandbox_client.gateway import MissingSecret, RulesError
 
     if isinstance(exc, MissingSetting):
         _fail(str(exc), CONFIG_ERROR)
+    if isinstance(exc, RulesError | MissingSecret):
+        _fail(f"egress rules (WARROOM_EGRESS_RULES): {exc}", CONFIG_ERROR)
     if isinstance(exc, SlackCallFailed):
         _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
     if isinstance(exc, DatabaseUnavailable):

@@ -13,6 +13,7 @@ container health check, and as true of a worker's container as of the bot's.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,11 +26,13 @@ from redis.exceptions import RedisError
 
 from bot.cli.credentials import missing_for_serve
 from bot.durable.wiring import make_provider, make_slack_client
+from bot.egress import describe_rule, load_rules
 from bot.errors import SlackCallFailed, slack_call
 from bot.settings import MissingSetting, Settings
 from harness import DEFAULT_BASE_URL
 from memory_store import Database, DatabaseUnavailable
 from sandbox_client import SandboxError
+from sandbox_client.gateway import MissingSecret, RulesError, prepare
 
 __all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
 
@@ -209,11 +212,40 @@ def _anthropic_refusal(base: str, response: httpx.Response) -> CheckResult:
     return CheckResult("anthropic", Status.PROBLEM, detail, fix)
 
 
+async def check_egress(settings: Settings) -> CheckResult:
+    """The egress rules parse, every secret they name exists (never shown), and the network
+    policy is not the host's."""
+    if settings.sandbox_network == "host":
+        return CheckResult(
+            "egress",
+            Status.WARNING,
+            "WARROOM_SANDBOX_NETWORK=host: sandboxes share this host's network and can reach "
+            "the database, Redis and anything this host can",
+            "set WARROOM_SANDBOX_NETWORK=none and give WARROOM_EGRESS_RULES instead",
+        )
+    try:
+        rules = await asyncio.to_thread(load_rules, settings)
+    except (OSError, RulesError) as exc:
+        return CheckResult("egress", Status.PROBLEM, str(exc), "correct WARROOM_EGRESS_RULES")
+    if rules is None:
+        return CheckResult(
+            "egress", Status.SKIPPED, "WARROOM_EGRESS_RULES not set: sandboxes reach nothing"
+        )
+    try:
+        prepare(rules.rules, dict(os.environ))
+    except MissingSecret as exc:
+        return CheckResult(
+            "egress", Status.PROBLEM, str(exc), f"set the secret ({exc.where}) on this host"
+        )
+    return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
+
+
 QUICK: tuple[Check, ...] = (check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
     *QUICK,
     check_sandbox,
+    check_egress,
     check_slack,
     check_anthropic,
 )

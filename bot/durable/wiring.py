@@ -20,7 +20,8 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
-from bot.metrics import CountingProvider
+from bot.egress import WorkerEgress, jail_egress
+from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
@@ -58,7 +59,11 @@ FRESH_QUEUE_STALE_AFTER_S = 1e-6
 
 
 def make_provider(settings: Settings) -> SandboxProvider:
-    """The sandbox provider the settings name (no secrets enter a sandbox's env)."""
+    """The sandbox provider the settings name (no secrets enter a sandbox's env).
+
+    With egress rules, the gateway's CA is made on first use and local jails get its trust
+    files (blocking file I/O: call at start-up).
+    """
     if settings.sandbox_provider == "blaxel":
         return BlaxelProvider(
             BlaxelConfig(
@@ -67,7 +72,11 @@ def make_provider(settings: Settings) -> SandboxProvider:
             )
         )
     return LocalProvider(
-        LocalConfig(state_dir=settings.data_dir / "sbx", network=settings.sandbox_network)
+        LocalConfig(
+            state_dir=settings.data_dir / "sbx",
+            network=settings.sandbox_network,
+            egress=jail_egress(settings),
+        )
     )
 
 
@@ -261,6 +270,7 @@ class Runtime:
     reporter: ThreadPoster
     driver: StepDriver
     slack: SlackPoster | None = None
+    egress: WorkerEgress | None = None
     closers: list[object] = field(default_factory=list)
 
     @classmethod
@@ -288,10 +298,11 @@ class Runtime:
         if migrate:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
+        provider = await asyncio.to_thread(make_provider, settings)
         manager = SandboxManager(
-            CountingProvider(make_provider(settings)),
-            idle_suspend_s=settings.sandbox_idle_suspend_s,
+            CountingProvider(provider), idle_suspend_s=settings.sandbox_idle_suspend_s
         )
+        egress = await WorkerEgress.open(settings, db, default_metrics())
         the_model = model or make_model(settings)
         slack, hook = None, None
         if reporter is None:
@@ -304,7 +315,7 @@ class Runtime:
             sessions=sessions,
             files=files,
             model=the_model,
-            workspaces=SandboxWorkspaces(manager, setup),
+            workspaces=SandboxWorkspaces(manager, setup, egress),
             poster=reporter,
             enqueue=enqueue,
             worker_id=make_worker_id(),
@@ -317,7 +328,17 @@ class Runtime:
         if hook is not None:
             hook.before_record = driver.before_post_recorded
         return cls(
-            settings, db, files, sessions, outbox, manager, the_model, reporter, driver, slack
+            settings,
+            db,
+            files,
+            sessions,
+            outbox,
+            manager,
+            the_model,
+            reporter,
+            driver,
+            slack,
+            egress,
         )
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -381,9 +402,12 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:
-        """Release sandboxes' clients, HTTP clients and the database pool."""
+        """Release sandboxes' clients, the gateway, HTTP clients and the database pool."""
         with contextlib.suppress(Exception):
             await self.manager.aclose()
+        if self.egress is not None:
+            with contextlib.suppress(Exception):
+                await self.egress.aclose()
         aclose = getattr(self.model, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):

@@ -10,6 +10,7 @@ what the model must be told when the sandbox was replaced.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Event, Notice
@@ -33,21 +34,46 @@ from sandbox_client import (
 )
 
 
+class EgressBinder(Protocol):
+    """Routes a sandbox's outbound requests to the egress gateway, on behalf of one command.
+
+    Called before each command runs, with the sandbox it runs in and the ``tool_use`` it runs
+    for, so that the gateway attributes every request to its session and ``tool_use``
+    (docs/architecture.md §11). Cheap when nothing changed since the last call.
+    """
+
+    async def __call__(
+        self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
+    ) -> None:
+        """Serve ``handle``'s egress for this command."""
+
+
 class SandboxWorkspaces:
     """Hands each step a lazily-ensured workspace on the session's sandbox.
 
     Args:
         manager: the process's sandbox manager (provider, idle suspension).
         setup: the deployment's workspace set-up, replayed on every new sandbox.
+        egress: binds the sandbox to the egress gateway before each command (None: no
+            gateway; the sandbox reaches nothing, or the host's network).
     """
 
-    def __init__(self, manager: SandboxManager, setup: Sequence[SetupStep] = ()) -> None:
+    def __init__(
+        self,
+        manager: SandboxManager,
+        setup: Sequence[SetupStep] = (),
+        egress: EgressBinder | None = None,
+    ) -> None:
         self.manager = manager
         self.setup = tuple(setup)
+        self.egress = egress
 
     def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> SessionWorkspace:
         """The workspace of ``cp``'s session for one step (see ``WorkspaceSource.open``)."""
-        return SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
+        workspace = SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
+        if self.egress is not None:
+            workspace.route_egress(self.egress, session_id=cp.session_id, channel_id=cp.channel_id)
+        return workspace
 
 
 class SessionWorkspace:
@@ -66,6 +92,11 @@ class SessionWorkspace:
         self._handle = SandboxHandle.from_json(handle_json) if handle_json else None
         self._client: SandboxClient | None = None
         self._losses: list[Loss] = []
+        self._egress: tuple[EgressBinder, str, str] | None = None
+
+    def route_egress(self, egress: EgressBinder, *, session_id: str, channel_id: str) -> None:
+        """Bind the sandbox to the gateway before each command, for this session."""
+        self._egress = (egress, session_id, channel_id)
 
     async def _ensure(self) -> SandboxClient:
         if self._client is None:
@@ -84,6 +115,11 @@ class SessionWorkspace:
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
         """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
         client = await self._ensure()
+        if self._egress is not None and self._handle is not None:
+            egress, session_id, channel_id = self._egress
+            await egress(
+                self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
+            )
         try:
             record = await client.exec(name, command, timeout_s=timeout_s)
         except SandboxError as exc:

@@ -1,0 +1,145 @@
+"""The gateway as a worker runs it: from the settings, bound before each command, audited
+in the database under the command's ``tool_use`` id; and what ``doctor`` says of it."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from bot.cli.doctor import Status, check_egress
+from bot.durable.wiring import make_provider
+from bot.egress import WorkerEgress
+from bot.metrics import Metrics
+from bot.settings import Settings
+from harness import Checkpoint, Requester, SandboxWorkspaces
+from memory_store import Database, EgressLog
+from sandbox_client import SandboxManager
+from tests.conftest import require_bwrap
+from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A short directory: jail socket paths must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="wr-eg-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _settings(data_dir: Path, rules: Path, upstream_ca: Path | None = None) -> Settings:
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+        data_dir=data_dir,
+        egress_rules=rules,
+        egress_upstream_ca=upstream_ca,
+        anthropic_api_key=SecretStr("sk-ant-test"),
+    )
+
+
+def _rules_file(directory: Path, prom: Prometheus) -> Path:
+    path = directory / "egress.yml"
+    path.write_text(
+        "rules:\n"
+        "  - name: prometheus\n"
+        f"    hosts: [{prom.host}]\n"
+        f"    ports: [{prom.port}]\n"
+        "    paths: [/api/v1/]\n"
+        f"    inject: {{type: basic, username: {USER}, password: {{env: PROM_PASSWORD}}}}\n"
+        f"    base_url: {prom.base_url}\n"
+    )
+    return path
+
+
+@pytest.fixture
+async def prometheus() -> AsyncIterator[Prometheus]:
+    async with real_prometheus() as running:
+        yield running
+
+
+async def test_a_bash_command_reaches_prometheus_and_is_audited_under_its_tool_use(
+    data_dir: Path, prometheus: Prometheus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_bwrap()
+    # Given a worker configured with egress rules whose secret is in its environment
+    monkeypatch.setenv("PROM_PASSWORD", PASSWORD)
+    internal_ca = data_dir / "internal-ca.pem"  # Prometheus's certificate is from an internal CA
+    internal_ca.write_bytes(prometheus.ca_pem)
+    settings = _settings(data_dir, _rules_file(data_dir, prometheus), internal_ca)
+    db = Database.from_url(None, data_dir=data_dir)
+    await db.migrate()
+    egress = await WorkerEgress.open(settings, db, Metrics())
+    assert egress is not None
+    provider = make_provider(settings)
+    manager = SandboxManager(provider)
+    workspaces = SandboxWorkspaces(manager, (), egress)
+    cp = Checkpoint(
+        session_id="s-egress", org_id="T1", channel_id="C-INC", requester=Requester("U1")
+    )
+    try:
+        # When the agent's Bash command curls Prometheus
+        workspace = workspaces.open(cp)
+        url = f"{prometheus.base_url}/api/v1/query?query=up"
+        result = await workspace.exec("toolu_q1", f"curl -sS {shlex.quote(url)}", timeout_s=30)
+    finally:
+        await manager.aclose()
+        await provider.destroy_all()  # type: ignore[attr-defined]  # the local provider
+        await egress.aclose()
+    # Then it got data, and the request is on the session's record under its tool_use id
+    assert result.exit_code == 0, result.stderr
+    assert '"status":"success"' in result.stdout
+    (entry,) = await EgressLog(db).recent("s-egress")
+    assert (entry.tool_use_id, entry.outcome, entry.rule) == ("toolu_q1", "injected", "prometheus")
+    assert entry.path == "/api/v1/query?query"
+    await db.dispose()
+
+
+async def test_doctor_lists_the_rules_and_where_each_secret_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = tmp_path / "egress.yml"
+    rules.write_text(
+        "rules:\n  - name: grafana\n    hosts: [grafana.internal]\n    ports: [443]\n"
+        "    inject: {type: bearer, token: {env: GRAFANA_TOKEN}}\n"
+    )
+    monkeypatch.setenv("GRAFANA_TOKEN", "glsa_secret_value")
+    result = await check_egress(_settings(tmp_path, rules))
+    assert result.status is Status.OK
+    assert "grafana: grafana.internal:443 / GET,HEAD (injects bearer from env GRAFANA_TOKEN)" in (
+        result.detail
+    )
+    assert "glsa_secret_value" not in result.detail
+
+
+async def test_doctor_names_a_missing_secret_and_a_bad_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = tmp_path / "egress.yml"
+    rules.write_text(
+        "rules:\n  - name: grafana\n    hosts: [grafana.internal]\n"
+        "    inject: {type: bearer, token: {env: GRAFANA_TOKEN}}\n"
+    )
+    monkeypatch.delenv("GRAFANA_TOKEN", raising=False)
+    missing = await check_egress(_settings(tmp_path, rules))
+    assert missing.status is Status.PROBLEM
+    assert "env GRAFANA_TOKEN" in missing.detail
+    rules.write_text("rules:\n  - name: grafana\n    hosts: []\n")
+    bad = await check_egress(_settings(tmp_path, rules))
+    assert bad.status is Status.PROBLEM
+    assert "line 3" in bad.detail
+
+
+async def test_doctor_warns_loudly_about_the_host_network(tmp_path: Path) -> None:
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=tmp_path,
+        sandbox_network="host",
+    )
+    result = await check_egress(settings)
+    assert result.status is Status.WARNING
+    assert "can reach the database" in result.detail
