@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.metrics import Metrics
 from bot.settings import Settings
+from harness import Service
 from memory_store import Database, EgressEntry, EgressLog
 from sandbox_client import JailEgress, SandboxHandle, egress_socket
 from sandbox_client.gateway import (
@@ -66,6 +67,21 @@ def describe_rule(rule: Rule) -> str:
         source = secret.describe() if secret is not None else "?"
         return f"{rule.name}: {hosts} {what} (injects {rule.inject.type} from {source})"
     return f"{rule.name}: {hosts} {what} ({'tunnel' if rule.tunnel else 'allowed'})"
+
+
+def services_of(rules: Rules) -> tuple[Service, ...]:
+    """The systems the model is told it can reach: the rules that name a ``base_url``."""
+    return tuple(
+        Service(
+            name=rule.name,
+            base_url=rule.base_url,
+            description=rule.description,
+            methods=rule.methods,
+            credential=rule.inject is not None,
+        )
+        for rule in rules.rules
+        if rule.base_url
+    )
 
 
 def jail_egress(settings: Settings) -> JailEgress | None:

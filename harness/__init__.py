@@ -31,6 +31,7 @@ from harness.loop.events import (
 )
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
+from harness.loop.services import Service, services_section
 from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
 from harness.model.adapter import (
     DEFAULT_BASE_URL,
@@ -99,6 +100,8 @@ __all__ = [
     # sandbox
     "EgressBinder",
     "SandboxWorkspaces",
+    "Service",
+    "services_section",
     "SessionWorkspace",
     # checkpoint
     "Checkpoint",
