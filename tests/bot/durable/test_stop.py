@@ -1,0 +1,78 @@
+"""``stop`` kills the running Bash command, even one whose intent was committed but whose
+process had not started yet when the stop arrived."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.durable.wiring import kill_in_flight
+from harness import Checkpoint, Message, Requester, ToolUseBlock
+from memory_store import Cancelled, SessionStatus
+from sandbox_client import LocalProvider, SandboxClient, SandboxHandle
+from tests.sandbox_client.conftest import local_config
+
+pytestmark = pytest.mark.bwrap
+CALL = "toolu_stop_1"
+
+
+class FirstKillSeen:
+    """The provider, with a client that says when ``stop`` first tried to kill."""
+
+    def __init__(self, inner: LocalProvider) -> None:
+        self.inner = inner
+        self.first_kill = asyncio.Event()
+
+    def connect(self, handle: SandboxHandle) -> SandboxClient:
+        client = self.inner.connect(handle)
+        kill = client.kill
+        seen = self.first_kill
+
+        async def kill_and_say(name: str) -> None:
+            try:
+                await kill(name)
+            finally:
+                seen.set()
+
+        client.kill = kill_and_say  # type: ignore[method-assign]
+        return client
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[tuple[LocalProvider, SandboxHandle]]:
+    state_dir = Path(tempfile.mkdtemp(prefix="wr-stop-"))  # socket paths stay short
+    provider = LocalProvider(local_config(state_dir))
+    handle = await provider.provision("stop-before-start")
+    yield provider, handle
+    await provider.destroy(handle)
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _cancelled(handle: SandboxHandle) -> Cancelled:
+    bash = ToolUseBlock(CALL, "Bash", {"command": "sleep 30", "description": "wait"})
+    cp = Checkpoint(session_id="s-stop", org_id="T1", channel_id="C1", requester=Requester("U1"))
+    cp = replace(cp, messages=(Message("assistant", (bash,)),), in_flight=CALL)
+    return Cancelled("s-stop", 2, SessionStatus.RUNNING, cp.to_json(), handle.to_json())
+
+
+async def test_stop_kills_a_bash_command_that_starts_after_the_stop(
+    sandbox: tuple[LocalProvider, SandboxHandle],
+) -> None:
+    provider, handle = sandbox
+    watched = FirstKillSeen(provider)
+    # Given a stop that arrives while the Bash intent is committed but its process not started
+    stopping = asyncio.create_task(kill_in_flight(watched, _cancelled(handle)))  # type: ignore[arg-type]
+    await asyncio.wait_for(watched.first_kill.wait(), 10)
+    # When the process starts just after the stop's first attempt
+    async with provider.connect(handle) as client:
+        running = asyncio.create_task(client.exec(CALL, "sleep 30", timeout_s=60))
+        # Then the stop still kills it, well before the command would have ended
+        assert await asyncio.wait_for(stopping, 10) == CALL
+        record = await asyncio.wait_for(running, 10)
+    assert record.exit_code != 0
