@@ -54,7 +54,6 @@ from tests.conftest import PG_ADMIN_URL, require_service
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 WORKERS = 3
-REDIS_DB = 12  # dedicated to these tests: flushed before each one
 LEASE_S = 3.0
 MAX_CRASHES = 2
 CRASH_RULES = {
@@ -85,10 +84,6 @@ class Cluster:
     data_dir: Path
     fakes: Fakes
     pool: WorkerPool
-
-
-def _redis_url(base: str) -> str:
-    return urlunsplit(urlsplit(base)._replace(path=f"/{REDIS_DB}"))
 
 
 def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes) -> dict[str, str]:
@@ -129,7 +124,7 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
     admin = urlsplit(PG_ADMIN_URL)
     database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
     data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
-    queue_url = _redis_url(redis_url)
+    queue_url = redis_url  # WARROOM_TEST_REDIS_URL: flushed before each test
     fakes: Fakes | None = None
     pool: WorkerPool | None = None
     try:
