@@ -9,7 +9,8 @@ what the model must be told when the sandbox was replaced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from harness.loop.checkpoint import Checkpoint
@@ -100,10 +101,8 @@ class SessionWorkspace:
 
     async def _ensure(self) -> SandboxClient:
         if self._client is None:
-            try:
+            with _mapped(""):
                 result = await self._manager.ensure(self._handle, self._setup)
-            except SandboxError as exc:
-                raise WorkspaceUnavailable(str(exc)) from exc
             is_new = result.handle != self._handle
             self._handle, self._client = result.handle, result.client
             if result.lost is not None and (result.replaced or result.lost.failed_steps):
@@ -120,10 +119,8 @@ class SessionWorkspace:
             await egress(
                 self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
             )
-        try:
+        with _mapped(""):
             record = await client.exec(name, command, timeout_s=timeout_s)
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
         return _result(record)
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
@@ -133,36 +130,24 @@ class SessionWorkspace:
         client = await self._ensure()
         if self._losses:  # a replaced sandbox knows nothing of earlier processes
             return None
-        try:
+        with _mapped(""):
             record = await client.wait(name, timeout_s=timeout_s)
             if record is not None and not record.finished:
                 await client.kill(name)
                 record = await client.wait(name, timeout_s=5.0)
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
         return None if record is None else _result(record)
 
     async def read_file(self, path: str) -> bytes:
         """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
         client = await self._ensure()
-        try:
+        with _mapped(path):
             return await client.read_file(path)
-        except FileNotFound as exc:
-            raise WorkspaceFileNotFound(path) from exc
-        except IsADirectory as exc:
-            raise WorkspaceIsADirectory(path) from exc
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
 
     async def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
         client = await self._ensure()
-        try:
+        with _mapped(path):
             await client.write_file(path, data)
-        except IsADirectory as exc:
-            raise WorkspaceIsADirectory(path) from exc
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
 
     def handle_json(self) -> str | None:
         """The handle to store with the session (new when the sandbox was replaced)."""
@@ -177,6 +162,23 @@ class SessionWorkspace:
         return tuple(
             Notice(topic="sandbox_replaced", text=loss.describe()) for loss in self._losses
         )
+
+
+@contextmanager
+def _mapped(path: str) -> Iterator[None]:
+    """The one translation of ``sandbox_client`` errors into the workspace's own.
+
+    ``FileNotFound`` and ``IsADirectory`` name ``path``; every other sandbox error means the
+    sandbox could not do it now (``WorkspaceUnavailable``, which the step may retry).
+    """
+    try:
+        yield
+    except FileNotFound as exc:
+        raise WorkspaceFileNotFound(path) from exc
+    except IsADirectory as exc:
+        raise WorkspaceIsADirectory(path) from exc
+    except SandboxError as exc:
+        raise WorkspaceUnavailable(str(exc)) from exc
 
 
 def _result(record: ProcessRecord) -> CommandResult:
