@@ -29,13 +29,12 @@ from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import (
     InlineAnswer,
     Progress,
-    Todo,
-    TodoState,
     notice,
     render_answer,
     render_status,
     split_markdown,
 )
+from harness import Todo, TodoStatus
 from memory_store import Database, Outbox, SessionKey, SessionStore
 from tests.fakes.slack_api import FakeSlackApi
 
@@ -118,7 +117,7 @@ def main() -> None:
         + "\n".join(f"{i} GET /checkout 500 upstream timeout" for i in range(28_000))
         + "\n```"
     )
-    todos = tuple(Todo(f"check shard {i} " * 10, TodoState.PENDING) for i in range(2_000))
+    todos = tuple(Todo(f"check shard {i} " * 10, TodoStatus.PENDING, "") for i in range(2_000))
     rendered = render_answer(answer_40k)
     figures = {
         "answer_40k_chars_ms": median_ms(lambda: render_answer(answer_40k)),

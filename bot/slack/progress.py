@@ -12,8 +12,8 @@ import time
 from collections.abc import Sequence
 
 from bot.slack.poster import SlackPoster, Thread
-from bot.slack.render import Progress, Todo, TodoState, render_status
-from harness import Answered, Checkpoint, Event, ModelResponded, Notice, ToolIntent
+from bot.slack.render import Progress, render_status
+from harness import Answered, Checkpoint, Event, ModelResponded, Notice, Todo, ToolIntent
 
 
 def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
@@ -28,7 +28,7 @@ def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
 
 
 def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
-    return tuple(Todo(t.content, TodoState(t.status.value), t.active_form) for t in cp.todos)
+    return tuple(cp.todos)
 
 
 class ThreadReporter:

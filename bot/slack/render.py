@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from harness import Todo, TodoStatus
 
 MAX_MARKDOWN_CHARS = 12_000
 MAX_SECTION_CHARS = 3_000
@@ -66,23 +67,6 @@ class FileAnswer:
 RenderedAnswer = InlineAnswer | FileAnswer
 
 
-class TodoState(StrEnum):
-    """A TodoWrite item's status (docs/tools.md: pending | in_progress | completed)."""
-
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-
-
-@dataclass(frozen=True)
-class Todo:
-    """One item of the agent's todo list; ``active_form`` is shown while in progress."""
-
-    content: str
-    state: TodoState
-    active_form: str = ""
-
-
 @dataclass(frozen=True)
 class Progress:
     """What one turn's status message shows.
@@ -98,7 +82,7 @@ class Progress:
     finished: bool = False
 
 
-_TODO_MARKS = {TodoState.PENDING: "☐", TodoState.IN_PROGRESS: "◐", TodoState.COMPLETED: "☑"}
+_TODO_MARKS = {TodoStatus.PENDING: "☐", TodoStatus.IN_PROGRESS: "◐", TodoStatus.COMPLETED: "☑"}
 
 
 # ----- answers ---------------------------------------------------------------------
@@ -364,16 +348,16 @@ def _status_head(progress: Progress, elapsed: str) -> str:
 
 
 def _todo_line(todo: Todo) -> str:
-    mark = _TODO_MARKS[todo.state]
+    mark = _TODO_MARKS[todo.status]
     words = (
         todo.active_form
-        if todo.state is TodoState.IN_PROGRESS and todo.active_form
+        if todo.status is TodoStatus.IN_PROGRESS and todo.active_form
         else todo.content
     )
     words = escape_mrkdwn(truncate(" ".join(words.split()), MAX_TODO_CHARS))
-    if todo.state is TodoState.IN_PROGRESS:
+    if todo.status is TodoStatus.IN_PROGRESS:
         return f"{mark} *{words}*"
-    return f"{mark} ~{words}~" if todo.state is TodoState.COMPLETED else f"{mark} {words}"
+    return f"{mark} ~{words}~" if todo.status is TodoStatus.COMPLETED else f"{mark} {words}"
 
 
 def _stop_button(session_id: str) -> Block:

@@ -14,8 +14,6 @@ from bot.slack.render import (
     InlineAnswer,
     Progress,
     SlackMessage,
-    Todo,
-    TodoState,
     render_answer,
     render_model_unavailable,
     render_sandbox_replaced,
@@ -27,6 +25,7 @@ from bot.slack.render import (
 from bot.slack.skills import command as skills_command
 from bot.slack.skills import edit_policy
 from bot.slack.skills import editor as skill_editor
+from harness import Todo, TodoStatus
 from tests.fakes.slack_api import FakeSlackApi
 
 PARAGRAPH = "The checkout pods restarted at 14:02 after the deploy of v1.4; " * 20  # ~1,300 chars
@@ -124,9 +123,9 @@ def test_status_shows_step_todo_marks_elapsed_time_and_a_stop_button() -> None:
         session_id="s-1",
         step="Running `kubectl get pods -n checkout`",
         todos=(
-            Todo("Check pods", TodoState.COMPLETED),
-            Todo("Read deploy log", TodoState.IN_PROGRESS, active_form="Reading the deploy log"),
-            Todo("Write notes", TodoState.PENDING),
+            Todo("Check pods", TodoStatus.COMPLETED, ""),
+            Todo("Read deploy log", TodoStatus.IN_PROGRESS, active_form="Reading the deploy log"),
+            Todo("Write notes", TodoStatus.PENDING, ""),
         ),
         elapsed_s=72.3,
     )
@@ -142,7 +141,9 @@ def test_status_shows_step_todo_marks_elapsed_time_and_a_stop_button() -> None:
 
 
 def test_status_with_a_huge_todo_list_stays_within_50_blocks_of_3000_chars() -> None:
-    todos = tuple(Todo(f"{i} " + "check the shard " * 30, TodoState.PENDING) for i in range(2_000))
+    todos = tuple(
+        Todo(f"{i} " + "check the shard " * 30, TodoStatus.PENDING, "") for i in range(2_000)
+    )
 
     message = render_status(Progress("s-1", "x" * 10_000, todos, elapsed_s=5))
 
@@ -184,7 +185,7 @@ async def test_every_rendered_message_is_accepted_by_slack_limits(
     # Given messages rendered from big inputs
     answer = render_answer(paragraphs(30) + "\n\n```\n" + "y" * 20_000 + "\n```", max_messages=9)
     assert isinstance(answer, InlineAnswer)
-    todos = tuple(Todo("z" * 400, TodoState.IN_PROGRESS, "z" * 400) for _ in range(500))
+    todos = tuple(Todo("z" * 400, TodoStatus.IN_PROGRESS, "z" * 400) for _ in range(500))
     messages = [*answer.messages, render_status(Progress("s-1", "q" * 9_000, todos))]
     # When they are posted to the (limit-enforcing) fake Slack
     for message in messages:
