@@ -5,8 +5,11 @@ stays out of reach."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import ssl
+import sys
+import sysconfig
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,8 @@ from tests.sandbox_client.conftest import local_config
 from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
 
 pytestmark = pytest.mark.bwrap
+SITE = sysconfig.get_paths()["purelib"]  # this venv's packages, bound read-only for httpx
+PYTHON = os.path.realpath(sys.executable)
 
 
 @dataclass
@@ -51,7 +56,7 @@ async def jail(state_dir: Path, tmp_path: Path) -> AsyncIterator[Jail]:
         authority = CertificateAuthority.create()
         trust = await asyncio.to_thread(authority.write_trust, tmp_path)
         egress = JailEgress(ca_bundle=trust.ca_bundle, ca_cert=trust.ca_cert)
-        provider = LocalProvider(local_config(state_dir, egress=egress))
+        provider = LocalProvider(local_config(state_dir, egress=egress, ro_binds=(SITE,)))
         rules = Rules.parse(
             f"rules:\n  - name: prometheus\n    hosts: [{prometheus.host}]\n"
             f"    ports: [{prometheus.port}]\n    paths: [/api/v1/]\n"
@@ -98,6 +103,16 @@ async def test_python_in_the_sandbox_works_through_the_gateway_unchanged(jail: J
     url = f"{jail.prometheus.base_url}/api/v1/query?query=up"
     script = f"import urllib.request; print(urllib.request.urlopen({url!r}).read().decode())"
     code, out = await jail.run(f"python3 -c {shlex.quote(script)}")
+    assert code == 0, out
+    assert '"status":"success"' in out
+
+
+async def test_httpx_in_the_sandbox_works_through_the_gateway_unchanged(jail: Jail) -> None:
+    url = f"{jail.prometheus.base_url}/api/v1/query?query=up"
+    script = (
+        f"import sys; sys.path.insert(0, {SITE!r}); import httpx; print(httpx.get({url!r}).text)"
+    )
+    code, out = await jail.run(f"{PYTHON} -c {shlex.quote(script)}")
     assert code == 0, out
     assert '"status":"success"' in out
 
