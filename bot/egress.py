@@ -12,14 +12,17 @@ import asyncio
 import logging
 import os
 import ssl
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from bot.metrics import Metrics
-from bot.settings import Settings
+from bot.metrics import Metrics, default_metrics
+from bot.settings import MissingSetting, Settings
 from harness import Service
-from memory_store import Database, EgressEntry, EgressLog
-from sandbox_client import JailEgress, SandboxHandle, egress_socket
+from memory_store import Database, EgressEntry, EgressLog, EgressTokens, TokenOwner
+from sandbox_client import JailEgress, SandboxHandle, SetupStep, egress_socket
 from sandbox_client.gateway import (
     Caller,
     CertificateAuthority,
@@ -28,6 +31,7 @@ from sandbox_client.gateway import (
     GatewayOptions,
     Rule,
     Rules,
+    TokenResolver,
     prepare,
 )
 
@@ -105,11 +109,50 @@ def upstream_trust(extra_ca: Path | None) -> ssl.SSLContext:
     return context
 
 
+REMOTE_TRUST_DIR = "/workspace/.warroom"  # a remote sandbox's copy of the trust files
+
+
+def remote_setup(settings: Settings) -> tuple[SetupStep, ...]:
+    """Set-up steps that give a remote sandbox the gateway's trust files (none without
+    ``WARROOM_GATEWAY_URL``). Blocking file I/O: call at start-up."""
+    if settings.gateway_url is None or settings.egress_rules is None:
+        return ()
+    directory = gateway_dir(settings)
+    trust = CertificateAuthority.load_or_create(directory).write_trust(directory)
+    return (
+        SetupStep.file(f"{REMOTE_TRUST_DIR}/ca-bundle.pem", trust.ca_bundle.read_bytes()),
+        SetupStep.file(f"{REMOTE_TRUST_DIR}/egress-ca.pem", trust.ca_cert.read_bytes()),
+    )
+
+
+def remote_env(gateway_url: str, token: str, tool_use_id: str) -> dict[str, str]:
+    """A remote sandbox command's proxy and trust variables: the session's token in the proxy
+    URL, the ``tool_use`` id as its user name (so the audit names the call).
+
+    >>> remote_env("http://gw.internal:3128", "tok", "toolu_1")["HTTPS_PROXY"]
+    'http://toolu_1:tok@gw.internal:3128'
+    """
+    parts = urlsplit(gateway_url)
+    proxy = f"{parts.scheme}://{tool_use_id}:{token}@{parts.netloc}"
+    env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    bundle = f"{REMOTE_TRUST_DIR}/ca-bundle.pem"
+    env |= {n: bundle for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+    return env | {"NODE_EXTRA_CA_CERTS": f"{REMOTE_TRUST_DIR}/egress-ca.pem"}
+
+
 @dataclass
 class WorkerEgress:
-    """A worker's gateway, and the ``EgressBinder`` the harness calls before each command."""
+    """A worker's gateway, and the ``EgressBinder`` the harness calls before each command.
+
+    Local jails are served by this worker's gateway through their socket; remote sandboxes
+    reach the deployment's ``warroom gateway`` at ``gateway_url`` with their session's token.
+    """
 
     gateway: Gateway
+    tokens: EgressTokens | None = None
+    gateway_url: str | None = None
+    _issued: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     async def open(cls, settings: Settings, db: Database, metrics: Metrics) -> WorkerEgress | None:
@@ -136,16 +179,24 @@ class WorkerEgress:
                 log.exception("egress audit row lost: %s %s", record.method, record.host)
 
         options = GatewayOptions(upstream_verify=trust)
-        return cls(Gateway(rules, authority, secrets, audit, options))
+        gateway = Gateway(rules, authority, secrets, audit, options)
+        return cls(gateway, EgressTokens(db), settings.gateway_url)
 
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
-    ) -> None:
-        """Serve ``handle``'s jail from this worker, for ``tool_use_id``."""
-        if handle.provider != "local" or handle.socket_path is None:
-            return
-        caller = Caller(session_id, channel_id, tool_use_id=lambda: tool_use_id)
-        await self.gateway.bind(egress_socket(Path(handle.socket_path)), caller)
+    ) -> Mapping[str, str]:
+        """Route ``handle``'s requests for ``tool_use_id``: bind a local jail's socket here, or
+        give a remote sandbox's command its proxy variables."""
+        if handle.provider == "local" and handle.socket_path is not None:
+            caller = Caller(session_id, channel_id, tool_use_id=lambda: tool_use_id)
+            await self.gateway.bind(egress_socket(Path(handle.socket_path)), caller)
+            return {}
+        if self.gateway_url is None or self.tokens is None:
+            return {}
+        token = self._issued.get(session_id)
+        if token is None:
+            token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
+        return remote_env(self.gateway_url, token, tool_use_id)
 
     async def aclose(self) -> None:
         """Stop serving every jail."""
@@ -167,3 +218,52 @@ def _entry(record: EgressRecord) -> EgressEntry:
         rule=record.rule,
         outcome=record.outcome.value,
     )
+
+
+async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
+    """``warroom gateway``: serve remote sandboxes on ``WARROOM_GATEWAY_LISTEN`` until ``stop``.
+
+    Each connection names its session by the token in its proxy URL; tokens are looked up in
+    the database (a revoked token stops working within ``TOKEN_CACHE_S``).
+
+    Raises:
+        MissingSetting: no ``WARROOM_EGRESS_RULES``.
+        RulesError, MissingSecret, OSError: the rules or a secret they name are wrong.
+    """
+    if settings.egress_rules is None:
+        raise MissingSetting("WARROOM_EGRESS_RULES", "the gateway serves the egress rules")
+    host, _, port = settings.gateway_listen.rpartition(":")
+    db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+    await db.migrate()
+    worker = await WorkerEgress.open(settings, db, default_metrics())
+    if worker is None or worker.tokens is None:  # cannot happen: the rules file is set
+        raise MissingSetting("WARROOM_EGRESS_RULES", "the gateway serves the egress rules")
+    resolve = _cached_owner(worker.tokens)
+    try:
+        await worker.gateway.serve_tokens(host or "127.0.0.1", int(port), resolve)
+        log.info("egress gateway listening on %s", settings.gateway_listen)
+        await stop.wait()
+    finally:
+        await worker.aclose()
+        await db.dispose()
+
+
+TOKEN_CACHE_S = 5.0
+
+
+def _cached_owner(tokens: EgressTokens) -> TokenResolver:
+    """Token → caller, remembered for ``TOKEN_CACHE_S`` so a busy sandbox costs no query per
+    connection."""
+    seen: dict[str, tuple[float, TokenOwner | None]] = {}
+
+    async def resolve(token: str, tool_use_id: str) -> Caller | None:
+        now = time.monotonic()
+        hit = seen.get(token)
+        if hit is None or now - hit[0] > TOKEN_CACHE_S:
+            hit = seen[token] = (now, await tokens.owner(token))
+        owner = hit[1]
+        if owner is None:
+            return None
+        return Caller(owner.session_id, owner.channel_id, tool_use_id=lambda: tool_use_id or None)
+
+    return resolve

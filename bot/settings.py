@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     egress_upstream_ca: FilePath | None = Field(
         default=None, validation_alias="WARROOM_EGRESS_UPSTREAM_CA"
     )
+    gateway_url: str | None = Field(default=None, validation_alias="WARROOM_GATEWAY_URL")
+    gateway_listen: str = Field(default="127.0.0.1:3128", validation_alias="WARROOM_GATEWAY_LISTEN")
     egress_port: int = Field(
         default=3128, ge=1024, le=65535, validation_alias="WARROOM_EGRESS_PORT"
     )

@@ -5,7 +5,7 @@ The door: other packages import only these names.
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database, normalise_url
-from memory_store.egress import EgressEntry, EgressLog
+from memory_store.egress import EgressEntry, EgressLog, EgressTokens, TokenOwner
 from memory_store.errors import (
     AmbiguousMatch,
     CaseConflict,
@@ -75,6 +75,8 @@ __all__ = [
     # the egress audit log
     "EgressEntry",
     "EgressLog",
+    "EgressTokens",
+    "TokenOwner",
     # database
     "Database",
     "SchemaVersion",

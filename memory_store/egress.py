@@ -1,16 +1,22 @@
-"""The egress audit log: every request a sandbox made through the gateway (§11).
+"""The egress gateway's rows (§11): the audit log, and remote sandboxes' proxy tokens.
 
-One row per request, written once; read back per session (``/agent egress``) and by the
+Audit: one row per request, written once; read back per session (``/agent egress``) and by the
 incident timeline. No query values and no secrets are ever stored: the gateway records query
 parameter names only.
+
+Tokens: a remote sandbox (Blaxel) reaches the gateway over the network, so each session gets a
+random capability in its proxy URL. Only its SHA-256 is stored; it is valid until revoked (when
+the session ends) and grants nothing beyond the rules.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlalchemy import Column, Float, Index, Integer, String, Table, insert, select
+from sqlalchemy import Column, Float, Index, Integer, String, Table, insert, select, update
 
 from memory_store.db import Database
 from memory_store.files.tables import metadata
@@ -34,7 +40,19 @@ egress_requests = Table(
     Column("outcome", String(16), nullable=False),
     Index("ix_egress_requests_session", "session_id", "id"),
 )
+egress_tokens = Table(
+    "egress_tokens",
+    metadata,
+    Column("token_sha256", String(64), primary_key=True),
+    Column("session_id", String(64), nullable=False),
+    Column("channel_id", String(255), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("revoked_at", UtcDateTime(), nullable=True),
+    Index("ix_egress_tokens_session", "session_id"),
+)
 _E = egress_requests.c
+_T = egress_tokens.c
+TOKEN_BYTES = 32
 OUTCOMES = ("injected", "allowed", "blocked")
 
 
@@ -92,3 +110,68 @@ class EgressLog:
         async with self._db.read() as conn:
             rows = (await conn.execute(stmt)).all()
         return [EgressEntry(*row) for row in reversed(rows)]
+
+
+@dataclass(frozen=True)
+class TokenOwner:
+    """Whose sandbox presented a proxy token."""
+
+    session_id: str
+    channel_id: str
+
+
+class EgressTokens:
+    """Proxy capabilities of remote sandboxes; one statement per call."""
+
+    def __init__(self, db: Database) -> None:
+        """Use ``db`` (migrated)."""
+        self._db = db
+
+    async def issue(self, session_id: str, channel_id: str) -> str:
+        """A new random token for the session (URL-safe, 43 characters); only its hash is kept.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        row = {
+            "token_sha256": _digest(token),
+            "session_id": session_id,
+            "channel_id": channel_id,
+            "created_at": datetime.now(UTC),
+        }
+        async with self._db.write() as conn:
+            await conn.execute(insert(egress_tokens).values(**row))
+        return token
+
+    async def owner(self, token: str) -> TokenOwner | None:
+        """The session a live token belongs to; None when unknown or revoked.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        stmt = select(_T.session_id, _T.channel_id).where(
+            _T.token_sha256 == _digest(token), _T.revoked_at.is_(None)
+        )
+        async with self._db.read() as conn:
+            row = (await conn.execute(stmt)).one_or_none()
+        return None if row is None else TokenOwner(row.session_id, row.channel_id)
+
+    async def revoke(self, session_id: str) -> int:
+        """Revoke every token of the session (it ended); returns how many were live.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        stmt = (
+            update(egress_tokens)
+            .where(_T.session_id == session_id, _T.revoked_at.is_(None))
+            .values(revoked_at=datetime.now(UTC))
+        )
+        async with self._db.write() as conn:
+            result = await conn.execute(stmt)
+        return result.rowcount
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

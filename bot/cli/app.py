@@ -87,6 +87,26 @@ def worker(
 
 
 @app.command()
+def gateway() -> None:
+    """Run the egress gateway for remote sandboxes (WARROOM_GATEWAY_LISTEN; workers serve local
+    jails themselves). Sandboxes reach it at WARROOM_GATEWAY_URL with their session's token."""
+    from bot.egress import run_gateway
+    from bot.logs import setup_logging
+
+    settings = _settings()
+    setup_logging()
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_gateway(settings, stop=stop)
+
+    _run(lambda: asyncio.run(serve()))
+
+
+@app.command()
 def migrate() -> None:
     """Upgrade the database schema to the newest version (serve and workers also do this)."""
     from memory_store import Database

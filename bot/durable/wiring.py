@@ -20,7 +20,7 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
-from bot.egress import WorkerEgress, jail_egress
+from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack.poster import SlackPoster, Thread
@@ -294,6 +294,8 @@ class Runtime:
             OSError: a file of the workspace seed could not be read.
         """
         setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
+        if settings.sandbox_provider != "local":  # remote sandboxes get the gateway's trust
+            setup = (*setup, *await asyncio.to_thread(remote_setup, settings))
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
         if migrate:
             await db.migrate()

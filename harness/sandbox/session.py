@@ -9,7 +9,7 @@ what the model must be told when the sandbox was replaced.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -45,8 +45,9 @@ class EgressBinder(Protocol):
 
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
-    ) -> None:
-        """Serve ``handle``'s egress for this command."""
+    ) -> Mapping[str, str]:
+        """Serve ``handle``'s egress for this command; returns variables to add to the
+        command's environment (a remote sandbox's proxy URL), often none."""
 
 
 class SandboxWorkspaces:

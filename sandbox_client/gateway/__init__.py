@@ -13,6 +13,7 @@ from sandbox_client.gateway.proxy import (
     EgressRecord,
     Gateway,
     GatewayOptions,
+    TokenResolver,
 )
 from sandbox_client.gateway.rules import (
     Decision,
@@ -46,5 +47,6 @@ __all__ = [
     "EgressRecord",
     "Gateway",
     "GatewayOptions",
+    "TokenResolver",
     "TrustFiles",
 ]

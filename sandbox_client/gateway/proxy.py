@@ -15,6 +15,7 @@ ignores the host's proxy variables.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ssl
 import time
@@ -88,6 +89,8 @@ class EgressRecord:
 
 
 AuditSink = Callable[[EgressRecord], Awaitable[None]]
+TokenResolver = Callable[[str, str], Awaitable["Caller | None"]]
+"""``(token, tool_use_id) -> Caller`` for a remote sandbox's proxy credentials, None if invalid."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,19 @@ class Gateway:
         self._servers.append(server)
         return server
 
+    async def serve_tokens(self, host: str, port: int, resolve: TokenResolver) -> asyncio.Server:
+        """Listen on ``host:port`` for remote sandboxes, each naming itself by a token.
+
+        A sandbox's proxy URL is ``http://<tool_use_id>:<token>@host:port``: clients send it as
+        ``Proxy-Authorization: Basic …``. ``resolve`` maps the token to its session (None:
+        unknown or revoked, answered 407).
+        """
+        server = await asyncio.start_server(
+            lambda r, w: self._handle(r, w, None, resolve), host=host, port=port
+        )
+        self._servers.append(server)
+        return server
+
     async def aclose(self, grace_s: float = 5.0) -> None:
         """Stop every listener, let connections in flight end within ``grace_s`` (then cancel
         them), and close upstream connections."""
@@ -191,7 +207,11 @@ class Gateway:
         await self._client.aclose()
 
     async def _handle(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        caller: Caller | None,
+        resolve: TokenResolver | None = None,
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -202,6 +222,11 @@ class Gateway:
             request = await self._next_request(conn, reader)
             if request is None:
                 return
+            if caller is None:
+                caller = await _authenticate(request, resolve)
+                if caller is None:
+                    await self._unauthenticated(conn, writer)
+                    return
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
             else:
@@ -436,6 +461,21 @@ class Gateway:
         await self._plain_error(conn, writer, 403, text)
         await self._record(caller, line, 403, len(text), started, decision, query=_query_of(query))
 
+    async def _unauthenticated(self, conn: h11.Connection, writer: asyncio.StreamWriter) -> None:
+        body = (
+            b"The warroom egress gateway needs this sandbox's proxy credentials; they are "
+            b"missing, or the session they belonged to has ended.\n"
+        )
+        headers = [
+            ("proxy-authenticate", 'Basic realm="warroom egress gateway"'),
+            ("content-type", "text/plain; charset=utf-8"),
+            ("content-length", str(len(body))),
+            ("connection", "close"),
+        ]
+        await self._send(writer, conn, h11.Response(status_code=407, headers=headers))
+        await self._send(writer, conn, h11.Data(data=body))
+        await self._send(writer, conn, h11.EndOfMessage())
+
     async def _plain_error(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str
     ) -> None:
@@ -524,6 +564,23 @@ class _Binding:
     caller: Caller
     server: asyncio.Server = field(init=False)
     inode: int = 0
+
+
+async def _authenticate(request: h11.Request, resolve: TokenResolver | None) -> Caller | None:
+    """The caller a request's ``Proxy-Authorization: Basic`` names, if its token is live."""
+    if resolve is None:
+        return None
+    for name, value in request.headers:
+        if name.lower() == b"proxy-authorization":
+            scheme, _, encoded = value.decode("latin-1").partition(" ")
+            if scheme.lower() != "basic":
+                return None
+            try:
+                user, _, token = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                return None
+            return await resolve(token, user) if token else None
+    return None
 
 
 def _remove(path: Path, inode: int) -> None:

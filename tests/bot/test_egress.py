@@ -18,8 +18,8 @@ from bot.egress import WorkerEgress
 from bot.metrics import Metrics
 from bot.settings import Settings
 from harness import Checkpoint, Requester, SandboxWorkspaces
-from memory_store import Database, EgressLog
-from sandbox_client import SandboxManager
+from memory_store import Database, EgressLog, EgressTokens, TokenOwner
+from sandbox_client import SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
 from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
 
@@ -143,3 +143,31 @@ async def test_doctor_warns_loudly_about_the_host_network(tmp_path: Path) -> Non
     result = await check_egress(settings)
     assert result.status is Status.WARNING
     assert "can reach the database" in result.detail
+
+
+async def test_a_remote_sandbox_gets_its_sessions_token_in_the_proxy_url(tmp_path: Path) -> None:
+    # Given a worker whose sandboxes are remote and reach the gateway over the network
+    rules = tmp_path / "egress.yml"
+    rules.write_text("rules:\n  - name: status\n    hosts: [status.internal]\n")
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=tmp_path,
+        egress_rules=rules,
+        gateway_url="http://gateway.internal:3128",
+    )
+    db = Database.from_url(None, data_dir=tmp_path)
+    await db.migrate()
+    egress = await WorkerEgress.open(settings, db, Metrics())
+    assert egress is not None
+    handle = SandboxHandle(provider="blaxel", sandbox_id="sbx-1", url="https://sbx-1.example")
+    # When two commands of one session run there
+    first = await egress(handle, session_id="s-r", channel_id="C-1", tool_use_id="toolu_1")
+    second = await egress(handle, session_id="s-r", channel_id="C-1", tool_use_id="toolu_2")
+    await egress.aclose()
+    # Then both carry the session's one token, each under its own tool_use id
+    token = first["HTTPS_PROXY"].split(":")[2].split("@")[0]
+    assert first["HTTPS_PROXY"] == f"http://toolu_1:{token}@gateway.internal:3128"
+    assert second["HTTPS_PROXY"] == f"http://toolu_2:{token}@gateway.internal:3128"
+    assert first["SSL_CERT_FILE"] == "/workspace/.warroom/ca-bundle.pem"
+    assert await EgressTokens(db).owner(token) == TokenOwner("s-r", "C-1")
+    await db.dispose()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_store import Database, EgressEntry, EgressLog
+from memory_store import Database, EgressEntry, EgressLog, EgressTokens, TokenOwner
 
 T0 = datetime(2026, 12, 1, 14, 2, tzinfo=UTC)
 
@@ -44,3 +44,16 @@ async def test_the_last_requests_of_a_session_come_back_oldest_first(file_db: Da
 async def test_an_unknown_outcome_is_refused(file_db: Database) -> None:
     with pytest.raises(ValueError, match="outcome"):
         await EgressLog(file_db).record(_entry("s-a", 1, "maybe"))
+
+
+async def test_a_token_names_its_session_until_revoked(file_db: Database) -> None:
+    tokens = EgressTokens(file_db)
+    token = await tokens.issue("s-a", "C-1")
+    other = await tokens.issue("s-b", "C-2")
+
+    assert await tokens.owner(token) == TokenOwner("s-a", "C-1")
+    assert await tokens.revoke("s-a") == 1
+    assert await tokens.owner(token) is None
+    assert await tokens.owner(other) == TokenOwner("s-b", "C-2")
+    assert await tokens.owner("guessed") is None
+    assert len(token) >= 40

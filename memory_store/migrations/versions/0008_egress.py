@@ -1,4 +1,4 @@
-"""The egress audit log: one row per request a sandbox made through the gateway.
+"""The egress gateway: the audit log (one row per request) and remote sandboxes' tokens.
 
 Revision ID: 0008
 Revises: 0002
@@ -38,8 +38,19 @@ def upgrade() -> None:
         sa.Column("outcome", sa.String(16), nullable=False),
     )
     op.create_index("ix_egress_requests_session", "egress_requests", ["session_id", "id"])
+    op.create_table(
+        "egress_tokens",
+        sa.Column("token_sha256", sa.String(64), primary_key=True),
+        sa.Column("session_id", sa.String(64), nullable=False),
+        sa.Column("channel_id", sa.String(255), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+    )
+    op.create_index("ix_egress_tokens_session", "egress_tokens", ["session_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_egress_tokens_session", "egress_tokens")
+    op.drop_table("egress_tokens")
     op.drop_index("ix_egress_requests_session", "egress_requests")
     op.drop_table("egress_requests")

@@ -1,0 +1,62 @@
+"""``warroom gateway``: the egress gateway for remote sandboxes, as its own process."""
+
+from __future__ import annotations
+
+import signal
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_store import Database, EgressLog, EgressTokens
+from tests.bot.cli_support import Output, finish, start, warroom_env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path: Path) -> None:
+    # Given a rules file, a database, and two sessions' tokens (one revoked)
+    rules = tmp_path / "egress.yml"
+    rules.write_text("rules:\n  - name: status\n    hosts: [status.internal]\n")
+    data = tmp_path / "data"
+    db = Database.from_url(None, data_dir=data)
+    await db.migrate()
+    tokens = EgressTokens(db)
+    live = await tokens.issue("s-live", "C-1")
+    dead = await tokens.issue("s-dead", "C-1")
+    await tokens.revoke("s-dead")
+    port = _free_port()
+    env = warroom_env(
+        data, WARROOM_EGRESS_RULES=str(rules), WARROOM_GATEWAY_LISTEN=f"127.0.0.1:{port}"
+    )
+    # When the gateway runs as its own process
+    gateway = await start("gateway", env=env, cwd=tmp_path)
+    assert gateway.stderr is not None
+    await Output(gateway.stderr).until(lambda text: "egress gateway listening" in text)
+    try:
+        async with httpx.AsyncClient(
+            proxy=f"http://toolu_7:{live}@127.0.0.1:{port}", trust_env=False
+        ) as client:
+            allowed = await client.get("http://status.internal:9/")
+        async with httpx.AsyncClient(
+            proxy=f"http://toolu_8:{dead}@127.0.0.1:{port}", trust_env=False
+        ) as client:
+            refused = await client.get("http://status.internal:9/")
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        code = await finish(gateway)
+    # Then the live token's request was decided by the rules (port 9 has no rule: 403) and
+    # audited under its session and tool_use; the revoked one never got that far
+    assert allowed.status_code == 403
+    assert refused.status_code == 407
+    (entry,) = await EgressLog(db).recent("s-live")
+    assert entry.tool_use_id == "toolu_7"
+    assert await EgressLog(db).recent("s-dead") == []
+    assert code == 0
+    await db.dispose()
