@@ -5,8 +5,9 @@ incident timeline. No query values and no secrets are ever stored: the gateway r
 parameter names only.
 
 Tokens: a remote sandbox (Blaxel) reaches the gateway over the network, so each session gets a
-random capability in its proxy URL. Only its SHA-256 is stored; it is valid until revoked (when
-the session ends) and grants nothing beyond the rules.
+random capability in its proxy URL. Only its SHA-256 is stored; it works only while its session
+is running or waiting for a reply (a session that ended, failed or was stopped makes it inert,
+and ``revoke`` ends it for good), and it grants nothing beyond the rules.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from sqlalchemy import Column, Float, Index, Integer, String, Table, insert, sel
 
 from memory_store.db import Database
 from memory_store.files.tables import metadata
-from memory_store.sessions.tables import UtcDateTime, _Id
+from memory_store.sessions.tables import UtcDateTime, _Id, sessions
 
 egress_requests = Table(
     "egress_requests",
@@ -53,6 +54,7 @@ egress_tokens = Table(
 _E = egress_requests.c
 _T = egress_tokens.c
 TOKEN_BYTES = 32
+LIVE_STATUSES = ("running", "waiting")
 OUTCOMES = ("injected", "allowed", "blocked")
 
 
@@ -145,13 +147,20 @@ class EgressTokens:
         return token
 
     async def owner(self, token: str) -> TokenOwner | None:
-        """The session a live token belongs to; None when unknown or revoked.
+        """The session a live token belongs to; None when unknown, revoked, or its session is
+        not running or waiting.
 
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
-        stmt = select(_T.session_id, _T.channel_id).where(
-            _T.token_sha256 == _digest(token), _T.revoked_at.is_(None)
+        stmt = (
+            select(_T.session_id, _T.channel_id)
+            .join(sessions, sessions.c.id == _T.session_id)
+            .where(
+                _T.token_sha256 == _digest(token),
+                _T.revoked_at.is_(None),
+                sessions.c.status.in_(LIVE_STATUSES),
+            )
         )
         async with self._db.read() as conn:
             row = (await conn.execute(stmt)).one_or_none()

@@ -21,6 +21,7 @@ from harness import Checkpoint, Requester, SandboxWorkspaces
 from memory_store import Database, EgressLog, EgressTokens, TokenOwner
 from sandbox_client import SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
+from tests.memory_store.test_egress import live_session
 from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
 
 
@@ -159,6 +160,7 @@ async def test_a_remote_sandbox_gets_its_sessions_token_in_the_proxy_url(tmp_pat
     await db.migrate()
     egress = await WorkerEgress.open(settings, db, Metrics())
     assert egress is not None
+    await live_session(db, "s-r")
     handle = SandboxHandle(provider="blaxel", sandbox_id="sbx-1", url="https://sbx-1.example")
     # When two commands of one session run there
     first = await egress(handle, session_id="s-r", channel_id="C-1", tool_use_id="toolu_1")

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_store import Database, EgressEntry, EgressLog, EgressTokens, TokenOwner
+from memory_store import Database, EgressEntry, EgressLog, EgressTokens, SessionStore, TokenOwner
+from tests.memory_store.session_support import new_key
 
 T0 = datetime(2026, 12, 1, 14, 2, tzinfo=UTC)
 
@@ -46,8 +47,18 @@ async def test_an_unknown_outcome_is_refused(file_db: Database) -> None:
         await EgressLog(file_db).record(_entry("s-a", 1, "maybe"))
 
 
+async def live_session(db: Database, session_id: str) -> None:
+    """A running session with this id (tokens work only while their session lives)."""
+    await SessionStore(db).open_or_join(
+        new_key(), requester_id="U1", initial_checkpoint="{}", text="look", source_ts="1.1",
+        session_id=session_id,
+    )  # fmt: skip
+
+
 async def test_a_token_names_its_session_until_revoked(file_db: Database) -> None:
     tokens = EgressTokens(file_db)
+    await live_session(file_db, "s-a")
+    await live_session(file_db, "s-b")
     token = await tokens.issue("s-a", "C-1")
     other = await tokens.issue("s-b", "C-2")
 
@@ -57,3 +68,12 @@ async def test_a_token_names_its_session_until_revoked(file_db: Database) -> Non
     assert await tokens.owner(other) == TokenOwner("s-b", "C-2")
     assert await tokens.owner("guessed") is None
     assert len(token) >= 40
+
+
+async def test_a_token_is_inert_while_its_session_is_stopped(file_db: Database) -> None:
+    tokens = EgressTokens(file_db)
+    await live_session(file_db, "s-c")
+    token = await tokens.issue("s-c", "C-1")
+    await SessionStore(file_db).cancel("s-c")
+    assert await tokens.owner(token) is None
+    assert await tokens.owner(await tokens.issue("s-gone", "C-1")) is None

@@ -11,6 +11,7 @@ import pytest
 
 from memory_store import Database, EgressLog, EgressTokens
 from tests.bot.cli_support import Output, finish, start, warroom_env
+from tests.memory_store.test_egress import live_session
 
 
 def _free_port() -> int:
@@ -28,6 +29,7 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     db = Database.from_url(None, data_dir=data)
     await db.migrate()
     tokens = EgressTokens(db)
+    await live_session(db, "s-live")
     live = await tokens.issue("s-live", "C-1")
     dead = await tokens.issue("s-dead", "C-1")
     await tokens.revoke("s-dead")
