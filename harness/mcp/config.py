@@ -1,0 +1,109 @@
+"""MCP server configuration in Claude Code's ``.mcp.json`` format.
+
+``{"mcpServers": {"<name>": {"command": …, "args": […], "env": {…}}}}`` runs a stdio server;
+``{"type": "http", "url": …, "headers": {…}}`` reaches a streamable HTTP server. ``${VAR}`` and
+``${VAR:-default}`` in any string are read from the environment the caller passes (the worker's:
+credentials stay on the harness host, never in a sandbox). Warroom adds one optional key,
+``channels``: the Slack channel ids whose sessions may use the server (default: all).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class McpConfigError(ValueError):
+    """The configuration is not valid; the message names the server and the problem."""
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    """A server run as a child process speaking MCP on its stdin/stdout."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    channels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """A server reached over streamable HTTP."""
+
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    channels: tuple[str, ...] = ()
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+def parse_config(text: str, environ: Mapping[str, str]) -> tuple[ServerConfig, ...]:
+    """The servers of a ``.mcp.json`` text, in name order, with ``${VAR}`` expanded.
+
+    Raises:
+        McpConfigError: not JSON, not the expected shape, an unknown ``type``, a bad server name,
+            or a ``${VAR}`` with no value and no default.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(f"not JSON: {exc}") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise McpConfigError('expected {"mcpServers": {"<name>": {…}}}')
+    return tuple(_server(name, servers[name], environ) for name in sorted(servers))
+
+
+def _server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfig:
+    if not _NAME.match(name):
+        raise McpConfigError(f"server {name!r}: names are 1-64 letters, digits, '_' or '-'")
+    if not isinstance(raw, dict):
+        raise McpConfigError(f"server {name}: expected an object")
+    spec = _expand(raw, environ, name)
+    kind = spec.get("type", "stdio" if "command" in spec else None)
+    channels = tuple(str(c) for c in spec.get("channels", ()))
+    if kind == "stdio":
+        if not isinstance(spec.get("command"), str):
+            raise McpConfigError(f"server {name}: a stdio server needs a command")
+        return StdioServer(
+            name,
+            spec["command"],
+            tuple(str(a) for a in spec.get("args", ())),
+            {str(k): str(v) for k, v in spec.get("env", {}).items()},
+            channels,
+        )
+    if kind in ("http", "streamable-http"):
+        if not isinstance(spec.get("url"), str):
+            raise McpConfigError(f"server {name}: an http server needs a url")
+        headers = {str(k): str(v) for k, v in spec.get("headers", {}).items()}
+        return HttpServer(name, spec["url"], headers, channels)
+    raise McpConfigError(f"server {name}: type {kind!r} is not supported (stdio or http)")
+
+
+def _expand(value: Any, environ: Mapping[str, str], server: str) -> Any:
+    if isinstance(value, str):
+
+        def one(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise McpConfigError(f"server {server}: ${{{name}}} is not set")
+
+        return _VAR.sub(one, value)
+    if isinstance(value, list):
+        return [_expand(v, environ, server) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, server) for k, v in value.items()}
+    return value

@@ -1,0 +1,160 @@
+"""MCP servers outside the sandbox, against real servers: listing under Claude Code's names,
+calls of every content type, a server that fails to start, hangs, or dies mid-call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from harness.mcp.config import parse_config
+from harness.mcp.servers import McpServers, McpTimeout, McpUnavailable, ServerState
+from tests.harness.mcp.support import everything_command, time_command
+
+HANGS = [sys.executable, "-c", "import time; time.sleep(3600)"]
+
+
+def _config(**servers: dict[str, object]) -> str:
+    return json.dumps({"mcpServers": servers})
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[McpServers]:
+    text = _config(
+        everything={"command": everything_command(), "args": ["stdio"]},
+        time={"command": time_command(), "args": ["--local-timezone", "UTC"]},
+        broken={"command": "/nonexistent/mcp-server"},
+    )
+    running = McpServers(parse_config(text, os.environ), start_timeout_s=60)
+    await running.start()
+    yield running
+    await running.aclose()
+
+
+async def test_tools_appear_under_claude_codes_names_in_a_stable_order(
+    servers: McpServers,
+) -> None:
+    names = [t.name for t in servers.tools()]
+    assert "mcp__everything__echo" in names
+    assert "mcp__time__get_current_time" in names
+    assert names == sorted(names)
+    echo = next(t for t in servers.tools() if t.name == "mcp__everything__echo")
+    assert echo.input_schema["properties"]["message"]["type"] == "string"
+    assert echo.description
+
+
+async def test_a_server_that_cannot_start_is_left_out_and_says_why(servers: McpServers) -> None:
+    state, reason = servers.states()["broken"]
+    assert state is ServerState.DOWN
+    assert reason
+    assert not [t for t in servers.tools() if t.server == "broken"]
+    with pytest.raises(McpUnavailable, match="no such MCP tool"):
+        await servers.call("mcp__broken__anything", {})
+
+
+async def test_calls_return_text_images_and_structured_content(servers: McpServers) -> None:
+    echo = await servers.call("mcp__everything__echo", {"message": "pods are crash-looping"})
+    assert (echo.text, echo.is_error) == ("Echo: pods are crash-looping", False)
+    image = await servers.call("mcp__everything__get-tiny-image", {})
+    assert "[image: image/png," in image.text
+    now = await servers.call("mcp__time__get_current_time", {"timezone": "UTC"})
+    assert '"timezone": "UTC"' in now.text or "UTC" in now.text
+
+
+async def test_a_bad_call_is_an_error_result_not_a_crash(servers: McpServers) -> None:
+    result = await servers.call("mcp__time__get_current_time", {"timezone": "Mars/Olympus"})
+    assert result.is_error
+
+
+async def test_a_five_megabyte_result_comes_back_whole(servers: McpServers) -> None:
+    big = "x" * (5 * 1024 * 1024 - 100)
+    result = await servers.call("mcp__everything__echo", {"message": big})
+    assert len(result.text) == len(big) + len("Echo: ")
+
+
+async def test_a_call_past_its_timeout_raises_mcp_timeout(servers: McpServers) -> None:
+    with pytest.raises(McpTimeout):
+        await servers.call(
+            "mcp__everything__trigger-long-running-operation",
+            {"duration": 30, "steps": 3},
+            timeout_s=1.0,
+        )
+
+
+async def test_a_server_that_hangs_at_start_is_marked_down_in_time() -> None:
+    text = _config(stuck={"command": HANGS[0], "args": HANGS[1:]})
+    running = McpServers(parse_config(text, os.environ), start_timeout_s=2)
+    try:
+        await asyncio.wait_for(running.start(), 10)
+        assert running.states()["stuck"][0] is ServerState.DOWN
+        assert running.tools() == ()
+    finally:
+        await running.aclose()
+
+
+def _children_named(word: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = next(
+            (line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), ""
+        )
+        if word.encode() in cmdline and ppid == str(os.getpid()):
+            found.append(int(entry.name))
+    return found
+
+
+async def test_a_server_killed_mid_call_is_reported_then_comes_back(servers: McpServers) -> None:
+    # Given a long call running on the everything server
+    call = asyncio.create_task(
+        servers.call(
+            "mcp__everything__trigger-long-running-operation", {"duration": 20, "steps": 2}
+        )
+    )
+    (pid,) = [p for p in _children_named("mcp-server-everything")][:1] or [None]
+    assert pid is not None, "the stdio server is a child of this process"
+    # When the server process dies mid-call
+    os.kill(pid, signal.SIGKILL)
+    # Then the call ends as unavailable (the outcome is unknown), not a crash
+    with pytest.raises(McpUnavailable):
+        await asyncio.wait_for(call, 30)
+    # And the server is reconnected, its tools listed again
+    deadline = asyncio.get_running_loop().time() + 30
+    while servers.states()["everything"][0] is not ServerState.UP:
+        assert asyncio.get_running_loop().time() < deadline, servers.states()
+        await asyncio.sleep(0.1)
+    again = await servers.call("mcp__everything__echo", {"message": "back"})
+    assert again.text == "Echo: back"
+
+
+def test_variables_expand_from_the_environment_with_defaults() -> None:
+    text = _config(
+        grafana={
+            "type": "http",
+            "url": "${GRAFANA_URL:-http://grafana.internal}/mcp",
+            "headers": {"Authorization": "Bearer ${GRAFANA_TOKEN}"},
+            "channels": ["C-PAY"],
+        }
+    )
+    (server,) = parse_config(text, {"GRAFANA_TOKEN": "glsa_x"})
+    assert server.url == "http://grafana.internal/mcp"  # type: ignore[union-attr]
+    assert server.headers == {"Authorization": "Bearer glsa_x"}  # type: ignore[union-attr]
+    assert server.channels == ("C-PAY",)
+
+
+def test_a_missing_variable_names_itself() -> None:
+    text = _config(grafana={"type": "http", "url": "${GRAFANA_URL}"})
+    with pytest.raises(ValueError, match=r"grafana: \$\{GRAFANA_URL\} is not set"):
+        parse_config(text, {})
