@@ -9,6 +9,7 @@ what the model must be told when the sandbox was replaced.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from harness.loop.checkpoint import Checkpoint
@@ -18,13 +19,16 @@ from harness.sandbox.workspace import (
     NewSandbox,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from sandbox_client import (
     FileNotFound,
+    InvalidPath,
     IsADirectory,
     Loss,
     ProcessRecord,
+    RequestRejected,
     SandboxClient,
     SandboxError,
     SandboxHandle,
@@ -82,10 +86,16 @@ class SessionWorkspace:
         return self._client
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
-        """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
+        """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``.
+
+        When the command's shell has exited, what it left running in its process group
+        (``sleep 100 &``, ``nohup x &``) is killed: nothing outlives its call.
+        """
         client = await self._ensure()
         try:
             record = await client.exec(name, command, timeout_s=timeout_s)
+            if record.finished:
+                await _end_leftovers(client, name)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return _result(record)
@@ -102,12 +112,18 @@ class SessionWorkspace:
             if record is not None and not record.finished:
                 await client.kill(name)
                 record = await client.wait(name, timeout_s=5.0)
+            elif record is not None:
+                await _end_leftovers(client, name)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return None if record is None else _result(record)
 
     async def read_file(self, path: str) -> bytes:
-        """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        """A sandbox file's bytes.
+
+        Raises WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused (a path
+        the sandbox does not serve, a file over its read limit).
+        """
         client = await self._ensure()
         try:
             return await client.read_file(path)
@@ -115,16 +131,24 @@ class SessionWorkspace:
             raise WorkspaceFileNotFound(path) from exc
         except IsADirectory as exc:
             raise WorkspaceIsADirectory(path) from exc
+        except InvalidPath as exc:
+            raise WorkspaceRefused(path, exc.reason) from exc
+        except RequestRejected as exc:
+            raise WorkspaceRefused(path, exc.message) from exc
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
+        """Create or replace a sandbox file. Raises WorkspaceIsADirectory, WorkspaceRefused."""
         client = await self._ensure()
         try:
             await client.write_file(path, data)
         except IsADirectory as exc:
             raise WorkspaceIsADirectory(path) from exc
+        except InvalidPath as exc:
+            raise WorkspaceRefused(path, exc.reason) from exc
+        except RequestRejected as exc:
+            raise WorkspaceRefused(path, exc.message) from exc
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
 
@@ -141,6 +165,17 @@ class SessionWorkspace:
         return tuple(
             Notice(topic="sandbox_replaced", text=loss.describe()) for loss in self._losses
         )
+
+
+async def _end_leftovers(client: SandboxClient, name: str) -> None:
+    """SIGKILL what is left in the process group of finished process ``name``.
+
+    Raises:
+        SandboxError: the sandbox could not be reached (a refusal is ignored: the
+            process record may already be forgotten).
+    """
+    with contextlib.suppress(RequestRejected):
+        await client.kill(name)
 
 
 def _result(record: ProcessRecord) -> CommandResult:

@@ -78,8 +78,10 @@ async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriv
     missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
 
     assert created.content == "File created successfully at: /workspace/conf/app.yaml"
-    assert edited.content.startswith("The file /workspace/conf/app.yaml has been updated.")
-    assert read.content == "     1\treplicas: 2\n     2\timage: v2"
+    assert edited.content.startswith(
+        "The file /workspace/conf/app.yaml has been updated successfully."
+    )
+    assert read.content == "1\treplicas: 2\n2\timage: v2"
     assert error_text(missing) == "File does not exist."
 
 
@@ -96,7 +98,7 @@ async def test_glob_and_grep_run_ripgrep_inside_the_real_sandbox(agent: SessionD
     files = await agent.call("Grep", {"pattern": "ERROR"})
     content = await agent.call("Grep", {"pattern": "db", "output_mode": "content", "-B": 1})
 
-    assert glob.content == "/workspace/b.log\n/workspace/logs/a.log"
+    assert glob.content == "/workspace/logs/a.log\n/workspace/b.log"
     assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/logs/a.log"
     assert content.content == "/workspace/logs/a.log-1-ok\n/workspace/logs/a.log:2:ERROR db pool"
 

@@ -33,12 +33,14 @@ CLAUDE_CODE_PARAMETERS = {
         "-B",
         "-C",
         "head_limit",
+        "offset",
         "multiline",
     ],
     "Read": ["file_path", "offset", "limit"],
     "Edit": ["file_path", "old_string", "new_string", "replace_all"],
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
+    "Skill": ["skill", "args"],
 }
 
 

@@ -55,12 +55,12 @@ NOTES = {
 # ---------------------------------------------------------------- Glob, virtual
 
 
-async def test_glob_lists_matches_most_recently_modified_first(agent: SessionDriver) -> None:
+async def test_glob_lists_matches_least_recently_modified_first(agent: SessionDriver) -> None:
     await seed(agent, {"/old.md": "1\n", "/teams/mid.md": "2\n", "/new.md": "3\n", "/x.txt": "4"})
 
     outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
 
-    assert outcome.content == "/memory/new.md\n/memory/teams/mid.md\n/memory/old.md"
+    assert outcome.content == "/memory/old.md\n/memory/teams/mid.md\n/memory/new.md"
 
 
 async def test_glob_takes_an_absolute_pattern_on_a_virtual_mount(agent: SessionDriver) -> None:
@@ -77,7 +77,7 @@ async def test_glob_without_matches_says_no_files_found(agent: SessionDriver) ->
     assert outcome.content == "No files found"
 
 
-async def test_glob_shows_at_most_100_paths_then_says_results_were_truncated(
+async def test_glob_shows_the_100_oldest_paths_then_says_how_many_were_left_out(
     agent: SessionDriver,
 ) -> None:
     await seed(agent, {f"/n{i:03}.md": "x" for i in range(101)})
@@ -86,8 +86,12 @@ async def test_glob_shows_at_most_100_paths_then_says_results_were_truncated(
 
     lines = outcome.content.split("\n")
     assert len(lines) == 101
-    assert lines[0] == "/memory/n100.md"
-    assert lines[-1] == "(Results are truncated. Consider using a more specific path or pattern.)"
+    assert lines[0] == "/memory/n000.md"
+    assert lines[-2] == "/memory/n099.md"
+    assert lines[-1] == (
+        "(Showing 100 of 101 matching files; 1 more are not listed. Narrow the pattern or path "
+        "to see the rest.)"
+    )
 
 
 # ---------------------------------------------------------------- Grep, virtual
@@ -146,7 +150,7 @@ async def test_grep_count_mode_lists_counts_then_a_total(agent: SessionDriver) -
     )
 
     assert outcome.content == (
-        "/memory/a.md:1\n/memory/teams/b.md:2\n\nFound 3 total occurrences across 2 files."
+        "/memory/a.md:1\n/memory/teams/b.md:2\nFound 3 total occurrences across 2 files."
     )
 
 
@@ -160,7 +164,9 @@ async def test_grep_filters_files_by_glob_and_by_type(agent: SessionDriver) -> N
     assert by_type.content == "Found 2 files\n/memory/teams/b.md\n/memory/a.md"
 
 
-async def test_grep_head_limit_cuts_the_output_and_says_so(agent: SessionDriver) -> None:
+async def test_grep_head_limit_cuts_the_output_and_gives_the_pagination(
+    agent: SessionDriver,
+) -> None:
     await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5))})
 
     outcome = await agent.call(
@@ -169,9 +175,38 @@ async def test_grep_head_limit_cuts_the_output_and_says_so(agent: SessionDriver)
     )
 
     assert outcome.content == (
-        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n\n(Results are truncated: showing "
-        "the first 2 of 5 lines. Narrow the path, glob or pattern, or raise head_limit "
-        "(0 = no limit).)"
+        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n"
+        "[Showing results with pagination = limit: 2]"
+    )
+
+
+async def test_grep_offset_pages_through_results_in_every_mode(agent: SessionDriver) -> None:
+    await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5)), "/b.md": "hit\n"})
+    base = {"pattern": "hit", "path": "/memory", "head_limit": 2, "offset": 3}
+
+    content = await agent.call("Grep", {**base, "output_mode": "content", "glob": "many.md"})
+    files = await agent.call("Grep", {**base, "offset": 1})
+    past = await agent.call("Grep", {**base, "offset": 9})
+
+    assert content.content == (
+        "/memory/many.md:4:hit 3\n/memory/many.md:5:hit 4\n"
+        "[Showing results with pagination = offset: 3]"
+    )
+    assert files.content.startswith("Found 1 file offset: 1\n/memory/")
+    assert past.content == (
+        "No entries at this offset. [Showing results with pagination = offset: 9]"
+    )
+
+
+async def test_grep_replaces_lines_over_500_columns_with_a_marker(agent: SessionDriver) -> None:
+    await seed(agent, {"/wide.md": "hit " + "x" * 600 + "\nhit short\n"})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "hit", "path": "/memory", "output_mode": "content"}
+    )
+
+    assert outcome.content == (
+        "/memory/wide.md:1:[Omitted long matching line]\n/memory/wide.md:2:hit short"
     )
 
 
@@ -211,14 +246,14 @@ async def test_grep_multiline_matches_across_lines(agent: SessionDriver) -> None
 
 
 @needs_jail
-async def test_glob_in_the_sandbox_lists_newest_first_like_on_virtual_mounts(
+async def test_glob_in_the_sandbox_lists_oldest_first_like_on_virtual_mounts(
     agent: SessionDriver,
 ) -> None:
     put(agent, {"new.py": "", "src/mid.py": "", "old.py": "", "notes.txt": ""})
 
     outcome = await agent.call("Glob", {"pattern": "*.py"})
 
-    assert outcome.content == "/workspace/new.py\n/workspace/src/mid.py\n/workspace/old.py"
+    assert outcome.content == "/workspace/old.py\n/workspace/src/mid.py\n/workspace/new.py"
 
 
 @needs_jail
@@ -245,7 +280,7 @@ async def test_grep_in_the_sandbox_gives_the_same_three_formats(agent: SessionDr
     assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/a.log"
     assert content.content == "/workspace/a.log:2:hello world\n/workspace/b.log:3:hello"
     assert count.content == (
-        "/workspace/a.log:1\n/workspace/b.log:2\n\nFound 3 total occurrences across 2 files."
+        "/workspace/a.log:1\n/workspace/b.log:2\nFound 3 total occurrences across 2 files."
     )
 
 
