@@ -20,6 +20,7 @@ from harness.tools import bounds, sandbox_files, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.diff import numbered_diff
 from harness.tools.listing import DEFAULT_LIMIT_LINES, MAX_LINE_CHARS, page
+from harness.tools.roots import in_workspace
 from harness.tools.virtual_dir import list_directory
 from harness.vfs import Mount, Resolved, resolve
 from memory_store import (
@@ -174,8 +175,10 @@ async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
 
 async def recover_edit(p: EditInput, ctx: ToolContext) -> ToolOutcome | None:
     """After a crash: a virtual edit is redone (the store makes a repeated ``tool_use_id``
-    a no-op); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
-    if not resolve(p.file_path).is_virtual:
+    a no-op), and so is one the tool refuses before touching anything (a path outside
+    the roots); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
+    where = resolve(p.file_path)
+    if not where.is_virtual and in_workspace(where.path):
         return None
     return await edit(p, ctx)
 

@@ -17,6 +17,7 @@ from shlex import quote
 from typing import Any
 
 from harness.sandbox.workspace import CommandResult
+from harness.tools.roots import meant_root
 from memory_store import GrepMatch
 
 _COMMON = ("--hidden", "-g", "!.git")
@@ -98,7 +99,8 @@ def failure(result: CommandResult, root: str, *, produced: bool) -> str | None:
         return None
     message = result.stderr.strip()
     if "(os error 2)" in message:
-        return f"Path does not exist: {root}"
+        guess = meant_root(root)
+        return f"Path does not exist: {root}" + (f". Did you mean {guess}?" if guess else "")
     return f"ripgrep failed: {message}" if message else "ripgrep failed."
 
 
