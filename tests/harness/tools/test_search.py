@@ -318,3 +318,23 @@ async def test_grep_arguments_cannot_inject_shell_commands(agent: SessionDriver)
     await agent.call("Glob", {"pattern": "*; touch pwned3"})
 
     assert sorted(p.name for p in agent.workspace.root.iterdir()) == ["a.txt"]
+
+
+@needs_jail
+async def test_a_grep_result_over_20000_chars_is_kept_in_a_file_behind_a_preview(
+    agent: SessionDriver,
+) -> None:
+    # Given: 400 matching lines of 80 characters (about 34,000 characters of output)
+    put(agent, {"big.log": "".join(f"ERROR {i:05} " + "x" * 68 + "\n" for i in range(400))})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "ERROR", "output_mode": "content", "head_limit": 0}
+    )
+
+    # Then: a preview and a path; the file holds every line
+    assert outcome.content.startswith("<persisted-output>\nOutput too large (")
+    path = f"/workspace/.warroom/tool-results/{agent.last_tool_use_id}.txt"
+    assert f"Full output saved to: {path}\n" in outcome.content
+    kept = (agent.workspace.root / path.removeprefix("/workspace/")).read_text()
+    assert kept.count("\n") == 399
+    assert kept.startswith("/workspace/big.log:1:ERROR 00000 ")
