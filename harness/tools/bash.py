@@ -25,12 +25,13 @@ class BashInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     command: str = Field(min_length=1)
-    timeout: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_MS)
+    timeout: int | None = Field(default=None, ge=1)  # above the maximum: clamped
     description: str | None = None
 
     def timeout_ms(self, max_timeout_ms: int) -> int:
-        """The effective timeout: the default when unset, never above the session's cap."""
-        return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms)
+        """The effective timeout: the default when unset, never above the session's cap
+        (a larger ``timeout`` is clamped, as Claude Code 2.1.332 does, not refused)."""
+        return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms, MAX_TIMEOUT_MS)
 
 
 async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
@@ -92,8 +93,10 @@ BASH = ModelTool(
             "timeout": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": MAX_TIMEOUT_MS,
-                "description": "Timeout in milliseconds (default 120000, max 600000).",
+                "description": (
+                    "Timeout in milliseconds (default 120000, max 600000; larger values are "
+                    "lowered to the max)."
+                ),
             },
             "description": {
                 "type": "string",

@@ -4,7 +4,8 @@ The commands run inside the sandbox through ``Workspace.exec``; every argument i
 quoted with ``shlex.quote``. File lists are NUL-separated and come with their
 mtimes; Grep's lines come from ``rg --json`` (one JSON event per line), so paths and
 lines containing ``:``, ``-`` or newlines parse without ambiguity (ripgrep 13+, GNU
-``xargs``/``stat``). All search hidden files, honour ``.gitignore``, and skip ``.git``.
+``xargs``/``stat``). All search hidden files and skip ``.git``; Grep honours
+``.gitignore``, Glob lists ignored files too (Claude Code 2.1.332's defaults).
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ def files_command(pattern: str, root: str) -> str:
     coreutils) and the harness sorts.
 
     >>> print(files_command("*.py", "/workspace/my dir"))  # doctest: +NORMALIZE_WHITESPACE
-    set -o pipefail; rg --files -0 --hidden -g '!.git' -g '*.py' -- '/workspace/my dir'
+    set -o pipefail; rg --files -0 --no-ignore --hidden -g '!.git' -g '*.py' -- '/workspace/my dir'
     | xargs -0 -r stat --printf '%.9Y\\t%n\\0' --
     """
     return (
         "set -o pipefail; "
-        + _join(["rg", "--files", "-0", *_COMMON, "-g", pattern, "--", root])
+        + _join(["rg", "--files", "-0", "--no-ignore", *_COMMON, "-g", pattern, "--", root])
         + _WITH_MTIMES
     )
 

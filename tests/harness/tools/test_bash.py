@@ -9,6 +9,7 @@ import pytest
 
 from harness import ToolContext, run_tool
 from harness.loop.limits import Limits
+from harness.tools.bash import BashInput
 from tests.harness.tool_support import (
     JailWorkspace,
     SessionDriver,
@@ -88,13 +89,11 @@ async def test_bash_refuses_commands_that_reach_virtual_paths(agent: SessionDriv
     assert agent.workspace.started == []
 
 
-async def test_bash_timeout_over_600000_ms_is_an_input_error(agent: SessionDriver) -> None:
-    outcome = await agent.call("Bash", {"command": "true", "timeout": 600001})
+async def test_bash_timeout_over_600000_ms_is_clamped_not_refused(agent: SessionDriver) -> None:
+    outcome = await agent.call("Bash", {"command": "echo ok", "timeout": 900_000})
 
-    assert error_text(outcome) == (
-        "InputValidationError: Bash failed due to the following issue:\n"
-        "The parameter `timeout` is invalid: Input should be less than or equal to 600000"
-    )
+    assert outcome.content == "ok"
+    assert BashInput(command="x", timeout=900_000).timeout_ms(600_000) == 600_000
 
 
 async def test_bash_names_the_process_after_the_tool_use_id_so_a_retry_does_not_rerun(

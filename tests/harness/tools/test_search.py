@@ -338,3 +338,16 @@ async def test_a_grep_result_over_20000_chars_is_kept_in_a_file_behind_a_preview
     kept = (agent.workspace.root / path.removeprefix("/workspace/")).read_text()
     assert kept.count("\n") == 399
     assert kept.startswith("/workspace/big.log:1:ERROR 00000 ")
+
+
+@needs_jail
+async def test_glob_in_the_sandbox_lists_files_that_gitignore_hides_but_grep_skips_them(
+    agent: SessionDriver,
+) -> None:
+    put(agent, {".gitignore": "build/\n", "build/out.log": "hit\n", "src.log": "hit\n"})
+
+    glob = await agent.call("Glob", {"pattern": "*.log"})
+    grep = await agent.call("Grep", {"pattern": "hit"})
+
+    assert glob.content == "/workspace/src.log\n/workspace/build/out.log"  # oldest first
+    assert grep.content == "Found 1 file\n/workspace/src.log"
