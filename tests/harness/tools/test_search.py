@@ -344,7 +344,9 @@ async def test_a_grep_result_over_20000_chars_is_kept_in_a_file_behind_a_preview
 async def test_glob_in_the_sandbox_lists_files_that_gitignore_hides_but_grep_skips_them(
     agent: SessionDriver,
 ) -> None:
-    put(agent, {".gitignore": "build/\n", "build/out.log": "hit\n", "src.log": "hit\n"})
+    # Given: a git checkout whose .gitignore hides build/
+    files = {".git/HEAD": "ref: refs/heads/main\n", ".gitignore": "build/\n"}
+    put(agent, {**files, "build/out.log": "hit\n", "src.log": "hit\n"})
 
     glob = await agent.call("Glob", {"pattern": "*.log"})
     grep = await agent.call("Grep", {"pattern": "hit"})
