@@ -186,3 +186,11 @@ async def test_the_bash_description_says_background_processes_end_with_the_call(
     description = next(s.description for s in tool_specs() if s.name == "Bash")
 
     assert "is stopped when the call ends" in description
+
+
+async def test_glob_and_grep_see_the_whole_sandbox_where_bash_does(agent: SessionDriver) -> None:
+    glob = await agent.call("Glob", {"pattern": "os-release", "path": "/etc"})
+    grep = await agent.call("Grep", {"pattern": "^ID=", "path": "/etc/os-release"})
+
+    assert glob.content == "/etc/os-release"
+    assert grep.content == "Found 1 file\n/etc/os-release"
