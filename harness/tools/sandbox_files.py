@@ -14,7 +14,7 @@ import hashlib
 
 from harness.errors import WorkspaceRefused
 from harness.loop.checkpoint import ReadRecord
-from harness.sandbox.workspace import Workspace, WorkspaceFileNotFound, WorkspaceIsADirectory
+from harness.sandbox.workspace import WorkspaceFileNotFound, WorkspaceIsADirectory
 from harness.tools import bounds, wording
 from harness.tools.contract import ToolContext, ToolOutcome, tool_error
 from harness.tools.listing import page
@@ -75,7 +75,7 @@ async def write(path: str, content: str, ctx: ToolContext) -> ToolOutcome:
         refusal = _stale(ctx.read_state.get(path), before, whole=True)
         if refusal is not None:
             return refusal
-    await _put(ctx.workspace, path, data)
+    await ctx.workspace.write_file(path, data)
     text = wording.created(path) if before is None else wording.updated(path)
     return ToolOutcome(text, read_updates={path: _written(data)})
 
@@ -91,7 +91,7 @@ async def edit(
     except WorkspaceFileNotFound:
         if old_string == "":
             data = new_string.encode()
-            await _put(ctx.workspace, path, data)
+            await ctx.workspace.write_file(path, data)
             return ToolOutcome(wording.created(path), read_updates={path: _written(data)})
         return tool_error(wording.FILE_MISSING)
     except WorkspaceIsADirectory:
@@ -113,7 +113,7 @@ async def edit(
         updated = new_string
     else:
         updated = content.replace(old_string, new_string, -1 if replace_all else 1)
-    await _put(ctx.workspace, path, updated.encode())
+    await ctx.workspace.write_file(path, updated.encode())
     return ToolOutcome(
         wording.edited(path, replace_all), read_updates={path: _written(updated.encode())}
     )
@@ -142,10 +142,6 @@ def _seen(previous: ReadRecord | None, version: int, full: bool) -> ReadRecord:
 def _written(data: bytes) -> ReadRecord:
     version = fingerprint(data)
     return ReadRecord(version=version, full=True, notified_version=version)
-
-
-async def _put(ws: Workspace, path: str, data: bytes) -> None:
-    await ws.write_file(path, data)
 
 
 def _refused(path: str, exc: WorkspaceRefused) -> str:
