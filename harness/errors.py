@@ -14,6 +14,9 @@ original. The tree::
     ├── WorkspaceError       a sandbox operation the tools asked for failed
     │   ├── WorkspaceFileNotFound  the sandbox path does not exist (carries ``path``)
     │   ├── WorkspaceIsADirectory  a directory where a file was expected (``path``)
+    │   ├── WorkspaceRefused       the sandbox refused a file call for good: a path it
+    │   │                          does not serve, a file too large (``path``, ``reason``);
+    │   │                          never retried
     │   └── WorkspaceUnavailable   the sandbox could not be reached; retryable (``reason``)
     └── ModelError           the model call failed
         ├── ModelUnavailable retryable failures (429, 529, 5xx, connection) outlasted
@@ -160,6 +163,24 @@ class WorkspaceIsADirectory(WorkspaceError):
     def __init__(self, path: str) -> None:
         super().__init__(f"is a directory in the sandbox: {path}")
         self.path = path
+
+
+class WorkspaceRefused(WorkspaceError):
+    """The sandbox refused a file operation on ``path`` and would refuse it again.
+
+    A permanent error (a 4xx from the sandbox: a path outside the roots it serves, a
+    file over its read limit): the tool reports it to the model; the step is never
+    retried for it.
+
+    Attributes:
+        path: the sandbox path of the call.
+        reason: the sandbox's explanation.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the sandbox refused {path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class WorkspaceUnavailable(WorkspaceError):

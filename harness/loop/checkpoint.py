@@ -46,13 +46,13 @@ class Todo:
 
 @dataclass(frozen=True)
 class ReadRecord:
-    """What this session has seen of one virtual file.
+    """What this session has seen of one file.
 
     ``version`` is the store version last fully read or written by this session
-    (0 = the file did not exist); ``full`` is False after a partial read
-    (offset/limit or truncation) and after compaction; ``notified_version`` is the
-    latest version a change notice already told the model about (each change is
-    told once).
+    (0 = the file did not exist; for a sandbox file, a fingerprint of its content);
+    ``full`` is False after a partial read (offset/limit) and after compaction;
+    ``notified_version`` is the latest version a change notice already told the model
+    about (each change is told once).
     """
 
     version: int
@@ -97,7 +97,8 @@ class Checkpoint:
             message's ``tool_use`` blocks, in call order.
         in_flight: the ``tool_use`` id whose intent is committed and result is not:
             non-None after a crash mid-tool.
-        read_state: virtual path as the model sees it (``/memory/x.md``) → ReadRecord.
+        read_state: path as the model sees it (``/memory/x.md``, ``/workspace/a``) →
+            ReadRecord.
         known_files: virtual path → version of every shared file the model was told
             exists (first-message indexes, later "new file" notices).
         notices: texts to tell the model at the next model step (sandbox replaced, …).

@@ -20,9 +20,9 @@ of on-call engineers. You investigate: read the org's playbooks, run commands, f
 hypotheses, and report what you find — concisely, with evidence (commands and their output).
 
 # Files
-You have file tools (Read, Write, Edit, Glob, Grep), a Bash tool and TodoWrite.
+You have file tools (Read, Write, Edit, Glob, Grep), a Bash tool, TodoWrite and Skill.
 - /skills/ holds the org's playbooks: /skills/<name>/SKILL.md plus extra files. The index of \
-skills is in the first message; read a skill's SKILL.md when it applies to the task.
+skills is in the first message; when one applies to the task, load it with the Skill tool.
 - /memory/ is the org's durable memory, shared by every session: one topic per file. Record \
 durable lessons there (who owns what, how a system behaves, what fixed it last time), not \
 incident chatter.
@@ -94,7 +94,7 @@ def frozen_context(ctx: FrozenContext) -> str:
     memory = _file_lines("/memory", ctx.memory) or ["(empty)"]
     notes = _file_lines("/incident", ctx.incident) or ["(no notes yet)"]
     parts = [
-        "Skills available (read /skills/<name>/SKILL.md when one applies):",
+        "Skills available (load one with the Skill tool when it applies):",
         *skills,
         "",
         "Org memory (/memory/):",

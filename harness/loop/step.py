@@ -27,6 +27,7 @@ from harness.loop.events import (
 )
 from harness.loop.limits import Limits
 from harness.loop.prompt import SYSTEM_PROMPT, reminder
+from harness.loop.todo_reminder import todo_reminder
 from harness.loop.turn import build_user_message, compact, final_answer_text
 from harness.model.adapter import Model
 from harness.model.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -290,11 +291,13 @@ async def _model_step(
     limits = deps.limits
     capped = limit is not None
     events: list[Event] = []
-    if _needs_compaction(cp, limits):
+    compacted = _needs_compaction(cp, limits)
+    if compacted:
         cp, compact_events = await compact(cp, deps.model, limits)
         events.extend(compact_events)
     user, cp, notice_events = await build_user_message(cp, deps.store, limit=limit)
     events.extend(notice_events)
+    user = _with_todo_reminder(user, cp, compacted=compacted and limit is None)
     messages = (*cp.messages, user)
     reply = await deps.model.complete(
         system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=limits.max_tokens
@@ -329,6 +332,14 @@ async def _model_step(
     events.append(Answered(text=answer, best_effort=capped))
     cp = replace(cp, answer=answer, best_effort=capped)
     return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _with_todo_reminder(user: Message, cp: Checkpoint, *, compacted: bool) -> Message:
+    """``user`` with the todo reminder at its end when one is due (``todo_reminder``)."""
+    text = todo_reminder(cp, compacted=compacted)
+    if text is None:
+        return user
+    return Message(role=user.role, content=(*user.content, TextBlock(text)))
 
 
 def _text_only(message: Message) -> Message:

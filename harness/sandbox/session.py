@@ -9,6 +9,7 @@ what the model must be told when the sandbox was replaced.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
@@ -20,13 +21,16 @@ from harness.sandbox.workspace import (
     NewSandbox,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from sandbox_client import (
     FileNotFound,
+    InvalidPath,
     IsADirectory,
     Loss,
     ProcessRecord,
+    RequestRejected,
     SandboxClient,
     SandboxError,
     SandboxHandle,
@@ -113,15 +117,22 @@ class SessionWorkspace:
         return self._client
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
-        """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
+        """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``.
+
+        When the command's shell has exited, what it left running in its process group
+        (``sleep 100 &``, ``nohup x &``) is killed: nothing outlives its call.
+        """
         client = await self._ensure()
+        env: Mapping[str, str] = {}
         if self._egress is not None and self._handle is not None:
             egress, session_id, channel_id = self._egress
-            await egress(
+            env = await egress(
                 self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
             )
         with _mapped(""):
-            record = await client.exec(name, command, timeout_s=timeout_s)
+            record = await client.exec(name, command, timeout_s=timeout_s, env=env)
+            if record.finished:
+                await _end_leftovers(client, name)
         return _result(record)
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
@@ -136,18 +147,24 @@ class SessionWorkspace:
             if record is not None and not record.finished:
                 await client.kill(name)
                 record = await client.wait(name, timeout_s=5.0)
+            elif record is not None:
+                await _end_leftovers(client, name)
         return None if record is None else _result(record)
 
     async def read_file(self, path: str) -> bytes:
-        """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        """A sandbox file's bytes.
+
+        Raises WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused (a path
+        the sandbox does not serve, a file over its read limit).
+        """
         client = await self._ensure()
-        with _mapped(path):
+        with _mapped(path, refusals=True):
             return await client.read_file(path)
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
+        """Create or replace a sandbox file. Raises WorkspaceIsADirectory, WorkspaceRefused."""
         client = await self._ensure()
-        with _mapped(path):
+        with _mapped(path, refusals=True):
             await client.write_file(path, data)
 
     def handle_json(self) -> str | None:
@@ -166,11 +183,13 @@ class SessionWorkspace:
 
 
 @contextmanager
-def _mapped(path: str) -> Iterator[None]:
+def _mapped(path: str, *, refusals: bool = False) -> Iterator[None]:
     """The one translation of ``sandbox_client`` errors into the workspace's own.
 
-    ``FileNotFound`` and ``IsADirectory`` name ``path``; every other sandbox error means the
-    sandbox could not do it now (``WorkspaceUnavailable``, which the step may retry).
+    ``FileNotFound`` and ``IsADirectory`` name ``path``. With ``refusals`` (file calls), a
+    path the sandbox will not serve or a request it rejects is ``WorkspaceRefused``: permanent,
+    told to the model. Every other sandbox error means the sandbox could not do it now
+    (``WorkspaceUnavailable``, which the step may retry).
     """
     try:
         yield
@@ -178,8 +197,27 @@ def _mapped(path: str) -> Iterator[None]:
         raise WorkspaceFileNotFound(path) from exc
     except IsADirectory as exc:
         raise WorkspaceIsADirectory(path) from exc
+    except InvalidPath as exc:
+        if not refusals:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        raise WorkspaceRefused(path, exc.reason) from exc
+    except RequestRejected as exc:
+        if not refusals:
+            raise WorkspaceUnavailable(str(exc)) from exc
+        raise WorkspaceRefused(path, exc.message) from exc
     except SandboxError as exc:
         raise WorkspaceUnavailable(str(exc)) from exc
+
+
+async def _end_leftovers(client: SandboxClient, name: str) -> None:
+    """SIGKILL what is left in the process group of finished process ``name``.
+
+    Best effort, raises nothing: the command's result is already known, and a sandbox
+    that refuses (the record was forgotten) or does not answer must not turn a
+    finished call into a failed step.
+    """
+    with contextlib.suppress(SandboxError):
+        await client.kill(name)
 
 
 def _result(record: ProcessRecord) -> CommandResult:

@@ -15,6 +15,7 @@ from harness.errors import (
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from harness.loop.checkpoint import Checkpoint
@@ -29,6 +30,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
+    "WorkspaceRefused",
     "WorkspaceUnavailable",
 ]
 
@@ -62,6 +64,10 @@ class Workspace(Protocol):
         * ``lookup`` finds a process started earlier under ``name`` (crash recovery);
           None when the sandbox does not know it (never run, or the sandbox was replaced).
         * Infrastructure failures raise ``WorkspaceUnavailable``; the step is retried.
+        * A file call the sandbox refuses for good (a path outside the roots it serves,
+          a file over its read limit) raises ``WorkspaceRefused``; never retried.
+        * ``exec`` ends what the command left running in its process group when the
+          command's shell exits (``sleep 100 &``): nothing outlives its call.
     """
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
@@ -73,13 +79,17 @@ class Workspace(Protocol):
         ...
 
     async def read_file(self, path: str) -> bytes:
-        """A file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        """A file's bytes.
+
+        Raises WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused.
+        """
         ...
 
     async def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a file, creating parent directories.
 
-        Raises WorkspaceIsADirectory when ``path`` is a directory.
+        Raises WorkspaceIsADirectory when ``path`` is a directory, WorkspaceRefused
+        when the sandbox does not serve ``path``.
         """
         ...
 

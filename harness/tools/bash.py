@@ -15,9 +15,9 @@ from harness.guard.check import Deny, check_bash
 from harness.sandbox.workspace import CommandResult
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 
+NO_OUTPUT = "(Bash completed with no output)"  # Claude Code 2.1.332
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-MAX_OUTPUT_CHARS = 30_000
 
 
 class BashInput(BaseModel):
@@ -25,12 +25,13 @@ class BashInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     command: str = Field(min_length=1)
-    timeout: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_MS)
+    timeout: int | None = Field(default=None, ge=1)  # above the maximum: clamped
     description: str | None = None
 
     def timeout_ms(self, max_timeout_ms: int) -> int:
-        """The effective timeout: the default when unset, never above the session's cap."""
-        return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms)
+        """The effective timeout: the default when unset, never above the session's cap
+        (a larger ``timeout`` is clamped, as Claude Code 2.1.332 does, not refused)."""
+        return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms, MAX_TIMEOUT_MS)
 
 
 async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
@@ -59,28 +60,14 @@ def report(result: CommandResult, timeout_ms: int) -> ToolOutcome:
     >>> report(CommandResult(2, "", "no such file\\n"), 120000).content
     'Exit code 2\\nno such file'
     """
-    output = cut_middle("\n".join(s.rstrip("\n") for s in (result.stdout, result.stderr) if s))
+    output = "\n".join(s.rstrip("\n") for s in (result.stdout, result.stderr) if s)
     if result.timed_out:
         head = f"Command timed out after {timeout_ms / 1000:g} s and was killed."
         return ToolOutcome(f"{head}\n{output}".rstrip("\n"), is_error=True)
     if result.exit_code != 0:
         code = "unknown" if result.exit_code is None else str(result.exit_code)
         return ToolOutcome(f"Exit code {code}\n{output}".rstrip("\n"), is_error=True)
-    return ToolOutcome(output or "(no output)")
-
-
-def cut_middle(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
-    """Keep the head and tail of ``text`` when it is over ``max_chars``, with a marker.
-
-    >>> cut_middle("a" * 6 + "b" * 6, 8)
-    'aaaa\\n\\n... [4 characters cut] ...\\n\\nbbbb'
-    """
-    if len(text) <= max_chars:
-        return text
-    head = max_chars // 2
-    tail = max_chars - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n\n... [{cut} characters cut] ...\n\n{text[-tail:]}"
+    return ToolOutcome(output or NO_OUTPUT)
 
 
 BASH = ModelTool(
@@ -88,10 +75,13 @@ BASH = ModelTool(
     description=(
         "Run a bash command in this session's sandbox (a Linux container; working directory "
         "/workspace) and return its stdout and stderr, and the exit code when it is not 0. "
-        "Each call starts a fresh shell in /workspace: files persist between calls, but `cd`, "
-        "variables and background jobs do not. timeout is in milliseconds (default 120000, "
-        "max 600000); a command that runs longer is killed. Output over 30000 characters is "
-        "cut in the middle. /memory, /skills and /incident are not on the sandbox's "
+        "Each call starts a fresh shell in /workspace: files persist between calls, but `cd` "
+        "and variables do not, and anything the command starts in the background (`cmd &`, "
+        "`nohup cmd &`) is stopped when the call ends, so run long work in the foreground "
+        "with a timeout. timeout is in milliseconds (default 120000, max 600000); a command "
+        "that runs longer is killed. Output over 30000 characters is saved to a file in the "
+        "sandbox: you get its first part and the file's path, which you can Read or Grep. "
+        "/memory, /skills and /incident are not on the sandbox's "
         "filesystem: use Read, Write, Edit, Glob and Grep for them. Prefer Grep, Glob and "
         "Read over grep, find and cat. Prefer read-only commands; never change production "
         "systems unless an engineer in the thread explicitly asked for it."
@@ -103,8 +93,10 @@ BASH = ModelTool(
             "timeout": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": MAX_TIMEOUT_MS,
-                "description": "Timeout in milliseconds (default 120000, max 600000).",
+                "description": (
+                    "Timeout in milliseconds (default 120000, max 600000; larger values are "
+                    "lowered to the max)."
+                ),
             },
             "description": {
                 "type": "string",

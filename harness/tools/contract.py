@@ -50,8 +50,9 @@ class ToolContext:
         actor: recorded on every revision (``"agent"`` for the model's calls).
         tool_use_id: the call's id: the store's idempotency key and the sandbox
             process name.
-        read_state: virtual path as the model sees it (``/memory/x.md``) → what this
-            session has seen of it.
+        read_state: path as the model sees it (``/memory/x.md``, ``/workspace/a.py``) →
+            what this session has seen of it (for a sandbox file, ``version`` is a
+            fingerprint of the content read).
         agent_may_write_skills: org setting; by default humans edit skills and the
             agent edits memory and notes (docs/architecture.md §6).
         bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000).

@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.loop.checkpoint import ReadRecord
 from harness.loop.notices import contents_at
-from harness.tools import sandbox_files, wording
+from harness.tools import bounds, sandbox_files, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.diff import numbered_diff
 from harness.tools.listing import DEFAULT_LIMIT_LINES, MAX_LINE_CHARS, page
+from harness.tools.roots import in_workspace
 from harness.tools.virtual_dir import list_directory
 from harness.vfs import Mount, Resolved, resolve
 from memory_store import (
@@ -66,7 +67,7 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     """Numbered lines of a file; the entries of a virtual directory."""
     where = resolve(p.file_path)
     if not where.is_virtual:
-        return await sandbox_files.read(where.path, p.offset, p.limit, ctx.workspace)
+        return await sandbox_files.read(where.path, p.offset, p.limit, ctx)
     ns, shown = ctx.namespace(where.mount), where.display()
     try:
         if where.path == "/":
@@ -75,8 +76,11 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     except FileNotFound:
         return await list_directory(ctx.store, ns, where)
     except wording.MODEL_FIXABLE as exc:
-        return tool_error(wording.store_failure(exc, shown))
-    window = page(current.content, p.offset, p.limit)
+        return tool_error(wording.store_failure(exc, where))
+    size_bytes = len(current.content.encode())
+    if p.offset is None and p.limit is None and size_bytes > bounds.MAX_READ_BYTES:
+        return tool_error(bounds.file_too_large(size_bytes))
+    window = page(current.content, p.offset, p.limit)  # the store's size cap bounds it
     record = _seen(ctx.read_state.get(shown), current.version, window.full)
     return ToolOutcome(window.text, read_updates={shown: record})
 
@@ -96,7 +100,7 @@ async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
     """Create or overwrite a file; on virtual mounts only over the version last read."""
     where = resolve(p.file_path)
     if not where.is_virtual:
-        return await sandbox_files.write(where.path, p.content, ctx.workspace)
+        return await sandbox_files.write(where.path, p.content, ctx)
     refusal = _refuse_write(where, ctx)
     if refusal is not None:
         return refusal
@@ -115,7 +119,7 @@ async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
     except StaleVersion as exc:
         return _stale_write(where, ctx, exc, record)
     except wording.MODEL_FIXABLE as exc:
-        return tool_error(wording.store_failure(exc, shown))
+        return tool_error(wording.store_failure(exc, where))
     if result.created:
         text = wording.created(shown)
     elif result.unchanged:
@@ -157,9 +161,7 @@ async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(wording.NO_CHANGES)
     where = resolve(p.file_path)
     if not where.is_virtual:
-        return await sandbox_files.edit(
-            where.path, p.old_string, p.new_string, p.replace_all, ctx.workspace
-        )
+        return await sandbox_files.edit(where.path, p.old_string, p.new_string, p.replace_all, ctx)
     refusal = _refuse_write(where, ctx)
     if refusal is not None:
         return refusal
@@ -168,13 +170,15 @@ async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
     except FileNotFound:
         return tool_error(wording.FILE_MISSING)
     except wording.MODEL_FIXABLE as exc:
-        return tool_error(wording.store_failure(exc, where.display()))
+        return tool_error(wording.store_failure(exc, where))
 
 
 async def recover_edit(p: EditInput, ctx: ToolContext) -> ToolOutcome | None:
     """After a crash: a virtual edit is redone (the store makes a repeated ``tool_use_id``
-    a no-op); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
-    if not resolve(p.file_path).is_virtual:
+    a no-op), and so is one the tool refuses before touching anything (a path outside
+    the roots); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
+    where = resolve(p.file_path)
+    if not where.is_virtual and in_workspace(where.path):
         return None
     return await edit(p, ctx)
 
@@ -210,7 +214,7 @@ async def _edit_virtual(p: EditInput, where: Resolved, ctx: ToolContext) -> Tool
         filled = record is not None and record.version == result.base_version
         text = wording.updated(shown) if filled else wording.created(shown)
         return ToolOutcome(text, read_updates={shown: _written(result.version)})
-    text = wording.edited(shown, p.old_string, p.new_string, p.replace_all, result.content)
+    text = wording.edited(shown, p.replace_all, current=not result.concurrent_change)
     if result.concurrent_change and seen is not None:
         text += "\n\n" + await _concurrent_note(ctx, where, seen, result.base_version)
     updated = ReadRecord(
@@ -251,14 +255,17 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 READ = ModelTool(
     name="Read",
     description=(
-        "Read a file and return its lines numbered like `cat -n` (spaces, line number, tab, "
-        "text). Works on every path: the sandbox (working directory /workspace) and the shared "
-        "virtual trees /memory/, /skills/ and /incident/. "
+        "Read a file and return its lines numbered like `cat -n`: each line is the line "
+        "number, a tab, then the file's text. Reads files under /workspace (the sandbox's "
+        "working directory) and the shared virtual trees /memory/, /skills/ and /incident/; "
+        "for other files of the sandbox (/etc, /tmp, ...) use Bash. "
         f"Returns up to {DEFAULT_LIMIT_LINES} lines from the top by default; use offset (first "
-        "line, 1-based) and limit (number of lines) for longer files. Lines longer than "
-        f"{MAX_LINE_CHARS} characters are cut. Reading a directory under /memory/, /skills/ or "
-        "/incident/ lists its entries. Read a whole shared file before you overwrite it with "
-        "Write."
+        "line, 1-based) and limit (number of lines) for longer files. A whole file over "
+        f"{bounds.MAX_READ_BYTES // 1024} KB is refused: read it in parts with offset and "
+        "limit, or search it with Grep. Lines longer than "
+        f"{MAX_LINE_CHARS} characters are cut in the view. Reading a directory under "
+        "/memory/, /skills/ or /incident/ lists its entries. Read a file before you change it "
+        "with Write or Edit."
     ),
     input_schema=_schema(
         {
@@ -284,11 +291,11 @@ WRITE = ModelTool(
     name="Write",
     description=(
         "Create a file, or replace a file's whole content. Parent directories are created. "
-        "On the shared trees (/memory/, /incident/, and /skills/ where the org allows the "
-        "agent to edit skills) an existing file must have been read in full in this session "
-        "first, and the write is refused if anyone changed the file since: then Read it again "
-        "and merge. Prefer Edit for changing part of a shared file, so that concurrent edits "
-        "by other sessions are kept."
+        "Works under /workspace and on the shared trees /memory/, /incident/ (and /skills/ "
+        "where the org allows the agent to edit skills). An existing file must have been read "
+        "in full in this session first, and the write is refused if the file changed since: "
+        "then Read it again and merge. Prefer Edit for changing part of a file, so that "
+        "concurrent edits by other sessions are kept."
     ),
     input_schema=_schema(
         {
@@ -306,13 +313,14 @@ EDIT = ModelTool(
     description=(
         "Replace an exact string in a file. old_string must match the file's text exactly, "
         "including whitespace and indentation; the line-number prefix that Read shows "
-        "(spaces, number, tab) is not part of the file and must not appear in old_string or "
+        "(number, tab) is not part of the file and must not appear in old_string or "
         "new_string. The edit fails if old_string is not found, or is found more than once "
         "and replace_all is false: then give more surrounding lines to make it unique, or set "
-        "replace_all to replace every occurrence. An empty old_string creates a new file. On "
-        "the shared trees the file must have been read in this session first; the edit "
-        "applies to the current content, so changes other sessions made to other lines are "
-        "kept (you are told when that happened)."
+        "replace_all to replace every occurrence. An empty old_string creates a new file. "
+        "Works under /workspace and on the shared trees. The file must have been read in this "
+        "session first. On the shared trees the edit applies to the current content, so "
+        "changes other sessions made to other lines are kept (you are told when that "
+        "happened)."
     ),
     input_schema=_schema(
         {

@@ -1,6 +1,7 @@
 """Numbered listings of file content, like ``cat -n`` (Read's output format).
 
-Each line is ``{number:>6}\\t{text}``; numbers start at 1. Lines are split on
+Each line is ``{number}\\t{text}`` (Claude Code 2.1's form: the number unpadded, a
+tab, the text); numbers start at 1. Lines are split on
 ``\\n`` only, and a trailing newline does not make an extra empty line.
 """
 
@@ -21,7 +22,10 @@ class Page:
         first_line: number of the first line shown (1-based).
         shown_lines: how many lines were shown.
         total_lines: lines in the whole file.
-        full: True when every line was shown whole (the model has the entire content).
+        full: True when every line of the file was shown (from the first to the last),
+            even if some lines longer than ``MAX_LINE_CHARS`` were cut in the display:
+            that counts as a complete read for read-before-write, as in Claude Code;
+            the cut note points to Edit, which leaves those lines as they are.
     """
 
     text: str
@@ -47,16 +51,16 @@ def number_line(number: int, text: str) -> str:
     """One ``cat -n`` line.
 
     >>> number_line(7, "x")
-    '     7\\tx'
+    '7\\tx'
     """
-    return f"{number:>6}\t{text}"
+    return f"{number}\t{text}"
 
 
 def snippet(content: str, new_string: str, *, context_lines: int = 4) -> str:
     """Numbered lines around the first occurrence of ``new_string`` ('' if absent or empty).
 
     >>> snippet("a\\nb\\nc\\nd\\n", "c", context_lines=1).split("\\n")
-    ['     2\\tb', '     3\\tc', '     4\\td']
+    ['2\\tb', '3\\tc', '4\\td']
     """
     at = content.find(new_string) if new_string else -1
     if at < 0:
@@ -72,7 +76,7 @@ def page(content: str, offset: int | None, limit: int | None) -> Page:
     """Number lines ``offset`` (1-based; 0 or None = 1) to ``offset + limit - 1``.
 
     >>> page("a\\nb\\nc\\n", 2, 5).text
-    '     2\\tb\\n     3\\tc'
+    '2\\tb\\n3\\tc'
     >>> page("", None, None).text
     '<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>'
     """
@@ -93,8 +97,11 @@ def page(content: str, offset: int | None, limit: int | None) -> Page:
             "Use offset and limit to read the rest.)"
         )
     if cut:
-        text += f"\n\n({cut} line(s) longer than {MAX_LINE_CHARS} characters were cut.)"
-    full = first == 1 and last == len(lines) and not cut
+        text += (
+            f"\n\n({cut} line(s) longer than {MAX_LINE_CHARS} characters were cut in this "
+            "view. To change the file without retyping those lines, use Edit.)"
+        )
+    full = first == 1 and last == len(lines)
     return Page(text, first, len(window), len(lines), full)
 
 

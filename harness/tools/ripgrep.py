@@ -4,7 +4,8 @@ The commands run inside the sandbox through ``Workspace.exec``; every argument i
 quoted with ``shlex.quote``. File lists are NUL-separated and come with their
 mtimes; Grep's lines come from ``rg --json`` (one JSON event per line), so paths and
 lines containing ``:``, ``-`` or newlines parse without ambiguity (ripgrep 13+, GNU
-``xargs``/``stat``). All search hidden files, honour ``.gitignore``, and skip ``.git``.
+``xargs``/``stat``). All search hidden files and skip ``.git``; Grep honours
+``.gitignore``, Glob lists ignored files too (Claude Code 2.1.332's defaults).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from shlex import quote
 from typing import Any
 
 from harness.sandbox.workspace import CommandResult
+from harness.tools.roots import meant_root
 from memory_store import GrepMatch
 
 _COMMON = ("--hidden", "-g", "!.git")
@@ -43,12 +45,12 @@ def files_command(pattern: str, root: str) -> str:
     coreutils) and the harness sorts.
 
     >>> print(files_command("*.py", "/workspace/my dir"))  # doctest: +NORMALIZE_WHITESPACE
-    set -o pipefail; rg --files -0 --hidden -g '!.git' -g '*.py' -- '/workspace/my dir'
+    set -o pipefail; rg --files -0 --no-ignore --hidden -g '!.git' -g '*.py' -- '/workspace/my dir'
     | xargs -0 -r stat --printf '%.9Y\\t%n\\0' --
     """
     return (
         "set -o pipefail; "
-        + _join(["rg", "--files", "-0", *_COMMON, "-g", pattern, "--", root])
+        + _join(["rg", "--files", "-0", "--no-ignore", *_COMMON, "-g", pattern, "--", root])
         + _WITH_MTIMES
     )
 
@@ -98,7 +100,8 @@ def failure(result: CommandResult, root: str, *, produced: bool) -> str | None:
         return None
     message = result.stderr.strip()
     if "(os error 2)" in message:
-        return f"Path does not exist: {root}"
+        guess = meant_root(root)
+        return f"Path does not exist: {root}" + (f". Did you mean {guess}?" if guess else "")
     return f"ripgrep failed: {message}" if message else "ripgrep failed."
 
 

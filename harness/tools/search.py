@@ -68,6 +68,7 @@ class GrepInput(BaseModel):
     before: int | None = Field(default=None, alias="-B", ge=0)
     context: int | None = Field(default=None, alias="-C", ge=0)
     head_limit: int = Field(default=250, ge=0)
+    offset: int = Field(default=0, ge=0)
     multiline: bool = False
 
     def context_lines(self) -> tuple[int, int]:
@@ -85,7 +86,7 @@ class GrepInput(BaseModel):
 
 
 async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
-    """Files matching a glob pattern, most recently modified first."""
+    """Files matching a glob pattern, oldest modification first (Claude Code 2.1.332)."""
     root, pattern = split_pattern(p.pattern, p.path)
     where = resolve(root)
     if not where.is_virtual:
@@ -96,14 +97,15 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
         problem = ripgrep.failure(result, where.path, produced=bool(paths))
         if problem is not None:
             return tool_error(problem)
-        return ToolOutcome(search_output.glob_listing(paths))
+        return ToolOutcome(search_output.glob_listing(paths[::-1]))
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
         entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
     except wording.MODEL_FIXABLE as exc:
-        return tool_error(wording.store_failure(exc, where.display()))
-    return ToolOutcome(search_output.glob_listing([_shown(where, e.path) for e in entries]))
+        return tool_error(wording.store_failure(exc, where))
+    oldest_first = [_shown(where, e.path) for e in reversed(entries)]
+    return ToolOutcome(search_output.glob_listing(oldest_first))
 
 
 def split_pattern(pattern: str, path: str | None) -> tuple[str, str]:
@@ -145,14 +147,15 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
     prefix = _mount_root(where)
     if p.output_mode == "files_with_matches":
         shown = [prefix + path for path in paths]
-        return ToolOutcome(search_output.files_listing(shown, p.head_limit))
+        return ToolOutcome(search_output.files_listing(shown, p.head_limit, p.offset))
     if p.output_mode == "count":
-        return ToolOutcome(search_output.count_listing(matches, p.head_limit, prefix))
+        return ToolOutcome(search_output.count_listing(matches, p.head_limit, p.offset, prefix))
     text = search_output.content_listing(
         matches,
         line_numbers=p.line_numbers,
         context=any(p.context_lines()),
         head_limit=p.head_limit,
+        offset=p.offset,
         prefix=prefix,
     )
     return ToolOutcome(text)
@@ -189,7 +192,7 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
     except ValueError as exc:
         return tool_error(str(exc))
     except wording.MODEL_FIXABLE as exc:
-        return tool_error(wording.store_failure(exc, where.display()))
+        return tool_error(wording.store_failure(exc, where))
     if extensions is not None:
         matches = [m for m in matches if m.path.endswith(extensions)]
     order = {path: i for i, path in enumerate(newest)}
@@ -228,7 +231,7 @@ GLOB = ModelTool(
     name="Glob",
     description=(
         "Find files by name with a glob pattern such as `**/*.py` or `src/**/*.{ts,tsx}`. "
-        "Returns matching paths, most recently modified first (at most 100). Searches `path` "
+        "Returns matching paths, least recently modified first (at most 100). Searches `path` "
         "(default: the working directory /workspace); give path /memory, /skills or /incident "
         "(or an absolute pattern such as `/memory/**/*.md`) to search the shared virtual "
         "trees. A pattern without `/` matches file names at any depth."
@@ -258,7 +261,10 @@ GREP = ModelTool(
         "(e.g. `py`). output_mode: `files_with_matches` (default; paths, newest first), "
         "`content` (matching lines as path:line:text; -n line numbers on by default, -A/-B/-C "
         "context lines) or `count` (matches per file). `-i` ignores case; `multiline` lets "
-        "a match span lines. head_limit caps the output (default 250, 0 = no limit). Use "
+        "a match span lines. head_limit caps the output (default 250, 0 = no limit) and "
+        "offset skips that many entries first, to page through long results; a paged result "
+        "ends with a note giving the limit and offset. Lines over 500 characters are replaced "
+        "by a marker; a result over 20000 characters is saved to a file you can Read. Use "
         "Grep rather than running grep or rg through Bash."
     ),
     input_schema={
@@ -282,6 +288,11 @@ GREP = ModelTool(
                 "type": "integer",
                 "minimum": 0,
                 "description": "Show at most this many lines/files/counts (default 250; 0 = all).",
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Skip this many lines/files/counts before head_limit (default 0).",
             },
             "multiline": {
                 "type": "boolean",

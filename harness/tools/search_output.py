@@ -1,41 +1,59 @@
 """Glob's and Grep's output text, the same for every mount (Claude Code's formats).
 
-Glob: paths, most recently modified first, at most 100, then a truncation line.
-Grep: ``files_with_matches`` → ``Found N files`` and the paths; ``content`` →
-``path:line:text`` (context lines ``path-line-text``, ``--`` between groups);
-``count`` → ``path:N`` lines then a total line. ``head_limit`` cuts the listing
-(0 = no limit) and says so.
+Follows Claude Code 2.1.332. Glob: paths, oldest modification first, at most 100,
+then a line saying how many were left out. Grep: ``files_with_matches`` →
+``Found N files`` and the paths (newest first); ``content`` → ``path:line:text``
+(context lines ``path-line-text``, ``--`` between groups; a line over 500 columns is
+replaced by an omission marker); ``count`` → ``path:N`` lines then a total line.
+``offset`` skips entries and ``head_limit`` (default 250, 0 = no limit) keeps the
+next ones, like ``| tail -n +N | head -N``; the result then says
+``[Showing results with pagination = limit: L, offset: O]``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
-from harness.tools.listing import MAX_LINE_CHARS
+from harness.tools.bounds import grep_line
 from memory_store import GrepMatch
 
+T = TypeVar("T")
 GLOB_MAX_FILES = 100
 NO_FILES = "No files found"
 NO_MATCHES = "No matches found"
 
 
 def glob_listing(paths: Sequence[str]) -> str:
-    """Glob's answer for ``paths`` (already newest first)."""
+    """Glob's answer for ``paths`` (already oldest first).
+
+    >>> glob_listing([f"/w/{i}" for i in range(102)]).endswith("2 more are not listed. "
+    ...     "Narrow the pattern or path to see the rest.)")
+    True
+    """
     if not paths:
         return NO_FILES
     text = "\n".join(paths[:GLOB_MAX_FILES])
     if len(paths) > GLOB_MAX_FILES:
-        text += "\n(Results are truncated. Consider using a more specific path or pattern.)"
+        left = len(paths) - GLOB_MAX_FILES
+        text += (
+            f"\n(Showing {GLOB_MAX_FILES} of {len(paths)} matching files; {left} more are not "
+            "listed. Narrow the pattern or path to see the rest.)"
+        )
     return text
 
 
-def files_listing(paths: Sequence[str], head_limit: int) -> str:
-    """Grep ``files_with_matches``: ``Found N files`` then the paths."""
-    if not paths:
-        return NO_FILES
-    shown = _head(paths, head_limit)
-    noun = "file" if len(paths) == 1 else "files"
-    return f"Found {len(paths)} {noun}\n" + "\n".join(shown) + _cut_note(paths, shown, "files")
+def files_listing(paths: Sequence[str], head_limit: int, offset: int = 0) -> str:
+    """Grep ``files_with_matches``: ``Found N files`` (N shown) then the paths.
+
+    >>> files_listing(["/a", "/b", "/c"], 1, 1).split()
+    ['Found', '1', 'file', 'limit:', '1,', 'offset:', '1', '/b']
+    """
+    shown, note = _page(paths, head_limit, offset)
+    if not shown:
+        return f"No entries at this offset. {_showing(note)}" if paths and offset else NO_FILES
+    noun = "file" if len(shown) == 1 else "files"
+    return f"Found {len(shown)} {noun}" + (f" {note}" if note else "") + "\n" + "\n".join(shown)
 
 
 def content_listing(
@@ -44,6 +62,7 @@ def content_listing(
     line_numbers: bool,
     context: bool,
     head_limit: int,
+    offset: int = 0,
     prefix: str = "",
 ) -> str:
     """Grep ``content``: one line per match or context line; with ``context``, ``--``
@@ -58,28 +77,32 @@ def content_listing(
             lines.append("--")
         sep = "-" if m.is_context else ":"
         number = f"{m.line_number}{sep}" if line_numbers else ""
-        lines.append(f"{prefix}{m.path}{sep}{number}{m.line[:MAX_LINE_CHARS]}")
+        text = grep_line(m.line, is_context=m.is_context)
+        lines.append(f"{prefix}{m.path}{sep}{number}{text}")
         previous = m
-    shown = _head(lines, head_limit)
-    return "\n".join(shown) + _cut_note(lines, shown, "lines")
+    shown, note = _page(lines, head_limit, offset)
+    body = "\n".join(shown) or ("No entries at this offset" if offset else NO_MATCHES)
+    return body + (f"\n{_showing(note)}" if note else "")
 
 
-def count_listing(matches: Sequence[GrepMatch], head_limit: int, prefix: str = "") -> str:
-    """Grep ``count``: ``path:N`` (matching lines per file), then the total."""
+def count_listing(
+    matches: Sequence[GrepMatch], head_limit: int, offset: int = 0, prefix: str = ""
+) -> str:
+    """Grep ``count``: ``path:N`` (matching lines per file), then the total of those shown."""
     counts: dict[str, int] = {}
     for m in matches:
         if not m.is_context:
             counts[m.path] = counts.get(m.path, 0) + 1
     if not counts:
         return NO_MATCHES
-    lines = [f"{prefix}{path}:{n}" for path, n in counts.items()]
-    shown = _head(lines, head_limit)
-    total = sum(counts.values())
+    items = list(counts.items())
+    shown, note = _page(items, head_limit, offset)
+    body = "\n".join(f"{prefix}{path}:{n}" for path, n in shown) or "No entries at this offset"
+    total = sum(n for _, n in shown)
     return (
-        "\n".join(shown)
-        + _cut_note(lines, shown, "files")
-        + f"\n\nFound {total} total {'occurrence' if total == 1 else 'occurrences'} across "
-        f"{len(counts)} {'file' if len(counts) == 1 else 'files'}."
+        f"{body}\nFound {total} total {'occurrence' if total == 1 else 'occurrences'} across "
+        f"{len(shown)} {'file' if len(shown) == 1 else 'files'}."
+        + (f" with pagination = {note}" if note else "")
     )
 
 
@@ -92,14 +115,16 @@ def _gap(previous: GrepMatch, current: GrepMatch) -> bool:
     return previous.path != current.path or current.line_number != previous.line_number + 1
 
 
-def _head(items: Sequence[str], head_limit: int) -> Sequence[str]:
-    return items if head_limit == 0 else items[:head_limit]
+def _page(items: Sequence[T], head_limit: int, offset: int) -> tuple[Sequence[T], str]:
+    """The entries after ``offset``, at most ``head_limit`` (0 = all), and the pagination
+    note (``limit: L`` only when entries were left out; ``offset: O`` when O > 0)."""
+    rest = items[offset:]
+    shown = rest if head_limit == 0 else rest[:head_limit]
+    parts = [f"limit: {head_limit}"] if len(shown) < len(rest) else []
+    if offset:
+        parts.append(f"offset: {offset}")
+    return shown, ", ".join(parts)
 
 
-def _cut_note(items: Sequence[str], shown: Sequence[str], unit: str) -> str:
-    if len(shown) == len(items):
-        return ""
-    return (
-        f"\n\n(Results are truncated: showing the first {len(shown)} of {len(items)} {unit}. "
-        "Narrow the path, glob or pattern, or raise head_limit (0 = no limit).)"
-    )
+def _showing(note: str) -> str:
+    return f"[Showing results with pagination = {note}]"

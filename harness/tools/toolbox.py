@@ -10,13 +10,18 @@ The tool list is static bytes (the first prompt-cache breakpoint, docs/architect
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal, overload
 
+from harness.errors import WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused
 from harness.model.adapter import ToolSpec
 from harness.tools.bash import BASH
+from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
 from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import EDIT, READ, WRITE
+from harness.tools.persisted import cut_middle, keep_in_file
 from harness.tools.search import GLOB, GREP
+from harness.tools.skill import SKILL
 from harness.tools.todo import TODO_WRITE
 from harness.vfs import PathError
 
@@ -31,8 +36,19 @@ __all__ = [
 ]
 
 TOOLS: Mapping[str, Tool] = {
-    tool.name: tool for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE)
+    tool.name: tool for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL)
 }
+
+# A result over its tool's cap is kept in a sandbox file behind a preview (Claude Code
+# 2.1.332's per-tool caps). Read bounds itself (its refusals say how to page), and
+# reading a kept result back must not be kept again, so Read has no entry.
+_KEEP_ABOVE_CHARS: Mapping[str, int] = {
+    "Bash": MAX_RESULT_CHARS,
+    "Glob": MAX_RESULT_CHARS,
+    "Grep": GREP_MAX_RESULT_CHARS,
+    "Skill": MAX_RESULT_CHARS,
+}
+BACKSTOP_CHARS = 120_000  # no result reaches the model larger than this
 
 
 def tool_specs() -> tuple[ToolSpec, ...]:
@@ -69,20 +85,39 @@ async def run_tool(
             redo it when that is safe, look it up when it is not; None means its
             outcome cannot be known.
 
+    Every result is bounded: over its tool's cap it is kept in a sandbox file behind a
+    preview (``persisted``), and nothing over ``BACKSTOP_CHARS`` reaches the model.
+
     Raises:
         memory_store.DatabaseUnavailable, WorkspaceUnavailable: infrastructure
             failures (retry the step); never for unknown tools, bad input, bad paths,
-            missing files, refused commands or failing commands.
+            paths the sandbox refuses, missing files, refused commands or failing
+            commands.
     """
     tool = TOOLS.get(name)
     if tool is None:
         return tool_error(f"Error: No such tool available: {name}")
     try:
         if recovering:
-            return await tool.recover(tool_input, ctx)
-        return await tool.run(tool_input, ctx)
+            outcome = await tool.recover(tool_input, ctx)
+        else:
+            outcome = await tool.run(tool_input, ctx)
     except PathError as exc:
         return tool_error(str(exc))
+    except (WorkspaceRefused, WorkspaceFileNotFound, WorkspaceIsADirectory) as exc:
+        return tool_error(f"{exc}.")
+    return None if outcome is None else await _bounded(name, outcome, ctx)
+
+
+async def _bounded(name: str, outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:
+    """``outcome`` with its text kept in a file when over the tool's cap, then cut at
+    ``BACKSTOP_CHARS`` whatever happened."""
+    text = outcome.content
+    cap = _KEEP_ABOVE_CHARS.get(name)
+    if cap is not None:
+        text = await keep_in_file(text, ctx.tool_use_id, ctx.workspace, cap)
+    text = cut_middle(text, BACKSTOP_CHARS)
+    return outcome if text == outcome.content else replace(outcome, content=text)
 
 
 def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:
@@ -100,6 +135,8 @@ def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:
 
     if name == "Bash":
         what = text("description") or text("command")
+    elif name == "Skill":
+        what = text("skill")
     elif name in ("Read", "Write", "Edit"):
         what = text("file_path")
     elif name == "Glob":

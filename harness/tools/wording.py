@@ -7,7 +7,7 @@ them exact; add true detail only after them.
 
 from __future__ import annotations
 
-from harness.tools.listing import snippet
+from harness.vfs import Resolved
 from memory_store import (
     CaseConflict,
     FileTooLarge,
@@ -89,12 +89,18 @@ def skills_read_only(display_path: str) -> str:
     )
 
 
-def store_failure(exc: StoreError, display_path: str) -> str:
-    """A clear sentence for a store refusal the model can act on."""
+def store_failure(exc: StoreError, where: Resolved) -> str:
+    """A clear sentence for a store refusal the model can act on.
+
+    The store names paths relative to the mount (``/Case.md``); every path in the
+    sentence is shown as the model knows it (``/memory/Case.md``).
+    """
+    display_path = where.display()
     if isinstance(exc, CaseConflict):
+        existing = Resolved(where.mount, exc.existing_path).display()
         return (
             f"Cannot use {display_path}: it differs only by letter case from the existing "
-            f"file {exc.existing_path}. Use that path instead."
+            f"file {existing}. Use that path instead."
         )
     if isinstance(exc, InvalidPath):
         return f"Invalid path {display_path}: {exc.reason}"
@@ -120,12 +126,12 @@ def store_failure(exc: StoreError, display_path: str) -> str:
 
 
 def created(path: str) -> str:
-    """Write's (and Edit's) confirmation for a new file."""
+    """Write's (and Edit's) confirmation for a new file (Claude Code 2.1.332)."""
     return f"File created successfully at: {path}"
 
 
 def updated(path: str) -> str:
-    """Write's confirmation for a replaced file."""
+    """Write's confirmation for a replaced file (Claude Code 2.1.332)."""
     return f"The file {path} has been updated successfully."
 
 
@@ -134,17 +140,16 @@ def unchanged(path: str) -> str:
     return f"The file {path} already has exactly this content; nothing changed."
 
 
-def edited(path: str, old_string: str, new_string: str, replace_all: bool, content: str) -> str:
-    """Edit's confirmation, with numbered lines around the change when they can be found."""
-    head = f"The file {path} has been updated."
+STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+
+
+def edited(path: str, replace_all: bool, *, current: bool = True) -> str:
+    """Edit's confirmation (Claude Code 2.1.332's sentences); ``current`` False when the
+    file holds changes the model has not seen (then no "state is current" note).
+
+    >>> edited("/m/a.md", True)
+    'The file /m/a.md has been updated. All occurrences were successfully replaced.'
+    """
     if replace_all:
-        return (
-            f"{head} All occurrences of '{old_string}' were successfully replaced with "
-            f"'{new_string}'."
-        )
-    around = snippet(content, new_string)
-    if not around:
-        return head
-    return (
-        f"{head} Here's the result of running `cat -n` on a snippet of the edited file:\n{around}"
-    )
+        return f"The file {path} has been updated. All occurrences were successfully replaced."
+    return f"The file {path} has been updated successfully." + (STATE_CURRENT if current else "")

@@ -175,7 +175,7 @@ RESULTS = {
 def opening(person: s.Person, *, skills: str = "", memory: str = "(empty)") -> dict[str, Any]:
     """A first user message as the harness builds it (frozen context, then the request)."""
     context = (
-        "<system-reminder>\nSkills available (read /skills/<name>/SKILL.md when one applies):\n"
+        "<system-reminder>\nSkills available (load one with the Skill tool when it applies):\n"
         f"{skills or '(no skills yet)'}\n\nOrg memory (/memory/):\n{memory}\n\n"
         f"Notes of this incident (channel {s.CHANNEL}, /incident/):\n(no notes yet)\n\n"
         f"This session was started by <@{person.user_id}>.\n</system-reminder>"

@@ -89,7 +89,7 @@ async def test_the_first_message_carries_the_frozen_indexes_and_requester_then_t
     assert lines[0] == "<system-reminder>"
     assert lines[-1] == "</system-reminder>"
     assert lines[1:4] == [
-        "Skills available (read /skills/<name>/SKILL.md when one applies):",
+        "Skills available (load one with the Skill tool when it applies):",
         "- kubectl-debug: Debug crashlooping pods (events, logs, last deploy). Use when pods "
         "restart.",
         "",

@@ -304,7 +304,7 @@ async def test_the_same_call_repeated_earns_a_note_on_the_nth_time(
     results = [fake.requests[i].messages[-1]["content"][0]["content"] for i in (1, 2, 3)]
     assert ["same input" in r for r in results] == [False, False, True]
     assert "exact Read call 3 times in a row" in results[2]
-    assert results[2].startswith("     1\t# Payments runbook")
+    assert results[2].startswith("1\t# Payments runbook")
 
 
 def always_two_calls(request: RecordedRequest) -> Reply:
@@ -342,7 +342,7 @@ async def test_the_step_cap_ends_with_a_best_effort_answer_and_answers_every_too
     )
     results = [b["content"] for b in last.messages[-1]["content"] if b["type"] == "tool_result"]
     assert len(results) == 2
-    assert results[0].startswith("     1\t# Payments runbook")  # ran before the cap
+    assert results[0].startswith("1\t# Payments runbook")  # ran before the cap
     assert results[1] == "Not run: The session reached its step limit: 5 steps used, 5 allowed."
     assert transcript_problems([m.to_dict() for m in run.cp.messages]) == []
     [notice] = [n for n in run.of_kind(Notice) if n.topic == "limit"]

@@ -9,6 +9,7 @@ import pytest
 
 from harness import ToolContext, run_tool
 from harness.loop.limits import Limits
+from harness.tools.bash import BashInput
 from tests.harness.tool_support import (
     JailWorkspace,
     SessionDriver,
@@ -46,7 +47,7 @@ async def test_bash_shows_a_non_zero_exit_code_as_an_error(agent: SessionDriver)
 async def test_bash_without_output_says_so(agent: SessionDriver) -> None:
     outcome = await agent.call("Bash", {"command": "true"})
 
-    assert outcome.content == "(no output)"
+    assert outcome.content == "(Bash completed with no output)"
 
 
 async def test_bash_reports_a_timeout_and_the_process_is_killed(agent: SessionDriver) -> None:
@@ -59,17 +60,24 @@ async def test_bash_reports_a_timeout_and_the_process_is_killed(agent: SessionDr
     assert not (agent.workspace.root / "late").exists()
 
 
-async def test_bash_cuts_output_over_30000_chars_keeping_head_and_tail(
+async def test_bash_output_over_30000_chars_is_kept_in_a_file_the_model_can_read(
     agent: SessionDriver,
 ) -> None:
-    outcome = await agent.call(
-        "Bash", {"command": "printf 'H%.0s' $(seq 20000); printf 'T%.0s' $(seq 20000)"}
-    )
+    # Given: a command printing 46,893 characters on 4,000 lines
+    outcome = await agent.call("Bash", {"command": "for i in $(seq 4000); do echo line-$i..; done"})
 
-    head, marker, tail = outcome.content.split("\n\n")
-    assert head == "H" * 15000
-    assert marker == "... [10000 characters cut] ..."
-    assert tail == "T" * 15000
+    # Then: a short preview and the path of a sandbox file holding everything
+    first, saved, blank, title, *preview = outcome.content.split("\n")
+    path = saved.removeprefix("Output too large (45.8KB). Full output saved to: ")
+    assert first == "<persisted-output>"
+    assert path == f"/workspace/.warroom/tool-results/{agent.last_tool_use_id}.txt"
+    assert (blank, title) == ("", "Preview (first 2KB):")
+    assert preview[0] == "line-1.."
+    assert preview[-2:] == ["...", "</persisted-output>"]
+    assert len(outcome.content) < 2500
+    # And: Read pages through the kept output
+    page = await agent.call("Read", {"file_path": path, "offset": 3999, "limit": 2})
+    assert page.content == "3999\tline-3999..\n4000\tline-4000.."
 
 
 async def test_bash_refuses_commands_that_reach_virtual_paths(agent: SessionDriver) -> None:
@@ -80,13 +88,11 @@ async def test_bash_refuses_commands_that_reach_virtual_paths(agent: SessionDriv
     assert agent.workspace.started == []
 
 
-async def test_bash_timeout_over_600000_ms_is_an_input_error(agent: SessionDriver) -> None:
-    outcome = await agent.call("Bash", {"command": "true", "timeout": 600001})
+async def test_bash_timeout_over_600000_ms_is_clamped_not_refused(agent: SessionDriver) -> None:
+    outcome = await agent.call("Bash", {"command": "echo ok", "timeout": 900_000})
 
-    assert error_text(outcome) == (
-        "InputValidationError: Bash failed due to the following issue:\n"
-        "The parameter `timeout` is invalid: Input should be less than or equal to 600000"
-    )
+    assert outcome.content == "ok"
+    assert BashInput(command="x", timeout=900_000).timeout_ms(600_000) == 600_000
 
 
 async def test_bash_names_the_process_after_the_tool_use_id_so_a_retry_does_not_rerun(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Checkpoint, Requester, run_tool
+from harness import Checkpoint, Requester, WorkspaceRefused, run_tool, tool_specs
 from harness.sandbox.session import SandboxWorkspaces
 from sandbox_client import LocalConfig, LocalProvider, SandboxError, SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
@@ -69,8 +69,10 @@ async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriv
     missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
 
     assert created.content == "File created successfully at: /workspace/conf/app.yaml"
-    assert edited.content.startswith("The file /workspace/conf/app.yaml has been updated.")
-    assert read.content == "     1\treplicas: 2\n     2\timage: v2"
+    assert edited.content.startswith(
+        "The file /workspace/conf/app.yaml has been updated successfully."
+    )
+    assert read.content == "1\treplicas: 2\n2\timage: v2"
     assert error_text(missing) == "File does not exist."
 
 
@@ -87,7 +89,7 @@ async def test_glob_and_grep_run_ripgrep_inside_the_real_sandbox(agent: SessionD
     files = await agent.call("Grep", {"pattern": "ERROR"})
     content = await agent.call("Grep", {"pattern": "db", "output_mode": "content", "-B": 1})
 
-    assert glob.content == "/workspace/b.log\n/workspace/logs/a.log"
+    assert glob.content == "/workspace/logs/a.log\n/workspace/b.log"
     assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/logs/a.log"
     assert content.content == "/workspace/logs/a.log-1-ok\n/workspace/logs/a.log:2:ERROR db pool"
 
@@ -104,3 +106,82 @@ async def test_a_bash_call_is_recovered_from_the_sandboxs_record_not_rerun(
     assert recovered is not None
     assert recovered.content == "1"
     assert never_ran is None
+
+
+# ------------------------------------------------ paths outside the roots (issue 12.1)
+
+OUTSIDE = ("/etc/os-release", "/tmp/x", "/", "/etc/hosts")
+
+
+async def test_file_tools_on_paths_outside_the_roots_are_tool_errors_pointing_to_bash(
+    agent: SessionDriver,
+) -> None:
+    for path in OUTSIDE:
+        read = await agent.call("Read", {"file_path": path})
+        write = await agent.call("Write", {"file_path": path, "content": "x"})
+        edit = await agent.call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"})
+
+        assert error_text(read).startswith(f"{path} is outside the paths Read can use.")
+        assert f"use Bash (for example `cat {path}`" in error_text(read)
+        assert error_text(write).startswith(f"{path} is outside the paths Write can use.")
+        assert error_text(edit).startswith(f"{path} is outside the paths Edit can use.")
+
+
+async def test_look_alikes_of_the_shared_roots_get_a_did_you_mean(agent: SessionDriver) -> None:
+    cyrillic = "/mem\u043ery/x.md"  # "о" is U+043E
+
+    upper = await agent.call("Write", {"file_path": "/Memory/x.md", "content": "x"})
+    look_alike = await agent.call("Read", {"file_path": cyrillic})
+    grep = await agent.call("Grep", {"pattern": "x", "path": "/Memory"})
+
+    assert "Did you mean /memory/x.md?" in error_text(upper)
+    assert "Did you mean /memory/x.md?" in error_text(look_alike)
+    assert error_text(grep) == "Path does not exist: /Memory. Did you mean /memory?"
+
+
+async def test_the_sandbox_refusing_a_path_is_a_permanent_error_not_an_outage(
+    agent: SessionDriver,
+) -> None:
+    # The root cause of issue 12.1: the client's InvalidPath became WorkspaceUnavailable,
+    # which the durable layer retries as a crash.
+    with pytest.raises(WorkspaceRefused) as refused:
+        await agent.workspace.read_file("/etc/os-release")
+    with pytest.raises(WorkspaceRefused):
+        await agent.workspace.write_file("/tmp/x", b"x")
+
+    assert refused.value.path == "/etc/os-release"
+    assert "outside /workspace" in refused.value.reason
+
+
+# ------------------------------------------------ background processes (issue 12.3)
+
+
+async def test_background_processes_end_with_the_bash_call_that_started_them(
+    agent: SessionDriver,
+) -> None:
+    # Given: a call that leaves two processes running in the background
+    started = await agent.call(
+        "Bash",
+        {"command": "sleep 300 & nohup sleep 301 >/dev/null 2>&1 & echo started"},
+    )
+    assert started.content == "started"
+
+    # When: the next call looks for them
+    left = await agent.call("Bash", {"command": "pgrep -x sleep || echo none"})
+
+    # Then: none is left
+    assert left.content == "none"
+
+
+async def test_the_bash_description_says_background_processes_end_with_the_call() -> None:
+    description = next(s.description for s in tool_specs() if s.name == "Bash")
+
+    assert "is stopped when the call ends" in description
+
+
+async def test_glob_and_grep_see_the_whole_sandbox_where_bash_does(agent: SessionDriver) -> None:
+    glob = await agent.call("Glob", {"pattern": "os-release", "path": "/etc"})
+    grep = await agent.call("Grep", {"pattern": "^ID=", "path": "/etc/os-release"})
+
+    assert glob.content == "/etc/os-release"
+    assert grep.content == "Found 1 file\n/etc/os-release"

@@ -32,7 +32,7 @@ async def test_read_numbers_lines_like_cat_n_starting_at_one(agent: SessionDrive
     outcome = await agent.call("Read", {"file_path": "/memory/notes.md"})
 
     assert not outcome.is_error
-    assert outcome.content == "     1\talpha\n     2\tbeta"
+    assert outcome.content == "1\talpha\n2\tbeta"
     assert agent.read_state["/memory/notes.md"] == ReadRecord(1, full=True, notified_version=1)
 
 
@@ -44,8 +44,8 @@ async def test_read_returns_2000_lines_by_default_and_says_how_to_read_the_rest(
     outcome = await agent.call("Read", {"file_path": "/memory/long.md"})
 
     lines = outcome.content.split("\n")
-    assert lines[0] == "     1\tline 1"
-    assert lines[1999] == "  2000\tline 2000"
+    assert lines[0] == "1\tline 1"
+    assert lines[1999] == "2000\tline 2000"
     assert lines[-1] == "(Showing lines 1-2000 of 2500. Use offset and limit to read the rest.)"
     assert not agent.read_state["/memory/long.md"].full
 
@@ -58,12 +58,12 @@ async def test_read_with_offset_and_limit_returns_that_window_as_a_partial_read(
     outcome = await agent.call("Read", {"file_path": "/memory/n.md", "offset": 2, "limit": 2})
 
     assert outcome.content == (
-        "     2\tb\n     3\tc\n\n(Showing lines 2-3 of 4. Use offset and limit to read the rest.)"
+        "2\tb\n3\tc\n\n(Showing lines 2-3 of 4. Use offset and limit to read the rest.)"
     )
     assert agent.read_state["/memory/n.md"] == ReadRecord(1, full=False, notified_version=1)
 
 
-async def test_read_cuts_lines_over_2000_chars_and_counts_it_as_a_partial_read(
+async def test_read_cuts_lines_over_2000_chars_in_the_view_yet_counts_as_a_full_read(
     agent: SessionDriver,
 ) -> None:
     await seed(agent, "/wide.md", "x" * 2500 + "\nshort\n")
@@ -71,10 +71,28 @@ async def test_read_cuts_lines_over_2000_chars_and_counts_it_as_a_partial_read(
     outcome = await agent.call("Read", {"file_path": "/memory/wide.md"})
 
     first, second, _, note = outcome.content.split("\n")
-    assert first == "     1\t" + "x" * 2000
-    assert second == "     2\tshort"
-    assert note == "(1 line(s) longer than 2000 characters were cut.)"
-    assert not agent.read_state["/memory/wide.md"].full
+    assert first == "1\t" + "x" * 2000
+    assert second == "2\tshort"
+    assert note == (
+        "(1 line(s) longer than 2000 characters were cut in this view. To change the file "
+        "without retyping those lines, use Edit.)"
+    )
+    assert agent.read_state["/memory/wide.md"].full
+
+
+async def test_a_file_with_a_line_over_2000_chars_can_be_rewritten_after_one_read(
+    agent: SessionDriver,
+) -> None:
+    # Given: a shared file with one very long line, read once in full
+    await seed(agent, "/wide.md", "x" * 2500 + "\nshort\n")
+    await agent.call("Read", {"file_path": "/memory/wide.md"})
+
+    # When: the model rewrites it with Write
+    outcome = await agent.call("Write", {"file_path": "/memory/wide.md", "content": "rewritten\n"})
+
+    # Then: the write is accepted (the read counted as complete)
+    assert not outcome.is_error, outcome.content
+    assert outcome.content == "The file /memory/wide.md has been updated successfully."
 
 
 async def test_read_of_an_empty_file_says_it_exists_but_is_empty(agent: SessionDriver) -> None:
@@ -143,7 +161,7 @@ async def test_incident_files_belong_to_their_channel(agent: SessionDriver) -> N
     seen = await same.call("Read", {"file_path": "/incident/notes.md"})
     unseen = await other.call("Read", {"file_path": "/incident/notes.md"})
     # Then only the same incident sees it
-    assert seen.content == "     1\tdb pool"
+    assert seen.content == "1\tdb pool"
     assert error_text(unseen) == "File does not exist."
 
 
@@ -153,7 +171,7 @@ async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: Sessi
     other_org = SessionDriver(agent.store, agent.workspace, org_id="T-OTHER")
 
     assert (await elsewhere.call("Read", {"file_path": "/memory/shared.md"})).content == (
-        "     1\tlesson"
+        "1\tlesson"
     )
     assert error_text(await other_org.call("Read", {"file_path": "/memory/shared.md"})) == (
         "File does not exist."

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from harness import TOOLS, Todo, TodoStatus, summarize_call, tool_specs
+from harness import TOOLS, Todo, TodoStatus, WorkspaceUnavailable, summarize_call, tool_specs
 from harness.loop.events import TodosChanged
 from harness.tools import bash as bash_tool
 from harness.tools import contract as tool
@@ -33,12 +33,14 @@ CLAUDE_CODE_PARAMETERS = {
         "-B",
         "-C",
         "head_limit",
+        "offset",
         "multiline",
     ],
     "Read": ["file_path", "offset", "limit"],
     "Edit": ["file_path", "old_string", "new_string", "replace_all"],
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
+    "Skill": ["skill", "args"],
 }
 
 
@@ -194,3 +196,23 @@ def test_module_doctests_pass(module: ModuleType) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+class RefusingWorkspace(JailWorkspace):
+    """A sandbox that cannot take files (full disk): the results cannot be kept."""
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        raise WorkspaceUnavailable("no space left on device")
+
+
+async def test_a_large_result_the_sandbox_cannot_keep_is_cut_and_says_so(tmp_path: Path) -> None:
+    async with open_store(None, tmp_path) as store:
+        agent = SessionDriver(store, RefusingWorkspace(tmp_path), org_id="T-REG")
+
+        outcome = await agent.call("Bash", {"command": "printf 'a%.0s' $(seq 40000)"})
+
+    assert len(outcome.content) < 31_000
+    assert outcome.content.startswith("a" * 15_000 + "\n\n... [10000 characters cut] ...")
+    assert outcome.content.endswith(
+        "\n[The portion cut above was not kept: it could not be saved.]"
+    )

@@ -54,12 +54,12 @@ NOTES = {
 # ---------------------------------------------------------------- Glob, virtual
 
 
-async def test_glob_lists_matches_most_recently_modified_first(agent: SessionDriver) -> None:
+async def test_glob_lists_matches_least_recently_modified_first(agent: SessionDriver) -> None:
     await seed(agent, {"/old.md": "1\n", "/teams/mid.md": "2\n", "/new.md": "3\n", "/x.txt": "4"})
 
     outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
 
-    assert outcome.content == "/memory/new.md\n/memory/teams/mid.md\n/memory/old.md"
+    assert outcome.content == "/memory/old.md\n/memory/teams/mid.md\n/memory/new.md"
 
 
 async def test_glob_takes_an_absolute_pattern_on_a_virtual_mount(agent: SessionDriver) -> None:
@@ -76,7 +76,7 @@ async def test_glob_without_matches_says_no_files_found(agent: SessionDriver) ->
     assert outcome.content == "No files found"
 
 
-async def test_glob_shows_at_most_100_paths_then_says_results_were_truncated(
+async def test_glob_shows_the_100_oldest_paths_then_says_how_many_were_left_out(
     agent: SessionDriver,
 ) -> None:
     await seed(agent, {f"/n{i:03}.md": "x" for i in range(101)})
@@ -85,8 +85,12 @@ async def test_glob_shows_at_most_100_paths_then_says_results_were_truncated(
 
     lines = outcome.content.split("\n")
     assert len(lines) == 101
-    assert lines[0] == "/memory/n100.md"
-    assert lines[-1] == "(Results are truncated. Consider using a more specific path or pattern.)"
+    assert lines[0] == "/memory/n000.md"
+    assert lines[-2] == "/memory/n099.md"
+    assert lines[-1] == (
+        "(Showing 100 of 101 matching files; 1 more are not listed. Narrow the pattern or path "
+        "to see the rest.)"
+    )
 
 
 # ---------------------------------------------------------------- Grep, virtual
@@ -145,7 +149,7 @@ async def test_grep_count_mode_lists_counts_then_a_total(agent: SessionDriver) -
     )
 
     assert outcome.content == (
-        "/memory/a.md:1\n/memory/teams/b.md:2\n\nFound 3 total occurrences across 2 files."
+        "/memory/a.md:1\n/memory/teams/b.md:2\nFound 3 total occurrences across 2 files."
     )
 
 
@@ -159,7 +163,9 @@ async def test_grep_filters_files_by_glob_and_by_type(agent: SessionDriver) -> N
     assert by_type.content == "Found 2 files\n/memory/teams/b.md\n/memory/a.md"
 
 
-async def test_grep_head_limit_cuts_the_output_and_says_so(agent: SessionDriver) -> None:
+async def test_grep_head_limit_cuts_the_output_and_gives_the_pagination(
+    agent: SessionDriver,
+) -> None:
     await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5))})
 
     outcome = await agent.call(
@@ -168,9 +174,38 @@ async def test_grep_head_limit_cuts_the_output_and_says_so(agent: SessionDriver)
     )
 
     assert outcome.content == (
-        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n\n(Results are truncated: showing "
-        "the first 2 of 5 lines. Narrow the path, glob or pattern, or raise head_limit "
-        "(0 = no limit).)"
+        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n"
+        "[Showing results with pagination = limit: 2]"
+    )
+
+
+async def test_grep_offset_pages_through_results_in_every_mode(agent: SessionDriver) -> None:
+    await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5)), "/b.md": "hit\n"})
+    base = {"pattern": "hit", "path": "/memory", "head_limit": 2, "offset": 3}
+
+    content = await agent.call("Grep", {**base, "output_mode": "content", "glob": "many.md"})
+    files = await agent.call("Grep", {**base, "offset": 1})
+    past = await agent.call("Grep", {**base, "offset": 9})
+
+    assert content.content == (
+        "/memory/many.md:4:hit 3\n/memory/many.md:5:hit 4\n"
+        "[Showing results with pagination = offset: 3]"
+    )
+    assert files.content.startswith("Found 1 file offset: 1\n/memory/")
+    assert past.content == (
+        "No entries at this offset. [Showing results with pagination = offset: 9]"
+    )
+
+
+async def test_grep_replaces_lines_over_500_columns_with_a_marker(agent: SessionDriver) -> None:
+    await seed(agent, {"/wide.md": "hit " + "x" * 600 + "\nhit short\n"})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "hit", "path": "/memory", "output_mode": "content"}
+    )
+
+    assert outcome.content == (
+        "/memory/wide.md:1:[Omitted long matching line]\n/memory/wide.md:2:hit short"
     )
 
 
@@ -210,14 +245,14 @@ async def test_grep_multiline_matches_across_lines(agent: SessionDriver) -> None
 
 
 @needs_jail
-async def test_glob_in_the_sandbox_lists_newest_first_like_on_virtual_mounts(
+async def test_glob_in_the_sandbox_lists_oldest_first_like_on_virtual_mounts(
     agent: SessionDriver,
 ) -> None:
     put(agent, {"new.py": "", "src/mid.py": "", "old.py": "", "notes.txt": ""})
 
     outcome = await agent.call("Glob", {"pattern": "*.py"})
 
-    assert outcome.content == "/workspace/new.py\n/workspace/src/mid.py\n/workspace/old.py"
+    assert outcome.content == "/workspace/old.py\n/workspace/src/mid.py\n/workspace/new.py"
 
 
 @needs_jail
@@ -244,7 +279,7 @@ async def test_grep_in_the_sandbox_gives_the_same_three_formats(agent: SessionDr
     assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/a.log"
     assert content.content == "/workspace/a.log:2:hello world\n/workspace/b.log:3:hello"
     assert count.content == (
-        "/workspace/a.log:1\n/workspace/b.log:2\n\nFound 3 total occurrences across 2 files."
+        "/workspace/a.log:1\n/workspace/b.log:2\nFound 3 total occurrences across 2 files."
     )
 
 
@@ -282,3 +317,38 @@ async def test_grep_arguments_cannot_inject_shell_commands(agent: SessionDriver)
     await agent.call("Glob", {"pattern": "*; touch pwned3"})
 
     assert sorted(p.name for p in agent.workspace.root.iterdir()) == ["a.txt"]
+
+
+@needs_jail
+async def test_a_grep_result_over_20000_chars_is_kept_in_a_file_behind_a_preview(
+    agent: SessionDriver,
+) -> None:
+    # Given: 400 matching lines of 80 characters (about 34,000 characters of output)
+    put(agent, {"big.log": "".join(f"ERROR {i:05} " + "x" * 68 + "\n" for i in range(400))})
+
+    outcome = await agent.call(
+        "Grep", {"pattern": "ERROR", "output_mode": "content", "head_limit": 0}
+    )
+
+    # Then: a preview and a path; the file holds every line
+    assert outcome.content.startswith("<persisted-output>\nOutput too large (")
+    path = f"/workspace/.warroom/tool-results/{agent.last_tool_use_id}.txt"
+    assert f"Full output saved to: {path}\n" in outcome.content
+    kept = (agent.workspace.root / path.removeprefix("/workspace/")).read_text()
+    assert kept.count("\n") == 399
+    assert kept.startswith("/workspace/big.log:1:ERROR 00000 ")
+
+
+@needs_jail
+async def test_glob_in_the_sandbox_lists_files_that_gitignore_hides_but_grep_skips_them(
+    agent: SessionDriver,
+) -> None:
+    # Given: a git checkout whose .gitignore hides build/
+    files = {".git/HEAD": "ref: refs/heads/main\n", ".gitignore": "build/\n"}
+    put(agent, {**files, "build/out.log": "hit\n", "src.log": "hit\n"})
+
+    glob = await agent.call("Glob", {"pattern": "*.log"})
+    grep = await agent.call("Grep", {"pattern": "hit"})
+
+    assert glob.content == "/workspace/src.log\n/workspace/build/out.log"  # oldest first
+    assert grep.content == "Found 1 file\n/workspace/src.log"

@@ -164,7 +164,7 @@ async def test_reading_skills_is_always_allowed(agent: SessionDriver) -> None:
 
     outcome = await agent.call("Read", {"file_path": "/skills/deploys/SKILL.md"})
 
-    assert outcome.content.startswith("     1\t---\n     2\tname: deploys\n")
+    assert outcome.content.startswith("1\t---\n2\tname: deploys\n")
 
 
 async def test_an_invalid_skill_is_refused_with_what_to_fix(agent: SessionDriver) -> None:
@@ -192,7 +192,7 @@ async def test_a_file_over_the_size_cap_is_refused_with_sizes(agent: SessionDriv
     )
 
 
-async def test_a_path_differing_only_by_case_is_refused_and_names_the_existing_one(
+async def test_a_path_differing_only_by_case_is_refused_and_names_the_existing_one_in_full(
     agent: SessionDriver,
 ) -> None:
     await seed(agent, "/Runbook.md", "x\n")
@@ -201,7 +201,7 @@ async def test_a_path_differing_only_by_case_is_refused_and_names_the_existing_o
 
     assert error_text(outcome) == (
         "Cannot use /memory/runbook.md: it differs only by letter case from the existing file "
-        "/Runbook.md. Use that path instead."
+        "/memory/Runbook.md. Use that path instead."
     )
 
 
@@ -309,13 +309,12 @@ async def test_edit_with_replace_all_replaces_every_occurrence(agent: SessionDri
     )
 
     assert outcome.content == (
-        "The file /memory/x.md has been updated. All occurrences of 'ok' were successfully "
-        "replaced with 'fine'."
+        "The file /memory/x.md has been updated. All occurrences were successfully replaced."
     )
     assert await stored(agent, "/x.md") == "fine\nfine\n"
 
 
-async def test_edit_confirms_with_numbered_lines_around_the_change(agent: SessionDriver) -> None:
+async def test_edit_confirms_in_claude_codes_words(agent: SessionDriver) -> None:
     await seed(agent, "/x.md", "a\nb\nc\n")
     await agent.call("Read", {"file_path": "/memory/x.md"})
 
@@ -324,8 +323,8 @@ async def test_edit_confirms_with_numbered_lines_around_the_change(agent: Sessio
     )
 
     assert outcome.content == (
-        "The file /memory/x.md has been updated. Here's the result of running `cat -n` on a "
-        "snippet of the edited file:\n     1\ta\n     2\tB\n     3\tc"
+        "The file /memory/x.md has been updated successfully. (file state is current in your "
+        "context \u2014 no need to Read it back)"
     )
     assert agent.read_state["/memory/x.md"] == ReadRecord(2, full=True, notified_version=2)
 

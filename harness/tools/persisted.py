@@ -1,0 +1,88 @@
+"""A tool result too large for the context, kept in a sandbox file behind a preview.
+
+Claude Code 2.1.332's form: the model gets ``<persisted-output>`` with the size, the
+path of the file holding the whole text and the first 2 KB; it reads the rest with
+Read (``offset``/``limit``) or Grep. The file lives in the session's sandbox under
+``RESULTS_DIR``, named after the ``tool_use`` id, so a call redone after a crash
+writes the same file. When the sandbox cannot take the file, the middle of the text
+is cut instead and the result says so.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.errors import WorkspaceError
+from harness.sandbox.workspace import Workspace
+from harness.tools.bounds import human_size
+
+RESULTS_DIR = "/workspace/.warroom/tool-results"
+PREVIEW_BYTES = 2000
+OPEN = "<persisted-output>"
+CLOSE = "</persisted-output>"
+NOT_SAVED = "[The portion cut above was not kept: it could not be saved.]"
+
+
+def results_path(tool_use_id: str) -> str:
+    """Where the full result of ``tool_use_id`` is kept.
+
+    >>> results_path("toolu_01AB")
+    '/workspace/.warroom/tool-results/toolu_01AB.txt'
+    """
+    return f"{RESULTS_DIR}/{re.sub(r'[^A-Za-z0-9_-]', '_', tool_use_id)}.txt"
+
+
+def preview(text: str, max_bytes: int = PREVIEW_BYTES) -> tuple[str, bool]:
+    """The head of ``text`` within ``max_bytes`` (ending at a line break when there is
+    one in the second half), and whether anything was left out.
+
+    >>> preview("ab\\ncd\\nef", 6)
+    ('ab\\ncd', True)
+    """
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text, False
+    head = data[:max_bytes].decode("utf-8", errors="ignore")
+    cut = head.rfind("\n")
+    return (head[:cut] if cut >= len(head) // 2 else head), True
+
+
+def persisted_text(path: str, text: str) -> str:
+    """The result the model gets instead of ``text`` (kept whole at ``path``)."""
+    head, more = preview(text)
+    return (
+        f"{OPEN}\nOutput too large ({human_size(len(text.encode()))}). Full output saved to: "
+        f"{path}\n\nPreview (first {human_size(PREVIEW_BYTES)}):\n{head}"
+        + ("\n..." if more else "")
+        + f"\n{CLOSE}"
+    )
+
+
+def cut_middle(text: str, max_chars: int) -> str:
+    """Keep the head and tail of ``text`` when it is over ``max_chars``, with a marker.
+
+    >>> cut_middle("a" * 6 + "b" * 6, 8)
+    'aaaa\\n\\n... [4 characters cut] ...\\n\\nbbbb'
+    """
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 2
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n\n... [{cut} characters cut] ...\n\n{text[-tail:]}"
+
+
+async def keep_in_file(text: str, tool_use_id: str, ws: Workspace, max_chars: int) -> str:
+    """``text`` itself when it fits ``max_chars``; else a preview of the file that keeps it.
+
+    Raises nothing for a sandbox that cannot take the file: the text is cut in the
+    middle instead, with ``NOT_SAVED``.
+    """
+    if len(text) <= max_chars:
+        return text
+    path = results_path(tool_use_id)
+    try:
+        await ws.write_file(path, text.encode())
+    except WorkspaceError:
+        return cut_middle(text, max_chars) + "\n" + NOT_SAVED
+    return persisted_text(path, text)
