@@ -173,3 +173,29 @@ async def test_a_remote_sandbox_gets_its_sessions_token_in_the_proxy_url(tmp_pat
     assert first["SSL_CERT_FILE"] == "/workspace/.warroom/ca-bundle.pem"
     assert await EgressTokens(db).owner(token) == TokenOwner("s-r", "C-1")
     await db.dispose()
+
+
+async def test_the_binders_variables_reach_the_command(data_dir: Path) -> None:
+    require_bwrap()
+    # Given a binder that gives each command a proxy variable (as for a remote sandbox)
+    seen: list[str] = []
+
+    async def binder(
+        handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
+    ) -> dict[str, str]:
+        seen.append(tool_use_id)
+        return {"HTTPS_PROXY": f"http://{tool_use_id}:tok@gw.internal:3128"}
+
+    settings = Settings(_env_file=None, data_dir=data_dir)  # type: ignore[call-arg]
+    provider = make_provider(settings)
+    manager = SandboxManager(provider)
+    cp = Checkpoint(session_id="s-env", org_id="T1", channel_id="C1", requester=Requester("U1"))
+    try:
+        workspace = SandboxWorkspaces(manager, (), binder).open(cp)
+        result = await workspace.exec("toolu_e1", "echo $HTTPS_PROXY", timeout_s=30)
+    finally:
+        await manager.aclose()
+        await provider.destroy_all()  # type: ignore[attr-defined]
+    # Then the command saw it, and the binder was asked for that tool_use
+    assert result.stdout.strip() == "http://toolu_e1:tok@gw.internal:3128"
+    assert seen == ["toolu_e1"]
