@@ -4,6 +4,7 @@ from harness.errors import (
     HarnessError,
     InvalidMessage,
     LimitReached,
+    ModelContextOverflow,
     ModelError,
     ModelRejected,
     ModelStalled,
@@ -37,19 +38,29 @@ from harness.model.adapter import (
     AnthropicModel,
     Model,
     ModelReply,
-    ToolSpec,
-    build_request,
+    RefusalDetails,
+)
+from harness.model.catalog import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    MODELS,
+    ModelSpec,
+    current_models,
+    lifecycle,
 )
 from harness.model.messages import (
     ContentBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
     from_wire,
     to_wire,
 )
+from harness.model.request import ToolSpec, build_request
 from harness.sandbox.session import SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -67,6 +78,7 @@ __all__ = [
     "HarnessError",
     "InvalidMessage",
     "LimitReached",
+    "ModelContextOverflow",
     "ModelError",
     "ModelRejected",
     "ModelStalled",
@@ -109,7 +121,9 @@ __all__ = [
     # messages
     "ContentBlock",
     "Message",
+    "RedactedThinkingBlock",
     "TextBlock",
+    "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
     "Usage",
@@ -120,8 +134,16 @@ __all__ = [
     "AnthropicModel",
     "Model",
     "ModelReply",
+    "RefusalDetails",
     "ToolSpec",
     "build_request",
+    # model catalogue
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelSpec",
+    "current_models",
+    "lifecycle",
     # tools
     "TOOLS",
     "Tool",
