@@ -220,7 +220,8 @@ class FakeAnthropicAPI:
         text_chunk_chars: text is streamed in deltas of this many characters.
         api_key: when set, the only key accepted; None accepts any key.
         models: the model ids served (default: every id the catalogue names).
-        think: emit a thinking block in every reply where the request lets the model think.
+        think: the model thinks: a thinking block starts every reply where the request lets
+            the model think, and on the 5.5 models text before a tool call comes as thinking.
         context_tokens: a context window to use instead of each model's (tests of overflow).
         host: the address to listen on.
         port: the port to listen on (0: any free port).
@@ -422,7 +423,7 @@ class FakeAnthropicAPI:
         items = [i for i in reply.content if i != ""]
         if kind in ("disabled", None) or (kind == "between_tools" and not calls):
             return [i for i in items if not isinstance(i, Thinking | Redacted)]
-        if spec.id in _THINKS_IN_PLACE_OF_TEXT and calls:
+        if self._think and spec.id in _THINKS_IN_PLACE_OF_TEXT and calls:
             last_call = max(n for n, i in enumerate(items) if isinstance(i, ToolCall))
             items = [
                 Thinking(i) if isinstance(i, str) and n < last_call else i
