@@ -26,7 +26,8 @@ reply writes before a tool call comes back as thinking ("What's new in Claude So
 answer like the API's (SDK ``MessageTokensCount``, ``ModelInfo``). Prompt caching is
 modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length).
 
-A test scripts the replies, either as a queue (``script=[Reply.text("hi"),
+A test scripts the replies (an exhausted script answers 500 ``api_error`` with
+``retry-after: 0``, so a session without replies fails fast), either as a queue (``script=[Reply.text("hi"),
 Fault.status(529)]``) or as a callable that sees each request
 (``script=lambda request: …``), and asserts on ``fake.requests``.
 """
@@ -374,8 +375,8 @@ class FakeAnthropicAPI:
     def _next(self, recorded: RecordedRequest) -> Reply | Fault:
         if callable(self._script):
             return self._script(recorded)
-        if not self._script:
-            return Fault("status", 400, error_type="invalid_request_error", message=_EXHAUSTED)
+        if not self._script:  # the fake has nothing to serve: a server-side failure, at once
+            return Fault("status", 500, 0.0, error_type="api_error", message=_EXHAUSTED)
         return self._script.popleft()
 
     def _window(self, spec: ModelSpec) -> int:
