@@ -26,10 +26,10 @@ reply writes before a tool call comes back as thinking ("What's new in Claude So
 answer like the API's (SDK ``MessageTokensCount``, ``ModelInfo``). Prompt caching is
 modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length).
 
-A test scripts the replies (an exhausted script answers 500 ``api_error`` with
-``retry-after: 0``, so a session without replies fails fast), either as a queue (``script=[Reply.text("hi"),
-Fault.status(529)]``) or as a callable that sees each request
-(``script=lambda request: …``), and asserts on ``fake.requests``.
+A test scripts the replies, either as a queue (``script=[Reply.text("hi"),
+Fault.status(529)]``) or as a callable that sees each request (``script=lambda
+request: …``), and asserts on ``fake.requests``. An exhausted script answers 500
+``api_error`` with ``retry-after: 0``, so a session without replies fails fast.
 """
 
 from __future__ import annotations
