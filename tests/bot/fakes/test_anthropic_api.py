@@ -21,11 +21,11 @@ SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 
 @pytest.fixture
 async def client() -> AsyncIterator[tuple[FakeAnthropicAPI, anthropic.AsyncAnthropic]]:
-    async with FakeAnthropicAPI() as fake:
-        async with anthropic.AsyncAnthropic(
-            api_key="k", base_url=fake.base_url, max_retries=0
-        ) as sdk:
-            yield fake, sdk
+    async with (
+        FakeAnthropicAPI() as fake,
+        anthropic.AsyncAnthropic(api_key="k", base_url=fake.base_url, max_retries=0) as sdk,
+    ):
+        yield fake, sdk
 
 
 async def stream(sdk: anthropic.AsyncAnthropic, **request: Any) -> anthropic.types.Message:
@@ -63,7 +63,7 @@ async def test_a_summarized_thinking_block_streams_its_text_then_its_signature(
     assert deltas.index("signature_delta") > deltas.index("thinking_delta")
     assert deltas.index("signature_delta") < deltas.index("text_delta")
     assert response.headers["request-id"].startswith("req_")
-    final = [e for e in events if e["type"] == "message_delta"][0]["usage"]
+    final = next(e for e in events if e["type"] == "message_delta")["usage"]
     assert set(final) >= {
         "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
     }  # fmt: skip
@@ -78,9 +78,12 @@ async def test_thinking_text_is_omitted_unless_a_summary_is_asked_for(
     default = await stream(sdk)
     summarized = await stream(sdk, thinking=SUMMARIZED)
 
-    assert default.content[0].type == "thinking" and default.content[0].thinking == ""
-    assert summarized.content[0].type == "thinking" and summarized.content[0].thinking
-    assert default.content[0].signature and summarized.content[0].signature
+    assert default.content[0].type == "thinking"
+    assert default.content[0].thinking == ""
+    assert summarized.content[0].type == "thinking"
+    assert summarized.content[0].thinking
+    assert default.content[0].signature
+    assert summarized.content[0].signature
 
 
 async def test_text_before_a_tool_call_comes_back_as_thinking_on_sonnet_5_5(
@@ -143,7 +146,8 @@ async def test_redacted_thinking_comes_back_opaque_and_is_accepted_when_sent_bac
                                      {"role": "user", "content": [result]}]
     )  # fmt: skip
 
-    assert first.content[0].type == "redacted_thinking" and first.content[0].data
+    assert first.content[0].type == "redacted_thinking"
+    assert first.content[0].data
     assert second.stop_reason == "end_turn"
 
 
@@ -184,7 +188,8 @@ async def test_count_tokens_and_model_info_answer_like_the_api(
 
     assert counted.input_tokens > 0
     assert (current.lifecycle, current.max_tokens) == ("active", 128_000)
-    assert retired.lifecycle == "retired" and retired.retires_at is not None
+    assert retired.lifecycle == "retired"
+    assert retired.retires_at is not None
 
 
 def cached_body(blocks: int, *, text: str = "x" * 400) -> dict[str, Any]:

@@ -135,7 +135,8 @@ async def test_the_fake_refuses_what_the_api_refuses(
     assert error.body["error"]["type"] == error_type
     assert message in error.body["error"]["message"]
     assert error.body["request_id"] == error.request_id
-    assert error.request_id is not None and error.request_id.startswith("req_")
+    assert error.request_id is not None
+    assert error.request_id.startswith("req_")
 
 
 ACCEPTED: list[tuple[str, dict[str, Any]]] = [
@@ -180,6 +181,7 @@ async def test_the_latest_thinking_of_a_tool_loop_must_come_back_as_it_was(
                 own, body(tools=[TOOL], messages=[ASK, assistant(thinking, call), user(result)])
             )
 
-    assert thinking["type"] == "thinking" and thinking["signature"]
+    assert thinking["type"] == "thinking"
+    assert thinking["signature"]
     assert "cannot be modified" in str(raised.value)
     assert again.stop_reason == "end_turn"
