@@ -55,7 +55,7 @@ async def model_step(
         ModelUnavailable, ModelStalled: transient failures after retries (nothing to commit).
     """
     events: list[Event] = []
-    if cp.last_input_tokens >= limits.compact_at_tokens and _compactable(cp):
+    if cp.last_input_tokens >= limits.compact_at_tokens and len(cp.messages) > 2:
         cp, compacted = await compact(cp, model, limits)
         events += compacted
     for attempt in (1, 2):
@@ -97,7 +97,7 @@ def _apply(
     if isinstance(settled, Refused | Overflowed):
         text = refusal_text(settled.details) if isinstance(settled, Refused) else _OVERFLOW
         events.append(Notice(topic=reply.stop_reason, text=text))
-        return _ended(replace(counted, pending_input=()), text, events)
+        return _ended(counted, text, "withheld: the model declined to continue", events)
     assistant = Message("assistant", reply.content)
     cp = replace(counted, messages=(*messages, assistant), pending_input=(), pending_results=())
     calls = settled.calls if isinstance(settled, Calls) else ()
@@ -133,22 +133,30 @@ def _rejected(
         f"{exc.error_type or 'error'}): {exc.message}{where}. It will not be retried as is; "
         "your last message was not given to the model."
     )
-    dropped = tuple(
-        ToolResultBlock(
-            r.tool_use_id,
-            f"(Result not delivered: the model API refused the "
-            f"request that carried it: {exc.message})",
-            True,
-        )
-        for r in cp.pending_results
-    )
     events.append(Notice(topic="model_rejected", text=text))
-    return _ended(replace(cp, pending_input=(), pending_results=dropped), text, events)
+    why = f"not delivered: the model API refused the request that carried it ({exc.message})"
+    return _ended(cp, text, why, events)
 
 
-def _ended(cp: Checkpoint, text: str, events: list[Event]) -> tuple[Checkpoint, list[Event]]:
+def _ended(
+    cp: Checkpoint, text: str, why: str, events: list[Event]
+) -> tuple[Checkpoint, list[Event]]:
+    """End the turn with ``text`` without the request that failed: the user's new text is
+    dropped, and pending tool results are closed with a note saying ``why`` (so every
+    ``tool_use`` stays answered and the session waits for the user, not the model)."""
+    if cp.pending_results:
+        closed = tuple(
+            ToolResultBlock(r.tool_use_id, f"(Result {why}.)", True) for r in cp.pending_results
+        )
+        messages = (
+            *cp.messages,
+            Message("user", closed),
+            Message("assistant", (TextBlock(f"(Stopped: {why}.)"),)),
+        )
+        cp = replace(cp, messages=messages, pending_results=())
+    cp = replace(cp, pending_input=(), answer=text, best_effort=True)
     events.append(Answered(text=text, best_effort=True))
-    return replace(cp, answer=text, best_effort=True), events
+    return cp, events
 
 
 def _responded(reply: ModelReply, calls: tuple[ToolUseBlock, ...]) -> ModelResponded:
@@ -175,4 +183,5 @@ def _text_only(message: Message) -> Message:
 
 
 def _compactable(cp: Checkpoint) -> bool:
-    return len(cp.messages) > 2
+    """Whether compacting would shrink the prompt: there is a transcript to summarise."""
+    return len(cp.messages) >= 2

@@ -55,7 +55,8 @@ def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
         return StepKind.RECOVER
     if _next_call(cp) is not None:
         return StepKind.TOOL
-    if not (inbox or cp.pending_input or cp.pending_results) and _turn_ended(cp):
+    idle = not (inbox or cp.pending_input or cp.pending_results)
+    if idle and (_turn_ended(cp) or not cp.messages):
         return StepKind.WAIT
     return StepKind.MODEL
 

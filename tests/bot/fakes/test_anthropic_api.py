@@ -164,7 +164,7 @@ async def test_every_scripted_stop_reason_is_reported(
 
 
 async def test_a_prompt_over_the_context_window_is_refused_as_too_long() -> None:
-    async with FakeAnthropicAPI([Reply.text("x")], context_tokens=100) as fake:
+    async with FakeAnthropicAPI([Reply.text("x")], context_tokens=100) as fake:  # noqa: SIM117
         async with anthropic.AsyncAnthropic(
             api_key="k", base_url=fake.base_url, max_retries=0
         ) as sdk:

@@ -108,6 +108,10 @@ async def client(fake: FakeAnthropicAPI) -> AsyncIterator[anthropic.AsyncAnthrop
         yield made
 
 
+def _url(fake: FakeAnthropicAPI) -> str:
+    return fake.base_url
+
+
 async def send(client: anthropic.AsyncAnthropic, request: dict[str, Any]) -> Any:
     """POST the raw body through the real client (unknown fields and all)."""
     return await client.post("/v1/messages", cast_to=anthropic.types.Message, body=request)
@@ -140,9 +144,11 @@ async def test_the_fake_refuses_what_the_api_refuses(
 
 
 ACCEPTED: list[tuple[str, dict[str, Any]]] = [
-    ("a tool loop with its results first", body(messages=[ASK, assistant(CALL), user(RESULT, TEXT)])),
+    ("a tool loop with its results first",
+     body(messages=[ASK, assistant(CALL), user(RESULT, TEXT)])),
     ("between_tools on Sonnet 5.5", body(thinking={"type": "between_tools"})),
-    ("adaptive thinking with a summary", body(thinking={"type": "adaptive", "display": "summarized"})),
+    ("adaptive thinking with a summary",
+     body(thinking={"type": "adaptive", "display": "summarized"})),
     ("temperature on Sonnet 4.6", body(model="claude-sonnet-4-6", temperature=0.2)),
     ("a prefill on Haiku 4.5",
      body(model="claude-haiku-4-5", messages=[ASK, assistant({"type": "text", "text": "So"})])),
@@ -165,21 +171,19 @@ async def test_the_latest_thinking_of_a_tool_loop_must_come_back_as_it_was(
 ) -> None:
     # Given a reply that thought, then called a tool
     fake_reply = Reply((ToolCall("Bash", {"command": "ls"}, id="toolu_7"),))
-    async with FakeAnthropicAPI([fake_reply, Reply.text("done")]) as scripted:
-        async with anthropic.AsyncAnthropic(
-            api_key="k", base_url=scripted.base_url, max_retries=0
-        ) as own:
-            first = await send(own, body(tools=[TOOL]))
-            thinking = first.content[0].model_dump()
-            result = {**RESULT, "tool_use_id": "toolu_7"}
-            call = first.content[1].model_dump()
-            # When the loop goes on without the thinking block
-            with pytest.raises(anthropic.BadRequestError) as raised:
-                await send(own, body(tools=[TOOL], messages=[ASK, assistant(call), user(result)]))
-            # Then it is refused; with the block unchanged it is accepted
-            again = await send(
-                own, body(tools=[TOOL], messages=[ASK, assistant(thinking, call), user(result)])
-            )
+    scripted = FakeAnthropicAPI([fake_reply, Reply.text("done")])
+    async with scripted, anthropic.AsyncAnthropic(api_key="k", base_url=_url(scripted)) as own:
+        first = await send(own, body(tools=[TOOL]))
+        thinking = first.content[0].model_dump()
+        result = {**RESULT, "tool_use_id": "toolu_7"}
+        call = first.content[1].model_dump()
+        # When the loop goes on without the thinking block
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            await send(own, body(tools=[TOOL], messages=[ASK, assistant(call), user(result)]))
+        # Then it is refused; with the block unchanged it is accepted
+        again = await send(
+            own, body(tools=[TOOL], messages=[ASK, assistant(thinking, call), user(result)])
+        )
 
     assert thinking["type"] == "thinking"
     assert thinking["signature"]
