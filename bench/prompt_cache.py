@@ -34,10 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import Inbound, SandboxWorkspaces
+from harness import Inbound, ModelResponded, SandboxWorkspaces
 from memory_store import FileStore, Namespace, Origin, Scope
 from sandbox_client import LocalConfig, LocalProvider, SandboxManager
-from harness import ModelResponded
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, ToolCall
 from tests.harness.step_support import CHANNEL, ORG, open_kit, prefix_stable
 
