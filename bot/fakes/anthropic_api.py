@@ -65,6 +65,7 @@ __all__ = [
     "FakeAnthropicAPI",
     "Fault",
     "FaultKind",
+    "Item",
     "RecordedRequest",
     "Redacted",
     "Reply",

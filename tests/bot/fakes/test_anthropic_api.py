@@ -218,3 +218,21 @@ def test_a_prefix_under_the_minimum_cacheable_length_is_not_cached() -> None:
 
     assert first.cache_creation_input_tokens == 0
     assert again.cache_read_input_tokens == 0
+
+
+def test_a_json_script_can_hold_thinking_a_cut_call_and_a_refusal() -> None:
+    from bot.fakes.anthropic_script import script_from_json
+
+    replies = script_from_json(
+        '[{"content": [{"thinking": "Check pods."}, {"tool": "Bash", "input": {"command": "ls"}}],'
+        ' "stop_reason": "max_tokens"},'
+        ' {"refusal": {"category": "cyber", "explanation": "No."}, "text": "Sure"}]'
+    )
+
+    first, second = replies
+    assert isinstance(first, Reply)
+    assert first.content[0] == Thinking("Check pods.")
+    assert first.resolved_stop_reason() == "max_tokens"
+    assert isinstance(second, Reply)
+    assert second.resolved_stop_reason() == "refusal"
+    assert second.refusal == ("cyber", "No.")
