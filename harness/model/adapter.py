@@ -94,7 +94,9 @@ class ModelReply:
 class Model(Protocol):
     """A language model that continues a transcript.
 
-    Contract: ``messages`` alternate roles and start with a user message; tool calls in
+    Contract: ``messages`` alternate roles and start with a user message (they end with
+    an assistant message only to continue a turn that stopped with ``pause_turn``);
+    thinking blocks are sent back exactly as they came; tool calls in
     the reply name tools from ``tools``. A call is not idempotent (each attempt is a new
     generation, billed), and implementations retry transient failures themselves.
     Cancelling the awaiting task aborts the request. ``on_text``, if given, is awaited
