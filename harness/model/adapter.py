@@ -41,7 +41,7 @@ from harness.model.messages import (
     Usage,
 )
 from harness.model.request import ToolSpec as ToolSpec  # re-exported: tools import it here
-from harness.model.request import build_request
+from harness.model.request import build_request, thinking_options
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _CONNECT_TIMEOUT_S = 5.0  # the anthropic SDK's own default (DEFAULT_TIMEOUT.connect)
@@ -155,7 +155,7 @@ class AnthropicModel:
         sleep: awaited between attempts with the delay in seconds (tests record it).
 
     Raises:
-        ValueError: ``max_attempts`` below 1.
+        ValueError: ``max_attempts`` below 1, or an ``effort`` the model does not accept.
     """
 
     def __init__(
@@ -175,6 +175,7 @@ class AnthropicModel:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        thinking_options(model, max_tokens, effort)  # an effort the model refuses fails here
         self._model = model
         self._max_tokens = max_tokens
         self._effort = effort

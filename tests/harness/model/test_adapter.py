@@ -18,11 +18,14 @@ from harness import (
     AnthropicModel,
     InvalidMessage,
     Message,
+    ModelContextOverflow,
     ModelRejected,
     ModelReply,
     ModelStalled,
     ModelUnavailable,
+    RefusalDetails,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
@@ -490,3 +493,36 @@ def test_wire_tool_result_with_a_list_of_text_blocks_reads_as_joined_text() -> N
 def test_malformed_message_json_raises_invalid_message(text: str) -> None:
     with pytest.raises(InvalidMessage):
         Message.from_json(text)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.status(400, message="prompt is too long: 1200000 tokens > 1000000 maximum"),
+        Fault.status(413, message="Request exceeds the maximum size"),
+    ],
+)
+async def test_an_oversized_request_is_a_context_overflow_not_retried(
+    fake: FakeAnthropicAPI, make_model: ModelFactory, fault: Fault
+) -> None:
+    fake.push(fault)
+
+    with pytest.raises(ModelContextOverflow):
+        await ask(make_model())
+
+    assert len(fake.requests) == 1
+
+
+async def test_thinking_and_refusal_details_come_back_in_the_reply(
+    make_model: ModelFactory,
+) -> None:
+    async with FakeAnthropicAPI(
+        [Reply.refused("Sure", category="bio", explanation="Lab methods.")]
+    ) as thinking_fake:
+        model = make_model(base_url=thinking_fake.base_url)
+        reply = await ask(model)
+
+    assert isinstance(reply.content[0], ThinkingBlock)
+    assert reply.content[0].signature
+    assert reply.stop_reason == "refusal"
+    assert reply.refusal == RefusalDetails("bio", "Lab methods.")
