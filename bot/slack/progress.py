@@ -24,6 +24,8 @@ def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
             if event.tool_calls and (said := (event.text or event.thinking).strip()):
                 return _head(said)  # the model's note between tool calls (often thinking)
             return "Thinking…" if event.tool_calls else "Writing the answer…"
+        if isinstance(event, Notice) and event.topic == "input":
+            return event.text  # a pasted message was cut to the size bound
         if isinstance(event, Notice) and event.topic == "sandbox_replaced":
             return "The sandbox was replaced; continuing in a new one"
     return fallback

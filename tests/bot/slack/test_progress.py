@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.slack.progress import _step_line
-from harness import ModelResponded, Usage
+from harness import ModelResponded, Notice, Usage
 
 
 def responded(*, text: str = "", thinking: str = "", calls: tuple[str, ...] = ()) -> ModelResponded:
@@ -29,3 +29,11 @@ def test_a_long_summary_is_cut_to_one_line() -> None:
 def test_without_a_summary_the_status_says_thinking() -> None:
     assert _step_line([responded(calls=("Bash",))], None) == "Thinking…"
     assert _step_line([responded(text="Done.")], None) == "Writing the answer…"
+
+
+def test_a_message_cut_to_the_size_bound_is_said_in_the_status_line() -> None:
+    cut = Notice(
+        topic="input", text="A message of 1,080,000 characters was cut to its first 100,000."
+    )
+
+    assert _step_line([cut], None) == cut.text
