@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from harness import DEFAULT_MAX_TOKENS, DEFAULT_MODEL
+
 
 class MissingSetting(RuntimeError):
     """A required setting is absent; the message names the variable to set."""
@@ -28,7 +30,9 @@ class Settings(BaseSettings):
 
     Slack: ``SLACK_BOT_TOKEN`` (xoxb-), ``SLACK_APP_TOKEN`` (xapp-, Socket Mode),
     ``SLACK_SIGNING_SECRET`` (HTTP mode). Anthropic: ``ANTHROPIC_API_KEY``,
-    ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL``. Storage: ``DATABASE_URL``
+    ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL`` (``harness.DEFAULT_MODEL``),
+    ``WARROOM_MAX_TOKENS`` (thinking plus output), ``WARROOM_MODEL_EFFORT`` (None: the
+    model's default effort). Storage: ``DATABASE_URL``
     (default: SQLite under ``WARROOM_DATA_DIR``), ``REDIS_URL`` (default: none → an
     in-process broker and worker). Sandboxes: ``WARROOM_WORKSPACE_SEED``, a directory
     whose files are placed at the same relative paths in ``/workspace`` of every new
@@ -48,8 +52,11 @@ class Settings(BaseSettings):
 
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
-    model: str = Field(default="claude-sonnet-4-5", validation_alias="WARROOM_MODEL")
-    max_tokens: int = Field(default=8192, validation_alias="WARROOM_MAX_TOKENS")
+    model: str = Field(default=DEFAULT_MODEL, validation_alias="WARROOM_MODEL")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, validation_alias="WARROOM_MAX_TOKENS")
+    model_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        default=None, validation_alias="WARROOM_MODEL_EFFORT"
+    )
 
     database_url: str | None = None
     redis_url: str | None = None

@@ -4,6 +4,7 @@ from harness.errors import (
     HarnessError,
     InvalidMessage,
     LimitReached,
+    ModelContextOverflow,
     ModelError,
     ModelRejected,
     ModelStalled,
@@ -39,19 +40,29 @@ from harness.model.adapter import (
     AnthropicModel,
     Model,
     ModelReply,
-    ToolSpec,
-    build_request,
+    RefusalDetails,
+)
+from harness.model.catalog import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    MODELS,
+    ModelSpec,
+    current_models,
+    lifecycle,
 )
 from harness.model.messages import (
     ContentBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
     from_wire,
     to_wire,
 )
+from harness.model.request import ToolSpec, build_request
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -69,6 +80,7 @@ __all__ = [
     "HarnessError",
     "InvalidMessage",
     "LimitReached",
+    "ModelContextOverflow",
     "ModelError",
     "ModelRejected",
     "ModelStalled",
@@ -115,7 +127,9 @@ __all__ = [
     # messages
     "ContentBlock",
     "Message",
+    "RedactedThinkingBlock",
     "TextBlock",
+    "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
     "Usage",
@@ -126,8 +140,16 @@ __all__ = [
     "AnthropicModel",
     "Model",
     "ModelReply",
+    "RefusalDetails",
     "ToolSpec",
     "build_request",
+    # model catalogue
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelSpec",
+    "current_models",
+    "lifecycle",
     # tools
     "TOOLS",
     "Tool",

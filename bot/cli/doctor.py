@@ -5,9 +5,10 @@ Each check is a small ``async`` function of ``Settings`` returning a ``CheckResu
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
 the sandbox provider (provision one, run ``true``, destroy it), Slack
-(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models``, when a
-key is set). ``quick`` runs only the database and Redis checks: cheap enough for a
-container health check, and as true of a worker's container as of the bot's.
+(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models/{id}`` of
+``WARROOM_MODEL``, when a key is set). ``quick`` runs only the database and Redis
+checks: cheap enough for a container health check, and as true of a worker's
+container as of the bot's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from bot.durable.wiring import make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
 from bot.errors import SlackCallFailed, slack_call
 from bot.settings import MissingSetting, Settings
-from harness import DEFAULT_BASE_URL
+from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, current_models
 from memory_store import Database, DatabaseUnavailable
 from sandbox_client import SandboxError
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
@@ -163,7 +164,9 @@ async def check_slack(settings: Settings) -> CheckResult:
 
 
 async def check_anthropic(settings: Settings) -> CheckResult:
-    """The Messages API answers with this key (``GET /v1/models``); skipped without a key."""
+    """The key works and the API serves ``WARROOM_MODEL`` (``GET /v1/models/{id}``, SDK
+    ``ModelInfo``): a problem when the model is absent, deprecated or retired. Skipped
+    without a key."""
     if settings.anthropic_api_key is None:
         return CheckResult("anthropic", Status.SKIPPED, "ANTHROPIC_API_KEY not set")
     base = (settings.anthropic_base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -173,16 +176,27 @@ async def check_anthropic(settings: Settings) -> CheckResult:
     }
     try:
         async with httpx.AsyncClient(timeout=15.0) as http:
-            response = await http.get(f"{base}/v1/models", headers=headers)
+            response = await http.get(f"{base}/v1/models/{settings.model}", headers=headers)
     except httpx.HTTPError as exc:
         detail = f"cannot reach {base}: {exc!r}"
         return CheckResult("anthropic", Status.PROBLEM, detail, _ANTHROPIC_FIX)
+    if response.status_code == 404:
+        detail = f"{base} does not serve WARROOM_MODEL={settings.model}"
+        return CheckResult("anthropic", Status.PROBLEM, detail, _model_fix())
     if response.status_code != 200:
         return _anthropic_refusal(base, response)
-    models = [str(m.get("id")) for m in response.json().get("data", [])]
-    listed = "listed" if settings.model in models else "not listed (an alias may still work)"
-    detail = f"{base}: {len(models)} models; WARROOM_MODEL={settings.model} {listed}"
-    return CheckResult("anthropic", Status.OK, detail)
+    info = response.json()
+    lifecycle = str(info.get("lifecycle") or "active")
+    if lifecycle != "active":
+        when = f", retires {info['retires_at']}" if info.get("retires_at") else ""
+        detail = f"WARROOM_MODEL={settings.model} is {lifecycle}{when}"
+        return CheckResult("anthropic", Status.PROBLEM, detail, _model_fix())
+    return CheckResult("anthropic", Status.OK, f"{base}: WARROOM_MODEL={settings.model} is active")
+
+
+def _model_fix() -> str:
+    current = ", ".join(current_models()[:3])
+    return f"set WARROOM_MODEL to a current model, e.g. {DEFAULT_MODEL} (current: {current}, …)"
 
 
 async def _run_true(settings: Settings) -> int | None:

@@ -13,7 +13,15 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-from harness import Checkpoint, Event, Notice, TodosChanged, ToolFinished, ToolUnknown
+from harness import (
+    Checkpoint,
+    Event,
+    ModelResponded,
+    Notice,
+    TodosChanged,
+    ToolFinished,
+    ToolUnknown,
+)
 
 __all__ = ["TerminalReporter"]
 
@@ -60,6 +68,8 @@ class TerminalReporter:
 
 
 def _lines(event: Event) -> list[str]:
+    if isinstance(event, ModelResponded) and event.tool_calls and event.thinking.strip():
+        return [f"… {' '.join(event.thinking.split())[:300]}"]  # thinking summary as progress
     if isinstance(event, ToolFinished):
         what = f"Running `{event.summary}`" if event.name == "Bash" else event.summary
         if event.is_error:

@@ -87,6 +87,7 @@ def make_model(settings: Settings) -> AnthropicModel:
         model=settings.model,
         base_url=settings.anthropic_base_url,
         max_tokens=settings.max_tokens,
+        effort=settings.model_effort,
     )
 
 

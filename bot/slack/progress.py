@@ -21,10 +21,20 @@ def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
         if isinstance(event, ToolIntent):
             return f"Running `{event.summary}`" if event.name == "Bash" else event.summary
         if isinstance(event, ModelResponded):
+            if event.tool_calls and (said := (event.text or event.thinking).strip()):
+                return _head(said)  # the model's note between tool calls (often thinking)
             return "Thinking…" if event.tool_calls else "Writing the answer…"
+        if isinstance(event, Notice) and event.topic == "input":
+            return event.text  # a pasted message was cut to the size bound
         if isinstance(event, Notice) and event.topic == "sandbox_replaced":
             return "The sandbox was replaced; continuing in a new one"
     return fallback
+
+
+def _head(text: str, max_chars: int = 300) -> str:
+    """The first paragraph of ``text``, at most ``max_chars`` characters, on one line."""
+    first = " ".join(text.split("\n\n", 1)[0].split())
+    return first if len(first) <= max_chars else first[: max_chars - 1] + "…"
 
 
 def _todos(cp: Checkpoint) -> tuple[Todo, ...]:

@@ -247,11 +247,18 @@ async def test_fake_anthropic_serves_a_json_script_until_sigterm(tmp_path: Path)
         response = await http.post(
             "/v1/messages",
             headers={"x-api-key": "anything", "anthropic-version": "2023-06-01"},
-            json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "?"}]},
+            json={
+                "model": "claude-sonnet-5-5",
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": "?"}],
+            },
         )
     fake.send_signal(signal.SIGTERM)
 
-    assert response.json()["content"] == [{"type": "text", "text": "The pods are fine."}]
+    content = response.json()["content"]
+    assert [b for b in content if b["type"] == "text"] == [
+        {"type": "text", "text": "The pods are fine."}
+    ]
     assert await finish(fake) == 0
 
 

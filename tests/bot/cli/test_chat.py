@@ -116,8 +116,8 @@ async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_ru
     # Then the chat exits 1 saying why, without library tracebacks
     assert chat.returncode == 1
     assert "→ Running `Bash: say hi`" in stdout.decode()
-    assert "The session ended as failed: ModelRejected" in stdout.decode()
-    assert "no reply left" in stdout.decode()
+    assert "The session ended as failed: ModelUnavailable" in stdout.decode()
+    assert "HTTP 500" in stdout.decode()
     assert "Traceback" not in stderr.decode()
     # And the sandbox its Bash command ran in is gone
     state_dir = tmp_path / "data" / "sbx"

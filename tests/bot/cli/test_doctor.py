@@ -247,14 +247,37 @@ async def test_slack_check_is_skipped_without_a_bot_token(data_dir: Path) -> Non
 # ----- anthropic ---------------------------------------------------------------------------
 
 
-async def test_anthropic_check_lists_models_with_the_key(data_dir: Path) -> None:
+async def test_anthropic_check_finds_the_configured_model_active(data_dir: Path) -> None:
     async with FakeAnthropicAPI(api_key="sk-good") as fake:
         config = settings(data_dir, anthropic_api_key="sk-good", anthropic_base_url=fake.base_url)
 
         result = await check_anthropic(config)
 
     assert result.status is Status.OK
-    assert f"WARROOM_MODEL={config.model} listed" in result.detail
+    assert f"WARROOM_MODEL={config.model} is active" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("claude-nonesuch-9", "does not serve WARROOM_MODEL=claude-nonesuch-9"),
+        ("claude-sonnet-4-5", "WARROOM_MODEL=claude-sonnet-4-5 is retired, retires 2026-11-30"),
+        ("claude-opus-4-5", "WARROOM_MODEL=claude-opus-4-5 is deprecated, retires 2027-01-22"),
+    ],
+)
+async def test_anthropic_check_reports_a_model_absent_deprecated_or_retired(
+    data_dir: Path, model: str, said: str
+) -> None:
+    async with FakeAnthropicAPI(api_key="sk-good") as fake:
+        config = settings(
+            data_dir, anthropic_api_key="sk-good", anthropic_base_url=fake.base_url, model=model
+        )
+
+        result = await check_anthropic(config)
+
+    assert result.status is Status.PROBLEM
+    assert said in result.detail
+    assert "set WARROOM_MODEL to a current model, e.g. claude-sonnet-5-5" in result.fix
 
 
 async def test_anthropic_check_reports_a_refused_key(data_dir: Path) -> None:
