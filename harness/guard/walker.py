@@ -32,7 +32,7 @@ from harness.guard.builtins import (
 )
 from harness.guard.call import Call, Substitutions
 from harness.guard.commands import handler_for
-from harness.guard.compound import COMPOUND_STATEMENTS, Statement, assigned
+from harness.guard.compound import COMPOUND_STATEMENTS, Statement, and_or, assigned, piped
 from harness.guard.fields import UNKNOWN, as_glob, is_tainted, plain
 from harness.guard.invocation import Access, Finding
 from harness.guard.literals import code_literals
@@ -43,12 +43,8 @@ from harness.guard.paths import (
     resolve_directory,
     virtual_target,
 )
-from harness.guard.redirects import (
-    REDIRECT_NODES,
-    apply_redirects,
-    bare_redirect,
-    redirected_statement,
-)
+from harness.guard.redirects import apply_redirects, bare_redirect, redirected
+from harness.guard.shape import REDIRECT_NODES, AndOr, Piped, Redirected, Shape, reshape
 from harness.guard.source import Source, prepare_source
 from harness.guard.state import UNKNOWN_STREAM, ShellState, Stream, join_streams
 from harness.guard.words import WordEvaluator, node_text, word_technique
@@ -65,10 +61,11 @@ MAX_CALL_DEPTH = 16
 _RISKY_IN_ERROR = re.compile(r"/[^\s]*[*?\[{\\$]")
 _STATEMENTS: dict[str, Statement] = {
     **COMPOUND_STATEMENTS,
-    "redirected_statement": redirected_statement,
     "file_redirect": bare_redirect,
     "command": lambda walker, node, state, stdin: walker.command(node, state, stdin, []),
 }
+_RESHAPED = frozenset({"list", "pipeline", "redirected_statement"})
+"""Node types tree-sitter may group differently from bash (see ``shape``)."""
 _SYSTEM_BIN = frozenset({"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin"})
 """Where a program is found before any later ``PATH`` entry is searched."""
 _LEAVES = frozenset({"comment", "word", "number", "variable_name", "string"})
@@ -152,12 +149,24 @@ class Walker:
     def statement(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
         """Walk one statement node of any kind."""
         self._step()
+        if node.type in _RESHAPED:
+            return self.shape(reshape(node), state, stdin)
         handler = _STATEMENTS.get(node.type)
         if handler is not None:
             return handler(self, node, state, stdin)
         if node.type in _LEAVES:
             return Stream("")
         return self.block(node.children, state, stdin)
+
+    def shape(self, shape: Shape, state: ShellState, stdin: Stream) -> Stream:
+        """Walk a statement in the shape bash runs it (``shape.reshape``)."""
+        if isinstance(shape, AndOr):
+            return and_or(self, shape, state, stdin)
+        if isinstance(shape, Piped):
+            return piped(self, shape, state, stdin)
+        if isinstance(shape, Redirected):
+            return redirected(self, shape, state, stdin)
+        return self.statement(shape, state, stdin)
 
     def _step(self) -> None:
         self.budget.steps += 1

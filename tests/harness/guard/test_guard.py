@@ -231,6 +231,7 @@ def test_returns_a_decision_for_hostile_or_broken_input(command: str) -> None:
         "harness.guard.source",
         "harness.guard.text",
         "harness.guard.programs.files",
+        "harness.guard.shape",
     ],
 )
 def test_module_docstring_examples_hold(module: str) -> None:
