@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
 
-import tree_sitter
-import tree_sitter_bash
 from tree_sitter import Node
 
+from harness.guard.budget import ARGS_PER_STEP, MAX_ANALYSIS_S, Budget
 from harness.guard.builtins import (
     DIRECTORY_BUILTINS,
     SHELL_BUILTINS,
@@ -36,6 +33,7 @@ from harness.guard.compound import COMPOUND_STATEMENTS, Statement, and_or, assig
 from harness.guard.fields import UNKNOWN, as_glob, is_tainted, plain
 from harness.guard.invocation import Access, Finding
 from harness.guard.literals import code_literals
+from harness.guard.parser import ParseTimeout, parse
 from harness.guard.paths import (
     VIRTUAL_ROOTS,
     VirtualHit,
@@ -51,9 +49,6 @@ from harness.guard.words import WordEvaluator, node_text, word_technique
 
 MAX_DEPTH = 8
 """Most levels of nested code (``bash -c "eval '…'"``) the guard follows."""
-
-MAX_STEPS = 20_000
-"""Most statements and command calls one analysis may walk (nested code included)."""
 
 MAX_CALL_DEPTH = 16
 """Most nested shell-function calls followed (a recursive function stops here)."""
@@ -79,26 +74,6 @@ class Refused(Exception):
         self.finding = finding
 
 
-@dataclass
-class Budget:
-    """What all walkers of one analysis share.
-
-    Attributes:
-        command: the command text; start: the working directory it starts in;
-        steps: statements and calls walked so far; calls: shell functions running now.
-    """
-
-    command: str
-    start: str
-    steps: int = 0
-    calls: int = 0
-
-
-@cache
-def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
-
-
 class Walker:
     """Walks one parsed source.
 
@@ -115,7 +90,10 @@ class Walker:
         self.depth = depth
         self.technique = technique
         self.budget = budget
-        self.tree = _parser().parse(source.text.encode("utf-8", "surrogateescape"))
+        try:
+            self.tree = parse(source.text, budget)
+        except ParseTimeout:
+            self.refuse("too-complex", detail=f"takes more than {MAX_ANALYSIS_S:g} s to parse")
         self.fd_streams: dict[str, Stream] = {}
         self.origins: dict[str, Node] = {}
 
@@ -168,10 +146,10 @@ class Walker:
             return redirected(self, shape, state, stdin)
         return self.statement(shape, state, stdin)
 
-    def _step(self) -> None:
-        self.budget.steps += 1
-        if self.budget.steps > MAX_STEPS:
-            self.refuse("too-complex", detail=f"needs more than {MAX_STEPS:,} analysis steps")
+    def _step(self, steps: int = 1) -> None:
+        exhausted = self.budget.charge(steps)
+        if exhausted is not None:
+            self.refuse("too-complex", detail=exhausted)
 
     def refuse(
         self,
@@ -186,7 +164,7 @@ class Walker:
 
     def evaluator(self, state: ShellState) -> WordEvaluator:
         """A word evaluator over ``state`` whose substitutions this walker walks."""
-        return WordEvaluator(state, Substitutions(self, state), self.origins)
+        return WordEvaluator(state, Substitutions(self, state), self.origins, self.budget)
 
     # -- simple commands -----------------------------------------------------------
     def command(self, node: Node, state: ShellState, stdin: Stream, extra: list[Node]) -> Stream:
@@ -213,8 +191,6 @@ class Walker:
             return Stream("")
         evaluator = self.evaluator(state)
         vectors = evaluator.argv([name_node, *words, *more, *extra])
-        if evaluator.truncated:
-            self.refuse("too-complex", detail="expands to too many words")
         for vector in vectors:
             for field in vector:
                 self.check_glob_read(field, state)
@@ -252,7 +228,7 @@ class Walker:
         chdir: str | None = None,
     ) -> Stream:
         """Run one argument vector: builtins here, programs through the command table."""
-        self._step()
+        self._step(1 + len(argv) // ARGS_PER_STEP)
         if not argv:
             return Stream("")
         if is_tainted(argv[0]):
