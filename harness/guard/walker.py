@@ -30,6 +30,7 @@ from harness.guard.builtins import (
 from harness.guard.call import Call, Substitutions
 from harness.guard.commands import handler_for
 from harness.guard.compound import COMPOUND_STATEMENTS, Statement, and_or, assigned, piped
+from harness.guard.environment import handed_paths
 from harness.guard.fields import UNKNOWN, as_glob, is_tainted, plain
 from harness.guard.invocation import Access, Finding
 from harness.guard.literals import code_literals
@@ -41,6 +42,7 @@ from harness.guard.paths import (
     resolve_directory,
     virtual_target,
 )
+from harness.guard.programs.listed import touch_listed
 from harness.guard.redirects import apply_redirects, bare_redirect, redirected
 from harness.guard.shape import REDIRECT_NODES, AndOr, Piped, Redirected, Shape, reshape
 from harness.guard.source import Source, prepare_source
@@ -254,9 +256,19 @@ class Walker:
             self.touch(chdir, Access.CHDIR, state)
             state = state.copy()
             state.change_directory(resolve_directory(chdir, state.cwd))
+        if base not in SHELL_BUILTINS:
+            self._check_environment(name, state, env)
         call = Call(self, base if UNKNOWN not in base else "", tuple(argv[1:]), state, env, stdin)
+        touch_listed(call)
         handler_for(call.name)(call)
         return call.stdout if call.stdout is not None else Stream(None, stdin.taint)
+
+    def _check_environment(
+        self, program: str, state: ShellState, env: Mapping[str, frozenset[str]]
+    ) -> None:
+        """A virtual path handed to ``program`` through its environment (``environment``)."""
+        for value in handed_paths(program, {**state.exported(), **env}):
+            self.touch(value, Access.READ, state, hint="env")
 
     def _search_path(self, env: Mapping[str, frozenset[str]], state: ShellState) -> None:
         """bash looks a program up in each ``PATH`` directory: one set in this command may

@@ -303,6 +303,8 @@ def test_returns_a_decision_for_hostile_or_broken_input(command: str) -> None:
         "harness.guard.text",
         "harness.guard.programs.files",
         "harness.guard.shape",
+        "harness.guard.environment",
+        "harness.guard.programs.wrappers",
     ],
 )
 def test_module_docstring_examples_hold(module: str) -> None:
