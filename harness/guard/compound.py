@@ -187,6 +187,8 @@ def unset(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> Strea
     for child in node.children:
         if child.type == "variable_name":
             state.unset(node_text(child))
+        elif child.is_named:
+            walker.evaluator(state).fields(child)  # ``unset $(…)`` runs the substitution
     return Stream("")
 
 

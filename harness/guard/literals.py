@@ -253,6 +253,28 @@ def _goes_to_shell(tokens: list[_Token], index: int, language: str) -> bool:
     return False
 
 
+def _compared(tokens: list[_Token], index: int) -> bool:
+    """The literal is an operand of a comparison or a match: ``$1 == "/memory/x"``,
+    ``line ~ "/skills/"``, ``$x eq "…"``, ``"/incident/" in path`` (text, not a path).
+
+    >>> tokens = [_Lexer("awk", code).run() for code in ('$1 == "/m"', '$1 > "/m"')]
+    >>> [_compared(found, len(found) - 1) for found in tokens]
+    [True, False]
+    """
+    texts = [token.text for token in tokens]
+    before = texts[max(index - 2, 0) : index]
+    after = texts[index + 1 : index + 3]
+    return (
+        before[-1:] == ["~"]
+        or before in (["=", "="], ["!", "="])
+        or after in (["=", "="], ["!", "="])
+        or after[:1] == ["~"]
+        or before[-1:] in (["eq"], ["ne"])
+        or after[:1] in (["eq"], ["ne"], ["in"])
+        or after[:2] == ["not", "in"]
+    )
+
+
 def _printed(tokens: list[_Token], index: int) -> bool:
     """``print "…"`` / ``puts "…"`` without parentheses: the literal is output text."""
     before = tokens[index - 1] if index else None
@@ -296,7 +318,8 @@ def code_literals(language: str, code: str) -> list[CodeLiteral]:
     for index, token in enumerate(tokens):
         if token.kind != "lit":
             continue
-        if not token.shell and (calls[index] in MENTION_NAMES or _printed(tokens, index)):
+        mention = calls[index] in MENTION_NAMES or _printed(tokens, index)
+        if not token.shell and (mention or _compared(tokens, index)):
             continue
         text = token.text
         shell = _goes_to_shell(tokens, index, language)

@@ -190,7 +190,22 @@ class WordEvaluator:
             return frozenset({LBRACE + inner + RBRACE})
         if kind == "$":
             return frozenset({"$"})
+        if kind == "arithmetic_expansion":
+            self._substitutions_within(node)
         return frozenset({UNKNOWN})
+
+    def _substitutions_within(self, node: Node) -> None:
+        """Run the ``$(…)`` / backquotes inside ``node`` (arithmetic): their commands run
+        though the value is a number the guard does not compute."""
+        stack = list(node.children)
+        while stack:
+            child = stack.pop()
+            if child.type == "command_substitution":
+                self.substituter.command_output(child)
+            elif child.type == "process_substitution":
+                self.substituter.process_path(child)
+            else:
+                stack.extend(child.children)
 
     # -- pieces --------------------------------------------------------------------
     def _limited(self, parts: Sequence[frozenset[str]]) -> frozenset[str]:
