@@ -16,12 +16,22 @@ What counts as a touch, and what does not:
   tilde, brace expansion, ``IFS`` splitting, ``cd``/``pushd``/``CDPATH`` tracking
   (subshells scoped), ``..``, ``//`` and ``/proc/self/root``; glob patterns that can
   match those names (``/mem?ry``, ``/[ms]kills``, ``/*/notes.md``), except a bare sweep
-  of everything (``du -sh /*``, ``find /``); a ``PATH`` entry searched for a program;
+  of everything (``du -sh /*``, ``find /``, ``find / -name '[a-j]*'``: a ``find`` name
+  or path test singles out a namespace only when it spells at least half of its name);
+  a ``PATH`` entry searched for a program; lists, pipes and redirections grouped as
+  bash groups them (``shape``: in ``cd / && echo hi > memory/x`` the redirection sees
+  the ``cd``);
+- a value naming a virtual path in the environment of a script, an interpreter or an
+  unknown program, or in a variable the loader and common tools open (``environment``:
+  ``CONFIG=/skills/x ./deploy.sh``, ``LD_PRELOAD=/memory/x.so ls``); names that
+  ``xargs``, ``parallel``, ``tar -T``, ``rsync --files-from`` or ``cpio`` read from
+  their input;
 - through nested code: ``bash -c``, ``eval``, ``| sh``, ``bash <<EOF``, a script this
   same command wrote, wrappers (``sudo``, ``env``, ``timeout``, ``xargs``,
   ``find -exec``, ``watch`` …), literal paths and shell strings in interpreter code
   (``python -c``, ``perl -e``, heredocs fed to ``python3 -``), sed ``w``/``r``/``e``,
-  awk file names, psql ``\\i``; output the guard can compute (``echo``, ``printf``,
+  awk file names (a string an awk/python/perl program only compares is a mention),
+  psql ``\\i``; output the guard can compute (``echo``, ``printf``,
   ``base64 -d`` of a literal, ``rev``, ``tr``, ``dirname``) is followed into
   ``$(…)``, ``| xargs`` and ``| sh``;
 - *not* a touch: mentions. Arguments a program treats as text or patterns (``echo``,
@@ -128,7 +138,8 @@ class Deny:
         path: the virtual path found (``/memory/notes.md``), when known.
         technique: short tag of how the path was reached or why the command was refused:
             ``abs``, ``redirect``, ``cd``, ``dotdot``, ``glob``, ``brace``, ``var``,
-            ``quote``, ``tilde``, ``nested``, ``interp``, ``download-exec``,
+            ``quote``, ``tilde``, ``env`` (handed through the environment), ``nested``,
+            ``interp``, ``download-exec``,
             ``decode-exec``, ``parse-error``, ``too-long``, ``too-deep``, ``too-complex``.
     """
 
