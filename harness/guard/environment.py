@@ -25,6 +25,7 @@ from functools import cache
 
 from harness.guard.commands import handler_for
 from harness.guard.options import names
+from harness.guard.paths import VIRTUAL_ROOTS
 from harness.guard.programs.generic import unknown_program
 from harness.guard.programs.interpreters import interpreter_handlers
 
@@ -58,6 +59,11 @@ def _looks_like_path(text: str) -> bool:
     return "/" in text or text.startswith((".", "~"))
 
 
+def _names_a_root(text: str) -> bool:
+    """A path can only resolve into a namespace if its text holds the namespace's name."""
+    return any(root in text for root in VIRTUAL_ROOTS)
+
+
 def handed_paths(program: str, environment: Mapping[str, frozenset[str]]) -> Iterator[str]:
     """The values (or value pieces) in ``environment`` that ``program`` may open as paths.
 
@@ -72,5 +78,5 @@ def handed_paths(program: str, environment: Mapping[str, frozenset[str]]) -> Ite
             continue
         for value in sorted(values):
             for piece in dict.fromkeys([value, *_PIECE_CUT.split(value)]):
-                if piece and " " not in piece and _looks_like_path(piece):
+                if " " not in piece and _looks_like_path(piece) and _names_a_root(piece):
                     yield piece
