@@ -34,11 +34,9 @@ from harness.model.messages import (
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
-_SCOPES: tuple[tuple[str, Scope], ...] = (
-    ("/skills", Scope.SKILLS),
-    ("/memory", Scope.MEMORY),
-    ("/incident", Scope.INCIDENT),
-)
+_SCOPES: tuple[tuple[str, Scope], ...] = tuple(
+    (f"/{scope.value}", scope) for scope in (Scope.SKILLS, Scope.MEMORY, Scope.INCIDENT)
+)  # the order the first message lists them in
 
 
 def final_reminder(limit: LimitReached) -> str:
