@@ -1,4 +1,4 @@
-"""Glob patterns translated to Python regular expressions.
+"""Glob patterns translated to regular expressions (RE2, matched in linear time).
 
 Supported: ``*`` (any run of characters except ``/``), ``**`` (any depth; ``**/``
 also matches no directory at all), ``?`` (one character except ``/``), ``[…]`` and
@@ -11,9 +11,11 @@ from __future__ import annotations
 import itertools
 import re
 
+from memory_store.files.grep import Regex, compile_full
 
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """A regex that matches a whole string exactly when the glob does.
+
+def compile_glob(pattern: str) -> Regex:
+    """A regex (RE2: linear time) that matches a whole string exactly when the glob does.
 
     >>> bool(compile_glob("**/*.md").fullmatch("a.md"))
     True
@@ -22,7 +24,7 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
     >>> bool(compile_glob("/teams/{pay,ops}*/[!x]?.md").fullmatch("/teams/payments/ab.md"))
     True
     """
-    return re.compile(translate(pattern), re.DOTALL)
+    return compile_full(translate(pattern))
 
 
 def translate(pattern: str) -> str:

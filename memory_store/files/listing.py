@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from memory_store.files.globs import compile_glob
+from memory_store.files.lean import PathRow
 from memory_store.files.rows import FileRow
 from memory_store.records import Entry
 
@@ -67,3 +69,35 @@ def file_filter(glob: str | None, prefix: str) -> Callable[[str], bool]:
         return lambda path: regex.fullmatch(path.rsplit("/", 1)[-1]) is not None
     cut = 1 if prefix == "/" else len(prefix) + 1
     return lambda path: regex.fullmatch(path[cut:]) is not None
+
+
+def glob_entries(found: Sequence[PathRow], pattern: str) -> list[Entry]:
+    """The files of ``found`` whose path matches the absolute glob ``pattern``, most
+    recently modified first (ties by path). CPU-bound: run it off the event loop."""
+    regex = compile_glob(pattern)
+    matches = sorted(
+        (row for row in found if regex.fullmatch(row[0]) is not None),
+        key=lambda row: (-row[3].timestamp(), row[0]),
+    )
+    return [
+        Entry(path=path, is_dir=False, version=version, size_bytes=size, updated_at=at)
+        for path, version, size, at, _mode in matches
+    ]
+
+
+def grep_order(
+    found: Sequence[tuple[str, str, datetime]],
+    glob: str | None,
+    prefix: str,
+    *,
+    newest_first: bool,
+) -> list[tuple[str, str]]:
+    """(path, content) of the files grep searches: kept by ``glob`` (``file_filter``),
+    by path, or most recently modified first (ties by path) when ``newest_first``."""
+    selects = file_filter(glob, prefix)
+    kept = [row for row in found if selects(row[0])]
+    if newest_first:
+        kept.sort(key=lambda row: (-row[2].timestamp(), row[0]))
+    else:
+        kept.sort(key=lambda row: row[0])
+    return [(path, content) for path, content, _at in kept]
