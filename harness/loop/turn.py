@@ -11,22 +11,26 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.errors import LimitReached
+from harness.loop.budget import Item, fit
 from harness.loop.checkpoint import Checkpoint, ReadRecord
 from harness.loop.events import Event, InputGiven, Notice
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.prompt import (
+    NEW_FILES_MAX_BYTES,
     SYSTEM_PROMPT,
     FrozenContext,
     frozen_context,
     reminder,
     steering_text,
+    within_budget,
 )
 from harness.model.adapter import Model
 from harness.model.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
+NEW_FILES_MORE = "- … and {n} more new files: use Glob to find them"
 _SCOPES: tuple[tuple[str, Scope], ...] = (
     ("/skills", Scope.SKILLS),
     ("/memory", Scope.MEMORY),
@@ -71,17 +75,20 @@ async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[Content
 
 async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Checkpoint]:
     indexes = await _indexes(cp, store)
-    lines: list[str] = []
-    for root, entries in indexes.items():
-        for e in entries:
-            path = root + e.path
-            if path in cp.known_files or path in cp.read_state:
-                continue
-            lines.append(f"- {path}: {e.summary}")
-    if not lines:
-        return [], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    items = [
+        Item(root + e.path, e.summary)
+        for root, entries in indexes.items()
+        for e in entries
+        if (root + e.path) not in cp.known_files
+        and (root + e.path) not in cp.read_state
+        and (root != "/skills" or e.listed)
+    ]
+    cp = replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    if not items:
+        return [], cp
+    lines = fit(items, NEW_FILES_MAX_BYTES, NEW_FILES_MORE)
     text = "New shared files were added by others since you started:\n" + "\n".join(lines)
-    return [reminder(text)], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    return [reminder(text)], cp
 
 
 async def build_user_message(
@@ -149,6 +156,7 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
     first_context = next(
         (b for b in cp.messages[0].content if isinstance(b, TextBlock)), TextBlock("")
     )
+    first_context = TextBlock(within_budget(first_context.text))
     new_first = Message(
         role="user",
         content=(

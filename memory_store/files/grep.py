@@ -37,16 +37,25 @@ def compile_pattern(pattern: str, *, ignore_case: bool, multiline: bool) -> Rege
     options.case_sensitive = not ignore_case
     options.dot_nl = multiline
     options.max_mem = 64 << 20
+    options.log_errors = False
     try:
         return re2.compile(f"(?m:{pattern})", options)
     except re2.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        raise ValueError(f"invalid regular expression {pattern!r}: {_reason(exc)}") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """RE2's reason (``missing )``), without the pattern it quotes (ours, wrapped)."""
+    raw = exc.args[0] if exc.args else ""
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+    return text.split(": ", 1)[0]
 
 
 def compile_full(pattern: str) -> Regex:
     """Compile a regex that ``fullmatch`` uses on paths (globs translated by ``globs``)."""
     options = re2.Options()
     options.dot_nl = True
+    options.log_errors = False
     return re2.compile(pattern, options)
 
 
@@ -80,14 +89,26 @@ def search(
         SearchTimeout: the deadline passed.
     """
     found: list[GrepMatch] = []
+    whole = multiline or _whole_content_is_a_superset(regex.pattern)
     for path, content in files:
         if time.monotonic() > deadline:
             raise SearchTimeout(path)
-        if regex.search(content) is not None:  # one linear pass rules most files out
+        if not whole or regex.search(content) is not None:  # one pass rules most files out
             found += grep_content(
                 path, content, regex, before=before, after=after, multiline=multiline
             )
     return found
+
+
+def _whole_content_is_a_superset(pattern: str) -> bool:
+    """Whether a file whose whole content has no match surely has no matching line:
+    true unless the pattern anchors at the text's ends (``\\A``, ``\\z``) or sets flags.
+
+    >>> _whole_content_is_a_superset("(?m:^a$)"), _whole_content_is_a_superset("(?m:a\\z)")
+    (True, False)
+    """
+    inner = pattern.removeprefix("(?m:")
+    return not ("\\A" in inner or "\\z" in inner or "(?" in inner)
 
 
 def grep_content(

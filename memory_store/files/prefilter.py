@@ -12,6 +12,8 @@ a character followed by a quantifier that allows zero (``?``, ``*``, ``{0``) or 
 (None, None, 'abc')
 >>> required_literal(r"db\\.internal"), required_literal("colou?r")
 ('db.internal', 'colo')
+>>> required_literal(r"\\p{Greek}+ x"), required_literal(r"\\x{41}BCD"), required_literal(r"\\pLabc")
+(None, 'BCD', 'abc')
 """
 
 from __future__ import annotations
@@ -58,9 +60,13 @@ def _token(pattern: str, i: int) -> tuple[str | None, int]:
     """(the literal character at ``i`` or None, the token's width)."""
     char = pattern[i]
     if char == "\\":
-        if i + 1 < len(pattern) and pattern[i + 1] in _ESCAPED_LITERAL:
-            return pattern[i + 1], 2
-        return None, 2
+        following = pattern[i + 1 : i + 2]
+        if following in _ESCAPED_LITERAL and following:
+            return following, 2
+        if following in ("p", "P", "x") and pattern[i + 2 : i + 3] == "{":
+            end = pattern.find("}", i)
+            return None, (end + 1 - i) if end > 0 else len(pattern) - i
+        return None, {"p": 3, "P": 3, "x": 4}.get(following, 2)
     if char in _META:
         return None, 1
     return char, 1
