@@ -12,8 +12,11 @@ a character followed by a quantifier that allows zero (``?``, ``*``, ``{0``) or 
 (None, None, 'abc')
 >>> required_literal(r"db\\.internal"), required_literal("colou?r")
 ('db.internal', 'colo')
->>> required_literal(r"\\p{Greek}+ x"), required_literal(r"\\x{41}BCD"), required_literal(r"\\pLabc")
-(None, 'BCD', 'abc')
+>>> required_literal(r"\\p{Greek}+ x"), required_literal(r"\\x{41}BCD")
+(None, 'BCD')
+>>> required_literal(r"\\pLabc")
+'abc'
+
 """
 
 from __future__ import annotations

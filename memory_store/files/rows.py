@@ -246,12 +246,12 @@ async def current_of(
 
 _SET_MODE = (
     update(files)
-    .where(IN_NAMESPACE, _f.path == bindparam("path"), _f.deleted == false())
-    .values(mode=bindparam("mode"))
+    .where(IN_NAMESPACE, _f.path == bindparam("b_path"), _f.deleted == false())
+    .values(mode=bindparam("b_mode"))
 )
 
 
 async def set_mode(conn: AsyncConnection, ns: Namespace, path: str, mode: int) -> bool:
     """Set the permission bits of a live file; False when there is none at ``path``."""
-    params = {**ns_params(ns), "path": path, "mode": mode}
+    params = {**ns_params(ns), "b_path": path, "b_mode": mode}
     return (await conn.execute(_SET_MODE, params)).rowcount == 1
