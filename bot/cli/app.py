@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
 
 import typer
 
+from bot.cli.memory import memory_app
+
 if TYPE_CHECKING:
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
@@ -31,6 +33,7 @@ skills_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(skills_app, name="skills")
+app.add_typer(memory_app, name="memory")
 
 T = TypeVar("T")
 SkillsOperation = Callable[["FileStore", str, Path], Awaitable[list["SkillReport"]]]

@@ -9,7 +9,7 @@ from functools import partial
 
 from memory_store.db import Database
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
-from memory_store.files import decisions, lean, listing, revisions, rows
+from memory_store.files import decisions, lean, listing, revisions, rows, usage
 from memory_store.files.commit import Decide, FastPath, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
 from memory_store.files.grep import compile_pattern, search
@@ -252,6 +252,11 @@ class FileStore:
         path = normalise_file_path(path)
         async with self._db.read() as conn:
             return await revisions.contents_at(conn, ns, path, versions)
+
+    async def usage(self, org_id: str) -> tuple[int, int]:
+        """(live files, live bytes) of the org across all scopes: what its quota counts."""
+        async with self._db.read() as conn:
+            return await usage.read(conn, org_id)
 
     async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
         """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
