@@ -101,7 +101,9 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
-        entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
+        entries = await ctx.store.glob(
+            ctx.namespace(where.mount), pattern, where.path, limit=search_output.GLOB_MAX_FILES + 1
+        )
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where.display()))
     return ToolOutcome(search_output.glob_listing([_shown(where, e.path) for e in entries]))

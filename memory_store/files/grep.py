@@ -52,9 +52,9 @@ def _reason(exc: Exception) -> str:
 
 
 def compile_full(pattern: str) -> Regex:
-    """Compile a regex that ``fullmatch`` uses on paths (globs translated by ``globs``)."""
+    """Compile a regex for paths (globs translated by ``globs``; ``.`` never matches a
+    newline, which no path holds)."""
     options = re2.Options()
-    options.dot_nl = True
     options.log_errors = False
     return re2.compile(pattern, options)
 

@@ -47,6 +47,21 @@ async def paths(conn: AsyncConnection, ns: Namespace, prefix: str) -> list[PathR
     return [(r[0], r[1], r[2], aware(r[3]), r[4]) for r in found.all()]
 
 
+async def paths_matching(
+    conn: AsyncConnection, ns: Namespace, prefix: str, regex: str, limit: int
+) -> list[PathRow]:
+    """PostgreSQL only: live files under ``prefix`` whose path matches ``regex`` (an ARE
+    that PostgreSQL runs as a finite automaton), the ``limit`` most recently modified."""
+    query = (
+        _within(_PATHS, prefix)
+        .where(_f.path.regexp_match(regex))
+        .order_by(_f.updated_at.desc(), _f.path)
+        .limit(limit)
+    )
+    found = await conn.execute(query, ns_params(ns))
+    return [(r[0], r[1], r[2], aware(r[3]), r[4]) for r in found.all()]
+
+
 async def contents(
     conn: AsyncConnection,
     ns: Namespace,

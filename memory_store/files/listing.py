@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from memory_store.files.globs import compile_glob
+from memory_store.files.globs import compile_glob, matching
 from memory_store.files.lean import PathRow
 from memory_store.files.rows import FileRow
 from memory_store.records import Entry
@@ -74,9 +74,9 @@ def file_filter(glob: str | None, prefix: str) -> Callable[[str], bool]:
 def glob_entries(found: Sequence[PathRow], pattern: str) -> list[Entry]:
     """The files of ``found`` whose path matches the absolute glob ``pattern``, most
     recently modified first (ties by path). CPU-bound: run it off the event loop."""
-    regex = compile_glob(pattern)
+    kept = matching([row[0] for row in found], pattern)
     matches = sorted(
-        (row for row in found if regex.fullmatch(row[0]) is not None),
+        (row for row in found if row[0] in kept),
         key=lambda row: (-row[3].timestamp(), row[0]),
     )
     return [
@@ -94,10 +94,26 @@ def grep_order(
 ) -> list[tuple[str, str]]:
     """(path, content) of the files grep searches: kept by ``glob`` (``file_filter``),
     by path, or most recently modified first (ties by path) when ``newest_first``."""
-    selects = file_filter(glob, prefix)
-    kept = [row for row in found if selects(row[0])]
+    chosen = _filtered([row[0] for row in found], glob, prefix)
+    kept = [row for row in found if row[0] in chosen]
     if newest_first:
         kept.sort(key=lambda row: (-row[2].timestamp(), row[0]))
     else:
         kept.sort(key=lambda row: row[0])
     return [(path, content) for path, content, _at in kept]
+
+
+def _filtered(paths: list[str], glob: str | None, prefix: str) -> set[str]:
+    """The paths grep's ``glob`` keeps (``file_filter``'s rule), matched in one pass."""
+    if glob is None:
+        return set(paths)
+    if glob.startswith("/"):
+        return matching(paths, glob)
+    if "/" not in glob:
+        names = {path: path.rsplit("/", 1)[-1] for path in paths}
+        kept = matching(list(set(names.values())), glob)
+        return {path for path, name in names.items() if name in kept}
+    cut = 1 if prefix == "/" else len(prefix) + 1
+    below = {path: path[cut:] for path in paths}
+    kept = matching(list(below.values()), glob)
+    return {path for path, rest in below.items() if rest in kept}

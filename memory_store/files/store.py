@@ -12,6 +12,7 @@ from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotF
 from memory_store.files import decisions, lean, listing, revisions, rows, usage
 from memory_store.files.commit import Decide, FastPath, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
+from memory_store.files.globs import translate
 from memory_store.files.grep import compile_pattern, search
 from memory_store.files.paths import normalise_file_path, normalise_path
 from memory_store.files.prefilter import required_literal
@@ -153,18 +154,27 @@ class FileStore:
             found = await rows.fetch_live(conn, ns, prefix, with_content=False)
         return listing.children(found, prefix)
 
-    async def glob(self, ns: Namespace, pattern: str, prefix: str = "/") -> list[Entry]:
+    async def glob(
+        self, ns: Namespace, pattern: str, prefix: str = "/", *, limit: int | None = None
+    ) -> list[Entry]:
         """Files matching a glob (``*``, ``**``, ``?``, ``[…]``, ``{a,b}``) relative to
-        ``prefix`` (or absolute within the scope), most recently modified first.
+        ``prefix`` (or absolute within the scope), most recently modified first; at
+        most ``limit`` of them (None: all).
 
-        Matching runs off the event loop, in linear time (RE2).
-        Raises InvalidPath (a bad ``prefix``).
+        With a limit on PostgreSQL the database matches and orders the paths (only the
+        ``limit`` newest cross the wire); otherwise matching runs off the event loop,
+        in linear time (RE2). Raises InvalidPath (a bad ``prefix``).
         """
         prefix = normalise_path(prefix)
         absolute = listing.absolute_pattern(pattern, prefix)
         async with self._db.read() as conn:
-            found = await lean.paths(conn, ns, prefix)
-        return await asyncio.to_thread(listing.glob_entries, found, absolute)
+            if limit is not None and self._db.is_postgres:
+                regex = f"^(?:{translate(absolute)})$"
+                found = await lean.paths_matching(conn, ns, prefix, regex, limit)
+            else:
+                found = await lean.paths(conn, ns, prefix)
+        entries = await asyncio.to_thread(listing.glob_entries, found, absolute)
+        return entries if limit is None else entries[:limit]
 
     async def grep(
         self,
