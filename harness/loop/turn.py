@@ -74,16 +74,23 @@ async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[Content
 
 
 async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Checkpoint]:
-    indexes = await _indexes(cp, store)
-    items = [
-        Item(root + e.path, e.summary)
-        for root, entries in indexes.items()
-        for e in entries
-        if (root + e.path) not in cp.known_files
-        and (root + e.path) not in cp.read_state
-        and (root != "/skills" or e.listed)
-    ]
-    cp = replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    """Tell of shared files nobody told this session about; paths and versions are read
+    every step, summaries only of a tree that has such a file."""
+    items: list[Item] = []
+    known: dict[str, int] = {}
+    for root, scope in _SCOPES:
+        versions = await store.versions(namespace(cp, scope))
+        known |= {root + path: version for path, version in versions.items()}
+        if all(root + p in cp.known_files or root + p in cp.read_state for p in versions):
+            continue
+        items += [
+            Item(root + e.path, e.summary)
+            for e in await store.index(namespace(cp, scope))
+            if (root + e.path) not in cp.known_files
+            and (root + e.path) not in cp.read_state
+            and (root != "/skills" or e.listed)
+        ]
+    cp = replace(cp, known_files={**cp.known_files, **known})
     if not items:
         return [], cp
     lines = fit(items, NEW_FILES_MAX_BYTES, NEW_FILES_MORE)

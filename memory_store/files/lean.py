@@ -26,6 +26,7 @@ _INDEX = select(
     _f.path, _f.summary, _f.version, _f.updated_at, _f.listed, _f.mode, _f.size_bytes
 ).where(*_LIVE)
 
+_VERSIONS = select(_f.path, _f.version).where(*_LIVE)
 PathRow = tuple[str, int, int, datetime, int]
 """(path, version, size_bytes, updated_at, mode)"""
 
@@ -85,6 +86,12 @@ async def contents(
         )
     found = await conn.execute(query, ns_params(ns))
     return [(r[0], r[1] or "", aware(r[2])) for r in found.all()]
+
+
+async def versions(conn: AsyncConnection, ns: Namespace) -> dict[str, int]:
+    """Path → version of every live file of ``ns``."""
+    found = await conn.execute(_VERSIONS, ns_params(ns))
+    return {r[0]: r[1] for r in found.all()}
 
 
 async def index(conn: AsyncConnection, ns: Namespace) -> list[IndexEntry]:

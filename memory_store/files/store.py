@@ -203,6 +203,8 @@ class FileStore:
         prefix = normalise_path(prefix)
         deadline = time.monotonic() + timeout_s
         literal = None if multiline else required_literal(pattern)
+        if ignore_case and literal is not None and not literal.isascii():
+            literal = None  # SQL's lower() and RE2's case folding may disagree past ASCII
         async with self._db.read() as conn:
             found = await lean.contents(
                 conn, ns, prefix, containing=literal, ignore_case=ignore_case
@@ -225,6 +227,11 @@ class FileStore:
         """
         async with self._db.read() as conn:
             return await lean.index(conn, ns)
+
+    async def versions(self, ns: Namespace) -> dict[str, int]:
+        """Path → version of every live file (what ``index`` lists, without summaries)."""
+        async with self._db.read() as conn:
+            return await lean.versions(conn, ns)
 
     async def history(
         self,
