@@ -104,7 +104,7 @@ def _whole_content_is_a_superset(pattern: str) -> bool:
     """Whether a file whose whole content has no match surely has no matching line:
     true unless the pattern anchors at the text's ends (``\\A``, ``\\z``) or sets flags.
 
-    >>> _whole_content_is_a_superset("(?m:^a$)"), _whole_content_is_a_superset("(?m:a\\z)")
+    >>> _whole_content_is_a_superset("(?m:^a$)"), _whole_content_is_a_superset("(?m:a\\\\z)")
     (True, False)
     """
     inner = pattern.removeprefix("(?m:")
