@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import doctest
 import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from bot.cli import memory
 from bot.cli.app import app
 from memory_store import Database, FileNotFound, FileStore, Namespace, Origin, Scope
 from tests.bot.cli_support import warroom_env
@@ -82,3 +84,9 @@ def test_rm_refuses_a_path_outside_memory(home: Path) -> None:
 
     assert code == 1
     assert "/incident/x.md is not under /memory" in output
+
+
+def test_memory_doctests_hold() -> None:
+    result = doctest.testmod(memory)
+
+    assert (result.failed, result.attempted > 0) == (0, True)

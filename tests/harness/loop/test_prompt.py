@@ -8,16 +8,19 @@ the static system prompt and tools.
 
 from __future__ import annotations
 
+import doctest
 import itertools
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from harness import Inbound, Requester, tool_specs
+from harness.loop import budget, prompt
 from harness.loop.prompt import SYSTEM_PROMPT, FrozenContext, frozen_context, skill_lines
 from memory_store import FileStore, IndexEntry, Namespace, Origin, Scope
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
@@ -216,3 +219,10 @@ def test_descriptions_are_cut_before_names_are_dropped() -> None:
     assert [line.split(":")[0] for line in lines] == [f"- s{i}" for i in range(20)]
     assert all(line.endswith("…") for line in lines)
     assert sum(len(line) + 1 for line in lines) <= 4000
+
+
+@pytest.mark.parametrize("module", [budget, prompt], ids=str)
+def test_budget_and_prompt_doctests_hold(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+
+    assert (result.failed, result.attempted > 0) == (0, True)
