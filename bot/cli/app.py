@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
 
 import typer
 
+from bot.cli.memory import memory_app
+
 if TYPE_CHECKING:
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
@@ -31,6 +33,7 @@ skills_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(skills_app, name="skills")
+app.add_typer(memory_app, name="memory")
 
 T = TypeVar("T")
 SkillsOperation = Callable[["FileStore", str, Path], Awaitable[list["SkillReport"]]]
@@ -185,7 +188,7 @@ def skills_import(
     typer.echo(f"org {org_id}:")
     for report in reports:
         typer.echo(_describe(report, "imported"))
-    if not reports:
+    if not any(r.written or r.unchanged or r.problems for r in reports):
         typer.echo(f"no skill folders (<name>/SKILL.md) found in {directory}")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
@@ -386,14 +389,18 @@ async def _default_org(settings: Settings) -> str:
 
 
 def _describe(report: SkillReport, verb: str) -> str:
+    whole = [why for path, why in report.skipped if not path]
+    if whole:
+        return f"  skipped  {report.name}/: {whole[0]}"
+    name = f"{report.name} (from {report.source})" if report.source else report.name
     if not report.ok:
-        lines = [f"  invalid  {report.name}: not imported"]
+        lines = [f"  invalid  {name}: not imported"]
         lines += [f"           - {problem}" for problem in report.problems]
     else:
         counts = f"{len(report.written)} file(s) {verb}"
         if report.unchanged:
             counts += f", {len(report.unchanged)} unchanged"
-        lines = [f"  ok       {report.name}: {counts}"]
+        lines = [f"  ok       {name}: {counts}"]
     lines += [f"  skipped  {report.name}/{path}: {why}" for path, why in report.skipped]
     return "\n".join(lines)
 

@@ -322,7 +322,11 @@ class Runtime:
             poster=reporter,
             enqueue=enqueue,
             worker_id=make_worker_id(),
-            limits=Limits(max_steps=settings.max_steps, max_tokens=settings.max_tokens),
+            limits=Limits(
+                max_steps=settings.max_steps,
+                max_tokens=settings.max_tokens,
+                agent_may_write_skills=settings.agent_may_write_skills,
+            ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
             crash=crash,

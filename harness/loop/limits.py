@@ -25,6 +25,8 @@ class Limits:
             triggers compaction; Claude models take 200k tokens of context.
         loop_repeats: the same call with the same input this many times in a row earns a note.
         bash_max_timeout_ms: Claude Code's Bash maximum (600000).
+        agent_may_write_skills: whether the model's Write/Edit may change /skills
+            (``WARROOM_AGENT_WRITES_SKILLS``); humans edit skills by default.
     """
 
     max_steps: int = 200
@@ -35,6 +37,7 @@ class Limits:
     compact_at_tokens: int = 150_000
     loop_repeats: int = 3
     bash_max_timeout_ms: int = 600_000
+    agent_may_write_skills: bool = False
 
     def enforce(self, cp: Checkpoint) -> None:
         """Raise when ``cp`` has used up a limit; return when another step may run.

@@ -11,16 +11,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.errors import LimitReached, ModelContextOverflow
+from harness.loop.budget import Item, fit
 from harness.loop.checkpoint import Checkpoint, ReadRecord
 from harness.loop.events import Event, InputGiven, Notice
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.prompt import (
+    NEW_FILES_MAX_BYTES,
     SYSTEM_PROMPT,
     FrozenContext,
     frozen_context,
     reminder,
     steering_text,
+    within_budget,
 )
 from harness.model.adapter import Model
 from harness.model.messages import (
@@ -34,6 +37,7 @@ from harness.model.messages import (
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
+NEW_FILES_MORE = "- … and {n} more new files: use Glob to find them"
 _SCOPES: tuple[tuple[str, Scope], ...] = tuple(
     (f"/{scope.value}", scope) for scope in (Scope.SKILLS, Scope.MEMORY, Scope.INCIDENT)
 )  # the order the first message lists them in
@@ -75,18 +79,28 @@ async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[Content
 
 
 async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Checkpoint]:
-    indexes = await _indexes(cp, store)
-    lines: list[str] = []
-    for root, entries in indexes.items():
-        for e in entries:
-            path = root + e.path
-            if path in cp.known_files or path in cp.read_state:
-                continue
-            lines.append(f"- {path}: {e.summary}")
-    if not lines:
-        return [], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    """Tell of shared files nobody told this session about; paths and versions are read
+    every step, summaries only of a tree that has such a file."""
+    items: list[Item] = []
+    known: dict[str, int] = {}
+    for root, scope in _SCOPES:
+        versions = await store.versions(namespace(cp, scope))
+        known |= {root + path: version for path, version in versions.items()}
+        if all(root + p in cp.known_files or root + p in cp.read_state for p in versions):
+            continue
+        items += [
+            Item(root + e.path, e.summary)
+            for e in await store.index(namespace(cp, scope))
+            if (root + e.path) not in cp.known_files
+            and (root + e.path) not in cp.read_state
+            and (root != "/skills" or e.listed)
+        ]
+    cp = replace(cp, known_files={**cp.known_files, **known})
+    if not items:
+        return [], cp
+    lines = fit(items, NEW_FILES_MAX_BYTES, NEW_FILES_MORE)
     text = "New shared files were added by others since you started:\n" + "\n".join(lines)
-    return [reminder(text)], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    return [reminder(text)], cp
 
 
 def bounded_input(text: str, max_chars: int) -> tuple[str, str | None]:
@@ -195,6 +209,7 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
     first_context = next(
         (b for b in cp.messages[0].content if isinstance(b, TextBlock)), TextBlock("")
     )
+    first_context = TextBlock(within_budget(first_context.text))
     new_first = Message(
         role="user",
         content=(

@@ -166,14 +166,18 @@ async def stored_skill(home: Path, org: str, path: str) -> str:
 
 def test_skills_import_reports_each_skill_and_fails_on_an_invalid_one(home: Path) -> None:
     skill_folder(home / "in", "restart-pods")
-    (skill_folder(home / "in", "bad") / "SKILL.md").write_text("---\nname: worse\n---\n")
+    (skill_folder(home / "in", "bad") / "SKILL.md").write_text("---\nname: [worse\n---\n")
+    (home / "in" / "ops" / "lower").mkdir(parents=True)
+    (home / "in" / "ops" / "lower" / "skill.md").write_text("# Lower\n")
 
     code, output = invoke("skills", "import", str(home / "in"), "--org", "T0ORG")
 
     assert code == 1
     assert "ok       restart-pods: 1 file(s) imported" in output
     assert "invalid  bad: not imported" in output
-    assert "must equal the folder name 'bad'" in output
+    assert "not valid YAML" in output
+    assert "invalid  lower: not imported" in output
+    assert "ops/lower: skill.md: Claude Code loads only SKILL.md (upper case)" in output
     content = asyncio.run(stored_skill(home, "T0ORG", "/restart-pods/SKILL.md"))
     assert "name: restart-pods" in content
 

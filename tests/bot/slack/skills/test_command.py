@@ -152,12 +152,12 @@ async def test_bad_frontmatter_is_shown_on_the_field(
     view = open_view(slack_api)
 
     values = typed_values(view)
-    values["skill_part_1"] = "---\nname: triage\n---\n1. Check\n"
+    values["skill_part_1"] = "---\nname: [triage\n---\n1. Check\n"
     response = await skills.handle_submission(submission(view, values))
 
     assert response is not None
     assert response["response_action"] == "errors"
-    assert "description" in response["errors"]["skill_part_1"]
+    assert "not valid YAML" in response["errors"]["skill_part_1"]
     assert (await file_store.read(SKILLS, "/triage/SKILL.md")).version == 1
 
 
