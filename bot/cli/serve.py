@@ -113,6 +113,7 @@ async def _slack_deps(
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db)),
+        external_may_start=settings.external_users_start,
     )
 
 

@@ -83,6 +83,8 @@ class SlackDeps:
         skills: the ``/agent skills`` handlers.
         poster: idempotent thread posts.
         strict_channels: channel ids where only @mentions steer.
+        external_may_start: Slack Connect users of other orgs may start sessions
+            (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
     """
 
@@ -98,6 +100,7 @@ class SlackDeps:
     poster: SlackPoster
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
+    external_may_start: bool = False
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -111,6 +114,7 @@ class SlackDeps:
             cancel_running=self.cancel_running,
             strict_channels=self.strict_channels,
             dedupe_ttl_s=self.dedupe_ttl_s,
+            external_may_start=self.external_may_start,
         )
 
 

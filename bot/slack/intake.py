@@ -1,12 +1,19 @@
 """The intake: what a Slack message or a Stop press does to its thread's session.
 
 ``receive`` runs before the listener's ack and does the database part: look up the
-thread's session, decide (``routing.route``), drop a duplicate (Slack's ``event_id``
-retries, and the ``app_mention``/``message`` twins of one @mention by
-``"<org>:<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
-message ``ts``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
+thread's session, decide (``routing.route``), record the input (``open_or_join``/
+``add_input``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
 part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
 messages, reply with usage, kill the stopped step's process and say so.
+
+Duplicates (Slack's ``event_id`` retries, the ``app_mention``/``message`` twins of one
+@mention, the ``message_changed``/``app_mention`` twins of one edit) are dropped by the
+write that acts, so nothing is marked seen unless it was also done: an input is recorded
+once per ``(session, source_ts)`` (a repeat gives no token, so no second wake-up), a
+cancel happens once, and the stop notice is posted once per message ``ts`` through the
+outbox. Only the usage reply, which writes nothing else, is gated by a sighting of
+``"<org>:<channel>:<ts>"``. So when a record fails (the database busy past the ack
+budget), no dedupe key is left behind and Slack's retry of the event is recorded.
 
 A wake-up lost between record and enqueue (a crash) is not lost work: the session is
 recorded runnable and the store's sweeper re-enqueues it.
@@ -105,6 +112,7 @@ class Intake:
     Attributes:
         strict_channels: channel ids where only @mentions steer a session.
         dedupe_ttl_s: how long a seen ``event_id`` or message ``ts`` is remembered.
+        external_may_start: Slack Connect users of other orgs may start sessions.
     """
 
     sessions: SessionStore
@@ -116,6 +124,7 @@ class Intake:
     cancel_running: CancelRunning
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
+    external_may_start: bool = False
 
     async def receive(self, message: InboundMessage) -> FollowUp | None:
         """Decide, dedupe and record; returns the Slack and queue work to do next.
@@ -131,8 +140,15 @@ class Intake:
         session = (
             await _retrying(lambda: self.sessions.find(key)) if _needs_session(message) else None
         )
-        decision = route(message, session, strict=message.channel_id in self.strict_channels)
-        if isinstance(decision, Ignore) or not await self._first_sighting(message):
+        decision = route(
+            message,
+            session,
+            strict=message.channel_id in self.strict_channels,
+            external_may_start=self.external_may_start,
+        )
+        if isinstance(decision, Ignore):
+            return None
+        if isinstance(decision, Usage) and not await self._first_sighting(message):
             return None
         return await self._act(message, key, decision)
 
@@ -179,7 +195,7 @@ class Intake:
                     steer.session_id,
                     user_id=message.user_id,
                     text=steer.text,
-                    source_ts=_source_ts(message),
+                    source_ts=message.source_ts,
                 )
             )
             return Wake(steer.session_id, token) if token else None
@@ -306,10 +322,3 @@ def _worth_a_look(message: InboundMessage) -> bool:
 def _needs_session(message: InboundMessage) -> bool:
     """A new top-level mention cannot have a session yet (``open_or_join`` joins if it does)."""
     return message.in_thread or message.kind is MessageKind.EDITED or not message.mentions_bot
-
-
-def _source_ts(message: InboundMessage) -> str:
-    """The inbox key: the message ``ts``; an edit is keyed by the edit too (≤ 64 chars)."""
-    if message.kind is MessageKind.EDITED:
-        return f"{message.ts}/{message.event_ts}"
-    return message.ts

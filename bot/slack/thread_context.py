@@ -4,7 +4,8 @@ When someone mentions the bot in a thread that is not yet a session, the thread
 already says what is going on. Those messages (``conversations.replies``, oldest
 first, paged with ``cursor``; docs.slack.dev) are given to the new session as one
 input: people's and other bots' messages (alerts often come from bots), never ours,
-newest kept when the thread is longer than ``max_chars``.
+newest kept when the thread is longer than ``max_chars``. Each message is what people
+see of it (``content.message_content``: text, blocks, attachments, forwards, files).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_call
+from bot.slack.content import message_content
 from bot.slack.render import truncate
-from bot.slack.text import clean_text
 
 HEADER = (
     "Earlier messages in this Slack thread, before you were mentioned (oldest first). "
@@ -104,10 +105,7 @@ async def _replies(
 
 def _line(message: Mapping[str, Any], bot_user_id: str) -> str:
     when = datetime.fromtimestamp(float(message["ts"]), UTC).strftime("%H:%M UTC")
-    text = clean_text(str(message.get("text") or ""), bot_user_id=bot_user_id)
-    files = [str(f.get("name") or f.get("title") or "file") for f in message.get("files") or []]
-    if files:
-        text += f" [attached: {', '.join(files)}]"
+    text = message_content(message, bot_user_id=bot_user_id)
     return f"[{when}] {_author(message)}: {truncate(text, MAX_MESSAGE_CHARS)}"
 
 

@@ -184,6 +184,7 @@ async def running_edge(
     database_url: str | None = None,
     strict_channels: frozenset[str] = frozenset(),
     limits: Limits = DEFAULT_LIMITS,
+    external_may_start: bool = False,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
@@ -215,6 +216,7 @@ async def running_edge(
         skills=SkillsCommands(files, client, EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
         strict_channels=strict_channels,
+        external_may_start=external_may_start,
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -114,3 +114,19 @@ async def test_the_stop_button_of_the_status_message_stops_its_session(
     assert session.status is SessionStatus.CANCELLED
     assert [c.session_id for c in edge.cancelled] == [thread.session_id]
     assert "Stopped by <@U0FAKEBOB>" in bot_posts(edge)[-1]["text"]
+
+
+async def test_an_answers_notification_text_keeps_mentions_and_links_whole(
+    edge: SlackEdge, thread: Thread
+) -> None:
+    # Given an answer that mentions a person and links a dashboard in Slack's markup
+    answer = "> **Paged** <@U0FAKEALICE>: see <https://grafana.example/d/a_b|the *p99* graph>"
+
+    # When it is posted
+    await edge.poster.post_answer(thread, f"{thread.session_id}:answer:6", answer)
+
+    # Then its fallback text (what notifications show) keeps both entities intact
+    (post,) = edge.slack_api.calls_to("chat.postMessage")
+    assert post.args["text"] == (
+        "Paged <@U0FAKEALICE>: see <https://grafana.example/d/a_b|the *p99* graph>"
+    )
