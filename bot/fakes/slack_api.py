@@ -8,7 +8,9 @@ posted (so ``conversations.replies`` serves it back, metadata included when aske
 for), records every call, and enforces Slack's cheap-to-check limits itself so tests
 catch our mistakes:
 
-- ``text`` over 40,000 chars → ``msg_too_long`` (Slack: chat.postMessage, "msg_too_long").
+- ``text`` over 40,000 chars: ``chat.postMessage``/``chat.postEphemeral`` keep the
+  first 40,000 (Slack: "truncating really long messages"), ``chat.update`` answers
+  ``msg_too_long``.
 - more than 50 blocks, a section/header/context text over 3,000 chars, a ``markdown``
   block over 12,000 chars → ``invalid_blocks`` with ``errors`` naming the JSON pointer,
   as Slack answers ("no more than 50 items allowed [json-pointer:/blocks]",
@@ -19,14 +21,28 @@ catch our mistakes:
 - views: title ≤ 24 chars, ≤ 100 blocks, ``private_metadata`` ≤ 3,000 chars,
   ``plain_text_input`` ``max_length`` ≤ 3,000 and ``initial_value`` within it.
 
+- per-workspace rate limits by tier (``slack_limits``): HTTP 429 + ``Retry-After``.
+- ``auth.test`` answers with Grid's ``enterprise_id`` (when installed in an org) and
+  ``is_enterprise_install``; ``chat.update`` returns the updated ``message``; cursors
+  are opaque strings (``response_metadata.next_cursor``; a bad one → ``invalid_cursor``).
+- the bot is a member of the channels it was not removed from (``remove_bot``); a DM
+  (``D…``) or a channel it is not in: ``chat.postMessage`` → ``not_in_channel`` (``D…``:
+  ``channel_not_found``), ``chat.postEphemeral`` → ``channel_not_found``, and
+  ``user_not_in_channel`` for a user outside a channel's known members.
+
 Faults on demand, per method: ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
 ``{"ok": false, "error": "ratelimited"}``) and ``fail_next`` (``{"ok": false, "error": …}``,
-e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``).
+e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``); permanent ones:
+``break_channel`` (``is_archived``, ``channel_not_found``, …, for every call naming the
+channel) and ``revoke`` (``token_revoked``, ``account_inactive``, ``invalid_auth`` for
+every call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import itertools
 import json
@@ -37,6 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from bot.fakes.slack_limits import RateLimits
 
 __all__ = [
     "BOT_ID",
@@ -120,13 +138,28 @@ class _State:
     users: dict[str, JsonDict] = field(default_factory=dict)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     expired_triggers: set[str] = field(default_factory=set)
+    bot_absent: set[str] = field(default_factory=set)
+    members: dict[str, set[str]] = field(default_factory=dict)
+    broken_channels: dict[str, str] = field(default_factory=dict)
+    revoked: str | None = None
 
 
 class FakeSlackApi:
     """The fake server. ``await start()``, use ``base_url`` and ``token``, ``await stop()``."""
 
-    def __init__(self, *, token: str = "xoxb-fake-token") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "xoxb-fake-token",
+        enterprise_id: str | None = None,
+        rate_window_s: float = 60.0,
+    ) -> None:
+        """``enterprise_id``: the Enterprise Grid org the app is installed in (None: a
+        standalone workspace). ``rate_window_s``: the window of the per-minute limits
+        (shorter in tests that measure the budget)."""
         self.token = token
+        self.enterprise_id = enterprise_id
+        self.limits = RateLimits(time.monotonic, window_s=rate_window_s)
         self.calls: list[RecordedCall] = []
         self.state = _State()
         self._faults: dict[str, list[_Fault]] = {}
@@ -188,6 +221,23 @@ class FakeSlackApi:
         """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": error}``."""
         self._faults.setdefault(method, []).extend([_Fault(error)] * times)
 
+    def break_channel(self, channel: str, error: str = "is_archived") -> None:
+        """Answer every later call naming ``channel`` with ``error`` (until restored)."""
+        self.state.broken_channels[channel] = error
+
+    def revoke(self, error: str = "token_revoked") -> None:
+        """Answer every later call with ``error`` (``token_revoked``, ``account_inactive``,
+        ``invalid_auth``): the installation is gone."""
+        self.state.revoked = error
+
+    def remove_bot(self, channel: str) -> None:
+        """The bot is not (or no longer) a member of ``channel``."""
+        self.state.bot_absent.add(channel)
+
+    def set_members(self, channel: str, user_ids: list[str]) -> None:
+        """The people in ``channel`` (for ``chat.postEphemeral``'s ``user_not_in_channel``)."""
+        self.state.members[channel] = set(user_ids)
+
     def expire_trigger(self, trigger_id: str) -> None:
         """Make ``views.open``/``views.push`` with this trigger answer ``expired_trigger_id``."""
         self.state.expired_triggers.add(trigger_id)
@@ -248,22 +298,38 @@ class FakeSlackApi:
         waited = now - self._last_429_at.pop(method) if method in self._last_429_at else None
         status, headers = 200, {}
         faults = self._faults.get(method)
+        retry_after = self._over_limit(method, args, token)
         if token == self.token and faults:
             fault = faults.pop(0)
             body: JsonDict = {"ok": False, "error": fault.error or RATELIMITED_BODY["error"]}
             if fault.error is None:
                 status, headers = 429, {"Retry-After": str(fault.retry_after_s)}
                 self._last_429_at[method] = now
+        elif retry_after is not None:
+            body = dict(RATELIMITED_BODY)
+            status, headers = 429, {"Retry-After": str(retry_after)}
+            self._last_429_at[method] = now
         else:
             body = self._dispatch(method, args, token)
         self.calls.append(RecordedCall(method, args, status, body, now, waited))
         return status, headers, body
+
+    def _over_limit(self, method: str, args: JsonDict, token: str | None) -> int | None:
+        if token != self.token or self.state.revoked:
+            return None
+        channel = args.get("channel") or args.get("channel_id")
+        return self.limits.admit(TEAM_ID, method, str(channel) if channel else None)
 
     def _dispatch(self, method: str, args: JsonDict, token: str | None) -> JsonDict:
         if not token:
             return {"ok": False, "error": "not_authed"}
         if token != self.token:
             return {"ok": False, "error": "invalid_auth"}
+        if self.state.revoked:
+            return {"ok": False, "error": self.state.revoked}
+        broken = self.state.broken_channels.get(str(args.get("channel") or args.get("channel_id")))
+        if broken:
+            return {"ok": False, "error": broken}
         handler = self._handlers.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -289,6 +355,13 @@ class FakeSlackApi:
     def _ts(self) -> str:
         n = next(self._ids)
         return f"{1767225600 + n}.{n:06d}"
+
+    def _check_bot_in(self, channel: str, *, absent: str) -> None:
+        """Slack refuses writes where the bot is not a member (no ``chat:write.public``)."""
+        if channel.startswith("D"):
+            raise SlackFailure("channel_not_found")
+        if channel in self.state.bot_absent:
+            raise SlackFailure(absent)
 
     def _find(self, channel: str, ts: str) -> JsonDict:
         for message in self.state.messages.get(channel, []):
@@ -318,14 +391,28 @@ class FakeSlackApi:
     # ----- methods -----------------------------------------------------------------
 
     def _auth_test(self, args: JsonDict) -> JsonDict:
-        return {"team": "Fake Co", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        answer: JsonDict = {
+            "url": "https://fake-co.example.invalid/",
+            "team": "Fake Co",
+            "user": "warroom",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+        if self.enterprise_id is not None:
+            answer["enterprise_id"] = self.enterprise_id
+        return answer
 
     def _chat_post_message(self, args: JsonDict) -> JsonDict:
         _check_message(args)
-        message = self._store_message(args)
+        self._check_bot_in(_required(args, "channel"), absent="not_in_channel")
+        message = self._store_message(_truncated(args))
         return {"channel": args["channel"], "ts": message["ts"], "message": _public(message)}
 
     def _chat_update(self, args: JsonDict) -> JsonDict:
+        if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
+            raise SlackFailure("msg_too_long")
         _check_message(args)
         message = self._find(_required(args, "channel"), _required(args, "ts"))
         for key in ("text", "blocks"):
@@ -333,8 +420,13 @@ class FakeSlackApi:
                 message[key] = args[key]
         if args.get("metadata"):
             message["metadata"] = _checked_metadata(args["metadata"])
-        message["edited"] = {"user": BOT_ID, "ts": self._ts()}
-        return {"channel": args["channel"], "ts": message["ts"], "text": message["text"]}
+        message["edited"] = {"user": BOT_USER_ID, "ts": self._ts()}
+        return {
+            "channel": args["channel"],
+            "ts": message["ts"],
+            "text": message["text"],
+            "message": _public(message, with_metadata=False),
+        }
 
     def _chat_delete(self, args: JsonDict) -> JsonDict:
         channel, ts = _required(args, "channel"), _required(args, "ts")
@@ -344,9 +436,12 @@ class FakeSlackApi:
 
     def _chat_post_ephemeral(self, args: JsonDict) -> JsonDict:
         _check_message(args)
-        _required(args, "channel")
-        _required(args, "user")
-        ephemeral = {**args, "message_ts": self._ts()}
+        channel, user = _required(args, "channel"), _required(args, "user")
+        self._check_bot_in(channel, absent="channel_not_found")
+        members = self.state.members.get(channel)
+        if members is not None and user not in members:
+            raise SlackFailure("user_not_in_channel")
+        ephemeral = {**_truncated(args), "message_ts": self._ts()}
         self.state.ephemerals.append(ephemeral)
         return {"message_ts": ephemeral["message_ts"]}
 
@@ -356,14 +451,14 @@ class FakeSlackApi:
         if not thread:
             raise SlackFailure("thread_not_found")
         with_metadata = _truthy(args.get("include_all_metadata"))
-        start = int(args.get("cursor") or 0)
+        start = _cursor_start(args.get("cursor"), thread)
         limit = min(int(args.get("limit") or 1000), 1000)
         page = thread[start : start + limit]
         more = start + limit < len(thread)
         return {
             "messages": [_public(m, with_metadata=with_metadata) for m in page],
             "has_more": more,
-            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+            "response_metadata": {"next_cursor": _cursor(thread[start + limit]) if more else ""},
         }
 
     def _conversations_history(self, args: JsonDict) -> JsonDict:
@@ -518,6 +613,35 @@ def _required(args: JsonDict, name: str) -> str:
     return str(value)
 
 
+def _truncated(args: JsonDict) -> JsonDict:
+    """``args`` with ``text`` cut to Slack's 40,000 chars (what Slack keeps of a longer one)."""
+    text = args.get("text")
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
+        return {**args, "text": text[:MAX_TEXT_CHARS]}
+    return args
+
+
+def _cursor(message: JsonDict) -> str:
+    """An opaque cursor naming the next page's first message, like Slack's
+    (base64 of ``next_ts:<ts>``)."""
+    return base64.b64encode(f"next_ts:{message['ts']}".encode()).decode()
+
+
+def _cursor_start(cursor: Any, messages: list[JsonDict]) -> int:
+    """The index a cursor points at; 0 without one. Raises ``invalid_cursor``."""
+    if cursor in (None, ""):
+        return 0
+    try:
+        decoded = base64.b64decode(str(cursor), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise SlackFailure("invalid_cursor") from None
+    ts = decoded.removeprefix("next_ts:")
+    for i, message in enumerate(messages):
+        if message["ts"] == ts and decoded.startswith("next_ts:"):
+            return i
+    raise SlackFailure("invalid_cursor")
+
+
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("1", "true")
 
@@ -533,8 +657,6 @@ def _public(message: JsonDict, *, with_metadata: bool = True) -> JsonDict:
 
 
 def _check_message(args: JsonDict) -> None:
-    if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
-        raise SlackFailure("msg_too_long")
     blocks = args.get("blocks") or []
     if not args.get("text") and not blocks:
         raise SlackFailure("no_text")
