@@ -89,6 +89,12 @@ class Metrics:
         self.slack_errors = Counter(
             "warroom_slack_api_errors", "Failed Slack API calls.", ["method", "error"], registry=r
         )
+        self.posts_refused = Counter(
+            "warroom_slack_posts_refused",
+            "Answers Slack refused for good (the session ended failed).",
+            ["error"],
+            registry=r,
+        )
 
     def observe_step(self, report: StepReport) -> None:
         """Count one step and what its events say (tokens, tool calls, sandbox replaced)."""
@@ -100,6 +106,11 @@ class Metrics:
     def count_sandbox(self, event: str) -> None:
         """One sandbox ``provision``, ``resume``, ``suspend`` or ``replace``."""
         self.sandbox_events.labels(event).inc()
+
+    def count_post_refused(self, error: str) -> None:
+        """An answer Slack refused for good (``is_archived``, ``token_revoked``, …): its
+        session ended failed."""
+        self.posts_refused.labels(error).inc()
 
     def count_slack_error(self, method: str, error: str) -> None:
         """One failed Slack call: ``method`` (``chat.postMessage``) and Slack's ``error``."""

@@ -30,7 +30,8 @@ catch our mistakes:
   ``channel_not_found``), ``chat.postEphemeral`` → ``channel_not_found``, and
   ``user_not_in_channel`` for a user outside a channel's known members.
 
-Faults on demand, per method: ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
+Faults on demand, per method: ``reset_after_next`` (served, then the connection is
+reset before the answer), ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
 ``{"ok": false, "error": "ratelimited"}``) and ``fail_next`` (``{"ok": false, "error": …}``,
 e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``); permanent ones:
 ``break_channel`` (``is_archived``, ``channel_not_found``, …, for every call naming the
@@ -163,6 +164,7 @@ class FakeSlackApi:
         self.calls: list[RecordedCall] = []
         self.state = _State()
         self._faults: dict[str, list[_Fault]] = {}
+        self._resets: dict[str, int] = {}
         self._last_429_at: dict[str, float] = {}
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -216,6 +218,11 @@ class FakeSlackApi:
     def rate_limit_next(self, method: str, *, retry_after_s: int = 1, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with HTTP 429 + ``Retry-After``."""
         self._faults.setdefault(method, []).extend([_Fault(None, retry_after_s)] * times)
+
+    def reset_after_next(self, method: str, *, times: int = 1) -> None:
+        """Serve the next ``times`` calls of ``method`` (a post is made), then reset the
+        connection instead of answering: the client sees a connection error."""
+        self._resets[method] = self._resets.get(method, 0) + times
 
     def fail_next(self, method: str, error: str, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": error}``."""
@@ -289,6 +296,10 @@ class FakeSlackApi:
         args = await _read_args(request)
         token = _bearer(request) or args.pop("token", None)
         status, headers, body = self._answer(method, args, token)
+        if self._resets.get(method):
+            self._resets[method] -= 1
+            if request.transport is not None:
+                request.transport.abort()  # the answer is lost after Slack acted
         return web.json_response(body, status=status, headers=headers)
 
     def _answer(

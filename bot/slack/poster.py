@@ -11,7 +11,8 @@ found again by their name, which carries the key.
 Status updates (``chat.update``, Slack: ~50/min per app) are coalesced per message
 and sent at most once per ``min_update_interval_s``; the latest state wins and the
 final state is always sent. HTTP 429 answers are waited out for ``Retry-After``
-seconds by slack_sdk's ``AsyncRateLimitErrorRetryHandler``, installed on the client.
+seconds by slack_sdk's ``AsyncRateLimitErrorRetryHandler``; a post is never re-sent by
+the client after a connection error (``retries``): the outbox's search above covers it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ContentTooLong, SlackCallFailed, slack_call
+from bot.slack import retries
 from bot.slack.render import (
     DEFAULT_MAX_ANSWER_MESSAGES,
     THINKING_STATUS,
@@ -42,7 +43,6 @@ from bot.slack.render import (
 logger = logging.getLogger(__name__)
 
 METADATA_EVENT_TYPE = "warroom_post"
-RATE_LIMIT_RETRIES = 3
 _REPLIES_PAGE = 200
 _MAX_REPLY_PAGES = 50
 
@@ -111,8 +111,8 @@ class SlackPoster:
     """Posts a session's messages, files and status updates to its Slack thread.
 
     Args:
-        client: the Slack client; an ``AsyncRateLimitErrorRetryHandler`` (3 retries)
-            is added to its ``retry_handlers`` unless one is there.
+        client: the Slack client; its retry handlers are replaced by ``retries.install``
+            (429s waited out; connection errors never re-send a post).
         outbox: the durable post record (see ``Outbox``).
         min_update_interval_s: least time between two ``chat.update`` of one message.
         max_answer_messages: an answer needing more messages is uploaded as a file.
@@ -134,7 +134,7 @@ class SlackPoster:
         self._max_answer_messages = max_answer_messages
         self._clock = clock
         self._slots: dict[tuple[str, str], _StatusSlot] = {}
-        install_rate_limit_retries(client)
+        retries.install(client)
 
     # ----- idempotent posts ----------------------------------------------------------
 
@@ -397,15 +397,6 @@ class SlackPoster:
                 channel=channel_id, ts=ts, text=message.text, blocks=list(message.blocks)
             ),
         )
-
-
-def install_rate_limit_retries(
-    client: AsyncWebClient, *, retries: int = RATE_LIMIT_RETRIES
-) -> None:
-    """Make ``client`` wait out HTTP 429 for ``Retry-After`` seconds and retry (slack_sdk's
-    ``AsyncRateLimitErrorRetryHandler``). Adds it once; idempotent."""
-    if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
-        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=retries))
 
 
 def keyed_filename(filename: str, key: str) -> str:

@@ -379,6 +379,30 @@ async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_
     assert probe.fakes.slack.calls_to("conversations.replies")
 
 
+async def test_an_answer_slack_refuses_for_good_fails_the_session_without_a_retry(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given the session's channel was archived while it worked
+    session_id = f"archived-{uuid.uuid4().hex[:6]}"
+    probe.fakes.slack.break_channel("C0ARCHIVED", "is_archived")
+    await probe.start(session_id, [Reply.text("Nothing to do.")], channel="C0ARCHIVED")
+    # When its answer is posted, Slack answers is_archived
+    session = await probe.wait_status(session_id, SessionStatus.FAILED)
+    # Then the attempt ends at once: one try, the session failed, the reason logged
+    (refused,) = await probe.events(session_id, "post_failed")
+    assert json.loads(refused.payload_json)["error"] == "is_archived"
+    answers = [
+        c
+        for c in probe.fakes.slack.calls_to("chat.postMessage")
+        if f"{session_id}:answer:" in str((c.args.get("metadata") or {}).get("event_payload"))
+    ]
+    assert len(answers) == 1
+    assert session.crash_count == 0
+    assert any(
+        [await _logged(w, "refused its answer for good", session_id) for w in cluster.pool.history]
+    )
+
+
 async def test_a_frozen_worker_past_its_lease_is_fenced_when_it_continues(
     probe: Probe, cluster: Cluster
 ) -> None:
