@@ -200,6 +200,7 @@ class FakeSlackApi:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._serve_api)
         app.router.add_post("/upload/{file_id}", self._serve_upload)
+        app.router.add_post("/commands/{tail:.*}", self._serve_response_url)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -348,6 +349,23 @@ class FakeSlackApi:
             return {"ok": True, **handler(args)}
         except SlackFailure as failure:
             return {"ok": False, "error": failure.error, **failure.extra}
+
+    def response_url(self, command_id: str = "1") -> str:
+        """A slash command's ``response_url`` served by this fake (Slack's look:
+        ``https://hooks.slack.com/commands/<team>/<id>/<secret>``)."""
+        return f"http://127.0.0.1:{self._port}/commands/{TEAM_ID}/{command_id}/fakesecret"
+
+    async def _serve_response_url(self, request: web.Request) -> web.Response:
+        """A reply to a slash command: kept in ``state.ephemerals`` (``response_url`` set)
+        unless it says ``"response_type": "in_channel"``. Slack answers ``ok``."""
+        body = await request.json()
+        if body.get("response_type") == "in_channel":
+            raise web.HTTPBadRequest(text="in_channel replies are not faked")
+        if not body.get("text") and not body.get("blocks"):
+            return web.Response(status=400, text="no_text")
+        self.state.ephemerals.append({**body, "response_url": request.path})
+        self.calls.append(RecordedCall("response_url", body, 200, {}, time.monotonic(), None))
+        return web.Response(text="ok")
 
     async def _serve_upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]

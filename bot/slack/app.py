@@ -8,7 +8,8 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``) or the usage;
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``, replying through the
+  command's ``response_url``); anything else gets the usage in the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
@@ -37,7 +38,6 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackCallFailed, slack_call
 from bot.logs import log_context
 from bot.slack.background import Background
 from bot.slack.inbound import org_id_of, parse_message_event
@@ -162,6 +162,10 @@ class _Listeners:
         self._background.spawn(self._stop(body), name="stop button")
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        words = str(body.get("text", "")).split()
+        if not words or words[0].lower() != "skills":  # the usage goes in the ack: it shows
+            await ack(text=AGENT_USAGE)  # in DMs and channels without the bot too
+            return
         await ack()
         self._background.spawn(self._agent(body), name="/agent")
 
@@ -185,19 +189,7 @@ class _Listeners:
             await self._intake.follow_up(work)
 
     async def _agent(self, body: dict[str, Any]) -> None:
-        words = str(body.get("text", "")).split()
-        if words and words[0].lower() == "skills":
-            await self._deps.skills.handle_command(SkillsCommand.from_body(body))
-            return
-        try:
-            await slack_call(
-                "chat.postEphemeral",
-                self._deps.client.chat_postEphemeral(
-                    channel=str(body["channel_id"]), user=str(body["user_id"]), text=AGENT_USAGE
-                ),
-            )
-        except SlackCallFailed as exc:
-            logger.warning("/agent usage reply failed: %s", exc)
+        await self._deps.skills.handle_command(SkillsCommand.from_body(body))
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

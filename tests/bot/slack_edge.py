@@ -145,7 +145,12 @@ class SlackEdge:
     async def post_form(
         self, fields: dict[str, str], *, secret: str = SIGNING_SECRET
     ) -> httpx.Response:
-        """POST a slash command or an interaction (``payload=<json>``) form, signed."""
+        """POST a slash command or an interaction (``payload=<json>``) form, signed.
+
+        A command's ``response_url`` is pointed at the fake Slack API, as Slack points it
+        at itself."""
+        if "response_url" in fields:
+            fields = {**fields, "response_url": self.slack_api.response_url()}
         raw = urlencode(fields).encode()
         return await self.post_raw(raw, "application/x-www-form-urlencoded", secret, None, None)
 

@@ -79,14 +79,33 @@ async def test_an_expired_trigger_is_told_to_the_user_instead_of_failing_silentl
     assert "3 seconds" in ephemeral["text"]
 
 
-async def test_agent_without_a_known_subcommand_answers_with_usage(edge: SlackEdge) -> None:
-    response = await edge.post_form(command("dance"))
+async def test_agent_without_a_known_subcommand_answers_with_usage_in_the_ack(
+    edge: SlackEdge,
+) -> None:
+    # Given a DM, where chat.postEphemeral is refused
+    response = await edge.post_form({**command("dance"), "channel_id": "D0FAKEDM"})
     await edge.settle()
 
     assert response.status_code == 200
-    (ephemeral,) = edge.slack_api.state.ephemerals
-    assert ephemeral["text"] == AGENT_USAGE
-    assert ephemeral["user"] == "U0FAKEALICE"
+    assert response.text == AGENT_USAGE  # Slack shows a plain-text ack to the user alone
+    assert edge.slack_api.calls_to("chat.postEphemeral") == []
+
+
+@pytest.mark.parametrize("where", ["a DM", "a channel without the bot"])
+async def test_skills_replies_reach_the_user_where_the_bot_is_not(
+    edge: SlackEdge, where: str
+) -> None:
+    channel = "D0FAKEDM" if where == "a DM" else "C0NOBOT"
+    edge.slack_api.remove_bot("C0NOBOT")
+
+    await edge.post_form({**command("skills list"), "channel_id": channel})
+    await edge.settle()
+
+    (reply,) = edge.slack_api.state.ephemerals
+    assert reply["response_url"].startswith("/commands/")
+    assert reply["response_type"] == "ephemeral"
+    assert reply["text"]
+    assert edge.slack_api.calls_to("chat.postEphemeral") == []
 
 
 async def test_skills_without_a_verb_answers_with_the_skills_usage(edge: SlackEdge) -> None:
