@@ -41,6 +41,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.logs import log_context
 from bot.slack.background import Background
 from bot.slack.inbound import org_id_of, parse_message_event
+from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.poster import SlackPoster
 from bot.slack.render import STOP_ACTION_ID
@@ -83,6 +84,8 @@ class SlackDeps:
         skills: the ``/agent skills`` handlers.
         poster: idempotent thread posts.
         strict_channels: channel ids where only @mentions steer.
+        installation: the installing workspace and Grid org (``auth.test``); maps a
+            modal's ``view.app_installed_team_id`` to the org.
         external_may_start: Slack Connect users of other orgs may start sessions
             (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
@@ -101,6 +104,7 @@ class SlackDeps:
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
+    installation: Installation | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -170,7 +174,8 @@ class _Listeners:
         self._background.spawn(self._agent(body), name="/agent")
 
     async def on_skill_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        response = await self._deps.skills.handle_submission(Submission.from_body(body))
+        submission = Submission.from_body(body, installation=self._deps.installation)
+        response = await self._deps.skills.handle_submission(submission)
         await ack(**(response or {}))
 
     async def _stop(self, body: dict[str, Any]) -> None:

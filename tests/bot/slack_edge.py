@@ -31,6 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.background import Background
+from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
@@ -190,6 +191,7 @@ async def running_edge(
     strict_channels: frozenset[str] = frozenset(),
     limits: Limits = DEFAULT_LIMITS,
     external_may_start: bool = False,
+    installation: Installation | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
@@ -222,6 +224,7 @@ async def running_edge(
         poster=(poster := SlackPoster(client, outbox)),
         strict_channels=strict_channels,
         external_may_start=external_may_start,
+        installation=installation,
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.slack.app import AGENT_USAGE
+from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from memory_store import Namespace, Scope
 from tests.bot.conftest import load_case
@@ -137,3 +138,25 @@ async def test_a_skill_editor_submission_is_acked_with_the_result_of_the_save(
     assert "Saved `restart-pods` as version 1" in json.dumps(answer["view"])
     stored = await edge.files.read(SKILLS, "/restart-pods/SKILL.md")
     assert stored.content == content
+
+
+async def test_a_slack_connect_user_saves_a_skill_in_the_installing_org(tmp_path: Path) -> None:
+    async with running_edge(tmp_path, installation=Installation("T0FAKETEAM", "E0FAKEORG")) as edge:
+        # Given the new-skill modal, opened in the installing org's shared channel
+        await edge.post_form(command("skills new"))
+        await edge.settle()
+        view = edge.slack_api.state.views[
+            edge.slack_api.calls_to("views.open")[0].response["view"]["id"]
+        ]
+        content = "---\nname: vendor-runbook\ndescription: Vendor failover steps.\n---\n1. Call\n"
+        # When a Slack Connect user of another org submits it (their team in the payload)
+        form = view_submission(view, {"skill_name": "vendor-runbook", "skill_part_1": content})
+        body = json.loads(form["payload"])
+        body["team"] = {"id": "T0FAKEVENDR", "domain": "vendor-co"}
+        body["user"]["team_id"] = "T0FAKEVENDR"
+        body.pop("enterprise")
+        response = await edge.post_form({"payload": json.dumps(body)})
+        # Then the save lands in the org the app is installed in (view.app_installed_team_id)
+        assert "Saved `vendor-runbook` as version 1" in json.dumps(response.json()["view"])
+        stored = await edge.files.read(SKILLS, "/vendor-runbook/SKILL.md")
+        assert stored.content == content
