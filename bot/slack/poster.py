@@ -167,6 +167,11 @@ class SlackPoster:
         await self._outbox.post_done(key, ts)
         return ts
 
+    async def recorded_ts(self, key: str) -> str | None:
+        """The ``ts`` (or file id) the outbox recorded for ``key``, or None."""
+        record = await self._outbox.get_post(key)
+        return record.ts if record is not None and record.ts else None
+
     async def post_file(
         self,
         thread: Thread,

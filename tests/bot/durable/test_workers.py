@@ -38,6 +38,7 @@ from memory_store import Database, SessionStatus, SessionStore
 from sandbox_client import Health, ProcessStatus, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import (
+    CHANNEL,
     FENCED_LINE,
     Fakes,
     Probe,
@@ -250,6 +251,32 @@ async def test_a_reply_during_a_step_reaches_the_model_after_the_tool_results(
     assert kinds[0] == "tool_result"
     assert kinds[-1] == "text"
     assert "check the DB pool" in last["content"][-1]["text"]
+
+
+async def test_a_reply_mid_turn_leaves_no_earlier_status_working_with_a_stop_button(
+    probe: Probe,
+) -> None:
+    session_id = f"two-status-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.0))
+    await probe.wait_event(session_id, "tool_intent")
+    # When a teammate replies while the command runs (the next turn gets its own status)
+    await probe.sessions.add_input(
+        session_id, user_id="U0FAKEBOB", text="also check the DB pool", source_ts="1.5"
+    )
+    session = await probe.wait_answered(session_id)
+    # Then, once the session answered, no status message in the thread still works
+    thread = probe.fakes.slack.thread(CHANNEL, session.key.thread_ts)
+    assert [m["text"] for m in thread if _still_working(m)] == []
+    posted = [k for k in probe.fakes.post_keys() if k.startswith(f"{session_id}:status:")]
+    assert len(posted) == 2, "the reply did not start a second status message"
+
+
+def _still_working(message: dict[str, object]) -> bool:
+    """A bot message that shows "Working" or a Stop button."""
+    blocks = message.get("blocks") or []
+    assert isinstance(blocks, list)
+    live = any(b.get("type") == "actions" for b in blocks) or "*Working*" in json.dumps(blocks)
+    return bool(message.get("bot_id")) and live
 
 
 async def test_a_crash_after_commit_before_enqueue_is_recovered_by_the_sweeper(
