@@ -8,9 +8,10 @@ recording: the thread is searched (``conversations.replies`` with
 ``include_all_metadata``) for the key before anything is posted again. Files are
 found again by their name, which carries the key.
 
-Status updates (``chat.update``, Slack: ~50/min per app) are coalesced per message
-and sent at most once per ``min_update_interval_s``; the latest state wins and the
-final state is always sent. HTTP 429 answers are waited out for ``Retry-After``
+Status updates (``chat.update``, Slack: ~50/min per workspace) are coalesced per
+message, sent at most once per ``min_update_interval_s`` per message and within the
+workspace's ``CallBudget`` across messages; the latest state wins and the final state
+is always sent. HTTP 429 answers are waited out for ``Retry-After``
 seconds by slack_sdk's ``AsyncRateLimitErrorRetryHandler``; a post is never re-sent by
 the client after a connection error (``retries``): the outbox's search above covers it.
 """
@@ -30,6 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ContentTooLong, SlackCallFailed, slack_call
 from bot.slack import retries
+from bot.slack.budget import CallBudget
 from bot.slack.render import (
     DEFAULT_MAX_ANSWER_MESSAGES,
     THINKING_STATUS,
@@ -117,6 +119,8 @@ class SlackPoster:
         min_update_interval_s: least time between two ``chat.update`` of one message.
         max_answer_messages: an answer needing more messages is uploaded as a file.
         clock: monotonic seconds, for spacing status updates.
+        update_budget: the workspace's ``chat.update`` budget shared by all status
+            messages (default: ``CHAT_UPDATE_PER_MINUTE`` a minute, Slack's Tier 3).
     """
 
     def __init__(
@@ -127,8 +131,10 @@ class SlackPoster:
         min_update_interval_s: float = 1.0,
         max_answer_messages: int = DEFAULT_MAX_ANSWER_MESSAGES,
         clock: Callable[[], float] = time.monotonic,
+        update_budget: CallBudget | None = None,
     ) -> None:
         self._client = client
+        self._update_budget = update_budget or CallBudget()
         self._outbox = outbox
         self._interval_s = min_update_interval_s
         self._max_answer_messages = max_answer_messages
@@ -386,6 +392,7 @@ class SlackPoster:
                 wait_s = slot.last_sent_at + self._interval_s - self._clock()
                 if wait_s > 0:
                     await asyncio.sleep(wait_s)
+            await self._update_budget.take()  # updates arriving meanwhile replace pending
             message, slot.pending = slot.pending, None
             try:
                 await self._send_update(channel_id, ts, message)
