@@ -93,6 +93,7 @@ MAX_MARKDOWN_CHARS = 12_000
 MAX_PRIVATE_METADATA_CHARS = 3_000
 MAX_INPUT_CHARS = 3_000
 MAX_VIEW_TITLE_CHARS = 24
+_SIGN_IN_PAGE = "<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in</body></html>"
 _JSON_ARGS = ("blocks", "metadata", "view", "files", "attachments", "loading_messages")
 
 
@@ -143,6 +144,7 @@ class _State:
     members: dict[str, set[str]] = field(default_factory=dict)
     broken_channels: dict[str, str] = field(default_factory=dict)
     revoked: str | None = None
+    shared_files: dict[str, bytes] = field(default_factory=dict)
 
 
 class FakeSlackApi:
@@ -201,6 +203,7 @@ class FakeSlackApi:
         app.router.add_route("*", "/api/{method}", self._serve_api)
         app.router.add_post("/upload/{file_id}", self._serve_upload)
         app.router.add_post("/commands/{tail:.*}", self._serve_response_url)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._serve_private_file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -349,6 +352,38 @@ class FakeSlackApi:
             return {"ok": True, **handler(args)}
         except SlackFailure as failure:
             return {"ok": False, "error": failure.error, **failure.extra}
+
+    def add_file(
+        self, name: str, content: bytes, *, filetype: str = "text", mimetype: str = "text/plain"
+    ) -> JsonDict:
+        """A file someone shared, as Slack's file object (``url_private_download`` served
+        here, to the bot token only); put it in a message's ``files``."""
+        file_id = f"F0FAKE{next(self._ids):04d}"
+        self.state.shared_files[file_id] = content
+        base = f"http://127.0.0.1:{self._port}/files-pri/{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": filetype,
+            "size": len(content),
+            "url_private": base,
+            "url_private_download": base + "?download=1",
+        }
+
+    async def _serve_private_file(self, request: web.Request) -> web.Response:
+        """A file's ``url_private``: its bytes for the bot token; for anyone else Slack's
+        sign-in page (HTML, status 200), as Slack answers."""
+        content = self.state.shared_files.get(request.match_info["file_id"])
+        self.calls.append(
+            RecordedCall("files-pri", dict(request.match_info), 200, {}, time.monotonic(), None)
+        )
+        if _bearer(request) != self.token or self.state.revoked:
+            return web.Response(text=_SIGN_IN_PAGE, content_type="text/html")
+        if content is None:
+            return web.Response(status=404, text="file_not_found")
+        return web.Response(body=content, content_type="text/plain")
 
     def response_url(self, command_id: str = "1") -> str:
         """A slash command's ``response_url`` served by this fake (Slack's look:

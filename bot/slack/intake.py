@@ -25,13 +25,14 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
+from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
@@ -64,10 +65,17 @@ def usage_text(bot_user_id: str) -> str:
 
 @dataclass(frozen=True)
 class Wake:
-    """Enqueue ``advance(session_id, token)``."""
+    """Enqueue ``advance(session_id, token)`` (None: a step is already pending).
+
+    ``files``: the message's file objects; the contents of small text ones are added as
+    an input keyed ``<source_ts>/files`` before the wake-up.
+    """
 
     session_id: str
-    token: str
+    token: str | None
+    files: tuple[Mapping[str, Any], ...] = ()
+    source_ts: str = ""
+    user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,7 +178,9 @@ class Intake:
     async def follow_up(self, work: FollowUp) -> None:
         """Do ``work``: enqueue, reply, kill. Slack failures are logged, not raised."""
         if isinstance(work, Wake):
-            await self.enqueue(work.session_id, work.token)
+            await self._add_files(work)
+            if work.token is not None:
+                await self.enqueue(work.session_id, work.token)
         elif isinstance(work, WakeWithContext):
             await self._add_context(work)
             await self.enqueue(work.session_id, work.token)
@@ -198,7 +208,9 @@ class Intake:
                     source_ts=message.source_ts,
                 )
             )
-            return Wake(steer.session_id, token) if token else None
+            if not token and not message.files:
+                return None
+            return Wake(steer.session_id, token, message.files, message.source_ts, message.user_id)
         return await self._start(message, key, decision)
 
     async def _first_sighting(self, message: InboundMessage) -> bool:
@@ -236,7 +248,7 @@ class Intake:
             return WakeWithContext(
                 opened.session_id, opened.token, message.channel_id, key.thread_ts, message.ts
             )
-        return Wake(opened.session_id, opened.token)
+        return Wake(opened.session_id, opened.token, message.files, message.ts, message.user_id)
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
         cancelled = await _retrying(lambda: self.sessions.cancel(session_id, actor=user_id))
@@ -266,6 +278,21 @@ class Intake:
                 user_id=self.bot_user_id,
                 text=context,
                 source_ts=f"{work.before_ts}/context",
+            )
+
+    async def _add_files(self, work: Wake) -> None:
+        """The contents of the message's small text files, as an input of their own."""
+        if not work.files or self.client.token is None:
+            return
+        contents = await file_contents(self.client.token, work.files)
+        if contents is not None:
+            await _retrying(
+                lambda: self.sessions.add_input(
+                    work.session_id,
+                    user_id=work.user_id or self.bot_user_id,
+                    text=contents,
+                    source_ts=f"{work.source_ts}/files",
+                )
             )
 
     async def _reply_usage(self, work: ReplyUsage) -> None:

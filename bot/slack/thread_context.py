@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_call
 from bot.slack.content import message_content
+from bot.slack.files import file_contents
 from bot.slack.render import truncate
 
 HEADER = (
@@ -26,6 +27,7 @@ HEADER = (
 )
 MAX_CONTEXT_CHARS = 20_000
 MAX_MESSAGE_CHARS = 2_000
+MAX_FILE_CHARS = 6_000
 _PAGE = 200
 _MAX_PAGES = 5
 
@@ -50,13 +52,23 @@ async def earlier_messages(
     """
     messages = await _replies(client, channel_id, thread_ts)
     lines = [
-        _line(m, bot_user_id)
+        await _with_files(client, m, _line(m, bot_user_id))
         for m in messages
         if float(m.get("ts", "0")) < float(before_ts)
         and m.get("ts") not in skip_ts
         and m.get("user") != bot_user_id
     ]
     return format_context(lines, max_chars=max_chars)
+
+
+async def _with_files(client: AsyncWebClient, message: Mapping[str, Any], line: str) -> str:
+    """``line`` and the contents of the message's small text files (cut to a share of
+    the context)."""
+    files = tuple(f for f in message.get("files") or [] if isinstance(f, Mapping))
+    if not files or client.token is None:
+        return line
+    contents = await file_contents(client.token, files)
+    return line if contents is None else f"{line}\n{truncate(contents, MAX_FILE_CHARS)}"
 
 
 def format_context(lines: Sequence[str], *, max_chars: int = MAX_CONTEXT_CHARS) -> str | None:

@@ -33,6 +33,7 @@ FEATURE_SCOPES = {
     "channels:history",  # message.channels
     "groups:history",  # message.groups (and conversations.replies in private channels)
     "commands",  # /agent
+    "files:read",  # url_private downloads of small text files people share (slack/files.py)
 }
 _FAMILIES = (
     "admin|apps|assistant|auth|bookmarks|bots|canvases|chat|conversations|dnd|emoji|files|"

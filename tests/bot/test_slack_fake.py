@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -188,3 +189,17 @@ async def test_methods_are_limited_per_workspace_by_tier() -> None:
     assert caught.value.response.status_code == 429
     assert caught.value.response["error"] == "ratelimited"
     assert int(caught.value.response.headers["Retry-After"][0]) >= 1
+
+
+async def test_a_private_file_is_served_to_the_bot_token_only(slack_api: FakeSlackApi) -> None:
+    file = slack_api.add_file("pods.log", b"CrashLoopBackOff\n")
+
+    async with aiohttp.ClientSession() as session:
+        bearer = {"Authorization": f"Bearer {slack_api.token}"}
+        async with session.get(file["url_private_download"], headers=bearer) as answer:
+            content = await answer.read()
+        async with session.get(file["url_private_download"]) as anonymous:
+            sign_in = (anonymous.status, anonymous.content_type)
+
+    assert content == b"CrashLoopBackOff\n"
+    assert sign_in == (200, "text/html")

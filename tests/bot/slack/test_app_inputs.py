@@ -218,3 +218,51 @@ async def test_an_event_whose_record_failed_after_its_dedupe_check_lands_on_slac
         session = await edge.session("1767400000.000001")
         assert session is not None
         assert edge.enqueued.calls == [(session.id, session.pending_token)]
+
+
+LOG = b"pod/api-7d9 CrashLoopBackOff\nOOMKilled: memory limit 256Mi\n"
+
+
+async def test_a_shared_text_files_content_reaches_the_session_and_an_image_only_by_name(
+    edge: SlackEdge,
+) -> None:
+    session_id = await start_session(edge)
+    log = edge.slack_api.add_file("canary-pods.log", LOG)
+    image = edge.slack_api.add_file("graph.png", b"\x89PNG", filetype="png", mimetype="image/png")
+    body = event("event_message_file_share.json", files=[log, image])
+
+    assert (await edge.post_event(body)).status_code == 200
+    await edge.settle()
+
+    text, contents = (await edge.inbox_texts(session_id))[1:]
+    assert "[file: graph.png (png, 4 B)]" in text
+    assert contents.startswith(f"Contents of [file: canary-pods.log (text, {len(LOG)} B)]:")
+    assert "OOMKilled: memory limit 256Mi" in contents
+    assert "PNG" not in contents
+
+
+async def test_a_new_session_reads_the_text_files_shared_above_it(edge: SlackEdge) -> None:
+    api = edge.slack_api
+    root = api.add_message(CHANNEL, "canary is crashlooping", user="U0FAKEALICE")
+    api.state.messages[CHANNEL].append(
+        {
+            "type": "message",
+            "subtype": "file_share",
+            "user": "U0FAKEBOB",
+            "text": "here are the pods",
+            "ts": "1767225602.500000",
+            "thread_ts": root,
+            "files": [api.add_file("canary-pods.log", LOG)],
+        }
+    )
+    mention_ts = api.add_message(CHANNEL, "<@U0FAKEBOT> why?", thread_ts=root)
+
+    body = event("event_app_mention_in_thread.json", ts=mention_ts, thread_ts=root)
+    await edge.post_event(body)
+    await edge.settle()
+
+    session = await edge.session(root)
+    assert session is not None
+    context = (await edge.inbox_texts(session.id))[1]
+    assert "here are the pods" in context
+    assert "OOMKilled: memory limit 256Mi" in context
