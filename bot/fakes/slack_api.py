@@ -156,13 +156,15 @@ class FakeSlackApi:
         token: str = "xoxb-fake-token",
         enterprise_id: str | None = None,
         rate_window_s: float = 60.0,
+        rate_limits: bool = True,
     ) -> None:
         """``enterprise_id``: the Enterprise Grid org the app is installed in (None: a
         standalone workspace). ``rate_window_s``: the window of the per-minute limits
-        (shorter in tests that measure the budget)."""
+        (shorter in tests that measure the budget); ``rate_limits=False`` turns them off
+        (benchmarks that measure our code, not Slack's limits)."""
         self.token = token
         self.enterprise_id = enterprise_id
-        self.limits = RateLimits(time.monotonic, window_s=rate_window_s)
+        self.limits = RateLimits(time.monotonic, window_s=rate_window_s, enabled=rate_limits)
         self.calls: list[RecordedCall] = []
         self.state = _State()
         self._faults: dict[str, list[_Fault]] = {}
