@@ -86,6 +86,9 @@ class Settings(BaseSettings):
 
     max_steps: int = Field(default=200, validation_alias="WARROOM_MAX_STEPS")
     skill_editors: str = Field(default="", validation_alias="WARROOM_SKILL_EDITORS")
+    external_users_start: bool = Field(
+        default=False, validation_alias="WARROOM_EXTERNAL_USERS_START"
+    )
     agent_may_write_skills: bool = Field(
         default=False, validation_alias="WARROOM_AGENT_WRITES_SKILLS"
     )

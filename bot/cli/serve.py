@@ -26,6 +26,7 @@ from bot.metrics import start_metrics_server
 from bot.settings import Settings
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.background import Background
+from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, SocketMode
 from bot.slack.modes import serve as serve_slack
 from bot.slack.poster import SlackPoster
@@ -113,6 +114,8 @@ async def _slack_deps(
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db)),
+        external_may_start=settings.external_users_start,
+        installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
     )
 
 

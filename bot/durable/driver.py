@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,6 +32,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
+from bot.errors import SlackRefused
 from bot.logs import log_context
 from bot.metrics import StepReport, default_metrics
 from harness import (
@@ -53,7 +55,9 @@ from memory_store import (
     DatabaseUnavailable,
     Fenced,
     FileStore,
+    Finish,
     NewEvent,
+    SessionStatus,
     SessionStore,
     TokenUsage,
     Wait,
@@ -144,6 +148,7 @@ class StepOutcome(StrEnum):
     POSTED = "posted"
     WAITING = "waiting"
     FENCED = "fenced"
+    REFUSED = "refused"  # Slack refused the answer for good; the session failed
 
 
 @dataclass(frozen=True)
@@ -285,6 +290,8 @@ class StepDriver:
                 thread_ts=claim.key.thread_ts,
                 markdown=cp.answer,
             )
+        except SlackRefused as refused:
+            return await self._give_up_post(claim, cp, lease, key, refused, started)
         finally:
             del self._posting[key]
         done = replace(cp, answer=None, best_effort=False)
@@ -299,6 +306,38 @@ class StepDriver:
             await self._park(done)
         self._observe("post", StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token
+
+    async def _give_up_post(
+        self,
+        claim: Claim,
+        cp: Checkpoint,
+        lease: _Lease,
+        key: str,
+        refused: SlackRefused,
+        started: float,
+    ) -> tuple[StepOutcome, str | None]:
+        """Slack refused the answer for good (archived channel, revoked token, …): end
+        the session ``failed`` with a ``post_failed`` event, no retry, no crash."""
+        log.error(
+            "session %s: Slack refused its answer for good (%s on %s); the session ends "
+            "failed without retrying",
+            claim.session_id,
+            refused.error,
+            refused.method,
+        )
+        lease.committing()
+        done = replace(cp, answer=None, best_effort=False)
+        detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
+        await self.sessions.commit(
+            claim,
+            checkpoint=done.to_json(),
+            outcome=Finish(SessionStatus.FAILED),
+            events=(NewEvent("post_failed", detail),),
+        )
+        await self._park(done)
+        default_metrics().count_post_refused(refused.error)
+        self._observe("post", StepOutcome.REFUSED, started)
+        return StepOutcome.REFUSED, None
 
     def _observe(
         self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
@@ -349,6 +388,8 @@ class StepDriver:
                 checkpoint=cp,
                 events=events,
             )
+        except SlackRefused as refused:  # e.g. an archived channel: say it in one line
+            log.warning("session %s: progress not shown: %s", claim.session_id, refused)
         except Exception:  # progress is best effort: never fail a committed step
             log.exception("session %s: progress update failed", claim.session_id)
 

@@ -23,6 +23,7 @@ from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_cr
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
+from bot.slack import retries
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from bot.slack.render import render_session_failed
@@ -92,9 +93,12 @@ def make_model(settings: Settings) -> AnthropicModel:
 
 
 def make_slack_client(settings: Settings) -> AsyncWebClient:
-    """A Web API client. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
+    """A Web API client that never re-sends a post by itself (``retries``) and waits out
+    429s. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
     token = settings.require("slack_bot_token", "Warroom posts to Slack with the bot token")
-    return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    retries.install(client)
+    return client
 
 
 def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:

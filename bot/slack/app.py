@@ -8,7 +8,8 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``) or the usage;
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``, replying through the
+  command's ``response_url``); anything else gets the usage in the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
@@ -37,10 +38,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackCallFailed, slack_call
 from bot.logs import log_context
 from bot.slack.background import Background
 from bot.slack.inbound import org_id_of, parse_message_event
+from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.poster import SlackPoster
 from bot.slack.render import STOP_ACTION_ID
@@ -83,6 +84,10 @@ class SlackDeps:
         skills: the ``/agent skills`` handlers.
         poster: idempotent thread posts.
         strict_channels: channel ids where only @mentions steer.
+        installation: the installing workspace and Grid org (``auth.test``); maps a
+            modal's ``view.app_installed_team_id`` to the org.
+        external_may_start: Slack Connect users of other orgs may start sessions
+            (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
     """
 
@@ -98,6 +103,8 @@ class SlackDeps:
     poster: SlackPoster
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
+    external_may_start: bool = False
+    installation: Installation | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -111,6 +118,7 @@ class SlackDeps:
             cancel_running=self.cancel_running,
             strict_channels=self.strict_channels,
             dedupe_ttl_s=self.dedupe_ttl_s,
+            external_may_start=self.external_may_start,
         )
 
 
@@ -158,11 +166,16 @@ class _Listeners:
         self._background.spawn(self._stop(body), name="stop button")
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        words = str(body.get("text", "")).split()
+        if not words or words[0].lower() != "skills":  # the usage goes in the ack: it shows
+            await ack(text=AGENT_USAGE)  # in DMs and channels without the bot too
+            return
         await ack()
         self._background.spawn(self._agent(body), name="/agent")
 
     async def on_skill_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        response = await self._deps.skills.handle_submission(Submission.from_body(body))
+        submission = Submission.from_body(body, installation=self._deps.installation)
+        response = await self._deps.skills.handle_submission(submission)
         await ack(**(response or {}))
 
     async def _stop(self, body: dict[str, Any]) -> None:
@@ -181,19 +194,7 @@ class _Listeners:
             await self._intake.follow_up(work)
 
     async def _agent(self, body: dict[str, Any]) -> None:
-        words = str(body.get("text", "")).split()
-        if words and words[0].lower() == "skills":
-            await self._deps.skills.handle_command(SkillsCommand.from_body(body))
-            return
-        try:
-            await slack_call(
-                "chat.postEphemeral",
-                self._deps.client.chat_postEphemeral(
-                    channel=str(body["channel_id"]), user=str(body["user_id"]), text=AGENT_USAGE
-                ),
-            )
-        except SlackCallFailed as exc:
-            logger.warning("/agent usage reply failed: %s", exc)
+        await self._deps.skills.handle_command(SkillsCommand.from_body(body))
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

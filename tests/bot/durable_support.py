@@ -336,14 +336,16 @@ class Probe:
     sender: Sender | None
     data_dir: Path
 
-    async def open(self, session_id: str, plan: list[Reply], *, text: str = "look") -> str:
+    async def open(
+        self, session_id: str, plan: list[Reply], *, text: str = "look", channel: str = CHANNEL
+    ) -> str:
         """Script the model for a new session, open it in a seeded Slack thread; returns
         its first token (not enqueued)."""
         self.fakes.script.plans[session_id] = plan
-        thread_ts = self.fakes.slack.add_message(CHANNEL, f"<@U0FAKEBOT> {text}")
-        checkpoint = Checkpoint(session_id, ORG, CHANNEL, Requester(USER)).to_json()
+        thread_ts = self.fakes.slack.add_message(channel, f"<@U0FAKEBOT> {text}")
+        checkpoint = Checkpoint(session_id, ORG, channel, Requester(USER)).to_json()
         opened = await self.sessions.open_or_join(
-            SessionKey(ORG, CHANNEL, thread_ts),
+            SessionKey(ORG, channel, thread_ts),
             requester_id=USER,
             initial_checkpoint=checkpoint,
             text=f"[session:{session_id}] {text}",
@@ -353,9 +355,11 @@ class Probe:
         assert opened.token is not None
         return opened.token
 
-    async def start(self, session_id: str, plan: list[Reply], *, text: str = "look") -> None:
+    async def start(
+        self, session_id: str, plan: list[Reply], *, text: str = "look", channel: str = CHANNEL
+    ) -> None:
         """``open`` and enqueue the first step."""
-        self.queue.send(session_id, await self.open(session_id, plan, text=text))
+        self.queue.send(session_id, await self.open(session_id, plan, text=text, channel=channel))
 
     @property
     def queue(self) -> Sender:

@@ -38,6 +38,7 @@ from memory_store import Database, SessionStatus, SessionStore
 from sandbox_client import Health, ProcessStatus, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import (
+    CHANNEL,
     FENCED_LINE,
     Fakes,
     Probe,
@@ -247,6 +248,32 @@ async def test_a_reply_during_a_step_reaches_the_model_after_the_tool_results(
     assert "check the DB pool" in last["content"][-1]["text"]
 
 
+async def test_a_reply_mid_turn_leaves_no_earlier_status_working_with_a_stop_button(
+    probe: Probe,
+) -> None:
+    session_id = f"two-status-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.0))
+    await probe.wait_event(session_id, "tool_intent")
+    # When a teammate replies while the command runs (the next turn gets its own status)
+    await probe.sessions.add_input(
+        session_id, user_id="U0FAKEBOB", text="also check the DB pool", source_ts="1.5"
+    )
+    session = await probe.wait_answered(session_id)
+    # Then, once the session answered, no status message in the thread still works
+    thread = probe.fakes.slack.thread(CHANNEL, session.key.thread_ts)
+    assert [m["text"] for m in thread if _still_working(m)] == []
+    posted = [k for k in probe.fakes.post_keys() if k.startswith(f"{session_id}:status:")]
+    assert len(posted) == 2, "the reply did not start a second status message"
+
+
+def _still_working(message: dict[str, object]) -> bool:
+    """A bot message that shows "Working" or a Stop button."""
+    blocks = message.get("blocks") or []
+    assert isinstance(blocks, list)
+    live = any(b.get("type") == "actions" for b in blocks) or "*Working*" in json.dumps(blocks)
+    return bool(message.get("bot_id")) and live
+
+
 async def test_a_crash_after_commit_before_enqueue_is_recovered_by_the_sweeper(
     probe: Probe, cluster: Cluster
 ) -> None:
@@ -372,6 +399,30 @@ async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_
     texts = [c.args.get("text", "") for c in probe.fakes.posts()]
     assert sum("Answer of crash-during-post." in t for t in texts) == 1
     assert probe.fakes.slack.calls_to("conversations.replies")
+
+
+async def test_an_answer_slack_refuses_for_good_fails_the_session_without_a_retry(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given the session's channel was archived while it worked
+    session_id = f"archived-{uuid.uuid4().hex[:6]}"
+    probe.fakes.slack.break_channel("C0ARCHIVED", "is_archived")
+    await probe.start(session_id, [Reply.text("Nothing to do.")], channel="C0ARCHIVED")
+    # When its answer is posted, Slack answers is_archived
+    session = await probe.wait_status(session_id, SessionStatus.FAILED)
+    # Then the attempt ends at once: one try, the session failed, the reason logged
+    (refused,) = await probe.events(session_id, "post_failed")
+    assert json.loads(refused.payload_json)["error"] == "is_archived"
+    answers = [
+        c
+        for c in probe.fakes.slack.calls_to("chat.postMessage")
+        if f"{session_id}:answer:" in str((c.args.get("metadata") or {}).get("event_payload"))
+    ]
+    assert len(answers) == 1
+    assert session.crash_count == 0
+    assert any(
+        [await _logged(w, "refused its answer for good", session_id) for w in cluster.pool.history]
+    )
 
 
 async def test_a_frozen_worker_past_its_lease_is_fenced_when_it_continues(

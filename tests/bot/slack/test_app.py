@@ -199,16 +199,18 @@ async def test_the_twins_of_a_bare_mention_get_one_usage_reply(edge: SlackEdge) 
 
 
 async def test_the_org_is_the_installations_enterprise_in_a_shared_channel(
-    edge: SlackEdge,
+    tmp_path: Path,
 ) -> None:
-    response = await edge.post_event(event("event_app_mention_enterprise_shared_channel.json"))
-    await edge.settle()
+    async with running_edge(tmp_path, external_may_start=True) as edge:
+        body = event("event_app_mention_enterprise_shared_channel.json")
+        response = await edge.post_event(body)
+        await edge.settle()
 
-    assert response.status_code == 200
-    assert await edge.session(ROOT_TS, org="T0FAKEVENDR") is None
-    session = await edge.session(ROOT_TS, org="E0FAKEORG")
-    assert session is not None
-    assert session.requester_id == "U0FAKEVENDOR"
+        assert response.status_code == 200
+        assert await edge.session(ROOT_TS, org="T0FAKEVENDR") is None
+        session = await edge.session(ROOT_TS, org="E0FAKEORG")
+        assert session is not None
+        assert session.requester_id == "U0FAKEVENDOR"
 
 
 # ----- bots, edits, deletions ----------------------------------------------------------

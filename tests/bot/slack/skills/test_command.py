@@ -40,7 +40,8 @@ async def seed(store: FileStore, name: str, content: str, *, actor: str = "U0FAK
 
 def command(text: str, *, user: str = "U0FAKEALICE") -> SkillsCommand:
     body = load_case("slash_command_agent_skills_edit.parsed.json")
-    return SkillsCommand.from_body({**body, "text": text, "user_id": user})
+    # no response_url: these replies take the chat.postEphemeral path
+    return SkillsCommand.from_body({**body, "text": text, "user_id": user, "response_url": ""})
 
 
 def open_view(slack_api: FakeSlackApi) -> dict[str, Any]:
