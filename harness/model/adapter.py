@@ -30,7 +30,7 @@ from anthropic.types import Message as ApiMessage
 from anthropic.types import RawMessageStreamEvent
 
 from harness.errors import ModelRejected, ModelStalled, ModelUnavailable
-from harness.model.messages import Message, TextBlock, ToolUseBlock, Usage, dumps, to_wire
+from harness.model.messages import Message, TextBlock, ToolUseBlock, Usage, dumps
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _CONNECT_TIMEOUT_S = 5.0  # the anthropic SDK's own default (DEFAULT_TIMEOUT.connect)
@@ -129,20 +129,32 @@ def build_request(
     """
     tool_defs = [tool.to_dict() for tool in tools]
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
-    wire = to_wire(messages)
     static = system_blocks or tool_defs
     if static:
         static[-1]["cache_control"] = dict(_EPHEMERAL)
-    for message in (wire[:1] + wire[-1:]) if wire else []:
-        if message["content"]:
-            message["content"][-1]["cache_control"] = dict(_EPHEMERAL)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     if tool_defs:
         body["tools"] = tool_defs
     if system_blocks:
         body["system"] = system_blocks
-    body["messages"] = wire
-    return dumps(body).encode()
+    head = dumps(body)[:-1]  # the object without its closing brace; "messages" comes last
+    return f'{head},"messages":[{_messages_json(messages)}]}}'.encode()
+
+
+def _messages_json(messages: Sequence[Message]) -> str:
+    """The ``messages`` array's elements, as ``dumps`` of the wire list would write them.
+
+    The first and last messages carry cache breakpoints and are built afresh; the
+    ones between reuse each message's canonical JSON (``Message.to_json``, computed
+    once per message), so a long transcript costs a join, not a re-serialisation.
+    """
+    parts = [m.to_json() for m in messages]
+    for i in {0, len(messages) - 1} if messages else set():
+        wire = messages[i].to_dict()
+        if wire["content"]:
+            wire["content"][-1]["cache_control"] = dict(_EPHEMERAL)
+        parts[i] = dumps(wire)
+    return ",".join(parts)
 
 
 @dataclass(frozen=True)

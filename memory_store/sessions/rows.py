@@ -69,6 +69,8 @@ async def create(
             crash_count=0,
             checkpoint=checkpoint,
             last_seq=0,
+            transcript_generation=0,
+            transcript_length=0,
             inbox_seq=1,
             inbox_consumed=0,
             input_tokens=0,
@@ -152,4 +154,6 @@ def _session(row: Row[Any]) -> Session:
         ),
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        transcript_generation=m["transcript_generation"],
+        transcript_length=m["transcript_length"],
     )
