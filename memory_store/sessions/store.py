@@ -92,20 +92,16 @@ class SessionStore:
         now, token = self._clock(), new_token()
         session_id = session_id or new_token()
         message = inbox.Message(requester_id, text, source_ts)
+        new = session_rows.NewSession(session_id, requester_id, initial_checkpoint, token, now)
         try:
+            if self._pg:  # the common case, a new thread, in one statement and round trip
+                async with self._db.autocommit() as conn:
+                    if await session_rows.create_with_input(conn, key, new, message):
+                        return Opened(session_id, created=True, token=token)
             async with self._db.write() as conn:
-                if await session_rows.create(
-                    conn,
-                    key,
-                    session_id=session_id,
-                    requester_id=requester_id,
-                    checkpoint=initial_checkpoint,
-                    token=token,
-                    now=now,
-                    is_postgres=self._pg,
-                ):
+                if not self._pg and await session_rows.create(conn, key, new, is_postgres=False):
                     await inbox.insert_item(
-                        conn, session_id, 1, message, now=now, is_postgres=self._pg
+                        conn, session_id, 1, message, now=now, is_postgres=False
                     )
                     return Opened(session_id, created=True, token=token)
                 session_id = await session_rows.id_of(conn, key)
