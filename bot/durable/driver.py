@@ -16,7 +16,8 @@ message only names a pending token (docs/architecture.md §5):
 - a tool's intent is committed before the tool runs (the harness calls ``save``);
 - the answer is posted in its own step, idempotently (outbox + message metadata),
   and the session then waits holding nothing: its sandbox is suspended;
-- the next message is enqueued only after the commit.
+- the next message is enqueued only after the commit, and before the thread's
+  progress is shown (a Slack call the next step need not wait for).
 """
 
 from __future__ import annotations
@@ -147,6 +148,10 @@ class StepOutcome(StrEnum):
     FENCED = "fenced"
 
 
+_Report = tuple[Checkpoint, Sequence[Event]]
+"""A committed step's progress to show: its checkpoint and events."""
+
+
 @dataclass(frozen=True)
 class _Posting:
     session_id: str
@@ -213,7 +218,9 @@ class StepDriver:
         try:
             cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
             async with _Lease(self.sessions, claim, self.lease_s) as lease:
-                outcome, next_token = await self._step(claim, _checkpoint(claim, cp), stored, lease)
+                outcome, next_token, report = await self._step(
+                    claim, _checkpoint(claim, cp), stored, lease
+                )
         except Fenced:
             log.warning("session %s: step fenced (stopped, or taken over)", session_id)
             self.transcripts.forget(session_id)
@@ -233,6 +240,8 @@ class StepDriver:
             )
         if next_token is not None:
             await self.enqueue(session_id, next_token)
+        if report is not None:  # after the enqueue: the next step need not wait for Slack
+            await self._progress(claim, *report)
         return outcome
 
     def before_post_recorded(self, key: str) -> None:
@@ -252,7 +261,7 @@ class StepDriver:
 
     async def _step(
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
-    ) -> tuple[StepOutcome, str | None]:
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
         started = time.monotonic()
         if cp.answer is not None:
             return await self._post_answer(claim, cp, stored, lease)
@@ -277,14 +286,13 @@ class StepDriver:
             consumed_inbox_upto=claim.inbox_upto if inbox else None,
             usage=_usage_delta(cp, new),
         )
-        await self._progress(claim, new, result.events)
         status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
         self._observe(kind.value, status, started, result.events)
-        return status, next_token
+        return status, next_token, (new, result.events)
 
     async def _post_answer(
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
-    ) -> tuple[StepOutcome, str | None]:
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
         assert cp.answer is not None
         started = time.monotonic()
         key = f"{claim.session_id}:answer:{len(cp.messages)}"
@@ -311,7 +319,7 @@ class StepDriver:
         if next_token is None:
             await self._park(done)
         self._observe("post", StepOutcome.POSTED, started)
-        return StepOutcome.POSTED, next_token
+        return StepOutcome.POSTED, next_token, None
 
     def _observe(
         self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
