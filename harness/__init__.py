@@ -19,7 +19,16 @@ from harness.errors import (
     WorkspaceUnavailable,
 )
 from harness.guard.check import Allow, Deny, GuardDecision, check_bash
-from harness.loop.checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoStatus
+from harness.loop.checkpoint import (
+    Checkpoint,
+    Inbound,
+    ReadRecord,
+    Requester,
+    Todo,
+    TodoStatus,
+    holds_messages,
+    in_flight_tool,
+)
 from harness.loop.events import (
     Answered,
     Event,
@@ -124,6 +133,8 @@ __all__ = [
     "Requester",
     "Todo",
     "TodoStatus",
+    "holds_messages",
+    "in_flight_tool",
     # messages
     "ContentBlock",
     "Message",

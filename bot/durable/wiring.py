@@ -33,8 +33,8 @@ from harness import (
     Limits,
     Model,
     SandboxWorkspaces,
-    ToolUseBlock,
     WorkspaceUnavailable,
+    in_flight_tool,
 )
 from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
 from sandbox_client import (
@@ -203,7 +203,7 @@ async def kill_in_flight(
     handle_json = cp.sandbox or cancelled.sandbox
     if cp.in_flight is None or handle_json is None:
         return None
-    if not _is_bash(cp, cp.in_flight):
+    if in_flight_tool(cancelled.checkpoint) != "Bash":
         appear_timeout_s = 0.0  # only Bash is worth waiting for: the rest end in moments
     client = provider.connect(SandboxHandle.from_json(handle_json))
     try:
@@ -212,13 +212,6 @@ async def kill_in_flight(
         return None
     finally:
         await client.aclose()
-
-
-def _is_bash(cp: Checkpoint, tool_use_id: str) -> bool:
-    last = cp.messages[-1].content if cp.messages else ()
-    return any(
-        isinstance(b, ToolUseBlock) and b.id == tool_use_id and b.name == "Bash" for b in last
-    )
 
 
 async def _kill_when_started(

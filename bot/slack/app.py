@@ -16,11 +16,11 @@ bot's own events itself. Listeners:
 Record, then ack (docs/architecture.md §3): a message event is deduped and recorded in
 the inbox before the ack, so an acked input is never lost; what is slow (the enqueue,
 Slack replies, fetching a thread's history) runs after the ack in ``Background`` tasks
-of this long-running process (not for FaaS, where such tasks would be frozen). Measured
-with ``bench/slack_ack.py`` (50 signed events/s for 20 s, this project's 2-core
-machine): ack p99 18.8 ms on SQLite, 13.4 ms on PostgreSQL; the goal is p99 ≤ 50 ms,
-Slack allows 3 s. When the database cannot record an input within ``RECORD_BUDGET_S`` the event is
-not acked and Slack retries it (up to 3 times: at once, after ~1 min, after ~5 min).
+of this long-running process (not for FaaS, where such tasks would be frozen). Recording
+is bounded and has a deadline (``recording.Recorder``): when the database cannot record
+an input within ``RECORD_BUDGET_S`` of its arrival the event is not acked and Slack
+retries it (up to 3 times: at once, after ~1 min, after ~5 min). Measured with
+``bench/slack_ack.py`` against bare bolt plus raw asyncpg doing the same writes.
 A recorded input whose wake-up is lost is not lost either: the sweeper re-enqueues it.
 ``process_before_response=True`` sends each response when its listener returns.
 """
@@ -44,28 +44,20 @@ from bot.slack.inbound import org_id_of, parse_message_event
 from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.poster import SlackPoster
+from bot.slack.recording import (
+    MAX_CONCURRENT_INPUTS,
+    Recorder,
+)
 from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
-from memory_store import Cancelled, DatabaseUnavailable, FileStore, InboundDedupe, SessionStore
+from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = "`/agent` has one command for now, `skills`.\n" + SKILLS_USAGE
 SKILL_VIEWS = re.compile("^warroom_skill_")
-# Inputs recorded at once. SQLite has one writer, and a burst of hundreds of concurrent
-# records only queues them on its lock until they time out; the rest wait their turn here.
-MAX_CONCURRENT_INPUTS = 4
-RECORD_BUDGET_S = 2.5  # Slack wants the ack within 3 s; unrecorded → unacked → retried
-
-
-class InputNotRecorded(Exception):
-    """An event the database could not record in time; left unacked for Slack to retry."""
-
-    def __init__(self, event_id: str) -> None:
-        super().__init__(f"event {event_id} not recorded, so not acked: Slack retries it")
-        self.event_id = event_id
 
 
 @dataclass(frozen=True)
@@ -148,15 +140,14 @@ class _Listeners:
         self._intake = intake
         self._background = background
         self._input_slots = asyncio.Semaphore(MAX_CONCURRENT_INPUTS)
+        self._recorder = Recorder(intake, background)
 
     async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
         with log_context(org_id=message.org_id, channel_id=message.channel_id):
-            try:
-                work = await asyncio.wait_for(self._intake.receive(message), RECORD_BUDGET_S)
-            except (DatabaseUnavailable, TimeoutError) as exc:
-                # No ack: bolt answers 500 (HTTP) or sends no ack (Socket Mode): Slack retries.
-                raise InputNotRecorded(str(body.get("event_id"))) from exc
+            # Unrecorded in time: InputNotRecorded, no ack; bolt answers 500 (HTTP) or sends
+            # no ack (Socket Mode), and Slack retries.
+            work = await self._recorder.record(message, event_id=str(body.get("event_id")))
             await ack()
             if work is not None:  # the task inherits the log context
                 self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")

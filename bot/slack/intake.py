@@ -214,16 +214,12 @@ class Intake:
         return await self._start(message, key, decision)
 
     async def _first_sighting(self, message: InboundMessage) -> bool:
+        """Both sightings (``event_id`` and ``<channel>:<ts>``) in one database call."""
         keys = [f"ts:{message.sighting_key}"]
         if message.event_id:
             keys.insert(0, f"event:{message.org_id}:{message.event_id}")
-        for key in keys:
-            if not await _retrying(functools.partial(self._sight, key)):
-                return False
-        return True
-
-    async def _sight(self, key: str) -> bool:
-        return await self.dedupe.first_sighting(key, ttl_s=self.dedupe_ttl_s)
+        sight = functools.partial(self.dedupe.first_sightings, keys, ttl_s=self.dedupe_ttl_s)
+        return await _retrying(sight)
 
     async def _start(
         self, message: InboundMessage, key: SessionKey, start: Start

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from harness.errors import InvalidMessage
@@ -113,7 +114,12 @@ class Message:
         return cls(role, tuple(block_from_dict(b) for b in content))
 
     def to_json(self) -> str:
-        """Canonical compact JSON (see the module docstring)."""
+        """Canonical compact JSON (see the module docstring); computed once per message
+        (messages are immutable), so a request or a store write reuses the bytes."""
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
         return dumps(self.to_dict())
 
     @classmethod

@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, case, literal, null, or_, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
-from memory_store.sessions import event_log, inbox
+from memory_store.sessions import event_log, inbox, transcript
 from memory_store.sessions.records import (
     Claim,
     Continue,
@@ -26,6 +26,8 @@ from memory_store.sessions.records import (
     SessionKey,
     SessionStatus,
     TokenUsage,
+    TranscriptDelta,
+    TranscriptMark,
     Wait,
 )
 from memory_store.sessions.tables import at, sessions
@@ -42,8 +44,13 @@ async def claim(
     worker_id: str,
     lease_s: float,
     now: datetime,
+    cached: TranscriptMark | None = None,
 ) -> Claim | None:
-    """Take the step named by ``token`` if it is pending and no live lease holds it."""
+    """Take the step named by ``token`` if it is pending and no live lease holds it.
+
+    The claim carries the transcript rows the claimer lacks (all, unless ``cached``
+    is a mark of the current generation: see ``transcript.first_missing``).
+    """
     lease_until = now + timedelta(seconds=lease_s)
     claimed = await conn.execute(
         sessions.update()
@@ -69,6 +76,11 @@ async def claim(
     items: tuple[InboxItem, ...] = ()
     if row.inbox_seq > row.inbox_consumed:
         items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
+    gen, length = row.transcript_generation, row.transcript_length
+    start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
+    rows: tuple[str, ...] = ()
+    if start is not None and start < length:
+        rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
     return Claim(
         session_id=session_id,
         key=SessionKey(row.org_id, row.channel_id, row.thread_ts),
@@ -83,6 +95,10 @@ async def claim(
         crash_count=row.crash_count,
         last_seq=row.last_seq,
         sandbox=row.sandbox,
+        transcript_generation=gen,
+        transcript_length=length,
+        transcript=rows,
+        transcript_from=length if start is None else start,
     )
 
 
@@ -98,6 +114,8 @@ _CLAIM_COLUMNS = (
     _S.inbox_seq,
     _S.inbox_consumed,
     _S.sandbox,
+    _S.transcript_generation,
+    _S.transcript_length,
 )
 
 
@@ -133,12 +151,13 @@ async def save(
     checkpoint: str | None,
     events: Sequence[NewEvent],
     now: datetime,
+    delta: TranscriptDelta | None = None,
 ) -> None:
-    """Write the checkpoint (None: keep) and append events; keep lease and token."""
+    """Write the checkpoint (None: keep), the transcript delta and events; keep the lease."""
     values: dict[str, Any] = {"last_seq": _S.last_seq + len(events), "updated_at": now}
     if checkpoint is not None:
         values["checkpoint"] = checkpoint
-    await _write(conn, held, values, events, now=now)
+    await _write(conn, held, values, events, now=now, delta=delta)
 
 
 async def commit(
@@ -152,8 +171,10 @@ async def commit(
     usage: TokenUsage,
     new_token: str,
     now: datetime,
+    delta: TranscriptDelta | None = None,
 ) -> str | None:
-    """End the step: checkpoint, events, inbox consumption, usage, release, next state.
+    """End the step: checkpoint, transcript delta, events, inbox consumption, usage,
+    release, next state.
 
     Returns ``new_token`` when the session stays runnable, else None.
     """
@@ -176,7 +197,7 @@ async def commit(
         **_next_state(outcome, runnable, new_token, now),
         **_usage_sums(usage),
     }
-    row = await _write(conn, held, values, events, now=now, returning=_S.pending_token)
+    row = await _write(conn, held, values, events, now=now, returning=_S.pending_token, delta=delta)
     token: str | None = row.pending_token
     return token
 
@@ -216,15 +237,21 @@ async def _write(
     *,
     now: datetime,
     returning: ColumnElement[Any] | None = None,
+    delta: TranscriptDelta | None = None,
 ) -> Any:
-    """The fenced ``UPDATE … RETURNING last_seq``, then the events at the reserved seqs."""
+    """The fenced ``UPDATE … RETURNING last_seq``, then the transcript rows and the events
+    at the reserved seqs. A delta whose base is not the stored transcript is fenced too."""
     columns = [_S.last_seq] if returning is None else [_S.last_seq, returning]
-    result = await conn.execute(
-        sessions.update().where(_fence(held)).values(values).returning(*columns)
-    )
+    fence = _fence(held)
+    if delta is not None:
+        fence = fence & transcript.holds(delta.base)
+        values = {**values, **transcript.counters(delta)}
+    result = await conn.execute(sessions.update().where(fence).values(values).returning(*columns))
     row = result.one_or_none()
     if row is None:
         raise Fenced(held.session_id, held.epoch)
+    if delta is not None:
+        await transcript.write(conn, held.session_id, delta, epoch=held.epoch, now=now)
     await event_log.append(
         conn, held.session_id, last_seq=row.last_seq, epoch=held.epoch, events=events, now=now
     )

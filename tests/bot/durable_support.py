@@ -38,7 +38,7 @@ from bot.drill.workers import Worker as DrillWorker
 from bot.durable.actors import declare_actors, make_broker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
-from harness import Checkpoint, Requester
+from harness import Checkpoint, Message, Requester
 from memory_store import Event, Session, SessionKey, SessionStatus, SessionStore
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
 
@@ -459,11 +459,11 @@ class Probe:
         self, session_id: str, *, model_steps: int = 2, effects: int = 1
     ) -> None:
         """The issue's four properties for a standard-plan session (see the test module)."""
-        session = await self.wait_answered(session_id)
+        await self.wait_answered(session_id)
         responses = await self.events(session_id, "model_response")
         assert len(responses) == model_steps, "a model response was committed twice"
-        cp = Checkpoint.from_json(session.checkpoint)
-        assert sum(1 for m in cp.messages if m.role == "assistant") == model_steps
+        messages = [Message.from_json(m) for m in await self.sessions.transcript(session_id)]
+        assert sum(1 for m in messages if m.role == "assistant") == model_steps
         assert len(self.fakes.script.requests_for(session_id)) >= model_steps
         ran = await self.effects(session_id)
         assert ran == effects, f"the side effect ran {ran} times\n{await self.describe(session_id)}"
