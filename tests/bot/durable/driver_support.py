@@ -16,6 +16,7 @@ from typing import Any
 from bot.durable.driver import StepDriver, StepOutcome, ThreadPoster
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from harness import (
+    DEFAULT_MODEL,
     AnthropicModel,
     Checkpoint,
     Event,
@@ -118,7 +119,7 @@ async def open_workers(
     db = Database.from_url(None, data_dir=data_dir)
     await db.migrate()
     manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx")))
-    model = AnthropicModel(api_key="sk-test", model="claude-test", base_url=fake.base_url)
+    model = AnthropicModel(api_key="sk-test", model=DEFAULT_MODEL, base_url=fake.base_url)
     unlimited = Limits(max_steps=10**6, max_session_tokens=10**12, loop_repeats=10**6)
     workers = Workers(
         SessionStore(db),
