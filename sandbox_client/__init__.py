@@ -23,7 +23,7 @@ from sandbox_client.errors import (
 from sandbox_client.lifecycle import EnsureResult, SandboxManager
 from sandbox_client.providers.base import SandboxProvider
 from sandbox_client.providers.blaxel import BlaxelConfig, BlaxelProvider
-from sandbox_client.providers.local import LocalConfig, LocalProvider
+from sandbox_client.providers.local import NO_LIMITS, JailLimits, LocalConfig, LocalProvider
 from sandbox_client.records import (
     DirEntry,
     Health,
@@ -31,6 +31,7 @@ from sandbox_client.records import (
     ProcessRecord,
     ProcessStatus,
     SandboxHandle,
+    SandboxUsage,
 )
 from sandbox_client.setup import Loss, SetupStep, StepFailure, StepKind
 from sandbox_client.transport import ClientOptions
@@ -47,10 +48,13 @@ __all__ = [
     "BlaxelConfig",
     "BlaxelProvider",
     "Health",
+    "JailLimits",
     "LocalConfig",
     "LocalProvider",
+    "NO_LIMITS",
     "SandboxHandle",
     "SandboxProvider",
+    "SandboxUsage",
     # lifecycle
     "EnsureResult",
     "Loss",

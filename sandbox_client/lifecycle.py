@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sandbox_client.client import SandboxClient
 from sandbox_client.errors import SandboxError, SandboxGone
 from sandbox_client.providers.base import SandboxProvider
-from sandbox_client.records import Health, ProcessStatus, SandboxHandle
+from sandbox_client.records import Health, ProcessStatus, SandboxHandle, SandboxUsage
 from sandbox_client.setup import Loss, SetupStep
 from sandbox_client.workspace import list_files, replay
 
@@ -154,6 +154,13 @@ class SandboxManager:
         )
         keep = seen is not None or bool(failures)
         return EnsureResult(handle, client, replaced=False, lost=loss if keep else None)
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """``provider.usage``, or an empty reading when the provider could not tell."""
+        try:
+            return await self.provider.usage(handle)
+        except (SandboxError, OSError):
+            return SandboxUsage()
 
     async def suspend_idle(self, now: float | None = None) -> tuple[str, ...]:
         """Suspend every sandbox unused for ``idle_suspend_s`` (none with a call running).

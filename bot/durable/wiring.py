@@ -38,6 +38,7 @@ from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, Ses
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
+    JailLimits,
     LocalConfig,
     LocalProvider,
     ProcessNotFound,
@@ -67,7 +68,26 @@ def make_provider(settings: Settings) -> SandboxProvider:
             )
         )
     return LocalProvider(
-        LocalConfig(state_dir=settings.data_dir / "sbx", network=settings.sandbox_network)
+        LocalConfig(
+            state_dir=settings.data_dir / "sbx",
+            network=settings.sandbox_network,
+            limits=jail_limits(settings),
+        )
+    )
+
+
+def jail_limits(settings: Settings) -> JailLimits:
+    """Each local sandbox's limits, from the ``WARROOM_SANDBOX_*`` settings.
+
+    Raises:
+        ValueError: a limit too small to start a sandbox (16 MiB of memory, 8 processes).
+    """
+    mib = 1024 * 1024
+    return JailLimits(
+        memory_max_bytes=settings.sandbox_memory_mb * mib,
+        pids_max=settings.sandbox_pids_max,
+        cpus=settings.sandbox_cpus,
+        workspace_max_bytes=settings.sandbox_workspace_mb * mib,
     )
 
 

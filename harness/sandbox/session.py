@@ -84,11 +84,14 @@ class SessionWorkspace:
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
         """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
         client = await self._ensure()
+        assert self._handle is not None
+        before = await self._manager.usage(self._handle)
         try:
             record = await client.exec(name, command, timeout_s=timeout_s)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
-        return _result(record)
+        after = await self._manager.usage(self._handle)
+        return _result(record, after.hits_since(before, failed=record.exit_code != 0))
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
         """The outcome of process ``name`` if this sandbox still knows it (after a crash)."""
@@ -143,10 +146,15 @@ class SessionWorkspace:
         )
 
 
-def _result(record: ProcessRecord) -> CommandResult:
+def _result(record: ProcessRecord, limits_hit: tuple[str, ...] = ()) -> CommandResult:
+    """The tools' view of ``record``; the sandbox limits it hit, one sentence each, end
+    its standard error (the model is told why a command was killed or failed)."""
+    stderr = record.stderr
+    if limits_hit:
+        stderr = "\n".join((stderr.rstrip("\n"), *limits_hit)).lstrip("\n") + "\n"
     return CommandResult(
         exit_code=record.exit_code,
         stdout=record.stdout,
-        stderr=record.stderr,
+        stderr=stderr,
         timed_out=record.timed_out,
     )

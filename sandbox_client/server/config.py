@@ -21,6 +21,8 @@ _DEFAULTS: dict[str, Any] = {
     "env": {},
     "max_body_bytes": 32 * 1024 * 1024,
     "max_read_bytes": 32 * 1024 * 1024,
+    "rlimit_as_bytes": 0,
+    "rlimit_nproc": 0,
 }
 
 
@@ -46,6 +48,9 @@ class ServerConfig:
             provider; a request's ``env`` is added to it).
         max_body_bytes: the largest request body accepted (file uploads).
         max_read_bytes: the largest file a GET returns.
+        rlimit_as_bytes: when not 0, the address-space limit (``RLIMIT_AS``) the server
+            sets on itself at start, inherited by every command (no memory cgroup).
+        rlimit_nproc: when not 0, the same for ``RLIMIT_NPROC`` (no pids cgroup).
     """
 
     __slots__ = ("socket_path", *_DEFAULTS)
@@ -62,6 +67,8 @@ class ServerConfig:
     env: dict[str, str]
     max_body_bytes: int
     max_read_bytes: int
+    rlimit_as_bytes: int
+    rlimit_nproc: int
 
     def __init__(self, socket_path: str, **settings: Any) -> None:
         unknown = set(settings) - set(_DEFAULTS)

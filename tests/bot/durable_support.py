@@ -427,8 +427,9 @@ class Probe:
     async def effects(self, session_id: str) -> int:
         """How many times the side-effecting command ran (lines in ``effects.log``)."""
         handle = await self.sandbox(session_id)
-        assert handle.state_dir is not None
-        path = Path(handle.state_dir) / "workspace" / EFFECTS_FILE
+        # /workspace is a tmpfs inside the jail: read it through the jail's root, which
+        # works while the jail is frozen too
+        path = Path(f"/proc/{handle.pid}/root/workspace") / EFFECTS_FILE
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     async def wait_running_command(self, session_id: str, *, timeout_s: float = 20.0) -> str:

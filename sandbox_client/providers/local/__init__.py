@@ -1,6 +1,7 @@
 """The local sandbox provider: bubblewrap jails, each running the SBX/1 server."""
 
 from sandbox_client.providers.local.config import LocalConfig
+from sandbox_client.providers.local.limits import NO_LIMITS, JailLimits
 from sandbox_client.providers.local.provider import LocalProvider
 
-__all__ = ["LocalConfig", "LocalProvider"]
+__all__ = ["NO_LIMITS", "JailLimits", "LocalConfig", "LocalProvider"]

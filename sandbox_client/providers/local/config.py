@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from sandbox_client.providers.local.limits import JailLimits
 from sandbox_client.transport import ClientOptions
 
 NETWORK_POLICIES = ("none", "host")
@@ -20,9 +21,8 @@ class LocalConfig:
     """How local sandboxes are made.
 
     Attributes:
-        state_dir: where each sandbox gets a directory (its workspace, socket, log and
-            handle); made absolute. Keep it short: a Unix socket path is at most 107
-            bytes.
+        state_dir: where each sandbox gets a directory (its socket, log and handle);
+            made absolute. Keep it short: a Unix socket path is at most 107 bytes.
         network: ``"none"`` (only a private loopback) or ``"host"`` (the host's network).
         env: the whole environment of a sandbox beyond ``PATH``, ``HOME``, ``LANG``: the
             only variables that enter it (settings decide; never credentials).
@@ -35,6 +35,7 @@ class LocalConfig:
         bwrap: the bubblewrap executable.
         ro_binds: more host directories made visible read-only at the same path.
         client: options of the clients ``connect`` returns.
+        limits: what each sandbox may take (memory, processes, CPU, workspace size).
     """
 
     state_dir: Path
@@ -49,6 +50,7 @@ class LocalConfig:
     bwrap: str = "bwrap"
     ro_binds: tuple[str, ...] = ()
     client: ClientOptions = field(default_factory=ClientOptions)
+    limits: JailLimits = field(default_factory=JailLimits)
 
     def __post_init__(self) -> None:
         # handles store socket paths: they must not depend on the working directory
