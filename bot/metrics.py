@@ -158,6 +158,10 @@ class CountingProvider:
         """``inner.health``."""
         return await self.inner.health(handle)
 
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """``inner.list_sandboxes``."""
+        return await self.inner.list_sandboxes(older_than_s=older_than_s)
+
     async def usage(self, handle: SandboxHandle) -> SandboxUsage:
         """``inner.usage``."""
         return await self.inner.usage(handle)

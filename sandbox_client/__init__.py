@@ -20,10 +20,12 @@ from sandbox_client.errors import (
     SandboxTimeout,
     SandboxUnavailable,
 )
+from sandbox_client.ledger import MemoryLedger, SandboxLedger
 from sandbox_client.lifecycle import EnsureResult, SandboxManager
 from sandbox_client.providers.base import SandboxProvider
 from sandbox_client.providers.blaxel import BlaxelConfig, BlaxelProvider
 from sandbox_client.providers.local import NO_LIMITS, JailLimits, LocalConfig, LocalProvider
+from sandbox_client.reaper import Reaper
 from sandbox_client.records import (
     DirEntry,
     Health,
@@ -58,6 +60,9 @@ __all__ = [
     # lifecycle
     "EnsureResult",
     "Loss",
+    "MemoryLedger",
+    "Reaper",
+    "SandboxLedger",
     "SandboxManager",
     "SetupStep",
     "StepFailure",

@@ -9,7 +9,8 @@ what the model must be told when the sandbox was replaced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 
 from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Event, Notice
@@ -21,6 +22,7 @@ from harness.sandbox.workspace import (
     WorkspaceUnavailable,
 )
 from sandbox_client import (
+    EnsureResult,
     FileNotFound,
     IsADirectory,
     Loss,
@@ -31,6 +33,12 @@ from sandbox_client import (
     SandboxManager,
     SetupStep,
 )
+
+BUSY_MARGIN_S = 60.0
+"""A command's use of its sandbox is counted for its timeout plus this (then a crashed
+worker's use stops blocking suspension)."""
+FILE_BUSY_S = 120.0
+"""The same for a file read or write."""
 
 
 class SandboxWorkspaces:
@@ -47,11 +55,17 @@ class SandboxWorkspaces:
 
     def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> SessionWorkspace:
         """The workspace of ``cp``'s session for one step (see ``WorkspaceSource.open``)."""
-        return SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
+        return SessionWorkspace(
+            self.manager, self.setup, cp.sandbox, on_new_sandbox, session_id=cp.session_id
+        )
 
 
 class SessionWorkspace:
-    """``harness.Workspace`` over one session's sandbox (see the module docstring)."""
+    """``harness.Workspace`` over one session's sandbox (see the module docstring).
+
+    Each operation is one ``SandboxManager.use``: counted in the shared ledger while it
+    runs, so no worker suspends or destroys the sandbox under it.
+    """
 
     def __init__(
         self,
@@ -59,77 +73,75 @@ class SessionWorkspace:
         setup: Sequence[SetupStep],
         handle_json: str | None,
         on_new_sandbox: NewSandbox | None = None,
+        *,
+        session_id: str | None = None,
     ) -> None:
         self._manager = manager
         self._setup = setup
         self._on_new_sandbox = on_new_sandbox
+        self._session_id = session_id
         self._handle = SandboxHandle.from_json(handle_json) if handle_json else None
-        self._client: SandboxClient | None = None
         self._losses: list[Loss] = []
 
-    async def _ensure(self) -> SandboxClient:
-        if self._client is None:
-            try:
-                result = await self._manager.ensure(self._handle, self._setup)
-            except SandboxError as exc:
-                raise WorkspaceUnavailable(str(exc)) from exc
-            is_new = result.handle != self._handle
-            self._handle, self._client = result.handle, result.client
-            if result.lost is not None and (result.replaced or result.lost.failed_steps):
-                self._losses.append(result.lost)
-            if is_new and self._on_new_sandbox is not None:
-                await self._on_new_sandbox()
-        return self._client
+    @contextlib.asynccontextmanager
+    async def _use(self, busy_s: float) -> AsyncIterator[SandboxClient]:
+        """The sandbox's client for one operation; SandboxError -> WorkspaceUnavailable."""
+        try:
+            async with self._manager.use(
+                self._handle, self._setup, session_id=self._session_id, busy_s=busy_s
+            ) as result:
+                await self._took(result)
+                yield result.client
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+
+    async def _took(self, result: EnsureResult) -> None:
+        is_new = result.handle != self._handle
+        self._handle = result.handle
+        if result.lost is not None and (result.replaced or result.lost.failed_steps):
+            self._losses.append(result.lost)
+        if is_new and self._on_new_sandbox is not None:
+            await self._on_new_sandbox()
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
         """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``."""
-        client = await self._ensure()
-        assert self._handle is not None
-        before = await self._manager.usage(self._handle)
-        try:
+        async with self._use(busy_s=timeout_s + BUSY_MARGIN_S) as client:
+            assert self._handle is not None
+            before = await self._manager.usage(self._handle)
             record = await client.exec(name, command, timeout_s=timeout_s)
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
-        after = await self._manager.usage(self._handle)
+            after = await self._manager.usage(self._handle)
         return _result(record, after.hits_since(before, failed=record.exit_code != 0))
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
         """The outcome of process ``name`` if this sandbox still knows it (after a crash)."""
         if self._handle is None:
             return None
-        client = await self._ensure()
-        if self._losses:  # a replaced sandbox knows nothing of earlier processes
-            return None
-        try:
+        async with self._use(busy_s=timeout_s + BUSY_MARGIN_S) as client:
+            if self._losses:  # a replaced sandbox knows nothing of earlier processes
+                return None
             record = await client.wait(name, timeout_s=timeout_s)
             if record is not None and not record.finished:
                 await client.kill(name)
                 record = await client.wait(name, timeout_s=5.0)
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
         return None if record is None else _result(record)
 
     async def read_file(self, path: str) -> bytes:
         """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
-        client = await self._ensure()
-        try:
-            return await client.read_file(path)
-        except FileNotFound as exc:
-            raise WorkspaceFileNotFound(path) from exc
-        except IsADirectory as exc:
-            raise WorkspaceIsADirectory(path) from exc
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            try:
+                return await client.read_file(path)
+            except FileNotFound as exc:
+                raise WorkspaceFileNotFound(path) from exc
+            except IsADirectory as exc:
+                raise WorkspaceIsADirectory(path) from exc
 
     async def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
-        client = await self._ensure()
-        try:
-            await client.write_file(path, data)
-        except IsADirectory as exc:
-            raise WorkspaceIsADirectory(path) from exc
-        except SandboxError as exc:
-            raise WorkspaceUnavailable(str(exc)) from exc
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            try:
+                await client.write_file(path, data)
+            except IsADirectory as exc:
+                raise WorkspaceIsADirectory(path) from exc
 
     def handle_json(self) -> str | None:
         """The handle to store with the session (new when the sandbox was replaced)."""

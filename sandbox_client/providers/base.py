@@ -49,6 +49,11 @@ class SandboxProvider(Protocol):
         """READY, SUSPENDED, STARTING or GONE."""
         ...
 
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """The sandboxes this provider can reach that were made over ``older_than_s``
+        ago, live or dead but not yet destroyed (for reaping orphans)."""
+        ...
+
     async def usage(self, handle: SandboxHandle) -> SandboxUsage:
         """The sandbox's limits and how often it hit them (fields it cannot tell are
         None); never raises."""

@@ -135,6 +135,10 @@ class BlaxelProvider:
         )
         return SandboxHandle(provider=self.kind, sandbox_id=sandbox_id, url=str(url).rstrip("/"))
 
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """None: Blaxel sandboxes are not reaped from here (Blaxel's own TTL ends them)."""
+        return ()
+
     async def usage(self, handle: SandboxHandle) -> SandboxUsage:
         """Nothing known: Blaxel's API reports no limit hits."""
         return SandboxUsage()

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -292,6 +293,21 @@ class LocalProvider:
                 Freezer("cgroup1", directory.parent).kill_all(directory)
         await _wait_dead(handle)
         await self._discard(handle.sandbox_id, freezer, cgroup, limit_dirs)
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """The sandboxes recorded under ``state_dir`` whose handle was written over
+        ``older_than_s`` ago (jails from crashed processes and hosts included)."""
+        return tuple(await asyncio.to_thread(self._recorded, time.time() - older_than_s))
+
+    def _recorded(self, before: float) -> list[SandboxHandle]:
+        if not self._has_state():
+            return []
+        found = []
+        for path in self.config.state_dir.glob(f"*/{HANDLE_FILE}"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime <= before and (h := self.find(path.parent.name)):
+                    found.append(h)
+        return found
 
     async def destroy_all(self) -> tuple[str, ...]:
         """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
