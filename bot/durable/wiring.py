@@ -20,6 +20,7 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
+from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.metrics import CountingProvider
 from bot.settings import Settings
 from bot.slack.poster import SlackPoster, Thread
@@ -138,10 +139,11 @@ class ManagedSandboxes:
         self.manager = manager
         self.setup = setup
 
-    async def provision(self) -> str:
-        """A new ready sandbox's handle (JSON). Raises harness ``WorkspaceUnavailable``."""
+    async def provision(self, session_id: str) -> str:
+        """A new ready sandbox's handle (JSON), recorded as ``session_id``'s. Raises
+        harness ``WorkspaceUnavailable``."""
         try:
-            result = await self.manager.ensure(None, self.setup)
+            result = await self.manager.ensure(None, self.setup, session_id=session_id)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return result.handle.to_json()
@@ -244,7 +246,7 @@ async def _kill_when_started(
 
 async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
     """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
-    and suspend the sandbox; the step's own commit is fenced off by the cancel.
+    and destroy the sandbox; the step's own commit is fenced off by the cancel.
 
     Returns the killed process's name (the ``tool_use`` id), or None when none ran.
     Sandbox failures are logged, not raised: the session is cancelled either way.
@@ -255,11 +257,11 @@ async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str |
     except SandboxError:
         log.exception("session %s: could not kill its running command", cancelled.session_id)
     handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
-    if handle_json is not None:
+    if handle_json is not None:  # the session ended: its sandbox goes (a reply gets a new one)
         try:
-            await manager.release(SandboxHandle.from_json(handle_json))
+            await manager.retire(SandboxHandle.from_json(handle_json))
         except SandboxError:
-            log.exception("session %s: could not suspend its sandbox", cancelled.session_id)
+            log.exception("session %s: could not destroy its sandbox", cancelled.session_id)
     return killed
 
 
@@ -282,6 +284,7 @@ class Runtime:
     driver: StepDriver
     slack: SlackPoster | None = None
     closers: list[object] = field(default_factory=list)
+    keeping: SandboxKeeping | None = None
 
     @classmethod
     async def open(
@@ -308,10 +311,7 @@ class Runtime:
         if migrate:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
-        manager = SandboxManager(
-            CountingProvider(make_provider(settings)),
-            idle_suspend_s=settings.sandbox_idle_suspend_s,
-        )
+        manager = make_sandbox_manager(settings, db, CountingProvider(make_provider(settings)))
         the_model = model or make_model(settings)
         slack, hook = None, None
         if reporter is None:
@@ -337,7 +337,17 @@ class Runtime:
         if hook is not None:
             hook.before_record = driver.before_post_recorded
         return cls(
-            settings, db, files, sessions, outbox, manager, the_model, reporter, driver, slack
+            settings,
+            db,
+            files,
+            sessions,
+            outbox,
+            manager,
+            the_model,
+            reporter,
+            driver,
+            slack,
+            keeping=SandboxKeeping(manager, sessions),
         )
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -346,7 +356,7 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), suspend idle sandboxes.
+        thread), suspend idle sandboxes and destroy those no session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
         is enqueued again.
@@ -364,7 +374,8 @@ class Runtime:
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
-        await self.manager.suspend_idle()
+        if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
+            await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
@@ -378,10 +389,8 @@ class Runtime:
             await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
         except Exception:
             log.exception("session %s: could not post the failure notice", session_id)
-        handle_json = Checkpoint.from_json(session.checkpoint).sandbox
-        if handle_json is not None:
-            with contextlib.suppress(SandboxError):
-                await self.manager.release(SandboxHandle.from_json(handle_json))
+        if self.keeping is not None:
+            await self.keeping.end(Checkpoint.from_json(session.checkpoint).sandbox)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
@@ -401,7 +410,10 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:
-        """Release sandboxes' clients, HTTP clients and the database pool."""
+        """Destroy the sandboxes this process used (none is left behind by a stopped
+        worker), release HTTP clients and the database pool."""
+        if self.keeping is not None:
+            await self.keeping.shutdown()
         with contextlib.suppress(Exception):
             await self.manager.aclose()
         aclose = getattr(self.model, "aclose", None)

@@ -42,7 +42,6 @@ class Clock:
         self.now += seconds
 
 
-
 @pytest.fixture
 def clock() -> Clock:
     """The ledger's clock."""
