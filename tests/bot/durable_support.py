@@ -39,7 +39,14 @@ from bot.durable.actors import declare_actors, make_broker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
 from harness import Checkpoint, Requester
-from memory_store import Event, Session, SessionKey, SessionStatus, SessionStore
+from memory_store import (
+    Event,
+    SandboxLedgerStore,
+    Session,
+    SessionKey,
+    SessionStatus,
+    SessionStore,
+)
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
 
 T = TypeVar("T")
@@ -335,6 +342,20 @@ class Probe:
     fakes: Fakes
     sender: Sender | None
     data_dir: Path
+    ledger: SandboxLedgerStore | None = None
+
+    @contextlib.asynccontextmanager
+    async def hold_sandbox(self, session_id: str) -> AsyncIterator[SandboxHandle]:
+        """Count a use of the session's sandbox in the workers' shared ledger until the
+        block ends, as a command running through another worker would: a stopping
+        worker then spares the jail, so what the command did can still be read."""
+        assert self.ledger is not None, "the probe was built without the ledger"
+        handle = await self.sandbox(session_id)
+        await self.ledger.begin_use(handle.sandbox_id, busy_s=600)
+        try:
+            yield handle
+        finally:
+            await self.ledger.end_use(handle.sandbox_id)
 
     async def open(self, session_id: str, plan: list[Reply], *, text: str = "look") -> str:
         """Script the model for a new session, open it in a seeded Slack thread; returns
