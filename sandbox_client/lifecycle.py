@@ -337,6 +337,14 @@ class SandboxManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def busy_here(self, sandbox_id: str) -> bool:
+        """True while a call of this process's client of the sandbox runs (a use the
+        ledger may not count: a client used outside ``use``)."""
+        seen = self._seen.get(sandbox_id)
+        return seen is not None and (
+            seen.lock.locked() or (seen.client is not None and seen.client.idle_since is None)
+        )
+
     def seen_ids(self) -> tuple[str, ...]:
         """Ids of the sandboxes this process has used and not destroyed."""
         return tuple(self._seen)

@@ -49,6 +49,9 @@ class Reaper:
         )
         destroyed = []
         for sandbox_id, handle_json in claimed:
+            if manager.busy_here(sandbox_id):  # a call of ours runs there: not idle
+                await manager.ledger.release(sandbox_id)
+                continue
             if await self._destroy(SandboxHandle.from_json(handle_json)):
                 destroyed.append(sandbox_id)
         return tuple(destroyed)
