@@ -14,6 +14,7 @@ from harness.errors import (
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from harness.guard.check import Allow, Deny, GuardDecision, check_bash
@@ -77,6 +78,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
+    "WorkspaceRefused",
     "WorkspaceUnavailable",
     # the step
     "Collaborators",

@@ -14,6 +14,7 @@ original. The tree::
     ├── WorkspaceError       a sandbox operation the tools asked for failed
     │   ├── WorkspaceFileNotFound  the sandbox path does not exist (carries ``path``)
     │   ├── WorkspaceIsADirectory  a directory where a file was expected (``path``)
+    │   ├── WorkspaceRefused       refused for good, e.g. ``/workspace`` full (``reason``)
     │   └── WorkspaceUnavailable   the sandbox could not be reached; retryable (``reason``)
     └── ModelError           the model call failed
         ├── ModelUnavailable retryable failures (429, 529, 5xx, connection) outlasted
@@ -160,6 +161,16 @@ class WorkspaceIsADirectory(WorkspaceError):
     def __init__(self, path: str) -> None:
         super().__init__(f"is a directory in the sandbox: {path}")
         self.path = path
+
+
+class WorkspaceRefused(WorkspaceError):
+    """The sandbox refused a file operation for good (e.g. ``/workspace`` is full): a
+    tool error for the model, never retried; ``reason`` is written for the model."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class WorkspaceUnavailable(WorkspaceError):

@@ -10,6 +10,8 @@ what the model must be told when the sandbox was replaced.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 from collections.abc import AsyncIterator, Sequence
 
 from harness.loop.checkpoint import Checkpoint
@@ -19,6 +21,7 @@ from harness.sandbox.workspace import (
     NewSandbox,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from sandbox_client import (
@@ -27,6 +30,7 @@ from sandbox_client import (
     IsADirectory,
     Loss,
     ProcessRecord,
+    RequestRejected,
     SandboxClient,
     SandboxError,
     SandboxHandle,
@@ -126,7 +130,8 @@ class SessionWorkspace:
         return None if record is None else _result(record)
 
     async def read_file(self, path: str) -> bytes:
-        """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory."""
+        """A sandbox file's bytes. Raises WorkspaceFileNotFound, WorkspaceIsADirectory,
+        WorkspaceRefused (e.g. the file is over the sandbox's read limit)."""
         async with self._use(busy_s=FILE_BUSY_S) as client:
             try:
                 return await client.read_file(path)
@@ -134,14 +139,31 @@ class SessionWorkspace:
                 raise WorkspaceFileNotFound(path) from exc
             except IsADirectory as exc:
                 raise WorkspaceIsADirectory(path) from exc
+            except RequestRejected as exc:
+                raise WorkspaceRefused(path, exc.message) from exc
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a sandbox file. Raises WorkspaceIsADirectory."""
+        """Create or replace a sandbox file. Raises WorkspaceIsADirectory, WorkspaceRefused
+        (e.g. ``/workspace`` is full: the reason names the limit)."""
         async with self._use(busy_s=FILE_BUSY_S) as client:
             try:
                 await client.write_file(path, data)
             except IsADirectory as exc:
                 raise WorkspaceIsADirectory(path) from exc
+            except RequestRejected as exc:  # e.g. no space left: say which limit
+                raise WorkspaceRefused(path, await self._why(exc.message)) from exc
+
+    async def _why(self, message: str) -> str:
+        """``message``, and the workspace's size when it says no space was left."""
+        if os.strerror(errno.ENOSPC) not in message or self._handle is None:
+            return message
+        size_bytes = (await self._manager.usage(self._handle)).workspace_max_bytes
+        if size_bytes is None:
+            return message
+        return (
+            f"No space left on /workspace: the file does not fit in the sandbox's "
+            f"{size_bytes // (1024 * 1024)} MiB workspace; nothing was written."
+        )
 
     def handle_json(self) -> str | None:
         """The handle to store with the session (new when the sandbox was replaced)."""

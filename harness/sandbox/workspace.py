@@ -15,6 +15,7 @@ from harness.errors import (
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
+    WorkspaceRefused,
     WorkspaceUnavailable,
 )
 from harness.loop.checkpoint import Checkpoint
@@ -29,6 +30,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
+    "WorkspaceRefused",
     "WorkspaceUnavailable",
 ]
 

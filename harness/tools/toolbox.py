@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
+from harness.errors import WorkspaceRefused
 from harness.model.adapter import ToolSpec
 from harness.tools.bash import BASH
 from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
@@ -81,7 +82,7 @@ async def run_tool(
         if recovering:
             return await tool.recover(tool_input, ctx)
         return await tool.run(tool_input, ctx)
-    except PathError as exc:
+    except (PathError, WorkspaceRefused) as exc:
         return tool_error(str(exc))
 
 

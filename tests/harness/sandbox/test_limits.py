@@ -72,3 +72,18 @@ async def test_a_full_workspace_is_named_in_the_result_until_room_is_made(
     assert "No space left on /workspace: it is full (4 MiB)" in full.content
     assert "No space left on /workspace" in still.content
     assert freed.content == "freed"
+
+
+async def test_a_write_past_the_workspace_size_is_a_tool_error_naming_the_limit(
+    agent: SessionDriver,
+) -> None:
+    big = "x" * (6 * 1024 * 1024)
+
+    refused = await agent.call("Write", {"file_path": "/workspace/big.txt", "content": big})
+    small = await agent.call("Write", {"file_path": "/workspace/small.txt", "content": "ok"})
+
+    assert refused.is_error
+    assert "No space left on /workspace" in refused.content
+    assert "4 MiB workspace; nothing was written" in refused.content
+    assert not small.is_error
+    assert (await agent.call("Bash", {"command": "ls /workspace"})).content == "small.txt"
