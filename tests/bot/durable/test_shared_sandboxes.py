@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.durable.sandboxes import SandboxKeeping
+from bot.durable.wiring import Runtime
+from bot.settings import Settings
 from harness import Checkpoint, Requester
 from harness.sandbox.session import SandboxWorkspaces
 from memory_store import Database, SandboxLedgerStore, SessionStore
@@ -149,3 +151,45 @@ async def test_a_stopping_worker_leaves_no_jail_but_spares_one_in_use_elsewhere(
         assert not alive(shared.handle)
     finally:
         await staying.aclose()
+
+
+class QuietThread:
+    """A ``ThreadPoster`` that posts nothing (no step runs in these tests)."""
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        return "0.0"
+
+    async def show_progress(self, **_: object) -> None:
+        return None
+
+
+async def test_a_worker_runtime_that_stops_leaves_no_jail_behind(state_dir: Path) -> None:
+    data_dir = state_dir / "d"
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+        database_url=None,
+        redis_url=None,
+        data_dir=data_dir,
+    )
+
+    async def enqueue(session_id: str, token: str) -> None:
+        return None
+
+    runtime = await Runtime.open(
+        settings,
+        enqueue=enqueue,
+        reporter=QuietThread(),
+        model=object(),  # type: ignore[arg-type]
+    )
+    used = [await runtime.manager.ensure(None, session_id=f"s-{n}") for n in range(3)]
+    await runtime.manager.release(used[0].handle)  # one parked after its answer
+    assert all(alive(r.handle) for r in used)
+
+    # When the worker stops (what serve's in-process worker and `warroom worker` do)
+    await runtime.close()
+
+    assert not any(alive(r.handle) for r in used)
+    provider = LocalProvider(LocalConfig(state_dir=data_dir / "sbx"))
+    assert await provider.list_sandboxes() == ()
