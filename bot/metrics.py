@@ -35,7 +35,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from bot.settings import Settings
 from harness import Event, ModelResponded, Notice, ToolFinished, ToolUnknown
 from sandbox_client import Health as SandboxHealth
-from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider
+from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider, SandboxUsage
 
 __all__ = [
     "MULTIPROC_DIR_VARIABLE",
@@ -178,6 +178,14 @@ class CountingProvider:
     async def health(self, handle: SandboxHandle) -> SandboxHealth:
         """``inner.health``."""
         return await self.inner.health(handle)
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """``inner.list_sandboxes``."""
+        return await self.inner.list_sandboxes(older_than_s=older_than_s)
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """``inner.usage``."""
+        return await self.inner.usage(handle)
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:
         """``inner.connect``."""

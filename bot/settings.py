@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr
+from pydantic import (
+    AliasChoices,
+    DirectoryPath,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from harness import DEFAULT_MAX_TOKENS, DEFAULT_MODEL
@@ -69,6 +77,16 @@ class Settings(BaseSettings):
         default="none", validation_alias="WARROOM_SANDBOX_NETWORK"
     )
     sandbox_idle_suspend_s: float = Field(default=30.0, validation_alias="WARROOM_SANDBOX_IDLE_S")
+    # per-sandbox limits (0: none) and jail lifecycle, see sandbox_client's JailLimits
+    sandbox_memory_mb: int = Field(default=1024, ge=0, validation_alias="WARROOM_SANDBOX_MEMORY_MB")
+    sandbox_pids_max: int = Field(default=256, ge=0, validation_alias="WARROOM_SANDBOX_PIDS_MAX")
+    sandbox_cpus: float = Field(default=1.0, ge=0, validation_alias="WARROOM_SANDBOX_CPUS")
+    sandbox_workspace_mb: int = Field(
+        default=1024, ge=0, validation_alias="WARROOM_SANDBOX_WORKSPACE_MB"
+    )
+    sandbox_idle_destroy_s: float = Field(
+        default=900.0, gt=0, validation_alias="WARROOM_SANDBOX_IDLE_DESTROY_S"
+    )
     workspace_seed: DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
     )
@@ -100,6 +118,15 @@ class Settings(BaseSettings):
     worker_threads: int = Field(default=8, validation_alias="WARROOM_WORKER_THREADS")
     crash_at: str | None = Field(default=None, validation_alias="WARROOM_CRASH_AT")
     metrics_port: int | None = Field(default=None, validation_alias="WARROOM_METRICS_PORT")
+
+    @field_validator("sandbox_memory_mb", "sandbox_pids_max")
+    @classmethod
+    def _sandbox_can_start(cls, value: int, info: ValidationInfo) -> int:
+        """0 (no limit) or enough for a sandbox's own server to start."""
+        least = {"sandbox_memory_mb": 16, "sandbox_pids_max": 8}[str(info.field_name)]
+        if 0 < value < least:
+            raise ValueError(f"must be 0 (no limit) or at least {least}")
+        return value
 
     def require(self, name: str, why: str) -> str:
         """The value of a secret/optional setting, or MissingSetting naming its variable."""

@@ -48,6 +48,7 @@ from memory_store.records import (
     Scope,
     WriteResult,
 )
+from memory_store.sandboxes.ledger import SandboxLedgerStore
 from memory_store.sessions.dedupe import InboundDedupe
 from memory_store.sessions.outbox import Outbox
 from memory_store.sessions.records import (
@@ -129,6 +130,8 @@ __all__ = [
     "Wait",
     "Wakeup",
     "utc_now",
+    # sandboxes (the shared use record)
+    "SandboxLedgerStore",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",

@@ -26,13 +26,13 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.cli.credentials import missing_for_serve
-from bot.durable.wiring import make_provider, make_slack_client
+from bot.durable.wiring import jail_limits, make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
 from bot.errors import SlackCallFailed, slack_call
 from bot.settings import MissingSetting, Settings
 from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, current_models
 from memory_store import Database, DatabaseUnavailable
-from sandbox_client import SandboxError
+from sandbox_client import LocalConfig, LocalProvider, SandboxError
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
 
 __all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
@@ -142,6 +142,36 @@ async def check_sandbox(settings: Settings) -> CheckResult:
         detail = f"{kind}: `true` exited with {exit_code}"
         return CheckResult("sandbox", Status.PROBLEM, detail, _SANDBOX_FIX[kind])
     return CheckResult("sandbox", Status.OK, f"{kind}: provisioned, ran `true`, destroyed")
+
+
+async def check_sandbox_limits(settings: Settings) -> CheckResult:
+    """Which sandbox limits this host can enforce (local sandboxes), and how."""
+    if settings.sandbox_provider != "local":
+        return CheckResult("limits", Status.SKIPPED, "Blaxel sets its sandboxes' limits")
+    try:
+        limits = jail_limits(settings)
+        provider = LocalProvider(LocalConfig(settings.data_dir / "sbx", limits=limits))
+        found = await asyncio.to_thread(provider.enforcement)
+    except (ValueError, SandboxError) as exc:
+        return CheckResult("limits", Status.PROBLEM, str(exc), _LIMITS_FIX)
+    mib = 1024 * 1024
+    detail = (
+        f"memory {limits.memory_max_bytes // mib} MiB ({found['memory']}), "
+        f"processes {limits.pids_max} ({found['pids']}), cpu {limits.cpus:g} ({found['cpu']}), "
+        f"/workspace {limits.workspace_max_bytes // mib} MiB ({found['workspace']})"
+    )
+    weak = [name for name in ("memory", "pids", "cpu") if not found[name].startswith("cgroup")]
+    if weak:
+        detail += f"; not enforced by a cgroup here: {', '.join(weak)}"
+        return CheckResult("limits", Status.WARNING, detail, _LIMITS_FIX)
+    return CheckResult("limits", Status.OK, detail)
+
+
+_LIMITS_FIX = (
+    "run where Warroom can create cgroups (cgroup v2 with the memory, pids and cpu "
+    "controllers delegated, or writable v1 hierarchies); without them memory and processes "
+    "fall back to per-process resource limits and cpu is not bounded"
+)
 
 
 async def check_slack(settings: Settings) -> CheckResult:
@@ -259,6 +289,7 @@ FULL: tuple[Check, ...] = (
     check_settings,
     *QUICK,
     check_sandbox,
+    check_sandbox_limits,
     check_egress,
     check_slack,
     check_anthropic,

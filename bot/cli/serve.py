@@ -20,6 +20,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
+from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client
 from bot.errors import slack_call
 from bot.metrics import start_metrics_server
@@ -33,7 +34,7 @@ from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
-from sandbox_client import SandboxManager, SandboxProvider
+from sandbox_client import SandboxProvider
 
 __all__ = ["run_serve", "serve"]
 
@@ -93,7 +94,7 @@ async def _slack_deps(
     identity = await slack_call("auth.test", client.auth_test())
     files = FileStore(db)
 
-    manager = SandboxManager(provider)
+    manager = make_sandbox_manager(settings, db, provider)  # the workers' shared ledger
 
     async def stop_running(cancelled: Cancelled) -> None:
         """Kill the stopped step's command and suspend its sandbox (errors are logged)."""

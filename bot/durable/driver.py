@@ -129,7 +129,7 @@ class ThreadPoster(Protocol):
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
-    async def provision(self) -> str:
+    async def provision(self, session_id: str) -> str:
         """A new, ready sandbox; returns its handle as JSON (``Checkpoint.sandbox``).
 
         Raises:
@@ -408,7 +408,7 @@ class StepDriver:
         """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
         if self.sandboxes is None or cp.sandbox is not None or _next_tool(cp) != "Bash":
             return cp
-        return replace(cp, sandbox=await self.sandboxes.provision())
+        return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))
 
     async def _park(self, cp: Checkpoint) -> None:
         if self.sandboxes is None or cp.sandbox is None:

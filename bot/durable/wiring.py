@@ -20,6 +20,7 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
+from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
@@ -40,6 +41,7 @@ from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, Ses
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
+    JailLimits,
     LocalConfig,
     LocalProvider,
     ProcessNotFound,
@@ -77,7 +79,23 @@ def make_provider(settings: Settings) -> SandboxProvider:
             state_dir=settings.data_dir / "sbx",
             network=settings.sandbox_network,
             egress=jail_egress(settings),
+            limits=jail_limits(settings),
         )
+    )
+
+
+def jail_limits(settings: Settings) -> JailLimits:
+    """Each local sandbox's limits, from the ``WARROOM_SANDBOX_*`` settings.
+
+    Raises:
+        ValueError: a limit too small to start a sandbox (16 MiB of memory, 8 processes).
+    """
+    mib = 1024 * 1024
+    return JailLimits(
+        memory_max_bytes=settings.sandbox_memory_mb * mib,
+        pids_max=settings.sandbox_pids_max,
+        cpus=settings.sandbox_cpus,
+        workspace_max_bytes=settings.sandbox_workspace_mb * mib,
     )
 
 
@@ -132,10 +150,11 @@ class ManagedSandboxes:
         self.manager = manager
         self.setup = setup
 
-    async def provision(self) -> str:
-        """A new ready sandbox's handle (JSON). Raises harness ``WorkspaceUnavailable``."""
+    async def provision(self, session_id: str) -> str:
+        """A new ready sandbox's handle (JSON), recorded as ``session_id``'s. Raises
+        harness ``WorkspaceUnavailable``."""
         try:
-            result = await self.manager.ensure(None, self.setup)
+            result = await self.manager.ensure(None, self.setup, session_id=session_id)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return result.handle.to_json()
@@ -231,7 +250,7 @@ async def _kill_when_started(
 
 async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
     """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
-    and suspend the sandbox; the step's own commit is fenced off by the cancel.
+    and destroy the sandbox; the step's own commit is fenced off by the cancel.
 
     Returns the killed process's name (the ``tool_use`` id), or None when none ran.
     Sandbox failures are logged, not raised: the session is cancelled either way.
@@ -242,11 +261,11 @@ async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str |
     except SandboxError:
         log.exception("session %s: could not kill its running command", cancelled.session_id)
     handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
-    if handle_json is not None:
+    if handle_json is not None:  # the session ended: its sandbox goes (a reply gets a new one)
         try:
-            await manager.release(SandboxHandle.from_json(handle_json))
+            await manager.retire(SandboxHandle.from_json(handle_json))
         except SandboxError:
-            log.exception("session %s: could not suspend its sandbox", cancelled.session_id)
+            log.exception("session %s: could not destroy its sandbox", cancelled.session_id)
     return killed
 
 
@@ -270,6 +289,7 @@ class Runtime:
     slack: SlackPoster | None = None
     egress: WorkerEgress | None = None
     closers: list[object] = field(default_factory=list)
+    keeping: SandboxKeeping | None = None
 
     @classmethod
     async def open(
@@ -299,9 +319,7 @@ class Runtime:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
         provider = await asyncio.to_thread(make_provider, settings)
-        manager = SandboxManager(
-            CountingProvider(provider), idle_suspend_s=settings.sandbox_idle_suspend_s
-        )
+        manager = make_sandbox_manager(settings, db, CountingProvider(provider))
         egress = await WorkerEgress.open(settings, db, default_metrics())
         the_model = model or make_model(settings)
         slack, hook = None, None
@@ -343,6 +361,7 @@ class Runtime:
             driver,
             slack,
             egress,
+            keeping=SandboxKeeping(manager, sessions),
         )
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -351,7 +370,7 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), suspend idle sandboxes.
+        thread), suspend idle sandboxes and destroy those no session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
         is enqueued again.
@@ -369,7 +388,8 @@ class Runtime:
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
-        await self.manager.suspend_idle()
+        if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
+            await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
@@ -383,10 +403,8 @@ class Runtime:
             await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
         except Exception:
             log.exception("session %s: could not post the failure notice", session_id)
-        handle_json = Checkpoint.from_json(session.checkpoint).sandbox
-        if handle_json is not None:
-            with contextlib.suppress(SandboxError):
-                await self.manager.release(SandboxHandle.from_json(handle_json))
+        if self.keeping is not None:
+            await self.keeping.end(Checkpoint.from_json(session.checkpoint).sandbox)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
@@ -406,7 +424,10 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:
-        """Release sandboxes' clients, the gateway, HTTP clients and the database pool."""
+        """Destroy the sandboxes this process used (none is left behind by a stopped
+        worker), stop the gateway, release HTTP clients and the database pool."""
+        if self.keeping is not None:
+            await self.keeping.shutdown()
         with contextlib.suppress(Exception):
             await self.manager.aclose()
         if self.egress is not None:

@@ -39,7 +39,14 @@ from bot.durable.actors import declare_actors, make_broker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
 from harness import Checkpoint, Message, Requester
-from memory_store import Event, Session, SessionKey, SessionStatus, SessionStore
+from memory_store import (
+    Event,
+    SandboxLedgerStore,
+    Session,
+    SessionKey,
+    SessionStatus,
+    SessionStore,
+)
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
 
 T = TypeVar("T")
@@ -335,6 +342,20 @@ class Probe:
     fakes: Fakes
     sender: Sender | None
     data_dir: Path
+    ledger: SandboxLedgerStore | None = None
+
+    @contextlib.asynccontextmanager
+    async def hold_sandbox(self, session_id: str) -> AsyncIterator[SandboxHandle]:
+        """Count a use of the session's sandbox in the workers' shared ledger until the
+        block ends, as a command running through another worker would: a stopping
+        worker then spares the jail, so what the command did can still be read."""
+        assert self.ledger is not None, "the probe was built without the ledger"
+        handle = await self.sandbox(session_id)
+        await self.ledger.begin_use(handle.sandbox_id, busy_s=600)
+        try:
+            yield handle
+        finally:
+            await self.ledger.end_use(handle.sandbox_id)
 
     async def open(
         self, session_id: str, plan: list[Reply], *, text: str = "look", channel: str = CHANNEL
@@ -431,8 +452,9 @@ class Probe:
     async def effects(self, session_id: str) -> int:
         """How many times the side-effecting command ran (lines in ``effects.log``)."""
         handle = await self.sandbox(session_id)
-        assert handle.state_dir is not None
-        path = Path(handle.state_dir) / "workspace" / EFFECTS_FILE
+        # /workspace is a tmpfs inside the jail: read it through the jail's root, which
+        # works while the jail is frozen too
+        path = Path(f"/proc/{handle.pid}/root/workspace") / EFFECTS_FILE
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     async def wait_running_command(self, session_id: str, *, timeout_s: float = 20.0) -> str:

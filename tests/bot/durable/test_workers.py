@@ -34,8 +34,8 @@ import pytest
 
 from bot.durable.wiring import cancel_running
 from bot.fakes.anthropic_api import Reply
-from memory_store import Database, SessionStatus, SessionStore
-from sandbox_client import Health, ProcessStatus, SandboxManager
+from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionStore
+from sandbox_client import Health, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import (
     CHANNEL,
@@ -159,7 +159,9 @@ async def probe(cluster: Cluster) -> AsyncIterator[Probe]:
     db = Database.from_url(cluster.database_url, data_dir=cluster.data_dir)
     logged = {w.log_path: len(w.log()) for w in cluster.pool.history}
     try:
-        yield Probe(SessionStore(db), cluster.fakes, sender, cluster.data_dir)
+        yield Probe(
+            SessionStore(db), cluster.fakes, sender, cluster.data_dir, SandboxLedgerStore(db)
+        )
     finally:
         await db.dispose()
         sender.close()
@@ -349,7 +351,7 @@ async def test_a_kill_during_a_tool_takes_the_outcome_from_the_sandbox_and_never
     assert "effect-done" in json.loads(results[0].payload_json)["output_head"]
 
 
-async def test_stop_kills_the_running_command_and_parks_the_session(
+async def test_stop_kills_the_running_command_and_destroys_the_sandbox(
     probe: Probe, cluster: Cluster
 ) -> None:
     session_id = f"stop-{uuid.uuid4().hex[:6]}"
@@ -366,7 +368,7 @@ async def test_stop_kills_the_running_command_and_parks_the_session(
         killed = await cancel_running(manager, cancelled)
     finally:
         await manager.aclose()
-    # Then the command is killed, the step's commit is fenced, and the session is parked
+    # Then the command is killed, the step's commit is fenced, the session is cancelled
     assert killed == tool_use_id
     await poll(
         lambda: _logged(owner, FENCED_LINE, session_id), timeout_s=10, what="the step to end"
@@ -377,17 +379,14 @@ async def test_stop_kills_the_running_command_and_parks_the_session(
     assert await probe.events(session_id, "tool_result") == []
     assert await probe.effects(session_id) == 0
     assert len(probe.fakes.script.requests_for(session_id)) == 1
+    # and its sandbox is destroyed (the session ended; a reply would get a new one)
     handle = await probe.sandbox(session_id)
     provider = probe.provider()
-    assert await provider.health(handle) is Health.SUSPENDED
-    await provider.resume(handle)
-    client = provider.connect(handle)
-    try:
-        record = await client.get_process(tool_use_id)
-    finally:
-        await client.aclose()
-    assert record is not None
-    assert record.status is ProcessStatus.KILLED
+
+    async def gone() -> bool:
+        return await provider.health(handle) is Health.GONE
+
+    await poll(gone, timeout_s=15, what="the stopped session's sandbox to be destroyed")
 
 
 async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_again(
@@ -478,16 +477,17 @@ async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_c
     await probe.start(session_id, standard_plan(sleep_s=1.5))
     intent = await probe.wait_event(session_id, "tool_intent")
     worker = await _owner(probe, cluster.pool, session_id)
-    # When the deploy signals the dramatiq parent (only) mid-command
-    worker.process.send_signal(signal.SIGTERM)
-    # Then the step finishes and commits under its own claim, and the worker exits cleanly
-    result = await probe.wait_event(session_id, "tool_result")
-    assert result.epoch == intent.epoch
+    async with probe.hold_sandbox(session_id):  # keep the jail to count the effect in it
+        # When the deploy signals the dramatiq parent (only) mid-command
+        worker.process.send_signal(signal.SIGTERM)
+        # Then the step finishes and commits under its own claim, and the worker exits
+        result = await probe.wait_event(session_id, "tool_result")
+        assert result.epoch == intent.epoch
 
-    async def exited() -> bool:
-        return not worker.alive()
+        async def exited() -> bool:
+            return not worker.alive()
 
-    await poll(exited, timeout_s=30, what="the worker to exit")
-    assert worker.process.returncode == 0
-    await probe.assert_completed_once(session_id)
+        await poll(exited, timeout_s=30, what="the worker to exit")
+        assert worker.process.returncode == 0
+        await probe.assert_completed_once(session_id)
     assert not await probe.events(session_id, "tool_unknown")
