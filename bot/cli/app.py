@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
 import typer
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
     from memory_store import FileStore
@@ -276,8 +278,7 @@ def _settings(*, check_database: bool = True) -> Settings:
     try:
         settings = Settings()
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()]
-        _fail("invalid settings:\n  " + "\n  ".join(lines), CONFIG_ERROR)
+        _fail("invalid settings:\n  " + "\n  ".join(_problems(exc)), CONFIG_ERROR)
     if check_database and settings.database_url is not None:
         try:
             normalise_url(settings.database_url)
@@ -288,6 +289,17 @@ def _settings(*, check_database: bool = True) -> Settings:
                 CONFIG_ERROR,
             )
     return settings
+
+
+def _problems(error: ValidationError) -> list[str]:
+    """One line per invalid variable: ``NAME=value: why`` (secrets' values not shown)."""
+    lines = []
+    for e in error.errors():
+        name = ".".join(str(p) for p in e["loc"]).upper()
+        secret = name.endswith(("_TOKEN", "_SECRET", "_KEY"))
+        shown = "" if secret or not isinstance(e["input"], str) else f"={e['input']}"
+        lines.append(f"{name}{shown}: {e['msg'].removeprefix('Value error, ')}")
+    return lines
 
 
 def _lenient(stream: TextIO) -> TextIO:

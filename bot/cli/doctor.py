@@ -3,11 +3,12 @@
 Each check is a small ``async`` function of ``Settings`` returning a ``CheckResult``
 (ok, warning, problem or skipped, with a line of detail and, for a problem, what
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
-settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
-the sandbox provider (provision one, run ``true``, destroy it), Slack
-(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models``, when a
-key is set). ``quick`` runs only the database and Redis checks: cheap enough for a
-container health check, and as true of a worker's container as of the bot's.
+settings, the data directory (writable), database (connect + Alembic head), Redis
+(``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
+destroy it), Slack (``auth.test`` with the bot token; in Socket Mode a connection
+opened with the app token) and Anthropic (``GET /v1/models``, when a key is set).
+``quick`` runs only the data directory, database and Redis checks: cheap enough for
+a container health check, and as true of a worker's container as of the bot's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 import httpx
 import redis.asyncio as aioredis
@@ -74,11 +76,30 @@ async def check_settings(settings: Settings) -> CheckResult:
     return CheckResult("settings", Status.OK, f"{settings.slack_mode} mode; credentials set")
 
 
+async def check_data_dir(settings: Settings) -> CheckResult:
+    """``WARROOM_DATA_DIR`` exists (it is created) and a file can be written in it."""
+    where = settings.data_dir
+    try:
+        await asyncio.to_thread(_write_probe, where)
+    except OSError as exc:
+        detail = f"{where} is not writable: {exc.strerror or exc}"
+        fix = "set WARROOM_DATA_DIR to a directory this user can write (SQLite, sandboxes, logs)"
+        return CheckResult("data_dir", Status.PROBLEM, detail, fix)
+    return CheckResult("data_dir", Status.OK, f"{where.resolve()} is writable")
+
+
+def _write_probe(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".doctor-{uuid.uuid4().hex[:8]}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
 async def check_database(settings: Settings) -> CheckResult:
     """The database answers and its schema is at the newest migration."""
     try:
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         return CheckResult("database", Status.PROBLEM, str(exc), _DATABASE_FIX)
     try:
         version = await db.schema_version()
@@ -101,17 +122,14 @@ async def check_redis(settings: Settings) -> CheckResult:
     """Redis answers ``PING`` (skipped without ``REDIS_URL``: the in-process broker)."""
     if not settings.redis_url:
         return CheckResult("redis", Status.SKIPPED, "REDIS_URL not set: in-process broker")
-    client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    try:
+        client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    except ValueError as exc:
+        return CheckResult("redis", Status.PROBLEM, f"REDIS_URL: {exc}", _REDIS_FIX)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
-        return CheckResult(
-            "redis",
-            Status.PROBLEM,
-            f"no answer to PING: {exc}",
-            "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
-            "bot and worker in one process",
-        )
+        return CheckResult("redis", Status.PROBLEM, f"no answer to PING: {exc}", _REDIS_FIX)
     finally:
         await client.aclose()
     return CheckResult("redis", Status.OK, "PING answered")
@@ -209,7 +227,7 @@ def _anthropic_refusal(base: str, response: httpx.Response) -> CheckResult:
     return CheckResult("anthropic", Status.PROBLEM, detail, fix)
 
 
-QUICK: tuple[Check, ...] = (check_database, check_redis)
+QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
     *QUICK,
@@ -270,6 +288,10 @@ def _token_shape(settings: Settings) -> list[str]:
 _DATABASE_FIX = (
     "check DATABASE_URL (postgresql://user:pass@host:5432/db, or unset for SQLite under "
     "WARROOM_DATA_DIR) and that the server is up"
+)
+_REDIS_FIX = (
+    "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
+    "bot and worker in one process"
 )
 _SANDBOX_FIX = {
     "local": "check that bubblewrap can create namespaces here (containers need "
