@@ -9,7 +9,7 @@ claim is stale and nothing is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, literal, null, or_, true
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
 from memory_store.sessions import event_log, inbox
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Claim,
     Continue,
@@ -42,21 +43,22 @@ async def claim(
     worker_id: str,
     lease_s: float,
     now: datetime,
+    lease_time: LeaseTime,
 ) -> Claim | None:
-    """Take the step named by ``token`` if it is pending and no live lease holds it."""
-    lease_until = now + timedelta(seconds=lease_s)
+    """Take the step named by ``token`` if it is pending and no live lease holds it
+    (leases by ``lease_time``: the database's clock on PostgreSQL)."""
     claimed = await conn.execute(
         sessions.update()
         .where(
             _S.id == session_id,
             _S.pending_token == token,
             _S.status == _RUNNING,
-            or_(_S.lease_until.is_(None), _S.lease_until < now),
+            or_(_S.lease_until.is_(None), _S.lease_until < lease_time.now()),
         )
         .values(
             epoch=_S.epoch + 1,
             lease_owner=worker_id,
-            lease_until=lease_until,
+            lease_until=lease_time.now(lease_s),
             crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
             claimed_token=token,
             updated_at=now,
@@ -76,7 +78,7 @@ async def claim(
         epoch=row.epoch,
         token=token,
         worker_id=worker_id,
-        lease_until=lease_until,
+        lease_until=row.lease_until,
         checkpoint=row.checkpoint,
         inbox=items,
         inbox_upto=row.inbox_seq,
@@ -88,6 +90,7 @@ async def claim(
 
 _CLAIM_COLUMNS = (
     _S.epoch,
+    _S.lease_until,
     _S.org_id,
     _S.channel_id,
     _S.thread_ts,
@@ -105,11 +108,15 @@ def _fence(held: Claim) -> ColumnElement[bool]:
     return (_S.id == held.session_id) & (_S.epoch == held.epoch) & (_S.pending_token == held.token)
 
 
-async def renew(conn: AsyncConnection, held: Claim, *, lease_s: float, now: datetime) -> None:
-    """Extend the lease to ``now + lease_s``. Raises Fenced."""
-    until = now + timedelta(seconds=lease_s)
+async def renew(
+    conn: AsyncConnection, held: Claim, *, lease_s: float, lease_time: LeaseTime
+) -> None:
+    """Extend the lease to ``lease_time``'s now + ``lease_s``. Raises Fenced."""
     result = await conn.execute(
-        sessions.update().where(_fence(held)).values(lease_until=until).returning(_S.id)
+        sessions.update()
+        .where(_fence(held))
+        .values(lease_until=lease_time.now(lease_s))
+        .returning(_S.id)
     )
     if result.one_or_none() is None:
         raise Fenced(held.session_id, held.epoch)
@@ -152,6 +159,7 @@ async def commit(
     usage: TokenUsage,
     new_token: str,
     now: datetime,
+    lease_time: LeaseTime,
 ) -> str | None:
     """End the step: checkpoint, events, inbox consumption, usage, release, next state.
 
@@ -173,7 +181,7 @@ async def commit(
         "claimed_token": null(),
         "crash_count": 0,
         "updated_at": now,
-        **_next_state(outcome, runnable, new_token, now),
+        **_next_state(outcome, runnable, new_token, lease_time.now()),
         **_usage_sums(usage),
     }
     row = await _write(conn, held, values, events, now=now, returning=_S.pending_token)
@@ -182,7 +190,7 @@ async def commit(
 
 
 def _next_state(
-    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: datetime
+    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: ColumnElement[datetime]
 ) -> dict[str, Any]:
     if isinstance(outcome, Continue):
         end_status = _RUNNING
@@ -194,7 +202,7 @@ def _next_state(
     return {
         "status": case((runnable, _RUNNING), else_=end_status),
         "pending_token": case((runnable, new_token), else_=null()),
-        "enqueued_at": case((runnable, at(now)), else_=null()),
+        "enqueued_at": case((runnable, now), else_=null()),
         "wait_until": null() if until is None else case((runnable, null()), else_=at(until)),
     }
 

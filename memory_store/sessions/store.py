@@ -26,6 +26,7 @@ from memory_store.db import Database, WriteConflict
 from memory_store.errors import Fenced
 from memory_store.sessions import claims, event_log, inbox, sweeper
 from memory_store.sessions import rows as session_rows
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Cancelled,
     Claim,
@@ -51,14 +52,22 @@ class SessionStore:
     """Sessions, their event log and inbox, over ``Database`` (PostgreSQL or SQLite).
 
     Every method is one short transaction; no lock outlives a call. Times come from
-    ``clock`` (aware UTC; workers on several hosts need synchronised clocks, since
-    leases are compared with the caller's time).
+    ``clock`` (aware UTC), except leases: on PostgreSQL they are granted, renewed and
+    judged expired by the database's clock (``now()``), so hosts' clocks need not
+    agree (``lease_time``).
     """
 
-    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
-        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s)."""
+    def __init__(
+        self, db: Database, *, clock: Clock = utc_now, lease_clock: Clock | None = None
+    ) -> None:
+        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s).
+
+        ``lease_clock`` replaces the database's clock for leases (tests that move
+        time on); None: ``now()`` on PostgreSQL, ``clock`` on SQLite (embedded, one host).
+        """
         self._db = db
         self._clock = clock
+        self._lease_clock = lease_clock
 
     async def open_or_join(
         self,
@@ -155,7 +164,13 @@ class SessionStore:
         now = self._clock()
         async with self._db.write() as conn:
             return await claims.claim(
-                conn, session_id, token, worker_id=worker_id, lease_s=lease_s, now=now
+                conn,
+                session_id,
+                token,
+                worker_id=worker_id,
+                lease_s=lease_s,
+                now=now,
+                lease_time=self._lease_time(),
             )
 
     async def renew(self, claim: Claim, *, lease_s: float) -> None:
@@ -166,9 +181,8 @@ class SessionStore:
             ValueError: ``lease_s`` is not positive.
         """
         _check_positive(lease_s=lease_s)
-        now = self._clock()
         async with self._db.write() as conn:
-            await claims.renew(conn, claim, lease_s=lease_s, now=now)
+            await claims.renew(conn, claim, lease_s=lease_s, lease_time=self._lease_time())
 
     async def set_sandbox(self, claim: Claim, sandbox: str | None) -> None:
         """Record the session's sandbox handle (opaque JSON from sandbox_client, or None).
@@ -238,6 +252,7 @@ class SessionStore:
                 usage=usage or TokenUsage(),
                 new_token=new_token(),
                 now=now,
+                lease_time=self._lease_time(),
             )
 
     async def cancel(self, session_id: str, *, actor: str | None = None) -> Cancelled | None:
@@ -294,7 +309,8 @@ class SessionStore:
         empty result at once.
 
         Args:
-            now: the sweep's time (default: the store's clock).
+            now: the sweep's time (default: the store's clock; leases are judged by
+                the database's clock on PostgreSQL unless ``lease_clock`` was given).
             max_crashes: crashes of one step that fail the session (≥ 1).
             stale_after_s: seconds after which an unclaimed token is enqueued again.
 
@@ -310,10 +326,17 @@ class SessionStore:
             return await sweeper.sweep(
                 conn,
                 now=at,
+                lease_time=self._lease_time(now),
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
                 is_postgres=self._pg,
             )
+
+    def _lease_time(self, now: datetime | None = None) -> LeaseTime:
+        """Lease times: the database's ``now()`` on PostgreSQL, else the given/lease clock."""
+        from_database = self._pg and self._lease_clock is None and now is None
+        instant = now or (self._lease_clock or self._clock)()
+        return LeaseTime(instant, from_database)
 
     @property
     def _pg(self) -> bool:
