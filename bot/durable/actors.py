@@ -11,8 +11,9 @@ re-enqueues runnable sessions whose lease expired.
 Shutdown (Dramatiq's CLI): SIGTERM to the ``dramatiq`` parent makes each worker
 process stop taking messages, finish the step it runs (up to
 ``--worker-shutdown-timeout``, default 10 min) and exit; only then is the runtime
-closed. A SIGTERM sent to the whole process group reaches the worker processes
-directly as well and abandons their steps, so deployments signal the parent only.
+closed. A SIGTERM sent to the whole process group reaches each worker process twice
+(directly and from the parent): ``shutdown.keep_first_stop_signal`` makes the second
+one harmless, and a stopping worker takes no new step (``Housekeeping``).
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ class RuntimeHolder:
         self._reporter = reporter
         self._runtime: Runtime | None = None
         self._lock: asyncio.Lock | None = None
+        self.draining = False  # the worker is stopping: take no new step
 
     async def get(self) -> Runtime:
         """The runtime (opened on first call). Raises what ``Runtime.open`` raises."""
@@ -209,6 +211,10 @@ def declare_actors(broker: dramatiq.Broker, holder_ref: list[RuntimeHolder]) -> 
     """
 
     async def advance(session_id: str, token: str) -> None:
+        if holder_ref[0].draining:  # a stopping worker hands the wake-up back unrun
+            log.info("session %s: worker stopping, wake-up handed back", session_id)
+            await asyncio.to_thread(actor.send, session_id, token)
+            return
         runtime = await holder_ref[0].get()
         await runtime.driver.run(session_id, token)
 
@@ -252,7 +258,9 @@ class Housekeeping(Middleware):
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        """Stop sweeping; steps in flight go on."""
+        """Stop sweeping and taking steps (a message still handed to a worker thread is
+        sent back to the queue); steps in flight go on."""
+        self.holder.draining = True
         if self._future is not None:
             self._future.cancel()
 

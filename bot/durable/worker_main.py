@@ -7,8 +7,10 @@ module that configures at import time (docs/architecture.md accepts it for the b
 from __future__ import annotations
 
 from bot.durable.actors import setup
+from bot.durable.shutdown import keep_first_stop_signal
 from bot.logs import setup_logging
 from bot.settings import Settings
 
 setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
+keep_first_stop_signal()  # a group SIGTERM must not turn a graceful stop into sys.exit
 broker, actors, holder = setup(Settings())
