@@ -331,12 +331,16 @@ def _run(work: Callable[[], T]) -> T:
 
 def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
-    from bot.errors import SlackCallFailed
+    from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
     from memory_store import DatabaseUnavailable
 
     if isinstance(exc, MissingSetting):
         _fail(str(exc), CONFIG_ERROR)
+    if isinstance(exc, SlackUnreachable):
+        _fail(f"Slack could not be reached ({exc.method}): check SLACK_API_URL and the network.")
+    if isinstance(exc, SlackCallFailed) and (variable := getattr(exc, "variable", None)):
+        _fail(f"{variable} was refused by Slack ({exc.method}: {exc.error}).", CONFIG_ERROR)
     if isinstance(exc, SlackCallFailed):
         _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
     if isinstance(exc, DatabaseUnavailable):

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+import aiohttp
 import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.cli.credentials import missing_for_serve
 from bot.durable.wiring import make_provider, make_slack_client
-from bot.errors import SlackCallFailed, slack_call
+from bot.errors import SlackCallFailed, SlackUnreachable, slack_call
 from bot.settings import MissingSetting, Settings
 from harness import DEFAULT_BASE_URL
 from memory_store import Database, DatabaseUnavailable
@@ -169,12 +170,55 @@ async def check_slack(settings: Settings) -> CheckResult:
         return CheckResult(
             "slack",
             Status.PROBLEM,
-            f"auth.test failed: {exc.error}",
+            f"auth.test failed: {_slack_failure(exc)}",
             "copy the Bot User OAuth Token (xoxb-…) from the app's 'Install App' page into "
             "SLACK_BOT_TOKEN, and check that this host reaches SLACK_API_URL",
         )
     team = f"{answer.get('team')} ({answer.get('enterprise_id') or answer.get('team_id')})"
     return CheckResult("slack", Status.OK, f"auth.test: {team}, bot user {answer.get('user_id')}")
+
+
+async def check_socket_mode(settings: Settings) -> CheckResult:
+    """In Socket Mode, the app token opens a connection: ``apps.connections.open``, then
+    the WebSocket until Slack's ``hello``; skipped in HTTP mode or without the token."""
+    if settings.slack_mode != "socket" or settings.slack_app_token is None:
+        return CheckResult("socket", Status.SKIPPED, "not in Socket Mode, or no SLACK_APP_TOKEN")
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.modes import AppTokenRefused, open_connection
+
+    client = AsyncWebClient(base_url=settings.slack_api_url)
+    try:
+        url = await open_connection(client, settings.slack_app_token.get_secret_value())
+        await _await_hello(url)
+    except AppTokenRefused as exc:
+        detail = f"apps.connections.open refused SLACK_APP_TOKEN: {exc.error}"
+        return CheckResult("socket", Status.PROBLEM, detail, _APP_TOKEN_FIX)
+    except SlackCallFailed as exc:
+        detail = f"apps.connections.open failed: {_slack_failure(exc)}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    except (aiohttp.ClientError, ValueError) as exc:
+        detail = f"the Socket Mode WebSocket did not open: {exc}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    return CheckResult("socket", Status.OK, "connection opened with SLACK_APP_TOKEN (hello)")
+
+
+async def _await_hello(url: str) -> None:
+    """Connect to a Socket Mode URL and read Slack's first message, ``hello``.
+
+    Raises:
+        aiohttp.ClientError: no connection; ValueError: the first message was not hello.
+    """
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        message = await ws.receive_json()
+        if message.get("type") != "hello":
+            raise ValueError(f"expected hello, got {message.get('type')!r}")
+
+
+def _slack_failure(exc: SlackCallFailed) -> str:
+    if isinstance(exc, SlackUnreachable):
+        return "Slack could not be reached"
+    return exc.error
 
 
 async def check_anthropic(settings: Settings) -> CheckResult:
@@ -233,6 +277,7 @@ FULL: tuple[Check, ...] = (
     *QUICK,
     check_sandbox,
     check_slack,
+    check_socket_mode,
     check_anthropic,
 )
 
@@ -298,4 +343,9 @@ _SANDBOX_FIX = {
     "--security-opt seccomp=unconfined or --privileged) and that WARROOM_DATA_DIR is writable",
     "blaxel": "check BL_API_KEY and BL_WORKSPACE, and that this host reaches api.blaxel.ai",
 }
+_APP_TOKEN_FIX = (
+    "copy an app-level token (xapp-…, scope connections:write) from the app's 'Basic "
+    "Information' page into SLACK_APP_TOKEN, and enable Socket Mode for the app"
+)
+_SLACK_REACH_FIX = "check that this host reaches SLACK_API_URL (and wss-primary.slack.com)"
 _ANTHROPIC_FIX = "check ANTHROPIC_BASE_URL and that this host reaches it"
