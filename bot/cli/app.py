@@ -1,7 +1,8 @@
 """The ``warroom`` command line (typer): thin commands over the modules that do the work.
 
 Exit codes: 0 done; 1 a check or an operation failed; 2 the configuration is
-incomplete or invalid (the message names the variable to set); 130 interrupted.
+incomplete or invalid (the message names the variable to set); 130 interrupted (SIGINT),
+143 stopped by SIGTERM (``chat`` and ``drill`` clean up first: sandboxes, workers, files).
 """
 
 from __future__ import annotations
@@ -325,6 +326,10 @@ def _run(work: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:
+        from bot.cli.signals import Interrupted
+
+        if isinstance(exc, Interrupted):
+            raise typer.Exit(exc.exit_code) from None
         _explain(exc)
         raise
 
