@@ -40,7 +40,14 @@ from bot.durable.actors import EmbeddedWorker, setup
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
 from harness import Checkpoint, Requester
-from memory_store import Database, EventKind, SessionKey, SessionStatus, SessionStore
+from memory_store import (
+    Database,
+    EventKind,
+    SessionKey,
+    SessionOrigin,
+    SessionStatus,
+    SessionStore,
+)
 from sandbox_client import SandboxError, SandboxHandle, SandboxProvider
 
 __all__ = [
@@ -70,12 +77,18 @@ Enqueue = Callable[[str, str], Awaitable[None]]
 
 @dataclass
 class Conversation:
-    """The chat's one session: opened by the first message, joined by the others."""
+    """The chat's one session: opened by the first message, joined by the others.
+
+    The session is of origin ``chat`` and its id is added to ``owned``, the only
+    session this chat's worker runs and sweeps: no other process's session is adopted,
+    and no other process adopts this one.
+    """
 
     sessions: SessionStore
     enqueue: Enqueue
     thread_ts: str = field(default_factory=lambda: f"{time.time():.6f}")
     session_id: str | None = None
+    owned: set[str] = field(default_factory=set)
     _said: int = field(default=0, init=False)
 
     async def say(self, text: str) -> None:
@@ -121,8 +134,10 @@ class Conversation:
             text=text,
             source_ts=source_ts,
             session_id=session_id,
+            origin=SessionOrigin.CHAT,
         )
         self.session_id = opened.session_id
+        self.owned.add(opened.session_id)
         return opened.token
 
 
@@ -175,10 +190,14 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
     logging.getLogger().addHandler(last_error)
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
-        broker, actors, _holder = setup(settings, reporter=TerminalReporter(out))
+        owned: set[str] = set()
+        reporter = TerminalReporter(out)
+        broker, actors, _holder = setup(
+            settings, reporter=reporter, origin=SessionOrigin.CHAT, owned=owned
+        )
         worker = EmbeddedWorker(broker, threads=max(1, min(settings.worker_threads, 4)))
         worker.start()
-        conversation = Conversation(SessionStore(db), actors.enqueue)
+        conversation = Conversation(SessionStore(db), actors.enqueue, owned=owned)
         out.write(BANNER)
         out.flush()
         reported: set[datetime] = set()

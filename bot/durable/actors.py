@@ -22,7 +22,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +37,7 @@ from bot.durable.driver import Crasher, CrashPoint, ThreadPoster, no_crash
 from bot.durable.wiring import Runtime
 from bot.settings import Settings
 from harness import ModelStalled, ModelUnavailable, WorkspaceUnavailable
-from memory_store import DatabaseUnavailable
+from memory_store import DatabaseUnavailable, SessionOrigin
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,9 @@ def crash_from(spec: str | None) -> Crasher:
 class RuntimeHolder:
     """Opens the process's ``Runtime`` lazily, on the loop that first asks for it.
 
-    ``reporter`` replaces the Slack poster (``warroom chat`` prints to the terminal).
+    ``reporter`` replaces the Slack poster (``warroom chat`` prints to the terminal);
+    ``origin`` and ``owned`` limit the sessions the runtime runs and sweeps (see
+    ``Runtime``).
     """
 
     def __init__(
@@ -152,10 +154,14 @@ class RuntimeHolder:
         enqueue: Callable[[str, str], Awaitable[None]],
         *,
         reporter: ThreadPoster | None = None,
+        origin: SessionOrigin = SessionOrigin.SLACK,
+        owned: Collection[str] | None = None,
     ) -> None:
         self.settings = settings
         self._enqueue = enqueue
         self._reporter = reporter
+        self._origin = origin
+        self._owned = owned
         self._runtime: Runtime | None = None
         self._lock: asyncio.Lock | None = None
         self.draining = False  # the worker is stopping: take no new step
@@ -171,6 +177,8 @@ class RuntimeHolder:
                     enqueue=self._enqueue,
                     crash=crash_from(self.settings.crash_at),
                     reporter=self._reporter,
+                    origin=self._origin,
+                    owned=self._owned,
                 )
         return self._runtime
 
@@ -272,16 +280,20 @@ class Housekeeping(Middleware):
 
 
 def setup(
-    settings: Settings, *, reporter: ThreadPoster | None = None
+    settings: Settings,
+    *,
+    reporter: ThreadPoster | None = None,
+    origin: SessionOrigin = SessionOrigin.SLACK,
+    owned: Collection[str] | None = None,
 ) -> tuple[dramatiq.Broker, Actors, RuntimeHolder]:
     """Make the broker, set it as Dramatiq's global broker, declare the actors, and
     install the housekeeping middleware. The one place the global broker is set.
-    ``reporter``: see ``RuntimeHolder``."""
+    ``reporter``, ``origin``, ``owned``: see ``RuntimeHolder``."""
     broker = make_broker(settings.redis_url)
     dramatiq.set_broker(broker)
     ref: list[RuntimeHolder] = []
     actors = declare_actors(broker, ref)
-    holder = RuntimeHolder(settings, actors.enqueue, reporter=reporter)
+    holder = RuntimeHolder(settings, actors.enqueue, reporter=reporter, origin=origin, owned=owned)
     ref.append(holder)
     broker.add_middleware(Housekeeping(holder))
     return broker, actors, holder

@@ -54,6 +54,7 @@ from memory_store import (
     Fenced,
     FileStore,
     NewEvent,
+    SessionOrigin,
     SessionStore,
     TokenUsage,
     Wait,
@@ -162,6 +163,7 @@ class StepDriver:
         wait_s: how long an answered session waits for a reply before it is done.
         sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
             suspends it when the session waits; None leaves both to the harness.
+        origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
     """
 
@@ -177,6 +179,7 @@ class StepDriver:
     wait_s: float = 7 * 24 * 3600.0
     crash: Crasher = no_crash
     sandboxes: SandboxKeeper | None = None
+    origin: SessionOrigin = SessionOrigin.SLACK
     observe: Callable[[StepReport], None] = field(
         default_factory=lambda: default_metrics().observe_step
     )
@@ -192,7 +195,7 @@ class StepDriver:
             Exception: anything else a step raises, after the same release.
         """
         claim = await self.sessions.claim(
-            session_id, token, worker_id=self.worker_id, lease_s=self.lease_s
+            session_id, token, worker_id=self.worker_id, lease_s=self.lease_s, origin=self.origin
         )
         if claim is None:
             self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))

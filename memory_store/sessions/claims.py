@@ -25,6 +25,7 @@ from memory_store.sessions.records import (
     NewEvent,
     Outcome,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
     Wait,
@@ -44,12 +45,16 @@ async def claim(
     lease_s: float,
     now: datetime,
     lease_time: LeaseTime,
+    origin: SessionOrigin | None = None,
 ) -> Claim | None:
-    """Take the step named by ``token`` if it is pending and no live lease holds it
-    (leases by ``lease_time``: the database's clock on PostgreSQL)."""
+    """Take the step named by ``token`` if it is pending, no live lease holds it and
+    the session is of ``origin`` (None: any) (leases by ``lease_time``: the database's
+    clock on PostgreSQL)."""
+    same_origin = true() if origin is None else _S.origin == origin.value
     claimed = await conn.execute(
         sessions.update()
         .where(
+            same_origin,
             _S.id == session_id,
             _S.pending_token == token,
             _S.status == _RUNNING,

@@ -19,6 +19,7 @@ from memory_store.sessions.records import (
     NewEvent,
     Session,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
 )
@@ -48,6 +49,7 @@ async def create(
     token: str,
     now: datetime,
     is_postgres: bool,
+    origin: SessionOrigin = SessionOrigin.SLACK,
 ) -> bool:
     """Insert a runnable session (pending ``token``, inbox position 1 reserved).
 
@@ -63,6 +65,7 @@ async def create(
             thread_ts=key.thread_ts,
             requester_id=requester_id,
             status=SessionStatus.RUNNING.value,
+            origin=origin.value,
             epoch=0,
             pending_token=token,
             enqueued_at=now,
@@ -152,4 +155,5 @@ def _session(row: Row[Any]) -> Session:
         ),
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        origin=SessionOrigin(m["origin"]),
     )

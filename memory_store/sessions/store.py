@@ -15,7 +15,7 @@ nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
@@ -37,6 +37,7 @@ from memory_store.sessions.records import (
     Outcome,
     Session,
     SessionKey,
+    SessionOrigin,
     SweepResult,
     TokenUsage,
 )
@@ -78,6 +79,7 @@ class SessionStore:
         text: str,
         source_ts: str,
         session_id: str | None = None,
+        origin: SessionOrigin = SessionOrigin.SLACK,
     ) -> Opened:
         """Start the thread's session, or join it, and record ``text`` in its inbox.
 
@@ -108,6 +110,7 @@ class SessionStore:
                     token=token,
                     now=now,
                     is_postgres=self._pg,
+                    origin=origin,
                 ):
                     await inbox.insert_item(
                         conn, session_id, 1, message, now=now, is_postgres=self._pg
@@ -147,14 +150,22 @@ class SessionStore:
             return None
 
     async def claim(
-        self, session_id: str, token: str, *, worker_id: str, lease_s: float
+        self,
+        session_id: str,
+        token: str,
+        *,
+        worker_id: str,
+        lease_s: float,
+        origin: SessionOrigin | None = None,
     ) -> Claim | None:
         """Take the step ``token`` names: bump ``epoch``, lease it to ``worker_id``.
 
         Succeeds only if ``token`` is the pending token, the session is running and no
         unexpired lease holds it; otherwise None (a duplicate, stale or parked wake-up:
         drop it). Re-claiming a token whose earlier claim never committed (its worker
-        died, the lease ran out) succeeds with ``crash_count`` one higher.
+        died, the lease ran out) succeeds with ``crash_count`` one higher. With
+        ``origin``, a session of another origin is never claimed (a worker without a
+        Slack poster must not run a Slack session).
 
         Raises:
             ValueError: ``lease_s`` is not positive.
@@ -171,6 +182,7 @@ class SessionStore:
                 lease_s=lease_s,
                 now=now,
                 lease_time=self._lease_time(),
+                origin=origin,
             )
 
     async def renew(self, claim: Claim, *, lease_s: float) -> None:
@@ -295,7 +307,13 @@ class SessionStore:
             return list(await inbox.read(conn, session_id, after_position=after_position))
 
     async def sweep(
-        self, now: datetime | None = None, *, max_crashes: int, stale_after_s: float
+        self,
+        now: datetime | None = None,
+        *,
+        max_crashes: int,
+        stale_after_s: float,
+        origin: SessionOrigin | None = None,
+        session_ids: Collection[str] | None = None,
     ) -> SweepResult:
         """Recover what crashes and lost messages left behind; one sweep at a time.
 
@@ -313,6 +331,8 @@ class SessionStore:
                 the database's clock on PostgreSQL unless ``lease_clock`` was given).
             max_crashes: crashes of one step that fail the session (≥ 1).
             stale_after_s: seconds after which an unclaimed token is enqueued again.
+            origin, session_ids: re-enqueue and fail only sessions of this origin, and
+                among these ids (None: any); waits end whatever the origin.
 
         Raises:
             ValueError: ``max_crashes`` < 1 or ``stale_after_s`` not positive.
@@ -330,6 +350,7 @@ class SessionStore:
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
                 is_postgres=self._pg,
+                scope=sweeper.scope(origin, session_ids),
             )
 
     def _lease_time(self, now: datetime | None = None) -> LeaseTime:

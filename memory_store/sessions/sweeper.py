@@ -9,16 +9,23 @@ statements however many sessions it touches.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, null, or_, text
+from sqlalchemy import ColumnElement, Row, and_, null, or_, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.sessions import event_log
 from memory_store.sessions.lease_time import LeaseTime
-from memory_store.sessions.records import EventKind, NewEvent, SessionStatus, SweepResult, Wakeup
+from memory_store.sessions.records import (
+    EventKind,
+    NewEvent,
+    SessionOrigin,
+    SessionStatus,
+    SweepResult,
+    Wakeup,
+)
 from memory_store.sessions.tables import sessions
 
 SWEEPER_LOCK_KEY = 7220417212
@@ -35,14 +42,31 @@ async def sweep(
     max_crashes: int,
     stale_after_s: float,
     is_postgres: bool,
+    scope: ColumnElement[bool] | None = None,
 ) -> SweepResult:
-    """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``)."""
+    """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``);
+    ``scope`` (``scope()``) limits the sessions re-enqueued and failed."""
     if is_postgres and not await _try_lock(conn):
         return SweepResult()
-    failed = await _fail_crash_loops(conn, now=now, lease_time=lease_time, max_crashes=max_crashes)
-    requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s)
+    mine = true() if scope is None else scope
+    failed = await _fail_crash_loops(
+        conn, now=now, lease_time=lease_time, max_crashes=max_crashes, mine=mine
+    )
+    requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s, mine=mine)
     expired = await _end_waits(conn, now=now)
     return SweepResult(requeue=requeue, failed=failed, expired_waits=expired)
+
+
+def scope(
+    origin: SessionOrigin | None, session_ids: Collection[str] | None
+) -> ColumnElement[bool] | None:
+    """The sessions of ``origin`` among ``session_ids`` (None: no limit of that kind)."""
+    parts = []
+    if origin is not None:
+        parts.append(_S.origin == origin.value)
+    if session_ids is not None:
+        parts.append(_S.id.in_(list(session_ids)))
+    return and_(*parts) if parts else None
 
 
 async def _try_lock(conn: AsyncConnection) -> bool:
@@ -57,7 +81,12 @@ def _lease_expired(lease_time: LeaseTime) -> Any:
 
 
 async def _fail_crash_loops(
-    conn: AsyncConnection, *, now: datetime, lease_time: LeaseTime, max_crashes: int
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    lease_time: LeaseTime,
+    max_crashes: int,
+    mine: ColumnElement[bool],
 ) -> tuple[str, ...]:
     """Fail running sessions whose lease expired for the ``max_crashes``-th time.
 
@@ -68,6 +97,7 @@ async def _fail_crash_loops(
         sessions.update()
         .where(
             _S.status == SessionStatus.RUNNING.value,
+            mine,
             _lease_expired(lease_time),
             _S.crash_count + 1 >= max_crashes,
         )
@@ -99,7 +129,11 @@ _RELEASED: dict[str, Any] = {
 
 
 async def _requeue(
-    conn: AsyncConnection, *, lease_time: LeaseTime, stale_after_s: float
+    conn: AsyncConnection,
+    *,
+    lease_time: LeaseTime,
+    stale_after_s: float,
+    mine: ColumnElement[bool],
 ) -> tuple[Wakeup, ...]:
     """Hand out again the tokens of running sessions nobody holds.
 
@@ -116,7 +150,7 @@ async def _requeue(
     )
     result = await conn.execute(
         sessions.update()
-        .where(_S.status == SessionStatus.RUNNING.value, unheld, due)
+        .where(mine, _S.status == SessionStatus.RUNNING.value, unheld, due)
         .values(enqueued_at=now)
         .returning(_S.id, _S.pending_token)
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from typer.testing import CliRunner
 from bot.cli.app import app
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.anthropic_script import echo_reply
+from harness import Checkpoint, Requester
+from memory_store import Database, SessionKey, SessionOrigin, SessionStore
 from sandbox_client import LocalConfig, LocalProvider
 from tests.bot.cli_support import Output, finish, start, warroom_env
 
@@ -139,7 +142,7 @@ async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_pa
 
         async def until_reported() -> None:
             nonlocal seen
-            while b"The session ended as failed" not in seen:
+            while b"Type again to retry" not in seen:
                 chunk = await chat.stdout.read(4096)  # type: ignore[union-attr]
                 assert chunk, "the chat ended without saying the session failed"
                 seen += chunk
@@ -152,3 +155,63 @@ async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_pa
         await asyncio.wait_for(chat.wait(), 60)
 
     assert chat.returncode == 1
+
+
+async def _leave_runnable(data_dir: Path, key: SessionKey, text: str, origin: SessionOrigin) -> str:
+    """A session left runnable in the chat's database, as a killed process leaves it."""
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        await db.migrate()
+        session_id = uuid.uuid4().hex
+        checkpoint = Checkpoint(session_id, key.org_id, key.channel_id, Requester("U1", "x"))
+        opened = await SessionStore(db).open_or_join(
+            key,
+            requester_id="U1",
+            initial_checkpoint=checkpoint.to_json(),
+            text=text,
+            source_ts="1.1",
+            session_id=session_id,
+            origin=origin,
+        )
+        return opened.session_id
+    finally:
+        await db.dispose()
+
+
+async def _epoch(data_dir: Path, session_id: str) -> int:
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        session = await SessionStore(db).get(session_id)
+        assert session is not None
+        return session.epoch
+    finally:
+        await db.dispose()
+
+
+async def test_chat_answers_only_its_own_session_never_a_slack_one_or_an_old_chats(
+    tmp_path: Path,
+) -> None:
+    # Given, on the same database, a Slack thread's session and an interrupted chat's
+    # session, both left runnable
+    data_dir = tmp_path / "data"
+    slack_id = await _leave_runnable(
+        data_dir, SessionKey("T1", "C1", "1.000100"), "slack question", SessionOrigin.SLACK
+    )
+    old_id = await _leave_runnable(
+        data_dir, SessionKey("local", "chat", "2.000100"), "old chat question", SessionOrigin.CHAT
+    )
+    async with FakeAnthropicAPI(echo_reply, api_key="fake-key") as fake:
+        env = warroom_env(data_dir, ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url)
+        # When a new chat is asked a question
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"new question\n"), 60)
+
+    # Then it answers that question only, and neither other session was touched
+    assert chat.returncode == 0, stderr.decode()
+    asked = " ".join(user_texts(r) for r in fake.requests)
+    assert "new question" in asked
+    assert "slack question" not in asked
+    assert "old chat question" not in asked
+    assert stdout.decode().count("warroom> ") == 1
+    assert await _epoch(data_dir, slack_id) == 0
+    assert await _epoch(data_dir, old_id) == 0
