@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.logs import log_context
 from bot.metrics import StepReport, default_metrics
@@ -118,6 +118,22 @@ class ThreadPoster(Protocol):
         events: Sequence[Event],
     ) -> None:
         """Update the thread's status message from a committed step (best effort)."""
+        ...
+
+
+@runtime_checkable
+class LiveReporter(Protocol):
+    """A poster that also shows a step while it runs (the terminal of ``warroom chat``).
+
+    Both calls are made on the worker's event loop and must not block for long.
+    """
+
+    def step_started(self, *, session_id: str, kind: str) -> None:
+        """A ``model`` or ``tool`` step of the session begins."""
+        ...
+
+    def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
+        """Events committed mid-step (a tool call's intent: it starts now)."""
         ...
 
 
@@ -255,6 +271,8 @@ class StepDriver:
             point(CrashPoint.BEFORE_MODEL)
         if kind is StepKind.TOOL:
             cp = await self._with_sandbox_for_bash(cp)
+        if isinstance(self.poster, LiveReporter):
+            self.poster.step_started(session_id=claim.session_id, kind=kind.value)
         result = await advance(cp, self._collaborators(claim), inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
@@ -320,6 +338,8 @@ class StepDriver:
     def _collaborators(self, claim: Claim) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
             await self.sessions.save(claim, checkpoint=cp.to_json(), events=_log_events(events))
+            if events and isinstance(self.poster, LiveReporter):
+                self.poster.events_saved(session_id=claim.session_id, events=events)
 
         return Collaborators(
             store=self.files,

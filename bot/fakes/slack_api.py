@@ -132,6 +132,7 @@ class FakeSlackApi:
         self._faults: dict[str, list[_Fault]] = {}
         self._last_429_at: dict[str, float] = {}
         self._ids = itertools.count(1)
+        self._started_s = int(time.time())
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._handlers: dict[str, Handler] = {
@@ -287,8 +288,10 @@ class FakeSlackApi:
     # ----- helpers -----------------------------------------------------------------
 
     def _ts(self) -> str:
+        """A new message ts: one second after the last, counted from the fake's start (so
+        elapsed times shown from a ts are real), unique by its counter."""
         n = next(self._ids)
-        return f"{1767225600 + n}.{n:06d}"
+        return f"{self._started_s + n}.{n:06d}"
 
     def _find(self, channel: str, ts: str) -> JsonDict:
         for message in self.state.messages.get(channel, []):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -215,3 +216,53 @@ async def test_chat_answers_only_its_own_session_never_a_slack_one_or_an_old_cha
     assert stdout.decode().count("warroom> ") == 1
     assert await _epoch(data_dir, slack_id) == 0
     assert await _epoch(data_dir, old_id) == 0
+
+
+GATED = (
+    "while [ ! -f go ]; do sleep 0.1; done; "
+    "printf 'pods: 3 running\\npods: 1 crashloop\\n"
+    "\\033]0;pwned\\007\\033]52;c;ZXZpbA==\\007\\033[2J'"
+)
+
+
+def gated_investigator(request: RecordedRequest) -> Reply:
+    """Run one gated command (it waits for a file ``go``), then answer."""
+    if "tool_result" in json.dumps(request.messages):
+        return Reply.text("Done: one pod crashloops.")
+    bash = {"command": GATED, "description": "list pods"}
+    return Reply.tool("Bash", bash, text="Checking the pods.\x1b[31m now")
+
+
+async def test_chat_shows_a_command_while_it_runs_then_its_time_and_output_without_controls(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropicAPI(gated_investigator, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        chat.stdin.write(b"are the pods fine?\n")
+        await chat.stdin.drain()
+
+        # When the agent's command has started (and waits)
+        await out.until(lambda text: "→ Running `Bash: list pods`" in text)
+        # Then the chat has said so while it runs, with the model's interim text
+        shown_while_running = out.text
+        # And once the command ends, its time and the head of its output follow
+        for workspace in (tmp_path / "data" / "sbx").glob("sbx-*/workspace"):
+            (workspace / "go").write_text("")
+        await out.until(lambda text: "warroom> Done: one pod crashloops." in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+
+    assert "… thinking" in shown_while_running
+    assert "│ Checking the pods.[31m now" in shown_while_running
+    assert "✓ Running" not in shown_while_running
+    assert re.search(r"✓ Running `Bash: list pods` \(\d+\.\d s\)", out.text)
+    assert "│ pods: 3 running\n" in out.text
+    assert "│ pods: 1 crashloop\n" in out.text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out.text)
+    assert "]0;pwned" in out.text  # shown as text, no longer a terminal command
