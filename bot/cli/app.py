@@ -221,6 +221,54 @@ def fake_anthropic(
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try another --port")
 
 
+@app.command("fake-slack")
+def fake_slack(
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8766,
+    events_url: Annotated[
+        str | None,
+        typer.Option(
+            help="The app's Request URL (http://127.0.0.1:3000/slack/events): each line "
+            "typed is then a message to it in #incident, and the bot's posts are printed."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+) -> None:
+    """Serve a fake Slack Web API, so `warroom serve` runs in HTTP mode without Slack."""
+    from bot.cli.chat import stdin_lines
+    from bot.cli.fake_slack import deliver_lines, exports, watch_channel
+    from bot.fakes.slack_api import FakeSlackApi
+
+    async def run() -> None:
+        fake = FakeSlackApi()
+        await fake.start(host=host, port=port)
+        try:
+            typer.echo(f"fake Slack Web API on {fake.base_url}")
+            typer.echo(f"  {exports(fake)}")
+            if events_url is None:
+                await _until_signal()
+                return
+            typer.echo(f"type a message: the first @mentions the bot at {events_url}")
+            tasks = [
+                asyncio.create_task(watch_channel(fake, typer.echo)),
+                asyncio.create_task(
+                    deliver_lines(fake, events_url, stdin_lines(sys.stdin), typer.echo)
+                ),
+            ]
+            try:
+                await _until_signal()
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await fake.stop()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try another --port")
+
+
 @app.command()
 def drill(
     database_url: Annotated[

@@ -161,15 +161,24 @@ class FakeSlackApi:
         """The ``base_url`` for ``AsyncWebClient`` (ends with ``/api/``)."""
         return f"http://127.0.0.1:{self._port}/api/"
 
-    async def start(self) -> None:
-        """Listen on 127.0.0.1 on a free port."""
+    async def start(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host:port`` (default: 127.0.0.1, a free port).
+
+        Raises:
+            OSError: the port could not be bound.
+        """
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._serve_api)
         app.router.add_post("/upload/{file_id}", self._serve_upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            await self._runner.cleanup()
+            raise
         self._port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 

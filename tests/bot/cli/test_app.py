@@ -417,7 +417,7 @@ def test_the_readme_quick_start_has_the_two_commands() -> None:
 
     commands = [line for line in quick_start.splitlines() if line.startswith("python3 ")]
 
-    assert commands == [f"{install} && .venv/bin/warroom serve", f"{install} && .venv/bin/pytest"]
+    assert commands == [f"{install} && .venv/bin/warroom drill", f"{install} && .venv/bin/pytest"]
 
 
 @pytest.mark.parametrize("module", [anthropic_script, worker_process, terminal])
