@@ -202,15 +202,18 @@ async def _unless_stopped(
     """``starting``'s result, or None when ``stop`` is set first (the start is cancelled)."""
     start_task = asyncio.ensure_future(starting)
     stop_task = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({start_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-    stop_task.cancel()
-    if start_task.done():
-        return start_task.result()
-    start_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await start_task
-    logger.info("stopped while connecting to Slack")
-    return None
+    try:
+        await asyncio.wait({start_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_task.cancel()
+        if not start_task.done():
+            start_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await start_task
+    if start_task.cancelled():
+        logger.info("stopped while connecting to Slack")
+        return None
+    return start_task.result()
 
 
 def _where(mode: SocketMode | HttpMode, running: RunningSlack) -> str:
