@@ -16,12 +16,12 @@ SIGKILL, so no worker is left polling Redis under init (prctl(2)).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import signal
-import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from bot.durable.shutdown import die_with_parent
 
 __all__ = ["STOP_SIGNALS", "Interrupted", "die_with_parent", "run_interruptible"]
 
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class Interrupted(Exception):
@@ -77,15 +76,3 @@ async def _guarded(main: Coroutine[Any, Any, T]) -> T:
     if received:  # the clean-up swallowed the cancellation
         raise Interrupted(received[0])
     return result
-
-
-def die_with_parent() -> None:
-    """In a child between fork and exec: ask Linux for SIGTERM when the parent dies.
-
-    Does nothing on other systems. Errors are ignored: the child then outlives a
-    parent that is killed, as it would without this.
-    """
-    if sys.platform != "linux":
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

@@ -11,21 +11,25 @@ fails them as the interpreter shuts its executors down (issue #19, item 14).
 
 ``keep_first_stop_signal`` wraps Dramatiq's handler so that only the first SIGTERM
 (or SIGHUP) reaches it; later ones are logged. The stop stays bounded by the
-shutdown timeout; SIGKILL remains the way to end a worker at once.
+shutdown timeout; SIGKILL remains the way to end a worker at once. ``die_with_parent``
+makes a worker process get that SIGTERM when its Dramatiq parent is killed.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
+import sys
 import threading
 from types import FrameType
 
-__all__ = ["STOP_SIGNALS", "keep_first_stop_signal"]
+__all__ = ["STOP_SIGNALS", "die_with_parent", "keep_first_stop_signal"]
 
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def keep_first_stop_signal() -> bool:
@@ -57,3 +61,17 @@ def keep_first_stop_signal() -> bool:
         if callable(handler):
             signal.signal(sig, once)
     return True
+
+
+def die_with_parent() -> None:
+    """Ask Linux for SIGTERM when this process's parent dies, even by SIGKILL (prctl(2),
+    ``PR_SET_PDEATHSIG``): a worker process then stops gracefully instead of polling
+    Redis under init. Usable as a ``preexec_fn``, or at a worker process's start.
+
+    Does nothing on other systems. Errors are ignored: the process then outlives a
+    parent that is killed, as it would without this.
+    """
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

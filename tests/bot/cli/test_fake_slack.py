@@ -34,7 +34,7 @@ async def test_fake_slack_lets_serve_run_in_http_mode_and_answer_a_typed_mention
         assert fake.stdout is not None
         assert fake.stdin is not None
         out = Output(fake.stdout)
-        printed = await out.until(lambda text: "export " in text, timeout_s=30)
+        printed = await out.until(lambda text: "export " in text, timeout_s=120)
         exported = dict(re.findall(r"(\w+)=(\S+)", printed.split("export ", 1)[1]))
         # And `warroom serve` started with what it printed
         env = warroom_env(

@@ -23,6 +23,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -487,3 +489,56 @@ async def test_sigterm_twice_to_the_process_group_stops_the_worker_cleanly_and_l
     log = worker.log()[logged_before:]
     assert "cannot schedule new futures" not in log
     assert "Failed to process message" not in log
+
+
+async def test_a_worker_process_stops_when_its_dramatiq_parent_is_killed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a worker of our own (the pool's keeper would kill a dead parent's group itself)
+    worker = _own_worker(cluster.pool.env, tmp_path)
+    process = worker.process
+    try:
+
+        async def ready() -> bool:
+            return worker.ready()
+
+        await poll(ready, timeout_s=60, what="the worker to be ready")
+        children = worker.children()
+        assert children
+
+        # When its Dramatiq parent is SIGKILLed (no signal of its own reaches the children)
+        os.kill(worker.pid, signal.SIGKILL)
+        process.wait(10)
+
+        # Then its worker process stops too, instead of polling Redis under init
+        async def stopped() -> bool:
+            return not any(_running(pid) for pid in children)
+
+        await poll(stopped, timeout_s=30, what="the orphaned worker process to stop")
+    finally:
+        worker.kill()
+
+
+def _own_worker(env: dict[str, str], directory: Path) -> Worker:
+    """One ``dramatiq`` parent with one worker process, in its own session."""
+    argv = [sys.executable, "-m", "dramatiq", "bot.durable.worker_main", "--processes", "1"]
+    with (directory / "worker.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*argv, "--threads", "1"],
+            env=env,
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Worker(process, directory / "worker.log")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
