@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, DirectoryPath, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from redis.connection import parse_url
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -91,12 +92,13 @@ class Settings(BaseSettings):
 
     @field_validator("redis_url")
     @classmethod
-    def _redis_scheme(cls, value: str | None) -> str | None:
-        """redis-py's URL schemes (``redis.from_url``); an empty value means unset."""
+    def _redis_url(cls, value: str | None) -> str | None:
+        """A URL redis-py can use (``redis.connection.parse_url``); empty means unset."""
         if not value:
             return None
         if urlsplit(value).scheme not in REDIS_SCHEMES:
             raise ValueError("must start with redis://, rediss:// or unix:// (redis://host:6379/0)")
+        parse_url(value)  # type: ignore[no-untyped-call]  # ValueError: a bad port, …
         return value
 
     @field_validator("data_dir")

@@ -365,6 +365,7 @@ def test_doctor_exits_1_when_a_check_fails_and_0_when_quick_checks_pass(
         ("WARROOM_WORKER_THREADS", "0", "greater than or equal to 1"),
         ("WARROOM_METRICS_PORT", "0", "greater than or equal to 1"),
         ("REDIS_URL", "localhost:6379", "must start with redis://"),
+        ("REDIS_URL", "redis://localhost:port/0", "Port could not be cast to integer"),
     ],
 )
 @pytest.mark.parametrize("command", [["doctor", "--quick"], ["chat"], ["serve"]])
