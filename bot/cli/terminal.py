@@ -1,7 +1,8 @@
 """A ``ThreadPoster`` for the terminal: ``warroom chat`` prints progress and answers.
 
 While a step runs: ``… thinking`` when a model call starts, ``→ Running `cmd```
-when a tool call starts (its intent is committed). After each committed step: the
+when a tool call starts (its intent is committed), then ``… still running (N s)``
+every ``TICK_S``. After each committed step: the
 model's interim text (``│``), each tool call's outcome with its elapsed time (``✓``,
 or ``✗`` when it failed) and the head of its output (``│``), ``?`` when a crash lost
 an outcome, the todo list when it changes (``☐`` pending, ``▸`` in progress, ``☑``
@@ -15,6 +16,7 @@ and C1 control characters other than newline and tab are removed.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -37,6 +39,7 @@ __all__ = ["TerminalReporter", "printable"]
 ANSWER_PREFIX = "warroom> "
 HEAD_LINES = 5
 HEAD_CHARS = 400
+TICK_S = 10.0  # how often a long step's elapsed time is shown
 _TODO_MARKS = {"pending": "☐", "in_progress": "▸", "completed": "☑"}
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -76,8 +79,21 @@ class TerminalReporter:
             self._lines(["… thinking"])
 
     def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
-        """Print each tool call as it starts."""
-        self._lines([f"→ {_what(e.name, e.summary)}" for e in events if isinstance(e, ToolIntent)])
+        """Print each tool call as it starts, then its elapsed time every ``TICK_S``."""
+        calls = [e for e in events if isinstance(e, ToolIntent)]
+        self._lines([f"→ {_what(e.name, e.summary)}" for e in calls])
+        if calls:
+            self._tick(session_id, self._started.get(session_id))
+
+    def _tick(self, session_id: str, started: float | None) -> None:
+        """Say every ``TICK_S`` that the step begun at ``started`` still runs (on the
+        worker's loop, until the step's progress arrives)."""
+        if started is None or self._started.get(session_id) != started:
+            return
+        elapsed_s = time.monotonic() - started
+        if elapsed_s >= TICK_S:
+            self._lines([f"… still running ({elapsed_s:.0f} s)"])
+        asyncio.get_running_loop().call_later(TICK_S, self._tick, session_id, started)
 
     async def show_progress(
         self,

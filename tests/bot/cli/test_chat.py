@@ -249,7 +249,9 @@ async def test_chat_shows_a_command_while_it_runs_then_its_time_and_output_witho
 
         # When the agent's command has started (and waits)
         await out.until(lambda text: "→ Running `Bash: list pods`" in text)
-        # Then the chat has said so while it runs, with the model's interim text
+        # Then the chat has said so while it runs, with the model's interim text and
+        # how long it has been running
+        await out.until(lambda text: "… still running (10 s)" in text, timeout_s=60)
         shown_while_running = out.text
         # And once the command ends, its time and the head of its output follow
         for workspace in (tmp_path / "data" / "sbx").glob("sbx-*/workspace"):
