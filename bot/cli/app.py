@@ -120,15 +120,21 @@ def chat(
     ``chat.log`` under the data directory unless ``--verbose``.
     """
     from bot.cli.chat import CHAT_LOG_FILE, run_chat
+    from bot.cli.credentials import missing_for_chat
     from bot.logs import setup_logging
     from memory_store import SessionStatus
 
     settings = _settings()
+    if missing := missing_for_chat(settings):
+        _fail(str(missing[0]), CONFIG_ERROR)
     if verbose:
         setup_logging("WARNING")
     else:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        try:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"WARROOM_DATA_DIR: cannot write {settings.data_dir}: {exc}", CONFIG_ERROR)
         setup_logging("INFO", stream=log_file)
     status = _run(lambda: run_chat(settings, stdin=_lenient(sys.stdin), out=sys.stdout))
     if status is SessionStatus.FAILED:
