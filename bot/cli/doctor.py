@@ -3,12 +3,13 @@
 Each check is a small ``async`` function of ``Settings`` returning a ``CheckResult``
 (ok, warning, problem or skipped, with a line of detail and, for a problem, what
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
-settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
-the sandbox provider (provision one, run ``true``, destroy it), Slack
-(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models/{id}`` of
-``WARROOM_MODEL``, when a key is set). ``quick`` runs only the database and Redis
-checks: cheap enough for a container health check, and as true of a worker's
-container as of the bot's.
+settings, the data directory (writable), database (connect + Alembic head), Redis
+(``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
+destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; in
+Socket Mode a connection opened with the app token) and Anthropic (``GET /v1/models/{id}``
+of ``WARROOM_MODEL``, when a key is set).
+``quick`` runs only the data directory, database and Redis checks: cheap enough for
+a container health check, and as true of a worker's container as of the bot's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
+import aiohttp
 import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -28,7 +31,7 @@ from redis.exceptions import RedisError
 from bot.cli.credentials import missing_for_serve
 from bot.durable.wiring import jail_limits, make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
-from bot.errors import SlackCallFailed, slack_call
+from bot.errors import SlackCallFailed, SlackUnreachable, slack_call
 from bot.settings import MissingSetting, Settings
 from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, current_models
 from memory_store import Database, DatabaseUnavailable
@@ -78,11 +81,30 @@ async def check_settings(settings: Settings) -> CheckResult:
     return CheckResult("settings", Status.OK, f"{settings.slack_mode} mode; credentials set")
 
 
+async def check_data_dir(settings: Settings) -> CheckResult:
+    """``WARROOM_DATA_DIR`` exists (it is created) and a file can be written in it."""
+    where = settings.data_dir
+    try:
+        await asyncio.to_thread(_write_probe, where)
+    except OSError as exc:
+        detail = f"{where} is not writable: {exc.strerror or exc}"
+        fix = "set WARROOM_DATA_DIR to a directory this user can write (SQLite, sandboxes, logs)"
+        return CheckResult("data_dir", Status.PROBLEM, detail, fix)
+    return CheckResult("data_dir", Status.OK, f"{where.resolve()} is writable")
+
+
+def _write_probe(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".doctor-{uuid.uuid4().hex[:8]}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
 async def check_database(settings: Settings) -> CheckResult:
     """The database answers and its schema is at the newest migration."""
     try:
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         return CheckResult("database", Status.PROBLEM, str(exc), _DATABASE_FIX)
     try:
         version = await db.schema_version()
@@ -105,17 +127,14 @@ async def check_redis(settings: Settings) -> CheckResult:
     """Redis answers ``PING`` (skipped without ``REDIS_URL``: the in-process broker)."""
     if not settings.redis_url:
         return CheckResult("redis", Status.SKIPPED, "REDIS_URL not set: in-process broker")
-    client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    try:
+        client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    except ValueError as exc:
+        return CheckResult("redis", Status.PROBLEM, f"REDIS_URL: {exc}", _REDIS_FIX)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
-        return CheckResult(
-            "redis",
-            Status.PROBLEM,
-            f"no answer to PING: {exc}",
-            "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
-            "bot and worker in one process",
-        )
+        return CheckResult("redis", Status.PROBLEM, f"no answer to PING: {exc}", _REDIS_FIX)
     finally:
         await client.aclose()
     return CheckResult("redis", Status.OK, "PING answered")
@@ -185,12 +204,55 @@ async def check_slack(settings: Settings) -> CheckResult:
         return CheckResult(
             "slack",
             Status.PROBLEM,
-            f"auth.test failed: {exc.error}",
+            f"auth.test failed: {_slack_failure(exc)}",
             "copy the Bot User OAuth Token (xoxb-…) from the app's 'Install App' page into "
             "SLACK_BOT_TOKEN, and check that this host reaches SLACK_API_URL",
         )
     team = f"{answer.get('team')} ({answer.get('enterprise_id') or answer.get('team_id')})"
     return CheckResult("slack", Status.OK, f"auth.test: {team}, bot user {answer.get('user_id')}")
+
+
+async def check_socket_mode(settings: Settings) -> CheckResult:
+    """In Socket Mode, the app token opens a connection: ``apps.connections.open``, then
+    the WebSocket until Slack's ``hello``; skipped in HTTP mode or without the token."""
+    if settings.slack_mode != "socket" or settings.slack_app_token is None:
+        return CheckResult("socket", Status.SKIPPED, "not in Socket Mode, or no SLACK_APP_TOKEN")
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.modes import AppTokenRefused, open_connection
+
+    client = AsyncWebClient(base_url=settings.slack_api_url)
+    try:
+        url = await open_connection(client, settings.slack_app_token.get_secret_value())
+        await _await_hello(url)
+    except AppTokenRefused as exc:
+        detail = f"apps.connections.open refused SLACK_APP_TOKEN: {exc.error}"
+        return CheckResult("socket", Status.PROBLEM, detail, _APP_TOKEN_FIX)
+    except SlackCallFailed as exc:
+        detail = f"apps.connections.open failed: {_slack_failure(exc)}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    except (aiohttp.ClientError, ValueError) as exc:
+        detail = f"the Socket Mode WebSocket did not open: {exc}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    return CheckResult("socket", Status.OK, "connection opened with SLACK_APP_TOKEN (hello)")
+
+
+async def _await_hello(url: str) -> None:
+    """Connect to a Socket Mode URL and read Slack's first message, ``hello``.
+
+    Raises:
+        aiohttp.ClientError: no connection; ValueError: the first message was not hello.
+    """
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        message = await ws.receive_json()
+        if message.get("type") != "hello":
+            raise ValueError(f"expected hello, got {message.get('type')!r}")
+
+
+def _slack_failure(exc: SlackCallFailed) -> str:
+    if isinstance(exc, SlackUnreachable):
+        return "Slack could not be reached"
+    return exc.error
 
 
 async def check_anthropic(settings: Settings) -> CheckResult:
@@ -284,7 +346,7 @@ async def check_egress(settings: Settings) -> CheckResult:
     return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
 
 
-QUICK: tuple[Check, ...] = (check_database, check_redis)
+QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
     *QUICK,
@@ -292,6 +354,7 @@ FULL: tuple[Check, ...] = (
     check_sandbox_limits,
     check_egress,
     check_slack,
+    check_socket_mode,
     check_anthropic,
 )
 
@@ -348,9 +411,18 @@ _DATABASE_FIX = (
     "check DATABASE_URL (postgresql://user:pass@host:5432/db, or unset for SQLite under "
     "WARROOM_DATA_DIR) and that the server is up"
 )
+_REDIS_FIX = (
+    "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
+    "bot and worker in one process"
+)
 _SANDBOX_FIX = {
     "local": "check that bubblewrap can create namespaces here (containers need "
     "--security-opt seccomp=unconfined or --privileged) and that WARROOM_DATA_DIR is writable",
     "blaxel": "check BL_API_KEY and BL_WORKSPACE, and that this host reaches api.blaxel.ai",
 }
+_APP_TOKEN_FIX = (
+    "copy an app-level token (xapp-…, scope connections:write) from the app's 'Basic "
+    "Information' page into SLACK_APP_TOKEN, and enable Socket Mode for the app"
+)
+_SLACK_REACH_FIX = "check that this host reaches SLACK_API_URL (and wss-primary.slack.com)"
 _ANTHROPIC_FIX = "check ANTHROPIC_BASE_URL and that this host reaches it"

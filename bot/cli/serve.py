@@ -18,6 +18,9 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
@@ -76,7 +79,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)
             worker.start()
         background = Background()
-        app = build_app(deps=deps, background=background)
+        app = _quiet(build_app, deps=deps, background=background)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
         await serve_slack(app, _mode(settings), stop=stop, background=background)
     finally:
@@ -118,6 +121,24 @@ async def _slack_deps(
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
     )
+
+
+class _UnusedToken(logging.Filter):
+    """Drops bolt's warning that ``token`` is unused: bolt reads ``SLACK_BOT_TOKEN`` from
+    the environment itself even though the app is given its client (which has it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+def _quiet(build: Callable[..., AsyncApp], **kwargs: Any) -> AsyncApp:
+    """``build(**kwargs)`` without bolt's unused-token warning."""
+    bolt_log, quiet = logging.getLogger("slack_bolt.AsyncApp"), _UnusedToken()
+    bolt_log.addFilter(quiet)
+    try:
+        return build(**kwargs)
+    finally:
+        bolt_log.removeFilter(quiet)
 
 
 def _mode(settings: Settings) -> SocketMode | HttpMode:

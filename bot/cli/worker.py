@@ -4,8 +4,8 @@
 same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
 the Dramatiq parent directly. SIGTERM to that parent lets every worker process
 finish its running step and exit (``--worker-shutdown-timeout``: one step's time
-limit); a SIGTERM to the whole process group would reach the workers too and
-abandon their steps (docs/architecture.md §5). The workers log through ``setup_logging``
+limit), and so does a SIGTERM to the whole process group (systemd's default; see
+``bot.durable.shutdown``; docs/architecture.md §5). The workers log through ``setup_logging``
 (``--skip-logging`` keeps Dramatiq's own format out).
 
 With ``WARROOM_METRICS_PORT`` set, the worker processes write their metrics to a

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
@@ -59,6 +59,7 @@ from memory_store import (
     FileStore,
     Finish,
     NewEvent,
+    SessionOrigin,
     SessionStatus,
     SessionStore,
     TokenUsage,
@@ -126,6 +127,22 @@ class ThreadPoster(Protocol):
         ...
 
 
+@runtime_checkable
+class LiveReporter(Protocol):
+    """A poster that also shows a step while it runs (the terminal of ``warroom chat``).
+
+    Both calls are made on the worker's event loop and must not block for long.
+    """
+
+    def step_started(self, *, session_id: str, kind: str) -> None:
+        """A ``model`` or ``tool`` step of the session begins."""
+        ...
+
+    def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
+        """Events committed mid-step (a tool call's intent: it starts now)."""
+        ...
+
+
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
@@ -173,6 +190,7 @@ class StepDriver:
         wait_s: how long an answered session waits for a reply before it is done.
         sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
             suspends it when the session waits; None leaves both to the harness.
+        origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
     """
 
@@ -188,6 +206,7 @@ class StepDriver:
     wait_s: float = 7 * 24 * 3600.0
     crash: Crasher = no_crash
     sandboxes: SandboxKeeper | None = None
+    origin: SessionOrigin = SessionOrigin.SLACK
     observe: Callable[[StepReport], None] = field(
         default_factory=lambda: default_metrics().observe_step
     )
@@ -209,6 +228,7 @@ class StepDriver:
             worker_id=self.worker_id,
             lease_s=self.lease_s,
             cached=self.transcripts.mark(session_id),
+            origin=self.origin,
         )
         if claim is None:
             self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))
@@ -277,6 +297,8 @@ class StepDriver:
             point(CrashPoint.BEFORE_MODEL)
         if kind is StepKind.TOOL:
             cp = await self._with_sandbox_for_bash(cp)
+        if isinstance(self.poster, LiveReporter):
+            self.poster.step_started(session_id=claim.session_id, kind=kind.value)
         result = await advance(cp, self._collaborators(claim, stored), inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
@@ -395,6 +417,8 @@ class StepDriver:
                 claim, checkpoint=cp.state_json(), events=_log_events(events), transcript=delta
             )
             stored.stored(delta, cp.messages)
+            if events and isinstance(self.poster, LiveReporter):
+                self.poster.events_saved(session_id=claim.session_id, events=events)
 
         return Collaborators(
             store=self.files,

@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +37,15 @@ from harness import (
     WorkspaceUnavailable,
     in_flight_tool,
 )
-from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
+from memory_store import (
+    Cancelled,
+    Database,
+    FileStore,
+    Outbox,
+    OutboxItem,
+    SessionOrigin,
+    SessionStore,
+)
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
@@ -274,7 +282,9 @@ class Runtime:
     """Every long-lived collaborator of a worker process.
 
     ``slack`` is the Slack poster for notices outside a step (a session failed); None
-    when the runtime was given its own ``reporter``.
+    when the runtime was given its own ``reporter``. The runtime's sweeps and steps
+    touch only sessions of ``driver.origin``, and with ``owned`` only those ids (a
+    chat's own session: a live view of the set, which its owner fills).
     """
 
     settings: Settings
@@ -290,6 +300,7 @@ class Runtime:
     egress: WorkerEgress | None = None
     closers: list[object] = field(default_factory=list)
     keeping: SandboxKeeping | None = None
+    owned: Collection[str] | None = None
 
     @classmethod
     async def open(
@@ -302,6 +313,8 @@ class Runtime:
         model: Model | None = None,
         setup: tuple[SetupStep, ...] = (),
         migrate: bool = True,
+        origin: SessionOrigin = SessionOrigin.SLACK,
+        owned: Collection[str] | None = None,
     ) -> Runtime:
         """Build and connect everything. ``setup`` replaces the workspace set-up read
         from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``).
@@ -346,10 +359,11 @@ class Runtime:
             wait_s=settings.wait_s,
             crash=crash,
             sandboxes=ManagedSandboxes(manager, setup),
+            origin=origin,
         )
         if hook is not None:
             hook.before_record = driver.before_post_recorded
-        return cls(
+        runtime = cls(
             settings,
             db,
             files,
@@ -363,6 +377,8 @@ class Runtime:
             egress,
             keeping=SandboxKeeping(manager, sessions),
         )
+        runtime.owned = owned
+        return runtime
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
@@ -380,6 +396,8 @@ class Runtime:
         result = await self.sessions.sweep(
             max_crashes=self.settings.max_crashes,
             stale_after_s=stale_after_s or self.settings.stale_after_s,
+            origin=self.driver.origin,
+            session_ids=self.owned,
         )
         for wakeup in result.requeue:
             await self.driver.enqueue(wakeup.session_id, wakeup.token)

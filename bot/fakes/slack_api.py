@@ -171,6 +171,7 @@ class FakeSlackApi:
         self._resets: dict[str, int] = {}
         self._last_429_at: dict[str, float] = {}
         self._ids = itertools.count(1)
+        self._started_s = int(time.time())
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._handlers: dict[str, Handler] = {
@@ -199,8 +200,12 @@ class FakeSlackApi:
         """The ``base_url`` for ``AsyncWebClient`` (ends with ``/api/``)."""
         return f"http://127.0.0.1:{self._port}/api/"
 
-    async def start(self) -> None:
-        """Listen on 127.0.0.1 on a free port."""
+    async def start(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host:port`` (default: 127.0.0.1, a free port).
+
+        Raises:
+            OSError: the port could not be bound.
+        """
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._serve_api)
         app.router.add_post("/upload/{file_id}", self._serve_upload)
@@ -209,7 +214,12 @@ class FakeSlackApi:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            await self._runner.cleanup()
+            raise
         self._port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 
@@ -419,8 +429,10 @@ class FakeSlackApi:
     # ----- helpers -----------------------------------------------------------------
 
     def _ts(self) -> str:
+        """A new message ts: one second after the last, counted from the fake's start (so
+        elapsed times shown from a ts are real), unique by its counter."""
         n = next(self._ids)
-        return f"{1767225600 + n}.{n:06d}"
+        return f"{self._started_s + n}.{n:06d}"
 
     def _check_bot_in(self, channel: str, *, absent: str) -> None:
         """Slack refuses writes where the bot is not a member (no ``chat:write.public``)."""

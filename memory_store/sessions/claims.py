@@ -9,7 +9,7 @@ claim is stale and nothing is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, literal, null, or_, true
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
 from memory_store.sessions import event_log, inbox, transcript
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Claim,
     Continue,
@@ -24,6 +25,7 @@ from memory_store.sessions.records import (
     NewEvent,
     Outcome,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
     TranscriptDelta,
@@ -44,26 +46,31 @@ async def claim(
     worker_id: str,
     lease_s: float,
     now: datetime,
+    lease_time: LeaseTime,
+    origin: SessionOrigin | None = None,
     cached: TranscriptMark | None = None,
 ) -> Claim | None:
-    """Take the step named by ``token`` if it is pending and no live lease holds it.
+    """Take the step named by ``token`` if it is pending, no live lease holds it and
+    the session is of ``origin`` (None: any) (leases by ``lease_time``: the database's
+    clock on PostgreSQL).
 
     The claim carries the transcript rows the claimer lacks (all, unless ``cached``
     is a mark of the current generation: see ``transcript.first_missing``).
     """
-    lease_until = now + timedelta(seconds=lease_s)
+    same_origin = true() if origin is None else _S.origin == origin.value
     claimed = await conn.execute(
         sessions.update()
         .where(
+            same_origin,
             _S.id == session_id,
             _S.pending_token == token,
             _S.status == _RUNNING,
-            or_(_S.lease_until.is_(None), _S.lease_until < now),
+            or_(_S.lease_until.is_(None), _S.lease_until < lease_time.now()),
         )
         .values(
             epoch=_S.epoch + 1,
             lease_owner=worker_id,
-            lease_until=lease_until,
+            lease_until=lease_time.now(lease_s),
             crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
             claimed_token=token,
             updated_at=now,
@@ -88,7 +95,7 @@ async def claim(
         epoch=row.epoch,
         token=token,
         worker_id=worker_id,
-        lease_until=lease_until,
+        lease_until=row.lease_until,
         checkpoint=row.checkpoint,
         inbox=items,
         inbox_upto=row.inbox_seq,
@@ -104,6 +111,7 @@ async def claim(
 
 _CLAIM_COLUMNS = (
     _S.epoch,
+    _S.lease_until,
     _S.org_id,
     _S.channel_id,
     _S.thread_ts,
@@ -123,11 +131,15 @@ def _fence(held: Claim) -> ColumnElement[bool]:
     return (_S.id == held.session_id) & (_S.epoch == held.epoch) & (_S.pending_token == held.token)
 
 
-async def renew(conn: AsyncConnection, held: Claim, *, lease_s: float, now: datetime) -> None:
-    """Extend the lease to ``now + lease_s``. Raises Fenced."""
-    until = now + timedelta(seconds=lease_s)
+async def renew(
+    conn: AsyncConnection, held: Claim, *, lease_s: float, lease_time: LeaseTime
+) -> None:
+    """Extend the lease to ``lease_time``'s now + ``lease_s``. Raises Fenced."""
     result = await conn.execute(
-        sessions.update().where(_fence(held)).values(lease_until=until).returning(_S.id)
+        sessions.update()
+        .where(_fence(held))
+        .values(lease_until=lease_time.now(lease_s))
+        .returning(_S.id)
     )
     if result.one_or_none() is None:
         raise Fenced(held.session_id, held.epoch)
@@ -171,6 +183,7 @@ async def commit(
     usage: TokenUsage,
     new_token: str,
     now: datetime,
+    lease_time: LeaseTime,
     delta: TranscriptDelta | None = None,
 ) -> str | None:
     """End the step: checkpoint, transcript delta, events, inbox consumption, usage,
@@ -194,7 +207,7 @@ async def commit(
         "claimed_token": null(),
         "crash_count": 0,
         "updated_at": now,
-        **_next_state(outcome, runnable, new_token, now),
+        **_next_state(outcome, runnable, new_token, lease_time.now()),
         **_usage_sums(usage),
     }
     row = await _write(conn, held, values, events, now=now, returning=_S.pending_token, delta=delta)
@@ -203,7 +216,7 @@ async def commit(
 
 
 def _next_state(
-    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: datetime
+    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: ColumnElement[datetime]
 ) -> dict[str, Any]:
     if isinstance(outcome, Continue):
         end_status = _RUNNING
@@ -215,7 +228,7 @@ def _next_state(
     return {
         "status": case((runnable, _RUNNING), else_=end_status),
         "pending_token": case((runnable, new_token), else_=null()),
-        "enqueued_at": case((runnable, at(now)), else_=null()),
+        "enqueued_at": case((runnable, now), else_=null()),
         "wait_until": null() if until is None else case((runnable, null()), else_=at(until)),
     }
 

@@ -21,6 +21,13 @@ class SessionStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class SessionOrigin(StrEnum):
+    """Where a session's people talk to it, hence which workers may run its steps."""
+
+    SLACK = "slack"  # a Slack thread: its answers are posted to Slack
+    CHAT = "chat"  # ``warroom chat``: its answers are printed by the chat that owns it
+
+
 class EventKind(StrEnum):
     """Well-known event kinds. ``NewEvent.kind`` accepts any short string; these are the
     ones ``memory_store`` itself writes or that the issue names."""
@@ -265,6 +272,7 @@ class Session:
     updated_at: datetime
     transcript_generation: int = 0
     transcript_length: int = 0
+    origin: SessionOrigin = SessionOrigin.SLACK
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from memory_store.sessions.records import (
     NewEvent,
     Session,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
 )
@@ -51,6 +52,7 @@ class NewSession:
     checkpoint: str
     token: str
     now: datetime
+    origin: SessionOrigin = SessionOrigin.SLACK
 
 
 async def create(
@@ -74,6 +76,7 @@ async def create_with_input(
     """
     params = {
         "id": new.session_id,
+        "origin": new.origin.value,
         "org_id": key.org_id,
         "channel_id": key.channel_id,
         "thread_ts": key.thread_ts,
@@ -122,6 +125,7 @@ def _session_with_input() -> Any:
 
 _NEW_SESSION_PARAMS = (
     "id",
+    "origin",
     "org_id",
     "channel_id",
     "thread_ts",
@@ -157,6 +161,7 @@ def _creating(key: SessionKey, new: NewSession, *, is_postgres: bool) -> Any:
             thread_ts=key.thread_ts,
             requester_id=new.requester_id,
             status=SessionStatus.RUNNING.value,
+            origin=new.origin.value,
             epoch=0,
             pending_token=new.token,
             enqueued_at=new.now,
@@ -249,4 +254,5 @@ def _session(row: Row[Any]) -> Session:
         updated_at=m["updated_at"],
         transcript_generation=m["transcript_generation"],
         transcript_length=m["transcript_length"],
+        origin=SessionOrigin(m["origin"]),
     )

@@ -15,7 +15,7 @@ nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
@@ -26,6 +26,7 @@ from memory_store.db import Database, WriteConflict
 from memory_store.errors import Fenced
 from memory_store.sessions import claims, event_log, inbox, sweeper, transcript
 from memory_store.sessions import rows as session_rows
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Cancelled,
     Claim,
@@ -37,6 +38,7 @@ from memory_store.sessions.records import (
     Outcome,
     Session,
     SessionKey,
+    SessionOrigin,
     SweepResult,
     TokenUsage,
     TranscriptDelta,
@@ -54,15 +56,23 @@ class SessionStore:
     """Sessions, their event log and inbox, over ``Database`` (PostgreSQL or SQLite).
 
     Every method is one short transaction; no lock outlives a call. Times come from
-    ``clock`` (aware UTC; workers on several hosts need synchronised clocks, since
-    leases are compared with the caller's time).
+    ``clock`` (aware UTC), except leases: on PostgreSQL they are granted, renewed and
+    judged expired by the database's clock (``now()``), so hosts' clocks need not
+    agree (``lease_time``).
     """
 
-    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
-        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s)."""
+    def __init__(
+        self, db: Database, *, clock: Clock = utc_now, lease_clock: Clock | None = None
+    ) -> None:
+        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s).
+
+        ``lease_clock`` replaces the database's clock for leases (tests that move
+        time on); None: ``now()`` on PostgreSQL, ``clock`` on SQLite (embedded, one host).
+        """
         self._db = db
         self._clock = clock
         self.io = IoCounters()
+        self._lease_clock = lease_clock
 
     async def open_or_join(
         self,
@@ -73,6 +83,7 @@ class SessionStore:
         text: str,
         source_ts: str,
         session_id: str | None = None,
+        origin: SessionOrigin = SessionOrigin.SLACK,
     ) -> Opened:
         """Start the thread's session, or join it, and record ``text`` in its inbox.
 
@@ -92,7 +103,9 @@ class SessionStore:
         now, token = self._clock(), new_token()
         session_id = session_id or new_token()
         message = inbox.Message(requester_id, text, source_ts)
-        new = session_rows.NewSession(session_id, requester_id, initial_checkpoint, token, now)
+        new = session_rows.NewSession(
+            session_id, requester_id, initial_checkpoint, token, now, origin
+        )
         try:
             if self._pg:  # the common case, a new thread, in one statement and round trip
                 async with self._db.autocommit() as conn:
@@ -145,13 +158,16 @@ class SessionStore:
         worker_id: str,
         lease_s: float,
         cached: TranscriptMark | None = None,
+        origin: SessionOrigin | None = None,
     ) -> Claim | None:
         """Take the step ``token`` names: bump ``epoch``, lease it to ``worker_id``.
 
         Succeeds only if ``token`` is the pending token, the session is running and no
         unexpired lease holds it; otherwise None (a duplicate, stale or parked wake-up:
         drop it). Re-claiming a token whose earlier claim never committed (its worker
-        died, the lease ran out) succeeds with ``crash_count`` one higher.
+        died, the lease ran out) succeeds with ``crash_count`` one higher. With
+        ``origin``, a session of another origin is never claimed (a worker without a
+        Slack poster must not run a Slack session).
 
         The claim holds the transcript's rows from ``Claim.transcript_from`` on: all of
         them, unless ``cached`` (the mark of a transcript the caller decoded earlier) is
@@ -173,6 +189,8 @@ class SessionStore:
                 lease_s=lease_s,
                 now=now,
                 cached=cached,
+                lease_time=self._lease_time(),
+                origin=origin,
             )
         if held is not None:
             texts = (held.checkpoint, *held.transcript, *(i.text for i in held.inbox))
@@ -187,9 +205,8 @@ class SessionStore:
             ValueError: ``lease_s`` is not positive.
         """
         _check_positive(lease_s=lease_s)
-        now = self._clock()
         async with self._db.write() as conn:
-            await claims.renew(conn, claim, lease_s=lease_s, now=now)
+            await claims.renew(conn, claim, lease_s=lease_s, lease_time=self._lease_time())
 
     async def set_sandbox(self, claim: Claim, sandbox: str | None) -> None:
         """Record the session's sandbox handle (opaque JSON from sandbox_client, or None).
@@ -273,6 +290,7 @@ class SessionStore:
                 new_token=new_token(),
                 now=now,
                 delta=transcript,
+                lease_time=self._lease_time(),
             )
         self._count_written(checkpoint, events, transcript)
         return token
@@ -330,7 +348,13 @@ class SessionStore:
             return list(await inbox.read(conn, session_id, after_position=after_position))
 
     async def sweep(
-        self, now: datetime | None = None, *, max_crashes: int, stale_after_s: float
+        self,
+        now: datetime | None = None,
+        *,
+        max_crashes: int,
+        stale_after_s: float,
+        origin: SessionOrigin | None = None,
+        session_ids: Collection[str] | None = None,
     ) -> SweepResult:
         """Recover what crashes and lost messages left behind; one sweep at a time.
 
@@ -344,9 +368,12 @@ class SessionStore:
         empty result at once.
 
         Args:
-            now: the sweep's time (default: the store's clock).
+            now: the sweep's time (default: the store's clock; leases are judged by
+                the database's clock on PostgreSQL unless ``lease_clock`` was given).
             max_crashes: crashes of one step that fail the session (≥ 1).
             stale_after_s: seconds after which an unclaimed token is enqueued again.
+            origin, session_ids: re-enqueue and fail only sessions of this origin, and
+                among these ids (None: any); waits end whatever the origin.
 
         Raises:
             ValueError: ``max_crashes`` < 1 or ``stale_after_s`` not positive.
@@ -360,9 +387,11 @@ class SessionStore:
             return await sweeper.sweep(
                 conn,
                 now=at,
+                lease_time=self._lease_time(now),
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
                 is_postgres=self._pg,
+                scope=sweeper.scope(origin, session_ids),
             )
 
     def _count_written(
@@ -371,6 +400,12 @@ class SessionStore:
         messages = delta.messages if delta is not None else ()
         payloads = (e.payload_json for e in events)
         self.io.written_bytes += _size(checkpoint or "", *messages, *payloads)
+
+    def _lease_time(self, now: datetime | None = None) -> LeaseTime:
+        """Lease times: the database's ``now()`` on PostgreSQL, else the given/lease clock."""
+        from_database = self._pg and self._lease_clock is None and now is None
+        instant = now or (self._lease_clock or self._clock)()
+        return LeaseTime(instant, from_database)
 
     @property
     def _pg(self) -> bool:

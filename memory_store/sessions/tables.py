@@ -1,4 +1,4 @@
-"""SQLAlchemy Core tables of durable sessions (their schema is made by migrations 0002, 0003).
+"""SQLAlchemy Core tables of durable sessions (their schema is made by migrations 0002, 0003, 0005).
 
 ``sessions`` holds one row per Slack thread: status, fencing state (``epoch``, lease,
 ``pending_token``), the opaque checkpoint, counters. The other tables hang off it:
@@ -112,6 +112,7 @@ sessions = Table(
     Column("cache_write_tokens", BigInteger, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("origin", String(16), nullable=False, server_default="slack"),  # migration 0005
     PrimaryKeyConstraint("id", name="pk_sessions"),
     UniqueConstraint("org_id", "channel_id", "thread_ts", name="uq_sessions_key"),
     CheckConstraint(f"status IN {STATUSES!r}", name="ck_sessions_status"),

@@ -12,7 +12,7 @@ partial indexes for the sweeper.
   sweep's three statements use (sessions are otherwise another module's tables).
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-12-01
 """
 
@@ -26,7 +26,7 @@ from alembic import op
 from memory_store.files.summary import describe
 
 revision: str = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -21,6 +21,7 @@ import pytest
 from pydantic import AliasChoices
 from typer.testing import CliRunner
 
+from bot.cli import terminal
 from bot.cli import worker as worker_process
 from bot.cli.app import app
 from bot.fakes import anthropic_script
@@ -430,10 +431,10 @@ def test_the_readme_quick_start_has_the_two_commands() -> None:
 
     commands = [line for line in quick_start.splitlines() if line.startswith("python3 ")]
 
-    assert commands == [f"{install} && .venv/bin/warroom serve", f"{install} && .venv/bin/pytest"]
+    assert commands == [f"{install} && .venv/bin/warroom drill", f"{install} && .venv/bin/pytest"]
 
 
-@pytest.mark.parametrize("module", [anthropic_script, worker_process])
+@pytest.mark.parametrize("module", [anthropic_script, worker_process, terminal])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 

@@ -23,6 +23,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -491,3 +493,98 @@ async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_c
         assert worker.process.returncode == 0
         await probe.assert_completed_once(session_id)
     assert not await probe.events(session_id, "tool_unknown")
+
+
+async def test_sigterm_twice_to_the_process_group_stops_the_worker_cleanly_and_loses_nothing(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given a worker running a command of one session
+    session_id = f"group-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=2.0))
+    intent = await probe.wait_event(session_id, "tool_intent")
+    worker = await _owner(probe, cluster.pool, session_id)
+    logged_before = len(worker.log())
+
+    # When its whole process group gets SIGTERM (as systemd's KillMode=control-group
+    # does), and again once the worker process has started stopping
+    os.killpg(worker.pid, signal.SIGTERM)
+
+    async def stopping() -> bool:
+        return "Stopping worker process" in worker.log()[logged_before:]
+
+    await poll(stopping, timeout_s=10, what="the worker process to start stopping")
+    os.killpg(worker.pid, signal.SIGTERM)
+    # ... while other sessions' wake-ups keep arriving
+    others = [f"after-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+    for other in others:
+        await probe.start(other, standard_plan(answer=f"Answer of {other}."))
+
+    # Then the running step finishes under its own claim and the worker exits 0
+    result = await probe.wait_event(session_id, "tool_result")
+    assert result.epoch == intent.epoch
+
+    async def exited() -> bool:
+        return not worker.alive()
+
+    await poll(exited, timeout_s=30, what="the worker to exit")
+    assert worker.process.returncode == 0
+    # And nothing is lost or failed: every session completes once, elsewhere
+    await probe.assert_completed_once(session_id)
+    for other in others:
+        await probe.assert_completed_once(other)
+    log = worker.log()[logged_before:]
+    assert "cannot schedule new futures" not in log
+    assert "Failed to process message" not in log
+
+
+async def test_a_worker_process_stops_when_its_dramatiq_parent_is_killed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a worker of our own (the pool's keeper would kill a dead parent's group itself)
+    worker = _own_worker(cluster.pool.env, tmp_path)
+    process = worker.process
+    try:
+
+        async def ready() -> bool:
+            return worker.ready()
+
+        await poll(ready, timeout_s=60, what="the worker to be ready")
+        children = worker.children()
+        assert children
+
+        # When its Dramatiq parent is SIGKILLed (no signal of its own reaches the children)
+        os.kill(worker.pid, signal.SIGKILL)
+        process.wait(10)
+
+        # Then its worker process stops too, instead of polling Redis under init
+        async def stopped() -> bool:
+            return not any(_running(pid) for pid in children)
+
+        await poll(stopped, timeout_s=30, what="the orphaned worker process to stop")
+    finally:
+        worker.kill()
+
+
+def _own_worker(env: dict[str, str], directory: Path) -> Worker:
+    """One ``dramatiq`` parent with one worker process, in its own session."""
+    argv = [sys.executable, "-m", "dramatiq", "bot.durable.worker_main", "--processes", "1"]
+    with (directory / "worker.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*argv, "--threads", "1"],
+            env=env,
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Worker(process, directory / "worker.log")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
