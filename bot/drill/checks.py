@@ -159,7 +159,9 @@ def second_session_saw_findings(e: Evidence) -> Check:
     name = "session two saw session one's findings at its next step"
     seen = e.transcripts("bob")
     told = next((i for i, t in enumerate(seen) if t.announced(s.FINDINGS_PATH)), None)
-    listed = bool(seen) and seen[0].listed(NOTES_INDEX, s.FINDINGS_PATH)
+    # The first message is frozen once committed, but a first step that a killed worker
+    # never committed runs again and builds it afresh: what counts is the committed one.
+    listed = bool(seen) and seen[-1].listed(NOTES_INDEX, s.FINDINGS_PATH)
     read_it = bool(seen) and seen[-1].ran(read(s.FINDINGS_PATH)) > 0
     if told is not None:
         detail = f'bob\'s model request #{told + 1} said "New shared files … {s.FINDINGS_PATH}"'

@@ -505,31 +505,32 @@ async def test_sigterm_twice_to_the_process_group_stops_the_worker_cleanly_and_l
     worker = await _owner(probe, cluster.pool, session_id)
     logged_before = len(worker.log())
 
-    # When its whole process group gets SIGTERM (as systemd's KillMode=control-group
-    # does), and again once the worker process has started stopping
-    os.killpg(worker.pid, signal.SIGTERM)
+    async with probe.hold_sandbox(session_id):  # keep the jail to count the effect in it
+        # When its whole process group gets SIGTERM (as systemd's KillMode=control-group
+        # does), and again once the worker process has started stopping
+        os.killpg(worker.pid, signal.SIGTERM)
 
-    async def stopping() -> bool:
-        return "Stopping worker process" in worker.log()[logged_before:]
+        async def stopping() -> bool:
+            return "Stopping worker process" in worker.log()[logged_before:]
 
-    await poll(stopping, timeout_s=10, what="the worker process to start stopping")
-    os.killpg(worker.pid, signal.SIGTERM)
-    # ... while other sessions' wake-ups keep arriving
-    others = [f"after-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
-    for other in others:
-        await probe.start(other, standard_plan(answer=f"Answer of {other}."))
+        await poll(stopping, timeout_s=10, what="the worker process to start stopping")
+        os.killpg(worker.pid, signal.SIGTERM)
+        # ... while other sessions' wake-ups keep arriving
+        others = [f"after-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+        for other in others:
+            await probe.start(other, standard_plan(answer=f"Answer of {other}."))
 
-    # Then the running step finishes under its own claim and the worker exits 0
-    result = await probe.wait_event(session_id, "tool_result")
-    assert result.epoch == intent.epoch
+        # Then the running step finishes under its own claim and the worker exits 0
+        result = await probe.wait_event(session_id, "tool_result")
+        assert result.epoch == intent.epoch
 
-    async def exited() -> bool:
-        return not worker.alive()
+        async def exited() -> bool:
+            return not worker.alive()
 
-    await poll(exited, timeout_s=30, what="the worker to exit")
-    assert worker.process.returncode == 0
-    # And nothing is lost or failed: every session completes once, elsewhere
-    await probe.assert_completed_once(session_id)
+        await poll(exited, timeout_s=30, what="the worker to exit")
+        assert worker.process.returncode == 0
+        # And nothing is lost or failed: every session completes once, elsewhere
+        await probe.assert_completed_once(session_id)
     for other in others:
         await probe.assert_completed_once(other)
     log = worker.log()[logged_before:]
