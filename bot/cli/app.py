@@ -31,6 +31,8 @@ skills_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(skills_app, name="skills")
+mcp_app = typer.Typer(help="The MCP servers of WARROOM_MCP_CONFIG.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
 
 T = TypeVar("T")
 SkillsOperation = Callable[["FileStore", str, Path], Awaitable[list["SkillReport"]]]
@@ -208,6 +210,16 @@ def skills_export(
         typer.echo(_describe(report, "exported"))
 
 
+@mcp_app.command("list")
+def mcp_list() -> None:
+    """Start the configured MCP servers as a worker would; print each one's state and tools."""
+    from bot.cli.mcp import list_servers
+
+    settings = _settings(check_database=False)
+    listing = _run(lambda: asyncio.run(list_servers(settings)))
+    typer.echo(listing if listing is not None else "WARROOM_MCP_CONFIG is not set: no MCP servers")
+
+
 @app.command("fake-anthropic")
 def fake_anthropic(
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
@@ -341,6 +353,7 @@ def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
     from bot.errors import SlackCallFailed
     from bot.settings import MissingSetting
+    from harness import McpConfigError
     from memory_store import DatabaseUnavailable
     from sandbox_client.gateway import MissingSecret, RulesError
 
@@ -352,6 +365,8 @@ def _explain(exc: Exception) -> None:
         _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
     if isinstance(exc, DatabaseUnavailable):
         _fail(f"the database is unreachable: {exc}. Check DATABASE_URL; `warroom doctor`.")
+    if isinstance(exc, McpConfigError):
+        _fail(f"WARROOM_MCP_CONFIG: {exc}", CONFIG_ERROR)
     if isinstance(exc, OSError):
         _fail(str(exc))
 

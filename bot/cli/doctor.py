@@ -5,8 +5,9 @@ Each check is a small ``async`` function of ``Settings`` returning a ``CheckResu
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
 the sandbox provider (provision one, run ``true``, destroy it), Slack
-(``auth.test``, when a bot token is set) and Anthropic (``GET /v1/models``, when a
-key is set). ``quick`` runs only the database and Redis checks: cheap enough for a
+(``auth.test``, when a bot token is set), Anthropic (``GET /v1/models``, when a
+key is set) and the MCP servers (started and listed, with ``WARROOM_MCP_CONFIG``).
+``quick`` runs only the database and Redis checks: cheap enough for a
 container health check, and as true of a worker's container as of the bot's.
 """
 
@@ -28,8 +29,9 @@ from bot.cli.credentials import missing_for_serve
 from bot.durable.wiring import make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
 from bot.errors import SlackCallFailed, slack_call
+from bot.mcp_servers import open_mcp_servers
 from bot.settings import MissingSetting, Settings
-from harness import DEFAULT_BASE_URL
+from harness import DEFAULT_BASE_URL, McpConfigError, ServerState
 from memory_store import Database, DatabaseUnavailable
 from sandbox_client import SandboxError
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
@@ -240,6 +242,28 @@ async def check_egress(settings: Settings) -> CheckResult:
     return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
 
 
+async def check_mcp(settings: Settings) -> CheckResult:
+    """Every MCP server starts and lists its tools; a down one is named with its reason
+    (a warning: the others serve on); skipped without ``WARROOM_MCP_CONFIG``."""
+    from bot.cli.mcp import describe_states
+
+    try:
+        servers = await open_mcp_servers(settings, start_timeout_s=CHECK_TIMEOUT_S / 2)
+    except (OSError, McpConfigError) as exc:
+        return CheckResult("mcp", Status.PROBLEM, str(exc), "correct WARROOM_MCP_CONFIG")
+    if servers is None:
+        return CheckResult("mcp", Status.SKIPPED, "WARROOM_MCP_CONFIG not set: no MCP servers")
+    try:
+        detail = "; ".join(describe_states(servers))
+        down = [n for n, (s, _) in servers.states().items() if s is not ServerState.UP]
+    finally:
+        await servers.aclose()
+    if down:
+        fix = f"check {', '.join(down)}: the command or URL, and the variables it needs"
+        return CheckResult("mcp", Status.WARNING, detail, fix)
+    return CheckResult("mcp", Status.OK, detail)
+
+
 QUICK: tuple[Check, ...] = (check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
@@ -248,6 +272,7 @@ FULL: tuple[Check, ...] = (
     check_egress,
     check_slack,
     check_anthropic,
+    check_mcp,
 )
 
 

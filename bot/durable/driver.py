@@ -39,6 +39,7 @@ from harness import (
     Event,
     Inbound,
     Limits,
+    McpServers,
     Next,
     StepKind,
     ToolUseBlock,
@@ -163,6 +164,7 @@ class StepDriver:
         sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
             suspends it when the session waits; None leaves both to the harness.
         observe: told about every step (metrics; default: the process's counters).
+        mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
     """
 
     sessions: SessionStore
@@ -180,6 +182,7 @@ class StepDriver:
     observe: Callable[[StepReport], None] = field(
         default_factory=lambda: default_metrics().observe_step
     )
+    mcp: McpServers | None = None
     _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
@@ -324,6 +327,7 @@ class StepDriver:
             workspaces=self.workspaces,
             save=save,
             limits=self.limits,
+            mcp=self.mcp,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
 from bot.egress import WorkerEgress, jail_egress, remote_setup
+from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack.poster import SlackPoster, Thread
@@ -30,6 +31,7 @@ from harness import (
     AnthropicModel,
     Checkpoint,
     Limits,
+    McpServers,
     Model,
     SandboxWorkspaces,
     ToolUseBlock,
@@ -257,7 +259,8 @@ class Runtime:
     """Every long-lived collaborator of a worker process.
 
     ``slack`` is the Slack poster for notices outside a step (a session failed); None
-    when the runtime was given its own ``reporter``.
+    when the runtime was given its own ``reporter``. ``mcp`` is the process's MCP servers
+    (``WARROOM_MCP_CONFIG``), started once and shared by every step; None without one.
     """
 
     settings: Settings
@@ -271,6 +274,7 @@ class Runtime:
     driver: StepDriver
     slack: SlackPoster | None = None
     egress: WorkerEgress | None = None
+    mcp: McpServers | None = None
     closers: list[object] = field(default_factory=list)
 
     @classmethod
@@ -291,7 +295,8 @@ class Runtime:
         Raises:
             MissingSetting: a credential the configuration needs is absent.
             DatabaseUnavailable: the database could not be reached.
-            OSError: a file of the workspace seed could not be read.
+            OSError: a file of the workspace seed or the MCP configuration could not be read.
+            McpConfigError: ``WARROOM_MCP_CONFIG`` is not a valid configuration.
         """
         setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
         if settings.sandbox_provider != "local":  # remote sandboxes get the gateway's trust
@@ -305,6 +310,7 @@ class Runtime:
             CountingProvider(provider), idle_suspend_s=settings.sandbox_idle_suspend_s
         )
         egress = await WorkerEgress.open(settings, db, default_metrics())
+        mcp = await open_mcp_servers(settings)
         the_model = model or make_model(settings)
         slack, hook = None, None
         if reporter is None:
@@ -326,6 +332,7 @@ class Runtime:
             wait_s=settings.wait_s,
             crash=crash,
             sandboxes=ManagedSandboxes(manager, setup),
+            mcp=mcp,
         )
         if hook is not None:
             hook.before_record = driver.before_post_recorded
@@ -341,6 +348,7 @@ class Runtime:
             driver,
             slack,
             egress,
+            mcp,
         )
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -404,9 +412,13 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:
-        """Release sandboxes' clients, the gateway, HTTP clients and the database pool."""
+        """Release sandboxes' clients, the gateway, MCP servers, HTTP clients and the
+        database pool."""
         with contextlib.suppress(Exception):
             await self.manager.aclose()
+        if self.mcp is not None:
+            with contextlib.suppress(Exception):
+                await self.mcp.aclose()
         if self.egress is not None:
             with contextlib.suppress(Exception):
                 await self.egress.aclose()

@@ -26,12 +26,15 @@ from harness.loop.events import (
     ToolUnknown,
 )
 from harness.loop.limits import Limits
+from harness.loop.mcp_reminder import note_server_changes
 from harness.loop.prompt import SYSTEM_PROMPT, reminder
 from harness.loop.todo_reminder import todo_reminder
 from harness.loop.turn import build_user_message, compact, final_answer_text
+from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
+from harness.tools.mcp_call import mcp_specs
 from harness.tools.toolbox import ToolContext, run_tool, summarize_call, tool_specs
 from memory_store import FileStore
 
@@ -80,13 +83,15 @@ class StepResult:
 
 @dataclass(frozen=True)
 class Collaborators:
-    """What a step may touch. ``save`` commits mid-step (intent before side effect)."""
+    """What a step may touch. ``save`` commits mid-step (intent before side effect);
+    ``mcp`` is the process's MCP servers, if any."""
 
     store: FileStore
     model: Model
     workspaces: WorkspaceSource
     save: Save
     limits: Limits = field(default_factory=Limits)
+    mcp: McpServers | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -163,7 +168,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     cp = replace(cp, in_flight=call.id)
     await deps.save(cp, (intent,))
     workspace = _open_workspace(cp, deps)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
     outcome = await run_tool(call.name, call.input, ctx)
     elapsed_s = time.monotonic() - started_s
@@ -199,6 +204,13 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _context(
+    cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
+) -> ToolContext:
+    limits = _call_limits(cp, deps)
+    return ToolContext.for_session(cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp)
 
 
 def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
@@ -237,7 +249,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     if call is None or call.id != cp.in_flight:
         return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
     workspace = _open_workspace(cp, deps)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
     recovered = await run_tool(call.name, call.input, ctx, recovering=True)
     elapsed_s = time.monotonic() - started_s
@@ -291,16 +303,20 @@ async def _model_step(
     limits = deps.limits
     capped = limit is not None
     events: list[Event] = []
+    offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
+    tools = tool_specs(mcp_specs(offered))
     compacted = _needs_compaction(cp, limits)
     if compacted:
-        cp, compact_events = await compact(cp, deps.model, limits)
+        cp, compact_events = await compact(cp, deps.model, limits, tools)
         events.extend(compact_events)
+    cp, mcp_notices = note_server_changes(cp, offered)
+    events.extend(mcp_notices)
     user, cp, notice_events = await build_user_message(cp, deps.store, limit=limit)
     events.extend(notice_events)
     user = _with_todo_reminder(user, cp, compacted=compacted and limit is None)
     messages = (*cp.messages, user)
     reply = await deps.model.complete(
-        system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=limits.max_tokens
+        system=SYSTEM_PROMPT, tools=tools, messages=messages, max_tokens=limits.max_tokens
     )
     assistant = Message(role="assistant", content=reply.content)
     cp = replace(

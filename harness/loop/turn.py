@@ -22,7 +22,7 @@ from harness.loop.prompt import (
     reminder,
     steering_text,
 )
-from harness.model.adapter import Model
+from harness.model.adapter import Model, ToolSpec
 from harness.model.messages import ContentBlock, Message, TextBlock, ToolResultBlock
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
@@ -130,8 +130,13 @@ SUMMARY_REQUEST = reminder(
 )
 
 
-async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpoint, list[Event]]:
+async def compact(
+    cp: Checkpoint, model: Model, limits: Limits, tools: Sequence[ToolSpec] | None = None
+) -> tuple[Checkpoint, list[Event]]:
     """Summarise the transcript into a new first message.
+
+    ``tools`` are the session's tools (default: the built-in ones), sent as they are
+    so the summary call reuses the cached prefix.
 
     Pending tool results are given to the summary call, so no ``tool_use`` is left
     unanswered. Read-state is carried forward as *partial* reads: a file whose content
@@ -143,7 +148,10 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
     request_blocks: Sequence[ContentBlock] = (*cp.pending_results, TextBlock(SUMMARY_REQUEST))
     messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
     reply = await model.complete(
-        system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=limits.max_tokens
+        system=SYSTEM_PROMPT,
+        tools=tool_specs() if tools is None else tools,
+        messages=messages,
+        max_tokens=limits.max_tokens,
     )
     summary = "".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
     first_context = next(
