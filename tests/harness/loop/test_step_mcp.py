@@ -4,17 +4,37 @@ Messages API, with the real server-everything behind them."""
 from __future__ import annotations
 
 import asyncio
+import doctest
 import os
 import signal
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness import Inbound, McpServers, Notice, ServerState, ToolUnknown, tool_specs
+from harness import (
+    Checkpoint,
+    Inbound,
+    McpServers,
+    McpTool,
+    Notice,
+    ServerState,
+    ToolUnknown,
+    tool_specs,
+)
+from harness.loop import mcp_reminder
+from harness.loop.mcp_reminder import note_server_changes
 from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from tests.harness.mcp.support import children_named, config_text, everything, running, until
-from tests.harness.step_support import Kit, open_kit, prefix_stable, texts_of, transcript_problems
+from tests.harness.step_support import (
+    Kit,
+    new_checkpoint,
+    open_kit,
+    prefix_stable,
+    texts_of,
+    transcript_problems,
+)
 
 ECHO = "mcp__everything__echo"
 LONG = "mcp__everything__trigger-long-running-operation"
@@ -134,3 +154,24 @@ async def test_a_server_killed_mid_call_is_a_tool_error_and_the_session_hears_it
     assert any("MCP server everything is available now" in t for t in last_user_texts(back))
     assert [e.topic for e in run.of_kind(Notice) if e.topic == "mcp"] == ["mcp", "mcp"]
     assert all(transcript_problems(r.messages) == [] for r in fake.requests)
+
+
+def test_the_first_model_call_records_the_servers_without_a_notice() -> None:
+    cp = new_checkpoint("s-first")
+    tool = McpTool("mcp__k8s__pods", "k8s", "pods", "", {})
+    recorded, events = note_server_changes(cp, [tool])
+    assert (recorded.mcp_servers, recorded.notices, events) == (("k8s",), (), ())
+    unchanged, events = note_server_changes(recorded, [tool])
+    assert (unchanged.notices, events) == ((), ())
+
+
+def test_the_servers_seen_survive_the_checkpoint_round_trip() -> None:
+    for seen in (None, (), ("grafana", "k8s")):
+        cp = replace(new_checkpoint("s-trip"), mcp_servers=seen)
+        assert Checkpoint.from_json(cp.to_json()).mcp_servers == seen
+
+
+def test_the_reminder_module_doctests_pass() -> None:
+    result = doctest.testmod(mcp_reminder)
+    assert result.attempted > 0
+    assert result.failed == 0
