@@ -3,7 +3,8 @@
 An MCP tool is named ``mcp__<server>__<tool>`` and carries its server's own description
 and input schema (docs/architecture.md §12). The model sees only the tools of the servers
 that are up and serve the session's channel; a call to any other one is refused as an
-unknown tool. A server that is down, a call past its time limit and the server's own
+unknown tool. A server that is down (it may have gone since the model saw its tools),
+a call past its time limit and the server's own
 error results all come back as error results the model reads, never as a crash of the
 step. MCP has no idempotency key, so a call interrupted by a worker crash is never sent
 again: after a crash its outcome is unknown (``run_tool`` recovers it as None).
@@ -35,11 +36,11 @@ async def run_mcp(name: str, tool_input: Mapping[str, Any], ctx: ToolContext) ->
 
     Returns:
         The tool's text (``is_error`` as the server said), or an error outcome when the
-        tool is not offered to this session, its server is down or went away mid-call,
-        or no result came in time.
+        tool is no tool of a server serving this session's channel, its server is down
+        or went away mid-call, or no result came in time.
     """
     servers = ctx.mcp
-    if servers is None or name not in {t.name for t in servers.tools(ctx.channel_id)}:
+    if servers is None or not servers.serves(name, ctx.channel_id):
         return tool_error(f"Error: No such tool available: {name}")
     timeout_s = min(servers.call_timeout_s, ctx.bash_max_timeout_ms / 1000)
     try:
