@@ -47,8 +47,9 @@ EXPOSE 3000
 # Signals: tini is PID 1 and forwards SIGTERM to its one child only (no -g: never to the
 # process group). That child is `warroom`, and `warroom worker` execs the Dramatiq CLI in
 # place (same PID), so the Dramatiq parent receives SIGTERM alone and lets each worker
-# process finish its running step before exiting. A SIGTERM to the whole group would reach
-# the worker processes too and abandon their steps. tini also reaps zombies (bubblewrap's).
+# process finish its running step before exiting (a SIGTERM to the whole group does the same:
+# a worker process passes on only its first stop signal). tini also reaps zombies
+# (bubblewrap's).
 ENTRYPOINT ["tini", "--"]
 CMD ["warroom", "serve"]
 

@@ -22,8 +22,21 @@ Prints one JSON line:
   such message; parked sessions must hold none). ``parked_leases_held`` counts their
   leases; ``sweep_ms_with_parked`` is one sweep's time with them in the table.
 
+- ``worker_step_ms``: mean time per step of sessions run by the real workers (25
+  ``TodoWrite`` calls and their results each, median of 3), the fake model included;
+  the workers poll Redis with ``--worker-timeout-ms`` (production's
+  ``WORKER_TIMEOUT_MS`` unless told; Dramatiq's default is 1,000).
+- with ``--dbos-python PATH`` (a Python with ``dbos`` installed, e.g. a separate venv:
+  it is not a Warroom dependency): ``dbos`` holds ``durable_dbos_peer.py``'s figures on
+  a fresh database of the same server, ``in_process_vs_dbos`` the ratio of
+  ``step_overhead_p50_ms`` to DBOS's step, ``worker_vs_dbos`` that of
+  ``worker_step_ms`` (DBOS runs a workflow's steps in one process, with no hop).
+
+``--kills 0`` and ``--parked 0`` skip those parts.
+
     .venv/bin/python bench/durable.py [--steps 200] [--kills 5] [--parked 10000]
-        [--pg-admin-url URL] [--redis-url URL]
+        [--pg-admin-url URL] [--redis-url URL] [--dbos-python PATH]
+        [--worker-timeout-ms MS]
 """
 
 from __future__ import annotations
@@ -56,7 +69,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
-from bot.durable.actors import declare_actors, make_broker
+from bot.durable.actors import WORKER_TIMEOUT_MS, declare_actors, make_broker
 from bot.durable.driver import StepDriver
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi
@@ -75,11 +88,13 @@ from harness import (
 )
 from memory_store import Database, FileStore, SessionKey, SessionStore, Wait
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager
+from tests import pg_admin
 
 ORG, CHANNEL = "T0BENCH", "C0BENCH"
 TODOS = {"todos": [{"content": "Check pods", "status": "in_progress", "activeForm": "Checking"}]}
 READY_LINE = "Worker process is ready for action."
 _MARKER = re.compile(r"\[session:([A-Za-z0-9_-]+)\]")
+_CHAIN = re.compile(r"\[chain:(\d+)\]")
 
 
 # --- step overhead -----------------------------------------------------------------------
@@ -218,10 +233,14 @@ def _ms(seconds: float) -> float:
 
 
 class Script:
-    """The fake model's replies: Bash side effect, then an answer, per session."""
+    """The fake model's replies: Bash side effect, then an answer, per session; a session
+    whose request says ``[chain:N]`` calls ``TodoWrite`` N times, then answers."""
 
     def __call__(self, request: RecordedRequest) -> Reply:
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        chain = _CHAIN.search(json.dumps(request.messages[0]))
+        if chain is not None:
+            return Reply.tool("TodoWrite", TODOS) if turn < int(chain[1]) else Reply.text("Done.")
         if turn == 0:
             command = "sleep 1; echo ran >> effects.log; echo effect-done"
             return Reply.tool("Bash", {"command": command, "description": "side effect"})
@@ -401,6 +420,35 @@ async def park(sessions: SessionStore, count: int, *, concurrency: int = 8) -> f
     return count / (time.perf_counter() - started)
 
 
+async def worker_step_ms(
+    sessions: SessionStore, sender: Callable[[str, str], object], turns: int
+) -> float:
+    """Mean time per step of a session run by the real workers: ``turns`` model steps
+    each calling ``TodoWrite`` (2 × ``turns`` steps), from the first step's commit to the
+    last's (the events' times), the fake model's answers included."""
+    session_id = f"chain-{uuid.uuid4().hex[:6]}"
+    sender(session_id, await _open(sessions, session_id, f"[chain:{turns}] go"))
+    await _answered(sessions, session_id)
+    events = await sessions.events(session_id)
+    steps = [e for e in events if e.kind in ("model_response", "tool_result")]
+    return _ms((steps[-1].created_at - steps[0].created_at).total_seconds() / (len(steps) - 1))
+
+
+def dbos_peer(python: str, admin_url: str, steps: int) -> dict[str, Any]:
+    """``durable_dbos_peer.py`` run by ``python`` (which has ``dbos``) on a fresh database."""
+    name = f"warroom_bench_dbos_{uuid.uuid4().hex[:8]}"
+    pg_admin.create_database(admin_url, name)
+    try:
+        peer = Path(__file__).with_name("durable_dbos_peer.py")
+        url = _with_path(admin_url, f"/{name}")
+        command = [python, str(peer), "--database-url", url, "--steps", str(steps)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+        figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return figures
+    finally:
+        pg_admin.drop_database(admin_url, name)
+
+
 def in_flight(client: redis.Redis) -> int:
     """Messages queued or fetched-but-unacked in the ``warroom`` queue."""
     acks = client.keys("dramatiq:__acks__.*")
@@ -476,25 +524,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "SLACK_BOT_TOKEN": slack.token,
                 "SLACK_API_URL": slack.base_url,
                 "WARROOM_DATA_DIR": str(data_dir),
+                "dramatiq_worker_timeout": str(args.worker_timeout_ms),
             }
             count = itertools.count(1)
             workers += [spawn(env, data_dir, next(count)) for _ in range(2)]
             broker = make_broker(args.redis_url)
             actors = declare_actors(broker, [])
             try:
-                resumes, ids = await resume_rounds(
-                    sessions,
-                    workers,
-                    lambda: spawn(env, data_dir, next(count)),
-                    actors.advance.send,
-                    data_dir,
-                    args.kills,
-                )
-                figures["resume_after_sigkill_s"] = round(statistics.median(resumes), 3)
-                figures["resume_after_sigkill_all_s"] = [round(r, 3) for r in resumes]
-                figures["duplicates"] = await duplicates(sessions, slack, ids, data_dir)
                 await wait_ready(workers)
-                figures |= await parked_figures(sessions, pg_url, client, args.parked)
+                figures["worker_step_ms"] = statistics.median(
+                    [await worker_step_ms(sessions, actors.advance.send, 25) for _ in range(3)]
+                )
+                if args.kills:
+                    resumes, ids = await resume_rounds(
+                        sessions,
+                        workers,
+                        lambda: spawn(env, data_dir, next(count)),
+                        actors.advance.send,
+                        data_dir,
+                        args.kills,
+                    )
+                    figures["resume_after_sigkill_s"] = round(statistics.median(resumes), 3)
+                    figures["resume_after_sigkill_all_s"] = [round(r, 3) for r in resumes]
+                    figures["duplicates"] = await duplicates(sessions, slack, ids, data_dir)
+                    await wait_ready(workers)
+                if args.parked:
+                    figures |= await parked_figures(sessions, pg_url, client, args.parked)
             finally:
                 broker.close()
                 for worker in workers:
@@ -528,7 +583,18 @@ def main() -> None:
     parser.add_argument("--parked", type=int, default=10_000)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
-    print(json.dumps(asyncio.run(run(parser.parse_args()))))
+    parser.add_argument("--dbos-python", default=None, help="a Python with dbos installed")
+    parser.add_argument("--worker-timeout-ms", type=int, default=WORKER_TIMEOUT_MS)
+    args = parser.parse_args()
+    figures = asyncio.run(run(args))
+    if args.dbos_python:
+        dbos = dbos_peer(args.dbos_python, args.pg_admin_url, args.steps)
+        figures["dbos"] = dbos
+        figures["in_process_vs_dbos"] = round(
+            figures["step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
+        )
+        figures["worker_vs_dbos"] = round(figures["worker_step_ms"] / dbos["step_p50_ms"], 2)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

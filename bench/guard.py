@@ -3,7 +3,11 @@
 Usage: ``python bench/guard.py [ROUNDS]`` (default 20 rounds over the corpus after one
 warm-up round). Figures: ``p50_us`` and ``p99_us`` per ``check_bash`` call in
 microseconds, the number of corpus commands, recall on decidable positives and the
-false-positive rate on negatives (the issue's bar: recall ≥ 0.98, fpr ≤ 0.02).
+false-positive rate on negatives (the issue's bar: recall ≥ 0.98, fpr ≤ 0.02), the same
+two on the project's own labelled cases (``own_recall``, ``own_fpr``), and the worst
+case: ``hostile_max_ms``, the longest ``check_bash`` call on 15–62 KB wrapper chains and
+nested arrays, with ``hostile_bound_ratio`` = that time / the analysis budget
+(``budget.MAX_ANALYSIS_S``; near 1 means the bound, not the input, decided).
 """
 
 from __future__ import annotations
@@ -20,13 +24,37 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness import Deny, check_bash  # noqa: E402
+from harness.guard.budget import MAX_ANALYSIS_S  # noqa: E402
 
-CORPUS_FILE = REPO / "tests" / "harness" / "data" / "bash_guard_public.jsonl"
+DATA = REPO / "tests" / "harness" / "data"
+CORPUS_FILE = DATA / "bash_guard_public.jsonl"
+OWN_FILE = DATA / "bash_guard_techniques.jsonl"
+HOSTILE = [
+    "sudo -u root " * 1_200 + "cat /mem*/x",
+    "sudo -u root " * 4_800 + "cat /mem*/x",
+    "env A=1 " * 6_000 + "ls",
+    "timeout 5 " * 5_000 + "ls",
+    "xargs -n 1 " * 4_000 + "ls",
+    "sudo env A=1 timeout 5 xargs " * 1_500 + "ls",
+    "a=(" * 2_000 + ")" * 2_000,
+    "a=(" * 5_000 + ")" * 5_000,
+    "a=(" * 10_000 + ")" * 10_000,
+]
+"""Commands of 15–62 KB that made the guard's time grow faster than its input."""
 
 
-def _load() -> list[dict[str, object]]:
-    lines = CORPUS_FILE.read_text(encoding="utf-8").splitlines()
+def _load(path: Path = CORPUS_FILE) -> list[dict[str, object]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def _worst_ms(commands: list[str]) -> float:
+    worst = 0.0
+    for command in commands:
+        started = time.perf_counter()
+        check_bash(command)
+        worst = max(worst, time.perf_counter() - started)
+    return worst * 1000
 
 
 def _quality(rows: list[dict[str, object]]) -> tuple[float, float]:
@@ -55,6 +83,7 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     rows = _load()
     recall, fpr = _quality(rows)
+    own_recall, own_fpr = _quality(_load(OWN_FILE))
     samples = sorted(_timings_us([str(r["command"]) for r in rows], rounds))
     p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
     figures = {
@@ -63,7 +92,13 @@ def main() -> None:
         "commands": len(rows),
         "recall": round(recall, 3),
         "fpr": round(fpr, 3),
+        "own_recall": round(own_recall, 3),
+        "own_fpr": round(own_fpr, 3),
+        "hostile_kb": [round(len(c) / 1024, 1) for c in HOSTILE],
     }
+    hostile_ms = _worst_ms(HOSTILE)
+    figures["hostile_max_ms"] = round(hostile_ms)
+    figures["hostile_bound_ratio"] = round(hostile_ms / (MAX_ANALYSIS_S * 1000), 2)
     print(json.dumps(figures))
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import (
+    DEFAULT_MODEL,
     AnthropicModel,
     Message,
     TextBlock,
@@ -54,11 +55,11 @@ def bench_build() -> tuple[float, float, float]:
     start = time.perf_counter()
     for _ in range(runs):
         body = build_request(
-            model="m", max_tokens=8192, system=SYSTEM, tools=TOOLS, messages=messages
+            model=DEFAULT_MODEL, max_tokens=8192, system=SYSTEM, tools=TOOLS, messages=messages
         )
     build_us = (time.perf_counter() - start) / runs * 1e6
     before = build_request(
-        model="m", max_tokens=8192, system=SYSTEM, tools=TOOLS, messages=transcript(19)
+        model=DEFAULT_MODEL, max_tokens=8192, system=SYSTEM, tools=TOOLS, messages=transcript(19)
     )
     mark = before.rindex(b',"cache_control"')
     reuse = mark / len(body) if body.startswith(before[:mark]) else 0.0
@@ -82,7 +83,9 @@ async def no_sleep(delay_s: float) -> None:
 
 async def bench_calls() -> dict[str, float]:
     async with FakeAnthropicAPI() as fake:
-        model = AnthropicModel(api_key="k", model="m", base_url=fake.base_url, sleep=no_sleep)
+        model = AnthropicModel(
+            api_key="k", model=DEFAULT_MODEL, base_url=fake.base_url, sleep=no_sleep
+        )
         try:
             text = await timed_calls(model, fake, Reply.text("The pool is exhausted. " * 45))
             tool = await timed_calls(model, fake, Reply.tool("Bash", {"command": "ls " * 100}))

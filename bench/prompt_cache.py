@@ -1,17 +1,22 @@
 """How well a session's prompts keep the prompt cache warm while others change memory.
 
-A scripted 30-request session (Read, Edit, Bash, Grep, Glob and Write calls on the
-virtual mounts and in a real local sandbox) runs through ``harness.advance`` against
-the fake Messages API; between steps another session edits memory files the first
-one read and adds new notes. Prints one JSON line:
+A scripted 30-request session runs through ``harness.advance`` against the strict fake
+Messages API (a current model that thinks by default; the real API's ~20-block cache
+look-back and its minimum cacheable length): each of the first 29 replies makes three
+parallel tool calls (Read, Edit, Bash, Grep and Write on the virtual mounts and in a
+real local sandbox, plus a Read and a Grep); between steps another session edits
+memory files the first one read and adds new notes. Prints one JSON line:
 
+    cache_hit_fraction      of the prompt tokens of requests 3..30, the share read from the
+                            cache (the fake's model: 4 bytes a token); goal ≥ 0.9
     prefix_stable_fraction  share of consecutive requests (n, n+1) where n+1 has the same
                             tools and system bytes and its messages start with n's
                             messages (canonical JSON, cache_control removed); goal ≥ 0.95
     requests                model requests sent
-    cache_read_tokens       prompt tokens read from the cache (the fake's model of it:
-                            4 bytes a token, prefixes written at breakpoints)
-    cache_write_tokens      prompt tokens written to the cache
+    parallel_calls          tool calls per reply (all but the last)
+    cache_read_tokens       prompt tokens read from the cache, over the session
+    cache_write_tokens      prompt tokens written to the cache, over the session
+    uncached_tokens         prompt tokens neither read nor written
 
     .venv/bin/python bench/prompt_cache.py
 """
@@ -29,10 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import Inbound, SandboxWorkspaces
+from harness import Inbound, ModelResponded, SandboxWorkspaces
 from memory_store import FileStore, Namespace, Origin, Scope
 from sandbox_client import LocalConfig, LocalProvider, SandboxManager
-from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, ToolCall
 from tests.harness.step_support import CHANNEL, ORG, open_kit, prefix_stable
 
 MEMORY = Namespace(ORG, Scope.MEMORY)
@@ -44,12 +49,15 @@ RUNBOOKS = {
 }
 
 
-def _call(name: str, **tool_input: Any) -> Reply:
-    return Reply.tool(name, tool_input)
+PARALLEL = 3
+
+
+def _call(name: str, **tool_input: Any) -> ToolCall:
+    return ToolCall(name, tool_input)
 
 
 def script() -> list[Reply]:
-    """29 tool calls, then the answer: 30 requests."""
+    """29 replies of three parallel tool calls each, then the answer: 30 requests."""
     calls = [_call("Read", file_path=f"/memory{path}") for path in RUNBOOKS]
     calls += [
         _call("Write", file_path="/incident/findings.md", content="# Findings\n"),
@@ -69,7 +77,17 @@ def script() -> list[Reply]:
             _call("Read", file_path=f"/memory/svc-{i % 4}.md"),
         ]
     calls = calls[:29]
-    return [*calls, Reply.text("pod-1 is OOMKilled; raise its memory limit.")]
+    replies = [
+        Reply(
+            (
+                call,
+                _call("Read", file_path=f"/memory/svc-{(i + 1) % 4}.md"),
+                _call("Grep", pattern="owner", path="/memory", output_mode="content"),
+            )
+        )
+        for i, call in enumerate(calls)
+    ]
+    return [*replies, Reply.text("pod-1 is OOMKilled; raise its memory limit.")]
 
 
 async def other_session(store: FileStore, step: int) -> None:
@@ -106,13 +124,20 @@ async def main() -> None:
             pairs = list(itertools.pairwise(requests))
             stable = sum(prefix_stable(a, b) for a, b in pairs)
             usage = run.cp.usage
+            later = [e.usage for e in run.of_kind(ModelResponded)][2:]
+            read = sum(u.cache_read_input_tokens for u in later)
+            prompt = sum(u.prompt_tokens() for u in later)
         print(
             json.dumps(
                 {
+                    "cache_hit_fraction": round(read / prompt, 4),
                     "prefix_stable_fraction": round(stable / len(pairs), 4),
                     "requests": len(requests),
+                    "parallel_calls": PARALLEL,
                     "cache_read_tokens": usage.cache_read_input_tokens,
                     "cache_write_tokens": usage.cache_creation_input_tokens,
+                    "uncached_tokens": usage.input_tokens,
+                    "refused_requests": len(fake.refusals),
                 }
             )
         )

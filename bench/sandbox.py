@@ -1,7 +1,7 @@
 """Local sandbox latencies: provision, resume from frozen, exec, and a bare subprocess.
 
-Run: ``.venv/bin/python bench/sandbox.py [RUNS]`` (default 30, needs bubblewrap).
-Prints one JSON line:
+Run: ``.venv/bin/python bench/sandbox.py [RUNS [AFTER_STOP_S]]`` (defaults 30 and 60;
+needs bubblewrap). Prints one JSON line:
 
 * ``provision_p50_ms``/``_p99_ms``: ``LocalProvider.provision`` until the jailed server
   answers (bwrap + the server's Python start-up).
@@ -13,6 +13,18 @@ Prints one JSON line:
   streamed start, ``bash -c true``, result).
 * ``subprocess_true_p50_ms``: ``asyncio.create_subprocess_exec("true")`` + wait, in this
   process, for the ratio; ``exec_over_subprocess`` is that ratio.
+
+Jail leaks (issue 13: goal 0 for both), through a worker's real ``Runtime`` (SQLite,
+local sandboxes, short settings: suspend after 0.3 s idle, destroy after 2 s):
+
+* ``jail_procs_running``: processes of ``LEAK_SESSIONS`` sandboxes (half of them parked,
+  as after an answer) while the worker runs; ``procs_per_jail`` the mean.
+* ``jail_procs_left_after_stop``: of those, still alive ``AFTER_STOP_S`` after the
+  worker's runtime stopped (``Runtime.close``, what ``serve``'s in-process worker and
+  ``warroom worker`` run when they stop).
+* ``jail_procs_left_after_reap``: processes of idle sandboxes still alive after the
+  worker swept for the destroy time plus a margin; ``busy_jail_kept`` is whether a
+  sandbox running a command all that time was spared (it must be).
 """
 
 from __future__ import annotations
@@ -85,6 +97,126 @@ async def _subprocess_true() -> None:
     await process.wait()
 
 
+LEAK_SESSIONS = 6
+IDLE_SUSPEND_S, IDLE_DESTROY_S = 0.3, 2.0
+
+
+def _jail_procs(handles: list[SandboxHandle]) -> int:
+    """Processes alive in the jails of ``handles`` (each jail's init and its tree)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        stat = _stat(entry)
+        if stat is not None and stat[0] not in ("Z", "X"):
+            children.setdefault(int(stat[1]), []).append(int(entry))
+    total = 0
+    for handle in handles:
+        init = _stat(str(handle.pid))
+        if init is None or init[0] in ("Z", "X") or int(init[19]) != handle.pid_start_ticks:
+            continue
+        tree = [handle.pid or 0]
+        for pid in tree:
+            tree.extend(children.get(pid, []))
+        total += len(tree)
+    return total
+
+
+def _stat(pid: str) -> list[str] | None:
+    if not pid.isdigit():
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode("latin-1")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+async def _runtime(data_dir: Path) -> object:
+    """A worker's ``Runtime`` with short sandbox settings (no Slack, no model calls)."""
+    os.environ.update(
+        WARROOM_DATA_DIR=str(data_dir),
+        WARROOM_SANDBOX_IDLE_S=str(IDLE_SUSPEND_S),
+        WARROOM_SANDBOX_IDLE_DESTROY_S=str(IDLE_DESTROY_S),
+    )
+    from bench.durable import QuietThread
+    from bot.durable.wiring import Runtime
+    from bot.settings import Settings
+
+    async def enqueue(session_id: str, token: str) -> None:
+        return None
+
+    return await Runtime.open(
+        Settings(),
+        enqueue=enqueue,
+        reporter=QuietThread(),
+        model=object(),  # type: ignore[arg-type]
+    )
+
+
+async def _sandboxes(runtime: object, count: int) -> list[SandboxHandle]:
+    manager = runtime.manager  # type: ignore[attr-defined]
+    handles = []
+    for _ in range(count):
+        result = await manager.ensure(None)
+        await result.client.exec("warm", "true", timeout_s=10)
+        handles.append(result.handle)
+    for handle in handles[: count // 2]:
+        await manager.release(handle)  # parked, as after an answer
+    return handles
+
+
+async def leaks(after_stop_s: float) -> dict[str, object]:
+    """The jail-leak figures (see the module docstring)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="wr-leak-"))
+    everything: list[SandboxHandle] = []
+    try:
+        runtime = await _runtime(data_dir)
+        handles = await _sandboxes(runtime, LEAK_SESSIONS)
+        everything += handles
+        running = _jail_procs(handles)
+        await runtime.close()  # type: ignore[attr-defined]
+        await asyncio.sleep(after_stop_s)  # the issue's window: processes left 60 s after stop
+        left_after_stop = _jail_procs(handles)
+
+        runtime = await _runtime(data_dir)
+        idle = await _sandboxes(runtime, LEAK_SESSIONS)
+        started = asyncio.Event()
+        busy_handles: list[SandboxHandle] = []
+
+        async def busy_command() -> None:  # a Bash call, as the tools run it
+            manager = runtime.manager  # type: ignore[attr-defined]
+            async with manager.use(None, busy_s=120) as used:
+                busy_handles.append(used.handle)
+                started.set()
+                await used.client.exec("busy", "sleep 30", timeout_s=60)
+
+        command = asyncio.create_task(busy_command())
+        await started.wait()
+        everything += [*idle, *busy_handles]
+        deadline = time.monotonic() + IDLE_DESTROY_S + 3.0
+        while time.monotonic() < deadline:
+            await runtime.sweep_once()  # type: ignore[attr-defined]
+            await asyncio.sleep(0.2)
+        left_after_reap = _jail_procs(idle)
+        busy_kept = _jail_procs(busy_handles) > 0 and not command.done()
+        command.cancel()
+        await runtime.close()  # type: ignore[attr-defined]
+    finally:
+        provider = LocalProvider(LocalConfig(state_dir=data_dir / "sbx"))
+        await provider.destroy_all()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return {
+        "leak_sessions": LEAK_SESSIONS,
+        "jail_procs_running": running,
+        "procs_per_jail": round(running / LEAK_SESSIONS, 1),
+        "after_stop_s": after_stop_s,
+        "jail_procs_left_after_stop": left_after_stop,
+        "idle_destroy_s": IDLE_DESTROY_S,
+        "jail_procs_left_after_reap": left_after_reap,
+        "busy_jail_kept": busy_kept,
+    }
+
+
 async def main(runs: int) -> dict[str, object]:
     state_dir = Path(tempfile.mkdtemp(prefix="wr-bench-"))
     provider = LocalProvider(LocalConfig(state_dir=state_dir))
@@ -118,5 +250,12 @@ async def main(runs: int) -> dict[str, object]:
     }
 
 
+async def _all(runs: int, after_stop_s: float) -> dict[str, object]:
+    return {**await main(runs), **await leaks(after_stop_s)}
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30))))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    after_stop_s = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+    print(json.dumps(asyncio.run(_all(runs, after_stop_s))))

@@ -51,7 +51,7 @@ def median_ms(work: Callable[[], object], repeats: int = 20) -> float:
 
 
 async def posting_figures() -> dict[str, float]:
-    fake = FakeSlackApi()
+    fake = FakeSlackApi(rate_limits=False)  # measures our rendering, not Slack's limits
     await fake.start()
     with tempfile.TemporaryDirectory() as data_dir:
         db = Database.from_url(None, data_dir=Path(data_dir))

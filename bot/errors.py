@@ -9,6 +9,9 @@ The tree::
         ├── TriggerExpired     expired_trigger_id / exchanged_trigger_id: the 3 s to
         │                      open a modal passed
         ├── RateLimited        still HTTP 429 after the client's own retries
+        ├── SlackRefused       a permanent refusal (is_archived, not_in_channel,
+        │                      channel_not_found, token_revoked, account_inactive,
+        │                      invalid_auth, …): trying again cannot help
         └── SlackUnreachable   transport failure (connection, timeout), no answer
 
 ``slack_call`` awaits one ``AsyncWebClient`` call and raises these ``from`` the
@@ -29,6 +32,22 @@ T = TypeVar("T")
 
 _TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
 _TRIGGER = frozenset({"expired_trigger_id", "exchanged_trigger_id", "invalid_trigger_id"})
+PERMANENT_ERRORS = frozenset(
+    {
+        # the channel: archived, or the bot is not (or no longer) in it
+        "is_archived",
+        "not_in_channel",
+        "channel_not_found",
+        # the installation: token revoked, app uninstalled, workspace or bot deactivated
+        "token_revoked",
+        "account_inactive",
+        "invalid_auth",
+        "not_authed",
+        "team_access_not_granted",
+        "missing_scope",
+    }
+)
+"""Slack ``error`` codes no retry can fix (docs.slack.dev, each method's "Errors")."""
 
 
 class BotError(Exception):
@@ -65,6 +84,12 @@ class RateLimited(SlackCallFailed):
     """Slack still answered HTTP 429 after the client's retries."""
 
 
+class SlackRefused(SlackCallFailed):
+    """Slack refused the call for good (``PERMANENT_ERRORS``): the channel is archived
+    or not reachable by the bot, or the installation's token no longer works. Never
+    retried; the caller gives the attempt up and says why."""
+
+
 class SlackUnreachable(SlackCallFailed):
     """No answer from Slack: connection refused or reset, or a timeout."""
 
@@ -97,4 +122,6 @@ def api_error(method: str, exc: SlackApiError) -> SlackCallFailed:
         return ContentTooLong(method, error, status=status)
     if error in _TRIGGER:
         return TriggerExpired(method, error, status=status)
+    if error in PERMANENT_ERRORS:
+        return SlackRefused(method, error, status=status)
     return SlackCallFailed(method, error, status=status)

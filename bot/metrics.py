@@ -35,7 +35,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from bot.settings import Settings
 from harness import Event, ModelResponded, Notice, ToolFinished, ToolUnknown
 from sandbox_client import Health as SandboxHealth
-from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider
+from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider, SandboxUsage
 
 __all__ = [
     "MULTIPROC_DIR_VARIABLE",
@@ -95,6 +95,12 @@ class Metrics:
             ["outcome", "rule"],
             registry=r,
         )
+        self.posts_refused = Counter(
+            "warroom_slack_posts_refused",
+            "Answers Slack refused for good (the session ended failed).",
+            ["error"],
+            registry=r,
+        )
 
     def observe_step(self, report: StepReport) -> None:
         """Count one step and what its events say (tokens, tool calls, sandbox replaced)."""
@@ -110,6 +116,11 @@ class Metrics:
     def count_egress(self, outcome: str, rule: str) -> None:
         """One request through the egress gateway (``outcome``: injected, allowed, blocked)."""
         self.egress_requests.labels(outcome=outcome, rule=rule).inc()
+
+    def count_post_refused(self, error: str) -> None:
+        """An answer Slack refused for good (``is_archived``, ``token_revoked``, …): its
+        session ended failed."""
+        self.posts_refused.labels(error).inc()
 
     def count_slack_error(self, method: str, error: str) -> None:
         """One failed Slack call: ``method`` (``chat.postMessage``) and Slack's ``error``."""
@@ -167,6 +178,14 @@ class CountingProvider:
     async def health(self, handle: SandboxHandle) -> SandboxHealth:
         """``inner.health``."""
         return await self.inner.health(handle)
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """``inner.list_sandboxes``."""
+        return await self.inner.list_sandboxes(older_than_s=older_than_s)
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """``inner.usage``."""
+        return await self.inner.usage(handle)
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:
         """``inner.connect``."""

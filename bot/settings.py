@@ -10,9 +10,23 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr
+from pydantic import (
+    AliasChoices,
+    DirectoryPath,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from redis.connection import parse_url
+
+from harness import DEFAULT_MAX_TOKENS, DEFAULT_MODEL
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 class MissingSetting(RuntimeError):
@@ -28,7 +42,9 @@ class Settings(BaseSettings):
 
     Slack: ``SLACK_BOT_TOKEN`` (xoxb-), ``SLACK_APP_TOKEN`` (xapp-, Socket Mode),
     ``SLACK_SIGNING_SECRET`` (HTTP mode). Anthropic: ``ANTHROPIC_API_KEY``,
-    ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL``. Storage: ``DATABASE_URL``
+    ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL`` (``harness.DEFAULT_MODEL``),
+    ``WARROOM_MAX_TOKENS`` (thinking plus output), ``WARROOM_MODEL_EFFORT`` (None: the
+    model's default effort). Storage: ``DATABASE_URL``
     (default: SQLite under ``WARROOM_DATA_DIR``), ``REDIS_URL`` (default: none → an
     in-process broker and worker). Sandboxes: ``WARROOM_WORKSPACE_SEED``, a directory
     whose files are placed at the same relative paths in ``/workspace`` of every new
@@ -46,13 +62,16 @@ class Settings(BaseSettings):
     slack_mode: Literal["socket", "http"] = Field(
         default="socket", validation_alias=AliasChoices("WARROOM_SLACK_MODE", "SLACK_MODE")
     )
-    slack_http_port: int = 3000
+    slack_http_port: int = Field(default=3000, ge=1, le=65535)
     slack_api_url: str = "https://slack.com/api/"
 
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
-    model: str = Field(default="claude-sonnet-4-5", validation_alias="WARROOM_MODEL")
-    max_tokens: int = Field(default=8192, validation_alias="WARROOM_MAX_TOKENS")
+    model: str = Field(default=DEFAULT_MODEL, validation_alias="WARROOM_MODEL")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, validation_alias="WARROOM_MAX_TOKENS")
+    model_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        default=None, validation_alias="WARROOM_MODEL_EFFORT"
+    )
 
     database_url: str | None = None
     redis_url: str | None = None
@@ -64,7 +83,19 @@ class Settings(BaseSettings):
     sandbox_network: Literal["none", "host"] = Field(
         default="none", validation_alias="WARROOM_SANDBOX_NETWORK"
     )
-    sandbox_idle_suspend_s: float = Field(default=30.0, validation_alias="WARROOM_SANDBOX_IDLE_S")
+    sandbox_idle_suspend_s: float = Field(
+        default=30.0, gt=0, validation_alias="WARROOM_SANDBOX_IDLE_S"
+    )
+    # per-sandbox limits (0: none) and jail lifecycle, see sandbox_client's JailLimits
+    sandbox_memory_mb: int = Field(default=1024, ge=0, validation_alias="WARROOM_SANDBOX_MEMORY_MB")
+    sandbox_pids_max: int = Field(default=256, ge=0, validation_alias="WARROOM_SANDBOX_PIDS_MAX")
+    sandbox_cpus: float = Field(default=1.0, ge=0, validation_alias="WARROOM_SANDBOX_CPUS")
+    sandbox_workspace_mb: int = Field(
+        default=1024, ge=0, validation_alias="WARROOM_SANDBOX_WORKSPACE_MB"
+    )
+    sandbox_idle_destroy_s: float = Field(
+        default=900.0, gt=0, validation_alias="WARROOM_SANDBOX_IDLE_DESTROY_S"
+    )
     workspace_seed: DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
     )
@@ -80,21 +111,56 @@ class Settings(BaseSettings):
     bl_api_key: SecretStr | None = None
     bl_workspace: str | None = None
 
-    max_steps: int = Field(default=200, validation_alias="WARROOM_MAX_STEPS")
+    max_steps: int = Field(default=200, ge=1, validation_alias="WARROOM_MAX_STEPS")
     skill_editors: str = Field(default="", validation_alias="WARROOM_SKILL_EDITORS")
+    external_users_start: bool = Field(
+        default=False, validation_alias="WARROOM_EXTERNAL_USERS_START"
+    )
     agent_may_write_skills: bool = Field(
         default=False, validation_alias="WARROOM_AGENT_WRITES_SKILLS"
     )
-    lease_s: float = Field(default=5.0, validation_alias="WARROOM_LEASE_S")
-    sweep_interval_s: float = Field(default=1.0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
-    stale_after_s: float = Field(default=30.0, validation_alias="WARROOM_STALE_AFTER_S")
-    max_crashes: int = Field(default=3, validation_alias="WARROOM_MAX_CRASHES")
-    wait_s: float = Field(default=7 * 24 * 3600.0, validation_alias="WARROOM_WAIT_S")
-    worker_threads: int = Field(default=8, validation_alias="WARROOM_WORKER_THREADS")
+    lease_s: float = Field(default=5.0, gt=0, validation_alias="WARROOM_LEASE_S")
+    sweep_interval_s: float = Field(default=1.0, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
+    stale_after_s: float = Field(default=30.0, gt=0, validation_alias="WARROOM_STALE_AFTER_S")
+    max_crashes: int = Field(default=3, ge=1, validation_alias="WARROOM_MAX_CRASHES")
+    wait_s: float = Field(default=7 * 24 * 3600.0, gt=0, validation_alias="WARROOM_WAIT_S")
+    worker_threads: int = Field(default=8, ge=1, validation_alias="WARROOM_WORKER_THREADS")
     crash_at: str | None = Field(default=None, validation_alias="WARROOM_CRASH_AT")
-    metrics_port: int | None = Field(default=None, validation_alias="WARROOM_METRICS_PORT")
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, validation_alias="WARROOM_METRICS_PORT"
+    )
     mcp_config: FilePath | None = Field(default=None, validation_alias="WARROOM_MCP_CONFIG")
     mcp_timeout_s: float = Field(default=120.0, gt=0, validation_alias="WARROOM_MCP_TIMEOUT_S")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        """A URL redis-py can use (``redis.connection.parse_url``); empty means unset."""
+        if not value:
+            return None
+        if urlsplit(value).scheme not in REDIS_SCHEMES:
+            raise ValueError("must start with redis://, rediss:// or unix:// (redis://host:6379/0)")
+        parse_url(value)  # type: ignore[no-untyped-call]  # ValueError: a bad port, …
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _not_a_file(cls, value: Path) -> Path:
+        """The data directory may not exist yet, but it (or its nearest existing parent)
+        must be a directory."""
+        existing = next((p for p in (value, *value.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise ValueError(f"{existing} is not a directory")
+        return value
+
+    @field_validator("sandbox_memory_mb", "sandbox_pids_max")
+    @classmethod
+    def _sandbox_can_start(cls, value: int, info: ValidationInfo) -> int:
+        """0 (no limit) or enough for a sandbox's own server to start."""
+        least = {"sandbox_memory_mb": 16, "sandbox_pids_max": 8}[str(info.field_name)]
+        if 0 < value < least:
+            raise ValueError(f"must be 0 (no limit) or at least {least}")
+        return value
 
     def require(self, name: str, why: str) -> str:
         """The value of a secret/optional setting, or MissingSetting naming its variable."""

@@ -4,6 +4,7 @@ from harness.errors import (
     HarnessError,
     InvalidMessage,
     LimitReached,
+    ModelContextOverflow,
     ModelError,
     ModelRejected,
     ModelStalled,
@@ -18,7 +19,16 @@ from harness.errors import (
     WorkspaceUnavailable,
 )
 from harness.guard.check import Allow, Deny, GuardDecision, check_bash
-from harness.loop.checkpoint import Checkpoint, Inbound, ReadRecord, Requester, Todo, TodoStatus
+from harness.loop.checkpoint import (
+    Checkpoint,
+    Inbound,
+    ReadRecord,
+    Requester,
+    Todo,
+    TodoStatus,
+    holds_messages,
+    in_flight_tool,
+)
 from harness.loop.events import (
     Answered,
     Event,
@@ -49,19 +59,29 @@ from harness.model.adapter import (
     AnthropicModel,
     Model,
     ModelReply,
-    ToolSpec,
-    build_request,
+    RefusalDetails,
+)
+from harness.model.catalog import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    MODELS,
+    ModelSpec,
+    current_models,
+    lifecycle,
 )
 from harness.model.messages import (
     ContentBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
     from_wire,
     to_wire,
 )
+from harness.model.request import ToolSpec, build_request
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -79,6 +99,7 @@ __all__ = [
     "HarnessError",
     "InvalidMessage",
     "LimitReached",
+    "ModelContextOverflow",
     "ModelError",
     "ModelRejected",
     "ModelStalled",
@@ -122,10 +143,14 @@ __all__ = [
     "Requester",
     "Todo",
     "TodoStatus",
+    "holds_messages",
+    "in_flight_tool",
     # messages
     "ContentBlock",
     "Message",
+    "RedactedThinkingBlock",
     "TextBlock",
+    "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
     "Usage",
@@ -136,8 +161,16 @@ __all__ = [
     "AnthropicModel",
     "Model",
     "ModelReply",
+    "RefusalDetails",
     "ToolSpec",
     "build_request",
+    # model catalogue
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelSpec",
+    "current_models",
+    "lifecycle",
     # tools
     "TOOLS",
     "Tool",

@@ -22,7 +22,9 @@ original. The tree::
         ├── ModelUnavailable retryable failures (429, 529, 5xx, connection) outlasted
         │                    every attempt (carries ``status``, ``attempts``)
         ├── ModelRejected    the API refused the request: 400/401/403/404/413/…;
-        │                    never retried (carries ``status``, ``message``)
+        │   │                never retried (carries ``status``, ``message``)
+        │   └── ModelContextOverflow  the prompt does not fit the context window
+        │                    (400 "prompt is too long", 413): compact, then ask again
         └── ModelStalled     the last attempt's stream went silent for
                              ``stall_timeout_s`` and no attempt was left
 """
@@ -127,6 +129,12 @@ class ModelRejected(ModelError):
         self.message = message
         self.error_type = error_type
         self.request_id = request_id
+
+
+class ModelContextOverflow(ModelRejected):
+    """The request does not fit: a 400 saying the prompt is too long, or 413
+    ``request_too_large``. Deterministic, so never retried as is; the loop compacts the
+    transcript and asks again."""
 
 
 class ModelStalled(ModelError):

@@ -23,6 +23,8 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memory_store import Scope
+
 
 class PathError(ValueError):
     """A path the model gave cannot be used; the message is written for the model."""
@@ -37,11 +39,11 @@ class Mount(StrEnum):
     SANDBOX = "sandbox"
 
 
-VIRTUAL_ROOTS: tuple[tuple[str, Mount], ...] = (
-    ("/incident", Mount.INCIDENT),
-    ("/memory", Mount.MEMORY),
-    ("/skills", Mount.SKILLS),
+VIRTUAL_ROOTS: tuple[tuple[str, Mount], ...] = tuple(
+    sorted((f"/{scope.value}", Mount(scope.value)) for scope in Scope)
 )
+"""The one table of virtual roots: one per ``memory_store.Scope``, sorted. The guard, the tools'
+root checks, the prompt's indexes and the jail's stub directories all follow the scopes."""
 WORKSPACE = "/workspace"
 
 

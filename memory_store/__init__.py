@@ -21,6 +21,7 @@ from memory_store.errors import (
     NoChange,
     PostNotFound,
     QuotaExceeded,
+    SearchTimeout,
     SessionNotFound,
     StaleVersion,
     StoreError,
@@ -47,6 +48,7 @@ from memory_store.records import (
     Scope,
     WriteResult,
 )
+from memory_store.sandboxes.ledger import SandboxLedgerStore
 from memory_store.sessions.dedupe import InboundDedupe
 from memory_store.sessions.outbox import Outbox
 from memory_store.sessions.records import (
@@ -57,15 +59,19 @@ from memory_store.sessions.records import (
     EventKind,
     Finish,
     InboxItem,
+    IoCounters,
     NewEvent,
     Opened,
     OutboxItem,
     Outcome,
     Session,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     SweepResult,
     TokenUsage,
+    TranscriptDelta,
+    TranscriptMark,
     Wait,
     Wakeup,
 )
@@ -110,18 +116,24 @@ __all__ = [
     "EventKind",
     "Finish",
     "InboxItem",
+    "IoCounters",
     "NewEvent",
     "Opened",
     "Outcome",
     "Session",
     "SessionKey",
+    "SessionOrigin",
     "SessionStatus",
     "SessionStore",
     "SweepResult",
     "TokenUsage",
+    "TranscriptDelta",
+    "TranscriptMark",
     "Wait",
     "Wakeup",
     "utc_now",
+    # sandboxes (the shared use record)
+    "SandboxLedgerStore",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",
@@ -141,6 +153,7 @@ __all__ = [
     "NoChange",
     "PostNotFound",
     "QuotaExceeded",
+    "SearchTimeout",
     "SessionNotFound",
     "StaleVersion",
     "StoreError",

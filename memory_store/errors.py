@@ -11,6 +11,7 @@ model-facing wording of Claude Code's tools. The tree::
     │   └── CaseConflict        differs from an existing path only by letter case
     ├── FileTooLarge            content over the per-file cap
     ├── QuotaExceeded           the org is over its file-count or byte quota
+    ├── SearchTimeout           a grep ran past its time budget
     ├── InvalidSkill            a SKILL.md with bad frontmatter (carries the problems)
     ├── InvalidContent          content that is not storable text (NUL, lone surrogates)
     ├── EditFailed              an edit that cannot apply to the current content
@@ -98,12 +99,22 @@ class FileTooLarge(StoreError):
 class QuotaExceeded(StoreError):
     """The org would exceed its quota (``what`` is ``"files"`` or ``"bytes"``)."""
 
-    def __init__(self, org_id: str, *, what: str, used: int, limit: int) -> None:
-        super().__init__(f"org {org_id} is over its {what} quota: {used} of {limit}")
+    def __init__(self, org_id: str, *, what: str, used: int, limit: int, note: str = "") -> None:
+        super().__init__(f"org {org_id} is over its {what} quota: {used} of {limit}{note}")
         self.org_id = org_id
         self.what = what
         self.used = used
         self.limit = limit
+
+
+class SearchTimeout(StoreError):
+    """A search ran past its time budget; ``path`` is the file it had reached."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            "the search timed out; search a narrower path or use a more specific pattern"
+        )
+        self.path = path
 
 
 class InvalidSkill(StoreError):

@@ -124,13 +124,18 @@ class IndexEntry:
     """One line of the harness's memory/skill/incident index.
 
     ``summary`` is the frontmatter ``description`` when present, otherwise the first
-    non-empty line (cut to 200 chars).
+    non-empty line (cut to 200 chars); a skill's also holds its ``when_to_use`` (see
+    ``memory_store.files.summary``). ``listed`` is False for a skill the model must not
+    be offered (``disable-model-invocation: true``). ``mode``: POSIX permission bits.
     """
 
     path: str
     summary: str
     version: int
     updated_at: datetime
+    listed: bool = True
+    mode: int = 0o644
+    size_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,13 +186,33 @@ class Change:
 
 @dataclass(frozen=True)
 class Limits:
-    """Store limits. Defaults from docs/architecture.md §6."""
+    """Store limits. Defaults from docs/architecture.md §6.
+
+    The org's files and bytes are one pool, but ``/memory`` and ``/skills`` may fill it
+    only up to ``incident_reserve_share`` (a fraction, rounded down) below each maximum:
+    that room is kept for ``/incident`` notes, so a full memory never blocks notes
+    mid-incident.
+    """
 
     max_file_bytes: int = 100 * 1024
     max_files_per_org: int = 10_000
     max_bytes_per_org: int = 200 * 1024 * 1024
     lock_timeout_ms: int = 2_000
     statement_timeout_ms: int = 10_000
+    incident_reserve_share: float = 0.05
+
+    def max_files(self, scope: Scope) -> int:
+        """The org's live file count a change in ``scope`` may reach."""
+        return self._below(self.max_files_per_org, scope)
+
+    def max_bytes(self, scope: Scope) -> int:
+        """The org's live byte total a change in ``scope`` may reach."""
+        return self._below(self.max_bytes_per_org, scope)
+
+    def _below(self, maximum: int, scope: Scope) -> int:
+        if scope is Scope.INCIDENT:
+            return maximum
+        return maximum - int(maximum * self.incident_reserve_share)
 
 
 DEFAULT_LIMITS = Limits()

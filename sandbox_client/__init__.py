@@ -20,10 +20,19 @@ from sandbox_client.errors import (
     SandboxTimeout,
     SandboxUnavailable,
 )
+from sandbox_client.ledger import MemoryLedger, SandboxLedger
 from sandbox_client.lifecycle import EnsureResult, SandboxManager
 from sandbox_client.providers.base import SandboxProvider
 from sandbox_client.providers.blaxel import BlaxelConfig, BlaxelProvider
-from sandbox_client.providers.local import JailEgress, LocalConfig, LocalProvider, egress_socket
+from sandbox_client.providers.local import (
+    NO_LIMITS,
+    JailEgress,
+    JailLimits,
+    LocalConfig,
+    LocalProvider,
+    egress_socket,
+)
+from sandbox_client.reaper import Reaper
 from sandbox_client.records import (
     DirEntry,
     Health,
@@ -31,6 +40,7 @@ from sandbox_client.records import (
     ProcessRecord,
     ProcessStatus,
     SandboxHandle,
+    SandboxUsage,
 )
 from sandbox_client.setup import Loss, SetupStep, StepFailure, StepKind
 from sandbox_client.transport import ClientOptions
@@ -48,14 +58,20 @@ __all__ = [
     "BlaxelProvider",
     "Health",
     "JailEgress",
+    "JailLimits",
     "LocalConfig",
     "egress_socket",
     "LocalProvider",
+    "NO_LIMITS",
     "SandboxHandle",
     "SandboxProvider",
+    "SandboxUsage",
     # lifecycle
     "EnsureResult",
     "Loss",
+    "MemoryLedger",
+    "Reaper",
+    "SandboxLedger",
     "SandboxManager",
     "SetupStep",
     "StepFailure",

@@ -1,19 +1,22 @@
 """``SandboxManager``: a session's sandbox, provisioned lazily, suspended when idle,
-resumed on use and replaced (with its set-up replayed) when gone."""
+resumed on use, replaced (with its set-up replayed) when gone, destroyed when idle
+long or its session ended. Idleness is decided through a shared ``SandboxLedger``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from sandbox_client.client import SandboxClient
-from sandbox_client.errors import SandboxError, SandboxGone
+from sandbox_client.errors import SandboxError, SandboxGone, SandboxUnavailable
+from sandbox_client.ledger import MemoryLedger, SandboxLedger
 from sandbox_client.providers.base import SandboxProvider
-from sandbox_client.records import Health, ProcessStatus, SandboxHandle
+from sandbox_client.records import Health, ProcessStatus, SandboxHandle, SandboxUsage
 from sandbox_client.setup import Loss, SetupStep
 from sandbox_client.workspace import list_files, replay
 
@@ -53,18 +56,28 @@ def _new_sandbox_id() -> str:
 
 
 class SandboxManager:
-    """Keeps sandboxes cheap and replaceable for the harness (docs/architecture.md §8).
+    """Keeps sandboxes cheap and replaceable for the harness (ARCHITECTURE.md §8).
 
-    Call ``ensure`` before each sandbox operation. Idle sandboxes are suspended by
-    ``suspend_idle`` (call it from the durable layer, or ``start`` a background task):
-    a suspended sandbox holds no worker and no connection. Before suspending, the
-    manager notes the sandbox's running processes and workspace files, so that a later
-    replacement can say what was lost. That memory is per process: after a restart
-    only the caller's set-up and the replay's outcome are known.
+    Use a sandbox inside ``use`` (or call ``ensure`` first): the use is counted in the
+    ledger, so no process suspends or destroys the sandbox meanwhile. Idle sandboxes
+    are suspended by ``suspend_idle`` (call it from the durable layer, or ``start`` a
+    background task) once the ledger agrees no use runs anywhere; a suspended sandbox
+    holds no worker and no connection. ``destroy_idle`` destroys sandboxes of this
+    ``scope`` unused for ``idle_destroy_s`` (or whose session ended, as the ledger
+    knows); ``reap_orphans`` those the ledger never heard of; ``shutdown`` those this
+    process used. Before suspending, the manager notes the sandbox's running
+    processes and workspace files, so that a later replacement can say what was lost.
+    That memory is per process: after a restart only the caller's set-up and the
+    replay's outcome are known.
 
     Args:
         provider: where sandboxes come from.
         idle_suspend_s: a sandbox unused this long is suspended by ``suspend_idle``.
+        idle_destroy_s: a sandbox unused this long is destroyed by ``destroy_idle``.
+        ledger: the shared record of uses (default: this process's own).
+        scope: the sandboxes this process can reach and destroy (local jails: this
+            host and state directory); default ``"<provider kind>:<host name>"``.
+        hold_s: the longest a suspension or destruction keeps new uses waiting.
         new_sandbox_id: makes ids for new sandboxes.
         max_listed_files: the workspace listing taken before suspending stops here.
     """
@@ -74,28 +87,88 @@ class SandboxManager:
         provider: SandboxProvider,
         *,
         idle_suspend_s: float = 30.0,
+        idle_destroy_s: float = 900.0,
+        ledger: SandboxLedger | None = None,
+        scope: str | None = None,
+        hold_s: float = 60.0,
         new_sandbox_id: Callable[[], str] = _new_sandbox_id,
         max_listed_files: int = 2000,
     ) -> None:
         self.provider = provider
         self.idle_suspend_s = idle_suspend_s
+        self.idle_destroy_s = idle_destroy_s
+        self.ledger: SandboxLedger = ledger if ledger is not None else MemoryLedger()
+        self.scope = scope or f"{provider.kind}:{socket.gethostname()}"
+        self.hold_s = hold_s
         self._new_id = new_sandbox_id
         self._max_listed_files = max_listed_files
         self._seen: dict[str, _Seen] = {}
         self._task: asyncio.Task[None] | None = None
 
+    @contextlib.asynccontextmanager
+    async def use(
+        self,
+        handle: SandboxHandle | None,
+        setup: Sequence[SetupStep] = (),
+        *,
+        session_id: str | None = None,
+        busy_s: float = 120.0,
+    ) -> AsyncIterator[EnsureResult]:
+        """``ensure`` the sandbox and count the use in the ledger until the block ends.
+
+        Waits first for a suspension or destruction another process is doing to end.
+        ``busy_s``: the longest the use may take (the ledger stops counting it then).
+
+        Raises:
+            What ``ensure`` raises; SandboxUnavailable when a claim outlived ``hold_s``.
+        """
+        if handle is not None:
+            await self._begin(handle.sandbox_id, busy_s)
+        try:
+            result = await self.ensure(handle, setup, session_id=session_id)
+        except BaseException:
+            if handle is not None:
+                await self.ledger.end_use(handle.sandbox_id)
+            raise
+        used = result.handle.sandbox_id
+        if handle is None or handle.sandbox_id != used:
+            if handle is not None:
+                await self.ledger.end_use(handle.sandbox_id)
+            await self.ledger.begin_use(used, busy_s=busy_s)
+        try:
+            yield result
+        finally:
+            await asyncio.shield(self.ledger.end_use(used))
+
+    async def _begin(self, sandbox_id: str, busy_s: float) -> None:
+        """Count a use, then wait until no claim holds the sandbox."""
+        remaining_s = await self.ledger.begin_use(sandbox_id, busy_s=busy_s)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.hold_s + 5.0
+        while remaining_s > 0:
+            if loop.time() > give_up:
+                await self.ledger.end_use(sandbox_id)
+                raise SandboxUnavailable(sandbox_id, "another process holds it too long")
+            await asyncio.sleep(min(remaining_s, 0.05))
+            remaining_s = await self.ledger.hold_remaining_s(sandbox_id)
+
     async def ensure(
-        self, handle: SandboxHandle | None, setup: Sequence[SetupStep] = ()
+        self,
+        handle: SandboxHandle | None,
+        setup: Sequence[SetupStep] = (),
+        *,
+        session_id: str | None = None,
     ) -> EnsureResult:
         """A ready sandbox: provisioned if ``handle`` is None, resumed if suspended,
-        replaced (set-up replayed) if gone.
+        replaced (set-up replayed) if gone. A new sandbox is recorded in the ledger
+        with ``session_id``.
 
         Raises:
             ProvisionFailed: no sandbox could be made.
             SandboxUnavailable: the sandbox exists but does not answer.
         """
         if handle is None:
-            return await self._provision_new(None, setup)
+            return await self._provision_new(None, setup, session_id)
         seen = self._seen.setdefault(handle.sandbox_id, _Seen(handle, None, time.monotonic()))
         async with seen.lock:
             health = await self.provider.health(handle)
@@ -104,7 +177,7 @@ class SandboxManager:
                     return await self._reuse(seen, health)
                 except SandboxGone:
                     pass
-            return await self._replace(seen, setup)
+            return await self._replace(seen, setup, session_id)
 
     async def _reuse(self, seen: _Seen, health: Health) -> EnsureResult:
         if health is not Health.READY:
@@ -114,7 +187,9 @@ class SandboxManager:
         seen.last_used = time.monotonic()
         return EnsureResult(seen.handle, seen.client)
 
-    async def _replace(self, seen: _Seen, setup: Sequence[SetupStep]) -> EnsureResult:
+    async def _replace(
+        self, seen: _Seen, setup: Sequence[SetupStep], session_id: str | None
+    ) -> EnsureResult:
         old = seen.handle
         running = set(seen.running)
         if seen.client is not None:
@@ -123,7 +198,8 @@ class SandboxManager:
         self._seen.pop(old.sandbox_id, None)
         with contextlib.suppress(SandboxError, OSError):
             await self.provider.destroy(old)  # frees what is left (local: its directory)
-        result = await self._provision_new(seen, setup)
+        await self.ledger.forget(old.sandbox_id)
+        result = await self._provision_new(seen, setup, session_id)
         assert result.lost is not None
         lost = result.lost
         files_lost: tuple[str, ...] = ()
@@ -141,8 +217,13 @@ class SandboxManager:
         )
         return EnsureResult(result.handle, result.client, replaced=True, lost=loss)
 
-    async def _provision_new(self, seen: _Seen | None, setup: Sequence[SetupStep]) -> EnsureResult:
+    async def _provision_new(
+        self, seen: _Seen | None, setup: Sequence[SetupStep], session_id: str | None
+    ) -> EnsureResult:
         handle = await self.provider.provision(self._new_id())
+        await self.ledger.record(
+            handle.sandbox_id, handle_json=handle.to_json(), scope=self.scope, session_id=session_id
+        )
         client = self.provider.connect(handle)
         self._seen[handle.sandbox_id] = _Seen(handle, client, time.monotonic())
         failures = await replay(client, setup, prefix=f"setup-{handle.sandbox_id}")
@@ -155,27 +236,35 @@ class SandboxManager:
         keep = seen is not None or bool(failures)
         return EnsureResult(handle, client, replaced=False, lost=loss if keep else None)
 
-    async def suspend_idle(self, now: float | None = None) -> tuple[str, ...]:
-        """Suspend every sandbox unused for ``idle_suspend_s`` (none with a call running).
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """``provider.usage``, or an empty reading when the provider could not tell."""
+        try:
+            return await self.provider.usage(handle)
+        except (SandboxError, OSError):
+            return SandboxUsage()
 
-        Args:
-            now: a ``time.monotonic()`` reading to compare with (default: now; tests
-                pass a later one instead of waiting).
+    async def suspend_idle(self) -> tuple[str, ...]:
+        """Suspend every sandbox this process holds a client of that the ledger finds
+        unused for ``idle_suspend_s`` with no use in flight anywhere.
 
         Returns:
             The ids suspended.
         """
-        now = time.monotonic() if now is None else now
         suspended = []
         for seen in list(self._seen.values()):
-            client = seen.client
+            client, sandbox_id = seen.client, seen.handle.sandbox_id
             if client is None or client.idle_since is None or seen.lock.locked():
+                continue  # not ours to judge, or a call of this process runs
+            if not await self.ledger.claim_idle(
+                sandbox_id, idle_s=self.idle_suspend_s, hold_s=self.hold_s
+            ):
                 continue
-            if now - max(seen.last_used, client.idle_since) < self.idle_suspend_s:
-                continue
-            async with seen.lock:
-                if await self._suspend(seen):
-                    suspended.append(seen.handle.sandbox_id)
+            try:
+                async with seen.lock:
+                    if await self._suspend(seen):
+                        suspended.append(sandbox_id)
+            finally:
+                await self.ledger.release(sandbox_id)
         return tuple(suspended)
 
     async def _suspend(self, seen: _Seen) -> bool:
@@ -206,11 +295,28 @@ class SandboxManager:
             await self._suspend(seen)
 
     async def destroy(self, handle: SandboxHandle) -> None:
-        """Destroy ``handle``'s sandbox and forget it (the session is over)."""
-        seen = self._seen.pop(handle.sandbox_id, None)
+        """Destroy ``handle``'s sandbox and forget it, whoever uses it (tests, tools)."""
+        await self._drop(handle.sandbox_id)
+        await self.provider.destroy(handle)
+        await self.ledger.forget(handle.sandbox_id)
+
+    async def retire(self, handle: SandboxHandle) -> bool:
+        """Destroy ``handle``'s sandbox (its session ended) unless a use of it is in
+        flight somewhere; then ``destroy_idle`` takes it later. True when destroyed.
+
+        Raises:
+            SandboxError: the provider could not destroy it (it stays claimed until
+                ``hold_s`` passes, then a sweep tries again).
+        """
+        if not await self.ledger.claim_idle(handle.sandbox_id, idle_s=0.0, hold_s=self.hold_s):
+            return False
+        await self.destroy(handle)
+        return True
+
+    async def _drop(self, sandbox_id: str) -> None:
+        seen = self._seen.pop(sandbox_id, None)
         if seen is not None and seen.client is not None:
             await seen.client.aclose()
-        await self.provider.destroy(handle)
 
     def start(self, interval_s: float = 5.0) -> None:
         """Run ``suspend_idle`` every ``interval_s`` in a background task until ``stop``."""
@@ -230,6 +336,23 @@ class SandboxManager:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def busy_here(self, sandbox_id: str) -> bool:
+        """True while a call of this process's client of the sandbox runs (a use the
+        ledger may not count: a client used outside ``use``)."""
+        seen = self._seen.get(sandbox_id)
+        return seen is not None and (
+            seen.lock.locked() or (seen.client is not None and seen.client.idle_since is None)
+        )
+
+    def seen_ids(self) -> tuple[str, ...]:
+        """Ids of the sandboxes this process has used and not destroyed."""
+        return tuple(self._seen)
+
+    def seen_handle(self, sandbox_id: str) -> SandboxHandle | None:
+        """The handle of a sandbox this process has used, if any."""
+        seen = self._seen.get(sandbox_id)
+        return None if seen is None else seen.handle
 
     async def aclose(self) -> None:
         """Stop the background task and close every client (sandboxes keep running)."""

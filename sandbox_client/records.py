@@ -98,7 +98,10 @@ class SandboxHandle:
             boot (``/proc/PID/stat`` field 22), so a recycled pid is not mistaken for it.
         freezer: local only: ``"cgroup2"``, ``"cgroup1"`` or ``"signal"``.
         cgroup: local only: the cgroup directory used to freeze (empty for signals).
-        state_dir: local only: the sandbox's directory on the host (workspace, socket).
+        state_dir: local only: the sandbox's directory on the host (socket, log, handle).
+        limit_cgroups: local only: cgroup v1 directories holding the jail's limits
+            (memory, pids, cpu), when the host enforces them there; v2 limits live in
+            ``cgroup`` itself.
     """
 
     provider: str
@@ -110,6 +113,7 @@ class SandboxHandle:
     freezer: str | None = None
     cgroup: str | None = None
     state_dir: str | None = None
+    limit_cgroups: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         """This handle as a JSON object (stable keys; unknown ones are ignored on load)."""
@@ -126,7 +130,80 @@ class SandboxHandle:
         if not isinstance(data, dict):
             raise ValueError("a sandbox handle must be a JSON object")
         known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("limit_cgroups"), list):
+            values["limit_cgroups"] = tuple(str(p) for p in values["limit_cgroups"])
         try:
-            return cls(**{k: v for k, v in data.items() if k in known})
+            return cls(**values)
         except TypeError as exc:
             raise ValueError(f"incomplete sandbox handle: {exc}") from exc
+
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SandboxUsage:
+    """A sandbox's limits and how often it hit them, read at one moment.
+
+    Counters only grow while the sandbox lives: compare two readings taken around a
+    command (``hits_since``) to learn which limit that command ran into. A field is None
+    when the provider does not enforce or cannot read that limit.
+
+    Attributes:
+        memory_max_bytes: processes' memory limit (the kernel kills past it).
+        pids_max: the most processes and threads at once.
+        workspace_max_bytes: the size of ``/workspace``.
+        oom_kills: processes killed by the memory limit so far (cgroup
+            ``memory.events``/``memory.oom_control`` ``oom_kill``).
+        pids_refusals: forks refused by the process limit so far (``pids.events`` ``max``).
+        workspace_free_bytes: room left in ``/workspace``.
+    """
+
+    memory_max_bytes: int | None = None
+    pids_max: int | None = None
+    workspace_max_bytes: int | None = None
+    oom_kills: int | None = None
+    pids_refusals: int | None = None
+    workspace_free_bytes: int | None = None
+
+    def hits_since(self, before: SandboxUsage, *, failed: bool = True) -> tuple[str, ...]:
+        """What the model should be told: the limits hit between ``before`` and this
+        reading, one sentence each (empty when none was). A full ``/workspace`` is named
+        when it filled up meanwhile, or when it was full and the command ``failed``.
+
+        >>> before = SandboxUsage(pids_max=64, oom_kills=0, pids_refusals=0)
+        >>> after = SandboxUsage(pids_max=64, oom_kills=0, pids_refusals=3)
+        >>> [note[:40] for note in after.hits_since(before)]
+        ['Hit the sandbox process limit (64 proces']
+        """
+        notes = []
+        if _grew(before.oom_kills, self.oom_kills):
+            notes.append(
+                f"Killed by the sandbox memory limit ({_mib(self.memory_max_bytes)}): "
+                "a process used more memory than the sandbox allows."
+            )
+        if _grew(before.pids_refusals, self.pids_refusals):
+            notes.append(
+                f"Hit the sandbox process limit ({self.pids_max} processes and threads): "
+                "new processes could not start."
+            )
+        if self.workspace_full and (failed or not before.workspace_full):
+            notes.append(
+                f"No space left on /workspace: it is full ({_mib(self.workspace_max_bytes)}); "
+                "delete files there to make room."
+            )
+        return tuple(notes)
+
+    @property
+    def workspace_full(self) -> bool:
+        """True when less than 1 MiB of ``/workspace`` is left."""
+        return self.workspace_free_bytes is not None and self.workspace_free_bytes < MIB
+
+
+def _grew(before: int | None, after: int | None) -> bool:
+    return before is not None and after is not None and after > before
+
+
+def _mib(size_bytes: int | None) -> str:
+    return "unknown size" if size_bytes is None else f"{size_bytes // MIB} MiB"

@@ -1,7 +1,8 @@
 """The ``warroom`` command line (typer): thin commands over the modules that do the work.
 
 Exit codes: 0 done; 1 a check or an operation failed; 2 the configuration is
-incomplete or invalid (the message names the variable to set); 130 interrupted.
+incomplete or invalid (the message names the variable to set); 130 interrupted (SIGINT),
+143 stopped by SIGTERM (``chat`` and ``drill`` clean up first: sandboxes, workers, files).
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
 
 import typer
 
+from bot.cli.memory import memory_app
+
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
     from memory_store import FileStore
@@ -31,6 +36,7 @@ skills_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(skills_app, name="skills")
+app.add_typer(memory_app, name="memory")
 mcp_app = typer.Typer(help="The MCP servers of WARROOM_MCP_CONFIG.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")
 
@@ -139,15 +145,21 @@ def chat(
     ``chat.log`` under the data directory unless ``--verbose``.
     """
     from bot.cli.chat import CHAT_LOG_FILE, run_chat
+    from bot.cli.credentials import missing_for_chat
     from bot.logs import setup_logging
     from memory_store import SessionStatus
 
     settings = _settings()
+    if missing := missing_for_chat(settings):
+        _fail(str(missing[0]), CONFIG_ERROR)
     if verbose:
         setup_logging("WARNING")
     else:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        try:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            log_file = (settings.data_dir / CHAT_LOG_FILE).open("a", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"WARROOM_DATA_DIR: cannot write {settings.data_dir}: {exc}", CONFIG_ERROR)
         setup_logging("INFO", stream=log_file)
     status = _run(lambda: run_chat(settings, stdin=_lenient(sys.stdin), out=sys.stdout))
     if status is SessionStatus.FAILED:
@@ -187,7 +199,7 @@ def skills_import(
     typer.echo(f"org {org_id}:")
     for report in reports:
         typer.echo(_describe(report, "imported"))
-    if not reports:
+    if not any(r.written or r.unchanged or r.problems for r in reports):
         typer.echo(f"no skill folders (<name>/SKILL.md) found in {directory}")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
@@ -243,6 +255,54 @@ def fake_anthropic(
             typer.echo(f"fake Anthropic API on {fake.base_url}")
             typer.echo(f"  export ANTHROPIC_BASE_URL={fake.base_url} ANTHROPIC_API_KEY=fake-key")
             await _until_signal()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; try another --port")
+
+
+@app.command("fake-slack")
+def fake_slack(
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8766,
+    events_url: Annotated[
+        str | None,
+        typer.Option(
+            help="The app's Request URL (http://127.0.0.1:3000/slack/events): each line "
+            "typed is then a message to it in #incident, and the bot's posts are printed."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+) -> None:
+    """Serve a fake Slack Web API, so `warroom serve` runs in HTTP mode without Slack."""
+    from bot.cli.chat import stdin_lines
+    from bot.cli.fake_slack import deliver_lines, exports, watch_channel
+    from bot.fakes.slack_api import FakeSlackApi
+
+    async def run() -> None:
+        fake = FakeSlackApi()
+        await fake.start(host=host, port=port)
+        try:
+            typer.echo(f"fake Slack Web API on {fake.base_url}")
+            typer.echo(f"  {exports(fake)}")
+            if events_url is None:
+                await _until_signal()
+                return
+            typer.echo(f"type a message: the first @mentions the bot at {events_url}")
+            tasks = [
+                asyncio.create_task(watch_channel(fake, typer.echo)),
+                asyncio.create_task(
+                    deliver_lines(fake, events_url, stdin_lines(sys.stdin), typer.echo)
+                ),
+            ]
+            try:
+                await _until_signal()
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await fake.stop()
 
     try:
         asyncio.run(run())
@@ -308,8 +368,7 @@ def _settings(*, check_database: bool = True) -> Settings:
     try:
         settings = Settings()
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()]
-        _fail("invalid settings:\n  " + "\n  ".join(lines), CONFIG_ERROR)
+        _fail("invalid settings:\n  " + "\n  ".join(_problems(exc)), CONFIG_ERROR)
     if check_database and settings.database_url is not None:
         try:
             normalise_url(settings.database_url)
@@ -320,6 +379,17 @@ def _settings(*, check_database: bool = True) -> Settings:
                 CONFIG_ERROR,
             )
     return settings
+
+
+def _problems(error: ValidationError) -> list[str]:
+    """One line per invalid variable: ``NAME=value: why`` (secrets' values not shown)."""
+    lines = []
+    for e in error.errors():
+        name = ".".join(str(p) for p in e["loc"]).upper()
+        secret = name.endswith(("_TOKEN", "_SECRET", "_KEY"))
+        shown = "" if secret or not isinstance(e["input"], str) else f"={e['input']}"
+        lines.append(f"{name}{shown}: {e['msg'].removeprefix('Value error, ')}")
+    return lines
 
 
 def _lenient(stream: TextIO) -> TextIO:
@@ -345,13 +415,17 @@ def _run(work: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:
+        from bot.cli.signals import Interrupted
+
+        if isinstance(exc, Interrupted):
+            raise typer.Exit(exc.exit_code) from None
         _explain(exc)
         raise
 
 
 def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
-    from bot.errors import SlackCallFailed
+    from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
     from harness import McpConfigError
     from memory_store import DatabaseUnavailable
@@ -361,6 +435,10 @@ def _explain(exc: Exception) -> None:
         _fail(str(exc), CONFIG_ERROR)
     if isinstance(exc, RulesError | MissingSecret):
         _fail(f"egress rules (WARROOM_EGRESS_RULES): {exc}", CONFIG_ERROR)
+    if isinstance(exc, SlackUnreachable):
+        _fail(f"Slack could not be reached ({exc.method}): check SLACK_API_URL and the network.")
+    if isinstance(exc, SlackCallFailed) and (variable := getattr(exc, "variable", None)):
+        _fail(f"{variable} was refused by Slack ({exc.method}: {exc.error}).", CONFIG_ERROR)
     if isinstance(exc, SlackCallFailed):
         _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
     if isinstance(exc, DatabaseUnavailable):
@@ -401,14 +479,18 @@ async def _default_org(settings: Settings) -> str:
 
 
 def _describe(report: SkillReport, verb: str) -> str:
+    whole = [why for path, why in report.skipped if not path]
+    if whole:
+        return f"  skipped  {report.name}/: {whole[0]}"
+    name = f"{report.name} (from {report.source})" if report.source else report.name
     if not report.ok:
-        lines = [f"  invalid  {report.name}: not imported"]
+        lines = [f"  invalid  {name}: not imported"]
         lines += [f"           - {problem}" for problem in report.problems]
     else:
         counts = f"{len(report.written)} file(s) {verb}"
         if report.unchanged:
             counts += f", {len(report.unchanged)} unchanged"
-        lines = [f"  ok       {report.name}: {counts}"]
+        lines = [f"  ok       {name}: {counts}"]
     lines += [f"  skipped  {report.name}/{path}: {why}" for path, why in report.skipped]
     return "\n".join(lines)
 

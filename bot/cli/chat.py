@@ -8,9 +8,12 @@ worker over the in-memory broker (whatever ``REDIS_URL`` says), with the same
 database, sandboxes and model settings as ``serve``; a ``TerminalReporter`` prints
 progress and answers instead of posting to Slack. At end of input the chat waits
 for the session to stop running, destroys the sandbox it used (a jail outlives its
-creator otherwise), then exits. When the session ended failed, the chat prints why:
-the last error a step raised (logged by the worker; the terminal gets no traceback
-unless ``warroom chat --verbose``), else the last ``notice`` event.
+creator otherwise), then exits. SIGTERM and SIGINT (Ctrl-C) take the same clean-up
+path: a turn in progress is cancelled (so no later worker finishes it), the worker
+stops and the sandbox is destroyed; the exit code is 143 or 130. When the session
+ended failed, the chat prints why: the last error a step raised (logged by the
+worker; the terminal gets no traceback unless ``warroom chat --verbose``), else the
+last ``notice`` event.
 
 Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
 ``warroom fake-anthropic``).
@@ -31,12 +34,20 @@ from datetime import datetime
 from typing import TextIO
 
 from bot.cli.credentials import missing_for_chat
+from bot.cli.signals import run_interruptible
 from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
 from harness import Checkpoint, Requester
-from memory_store import Database, EventKind, SessionKey, SessionStatus, SessionStore
+from memory_store import (
+    Database,
+    EventKind,
+    SessionKey,
+    SessionOrigin,
+    SessionStatus,
+    SessionStore,
+)
 from sandbox_client import SandboxError, SandboxHandle, SandboxProvider
 
 __all__ = [
@@ -66,12 +77,18 @@ Enqueue = Callable[[str, str], Awaitable[None]]
 
 @dataclass
 class Conversation:
-    """The chat's one session: opened by the first message, joined by the others."""
+    """The chat's one session: opened by the first message, joined by the others.
+
+    The session is of origin ``chat`` and its id is added to ``owned``, the only
+    session this chat's worker runs and sweeps: no other process's session is adopted,
+    and no other process adopts this one.
+    """
 
     sessions: SessionStore
     enqueue: Enqueue
     thread_ts: str = field(default_factory=lambda: f"{time.time():.6f}")
     session_id: str | None = None
+    owned: set[str] = field(default_factory=set)
     _said: int = field(default=0, init=False)
 
     async def say(self, text: str) -> None:
@@ -86,6 +103,16 @@ class Conversation:
             )
         if token is not None and self.session_id is not None:
             await self.enqueue(self.session_id, token)
+
+    async def stop_running(self) -> bool:
+        """Cancel the session if a step is pending or running (the chat is going away,
+        and no other process may finish its turn). Returns whether it was running."""
+        if self.session_id is None:
+            return False
+        session = await self.sessions.get(self.session_id)
+        if session is None or session.status is not SessionStatus.RUNNING:
+            return False
+        return await self.sessions.cancel(self.session_id, actor=CHAT_USER) is not None
 
     async def wait_idle(self, *, poll_s: float = IDLE_POLL_S) -> SessionStatus | None:
         """Wait until the session no longer runs; returns its status (None: never opened)."""
@@ -107,8 +134,10 @@ class Conversation:
             text=text,
             source_ts=source_ts,
             session_id=session_id,
+            origin=SessionOrigin.CHAT,
         )
         self.session_id = opened.session_id
+        self.owned.add(opened.session_id)
         return opened.token
 
 
@@ -137,7 +166,7 @@ def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus
     """
     if missing := missing_for_chat(settings):
         raise missing[0]
-    return asyncio.run(_converse(settings.model_copy(update={"redis_url": None}), stdin, out))
+    return run_interruptible(_converse(settings.model_copy(update={"redis_url": None}), stdin, out))
 
 
 class _LastError(logging.Handler):
@@ -161,10 +190,14 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
     logging.getLogger().addHandler(last_error)
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
-        broker, actors, _holder = setup(settings, reporter=TerminalReporter(out))
+        owned: set[str] = set()
+        reporter = TerminalReporter(out)
+        broker, actors, _holder = setup(
+            settings, reporter=reporter, origin=SessionOrigin.CHAT, owned=owned
+        )
         worker = EmbeddedWorker(broker, threads=max(1, min(settings.worker_threads, 4)))
         worker.start()
-        conversation = Conversation(SessionStore(db), actors.enqueue)
+        conversation = Conversation(SessionStore(db), actors.enqueue, owned=owned)
         out.write(BANNER)
         out.flush()
         reported: set[datetime] = set()
@@ -179,6 +212,9 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
         await _report_failure(conversation, out, last_error, reported)
         return status
     finally:
+        if conversation is not None and await conversation.stop_running():
+            out.write("\nStopped: the turn in progress was cancelled.\n")
+            out.flush()
         if worker is not None:
             await asyncio.to_thread(worker.stop, timeout_ms=WORKER_STOP_TIMEOUT_MS)
         logging.getLogger().removeHandler(last_error)

@@ -3,12 +3,14 @@
 Each check is a small ``async`` function of ``Settings`` returning a ``CheckResult``
 (ok, warning, problem or skipped, with a line of detail and, for a problem, what
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
-settings, database (connect + Alembic head), Redis (``PING``, when ``REDIS_URL``),
-the sandbox provider (provision one, run ``true``, destroy it), Slack
-(``auth.test``, when a bot token is set), Anthropic (``GET /v1/models``, when a
-key is set) and the MCP servers (started and listed, with ``WARROOM_MCP_CONFIG``).
-``quick`` runs only the database and Redis checks: cheap enough for a
-container health check, and as true of a worker's container as of the bot's.
+settings, the data directory (writable), database (connect + Alembic head), Redis
+(``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
+destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; in
+Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models/{id}``
+of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
+``WARROOM_MCP_CONFIG``).
+``quick`` runs only the data directory, database and Redis checks: cheap enough for
+a container health check, and as true of a worker's container as of the bot's.
 """
 
 from __future__ import annotations
@@ -20,20 +22,22 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
+import aiohttp
 import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.cli.credentials import missing_for_serve
-from bot.durable.wiring import make_provider, make_slack_client
+from bot.durable.wiring import jail_limits, make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
-from bot.errors import SlackCallFailed, slack_call
+from bot.errors import SlackCallFailed, SlackUnreachable, slack_call
 from bot.mcp_servers import open_mcp_servers
 from bot.settings import MissingSetting, Settings
-from harness import DEFAULT_BASE_URL, McpConfigError, ServerState
+from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, McpConfigError, ServerState, current_models
 from memory_store import Database, DatabaseUnavailable
-from sandbox_client import SandboxError
+from sandbox_client import LocalConfig, LocalProvider, SandboxError
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
 
 __all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
@@ -79,11 +83,30 @@ async def check_settings(settings: Settings) -> CheckResult:
     return CheckResult("settings", Status.OK, f"{settings.slack_mode} mode; credentials set")
 
 
+async def check_data_dir(settings: Settings) -> CheckResult:
+    """``WARROOM_DATA_DIR`` exists (it is created) and a file can be written in it."""
+    where = settings.data_dir
+    try:
+        await asyncio.to_thread(_write_probe, where)
+    except OSError as exc:
+        detail = f"{where} is not writable: {exc.strerror or exc}"
+        fix = "set WARROOM_DATA_DIR to a directory this user can write (SQLite, sandboxes, logs)"
+        return CheckResult("data_dir", Status.PROBLEM, detail, fix)
+    return CheckResult("data_dir", Status.OK, f"{where.resolve()} is writable")
+
+
+def _write_probe(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".doctor-{uuid.uuid4().hex[:8]}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
 async def check_database(settings: Settings) -> CheckResult:
     """The database answers and its schema is at the newest migration."""
     try:
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         return CheckResult("database", Status.PROBLEM, str(exc), _DATABASE_FIX)
     try:
         version = await db.schema_version()
@@ -106,17 +129,14 @@ async def check_redis(settings: Settings) -> CheckResult:
     """Redis answers ``PING`` (skipped without ``REDIS_URL``: the in-process broker)."""
     if not settings.redis_url:
         return CheckResult("redis", Status.SKIPPED, "REDIS_URL not set: in-process broker")
-    client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    try:
+        client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
+    except ValueError as exc:
+        return CheckResult("redis", Status.PROBLEM, f"REDIS_URL: {exc}", _REDIS_FIX)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
-        return CheckResult(
-            "redis",
-            Status.PROBLEM,
-            f"no answer to PING: {exc}",
-            "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
-            "bot and worker in one process",
-        )
+        return CheckResult("redis", Status.PROBLEM, f"no answer to PING: {exc}", _REDIS_FIX)
     finally:
         await client.aclose()
     return CheckResult("redis", Status.OK, "PING answered")
@@ -145,6 +165,36 @@ async def check_sandbox(settings: Settings) -> CheckResult:
     return CheckResult("sandbox", Status.OK, f"{kind}: provisioned, ran `true`, destroyed")
 
 
+async def check_sandbox_limits(settings: Settings) -> CheckResult:
+    """Which sandbox limits this host can enforce (local sandboxes), and how."""
+    if settings.sandbox_provider != "local":
+        return CheckResult("limits", Status.SKIPPED, "Blaxel sets its sandboxes' limits")
+    try:
+        limits = jail_limits(settings)
+        provider = LocalProvider(LocalConfig(settings.data_dir / "sbx", limits=limits))
+        found = await asyncio.to_thread(provider.enforcement)
+    except (ValueError, SandboxError) as exc:
+        return CheckResult("limits", Status.PROBLEM, str(exc), _LIMITS_FIX)
+    mib = 1024 * 1024
+    detail = (
+        f"memory {limits.memory_max_bytes // mib} MiB ({found['memory']}), "
+        f"processes {limits.pids_max} ({found['pids']}), cpu {limits.cpus:g} ({found['cpu']}), "
+        f"/workspace {limits.workspace_max_bytes // mib} MiB ({found['workspace']})"
+    )
+    weak = [name for name in ("memory", "pids", "cpu") if not found[name].startswith("cgroup")]
+    if weak:
+        detail += f"; not enforced by a cgroup here: {', '.join(weak)}"
+        return CheckResult("limits", Status.WARNING, detail, _LIMITS_FIX)
+    return CheckResult("limits", Status.OK, detail)
+
+
+_LIMITS_FIX = (
+    "run where Warroom can create cgroups (cgroup v2 with the memory, pids and cpu "
+    "controllers delegated, or writable v1 hierarchies); without them memory and processes "
+    "fall back to per-process resource limits and cpu is not bounded"
+)
+
+
 async def check_slack(settings: Settings) -> CheckResult:
     """The bot token works (``auth.test``); skipped when it is not set."""
     if settings.slack_bot_token is None:
@@ -156,7 +206,7 @@ async def check_slack(settings: Settings) -> CheckResult:
         return CheckResult(
             "slack",
             Status.PROBLEM,
-            f"auth.test failed: {exc.error}",
+            f"auth.test failed: {_slack_failure(exc)}",
             "copy the Bot User OAuth Token (xoxb-…) from the app's 'Install App' page into "
             "SLACK_BOT_TOKEN, and check that this host reaches SLACK_API_URL",
         )
@@ -164,8 +214,53 @@ async def check_slack(settings: Settings) -> CheckResult:
     return CheckResult("slack", Status.OK, f"auth.test: {team}, bot user {answer.get('user_id')}")
 
 
+async def check_socket_mode(settings: Settings) -> CheckResult:
+    """In Socket Mode, the app token opens a connection: ``apps.connections.open``, then
+    the WebSocket until Slack's ``hello``; skipped in HTTP mode or without the token."""
+    if settings.slack_mode != "socket" or settings.slack_app_token is None:
+        return CheckResult("socket", Status.SKIPPED, "not in Socket Mode, or no SLACK_APP_TOKEN")
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.modes import AppTokenRefused, open_connection
+
+    client = AsyncWebClient(base_url=settings.slack_api_url)
+    try:
+        url = await open_connection(client, settings.slack_app_token.get_secret_value())
+        await _await_hello(url)
+    except AppTokenRefused as exc:
+        detail = f"apps.connections.open refused SLACK_APP_TOKEN: {exc.error}"
+        return CheckResult("socket", Status.PROBLEM, detail, _APP_TOKEN_FIX)
+    except SlackCallFailed as exc:
+        detail = f"apps.connections.open failed: {_slack_failure(exc)}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    except (aiohttp.ClientError, ValueError) as exc:
+        detail = f"the Socket Mode WebSocket did not open: {exc}"
+        return CheckResult("socket", Status.PROBLEM, detail, _SLACK_REACH_FIX)
+    return CheckResult("socket", Status.OK, "connection opened with SLACK_APP_TOKEN (hello)")
+
+
+async def _await_hello(url: str) -> None:
+    """Connect to a Socket Mode URL and read Slack's first message, ``hello``.
+
+    Raises:
+        aiohttp.ClientError: no connection; ValueError: the first message was not hello.
+    """
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        message = await ws.receive_json()
+        if message.get("type") != "hello":
+            raise ValueError(f"expected hello, got {message.get('type')!r}")
+
+
+def _slack_failure(exc: SlackCallFailed) -> str:
+    if isinstance(exc, SlackUnreachable):
+        return "Slack could not be reached"
+    return exc.error
+
+
 async def check_anthropic(settings: Settings) -> CheckResult:
-    """The Messages API answers with this key (``GET /v1/models``); skipped without a key."""
+    """The key works and the API serves ``WARROOM_MODEL`` (``GET /v1/models/{id}``, SDK
+    ``ModelInfo``): a problem when the model is absent, deprecated or retired. Skipped
+    without a key."""
     if settings.anthropic_api_key is None:
         return CheckResult("anthropic", Status.SKIPPED, "ANTHROPIC_API_KEY not set")
     base = (settings.anthropic_base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -175,16 +270,27 @@ async def check_anthropic(settings: Settings) -> CheckResult:
     }
     try:
         async with httpx.AsyncClient(timeout=15.0) as http:
-            response = await http.get(f"{base}/v1/models", headers=headers)
+            response = await http.get(f"{base}/v1/models/{settings.model}", headers=headers)
     except httpx.HTTPError as exc:
         detail = f"cannot reach {base}: {exc!r}"
         return CheckResult("anthropic", Status.PROBLEM, detail, _ANTHROPIC_FIX)
+    if response.status_code == 404:
+        detail = f"{base} does not serve WARROOM_MODEL={settings.model}"
+        return CheckResult("anthropic", Status.PROBLEM, detail, _model_fix())
     if response.status_code != 200:
         return _anthropic_refusal(base, response)
-    models = [str(m.get("id")) for m in response.json().get("data", [])]
-    listed = "listed" if settings.model in models else "not listed (an alias may still work)"
-    detail = f"{base}: {len(models)} models; WARROOM_MODEL={settings.model} {listed}"
-    return CheckResult("anthropic", Status.OK, detail)
+    info = response.json()
+    lifecycle = str(info.get("lifecycle") or "active")
+    if lifecycle != "active":
+        when = f", retires {info['retires_at']}" if info.get("retires_at") else ""
+        detail = f"WARROOM_MODEL={settings.model} is {lifecycle}{when}"
+        return CheckResult("anthropic", Status.PROBLEM, detail, _model_fix())
+    return CheckResult("anthropic", Status.OK, f"{base}: WARROOM_MODEL={settings.model} is active")
+
+
+def _model_fix() -> str:
+    current = ", ".join(current_models()[:3])
+    return f"set WARROOM_MODEL to a current model, e.g. {DEFAULT_MODEL} (current: {current}, …)"
 
 
 async def _run_true(settings: Settings) -> int | None:
@@ -264,13 +370,15 @@ async def check_mcp(settings: Settings) -> CheckResult:
     return CheckResult("mcp", Status.OK, detail)
 
 
-QUICK: tuple[Check, ...] = (check_database, check_redis)
+QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
     *QUICK,
     check_sandbox,
+    check_sandbox_limits,
     check_egress,
     check_slack,
+    check_socket_mode,
     check_anthropic,
     check_mcp,
 )
@@ -328,9 +436,18 @@ _DATABASE_FIX = (
     "check DATABASE_URL (postgresql://user:pass@host:5432/db, or unset for SQLite under "
     "WARROOM_DATA_DIR) and that the server is up"
 )
+_REDIS_FIX = (
+    "start Redis or correct REDIS_URL (redis://host:6379/0); unset it to run "
+    "bot and worker in one process"
+)
 _SANDBOX_FIX = {
     "local": "check that bubblewrap can create namespaces here (containers need "
     "--security-opt seccomp=unconfined or --privileged) and that WARROOM_DATA_DIR is writable",
     "blaxel": "check BL_API_KEY and BL_WORKSPACE, and that this host reaches api.blaxel.ai",
 }
+_APP_TOKEN_FIX = (
+    "copy an app-level token (xapp-…, scope connections:write) from the app's 'Basic "
+    "Information' page into SLACK_APP_TOKEN, and enable Socket Mode for the app"
+)
+_SLACK_REACH_FIX = "check that this host reaches SLACK_API_URL (and wss-primary.slack.com)"
 _ANTHROPIC_FIX = "check ANTHROPIC_BASE_URL and that this host reaches it"

@@ -18,21 +18,26 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
+from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client
 from bot.errors import slack_call
 from bot.metrics import start_metrics_server
 from bot.settings import Settings
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.background import Background
+from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, SocketMode
 from bot.slack.modes import serve as serve_slack
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
 from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
-from sandbox_client import SandboxManager, SandboxProvider
+from sandbox_client import SandboxProvider
 
 __all__ = ["run_serve", "serve"]
 
@@ -74,7 +79,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)
             worker.start()
         background = Background()
-        app = build_app(deps=deps, background=background)
+        app = _quiet(build_app, deps=deps, background=background)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
         await serve_slack(app, _mode(settings), stop=stop, background=background)
     finally:
@@ -92,7 +97,7 @@ async def _slack_deps(
     identity = await slack_call("auth.test", client.auth_test())
     files = FileStore(db)
 
-    manager = SandboxManager(provider)
+    manager = make_sandbox_manager(settings, db, provider)  # the workers' shared ledger
 
     async def stop_running(cancelled: Cancelled) -> None:
         """Kill the stopped step's command and suspend its sandbox (errors are logged)."""
@@ -113,7 +118,27 @@ async def _slack_deps(
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db)),
+        external_may_start=settings.external_users_start,
+        installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
     )
+
+
+class _UnusedToken(logging.Filter):
+    """Drops bolt's warning that ``token`` is unused: bolt reads ``SLACK_BOT_TOKEN`` from
+    the environment itself even though the app is given its client (which has it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+def _quiet(build: Callable[..., AsyncApp], **kwargs: Any) -> AsyncApp:
+    """``build(**kwargs)`` without bolt's unused-token warning."""
+    bolt_log, quiet = logging.getLogger("slack_bolt.AsyncApp"), _UnusedToken()
+    bolt_log.addFilter(quiet)
+    try:
+        return build(**kwargs)
+    finally:
+        bolt_log.removeFilter(quiet)
 
 
 def _mode(settings: Settings) -> SocketMode | HttpMode:

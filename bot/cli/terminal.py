@@ -1,24 +1,56 @@
 """A ``ThreadPoster`` for the terminal: ``warroom chat`` prints progress and answers.
 
-Progress lines come from each committed step's events: a tool call that ran
-(``→ Running `kubectl get pods```; ``✗`` and the start of its output when it
-failed, ``?`` when a crash lost its outcome), the todo list when it changes (``☐``
-pending, ``▸`` in progress, ``☑`` done) and notices (``!``). The answer is printed
-once per key, as the Slack poster posts it once.
+While a step runs: ``… thinking`` when a model call starts, ``→ Running `cmd```
+when a tool call starts (its intent is committed), then ``… still running (N s)``
+every ``TICK_S``. After each committed step: the
+model's interim text (``│``), each tool call's outcome with its elapsed time (``✓``,
+or ``✗`` when it failed) and the head of its output (``│``), ``?`` when a crash lost
+an outcome, the todo list when it changes (``☐`` pending, ``▸`` in progress, ``☑``
+done) and notices (``!``). The answer is printed once per key, as the Slack poster
+posts it once.
+
+Everything printed passes through ``printable``: tool output and model text may hold
+terminal control sequences (an OSC title or clipboard write, a cursor move), so C0
+and C1 control characters other than newline and tab are removed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import threading
+import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from harness import Checkpoint, Event, Notice, TodosChanged, ToolFinished, ToolUnknown
+from harness import (
+    Checkpoint,
+    Event,
+    ModelResponded,
+    Notice,
+    TodosChanged,
+    ToolFinished,
+    ToolIntent,
+    ToolUnknown,
+)
 
-__all__ = ["TerminalReporter"]
+__all__ = ["TerminalReporter", "printable"]
 
 ANSWER_PREFIX = "warroom> "
+HEAD_LINES = 5
+HEAD_CHARS = 400
+TICK_S = 10.0  # how often a long step's elapsed time is shown
 _TODO_MARKS = {"pending": "☐", "in_progress": "▸", "completed": "☑"}
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without C0/C1 control characters, except ``\\n`` and ``\\t``.
+
+    >>> printable("ok\\x1b]0;pwned\\x07 \\x9b2J\\tdone\\r\\n")
+    'ok]0;pwned 2J\\tdone\\n'
+    """
+    return _CONTROLS.sub("", text)
 
 
 class TerminalReporter:
@@ -28,6 +60,7 @@ class TerminalReporter:
         self._out = out
         self._lock = threading.Lock()
         self._answered: set[str] = set()
+        self._started: dict[str, float] = {}  # session id → monotonic start of its step
 
     async def post_answer(
         self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
@@ -39,6 +72,29 @@ class TerminalReporter:
                 self._write(f"\n{ANSWER_PREFIX}{markdown.strip()}\n\n")
         return key
 
+    def step_started(self, *, session_id: str, kind: str) -> None:
+        """Note when the step began; say that the model is asked."""
+        self._started[session_id] = time.monotonic()
+        if kind == "model":
+            self._lines(["… thinking"])
+
+    def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
+        """Print each tool call as it starts, then its elapsed time every ``TICK_S``."""
+        calls = [e for e in events if isinstance(e, ToolIntent)]
+        self._lines([f"→ {_what(e.name, e.summary)}" for e in calls])
+        if calls:
+            self._tick(session_id, self._started.get(session_id))
+
+    def _tick(self, session_id: str, started: float | None) -> None:
+        """Say every ``TICK_S`` that the step begun at ``started`` still runs (on the
+        worker's loop, until the step's progress arrives)."""
+        if started is None or self._started.get(session_id) != started:
+            return
+        elapsed_s = time.monotonic() - started
+        if elapsed_s >= TICK_S:
+            self._lines([f"… still running ({elapsed_s:.0f} s)"])
+        asyncio.get_running_loop().call_later(TICK_S, self._tick, session_id, started)
+
     async def show_progress(
         self,
         *,
@@ -48,23 +104,36 @@ class TerminalReporter:
         checkpoint: Checkpoint,
         events: Sequence[Event],
     ) -> None:
-        """Print a line per tool call, todo list change and notice of a committed step."""
-        lines = [line for event in events for line in _lines(event)]
+        """Print interim text, outcomes, todo changes and notices of a committed step."""
+        started = self._started.pop(session_id, None)
+        elapsed_s = None if started is None else time.monotonic() - started
+        self._lines([line for event in events for line in _lines(event, elapsed_s)])
+
+    def _lines(self, lines: list[str]) -> None:
         if lines:
             with self._lock:
                 self._write("".join(f"  {line}\n" for line in lines))
 
     def _write(self, text: str) -> None:
-        self._out.write(text)
+        self._out.write(printable(text))
         self._out.flush()
 
 
-def _lines(event: Event) -> list[str]:
+def _what(name: str, summary: str) -> str:
+    return f"Running `{summary}`" if name == "Bash" else summary
+
+
+def _lines(event: Event, elapsed_s: float | None) -> list[str]:
+    took = "" if elapsed_s is None else f" ({elapsed_s:.1f} s)"
+    if isinstance(event, ModelResponded):
+        if not event.tool_calls:
+            return []
+        thought = " ".join(event.thinking.split())[:300]
+        summary = [f"… {thought}"] if thought else []  # the thinking summary, as progress
+        return [*summary, *_quoted(event.text.strip())]
     if isinstance(event, ToolFinished):
-        what = f"Running `{event.summary}`" if event.name == "Bash" else event.summary
-        if event.is_error:
-            return [f"✗ {what}: {event.output_head.strip()[:200]}"]
-        return [f"→ {what}"]
+        mark = "✗" if event.is_error else "✓"
+        return [f"{mark} {_what(event.name, event.summary)}{took}", *_quoted(event.output_head)]
     if isinstance(event, ToolUnknown):
         return [f"? {event.summary}: the outcome was lost in a crash"]
     if isinstance(event, TodosChanged):
@@ -72,3 +141,13 @@ def _lines(event: Event) -> list[str]:
     if isinstance(event, Notice):
         return [f"! {event.text.strip()}"]
     return []
+
+
+def _quoted(text: str) -> list[str]:
+    """The head of ``text`` (≤ ``HEAD_LINES`` lines, ``HEAD_CHARS`` chars), each ``│ ``."""
+    head = text.strip()[:HEAD_CHARS]
+    lines = head.splitlines()
+    shown = [f"│ {line}" for line in lines[:HEAD_LINES]]
+    if len(lines) > HEAD_LINES or len(text.strip()) > len(head):
+        shown.append("│ …")
+    return shown

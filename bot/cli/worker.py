@@ -4,8 +4,8 @@
 same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
 the Dramatiq parent directly. SIGTERM to that parent lets every worker process
 finish its running step and exit (``--worker-shutdown-timeout``: one step's time
-limit); a SIGTERM to the whole process group would reach the workers too and
-abandon their steps (docs/architecture.md §5). The workers log through ``setup_logging``
+limit), and so does a SIGTERM to the whole process group (systemd's default; see
+``bot.durable.shutdown``; docs/architecture.md §5). The workers log through ``setup_logging``
 (``--skip-logging`` keeps Dramatiq's own format out).
 
 With ``WARROOM_METRICS_PORT`` set, the worker processes write their metrics to a
@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 
-from bot.durable.actors import STEP_TIME_LIMIT_MS
+from bot.durable.actors import STEP_TIME_LIMIT_MS, WORKER_TIMEOUT_MS
 from bot.metrics import MULTIPROC_DIR_VARIABLE
 from bot.settings import Settings
 
@@ -55,6 +55,7 @@ def exec_worker(settings: Settings, *, processes: int, threads: int) -> None:
     if with_metrics:
         os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="warroom-metrics-")
     argv = dramatiq_argv(processes=processes, threads=threads, with_metrics=with_metrics)
+    os.environ.setdefault("dramatiq_worker_timeout", str(WORKER_TIMEOUT_MS))
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvp(argv[0], argv)

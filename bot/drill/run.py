@@ -7,7 +7,6 @@ check that applies to the mode passed and the story ran to its end.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections import Counter
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.cli.signals import run_interruptible
 from bot.drill import scenario
 from bot.drill.checks import Check, Evidence, evaluate
 from bot.drill.narrator import post_key
@@ -79,7 +79,7 @@ def run_drill(options: DrillOptions, *, say: Callable[[str], None] = print) -> D
         DrillError: a part of the drill did not start.
         DatabaseUnavailable: the database could not be reached.
     """
-    return asyncio.run(drill(options, say=say))
+    return run_interruptible(drill(options, say=say))
 
 
 async def drill(options: DrillOptions, *, say: Callable[[str], None] = print) -> DrillResult:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.cli.signals import die_with_parent
 from bot.cli.worker import dramatiq_argv
 from bot.drill.errors import DrillError, DrillStalled
 
@@ -87,6 +88,7 @@ class WorkerPool:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=die_with_parent,  # no orphan polls Redis if the drill is killed
                 )
             self.workers.append(Worker(process, log_path))
 

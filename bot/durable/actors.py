@@ -11,8 +11,9 @@ re-enqueues runnable sessions whose lease expired.
 Shutdown (Dramatiq's CLI): SIGTERM to the ``dramatiq`` parent makes each worker
 process stop taking messages, finish the step it runs (up to
 ``--worker-shutdown-timeout``, default 10 min) and exit; only then is the runtime
-closed. A SIGTERM sent to the whole process group reaches the worker processes
-directly as well and abandons their steps, so deployments signal the parent only.
+closed. A SIGTERM sent to the whole process group reaches each worker process twice
+(directly and from the parent): ``shutdown.keep_first_stop_signal`` makes the second
+one harmless, and a stopping worker takes no new step (``Housekeeping``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -36,13 +37,19 @@ from bot.durable.driver import Crasher, CrashPoint, ThreadPoster, no_crash
 from bot.durable.wiring import Runtime
 from bot.settings import Settings
 from harness import ModelStalled, ModelUnavailable, WorkspaceUnavailable
-from memory_store import DatabaseUnavailable
+from memory_store import DatabaseUnavailable, SessionOrigin
 
 log = logging.getLogger(__name__)
 
 QUEUE = "warroom"
 HEARTBEAT_TIMEOUT_MS = 10_000
 MAINTENANCE_CHANCE = 1_000_000
+WORKER_TIMEOUT_MS = 100
+"""Dramatiq's idle poll cap (``dramatiq_worker_timeout``, default 1,000 ms): an idle
+consumer backs off exponentially up to it between Redis fetches, so the wake-up of a
+session's next step waited ~15 ms per step on average at the default; at 100 ms the
+idle cost is ~10 fetches/s per worker process. Read by Dramatiq at import: the
+launcher sets it in the worker's environment (see ``bot.cli.worker``)."""
 STEP_TIME_LIMIT_MS = 11 * 60 * 1000  # one step: Bash may take 10 min (Claude Code's max)
 MAX_RETRIES = 3
 MIN_BACKOFF_MS = 500
@@ -142,7 +149,9 @@ def crash_from(spec: str | None) -> Crasher:
 class RuntimeHolder:
     """Opens the process's ``Runtime`` lazily, on the loop that first asks for it.
 
-    ``reporter`` replaces the Slack poster (``warroom chat`` prints to the terminal).
+    ``reporter`` replaces the Slack poster (``warroom chat`` prints to the terminal);
+    ``origin`` and ``owned`` limit the sessions the runtime runs and sweeps (see
+    ``Runtime``).
     """
 
     def __init__(
@@ -151,12 +160,17 @@ class RuntimeHolder:
         enqueue: Callable[[str, str], Awaitable[None]],
         *,
         reporter: ThreadPoster | None = None,
+        origin: SessionOrigin = SessionOrigin.SLACK,
+        owned: Collection[str] | None = None,
     ) -> None:
         self.settings = settings
         self._enqueue = enqueue
         self._reporter = reporter
+        self._origin = origin
+        self._owned = owned
         self._runtime: Runtime | None = None
         self._lock: asyncio.Lock | None = None
+        self.draining = False  # the worker is stopping: take no new step
 
     async def get(self) -> Runtime:
         """The runtime (opened on first call). Raises what ``Runtime.open`` raises."""
@@ -169,6 +183,8 @@ class RuntimeHolder:
                     enqueue=self._enqueue,
                     crash=crash_from(self.settings.crash_at),
                     reporter=self._reporter,
+                    origin=self._origin,
+                    owned=self._owned,
                 )
         return self._runtime
 
@@ -209,6 +225,10 @@ def declare_actors(broker: dramatiq.Broker, holder_ref: list[RuntimeHolder]) -> 
     """
 
     async def advance(session_id: str, token: str) -> None:
+        if holder_ref[0].draining:  # a stopping worker hands the wake-up back unrun
+            log.info("session %s: worker stopping, wake-up handed back", session_id)
+            await asyncio.to_thread(actor.send, session_id, token)
+            return
         runtime = await holder_ref[0].get()
         await runtime.driver.run(session_id, token)
 
@@ -252,7 +272,9 @@ class Housekeeping(Middleware):
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        """Stop sweeping; steps in flight go on."""
+        """Stop sweeping and taking steps (a message still handed to a worker thread is
+        sent back to the queue); steps in flight go on."""
+        self.holder.draining = True
         if self._future is not None:
             self._future.cancel()
 
@@ -264,16 +286,20 @@ class Housekeeping(Middleware):
 
 
 def setup(
-    settings: Settings, *, reporter: ThreadPoster | None = None
+    settings: Settings,
+    *,
+    reporter: ThreadPoster | None = None,
+    origin: SessionOrigin = SessionOrigin.SLACK,
+    owned: Collection[str] | None = None,
 ) -> tuple[dramatiq.Broker, Actors, RuntimeHolder]:
     """Make the broker, set it as Dramatiq's global broker, declare the actors, and
     install the housekeeping middleware. The one place the global broker is set.
-    ``reporter``: see ``RuntimeHolder``."""
+    ``reporter``, ``origin``, ``owned``: see ``RuntimeHolder``."""
     broker = make_broker(settings.redis_url)
     dramatiq.set_broker(broker)
     ref: list[RuntimeHolder] = []
     actors = declare_actors(broker, ref)
-    holder = RuntimeHolder(settings, actors.enqueue, reporter=reporter)
+    holder = RuntimeHolder(settings, actors.enqueue, reporter=reporter, origin=origin, owned=owned)
     ref.append(holder)
     broker.add_middleware(Housekeeping(holder))
     return broker, actors, holder

@@ -16,21 +16,25 @@ message only names a pending token (docs/architecture.md §5):
 - a tool's intent is committed before the tool runs (the harness calls ``save``);
 - the answer is posted in its own step, idempotently (outbox + message metadata),
   and the session then waits holding nothing: its sandbox is suspended;
-- the next message is enqueued only after the commit.
+- the next message is enqueued only after the commit, and before the thread's
+  progress is shown (a Slack call the next step need not wait for).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from bot.durable.transcripts import StoredTranscript, TranscriptCache
+from bot.errors import SlackRefused
 from bot.logs import log_context
 from bot.metrics import StepReport, default_metrics
 from harness import (
@@ -54,7 +58,10 @@ from memory_store import (
     DatabaseUnavailable,
     Fenced,
     FileStore,
+    Finish,
     NewEvent,
+    SessionOrigin,
+    SessionStatus,
     SessionStore,
     TokenUsage,
     Wait,
@@ -121,10 +128,26 @@ class ThreadPoster(Protocol):
         ...
 
 
+@runtime_checkable
+class LiveReporter(Protocol):
+    """A poster that also shows a step while it runs (the terminal of ``warroom chat``).
+
+    Both calls are made on the worker's event loop and must not block for long.
+    """
+
+    def step_started(self, *, session_id: str, kind: str) -> None:
+        """A ``model`` or ``tool`` step of the session begins."""
+        ...
+
+    def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
+        """Events committed mid-step (a tool call's intent: it starts now)."""
+        ...
+
+
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
-    async def provision(self) -> str:
+    async def provision(self, session_id: str) -> str:
         """A new, ready sandbox; returns its handle as JSON (``Checkpoint.sandbox``).
 
         Raises:
@@ -145,6 +168,11 @@ class StepOutcome(StrEnum):
     POSTED = "posted"
     WAITING = "waiting"
     FENCED = "fenced"
+    REFUSED = "refused"  # Slack refused the answer for good; the session failed
+
+
+_Report = tuple[Checkpoint, Sequence[Event]]
+"""A committed step's progress to show: its checkpoint and events."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +191,7 @@ class StepDriver:
         wait_s: how long an answered session waits for a reply before it is done.
         sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
             suspends it when the session waits; None leaves both to the harness.
+        origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
         mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
     """
@@ -179,9 +208,11 @@ class StepDriver:
     wait_s: float = 7 * 24 * 3600.0
     crash: Crasher = no_crash
     sandboxes: SandboxKeeper | None = None
+    origin: SessionOrigin = SessionOrigin.SLACK
     observe: Callable[[StepReport], None] = field(
         default_factory=lambda: default_metrics().observe_step
     )
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     mcp: McpServers | None = None
     _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
 
@@ -195,7 +226,12 @@ class StepDriver:
             Exception: anything else a step raises, after the same release.
         """
         claim = await self.sessions.claim(
-            session_id, token, worker_id=self.worker_id, lease_s=self.lease_s
+            session_id,
+            token,
+            worker_id=self.worker_id,
+            lease_s=self.lease_s,
+            cached=self.transcripts.mark(session_id),
+            origin=self.origin,
         )
         if claim is None:
             self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))
@@ -206,26 +242,34 @@ class StepDriver:
 
     async def _run_claimed(self, claim: Claim) -> StepOutcome:
         session_id, started = claim.session_id, time.monotonic()
+        cp: Checkpoint | None = None
         try:
+            cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
             async with _Lease(self.sessions, claim, self.lease_s) as lease:
-                outcome, next_token = await self._step(claim, lease)
+                outcome, next_token, report = await self._step(
+                    claim, _checkpoint(claim, cp), stored, lease
+                )
         except Fenced:
             log.warning("session %s: step fenced (stopped, or taken over)", session_id)
-            self._observe(_kind(claim), StepOutcome.FENCED, started)
+            self.transcripts.forget(session_id)
+            self._observe(_kind(claim, cp), StepOutcome.FENCED, started)
             return StepOutcome.FENCED
         except Exception:
-            self._observe(_kind(claim), "error", started)
+            self.transcripts.forget(session_id)
+            self._observe(_kind(claim, cp), "error", started)
             await self._release(claim)
             raise
-        if self.crash is not no_crash:  # parsing the checkpoint again is for crash tests only
+        if self.crash is not no_crash:
             self.crash(
                 CrashPoint.AFTER_COMMIT,
                 session_id=session_id,
-                step=_steps(claim),
+                step=cp.steps if cp is not None else 0,
                 attempt=claim.crash_count,
             )
         if next_token is not None:
             await self.enqueue(session_id, next_token)
+        if report is not None:  # after the enqueue: the next step need not wait for Slack
+            await self._progress(claim, *report)
         return outcome
 
     def before_post_recorded(self, key: str) -> None:
@@ -243,11 +287,12 @@ class StepDriver:
                     attempt=posting.attempt,
                 )
 
-    async def _step(self, claim: Claim, lease: _Lease) -> tuple[StepOutcome, str | None]:
+    async def _step(
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
         started = time.monotonic()
-        cp = _checkpoint(claim)
         if cp.answer is not None:
-            return await self._post_answer(claim, cp, lease)
+            return await self._post_answer(claim, cp, stored, lease)
         inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
         kind = next_kind(cp, inbox)
         point = self._point(claim, cp)
@@ -255,27 +300,29 @@ class StepDriver:
             point(CrashPoint.BEFORE_MODEL)
         if kind is StepKind.TOOL:
             cp = await self._with_sandbox_for_bash(cp)
-        result = await advance(cp, self._collaborators(claim), inbox)
+        if isinstance(self.poster, LiveReporter):
+            self.poster.step_started(session_id=claim.session_id, kind=kind.value)
+        result = await advance(cp, self._collaborators(claim, stored), inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
         waits = result.next is not Next.CONTINUE
         lease.committing()
-        next_token = await self.sessions.commit(
+        next_token = await self._commit(
             claim,
-            checkpoint=new.to_json(),
+            stored,
+            new,
             outcome=self._wait() if waits else Continue(),
             events=_log_events(result.events),
             consumed_inbox_upto=claim.inbox_upto if inbox else None,
             usage=_usage_delta(cp, new),
         )
-        await self._progress(claim, new, result.events)
         status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
         self._observe(kind.value, status, started, result.events)
-        return status, next_token
+        return status, next_token, (new, result.events)
 
     async def _post_answer(
-        self, claim: Claim, cp: Checkpoint, lease: _Lease
-    ) -> tuple[StepOutcome, str | None]:
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
         assert cp.answer is not None
         started = time.monotonic()
         key = f"{claim.session_id}:answer:{len(cp.messages)}"
@@ -288,20 +335,57 @@ class StepDriver:
                 thread_ts=claim.key.thread_ts,
                 markdown=cp.answer,
             )
+        except SlackRefused as refused:
+            return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
         finally:
             del self._posting[key]
         done = replace(cp, answer=None, best_effort=False)
         lease.committing()
-        next_token = await self.sessions.commit(
+        next_token = await self._commit(
             claim,
-            checkpoint=done.to_json(),
+            stored,
+            done,
             outcome=self._wait(),
             events=(NewEvent("post_done", f'{{"key":"{key}","ts":"{ts}"}}'),),
         )
         if next_token is None:
             await self._park(done)
         self._observe("post", StepOutcome.POSTED, started)
-        return StepOutcome.POSTED, next_token
+        return StepOutcome.POSTED, next_token, None
+
+    async def _give_up_post(
+        self,
+        claim: Claim,
+        cp: Checkpoint,
+        stored: StoredTranscript,
+        lease: _Lease,
+        key: str,
+        refused: SlackRefused,
+        started: float,
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        """Slack refused the answer for good (archived channel, revoked token, …): end
+        the session ``failed`` with a ``post_failed`` event, no retry, no crash."""
+        log.error(
+            "session %s: Slack refused its answer for good (%s on %s); the session ends "
+            "failed without retrying",
+            claim.session_id,
+            refused.error,
+            refused.method,
+        )
+        lease.committing()
+        done = replace(cp, answer=None, best_effort=False)
+        detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
+        await self._commit(
+            claim,
+            stored,
+            done,
+            outcome=Finish(SessionStatus.FAILED),
+            events=(NewEvent("post_failed", detail),),
+        )
+        await self._park(done)
+        default_metrics().count_post_refused(refused.error)
+        self._observe("post", StepOutcome.REFUSED, started)
+        return StepOutcome.REFUSED, None, None
 
     def _observe(
         self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
@@ -317,9 +401,27 @@ class StepDriver:
 
         return reached
 
-    def _collaborators(self, claim: Claim) -> Collaborators:
+    async def _commit(
+        self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, **end: Any
+    ) -> str | None:
+        """``SessionStore.commit`` of ``cp``: its state, and the messages not yet stored."""
+        delta = stored.delta(cp.messages)
+        token = await self.sessions.commit(
+            claim, checkpoint=cp.state_json(), transcript=delta, **end
+        )
+        stored.stored(delta, cp.messages)
+        self.transcripts.keep(claim.session_id, stored)
+        return token
+
+    def _collaborators(self, claim: Claim, stored: StoredTranscript) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
-            await self.sessions.save(claim, checkpoint=cp.to_json(), events=_log_events(events))
+            delta = stored.delta(cp.messages)
+            await self.sessions.save(
+                claim, checkpoint=cp.state_json(), events=_log_events(events), transcript=delta
+            )
+            stored.stored(delta, cp.messages)
+            if events and isinstance(self.poster, LiveReporter):
+                self.poster.events_saved(session_id=claim.session_id, events=events)
 
         return Collaborators(
             store=self.files,
@@ -334,7 +436,7 @@ class StepDriver:
         """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
         if self.sandboxes is None or cp.sandbox is not None or _next_tool(cp) != "Bash":
             return cp
-        return replace(cp, sandbox=await self.sandboxes.provision())
+        return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))
 
     async def _park(self, cp: Checkpoint) -> None:
         if self.sandboxes is None or cp.sandbox is None:
@@ -353,6 +455,8 @@ class StepDriver:
                 checkpoint=cp,
                 events=events,
             )
+        except SlackRefused as refused:  # e.g. an archived channel: say it in one line
+            log.warning("session %s: progress not shown: %s", claim.session_id, refused)
         except Exception:  # progress is best effort: never fail a committed step
             log.exception("session %s: progress update failed", claim.session_id)
 
@@ -414,21 +518,17 @@ class _Lease:
                 log.warning("session %s: lease renewal failed", self._claim.session_id)
 
 
-def _checkpoint(claim: Claim) -> Checkpoint:
+def _checkpoint(claim: Claim, cp: Checkpoint) -> Checkpoint:
     """The claim's checkpoint, with the ids the store holds as the truth."""
-    cp = Checkpoint.from_json(claim.checkpoint)
     return replace(
         cp, session_id=claim.session_id, org_id=claim.key.org_id, channel_id=claim.key.channel_id
     )
 
 
-def _steps(claim: Claim) -> int:
-    return Checkpoint.from_json(claim.checkpoint).steps
-
-
-def _kind(claim: Claim) -> str:
+def _kind(claim: Claim, cp: Checkpoint | None) -> str:
     """What the claimed step was to do (for a failed step's metrics)."""
-    cp = Checkpoint.from_json(claim.checkpoint)
+    if cp is None:
+        return "none"
     if cp.answer is not None:
         return "post"
     return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox)).value

@@ -13,17 +13,19 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
+from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
+from bot.slack import retries
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from bot.slack.render import render_session_failed
@@ -34,13 +36,22 @@ from harness import (
     McpServers,
     Model,
     SandboxWorkspaces,
-    ToolUseBlock,
     WorkspaceUnavailable,
+    in_flight_tool,
 )
-from memory_store import Cancelled, Database, FileStore, Outbox, OutboxItem, SessionStore
+from memory_store import (
+    Cancelled,
+    Database,
+    FileStore,
+    Outbox,
+    OutboxItem,
+    SessionOrigin,
+    SessionStore,
+)
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
+    JailLimits,
     LocalConfig,
     LocalProvider,
     ProcessNotFound,
@@ -78,7 +89,23 @@ def make_provider(settings: Settings) -> SandboxProvider:
             state_dir=settings.data_dir / "sbx",
             network=settings.sandbox_network,
             egress=jail_egress(settings),
+            limits=jail_limits(settings),
         )
+    )
+
+
+def jail_limits(settings: Settings) -> JailLimits:
+    """Each local sandbox's limits, from the ``WARROOM_SANDBOX_*`` settings.
+
+    Raises:
+        ValueError: a limit too small to start a sandbox (16 MiB of memory, 8 processes).
+    """
+    mib = 1024 * 1024
+    return JailLimits(
+        memory_max_bytes=settings.sandbox_memory_mb * mib,
+        pids_max=settings.sandbox_pids_max,
+        cpus=settings.sandbox_cpus,
+        workspace_max_bytes=settings.sandbox_workspace_mb * mib,
     )
 
 
@@ -89,13 +116,17 @@ def make_model(settings: Settings) -> AnthropicModel:
         model=settings.model,
         base_url=settings.anthropic_base_url,
         max_tokens=settings.max_tokens,
+        effort=settings.model_effort,
     )
 
 
 def make_slack_client(settings: Settings) -> AsyncWebClient:
-    """A Web API client. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
+    """A Web API client that never re-sends a post by itself (``retries``) and waits out
+    429s. Raises MissingSetting without ``SLACK_BOT_TOKEN``."""
     token = settings.require("slack_bot_token", "Warroom posts to Slack with the bot token")
-    return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    retries.install(client)
+    return client
 
 
 def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:
@@ -129,10 +160,11 @@ class ManagedSandboxes:
         self.manager = manager
         self.setup = setup
 
-    async def provision(self) -> str:
-        """A new ready sandbox's handle (JSON). Raises harness ``WorkspaceUnavailable``."""
+    async def provision(self, session_id: str) -> str:
+        """A new ready sandbox's handle (JSON), recorded as ``session_id``'s. Raises
+        harness ``WorkspaceUnavailable``."""
         try:
-            result = await self.manager.ensure(None, self.setup)
+            result = await self.manager.ensure(None, self.setup, session_id=session_id)
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return result.handle.to_json()
@@ -200,7 +232,7 @@ async def kill_in_flight(
     handle_json = cp.sandbox or cancelled.sandbox
     if cp.in_flight is None or handle_json is None:
         return None
-    if not _is_bash(cp, cp.in_flight):
+    if in_flight_tool(cancelled.checkpoint) != "Bash":
         appear_timeout_s = 0.0  # only Bash is worth waiting for: the rest end in moments
     client = provider.connect(SandboxHandle.from_json(handle_json))
     try:
@@ -209,13 +241,6 @@ async def kill_in_flight(
         return None
     finally:
         await client.aclose()
-
-
-def _is_bash(cp: Checkpoint, tool_use_id: str) -> bool:
-    last = cp.messages[-1].content if cp.messages else ()
-    return any(
-        isinstance(b, ToolUseBlock) and b.id == tool_use_id and b.name == "Bash" for b in last
-    )
 
 
 async def _kill_when_started(
@@ -235,7 +260,7 @@ async def _kill_when_started(
 
 async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
     """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
-    and suspend the sandbox; the step's own commit is fenced off by the cancel.
+    and destroy the sandbox; the step's own commit is fenced off by the cancel.
 
     Returns the killed process's name (the ``tool_use`` id), or None when none ran.
     Sandbox failures are logged, not raised: the session is cancelled either way.
@@ -246,11 +271,11 @@ async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str |
     except SandboxError:
         log.exception("session %s: could not kill its running command", cancelled.session_id)
     handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
-    if handle_json is not None:
+    if handle_json is not None:  # the session ended: its sandbox goes (a reply gets a new one)
         try:
-            await manager.release(SandboxHandle.from_json(handle_json))
+            await manager.retire(SandboxHandle.from_json(handle_json))
         except SandboxError:
-            log.exception("session %s: could not suspend its sandbox", cancelled.session_id)
+            log.exception("session %s: could not destroy its sandbox", cancelled.session_id)
     return killed
 
 
@@ -259,8 +284,11 @@ class Runtime:
     """Every long-lived collaborator of a worker process.
 
     ``slack`` is the Slack poster for notices outside a step (a session failed); None
-    when the runtime was given its own ``reporter``. ``mcp`` is the process's MCP servers
-    (``WARROOM_MCP_CONFIG``), started once and shared by every step; None without one.
+    when the runtime was given its own ``reporter``. The runtime's sweeps and steps
+    touch only sessions of ``driver.origin``, and with ``owned`` only those ids (a
+    chat's own session: a live view of the set, which its owner fills). ``mcp`` is the
+    process's MCP servers (``WARROOM_MCP_CONFIG``), started once and shared by every
+    step; None without one.
     """
 
     settings: Settings
@@ -276,6 +304,8 @@ class Runtime:
     egress: WorkerEgress | None = None
     mcp: McpServers | None = None
     closers: list[object] = field(default_factory=list)
+    keeping: SandboxKeeping | None = None
+    owned: Collection[str] | None = None
 
     @classmethod
     async def open(
@@ -288,6 +318,8 @@ class Runtime:
         model: Model | None = None,
         setup: tuple[SetupStep, ...] = (),
         migrate: bool = True,
+        origin: SessionOrigin = SessionOrigin.SLACK,
+        owned: Collection[str] | None = None,
     ) -> Runtime:
         """Build and connect everything. ``setup`` replaces the workspace set-up read
         from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``).
@@ -306,9 +338,7 @@ class Runtime:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
         provider = await asyncio.to_thread(make_provider, settings)
-        manager = SandboxManager(
-            CountingProvider(provider), idle_suspend_s=settings.sandbox_idle_suspend_s
-        )
+        manager = make_sandbox_manager(settings, db, CountingProvider(provider))
         egress = await WorkerEgress.open(settings, db, default_metrics())
         mcp = await open_mcp_servers(settings)
         the_model = model or make_model(settings)
@@ -327,16 +357,21 @@ class Runtime:
             poster=reporter,
             enqueue=enqueue,
             worker_id=make_worker_id(),
-            limits=Limits(max_steps=settings.max_steps, max_tokens=settings.max_tokens),
+            limits=Limits(
+                max_steps=settings.max_steps,
+                max_tokens=settings.max_tokens,
+                agent_may_write_skills=settings.agent_may_write_skills,
+            ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
             crash=crash,
             sandboxes=ManagedSandboxes(manager, setup),
+            origin=origin,
             mcp=mcp,
         )
         if hook is not None:
             hook.before_record = driver.before_post_recorded
-        return cls(
+        runtime = cls(
             settings,
             db,
             files,
@@ -348,8 +383,11 @@ class Runtime:
             driver,
             slack,
             egress,
-            mcp,
+            keeping=SandboxKeeping(manager, sessions),
+            mcp=mcp,
         )
+        runtime.owned = owned
+        return runtime
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
@@ -357,7 +395,7 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), suspend idle sandboxes.
+        thread), suspend idle sandboxes and destroy those no session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
         is enqueued again.
@@ -367,6 +405,8 @@ class Runtime:
         result = await self.sessions.sweep(
             max_crashes=self.settings.max_crashes,
             stale_after_s=stale_after_s or self.settings.stale_after_s,
+            origin=self.driver.origin,
+            session_ids=self.owned,
         )
         for wakeup in result.requeue:
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
@@ -375,7 +415,8 @@ class Runtime:
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
-        await self.manager.suspend_idle()
+        if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
+            await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
@@ -389,10 +430,8 @@ class Runtime:
             await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
         except Exception:
             log.exception("session %s: could not post the failure notice", session_id)
-        handle_json = Checkpoint.from_json(session.checkpoint).sandbox
-        if handle_json is not None:
-            with contextlib.suppress(SandboxError):
-                await self.manager.release(SandboxHandle.from_json(handle_json))
+        if self.keeping is not None:
+            await self.keeping.end(Checkpoint.from_json(session.checkpoint).sandbox)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
@@ -412,8 +451,11 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def close(self) -> None:
-        """Release sandboxes' clients, the gateway, MCP servers, HTTP clients and the
+        """Destroy the sandboxes this process used (none is left behind by a stopped
+        worker), stop the gateway and the MCP servers, release HTTP clients and the
         database pool."""
+        if self.keeping is not None:
+            await self.keeping.shutdown()
         with contextlib.suppress(Exception):
             await self.manager.aclose()
         if self.mcp is not None:

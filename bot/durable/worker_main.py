@@ -7,8 +7,11 @@ module that configures at import time (docs/architecture.md accepts it for the b
 from __future__ import annotations
 
 from bot.durable.actors import setup
+from bot.durable.shutdown import die_with_parent, keep_first_stop_signal
 from bot.logs import setup_logging
 from bot.settings import Settings
 
 setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
+keep_first_stop_signal()  # a group SIGTERM must not turn a graceful stop into sys.exit
+die_with_parent()  # a killed Dramatiq parent leaves no worker process behind
 broker, actors, holder = setup(Settings())

@@ -1,45 +1,62 @@
-"""A local fake of Anthropic's Messages API: a real HTTP server on 127.0.0.1.
+"""A local fake of Anthropic's Messages API, as strict as the real one: a real HTTP server on
+127.0.0.1.
 
 Tests use it, and so do people: ``warroom fake-anthropic`` serves it with a JSON
 script so that ``warroom chat`` (or the drill) runs without a real key.
 
-It speaks the wire format the real ``anthropic`` client parses (Anthropic API
-reference: "Messages", "Streaming Messages", "Errors", "Prompt caching"):
-``POST /v1/messages`` with JSON, answered as one JSON message or, with
-``"stream": true``, as server-sent events (``message_start``,
-``content_block_start``, ``ping``, ``content_block_delta`` with ``text_delta`` or
-``input_json_delta`` split into partial chunks, ``content_block_stop``,
-``message_delta``, ``message_stop``). Each response has a ``request-id`` header;
-errors use ``{"type": "error", "error": {"type": …, "message": …}}``.
+Requests are checked as the real API checks them (``anthropic_rules``: unknown or
+retired models answer 404 ``not_found_error``; unpaired ``tool_use``/``tool_result``,
+text before tool results, empty text, thinking settings, sampling parameters and
+prefill a model refuses, unknown fields, ``max_tokens`` over the model's limit, bad
+tool names, edited thinking blocks answer 400), with the real error body
+``{"type": "error", "error": {"type", "message"}, "request_id"}``.
 
-``GET /v1/models`` answers a one-page model list (Anthropic API reference, "List
-Models": ``{"data": [{"type": "model", "id", "display_name", "created_at"}],
-"has_more", "first_id", "last_id"}``). With ``api_key`` set, any other key is
-refused with 401 ``authentication_error`` ("invalid x-api-key"), as the real API does.
+Replies speak the wire format the ``anthropic`` client parses (API reference:
+"Messages", "Streaming Messages"): ``message_start``, ``content_block_start``,
+``ping``, ``content_block_delta`` (``text_delta``, ``input_json_delta``,
+``thinking_delta``, then ``signature_delta``), ``content_block_stop``, ``message_delta``
+(stop reason, ``stop_details`` of a refusal, full cumulative usage), ``message_stop``;
+a ``request-id`` header on every response. Current models think by default: unless
+the request turns thinking off, every reply starts with a signed ``thinking`` block
+(its text empty unless ``display: summarized``), and on the 5.5 models the text a
+reply writes before a tool call comes back as thinking ("What's new in Claude Sonnet
+5.5"). A reply cut by ``max_tokens`` in a tool call carries the call's partial input.
+
+``POST /v1/messages/count_tokens``, ``GET /v1/models`` and ``GET /v1/models/{id}``
+answer like the API's (SDK ``MessageTokensCount``, ``ModelInfo``). Prompt caching is
+modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length).
 
 A test scripts the replies, either as a queue (``script=[Reply.text("hi"),
-Fault.status(529)]``) or as a callable that sees each request
-(``script=lambda request: …``), and asserts on ``fake.requests``.
-
-Token counts are estimates (4 bytes a token). Prompt caching is modelled roughly:
-the prompt is a list of segments (each tool, system block and message content
-block); a segment carrying ``cache_control`` is a breakpoint; a request reads from
-the cache the longest prefix an earlier request wrote (up to its last breakpoint),
-and writes the rest up to its own last breakpoint.
+Fault.status(529)]``) or as a callable that sees each request (``script=lambda
+request: …``), and asserts on ``fake.requests``. An exhausted script answers 500
+``api_error`` with ``retry-after: 0``, so a session without replies fails fast.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiohttp import web
+
+from bot.fakes.anthropic_cache import CacheUsage, PromptCache, prompt_tokens, tokens
+from bot.fakes.anthropic_rules import (
+    MAX_BREAKPOINTS,
+    ApiError,
+    Memory,
+    canonical_block,
+    canonical_content,
+    check,
+    invalid,
+    redacted_data,
+    sign,
+)
+from harness import MODELS, ModelSpec
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -48,16 +65,19 @@ __all__ = [
     "FakeAnthropicAPI",
     "Fault",
     "FaultKind",
+    "Item",
     "RecordedRequest",
+    "Redacted",
     "Reply",
     "Script",
+    "Thinking",
     "ToolCall",
 ]
 
-DEFAULT_MODELS = ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")
-MAX_BREAKPOINTS = 4  # Anthropic prompt-caching docs: at most 4 cache_control blocks
-_BYTES_PER_TOKEN = 4
+DEFAULT_MODELS = tuple(MODELS)
 _EXHAUSTED = "fake Anthropic API: the test's script has no reply left"
+_MAX_REQUEST_BYTES = 32 * 1024 * 1024  # API reference, "Errors": 413 over 32 MB
+_THINKS_IN_PLACE_OF_TEXT = frozenset({"claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"})
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -80,14 +100,34 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Thinking:
+    """A ``thinking`` block: ``text`` is its summary (sent only with ``display: summarized``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """A ``redacted_thinking`` block (its ``data`` is generated and signed)."""
+
+    secret: str = "redacted"
+
+
+Item = str | ToolCall | Thinking | Redacted
+
+
+@dataclass(frozen=True)
 class Reply:
-    """A successful reply: text pieces and tool calls in order.
+    """A successful reply: text, thinking and tool calls in order.
 
     ``stop_reason`` defaults to ``tool_use`` when a tool is called, else ``end_turn``.
+    With ``max_tokens`` and a tool call last, that call is cut: its input is partial.
+    ``refusal`` is ``(category, explanation)`` for ``stop_reason="refusal"``.
     """
 
-    content: tuple[str | ToolCall, ...]
+    content: tuple[Item, ...]
     stop_reason: str | None = None
+    refusal: tuple[str | None, str | None] | None = None
 
     @classmethod
     def text(cls, text: str) -> Reply:
@@ -99,6 +139,13 @@ class Reply:
         """A reply calling one tool, optionally after some text."""
         call = ToolCall(name, tool_input)
         return cls((text, call) if text else (call,))
+
+    @classmethod
+    def refused(
+        cls, text: str = "", *, category: str | None = "cyber", explanation: str | None = None
+    ) -> Reply:
+        """A ``refusal``: optional partial text, then ``stop_details``."""
+        return cls((text,) if text else (), "refusal", (category, explanation))
 
     def resolved_stop_reason(self) -> str:
         """The stop reason the fake reports."""
@@ -122,9 +169,17 @@ class Fault:
     message: str = "scripted fault"
 
     @classmethod
-    def status(cls, http_status: int, *, retry_after_s: float | None = None) -> Fault:
+    def status(
+        cls, http_status: int, *, retry_after_s: float | None = None, message: str = ""
+    ) -> Fault:
         """An error response with an Anthropic error body (and ``retry-after`` if given)."""
-        return cls("status", http_status, retry_after_s, error_type=_error_type(http_status))
+        return cls(
+            "status",
+            http_status,
+            retry_after_s,
+            error_type=_error_type(http_status),
+            message=message or "scripted fault",
+        )
 
     @classmethod
     def stall(cls, *, after_events: int) -> Fault:
@@ -156,34 +211,7 @@ class RecordedRequest:
         return list(self.body.get("messages", []))
 
 
-@dataclass(frozen=True)
-class CacheUsage:
-    """Prompt tokens split the way the API reports them."""
-
-    input_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
-
-
 Script = Sequence[Reply | Fault] | Callable[[RecordedRequest], Reply | Fault]
-
-
-@dataclass
-class _PromptCache:
-    """Prefix digests written at breakpoints by earlier requests."""
-
-    written: set[bytes] = field(default_factory=set)
-
-    def account(self, body: Mapping[str, Any]) -> CacheUsage:
-        """Split this prompt's tokens into uncached, read and written; remember its prefixes."""
-        digests, totals, breakpoints = _prefixes(body)
-        if not breakpoints:
-            return CacheUsage(totals[-1] if totals else 0, 0, 0)
-        last = breakpoints[-1]
-        hits = [i for i in range(last + 1) if digests[i] in self.written]
-        read = totals[hits[-1]] if hits else 0
-        self.written.update(digests[i] for i in breakpoints)
-        return CacheUsage(totals[-1] - totals[last], read, totals[last] - read)
 
 
 class FakeAnthropicAPI:
@@ -193,13 +221,17 @@ class FakeAnthropicAPI:
         script: the replies (see the module docstring).
         text_chunk_chars: text is streamed in deltas of this many characters.
         api_key: when set, the only key accepted; None accepts any key.
-        models: the model ids ``GET /v1/models`` lists.
+        models: the model ids served (default: every id the catalogue names).
+        think: the model thinks: a thinking block starts every reply where the request lets
+            the model think, and on the 5.5 models text before a tool call comes as thinking.
+        context_tokens: a context window to use instead of each model's (tests of overflow).
         host: the address to listen on.
         port: the port to listen on (0: any free port).
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>`` once entered (pass it as ``base_url``).
-        requests: every ``POST /v1/messages`` received, in order (faulted ones too).
+        requests: every ``POST /v1/messages`` received, in order (refused ones too).
+        refusals: the ``ApiError`` of every request the rules refused, in order.
     """
 
     def __init__(
@@ -209,6 +241,8 @@ class FakeAnthropicAPI:
         text_chunk_chars: int = 16,
         api_key: str | None = None,
         models: Sequence[str] = DEFAULT_MODELS,
+        think: bool = True,
+        context_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -217,12 +251,16 @@ class FakeAnthropicAPI:
         self._text_chunk_chars = text_chunk_chars
         self._api_key = api_key
         self._models = tuple(models)
+        self._think = think
+        self._context_tokens = context_tokens
         self._address = (host, port)
-        self._cache = _PromptCache()
+        self._cache = PromptCache()
+        self._memory = Memory(thinking_of={}, paused=set())
         self._ids = itertools.count(1)
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.requests: list[RecordedRequest] = []
+        self.refusals: list[ApiError] = []
         self.base_url = ""
 
     def push(self, *items: Reply | Fault) -> None:
@@ -232,9 +270,11 @@ class FakeAnthropicAPI:
         self._script.extend(items)
 
     async def __aenter__(self) -> FakeAnthropicAPI:
-        app = web.Application()
+        app = web.Application(client_max_size=_MAX_REQUEST_BYTES + 1024)
         app.router.add_post("/v1/messages", self._handle)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/v1/models/{model_id}", self._get_model)
         self._runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
         )
@@ -251,17 +291,26 @@ class FakeAnthropicAPI:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        if len(raw) > _MAX_REQUEST_BYTES:
+            return self._error(
+                ApiError(413, "request_too_large", "Request exceeds the maximum size")
+            )
         try:
             body = json.loads(raw)
         except ValueError:
-            return self._error(400, "invalid_request_error", "body is not JSON")
-        recorded = RecordedRequest(raw, body, dict(request.headers))
+            return self._error(invalid("The request body is not valid JSON."))
+        recorded = RecordedRequest(
+            raw, body if isinstance(body, dict) else {}, dict(request.headers)
+        )
         self.requests.append(recorded)
-        if problem := self._refused(request) or _invalid(body):
-            return self._error(*problem)
+        problem = self._refused(request) or self._check(body)
+        if problem is not None:
+            self.refusals.append(problem)
+            return self._error(problem)
         planned = self._next(recorded)
         if isinstance(planned, Fault) and planned.kind == "status":
-            return self._error(planned.http_status, planned.error_type, planned.message, planned)
+            problem = ApiError(planned.http_status, planned.error_type, planned.message)
+            return self._error(problem, planned)
         if isinstance(planned, Fault) and planned.kind == "disconnect" and not planned.after_events:
             _drop(request)
             return web.Response()
@@ -269,74 +318,149 @@ class FakeAnthropicAPI:
         fault = planned if isinstance(planned, Fault) else None
         message = self._message(reply, body)
         if body.get("stream"):
-            return await self._stream(request, message, reply, fault)
+            return await self._stream(request, message, fault)
         return web.json_response(message, headers={"request-id": self._id("req")})
+
+    def _check(self, body: object) -> ApiError | None:
+        problem = check(body, self._memory)
+        if problem is None and isinstance(body, dict) and body["model"] not in self._models:
+            problem = ApiError(404, "not_found_error", f"model: {body['model']}")
+        if problem is None and isinstance(body, dict):
+            window = self._window(MODELS[body["model"]])
+            if (size := prompt_tokens(body)) > window:
+                problem = invalid(f"prompt is too long: {size} tokens > {window} maximum")
+        return problem
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        if problem := self._refused(request):
+            return self._error(problem)
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return self._error(invalid("The request body is not valid JSON."))
+        if problem := check(body, self._memory, count_only=True):
+            return self._error(problem)
+        return web.json_response(
+            {"input_tokens": prompt_tokens(body)}, headers={"request-id": self._id("req")}
+        )
 
     async def _list_models(self, request: web.Request) -> web.Response:
         if problem := self._refused(request):
-            return self._error(*problem)
-        data = [
-            {
-                "type": "model",
-                "id": model,
-                "display_name": model,
-                "created_at": "2025-01-01T00:00:00Z",
-            }
-            for model in self._models
-        ]
+            return self._error(problem)
+        data = [_model_info(m) for m in self._models]
         first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
         page = {"data": data, "has_more": False, "first_id": first, "last_id": last}
         return web.json_response(page, headers={"request-id": self._id("req")})
 
-    def _refused(self, request: web.Request) -> tuple[int, str, str] | None:
+    async def _get_model(self, request: web.Request) -> web.Response:
+        if problem := self._refused(request):
+            return self._error(problem)
+        model = request.match_info["model_id"]
+        if model not in self._models:
+            return self._error(ApiError(404, "not_found_error", f"model: {model}"))
+        return web.json_response(_model_info(model), headers={"request-id": self._id("req")})
+
+    def _refused(self, request: web.Request) -> ApiError | None:
         """401 when the request carries no key, or not the configured one."""
         key = request.headers.get("x-api-key") or _bearer_token(request)
         if not key:
-            return (
+            return ApiError(
                 401,
                 "authentication_error",
                 "an x-api-key or Authorization: Bearer header is required",
             )
         if self._api_key is not None and key != self._api_key:
-            return 401, "authentication_error", "invalid x-api-key"
+            return ApiError(401, "authentication_error", "invalid x-api-key")
         return None
 
     def _next(self, recorded: RecordedRequest) -> Reply | Fault:
         if callable(self._script):
             return self._script(recorded)
-        if not self._script:
-            return Fault("status", 400, error_type="invalid_request_error", message=_EXHAUSTED)
+        if not self._script:  # the fake has nothing to serve: a server-side failure, at once
+            return Fault("status", 500, 0.0, error_type="api_error", message=_EXHAUSTED)
         return self._script.popleft()
 
+    def _window(self, spec: ModelSpec) -> int:
+        return self._context_tokens or spec.context_tokens
+
     def _message(self, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
-        """The complete API message for ``reply`` (usage included)."""
-        blocks = [self._block(item) for item in reply.content]
-        usage = self._cache.account(body)
-        output_tokens = _tokens(json.dumps(blocks).encode())
+        """The complete API message for ``reply`` (usage included), remembered for checks."""
+        spec = MODELS[str(body["model"])]
+        stop_reason = reply.resolved_stop_reason()
+        blocks = [self._block(item, spec.id, body) for item in self._items(reply, spec, body)]
+        if stop_reason == "max_tokens" and blocks and blocks[-1]["type"] == "tool_use":
+            blocks[-1]["input"] = _cut(blocks[-1]["input"])
+        usage = self._cache.account(body, spec.min_cache_tokens)
+        output_tokens = tokens(json.dumps(blocks).encode())
+        if stop_reason == "end_turn" and usage.total() + output_tokens > self._window(spec):
+            stop_reason = "model_context_window_exceeded"
+        self._remember(body, blocks, stop_reason)
+        thinking_tokens = sum(tokens(json.dumps(b).encode()) for b in blocks if "signature" in b)
+        details = None
+        if stop_reason == "refusal" and reply.refusal is not None:
+            category, explanation = reply.refusal
+            details = {"type": "refusal", "category": category, "explanation": explanation}
         return {
             "id": self._id("msg"),
             "type": "message",
             "role": "assistant",
-            "model": str(body.get("model", "")),
+            "model": spec.id,
             "content": blocks,
-            "stop_reason": reply.resolved_stop_reason(),
+            "stop_reason": stop_reason,
             "stop_sequence": None,
+            "stop_details": details,
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens,
                 "cache_read_input_tokens": usage.cache_read_input_tokens,
                 "output_tokens": output_tokens,
+                "output_tokens_details": {"thinking_tokens": thinking_tokens},
             },
         }
 
-    def _block(self, item: str | ToolCall) -> dict[str, Any]:
+    def _items(self, reply: Reply, spec: ModelSpec, body: Mapping[str, Any]) -> list[Item]:
+        """The reply's blocks as this request's thinking settings shape them."""
+        kind = _thinking_type(spec, body)
+        calls = any(isinstance(i, ToolCall) for i in reply.content)
+        items = [i for i in reply.content if i != ""]
+        if kind in ("disabled", None) or (kind == "between_tools" and not calls):
+            return [i for i in items if not isinstance(i, Thinking | Redacted)]
+        if self._think and spec.id in _THINKS_IN_PLACE_OF_TEXT and calls:
+            last_call = max(n for n, i in enumerate(items) if isinstance(i, ToolCall))
+            items = [
+                Thinking(i) if isinstance(i, str) and n < last_call else i
+                for n, i in enumerate(items)
+            ]
+        if self._think and not any(isinstance(i, Thinking | Redacted) for i in items):
+            items.insert(0, Thinking(_auto_summary(items)))
+        return items
+
+    def _block(self, item: Item, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(item, str):
             return {"type": "text", "text": item}
+        if isinstance(item, Thinking):
+            text = item.text if _display(MODELS[model], body) == "summarized" else ""
+            return {"type": "thinking", "thinking": text, "signature": sign(model, text)}
+        if isinstance(item, Redacted):
+            return {"type": "redacted_thinking", "data": redacted_data(model, item.secret)}
         tool_id = item.id or self._id("toolu")
         return {"type": "tool_use", "id": tool_id, "name": item.name, "input": dict(item.input)}
 
+    def _remember(self, body: Mapping[str, Any], blocks: list[dict[str, Any]], stop: str) -> None:
+        last = body["messages"][-1]
+        prior = list(last.get("content") or []) if last.get("role") == "assistant" else []
+        whole = [*prior, *blocks]
+        thinking = [
+            canonical_block(b) for b in whole if b.get("type") in ("thinking", "redacted_thinking")
+        ]
+        for block in blocks:
+            if block["type"] == "tool_use":
+                self._memory.thinking_of[block["id"]] = thinking
+        if stop == "pause_turn":
+            self._memory.paused.add(canonical_content(whole))
+
     async def _stream(
-        self, request: web.Request, message: dict[str, Any], reply: Reply, fault: Fault | None
+        self, request: web.Request, message: dict[str, Any], fault: Fault | None
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
@@ -369,41 +493,47 @@ class FakeAnthropicAPI:
             **message,
             "content": [],
             "stop_reason": None,
+            "stop_details": None,
             "usage": {**usage, "output_tokens": 1},
         }
         yield "message_start", {"type": "message_start", "message": start}
         for index, block in enumerate(message["content"]):
-            yield from self._block_events(index, block)
+            yield from self._block_events(index, block, message["stop_reason"])
             if index == 0:
                 yield "ping", {"type": "ping"}
-        delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-        yield (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": delta,
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
+        delta = {
+            "stop_reason": message["stop_reason"],
+            "stop_sequence": None,
+            "stop_details": message["stop_details"],
+        }
+        yield "message_delta", {"type": "message_delta", "delta": delta, "usage": usage}
         yield "message_stop", {"type": "message_stop"}
 
     def _block_events(
-        self, index: int, block: Mapping[str, Any]
+        self, index: int, block: Mapping[str, Any], stop_reason: str
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        if block["type"] == "text":
-            start: dict[str, Any] = {"type": "text", "text": ""}
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        start: dict[str, Any] = dict(block)
+        if kind == "text":
+            start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": t} for t in self._chunks(block["text"])]
-        else:
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [
+                {"type": "thinking_delta", "thinking": t} for t in self._chunks(block["thinking"])
+            ]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "tool_use":
             start = {**block, "input": {}}
-            pieces = ["", *_thirds(json.dumps(block["input"]))]
+            text = json.dumps(block["input"])
+            if stop_reason == "max_tokens" and text.endswith("}"):
+                text = text[:-1]  # the call was cut before its input was complete
+            pieces = ["", *_thirds(text)]
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
         yield (
             "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": index,
-                "content_block": start,
-            },
+            {"type": "content_block_start", "index": index, "content_block": start},
         )
         for delta in deltas:
             yield (
@@ -416,17 +546,68 @@ class FakeAnthropicAPI:
         size = self._text_chunk_chars
         return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
-    def _error(
-        self, status: int, error_type: str, message: str, fault: Fault | None = None
-    ) -> web.Response:
-        headers = {"request-id": self._id("req")}
+    def _error(self, problem: ApiError, fault: Fault | None = None) -> web.Response:
+        request_id = self._id("req")
+        headers = {"request-id": request_id}
         if fault is not None and fault.retry_after_s is not None:
             headers["retry-after"] = f"{fault.retry_after_s:g}"
-        body = {"type": "error", "error": {"type": error_type, "message": message}}
-        return web.json_response(body, status=status, headers=headers)
+        body = {
+            "type": "error",
+            "error": {"type": problem.type, "message": problem.message},
+            "request_id": request_id,
+        }
+        return web.json_response(body, status=problem.status, headers=headers)
 
     def _id(self, prefix: str) -> str:
         return f"{prefix}_fake{next(self._ids):06d}"
+
+
+def _thinking_type(spec: ModelSpec, body: Mapping[str, Any]) -> str | None:
+    """The request's ``thinking.type``, or the model's default when it sent none."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict):
+        return str(thinking.get("type"))
+    return "adaptive" if spec.adaptive() else None
+
+
+def _display(spec: ModelSpec, body: Mapping[str, Any]) -> str:
+    """``thinking.display``; by default ``omitted`` on models without manual thinking."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("display"):
+        return str(thinking["display"])
+    return "summarized" if "enabled" in spec.thinking_types else "omitted"
+
+
+def _auto_summary(items: Sequence[Item]) -> str:
+    calls = [i.name for i in items if isinstance(i, ToolCall)]
+    return f"Deciding to call {', '.join(calls)}." if calls else "Working out the answer."
+
+
+def _cut(tool_input: Mapping[str, Any]) -> dict[str, Any]:
+    """The input a call cut by ``max_tokens`` arrives with: its first field only."""
+    first = next(iter(tool_input.items()), None)
+    return {first[0]: first[1]} if first else {}
+
+
+def _model_info(model: str) -> dict[str, Any]:
+    """SDK ``ModelInfo`` of ``model`` (catalogue facts; a bare entry for other ids)."""
+    spec = MODELS.get(model)
+    info: dict[str, Any] = {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": "2026-01-01T00:00:00Z",
+        "lifecycle": spec.lifecycle if spec else "active",
+        "deprecated_at": None,
+        "retires_at": None,
+    }
+    if spec is not None:
+        info["max_input_tokens"] = spec.context_tokens
+        info["max_tokens"] = spec.max_output_tokens
+        if spec.lifecycle != "active":
+            info["deprecated_at"] = "2026-06-01T00:00:00Z"
+            info["retires_at"] = f"{spec.retires}T00:00:00Z" if spec.retires else None
+    return info
 
 
 def _error_type(status: int) -> str:
@@ -436,54 +617,6 @@ def _error_type(status: int) -> str:
 def _bearer_token(request: web.Request) -> str:
     header = request.headers.get("authorization", "")
     return header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
-
-
-def _invalid(body: object) -> tuple[int, str, str] | None:
-    """Why the real API would refuse this request's body, or None."""
-    if not isinstance(body, dict) or not {"model", "max_tokens", "messages"} <= body.keys():
-        return 400, "invalid_request_error", "model, max_tokens and messages are required"
-    found = json.dumps(body).count('"cache_control"')
-    if found > MAX_BREAKPOINTS:
-        limit = f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided."
-        return 400, "invalid_request_error", f"{limit} Found {found}."
-    return None
-
-
-def _segments(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
-    """The prompt in cache order: (segment bytes without cache_control, is a breakpoint)."""
-    system = body.get("system", [])
-    system_blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
-    for part in [*body.get("tools", []), *system_blocks]:
-        yield _segment("", part)
-    for message in body.get("messages", []):
-        content = message.get("content", [])
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for block in blocks:
-            yield _segment(str(message.get("role")), block)
-
-
-def _segment(role: str, part: Mapping[str, Any]) -> tuple[bytes, bool]:
-    bare = {k: v for k, v in part.items() if k != "cache_control"}
-    return (role + json.dumps(bare, sort_keys=True)).encode(), "cache_control" in part
-
-
-def _prefixes(body: Mapping[str, Any]) -> tuple[list[bytes], list[int], list[int]]:
-    """Per segment: the digest of the prompt up to it and its cumulative tokens; breakpoints."""
-    running = hashlib.sha256()
-    digests: list[bytes] = []
-    totals: list[int] = []
-    breakpoints: list[int] = []
-    for index, (segment, is_breakpoint) in enumerate(_segments(body)):
-        running.update(hashlib.sha256(segment).digest())
-        digests.append(running.copy().digest())
-        totals.append((totals[-1] if totals else 0) + _tokens(segment))
-        if is_breakpoint:
-            breakpoints.append(index)
-    return digests, totals, breakpoints
-
-
-def _tokens(data: bytes) -> int:
-    return max(1, len(data) // _BYTES_PER_TOKEN)
 
 
 def _thirds(text: str) -> list[str]:

@@ -5,8 +5,11 @@ The file holds a JSON array; each item is one reply, served in order:
 - ``{"text": "…"}``: one text block, ``end_turn``;
 - ``{"tool": "TodoWrite", "input": {…}, "text": "…"}``: a tool call, optionally after
   some text, ``tool_use``;
-- ``{"content": ["text", {"tool": "Read", "input": {…}}, …], "stop_reason": "…"}``:
-  several blocks in order (``stop_reason`` optional);
+- ``{"content": ["text", {"thinking": "…"}, {"tool": "Read", "input": {…}}, …],
+  "stop_reason": "…"}``: several blocks in order (``stop_reason`` optional: any of the
+  API's, e.g. ``max_tokens`` to cut the last tool call, ``pause_turn``);
+- ``{"refusal": {"category": "cyber", "explanation": "…"}, "text": "…"}``: a refusal with
+  its ``stop_details``, after optional partial text;
 - ``{"status": 529, "retry_after_s": 1}``: an API error with that HTTP status.
 
 Without a script, ``echo_reply`` answers every request by quoting the last user text.
@@ -21,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from bot.fakes.anthropic_api import Fault, RecordedRequest, Reply, ToolCall
+from bot.fakes.anthropic_api import Fault, Item, RecordedRequest, Reply, Thinking, ToolCall
 
 __all__ = ["ScriptError", "echo_reply", "script_from_json"]
 
@@ -56,6 +59,13 @@ def _item(index: int, item: Any) -> Reply | Fault:
     if "status" in item:
         retry = item.get("retry_after_s")
         return Fault.status(int(item["status"]), retry_after_s=_number(retry, index))
+    if "refusal" in item:
+        details = item["refusal"] if isinstance(item["refusal"], Mapping) else {}
+        return Reply.refused(
+            str(item.get("text", "")),
+            category=details.get("category"),
+            explanation=details.get("explanation"),
+        )
     if "content" in item:
         content = item["content"]
         if not isinstance(content, list):
@@ -67,15 +77,21 @@ def _item(index: int, item: Any) -> Reply | Fault:
         return Reply.tool(str(item["tool"]), _input(index, item), text=str(item.get("text", "")))
     if "text" in item:
         return Reply.text(str(item["text"]))
-    raise ScriptError("expected one of 'text', 'tool', 'content' or 'status'", index=index)
+    raise ScriptError(
+        "expected one of 'text', 'tool', 'content', 'refusal' or 'status'", index=index
+    )
 
 
-def _block(index: int, block: Any) -> str | ToolCall:
+def _block(index: int, block: Any) -> Item:
     if isinstance(block, str):
         return block
+    if isinstance(block, Mapping) and "thinking" in block:
+        return Thinking(str(block["thinking"]))
     if isinstance(block, Mapping) and "tool" in block:
         return ToolCall(str(block["tool"]), _input(index, block))
-    raise ScriptError("a content block is a string or {'tool': …, 'input': {…}}", index=index)
+    raise ScriptError(
+        "a content block is a string, {'thinking': …} or {'tool': …, 'input': {…}}", index=index
+    )
 
 
 def _input(index: int, item: Mapping[str, Any]) -> Mapping[str, Any]:

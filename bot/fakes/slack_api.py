@@ -8,7 +8,9 @@ posted (so ``conversations.replies`` serves it back, metadata included when aske
 for), records every call, and enforces Slack's cheap-to-check limits itself so tests
 catch our mistakes:
 
-- ``text`` over 40,000 chars → ``msg_too_long`` (Slack: chat.postMessage, "msg_too_long").
+- ``text`` over 40,000 chars: ``chat.postMessage``/``chat.postEphemeral`` keep the
+  first 40,000 (Slack: "truncating really long messages"), ``chat.update`` answers
+  ``msg_too_long``.
 - more than 50 blocks, a section/header/context text over 3,000 chars, a ``markdown``
   block over 12,000 chars → ``invalid_blocks`` with ``errors`` naming the JSON pointer,
   as Slack answers ("no more than 50 items allowed [json-pointer:/blocks]",
@@ -19,14 +21,29 @@ catch our mistakes:
 - views: title ≤ 24 chars, ≤ 100 blocks, ``private_metadata`` ≤ 3,000 chars,
   ``plain_text_input`` ``max_length`` ≤ 3,000 and ``initial_value`` within it.
 
-Faults on demand, per method: ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
+- per-workspace rate limits by tier (``slack_limits``): HTTP 429 + ``Retry-After``.
+- ``auth.test`` answers with Grid's ``enterprise_id`` (when installed in an org) and
+  ``is_enterprise_install``; ``chat.update`` returns the updated ``message``; cursors
+  are opaque strings (``response_metadata.next_cursor``; a bad one → ``invalid_cursor``).
+- the bot is a member of the channels it was not removed from (``remove_bot``); a DM
+  (``D…``) or a channel it is not in: ``chat.postMessage`` → ``not_in_channel`` (``D…``:
+  ``channel_not_found``), ``chat.postEphemeral`` → ``channel_not_found``, and
+  ``user_not_in_channel`` for a user outside a channel's known members.
+
+Faults on demand, per method: ``reset_after_next`` (served, then the connection is
+reset before the answer), ``rate_limit_next`` (HTTP 429 with ``Retry-After``, body
 ``{"ok": false, "error": "ratelimited"}``) and ``fail_next`` (``{"ok": false, "error": …}``,
-e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``).
+e.g. ``msg_too_long``, ``msg_blocks_too_long``, ``expired_trigger_id``); permanent ones:
+``break_channel`` (``is_archived``, ``channel_not_found``, …, for every call naming the
+channel) and ``revoke`` (``token_revoked``, ``account_inactive``, ``invalid_auth`` for
+every call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import itertools
 import json
@@ -37,6 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from bot.fakes.slack_limits import RateLimits
 
 __all__ = [
     "BOT_ID",
@@ -74,6 +93,7 @@ MAX_MARKDOWN_CHARS = 12_000
 MAX_PRIVATE_METADATA_CHARS = 3_000
 MAX_INPUT_CHARS = 3_000
 MAX_VIEW_TITLE_CHARS = 24
+_SIGN_IN_PAGE = "<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in</body></html>"
 _JSON_ARGS = ("blocks", "metadata", "view", "files", "attachments", "loading_messages")
 
 
@@ -120,18 +140,38 @@ class _State:
     users: dict[str, JsonDict] = field(default_factory=dict)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     expired_triggers: set[str] = field(default_factory=set)
+    bot_absent: set[str] = field(default_factory=set)
+    members: dict[str, set[str]] = field(default_factory=dict)
+    broken_channels: dict[str, str] = field(default_factory=dict)
+    revoked: str | None = None
+    shared_files: dict[str, bytes] = field(default_factory=dict)
 
 
 class FakeSlackApi:
     """The fake server. ``await start()``, use ``base_url`` and ``token``, ``await stop()``."""
 
-    def __init__(self, *, token: str = "xoxb-fake-token") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "xoxb-fake-token",
+        enterprise_id: str | None = None,
+        rate_window_s: float = 60.0,
+        rate_limits: bool = True,
+    ) -> None:
+        """``enterprise_id``: the Enterprise Grid org the app is installed in (None: a
+        standalone workspace). ``rate_window_s``: the window of the per-minute limits
+        (shorter in tests that measure the budget); ``rate_limits=False`` turns them off
+        (benchmarks that measure our code, not Slack's limits)."""
         self.token = token
+        self.enterprise_id = enterprise_id
+        self.limits = RateLimits(time.monotonic, window_s=rate_window_s, enabled=rate_limits)
         self.calls: list[RecordedCall] = []
         self.state = _State()
         self._faults: dict[str, list[_Fault]] = {}
+        self._resets: dict[str, int] = {}
         self._last_429_at: dict[str, float] = {}
         self._ids = itertools.count(1)
+        self._started_s = int(time.time())
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._handlers: dict[str, Handler] = {
@@ -160,15 +200,26 @@ class FakeSlackApi:
         """The ``base_url`` for ``AsyncWebClient`` (ends with ``/api/``)."""
         return f"http://127.0.0.1:{self._port}/api/"
 
-    async def start(self) -> None:
-        """Listen on 127.0.0.1 on a free port."""
+    async def start(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host:port`` (default: 127.0.0.1, a free port).
+
+        Raises:
+            OSError: the port could not be bound.
+        """
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._serve_api)
         app.router.add_post("/upload/{file_id}", self._serve_upload)
+        app.router.add_post("/commands/{tail:.*}", self._serve_response_url)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._serve_private_file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            await self._runner.cleanup()
+            raise
         self._port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 
@@ -184,9 +235,31 @@ class FakeSlackApi:
         """Answer the next ``times`` calls of ``method`` with HTTP 429 + ``Retry-After``."""
         self._faults.setdefault(method, []).extend([_Fault(None, retry_after_s)] * times)
 
+    def reset_after_next(self, method: str, *, times: int = 1) -> None:
+        """Serve the next ``times`` calls of ``method`` (a post is made), then reset the
+        connection instead of answering: the client sees a connection error."""
+        self._resets[method] = self._resets.get(method, 0) + times
+
     def fail_next(self, method: str, error: str, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": error}``."""
         self._faults.setdefault(method, []).extend([_Fault(error)] * times)
+
+    def break_channel(self, channel: str, error: str = "is_archived") -> None:
+        """Answer every later call naming ``channel`` with ``error`` (until restored)."""
+        self.state.broken_channels[channel] = error
+
+    def revoke(self, error: str = "token_revoked") -> None:
+        """Answer every later call with ``error`` (``token_revoked``, ``account_inactive``,
+        ``invalid_auth``): the installation is gone."""
+        self.state.revoked = error
+
+    def remove_bot(self, channel: str) -> None:
+        """The bot is not (or no longer) a member of ``channel``."""
+        self.state.bot_absent.add(channel)
+
+    def set_members(self, channel: str, user_ids: list[str]) -> None:
+        """The people in ``channel`` (for ``chat.postEphemeral``'s ``user_not_in_channel``)."""
+        self.state.members[channel] = set(user_ids)
 
     def expire_trigger(self, trigger_id: str) -> None:
         """Make ``views.open``/``views.push`` with this trigger answer ``expired_trigger_id``."""
@@ -239,6 +312,10 @@ class FakeSlackApi:
         args = await _read_args(request)
         token = _bearer(request) or args.pop("token", None)
         status, headers, body = self._answer(method, args, token)
+        if self._resets.get(method):
+            self._resets[method] -= 1
+            if request.transport is not None:
+                request.transport.abort()  # the answer is lost after Slack acted
         return web.json_response(body, status=status, headers=headers)
 
     def _answer(
@@ -248,22 +325,38 @@ class FakeSlackApi:
         waited = now - self._last_429_at.pop(method) if method in self._last_429_at else None
         status, headers = 200, {}
         faults = self._faults.get(method)
+        retry_after = self._over_limit(method, args, token)
         if token == self.token and faults:
             fault = faults.pop(0)
             body: JsonDict = {"ok": False, "error": fault.error or RATELIMITED_BODY["error"]}
             if fault.error is None:
                 status, headers = 429, {"Retry-After": str(fault.retry_after_s)}
                 self._last_429_at[method] = now
+        elif retry_after is not None:
+            body = dict(RATELIMITED_BODY)
+            status, headers = 429, {"Retry-After": str(retry_after)}
+            self._last_429_at[method] = now
         else:
             body = self._dispatch(method, args, token)
         self.calls.append(RecordedCall(method, args, status, body, now, waited))
         return status, headers, body
+
+    def _over_limit(self, method: str, args: JsonDict, token: str | None) -> int | None:
+        if token != self.token or self.state.revoked:
+            return None
+        channel = args.get("channel") or args.get("channel_id")
+        return self.limits.admit(TEAM_ID, method, str(channel) if channel else None)
 
     def _dispatch(self, method: str, args: JsonDict, token: str | None) -> JsonDict:
         if not token:
             return {"ok": False, "error": "not_authed"}
         if token != self.token:
             return {"ok": False, "error": "invalid_auth"}
+        if self.state.revoked:
+            return {"ok": False, "error": self.state.revoked}
+        broken = self.state.broken_channels.get(str(args.get("channel") or args.get("channel_id")))
+        if broken:
+            return {"ok": False, "error": broken}
         handler = self._handlers.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -271,6 +364,55 @@ class FakeSlackApi:
             return {"ok": True, **handler(args)}
         except SlackFailure as failure:
             return {"ok": False, "error": failure.error, **failure.extra}
+
+    def add_file(
+        self, name: str, content: bytes, *, filetype: str = "text", mimetype: str = "text/plain"
+    ) -> JsonDict:
+        """A file someone shared, as Slack's file object (``url_private_download`` served
+        here, to the bot token only); put it in a message's ``files``."""
+        file_id = f"F0FAKE{next(self._ids):04d}"
+        self.state.shared_files[file_id] = content
+        base = f"http://127.0.0.1:{self._port}/files-pri/{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": filetype,
+            "size": len(content),
+            "url_private": base,
+            "url_private_download": base + "?download=1",
+        }
+
+    async def _serve_private_file(self, request: web.Request) -> web.Response:
+        """A file's ``url_private``: its bytes for the bot token; for anyone else Slack's
+        sign-in page (HTML, status 200), as Slack answers."""
+        content = self.state.shared_files.get(request.match_info["file_id"])
+        self.calls.append(
+            RecordedCall("files-pri", dict(request.match_info), 200, {}, time.monotonic(), None)
+        )
+        if _bearer(request) != self.token or self.state.revoked:
+            return web.Response(text=_SIGN_IN_PAGE, content_type="text/html")
+        if content is None:
+            return web.Response(status=404, text="file_not_found")
+        return web.Response(body=content, content_type="text/plain")
+
+    def response_url(self, command_id: str = "1") -> str:
+        """A slash command's ``response_url`` served by this fake (Slack's look:
+        ``https://hooks.slack.com/commands/<team>/<id>/<secret>``)."""
+        return f"http://127.0.0.1:{self._port}/commands/{TEAM_ID}/{command_id}/fakesecret"
+
+    async def _serve_response_url(self, request: web.Request) -> web.Response:
+        """A reply to a slash command: kept in ``state.ephemerals`` (``response_url`` set)
+        unless it says ``"response_type": "in_channel"``. Slack answers ``ok``."""
+        body = await request.json()
+        if body.get("response_type") == "in_channel":
+            raise web.HTTPBadRequest(text="in_channel replies are not faked")
+        if not body.get("text") and not body.get("blocks"):
+            return web.Response(status=400, text="no_text")
+        self.state.ephemerals.append({**body, "response_url": request.path})
+        self.calls.append(RecordedCall("response_url", body, 200, {}, time.monotonic(), None))
+        return web.Response(text="ok")
 
     async def _serve_upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]
@@ -287,8 +429,17 @@ class FakeSlackApi:
     # ----- helpers -----------------------------------------------------------------
 
     def _ts(self) -> str:
+        """A new message ts: one second after the last, counted from the fake's start (so
+        elapsed times shown from a ts are real), unique by its counter."""
         n = next(self._ids)
-        return f"{1767225600 + n}.{n:06d}"
+        return f"{self._started_s + n}.{n:06d}"
+
+    def _check_bot_in(self, channel: str, *, absent: str) -> None:
+        """Slack refuses writes where the bot is not a member (no ``chat:write.public``)."""
+        if channel.startswith("D"):
+            raise SlackFailure("channel_not_found")
+        if channel in self.state.bot_absent:
+            raise SlackFailure(absent)
 
     def _find(self, channel: str, ts: str) -> JsonDict:
         for message in self.state.messages.get(channel, []):
@@ -318,14 +469,28 @@ class FakeSlackApi:
     # ----- methods -----------------------------------------------------------------
 
     def _auth_test(self, args: JsonDict) -> JsonDict:
-        return {"team": "Fake Co", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        answer: JsonDict = {
+            "url": "https://fake-co.example.invalid/",
+            "team": "Fake Co",
+            "user": "warroom",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+        if self.enterprise_id is not None:
+            answer["enterprise_id"] = self.enterprise_id
+        return answer
 
     def _chat_post_message(self, args: JsonDict) -> JsonDict:
         _check_message(args)
-        message = self._store_message(args)
+        self._check_bot_in(_required(args, "channel"), absent="not_in_channel")
+        message = self._store_message(_truncated(args))
         return {"channel": args["channel"], "ts": message["ts"], "message": _public(message)}
 
     def _chat_update(self, args: JsonDict) -> JsonDict:
+        if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
+            raise SlackFailure("msg_too_long")
         _check_message(args)
         message = self._find(_required(args, "channel"), _required(args, "ts"))
         for key in ("text", "blocks"):
@@ -333,8 +498,13 @@ class FakeSlackApi:
                 message[key] = args[key]
         if args.get("metadata"):
             message["metadata"] = _checked_metadata(args["metadata"])
-        message["edited"] = {"user": BOT_ID, "ts": self._ts()}
-        return {"channel": args["channel"], "ts": message["ts"], "text": message["text"]}
+        message["edited"] = {"user": BOT_USER_ID, "ts": self._ts()}
+        return {
+            "channel": args["channel"],
+            "ts": message["ts"],
+            "text": message["text"],
+            "message": _public(message, with_metadata=False),
+        }
 
     def _chat_delete(self, args: JsonDict) -> JsonDict:
         channel, ts = _required(args, "channel"), _required(args, "ts")
@@ -344,9 +514,12 @@ class FakeSlackApi:
 
     def _chat_post_ephemeral(self, args: JsonDict) -> JsonDict:
         _check_message(args)
-        _required(args, "channel")
-        _required(args, "user")
-        ephemeral = {**args, "message_ts": self._ts()}
+        channel, user = _required(args, "channel"), _required(args, "user")
+        self._check_bot_in(channel, absent="channel_not_found")
+        members = self.state.members.get(channel)
+        if members is not None and user not in members:
+            raise SlackFailure("user_not_in_channel")
+        ephemeral = {**_truncated(args), "message_ts": self._ts()}
         self.state.ephemerals.append(ephemeral)
         return {"message_ts": ephemeral["message_ts"]}
 
@@ -356,14 +529,14 @@ class FakeSlackApi:
         if not thread:
             raise SlackFailure("thread_not_found")
         with_metadata = _truthy(args.get("include_all_metadata"))
-        start = int(args.get("cursor") or 0)
+        start = _cursor_start(args.get("cursor"), thread)
         limit = min(int(args.get("limit") or 1000), 1000)
         page = thread[start : start + limit]
         more = start + limit < len(thread)
         return {
             "messages": [_public(m, with_metadata=with_metadata) for m in page],
             "has_more": more,
-            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+            "response_metadata": {"next_cursor": _cursor(thread[start + limit]) if more else ""},
         }
 
     def _conversations_history(self, args: JsonDict) -> JsonDict:
@@ -518,6 +691,35 @@ def _required(args: JsonDict, name: str) -> str:
     return str(value)
 
 
+def _truncated(args: JsonDict) -> JsonDict:
+    """``args`` with ``text`` cut to Slack's 40,000 chars (what Slack keeps of a longer one)."""
+    text = args.get("text")
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
+        return {**args, "text": text[:MAX_TEXT_CHARS]}
+    return args
+
+
+def _cursor(message: JsonDict) -> str:
+    """An opaque cursor naming the next page's first message, like Slack's
+    (base64 of ``next_ts:<ts>``)."""
+    return base64.b64encode(f"next_ts:{message['ts']}".encode()).decode()
+
+
+def _cursor_start(cursor: Any, messages: list[JsonDict]) -> int:
+    """The index a cursor points at; 0 without one. Raises ``invalid_cursor``."""
+    if cursor in (None, ""):
+        return 0
+    try:
+        decoded = base64.b64decode(str(cursor), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise SlackFailure("invalid_cursor") from None
+    ts = decoded.removeprefix("next_ts:")
+    for i, message in enumerate(messages):
+        if message["ts"] == ts and decoded.startswith("next_ts:"):
+            return i
+    raise SlackFailure("invalid_cursor")
+
+
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("1", "true")
 
@@ -533,8 +735,6 @@ def _public(message: JsonDict, *, with_metadata: bool = True) -> JsonDict:
 
 
 def _check_message(args: JsonDict) -> None:
-    if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
-        raise SlackFailure("msg_too_long")
     blocks = args.get("blocks") or []
     if not args.get("text") and not blocks:
         raise SlackFailure("no_text")

@@ -8,18 +8,19 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``) or the usage;
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``, replying through the
+  command's ``response_url``); anything else gets the usage in the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
 Record, then ack (docs/architecture.md §3): a message event is deduped and recorded in
 the inbox before the ack, so an acked input is never lost; what is slow (the enqueue,
 Slack replies, fetching a thread's history) runs after the ack in ``Background`` tasks
-of this long-running process (not for FaaS, where such tasks would be frozen). Measured
-with ``bench/slack_ack.py`` (50 signed events/s for 20 s, this project's 2-core
-machine): ack p99 18.8 ms on SQLite, 13.4 ms on PostgreSQL; the goal is p99 ≤ 50 ms,
-Slack allows 3 s. When the database cannot record an input within ``RECORD_BUDGET_S`` the event is
-not acked and Slack retries it (up to 3 times: at once, after ~1 min, after ~5 min).
+of this long-running process (not for FaaS, where such tasks would be frozen). Recording
+is bounded and has a deadline (``recording.Recorder``): when the database cannot record
+an input within ``RECORD_BUDGET_S`` of its arrival the event is not acked and Slack
+retries it (up to 3 times: at once, after ~1 min, after ~5 min). Measured with
+``bench/slack_ack.py`` against bare bolt plus raw asyncpg doing the same writes.
 A recorded input whose wake-up is lost is not lost either: the sweeper re-enqueues it.
 ``process_before_response=True`` sends each response when its listener returns.
 """
@@ -37,34 +38,26 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackCallFailed, slack_call
 from bot.logs import log_context
 from bot.slack.background import Background
 from bot.slack.inbound import org_id_of, parse_message_event
+from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.poster import SlackPoster
+from bot.slack.recording import (
+    MAX_CONCURRENT_INPUTS,
+    Recorder,
+)
 from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
-from memory_store import Cancelled, DatabaseUnavailable, FileStore, InboundDedupe, SessionStore
+from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = "`/agent` has one command for now, `skills`.\n" + SKILLS_USAGE
 SKILL_VIEWS = re.compile("^warroom_skill_")
-# Inputs recorded at once. SQLite has one writer, and a burst of hundreds of concurrent
-# records only queues them on its lock until they time out; the rest wait their turn here.
-MAX_CONCURRENT_INPUTS = 4
-RECORD_BUDGET_S = 2.5  # Slack wants the ack within 3 s; unrecorded → unacked → retried
-
-
-class InputNotRecorded(Exception):
-    """An event the database could not record in time; left unacked for Slack to retry."""
-
-    def __init__(self, event_id: str) -> None:
-        super().__init__(f"event {event_id} not recorded, so not acked: Slack retries it")
-        self.event_id = event_id
 
 
 @dataclass(frozen=True)
@@ -83,6 +76,10 @@ class SlackDeps:
         skills: the ``/agent skills`` handlers.
         poster: idempotent thread posts.
         strict_channels: channel ids where only @mentions steer.
+        installation: the installing workspace and Grid org (``auth.test``); maps a
+            modal's ``view.app_installed_team_id`` to the org.
+        external_may_start: Slack Connect users of other orgs may start sessions
+            (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
     """
 
@@ -98,6 +95,8 @@ class SlackDeps:
     poster: SlackPoster
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
+    external_may_start: bool = False
+    installation: Installation | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -111,6 +110,7 @@ class SlackDeps:
             cancel_running=self.cancel_running,
             strict_channels=self.strict_channels,
             dedupe_ttl_s=self.dedupe_ttl_s,
+            external_may_start=self.external_may_start,
         )
 
 
@@ -140,15 +140,14 @@ class _Listeners:
         self._intake = intake
         self._background = background
         self._input_slots = asyncio.Semaphore(MAX_CONCURRENT_INPUTS)
+        self._recorder = Recorder(intake, background)
 
     async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
         with log_context(org_id=message.org_id, channel_id=message.channel_id):
-            try:
-                work = await asyncio.wait_for(self._intake.receive(message), RECORD_BUDGET_S)
-            except (DatabaseUnavailable, TimeoutError) as exc:
-                # No ack: bolt answers 500 (HTTP) or sends no ack (Socket Mode): Slack retries.
-                raise InputNotRecorded(str(body.get("event_id"))) from exc
+            # Unrecorded in time: InputNotRecorded, no ack; bolt answers 500 (HTTP) or sends
+            # no ack (Socket Mode), and Slack retries.
+            work = await self._recorder.record(message, event_id=str(body.get("event_id")))
             await ack()
             if work is not None:  # the task inherits the log context
                 self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
@@ -158,11 +157,16 @@ class _Listeners:
         self._background.spawn(self._stop(body), name="stop button")
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        words = str(body.get("text", "")).split()
+        if not words or words[0].lower() != "skills":  # the usage goes in the ack: it shows
+            await ack(text=AGENT_USAGE)  # in DMs and channels without the bot too
+            return
         await ack()
         self._background.spawn(self._agent(body), name="/agent")
 
     async def on_skill_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        response = await self._deps.skills.handle_submission(Submission.from_body(body))
+        submission = Submission.from_body(body, installation=self._deps.installation)
+        response = await self._deps.skills.handle_submission(submission)
         await ack(**(response or {}))
 
     async def _stop(self, body: dict[str, Any]) -> None:
@@ -181,19 +185,7 @@ class _Listeners:
             await self._intake.follow_up(work)
 
     async def _agent(self, body: dict[str, Any]) -> None:
-        words = str(body.get("text", "")).split()
-        if words and words[0].lower() == "skills":
-            await self._deps.skills.handle_command(SkillsCommand.from_body(body))
-            return
-        try:
-            await slack_call(
-                "chat.postEphemeral",
-                self._deps.client.chat_postEphemeral(
-                    channel=str(body["channel_id"]), user=str(body["user_id"]), text=AGENT_USAGE
-                ),
-            )
-        except SlackCallFailed as exc:
-            logger.warning("/agent usage reply failed: %s", exc)
+        await self._deps.skills.handle_command(SkillsCommand.from_body(body))
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

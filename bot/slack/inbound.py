@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.slack.text import clean_text, mentions
+from bot.slack.content import message_content
+from bot.slack.text import mentions
 
 # Subtypes that are a person posting (docs.slack.dev, "message" event subtypes).
 _POSTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
@@ -23,8 +24,8 @@ class MessageKind(StrEnum):
     """What happened to the message."""
 
     POSTED = "posted"
-    EDITED = "edited"  # a ``message_changed`` whose text changed
-    DELETED = "deleted"
+    EDITED = "edited"  # a ``message_changed`` whose text changed, or its ``app_mention`` twin
+    DELETED = "deleted"  # ``message_deleted``, or the Slackbot tombstone left in its place
     OTHER = "other"  # joins, topic changes, unfurls, reply-count updates, …
 
 
@@ -41,10 +42,16 @@ class InboundMessage:
         event_ts: the event's own ``ts`` (equals ``ts`` for a new message; the two
             events Slack sends for one @mention share it).
         user_id: the author (``""`` when Slack gives none).
-        text: the text without the bot's mention, markup made plain.
+        text: what people see of it (``content.message_content``: text, blocks,
+            attachments, forwarded messages, files), without the bot's mention.
         mentions_bot: the raw text mentions the bot.
         from_bot: written by a bot or app (ours or another), never a person.
         kind: posted, edited, deleted or other.
+        edited_ts: ``edited.ts`` of an edit: the same in the ``message_changed`` event
+            and in the ``app_mention`` Slack sends when the edit added the mention.
+        external: the author is not a member of the installing workspace (a Slack
+            Connect user in an externally shared channel).
+        files: the message's file objects (``id``, ``name``, ``size``, …).
     """
 
     event_id: str
@@ -58,6 +65,9 @@ class InboundMessage:
     mentions_bot: bool
     from_bot: bool
     kind: MessageKind
+    edited_ts: str | None = None
+    external: bool = False
+    files: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def thread_root(self) -> str:
@@ -72,8 +82,18 @@ class InboundMessage:
     @property
     def sighting_key(self) -> str:
         """``"<org>:<channel>:<event ts>"``: one key for both events of one @mention
-        (org-scoped, so tenants never shadow each other's messages)."""
-        return f"{self.org_id}:{self.channel_id}:{self.event_ts}"
+        (org-scoped, so tenants never shadow each other's messages); an edit is keyed
+        by its ``edited.ts``, which its two events share."""
+        return f"{self.org_id}:{self.channel_id}:{self.edited_ts or self.event_ts}"
+
+    @property
+    def source_ts(self) -> str:
+        """The inbox key: the message ``ts``; an edit is keyed by the edit too (≤ 64
+        chars), so the ``message_changed`` and the ``app_mention`` of one edit are
+        recorded once."""
+        if self.kind is MessageKind.EDITED:
+            return f"{self.ts}/{self.edited_ts or self.event_ts}"
+        return self.ts
 
 
 def org_id_of(body: Mapping[str, Any]) -> str:
@@ -103,6 +123,9 @@ def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> Inbound
     message, kind = _content(event, subtype)
     raw = str(message.get("text") or "")
     user = str(message.get("user") or "")
+    edited = message.get("edited") or {}
+    if kind is MessageKind.POSTED and edited.get("ts"):
+        kind = MessageKind.EDITED  # the ``app_mention`` of an edit that added the mention
     return InboundMessage(
         event_id=str(body.get("event_id") or ""),
         org_id=org_id_of(body),
@@ -111,10 +134,13 @@ def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> Inbound
         thread_ts=message.get("thread_ts"),
         event_ts=str(event["ts"]),
         user_id=user,
-        text=clean_text(raw, bot_user_id=bot_user_id),
+        text=message_content(message, bot_user_id=bot_user_id),
         mentions_bot=mentions(raw, bot_user_id),
         from_bot=_from_bot(message, user, bot_user_id),
         kind=kind,
+        edited_ts=str(edited["ts"]) if edited.get("ts") else None,
+        external=_external(body, message),
+        files=tuple(f for f in message.get("files") or [] if isinstance(f, Mapping)),
     )
 
 
@@ -123,6 +149,8 @@ def _content(
 ) -> tuple[Mapping[str, Any], MessageKind]:
     if subtype == "message_changed":
         new, old = event.get("message") or {}, event.get("previous_message") or {}
+        if new.get("subtype") == "tombstone":  # a deleted message that had replies
+            return new, MessageKind.DELETED
         edited = new.get("text") != old.get("text")
         return new, MessageKind.EDITED if edited else MessageKind.OTHER
     if subtype == "message_deleted":
@@ -130,6 +158,21 @@ def _content(
     if subtype == "bot_message" or subtype in _POSTED_SUBTYPES:
         return event, MessageKind.POSTED
     return event, MessageKind.OTHER
+
+
+def _external(body: Mapping[str, Any], message: Mapping[str, Any]) -> bool:
+    """Whether the author is outside the installing workspace: the channel is shared
+    with another org (``is_ext_shared_channel``) and the author's team
+    (``user_team``, else ``team``) is not the installation's
+    (``authorizations[0].team_id``). A member of a sibling workspace of the same
+    Enterprise Grid org in such a channel also counts as external: events do not say
+    which org a team belongs to."""
+    if not body.get("is_ext_shared_channel"):
+        return False
+    installed = (body.get("authorizations") or [{}])[0].get("team_id") or body.get("team_id")
+    event = body.get("event") or {}
+    team = message.get("user_team") or event.get("user_team") or message.get("team")
+    return bool(team) and team != installed
 
 
 def _from_bot(message: Mapping[str, Any], user: str, bot_user_id: str) -> bool:

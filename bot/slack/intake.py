@@ -1,12 +1,19 @@
 """The intake: what a Slack message or a Stop press does to its thread's session.
 
 ``receive`` runs before the listener's ack and does the database part: look up the
-thread's session, decide (``routing.route``), drop a duplicate (Slack's ``event_id``
-retries, and the ``app_mention``/``message`` twins of one @mention by
-``"<org>:<channel>:<ts>"``), record the input (``open_or_join``/``add_input``, idempotent per
-message ``ts``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
+thread's session, decide (``routing.route``), record the input (``open_or_join``/
+``add_input``), cancel on ``stop``. It returns a ``FollowUp``, the Slack and queue
 part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
 messages, reply with usage, kill the stopped step's process and say so.
+
+Duplicates (Slack's ``event_id`` retries, the ``app_mention``/``message`` twins of one
+@mention, the ``message_changed``/``app_mention`` twins of one edit) are dropped by the
+write that acts, so nothing is marked seen unless it was also done: an input is recorded
+once per ``(session, source_ts)`` (a repeat gives no token, so no second wake-up), a
+cancel happens once, and the stop notice is posted once per message ``ts`` through the
+outbox. Only the usage reply, which writes nothing else, is gated by a sighting of
+``"<org>:<channel>:<ts>"``. So when a record fails (the database busy past the ack
+budget), no dedupe key is left behind and Slack's retry of the event is recorded.
 
 A wake-up lost between record and enqueue (a crash) is not lost work: the session is
 recorded runnable and the store's sweeper re-enqueues it.
@@ -18,13 +25,14 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
+from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
@@ -57,10 +65,17 @@ def usage_text(bot_user_id: str) -> str:
 
 @dataclass(frozen=True)
 class Wake:
-    """Enqueue ``advance(session_id, token)``."""
+    """Enqueue ``advance(session_id, token)`` (None: a step is already pending).
+
+    ``files``: the message's file objects; the contents of small text ones are added as
+    an input keyed ``<source_ts>/files`` before the wake-up.
+    """
 
     session_id: str
-    token: str
+    token: str | None
+    files: tuple[Mapping[str, Any], ...] = ()
+    source_ts: str = ""
+    user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,7 @@ class Intake:
     Attributes:
         strict_channels: channel ids where only @mentions steer a session.
         dedupe_ttl_s: how long a seen ``event_id`` or message ``ts`` is remembered.
+        external_may_start: Slack Connect users of other orgs may start sessions.
     """
 
     sessions: SessionStore
@@ -116,6 +132,7 @@ class Intake:
     cancel_running: CancelRunning
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
+    external_may_start: bool = False
 
     async def receive(self, message: InboundMessage) -> FollowUp | None:
         """Decide, dedupe and record; returns the Slack and queue work to do next.
@@ -131,8 +148,15 @@ class Intake:
         session = (
             await _retrying(lambda: self.sessions.find(key)) if _needs_session(message) else None
         )
-        decision = route(message, session, strict=message.channel_id in self.strict_channels)
-        if isinstance(decision, Ignore) or not await self._first_sighting(message):
+        decision = route(
+            message,
+            session,
+            strict=message.channel_id in self.strict_channels,
+            external_may_start=self.external_may_start,
+        )
+        if isinstance(decision, Ignore):
+            return None
+        if isinstance(decision, Usage) and not await self._first_sighting(message):
             return None
         return await self._act(message, key, decision)
 
@@ -154,7 +178,9 @@ class Intake:
     async def follow_up(self, work: FollowUp) -> None:
         """Do ``work``: enqueue, reply, kill. Slack failures are logged, not raised."""
         if isinstance(work, Wake):
-            await self.enqueue(work.session_id, work.token)
+            await self._add_files(work)
+            if work.token is not None:
+                await self.enqueue(work.session_id, work.token)
         elif isinstance(work, WakeWithContext):
             await self._add_context(work)
             await self.enqueue(work.session_id, work.token)
@@ -179,23 +205,21 @@ class Intake:
                     steer.session_id,
                     user_id=message.user_id,
                     text=steer.text,
-                    source_ts=_source_ts(message),
+                    source_ts=message.source_ts,
                 )
             )
-            return Wake(steer.session_id, token) if token else None
+            if not token and not message.files:
+                return None
+            return Wake(steer.session_id, token, message.files, message.source_ts, message.user_id)
         return await self._start(message, key, decision)
 
     async def _first_sighting(self, message: InboundMessage) -> bool:
+        """Both sightings (``event_id`` and ``<channel>:<ts>``) in one database call."""
         keys = [f"ts:{message.sighting_key}"]
         if message.event_id:
             keys.insert(0, f"event:{message.org_id}:{message.event_id}")
-        for key in keys:
-            if not await _retrying(functools.partial(self._sight, key)):
-                return False
-        return True
-
-    async def _sight(self, key: str) -> bool:
-        return await self.dedupe.first_sighting(key, ttl_s=self.dedupe_ttl_s)
+        sight = functools.partial(self.dedupe.first_sightings, keys, ttl_s=self.dedupe_ttl_s)
+        return await _retrying(sight)
 
     async def _start(
         self, message: InboundMessage, key: SessionKey, start: Start
@@ -220,7 +244,7 @@ class Intake:
             return WakeWithContext(
                 opened.session_id, opened.token, message.channel_id, key.thread_ts, message.ts
             )
-        return Wake(opened.session_id, opened.token)
+        return Wake(opened.session_id, opened.token, message.files, message.ts, message.user_id)
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
         cancelled = await _retrying(lambda: self.sessions.cancel(session_id, actor=user_id))
@@ -250,6 +274,21 @@ class Intake:
                 user_id=self.bot_user_id,
                 text=context,
                 source_ts=f"{work.before_ts}/context",
+            )
+
+    async def _add_files(self, work: Wake) -> None:
+        """The contents of the message's small text files, as an input of their own."""
+        if not work.files or self.client.token is None:
+            return
+        contents = await file_contents(self.client.token, work.files)
+        if contents is not None:
+            await _retrying(
+                lambda: self.sessions.add_input(
+                    work.session_id,
+                    user_id=work.user_id or self.bot_user_id,
+                    text=contents,
+                    source_ts=f"{work.source_ts}/files",
+                )
             )
 
     async def _reply_usage(self, work: ReplyUsage) -> None:
@@ -306,10 +345,3 @@ def _worth_a_look(message: InboundMessage) -> bool:
 def _needs_session(message: InboundMessage) -> bool:
     """A new top-level mention cannot have a session yet (``open_or_join`` joins if it does)."""
     return message.in_thread or message.kind is MessageKind.EDITED or not message.mentions_bot
-
-
-def _source_ts(message: InboundMessage) -> str:
-    """The inbox key: the message ``ts``; an edit is keyed by the edit too (≤ 64 chars)."""
-    if message.kind is MessageKind.EDITED:
-        return f"{message.ts}/{message.event_ts}"
-    return message.ts

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -26,11 +27,22 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import SlackCallFailed, slack_call
 from bot.slack.background import Background
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/slack/events"
+APP_TOKEN_REFUSALS = frozenset(
+    {"invalid_auth", "not_authed", "not_allowed_token_type", "token_revoked", "account_inactive"}
+)
+"""``apps.connections.open`` errors that retrying cannot fix (Slack's method docs)."""
+
+
+class AppTokenRefused(SlackCallFailed):
+    """Slack refused the app-level token (``SLACK_APP_TOKEN``): a configuration error."""
+
+    variable = "SLACK_APP_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,9 @@ async def start(app: AsyncApp, mode: SocketMode | HttpMode) -> RunningSlack:
 
     Raises:
         OSError: the HTTP port could not be bound.
+        AppTokenRefused: Slack refused the app-level token (no retry can help).
+        SlackCallFailed: ``apps.connections.open`` failed otherwise (``SlackUnreachable``
+            when Slack could not be reached).
     """
     if isinstance(mode, SocketMode):
         return await _start_socket_mode(app, mode)
@@ -96,9 +111,15 @@ async def start(app: AsyncApp, mode: SocketMode | HttpMode) -> RunningSlack:
 async def serve(
     app: AsyncApp, mode: SocketMode | HttpMode, *, stop: asyncio.Event, background: Background
 ) -> None:
-    """Run the app until ``stop`` is set, then close and wait for follow-ups (≤ 10 s)."""
-    running = await start(app, mode)
-    logger.info("slack edge running (%s)", type(mode).__name__)
+    """Run the app until ``stop`` is set, then close and wait for follow-ups (≤ 10 s).
+
+    ``stop`` also ends a start that is still connecting (the SDK's Socket Mode client
+    retries a failed WebSocket connection forever).
+    """
+    running = await _unless_stopped(start(app, mode), stop)
+    if running is None:
+        return
+    logger.info("slack edge running: %s", _where(mode, running))
     try:
         await stop.wait()
     finally:
@@ -112,7 +133,11 @@ def http_app(app: AsyncApp, *, path: str = DEFAULT_PATH) -> web.Application:
     """The aiohttp application serving ``app`` at ``POST path`` and ``GET /healthz``."""
 
     async def events(request: web.Request) -> web.Response:
-        response = await app.async_dispatch(await to_bolt_request(request))
+        try:
+            bolt_request = await to_bolt_request(request)
+        except ValueError:  # bolt parses the body before it checks the signature
+            return web.Response(status=400, text="the body is not a Slack request")
+        response = await app.async_dispatch(bolt_request)
         return await to_aiohttp_response(response)
 
     async def healthz(request: web.Request) -> web.Response:
@@ -141,5 +166,57 @@ async def _start_http(app: AsyncApp, mode: HttpMode) -> RunningSlack:
 
 async def _start_socket_mode(app: AsyncApp, mode: SocketMode) -> RunningSlack:
     handler = AsyncSocketModeHandler(app, mode.app_token, web_client=mode.web_client)
-    await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt is untyped here
+    try:
+        # The SDK retries every failure of its own apps.connections.open forever, a
+        # refused token too: open the first URL here, where a refusal can end the start.
+        handler.client.wss_uri = await open_connection(handler.client.web_client, mode.app_token)
+        await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt is untyped here
+    except BaseException:
+        await handler.close_async()  # type: ignore[no-untyped-call]
+        raise
     return RunningSlack(handler=handler)
+
+
+async def open_connection(client: AsyncWebClient, app_token: str) -> str:
+    """A Socket Mode WebSocket URL from ``apps.connections.open`` (Slack: an app-level
+    ``xapp-`` token with ``connections:write``; the URL is good for one connection).
+
+    Raises:
+        AppTokenRefused: the token is not valid or not an app-level token.
+        SlackCallFailed: any other failure (``SlackUnreachable``: no answer).
+    """
+    try:
+        answer = await slack_call(
+            "apps.connections.open", client.apps_connections_open(app_token=app_token)
+        )
+    except SlackCallFailed as exc:
+        if exc.error in APP_TOKEN_REFUSALS:
+            raise AppTokenRefused(exc.method, exc.error, status=exc.status) from exc
+        raise
+    return str(answer["url"])
+
+
+async def _unless_stopped(
+    starting: Awaitable[RunningSlack], stop: asyncio.Event
+) -> RunningSlack | None:
+    """``starting``'s result, or None when ``stop`` is set first (the start is cancelled)."""
+    start_task = asyncio.ensure_future(starting)
+    stop_task = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({start_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_task.cancel()
+        if not start_task.done():
+            start_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await start_task
+    if start_task.cancelled():
+        logger.info("stopped while connecting to Slack")
+        return None
+    return start_task.result()
+
+
+def _where(mode: SocketMode | HttpMode, running: RunningSlack) -> str:
+    if isinstance(mode, HttpMode):
+        return f"HTTP mode, listening on {mode.host}:{running.port}, Request URL path {mode.path}"
+    return "Socket Mode, connected"

@@ -8,10 +8,12 @@ recording: the thread is searched (``conversations.replies`` with
 ``include_all_metadata``) for the key before anything is posted again. Files are
 found again by their name, which carries the key.
 
-Status updates (``chat.update``, Slack: ~50/min per app) are coalesced per message
-and sent at most once per ``min_update_interval_s``; the latest state wins and the
-final state is always sent. HTTP 429 answers are waited out for ``Retry-After``
-seconds by slack_sdk's ``AsyncRateLimitErrorRetryHandler``, installed on the client.
+Status updates (``chat.update``, Slack: ~50/min per workspace) are coalesced per
+message, sent at most once per ``min_update_interval_s`` per message and within the
+workspace's ``CallBudget`` across messages; the latest state wins and the final state
+is always sent. HTTP 429 answers are waited out for ``Retry-After``
+seconds by slack_sdk's ``AsyncRateLimitErrorRetryHandler``; a post is never re-sent by
+the client after a connection error (``retries``): the outbox's search above covers it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ContentTooLong, SlackCallFailed, slack_call
+from bot.slack import retries
+from bot.slack.budget import CallBudget
 from bot.slack.render import (
     DEFAULT_MAX_ANSWER_MESSAGES,
     THINKING_STATUS,
@@ -42,7 +45,6 @@ from bot.slack.render import (
 logger = logging.getLogger(__name__)
 
 METADATA_EVENT_TYPE = "warroom_post"
-RATE_LIMIT_RETRIES = 3
 _REPLIES_PAGE = 200
 _MAX_REPLY_PAGES = 50
 
@@ -111,12 +113,14 @@ class SlackPoster:
     """Posts a session's messages, files and status updates to its Slack thread.
 
     Args:
-        client: the Slack client; an ``AsyncRateLimitErrorRetryHandler`` (3 retries)
-            is added to its ``retry_handlers`` unless one is there.
+        client: the Slack client; its retry handlers are replaced by ``retries.install``
+            (429s waited out; connection errors never re-send a post).
         outbox: the durable post record (see ``Outbox``).
         min_update_interval_s: least time between two ``chat.update`` of one message.
         max_answer_messages: an answer needing more messages is uploaded as a file.
         clock: monotonic seconds, for spacing status updates.
+        update_budget: the workspace's ``chat.update`` budget shared by all status
+            messages (default: ``CHAT_UPDATE_PER_MINUTE`` a minute, Slack's Tier 3).
     """
 
     def __init__(
@@ -127,14 +131,16 @@ class SlackPoster:
         min_update_interval_s: float = 1.0,
         max_answer_messages: int = DEFAULT_MAX_ANSWER_MESSAGES,
         clock: Callable[[], float] = time.monotonic,
+        update_budget: CallBudget | None = None,
     ) -> None:
         self._client = client
+        self._update_budget = update_budget or CallBudget()
         self._outbox = outbox
         self._interval_s = min_update_interval_s
         self._max_answer_messages = max_answer_messages
         self._clock = clock
         self._slots: dict[tuple[str, str], _StatusSlot] = {}
-        install_rate_limit_retries(client)
+        retries.install(client)
 
     # ----- idempotent posts ----------------------------------------------------------
 
@@ -166,6 +172,11 @@ class SlackPoster:
         ts = str(response["ts"])
         await self._outbox.post_done(key, ts)
         return ts
+
+    async def recorded_ts(self, key: str) -> str | None:
+        """The ``ts`` (or file id) the outbox recorded for ``key``, or None."""
+        record = await self._outbox.get_post(key)
+        return record.ts if record is not None and record.ts else None
 
     async def post_file(
         self,
@@ -381,6 +392,7 @@ class SlackPoster:
                 wait_s = slot.last_sent_at + self._interval_s - self._clock()
                 if wait_s > 0:
                     await asyncio.sleep(wait_s)
+            await self._update_budget.take()  # updates arriving meanwhile replace pending
             message, slot.pending = slot.pending, None
             try:
                 await self._send_update(channel_id, ts, message)
@@ -397,15 +409,6 @@ class SlackPoster:
                 channel=channel_id, ts=ts, text=message.text, blocks=list(message.blocks)
             ),
         )
-
-
-def install_rate_limit_retries(
-    client: AsyncWebClient, *, retries: int = RATE_LIMIT_RETRIES
-) -> None:
-    """Make ``client`` wait out HTTP 429 for ``Retry-After`` seconds and retry (slack_sdk's
-    ``AsyncRateLimitErrorRetryHandler``). Adds it once; idempotent."""
-    if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
-        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=retries))
 
 
 def keyed_filename(filename: str, key: str) -> str:

@@ -3,7 +3,8 @@
 Implements the step driver's ``ThreadPoster`` over ``SlackPoster``: the status
 message of a turn is posted once (outbox key ``<session>:status:<turn>``) and then
 updated with ``chat.update`` (throttled, latest state wins); the answer goes through
-the outbox too, so neither is ever posted twice.
+the outbox too, so neither is ever posted twice. When input arrives mid-turn the next
+turn gets a new status message and the previous one is closed (no "Working", no Stop).
 """
 
 from __future__ import annotations
@@ -21,14 +22,27 @@ def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
         if isinstance(event, ToolIntent):
             return f"Running `{event.summary}`" if event.name == "Bash" else event.summary
         if isinstance(event, ModelResponded):
+            if event.tool_calls and (said := (event.text or event.thinking).strip()):
+                return _head(said)  # the model's note between tool calls (often thinking)
             return "Thinking…" if event.tool_calls else "Writing the answer…"
+        if isinstance(event, Notice) and event.topic == "input":
+            return event.text  # a pasted message was cut to the size bound
         if isinstance(event, Notice) and event.topic == "sandbox_replaced":
             return "The sandbox was replaced; continuing in a new one"
     return fallback
 
 
+def _head(text: str, max_chars: int = 300) -> str:
+    """The first paragraph of ``text``, at most ``max_chars`` characters, on one line."""
+    first = " ".join(text.split("\n\n", 1)[0].split())
+    return first if len(first) <= max_chars else first[: max_chars - 1] + "…"
+
+
 def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
     return tuple(cp.todos)
+
+
+CONTINUED_STEP = "New input arrived: continued in the status message below"
 
 
 class ThreadReporter:
@@ -61,9 +75,22 @@ class ThreadReporter:
         step = _step_line(events, None if finished else "Working…")
         key = f"{session_id}:status:{checkpoint.turns}"
         progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished)
+        is_new = await self._poster.recorded_ts(key) is None
         ts = await self._poster.post(thread, key, render_status(progress), kind="status")
+        if is_new and checkpoint.turns > 0:
+            await self._close_earlier(session_id, channel_id, checkpoint.turns - 1)
         elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
         progress = Progress(session_id, step, _todos(checkpoint), elapsed_s, finished)
         await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
         if not finished:
             await self._poster.set_thinking(thread)
+
+    async def _close_earlier(self, session_id: str, channel_id: str, turn: int) -> None:
+        """The previous turn's status message: no longer "Working", no Stop button (a
+        reply arrived mid-turn and the work goes on under the new status message)."""
+        ts = await self._poster.recorded_ts(f"{session_id}:status:{turn}")
+        if ts is None:
+            return
+        elapsed_s = max(0.0, time.time() - float(ts))
+        closed = Progress(session_id, CONTINUED_STEP, elapsed_s=elapsed_s, finished=True)
+        await self._poster.update_status(channel_id, ts, render_status(closed), final=True)

@@ -129,12 +129,44 @@ def _file_preview(markdown: str) -> SlackMessage:
     return markdown_message(f"{head}\n\n…\n\n{note}")
 
 
+# Slack's own markup (mentions ``<@U…>``, channels ``<#C…|name>``, ``<!here>``, links
+# ``<url|label>``) is kept whole in the fallback: only Markdown emphasis around it goes.
+_SLACK_ENTITY = re.compile(r"(<(?:[@#!]|https?:|mailto:)[^<>\n]*>)")
+_EMPHASIS = re.compile(r"[*_~`]+")
+_LINE_MARKER = re.compile(r"^\s*(?:>\s*|#{1,6}\s+|[-*+]\s+)*")
+
+
 def _fallback(markdown: str, max_chars: int) -> str:
     for line in markdown.splitlines():
-        words = " ".join(re.sub(r"[*_~`#>]+", " ", line).split()).lstrip("- ")
-        if words and _fence_of(line) is None:
-            return truncate(words, max_chars)
+        if _fence_of(line) is not None:
+            continue
+        words = _plain_line(line)
+        if words:
+            return _cut_outside_entities(words, max_chars)
     return "Answer"
+
+
+def _plain_line(line: str) -> str:
+    """One Markdown line as notification text: quote/heading/bullet markers and
+    emphasis removed, Slack entities (``<@U1>``, ``<url|label>``) untouched.
+
+    >>> _plain_line("> **Paged** <@U0ALICE> about <https://x.io/a_b|the *graph*>")
+    'Paged <@U0ALICE> about <https://x.io/a_b|the *graph*>'
+    """
+    parts = _SLACK_ENTITY.split(_LINE_MARKER.sub("", line))
+    plain = [part if i % 2 else _EMPHASIS.sub(" ", part) for i, part in enumerate(parts)]
+    return " ".join("".join(plain).split())
+
+
+def _cut_outside_entities(text: str, max_chars: int) -> str:
+    """``truncate``, but never inside a Slack entity (it is dropped whole instead)."""
+    if len(text) <= max_chars:
+        return text
+    cut = max_chars - 1
+    for match in _SLACK_ENTITY.finditer(text):
+        if match.start() < cut < match.end():
+            cut = match.start()
+    return text[:cut].rstrip() + "…"
 
 
 # ----- splitting -------------------------------------------------------------------

@@ -10,7 +10,9 @@ ignore. The rules:
 - an @mention starts a session on its thread when there is none — a mention inside an
   existing thread also takes the thread's earlier messages as context;
 - in a session thread, a mention or (unless the channel is strict) any human reply or
-  edit steers it; outside a session thread only mentions count.
+  edit steers it; outside a session thread only mentions count;
+- a Slack Connect user from another org starts nothing unless ``external_may_start``;
+  their replies steer, marked as from an external user.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from bot.slack.text import is_stop
 from memory_store import Session
 
 EDITED_PREFIX = "(edited) "
+EXTERNAL_PREFIX = "(from an external Slack Connect user, not a member of this org) "
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,13 @@ class Stop:
 Route = Ignore | Usage | Start | Steer | Stop
 
 
-def route(message: InboundMessage, session: Session | None, *, strict: bool) -> Route:
+def route(
+    message: InboundMessage,
+    session: Session | None,
+    *,
+    strict: bool,
+    external_may_start: bool = False,
+) -> Route:
     """Decide what ``message`` does to its thread, whose session is ``session`` (or None).
 
     >>> from bot.slack.inbound import InboundMessage, MessageKind
@@ -75,6 +84,15 @@ def route(message: InboundMessage, session: Session | None, *, strict: bool) -> 
         return Ignore("bot")
     if message.kind in (MessageKind.DELETED, MessageKind.OTHER):
         return Ignore(message.kind.value)
+    if message.external and session is None and not external_may_start:
+        return Ignore("external user")
+    decided = _decide(message, session, strict=strict)
+    if message.external and isinstance(decided, Steer):
+        return Steer(decided.session_id, EXTERNAL_PREFIX + decided.text)
+    return decided
+
+
+def _decide(message: InboundMessage, session: Session | None, *, strict: bool) -> Route:
     if message.kind is MessageKind.EDITED:
         return _edit(message, session, strict=strict)
     if message.mentions_bot:
@@ -100,6 +118,8 @@ def _mention(message: InboundMessage, session: Session | None) -> Route:
 
 def _edit(message: InboundMessage, session: Session | None, *, strict: bool) -> Route:
     if session is None:
+        if message.mentions_bot:  # an edit that added the mention starts, like a mention
+            return _mention(message, session)
         return Ignore("edit outside a session")
     if strict and not message.mentions_bot:
         return Ignore("strict channel")

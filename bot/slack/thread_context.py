@@ -4,7 +4,8 @@ When someone mentions the bot in a thread that is not yet a session, the thread
 already says what is going on. Those messages (``conversations.replies``, oldest
 first, paged with ``cursor``; docs.slack.dev) are given to the new session as one
 input: people's and other bots' messages (alerts often come from bots), never ours,
-newest kept when the thread is longer than ``max_chars``.
+newest kept when the thread is longer than ``max_chars``. Each message is what people
+see of it (``content.message_content``: text, blocks, attachments, forwards, files).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_call
+from bot.slack.content import message_content
+from bot.slack.files import file_contents
 from bot.slack.render import truncate
-from bot.slack.text import clean_text
 
 HEADER = (
     "Earlier messages in this Slack thread, before you were mentioned (oldest first). "
@@ -25,6 +27,7 @@ HEADER = (
 )
 MAX_CONTEXT_CHARS = 20_000
 MAX_MESSAGE_CHARS = 2_000
+MAX_FILE_CHARS = 6_000
 _PAGE = 200
 _MAX_PAGES = 5
 
@@ -49,13 +52,23 @@ async def earlier_messages(
     """
     messages = await _replies(client, channel_id, thread_ts)
     lines = [
-        _line(m, bot_user_id)
+        await _with_files(client, m, _line(m, bot_user_id))
         for m in messages
         if float(m.get("ts", "0")) < float(before_ts)
         and m.get("ts") not in skip_ts
         and m.get("user") != bot_user_id
     ]
     return format_context(lines, max_chars=max_chars)
+
+
+async def _with_files(client: AsyncWebClient, message: Mapping[str, Any], line: str) -> str:
+    """``line`` and the contents of the message's small text files (cut to a share of
+    the context)."""
+    files = tuple(f for f in message.get("files") or [] if isinstance(f, Mapping))
+    if not files or client.token is None:
+        return line
+    contents = await file_contents(client.token, files)
+    return line if contents is None else f"{line}\n{truncate(contents, MAX_FILE_CHARS)}"
 
 
 def format_context(lines: Sequence[str], *, max_chars: int = MAX_CONTEXT_CHARS) -> str | None:
@@ -104,10 +117,7 @@ async def _replies(
 
 def _line(message: Mapping[str, Any], bot_user_id: str) -> str:
     when = datetime.fromtimestamp(float(message["ts"]), UTC).strftime("%H:%M UTC")
-    text = clean_text(str(message.get("text") or ""), bot_user_id=bot_user_id)
-    files = [str(f.get("name") or f.get("title") or "file") for f in message.get("files") or []]
-    if files:
-        text += f" [attached: {', '.join(files)}]"
+    text = message_content(message, bot_user_id=bot_user_id)
     return f"[{when}] {_author(message)}: {truncate(text, MAX_MESSAGE_CHARS)}"
 
 

@@ -13,29 +13,32 @@ parsed and walked the same way, up to ``bash_walker.MAX_DEPTH`` levels.
 
 from __future__ import annotations
 
+from harness.guard.budget import Budget
 from harness.guard.invocation import Finding
-from harness.guard.paths import VIRTUAL_ROOTS
 from harness.guard.source import prepare_source
 from harness.guard.state import UNKNOWN_STREAM, ShellState
-from harness.guard.walker import Budget, Refused, Walker
+from harness.guard.walker import Refused, Walker
 
 
 def analyse(command: str, *, cwd: str, home: str) -> Finding | None:
     """Walk ``command`` as bash would run it from ``cwd`` with ``HOME=home``.
 
     Returns:
-        the first reason to refuse it, or None when it stays off the virtual namespaces.
-        A command too large to follow (``too-complex``) is refused only when its text
-        names a namespace; otherwise it passes.
+        the first touch of a namespace or policy refusal; else a ``too-complex`` finding
+        when the walk gave up on part of the command (``budget.Budget``: out of steps or
+        time, or a word with too many values); else None (the command stays off the
+        virtual namespaces). ``check`` decides what a give-up means.
+
+    Raises:
+        RecursionError: nesting deeper than Python's stack allows (``check`` catches it).
     """
     state = ShellState.initial(cwd, home)
     budget = Budget(command, start=next(iter(state.cwd)))
-    walker = Walker(prepare_source(command), depth=0, technique=None, budget=budget)
     try:
+        walker = Walker(prepare_source(command), depth=0, technique=None, budget=budget)
         walker.program(state, UNKNOWN_STREAM)
     except Refused as refusal:
-        too_complex = refusal.finding.technique == "too-complex"
-        if too_complex and not any(root in command for root in VIRTUAL_ROOTS):
-            return None
         return refusal.finding
+    if budget.gave_up is not None:
+        return Finding("too-complex", detail=budget.gave_up)
     return None

@@ -16,12 +16,22 @@ What counts as a touch, and what does not:
   tilde, brace expansion, ``IFS`` splitting, ``cd``/``pushd``/``CDPATH`` tracking
   (subshells scoped), ``..``, ``//`` and ``/proc/self/root``; glob patterns that can
   match those names (``/mem?ry``, ``/[ms]kills``, ``/*/notes.md``), except a bare sweep
-  of everything (``du -sh /*``, ``find /``); a ``PATH`` entry searched for a program;
+  of everything (``du -sh /*``, ``find /``, ``find / -name '[a-j]*'``: a ``find`` name
+  or path test singles out a namespace only when it spells at least half of its name);
+  a ``PATH`` entry searched for a program; lists, pipes and redirections grouped as
+  bash groups them (``shape``: in ``cd / && echo hi > memory/x`` the redirection sees
+  the ``cd``);
+- a value naming a virtual path in the environment of a script, an interpreter or an
+  unknown program, or in a variable the loader and common tools open (``environment``:
+  ``CONFIG=/skills/x ./deploy.sh``, ``LD_PRELOAD=/memory/x.so ls``); names that
+  ``xargs``, ``parallel``, ``tar -T``, ``rsync --files-from`` or ``cpio`` read from
+  their input;
 - through nested code: ``bash -c``, ``eval``, ``| sh``, ``bash <<EOF``, a script this
   same command wrote, wrappers (``sudo``, ``env``, ``timeout``, ``xargs``,
   ``find -exec``, ``watch`` …), literal paths and shell strings in interpreter code
   (``python -c``, ``perl -e``, heredocs fed to ``python3 -``), sed ``w``/``r``/``e``,
-  awk file names, psql ``\\i``; output the guard can compute (``echo``, ``printf``,
+  awk file names (a string an awk/python/perl program only compares is a mention),
+  psql ``\\i``; output the guard can compute (``echo``, ``printf``,
   ``base64 -d`` of a literal, ``rev``, ``tr``, ``dirname``) is followed into
   ``$(…)``, ``| xargs`` and ``| sh``;
 - *not* a touch: mentions. Arguments a program treats as text or patterns (``echo``,
@@ -47,23 +57,54 @@ Policy for undecidable commands (the text alone cannot tell what they will touch
   the parsed rest is checked as usual. A refusal costs little: the model is told to use
   Read/Write and to fix the quoting.
 - **bounds**: commands longer than ``MAX_COMMAND_CHARS`` are refused (``too-long``);
-  nesting deeper than ``bash_walker.MAX_DEPTH`` is refused (``too-deep``); an
-  expansion or a walk too large to follow (``bash_words.MAX_FIELDS``,
-  ``bash_walker.MAX_STEPS``) is refused when the command's text names a namespace and
-  allowed otherwise (``too-complex``). A crash inside the analysis is treated the same
-  way (refused as ``parse-error`` when the text names a namespace).
+  nesting deeper than ``walker.MAX_DEPTH`` is refused (``too-deep``).
+- **giving up fails closed.** The analysis gives up when it runs out of budget
+  (``budget.MAX_STEPS`` steps or ``budget.MAX_ANALYSIS_S`` seconds, parsing included),
+  when a word has more values than it follows (``words.MAX_FIELDS`` fields,
+  ``words.MAX_ALTERNATIVES`` alternatives), when Python's stack overflows on deep
+  nesting, or when the analysis itself fails. A give-up that found no touch first is
+  refused (``too-complex``) with a message asking for simpler commands, unless the
+  command is *inert*: nothing in it can expand to a path into a namespace. A command
+  is inert when all three hold:
+
+  1. its text, with quotes removed, does not contain ``memory``, ``skills`` or
+     ``incident`` in any letter case (so no literal or split-quoted name:
+     ``"mem"'ory'``, ``MEMORY`` lowered by ``${x,,}``);
+  2. it has none of the characters with which bash builds a word at run time: ``$``
+     (parameters, ``$(…)``, ``$((…))``, ``$'…'``), a backquote, a backslash, glob
+     characters ``*``, ``?``, ``[``, a brace ``{`` and a tilde ``~``;
+  3. it names no program that turns data into paths or commands or rewrites text into
+     new words (``INERT_BREAKERS``: shells, ``eval``, ``source``, ``xargs``,
+     ``parallel``, interpreters, ``printf``, ``tr``, ``rev``, ``sed``, decoders …).
+
+  So ``echo {1..300}; cat /mem*/x`` and 300 nested ``sudo env`` wrappers are refused,
+  while 10,000 copies of ``kubectl get pods -n prod;`` are not.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from harness.guard.analysis import analyse
 from harness.guard.invocation import Access, Finding
+from harness.guard.options import names
 from harness.guard.paths import VIRTUAL_ROOTS
 
 MAX_COMMAND_CHARS = 65_536
 """Longest command the guard analyses (characters); longer ones are refused."""
+
+INERT_BREAKERS = names(
+    "sh bash dash zsh ksh mksh ash busybox eval source exec xargs parallel env sudo "
+    "python python2 python3 perl ruby node nodejs php lua awk gawk mawk nawk jq yq "
+    "printf tr rev sed cut paste tac fold column base64 base32 basenc xxd od uudecode "
+    "openssl gzip gunzip zcat bzcat bzip2 xzcat xz zstd zstdcat tar cpio rsync"
+)
+"""Programs that can turn data into a path or a command; a command naming one is not
+inert (see the policy above)."""
+
+_RUN_TIME_CHARS = re.compile(r"[$`\\*?\[{~]")
+_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
 
 _DEFAULT_TOOLS = "Read, Write, Edit, Glob and Grep"
 _TOOL_FOR: dict[Access, tuple[str, str]] = {
@@ -97,7 +138,8 @@ class Deny:
         path: the virtual path found (``/memory/notes.md``), when known.
         technique: short tag of how the path was reached or why the command was refused:
             ``abs``, ``redirect``, ``cd``, ``dotdot``, ``glob``, ``brace``, ``var``,
-            ``quote``, ``tilde``, ``nested``, ``interp``, ``download-exec``,
+            ``quote``, ``tilde``, ``env`` (handed through the environment), ``nested``,
+            ``interp``, ``download-exec``,
             ``decode-exec``, ``parse-error``, ``too-long``, ``too-deep``, ``too-complex``.
     """
 
@@ -125,11 +167,31 @@ def check_bash(command: str, *, cwd: str = "/workspace", home: str = "/root") ->
         return _deny(Finding("too-long", detail=f"{len(command):,} characters"))
     try:
         finding = analyse(command, cwd=cwd, home=home)
+    except RecursionError:
+        finding = Finding("too-complex", detail="nests too deeply to follow")
     except Exception:  # a bug in the analysis must not crash the harness (see policy)
-        if any(root in command for root in VIRTUAL_ROOTS):
-            return _deny(Finding("parse-error", detail="the guard could not analyse it"))
+        finding = Finding("too-complex", detail="the guard could not analyse it")
+    if finding is None or (finding.technique == "too-complex" and is_inert(command)):
         return Allow()
-    return Allow() if finding is None else _deny(finding)
+    return _deny(finding)
+
+
+def is_inert(command: str) -> bool:
+    """Tell whether nothing in ``command`` can expand to a path into a namespace.
+
+    The three conditions are in this module's docstring (policy, "giving up").
+
+    >>> is_inert("kubectl get pods -n prod; uptime")
+    True
+    >>> [is_inert(c) for c in ("cat /mem*/x", "cat '/mem'ory/x", "echo x | xargs cat")]
+    [False, False, False]
+    """
+    unquoted = command.replace("'", "").replace('"', "").lower()
+    if any(root in unquoted for root in VIRTUAL_ROOTS):
+        return False
+    if _RUN_TIME_CHARS.search(command):
+        return False
+    return not set(_WORD.findall(command)) & INERT_BREAKERS
 
 
 def _deny(finding: Finding) -> Deny:
@@ -150,6 +212,13 @@ def _reason(finding: Finding) -> str:
             "guard cannot check. Save it to a file in /workspace, read it, then run it in a "
             f"separate command. To use /memory, /skills or /incident, use {_DEFAULT_TOOLS}: "
             f"{_VIRTUAL_NOTE}."
+        )
+    if technique in ("too-complex", "too-deep"):
+        return (
+            f"Refused: this command is too complex for the guard to check ({finding.detail}), "
+            "and part of it could expand to a path. Run a simpler command: split it into "
+            "several shorter commands, with fewer nested wrappers, substitutions and "
+            f"expansions. {_VIRTUAL_NOTE}; use {_DEFAULT_TOOLS} for them."
         )
     if technique == "too-long":
         return (

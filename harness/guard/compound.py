@@ -2,8 +2,9 @@
 
 - a subshell ``( … )``, a pipeline stage and a function body run on a *copy* of the state
   (bash forks for them), so a ``cd`` inside does not leak out;
-- ``a && b || c``: each operand runs in the state where the previous one succeeded or
-  failed; afterwards any of those states is possible (their union);
+- ``a && b || c`` (grouped as bash groups it, see ``shape``): each operand runs in the
+  state where the previous one succeeded or failed; afterwards any of those states is
+  possible (their union);
 - ``if`` / ``case``: each branch on a copy, then the union of all branches and of "no
   branch ran";
 - ``for x in …``: a short list runs the body once per item in order (a ``cd`` in the
@@ -23,6 +24,7 @@ from tree_sitter import Node
 from harness.guard.fields import SPLIT, plain
 from harness.guard.invocation import Access
 from harness.guard.programs.files import FILE_TESTS
+from harness.guard.shape import AndOr, Piped
 from harness.guard.state import MAX_VALUES, UNKNOWN_STREAM, ShellState, Stream, join_streams
 from harness.guard.words import node_text
 
@@ -39,16 +41,16 @@ def subshell(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> St
     return walker.block(node.children, state.copy(), stdin)
 
 
-def and_or_list(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> Stream:
-    """``a && b || c`` (tree-sitter nests it to the left)."""
-    operands, operators = _flatten_list(node)
+def and_or(walker: Walker, shape: AndOr, state: ShellState, stdin: Stream) -> Stream:
+    """``a && b || c``: each operand in the state where the previous one succeeded/failed."""
+    operands, operators = shape.operands, shape.operators
     if not operands:
         return Stream("")
-    outputs = [walker.statement(operands[0], state, stdin)]
+    outputs = [walker.shape(operands[0], state, stdin)]
     succeeded, failed = state.copy(), state.copy()
     for operator, operand in zip(operators, operands[1:], strict=False):
         branch = (succeeded if operator == "&&" else failed).copy()
-        outputs.append(walker.statement(operand, branch, stdin))
+        outputs.append(walker.shape(operand, branch, stdin))
         if operator == "&&":
             failed.merge(branch)
             succeeded = branch
@@ -60,26 +62,11 @@ def and_or_list(walker: Walker, node: Node, state: ShellState, stdin: Stream) ->
     return join_streams(outputs)
 
 
-def _flatten_list(node: Node) -> tuple[list[Node], list[str]]:
-    operands: list[Node] = []
-    operators: list[str] = []
-    for child in node.children:
-        if child.type == "list":
-            inner_operands, inner_operators = _flatten_list(child)
-            operands.extend(inner_operands)
-            operators.extend(inner_operators)
-        elif child.is_named:
-            operands.append(child)
-        elif child.type in ("&&", "||"):
-            operators.append(child.type)
-    return operands, operators
-
-
-def pipeline(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> Stream:
+def piped(walker: Walker, shape: Piped, state: ShellState, stdin: Stream) -> Stream:
     """``a | b``: each stage on a copy; one stage's output is the next one's input."""
     current = stdin
-    for stage in (child for child in node.children if child.is_named):
-        current = walker.statement(stage, state.copy(), current)
+    for stage in shape.stages:
+        current = walker.shape(stage, state.copy(), current)
     return current
 
 
@@ -200,6 +187,8 @@ def unset(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> Strea
     for child in node.children:
         if child.type == "variable_name":
             state.unset(node_text(child))
+        elif child.is_named:
+            walker.evaluator(state).fields(child)  # ``unset $(…)`` runs the substitution
     return Stream("")
 
 
@@ -238,8 +227,6 @@ def substitution(walker: Walker, node: Node, state: ShellState, stdin: Stream) -
 
 COMPOUND_STATEMENTS: dict[str, Statement] = {
     "subshell": subshell,
-    "list": and_or_list,
-    "pipeline": pipeline,
     "if_statement": branches,
     "case_statement": branches,
     "for_statement": for_loop,

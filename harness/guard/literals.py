@@ -253,6 +253,57 @@ def _goes_to_shell(tokens: list[_Token], index: int, language: str) -> bool:
     return False
 
 
+def _compared(tokens: list[_Token], index: int) -> bool:
+    """The literal is an operand of a comparison or a match: ``$1 == "/memory/x"``,
+    ``line ~ "/skills/"``, ``$x eq "…"``, ``"/incident/" in path`` (text, not a path).
+
+    >>> tokens = [_Lexer("awk", code).run() for code in ('$1 == "/m"', '$1 > "/m"')]
+    >>> [_compared(found, len(found) - 1) for found in tokens]
+    [True, False]
+    """
+    texts = [token.text for token in tokens]
+    before = texts[max(index - 2, 0) : index]
+    after = texts[index + 1 : index + 3]
+    return (
+        before[-1:] == ["~"]
+        or before in (["=", "="], ["!", "="])
+        or after in (["=", "="], ["!", "="])
+        or after[:1] == ["~"]
+        or before[-1:] in (["eq"], ["ne"])
+        or after[:1] in (["eq"], ["ne"], ["in"])
+        or after[:2] == ["not", "in"]
+    )
+
+
+def _awk_variable_use(tokens: list[_Token], calls: list[str], index: int) -> str | None:
+    """How awk uses the variable literal ``index`` is assigned to (``p = "/memory/x"``).
+
+    ``"shell"`` when the variable is a command (``p | getline``, ``print | p``,
+    ``system(p)``), ``"file"`` when it names a file (``getline < p``, ``print > p``,
+    ``close(p)``), ``"text"`` when used only elsewhere (``$1 == p``); None when the
+    literal is not assigned to a variable.
+
+    >>> tokens = _Lexer("awk", 'BEGIN { p = "/m" } $1 == p').run()
+    >>> _awk_variable_use(tokens, _enclosing_calls(tokens), 4)
+    'text'
+    """
+    if index < 2 or tokens[index - 1].text != "=" or tokens[index - 2].kind != "name":
+        return None
+    if index >= 3 and tokens[index - 3].text in ("=", "!", "<", ">"):
+        return None
+    name, use = tokens[index - 2].text, "text"
+    for position, token in enumerate(tokens):
+        if token.kind != "name" or token.text != name or position == index - 2:
+            continue
+        before = tokens[position - 1].text if position else ""
+        after = tokens[position + 1].text if position + 1 < len(tokens) else ""
+        if before == "|" or after == "|" or calls[position] == "system":
+            return "shell"
+        if before in ("<", ">") or calls[position] in ("close", "fflush"):
+            use = "file"
+    return use
+
+
 def _printed(tokens: list[_Token], index: int) -> bool:
     """``print "…"`` / ``puts "…"`` without parentheses: the literal is output text."""
     before = tokens[index - 1] if index else None
@@ -296,10 +347,12 @@ def code_literals(language: str, code: str) -> list[CodeLiteral]:
     for index, token in enumerate(tokens):
         if token.kind != "lit":
             continue
-        if not token.shell and (calls[index] in MENTION_NAMES or _printed(tokens, index)):
+        mention = calls[index] in MENTION_NAMES or _printed(tokens, index)
+        use = _awk_variable_use(tokens, calls, index) if language == "awk" else None
+        if not token.shell and (mention or use == "text" or _compared(tokens, index)):
             continue
         text = token.text
-        shell = _goes_to_shell(tokens, index, language)
+        shell = use == "shell" or _goes_to_shell(tokens, index, language)
         stripped = text.strip()
         if language == "perl" and (stripped.startswith("|") or stripped.endswith("|")):
             text, shell = stripped.strip("|"), True

@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass
 
 from harness.guard.fields import TAINT, UNKNOWN, glob_pattern, has_glob, plain
+from memory_store import Scope
 
-VIRTUAL_ROOTS = ("memory", "skills", "incident")
+VIRTUAL_ROOTS = tuple(scope.value for scope in Scope)  # the store's scopes: the one table
 """The first path components that live in the database, not on the sandbox filesystem."""
 
 _ORDINARY_NAMES = ("bin", "etc", "usr", "var", "tmp", "proc", "workspace", "x", *VIRTUAL_ROOTS)

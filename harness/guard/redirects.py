@@ -22,6 +22,7 @@ from tree_sitter import Node
 from harness.guard.fields import TAINT, UNKNOWN, plain
 from harness.guard.invocation import Access
 from harness.guard.paths import resolve_directory
+from harness.guard.shape import Redirected
 from harness.guard.source import Heredoc
 from harness.guard.state import UNKNOWN_STREAM, ShellState, Stream
 from harness.guard.words import node_text, stream_value
@@ -29,7 +30,6 @@ from harness.guard.words import node_text, stream_value
 if TYPE_CHECKING:
     from harness.guard.walker import Walker
 
-REDIRECT_NODES = ("file_redirect", "herestring_redirect", "heredoc_redirect")
 _OUTPUT_OPERATORS = (">", ">>", "&>", "&>>", ">|")
 _HEREDOC_PARAMETER = re.compile(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
@@ -37,17 +37,16 @@ OutputFile = tuple[str, bool]
 """A file standard output goes to: (encoded field, appended with ``>>``)."""
 
 
-def redirected_statement(walker: Walker, node: Node, state: ShellState, stdin: Stream) -> Stream:
-    """A statement with redirections: check targets, feed input, remember written text."""
-    body = node.child_by_field_name("body")
-    redirects = [child for child in node.children if child.type in REDIRECT_NODES]
-    stdin, extra, outputs = apply_redirects(walker, redirects, state, stdin)
+def redirected(walker: Walker, shape: Redirected, state: ShellState, stdin: Stream) -> Stream:
+    """A command with redirections: check targets, feed input, remember written text."""
+    stdin, extra, outputs = apply_redirects(walker, shape.redirects, state, stdin)
+    body = shape.body
     if body is None:
         return Stream("")
-    if body.type == "command":
+    if isinstance(body, Node) and body.type == "command":
         out = walker.command(body, state, stdin, extra)
     else:
-        out = walker.statement(body, state, stdin)
+        out = walker.shape(body, state, stdin)
     if not outputs:
         return out
     _remember_output(out, outputs, state)

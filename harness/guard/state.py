@@ -166,6 +166,10 @@ class ShellState:
             return frozenset({UNKNOWN})
         return frozenset({UNKNOWN})
 
+    def exported(self) -> dict[str, frozenset[str]]:
+        """The exported variables (what a program started from this shell receives)."""
+        return {name: v.values for name, v in self.variables.items() if v.exported}
+
     def is_set(self, name: str) -> bool:
         """Tell whether ``name`` was assigned in this command (or is HOME/IFS/PWD)."""
         return name in self.variables or name in ("PWD", "0")

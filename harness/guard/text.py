@@ -3,6 +3,11 @@
 Sources: bash(1) sections QUOTING (backslash, double quotes, ``$'…'`` escapes) and
 Brace Expansion (``{a,b}``, ``{x..y[..incr]}``, at least one unquoted comma or a valid
 sequence, otherwise the braces are literal).
+
+A long numeric sequence (``{1..500}``) is kept as its first and last
+``SEQUENCE_SAMPLE`` numbers: digits never spell a namespace name and a number is never
+``..``, so every member resolves the same way as a path (whether a field lands in
+``/memory`` cannot depend on which number it holds).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _C_ESCAPES = {
     "?": "?",
 }
 _C_NUMERIC = re.compile(r"x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{1,4})|U([0-9a-fA-F]{1,8})|([0-7]{1,3})")
+SEQUENCE_SAMPLE = 8
+"""Numbers kept from each end of a long numeric brace sequence."""
+
 _SEQUENCE = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
 
 
@@ -152,7 +160,9 @@ def _sequence(inner: str) -> list[str] | None:
     if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
         lo, hi = int(first), int(last)
         numbers = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
-        return [str(n) for n in numbers[:1024]]
+        if len(numbers) > 2 * SEQUENCE_SAMPLE:
+            return [str(n) for n in (*numbers[:SEQUENCE_SAMPLE], *numbers[-SEQUENCE_SAMPLE:])]
+        return [str(n) for n in numbers]
     if first.isalpha() and last.isalpha():
         lo, hi = ord(first), ord(last)
         codes = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)

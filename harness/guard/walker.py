@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
 
-import tree_sitter
-import tree_sitter_bash
 from tree_sitter import Node
 
+from harness.guard.budget import ARGS_PER_STEP, MAX_ANALYSIS_S, Budget
 from harness.guard.builtins import (
     DIRECTORY_BUILTINS,
     SHELL_BUILTINS,
@@ -32,10 +29,12 @@ from harness.guard.builtins import (
 )
 from harness.guard.call import Call, Substitutions
 from harness.guard.commands import handler_for
-from harness.guard.compound import COMPOUND_STATEMENTS, Statement, assigned
-from harness.guard.fields import UNKNOWN, as_glob, is_tainted, plain
+from harness.guard.compound import COMPOUND_STATEMENTS, Statement, and_or, assigned, piped
+from harness.guard.environment import handed_paths
+from harness.guard.fields import TAINT, UNKNOWN, as_glob, is_tainted, plain
 from harness.guard.invocation import Access, Finding
 from harness.guard.literals import code_literals
+from harness.guard.parser import ParseTimeout, parse
 from harness.guard.paths import (
     VIRTUAL_ROOTS,
     VirtualHit,
@@ -43,12 +42,9 @@ from harness.guard.paths import (
     resolve_directory,
     virtual_target,
 )
-from harness.guard.redirects import (
-    REDIRECT_NODES,
-    apply_redirects,
-    bare_redirect,
-    redirected_statement,
-)
+from harness.guard.programs.listed import touch_listed
+from harness.guard.redirects import apply_redirects, bare_redirect, redirected
+from harness.guard.shape import REDIRECT_NODES, AndOr, Piped, Redirected, Shape, reshape
 from harness.guard.source import Source, prepare_source
 from harness.guard.state import UNKNOWN_STREAM, ShellState, Stream, join_streams
 from harness.guard.words import WordEvaluator, node_text, word_technique
@@ -56,19 +52,17 @@ from harness.guard.words import WordEvaluator, node_text, word_technique
 MAX_DEPTH = 8
 """Most levels of nested code (``bash -c "eval '…'"``) the guard follows."""
 
-MAX_STEPS = 20_000
-"""Most statements and command calls one analysis may walk (nested code included)."""
-
 MAX_CALL_DEPTH = 16
 """Most nested shell-function calls followed (a recursive function stops here)."""
 
 _RISKY_IN_ERROR = re.compile(r"/[^\s]*[*?\[{\\$]")
 _STATEMENTS: dict[str, Statement] = {
     **COMPOUND_STATEMENTS,
-    "redirected_statement": redirected_statement,
     "file_redirect": bare_redirect,
     "command": lambda walker, node, state, stdin: walker.command(node, state, stdin, []),
 }
+_RESHAPED = frozenset({"list", "pipeline", "redirected_statement"})
+"""Node types tree-sitter may group differently from bash (see ``shape``)."""
 _SYSTEM_BIN = frozenset({"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin"})
 """Where a program is found before any later ``PATH`` entry is searched."""
 _LEAVES = frozenset({"comment", "word", "number", "variable_name", "string"})
@@ -80,26 +74,6 @@ class Refused(Exception):
     def __init__(self, finding: Finding) -> None:
         super().__init__(finding.technique)
         self.finding = finding
-
-
-@dataclass
-class Budget:
-    """What all walkers of one analysis share.
-
-    Attributes:
-        command: the command text; start: the working directory it starts in;
-        steps: statements and calls walked so far; calls: shell functions running now.
-    """
-
-    command: str
-    start: str
-    steps: int = 0
-    calls: int = 0
-
-
-@cache
-def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
 class Walker:
@@ -118,7 +92,10 @@ class Walker:
         self.depth = depth
         self.technique = technique
         self.budget = budget
-        self.tree = _parser().parse(source.text.encode("utf-8", "surrogateescape"))
+        try:
+            self.tree = parse(source.text, budget)
+        except ParseTimeout:
+            self.refuse("too-complex", detail=f"takes more than {MAX_ANALYSIS_S:g} s to parse")
         self.fd_streams: dict[str, Stream] = {}
         self.origins: dict[str, Node] = {}
 
@@ -152,6 +129,8 @@ class Walker:
     def statement(self, node: Node, state: ShellState, stdin: Stream) -> Stream:
         """Walk one statement node of any kind."""
         self._step()
+        if node.type in _RESHAPED:
+            return self.shape(reshape(node), state, stdin)
         handler = _STATEMENTS.get(node.type)
         if handler is not None:
             return handler(self, node, state, stdin)
@@ -159,10 +138,20 @@ class Walker:
             return Stream("")
         return self.block(node.children, state, stdin)
 
-    def _step(self) -> None:
-        self.budget.steps += 1
-        if self.budget.steps > MAX_STEPS:
-            self.refuse("too-complex", detail=f"needs more than {MAX_STEPS:,} analysis steps")
+    def shape(self, shape: Shape, state: ShellState, stdin: Stream) -> Stream:
+        """Walk a statement in the shape bash runs it (``shape.reshape``)."""
+        if isinstance(shape, AndOr):
+            return and_or(self, shape, state, stdin)
+        if isinstance(shape, Piped):
+            return piped(self, shape, state, stdin)
+        if isinstance(shape, Redirected):
+            return redirected(self, shape, state, stdin)
+        return self.statement(shape, state, stdin)
+
+    def _step(self, steps: int = 1) -> None:
+        exhausted = self.budget.charge(steps)
+        if exhausted is not None:
+            self.refuse("too-complex", detail=exhausted)
 
     def refuse(
         self,
@@ -177,7 +166,7 @@ class Walker:
 
     def evaluator(self, state: ShellState) -> WordEvaluator:
         """A word evaluator over ``state`` whose substitutions this walker walks."""
-        return WordEvaluator(state, Substitutions(self, state), self.origins)
+        return WordEvaluator(state, Substitutions(self, state), self.origins, self.budget)
 
     # -- simple commands -----------------------------------------------------------
     def command(self, node: Node, state: ShellState, stdin: Stream, extra: list[Node]) -> Stream:
@@ -204,8 +193,6 @@ class Walker:
             return Stream("")
         evaluator = self.evaluator(state)
         vectors = evaluator.argv([name_node, *words, *more, *extra])
-        if evaluator.truncated:
-            self.refuse("too-complex", detail="expands to too many words")
         for vector in vectors:
             for field in vector:
                 self.check_glob_read(field, state)
@@ -243,7 +230,7 @@ class Walker:
         chdir: str | None = None,
     ) -> Stream:
         """Run one argument vector: builtins here, programs through the command table."""
-        self._step()
+        self._step(1 + len(argv) // ARGS_PER_STEP)
         if not argv:
             return Stream("")
         if is_tainted(argv[0]):
@@ -269,9 +256,19 @@ class Walker:
             self.touch(chdir, Access.CHDIR, state)
             state = state.copy()
             state.change_directory(resolve_directory(chdir, state.cwd))
+        if base not in SHELL_BUILTINS:
+            self._check_environment(name, state, env)
         call = Call(self, base if UNKNOWN not in base else "", tuple(argv[1:]), state, env, stdin)
+        touch_listed(call)
         handler_for(call.name)(call)
         return call.stdout if call.stdout is not None else Stream(None, stdin.taint)
+
+    def _check_environment(
+        self, program: str, state: ShellState, env: Mapping[str, frozenset[str]]
+    ) -> None:
+        """A virtual path handed to ``program`` through its environment (``environment``)."""
+        for value in handed_paths(program, {**state.exported(), **env}):
+            self.touch(value, Access.READ, state, hint="env")
 
     def _search_path(self, env: Mapping[str, frozenset[str]], state: ShellState) -> None:
         """bash looks a program up in each ``PATH`` directory: one set in this command may
@@ -361,11 +358,11 @@ class Walker:
         """A ``language`` script runs from ``field``: check the path and, when known, the code.
 
         A process substitution (``bash <(…)``) holds its command's output; a file this
-        command wrote holds that text; a file it downloaded holds network content.
+        command wrote holds that text; a file it downloaded holds network content. A
+        path that merely came out of a decoder (``bash $(zcat names.gz)``) names a local
+        file: like any path the guard cannot compute, it is not refused for that.
         """
-        if is_tainted(field):
-            self.refuse("download-exec", detail="runs a script read from the network")
-        known = self.fd_streams.get(plain(field))
+        known = self.fd_streams.get(plain(field).replace(TAINT, ""))
         if known is not None:
             self.run_stdin(language, known, state, {})
             return

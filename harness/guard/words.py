@@ -24,6 +24,7 @@ from typing import Protocol
 
 from tree_sitter import Node
 
+from harness.guard.budget import Budget
 from harness.guard.expansion import expand_parameter
 from harness.guard.fields import (
     COMMA,
@@ -85,7 +86,8 @@ class WordEvaluator:
     """Expands word nodes against one shell state.
 
     Attributes:
-        truncated: set when a word had more alternatives or fields than the limits.
+        truncated: set when a word had more alternatives or fields than the limits (and
+            then ``budget.gave_up`` too, when a budget is given).
         origins: each field produced so far -> the word node it came from (to name the
             technique when a field turns out to be a virtual path).
     """
@@ -95,11 +97,19 @@ class WordEvaluator:
         state: ShellState,
         substituter: Substituter,
         origins: dict[str, Node] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.state = state
         self.substituter = substituter
         self.truncated = False
         self.origins = origins if origins is not None else {}
+        self.budget = budget
+
+    def _truncate(self) -> None:
+        """A word had more values than the limits keep: the analysis gives up on it."""
+        self.truncated = True
+        if self.budget is not None:
+            self.budget.gave_up = "a word has more values than the guard follows"
 
     # -- public --------------------------------------------------------------------
     def fields(self, node: Node) -> list[tuple[str, ...]]:
@@ -108,7 +118,7 @@ class WordEvaluator:
         for encoded in sorted(self.encoded(node, quoted=False, first=True)):
             expanded = brace_expand(encoded, MAX_FIELDS)
             if len(expanded) >= MAX_FIELDS:
-                self.truncated = True
+                self._truncate()
             fields: list[str] = []
             for text in expanded:
                 fields.extend(fields_of(text))
@@ -180,7 +190,22 @@ class WordEvaluator:
             return frozenset({LBRACE + inner + RBRACE})
         if kind == "$":
             return frozenset({"$"})
+        if kind == "arithmetic_expansion":
+            self._substitutions_within(node)
         return frozenset({UNKNOWN})
+
+    def _substitutions_within(self, node: Node) -> None:
+        """Run the ``$(…)`` / backquotes inside ``node`` (arithmetic): their commands run
+        though the value is a number the guard does not compute."""
+        stack = list(node.children)
+        while stack:
+            child = stack.pop()
+            if child.type == "command_substitution":
+                self.substituter.command_output(child)
+            elif child.type == "process_substitution":
+                self.substituter.process_path(child)
+            else:
+                stack.extend(child.children)
 
     # -- pieces --------------------------------------------------------------------
     def _limited(self, parts: Sequence[frozenset[str]]) -> frozenset[str]:
@@ -188,7 +213,7 @@ class WordEvaluator:
         for part in parts:
             total *= max(len(part), 1)
         if total > MAX_ALTERNATIVES:
-            self.truncated = True
+            self._truncate()
         return product(parts)
 
     def _word(self, text: str, *, quoted: bool, first: bool) -> frozenset[str]:

@@ -1,17 +1,23 @@
 """A session's checkpoint: everything the next step needs, as one JSON-able value.
 
-The durable layer stores it (as JSON) with every committed step; the harness keeps
-no state anywhere else. ``to_json``/``from_json`` round-trip exactly.
+The durable layer stores it with every committed step; the harness keeps no state
+anywhere else. ``to_json``/``from_json`` round-trip exactly. The transcript
+(``messages``) grows with the session while the rest stays small, so the durable
+layer stores them apart: ``state_json`` is everything but the messages, and
+``from_json(state, messages=…)`` puts them back (each message through
+``Message.to_json``/``from_json``, the one serialisation point).
 
 >>> cp = Checkpoint("s1", "T1", "C1", Requester("U1"))
 >>> Checkpoint.from_json(cp.to_json()) == cp
+True
+>>> Checkpoint.from_json(cp.state_json(), messages=cp.messages) == cp
 True
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -20,6 +26,7 @@ from harness.errors import InvalidMessage
 from harness.model.messages import (
     Message,
     ToolResultBlock,
+    ToolUseBlock,
     Usage,
     block_from_dict,
     block_to_dict,
@@ -150,31 +157,82 @@ class Checkpoint:
         return replace(self, read_state={**self.read_state, path: record})
 
     def to_json(self) -> str:
-        """Serialise (compact JSON, fixed key order)."""
+        """Serialise (compact JSON, fixed key order), messages included."""
         return dumps(_encode(self))
 
+    def state_json(self) -> str:
+        """Serialise all but ``messages`` (stored apart, see the module docstring).
+
+        Also holds ``in_flight_tool``, the name of the ``in_flight`` call (see
+        ``in_flight_tool``), for readers that have the state but not the transcript.
+        """
+        state = _encode(self, with_messages=False)
+        state["in_flight_tool"] = _in_flight_name(self)
+        return dumps(state)
+
     @classmethod
-    def from_json(cls, text: str) -> Checkpoint:
-        """Inverse of ``to_json``.
+    def from_json(cls, text: str, *, messages: Sequence[Message] = ()) -> Checkpoint:
+        """Inverse of ``to_json``, and of ``state_json`` given the ``messages``.
+
+        A JSON that holds messages (``to_json``'s) keeps its own: ``messages`` is then
+        ignored.
 
         Raises:
             InvalidMessage: malformed JSON or fields.
         """
         try:
             data = json.loads(text)
-            return _decode(data)
+            return _decode(data, tuple(messages))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidMessage(f"malformed checkpoint: {exc}") from exc
 
 
-def _encode(cp: Checkpoint) -> dict[str, Any]:
-    return {
-        "v": 1,
+def holds_messages(text: str) -> bool:
+    """Whether a checkpoint JSON carries its transcript (``to_json``, not ``state_json``).
+
+    Raises:
+        InvalidMessage: not a JSON object.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InvalidMessage(f"malformed checkpoint: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidMessage("a checkpoint must be a JSON object")
+    return "messages" in data
+
+
+def in_flight_tool(text: str) -> str | None:
+    """The tool name of the call in flight in a ``state_json`` or ``to_json`` checkpoint.
+
+    Raises:
+        InvalidMessage: malformed JSON or fields.
+    """
+    cp = Checkpoint.from_json(text)
+    if cp.messages:
+        return _in_flight_name(cp)
+    name = json.loads(text).get("in_flight_tool")
+    return name if isinstance(name, str) else None
+
+
+def _in_flight_name(cp: Checkpoint) -> str | None:
+    last = cp.messages[-1].content if cp.messages and cp.in_flight else ()
+    return next(
+        (b.name for b in last if isinstance(b, ToolUseBlock) and b.id == cp.in_flight), None
+    )
+
+
+def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
+    head: dict[str, Any] = {
+        "v": 1 if with_messages else 2,
         "session_id": cp.session_id,
         "org_id": cp.org_id,
         "channel_id": cp.channel_id,
         "requester": [cp.requester.user_id, cp.requester.display_name],
-        "messages": [m.to_dict() for m in cp.messages],
+    }
+    if with_messages:
+        head["messages"] = [m.to_dict() for m in cp.messages]
+    return head | {
         "pending_input": [[i.user_id, i.text, i.display_name] for i in cp.pending_input],
         "pending_results": [block_to_dict(b) for b in cp.pending_results],
         "in_flight": cp.in_flight,
@@ -199,7 +257,7 @@ def _encode(cp: Checkpoint) -> dict[str, Any]:
     }
 
 
-def _decode(d: dict[str, Any]) -> Checkpoint:
+def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
     results = tuple(block_from_dict(b) for b in d["pending_results"])
     if not all(isinstance(b, ToolResultBlock) for b in results):
         raise ValueError("pending_results must hold tool_result blocks")
@@ -209,7 +267,9 @@ def _decode(d: dict[str, Any]) -> Checkpoint:
         org_id=d["org_id"],
         channel_id=d["channel_id"],
         requester=Requester(*d["requester"]),
-        messages=tuple(Message.from_dict(m) for m in d["messages"]),
+        messages=tuple(Message.from_dict(m) for m in d["messages"])
+        if "messages" in d
+        else messages,
         pending_input=tuple(Inbound(*i) for i in d["pending_input"]),
         pending_results=results,  # type: ignore[arg-type]
         in_flight=d["in_flight"],

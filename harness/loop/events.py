@@ -38,7 +38,7 @@ class InputGiven(Event):
 
 @dataclass(frozen=True)
 class ModelResponded(Event):
-    """A committed model response."""
+    """A committed model response; ``thinking`` is its thinking summary (shown as progress)."""
 
     kind: ClassVar[str] = "model_response"
     stop_reason: str
@@ -46,6 +46,7 @@ class ModelResponded(Event):
     tool_calls: tuple[str, ...]
     usage: Usage
     attempts: int
+    thinking: str = ""
 
 
 @dataclass(frozen=True)

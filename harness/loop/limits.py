@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from harness.errors import StepLimitReached, TokenLimitReached, ToolTimeLimitReached
 from harness.loop.checkpoint import Checkpoint
+from harness.model.catalog import DEFAULT_MAX_TOKENS
 
 
 @dataclass(frozen=True)
@@ -17,20 +18,26 @@ class Limits:
         max_session_tokens: total model tokens (all kinds) before it must answer.
         max_tool_time_s: wall time, in seconds, spent running tools (summed over the
             session) before it must answer.
-        max_tokens: ``max_tokens`` of one model call.
+        max_tokens: ``max_tokens`` of one model call (thinking included).
+        max_input_chars: characters of one user message given to the model; the rest is
+            cut and the user told (a pasted megabyte must not poison the session).
         compact_at_tokens: prompt size (input + cache tokens of the last call) that
             triggers compaction; Claude models take 200k tokens of context.
         loop_repeats: the same call with the same input this many times in a row earns a note.
         bash_max_timeout_ms: Claude Code's Bash maximum (600000).
+        agent_may_write_skills: whether the model's Write/Edit may change /skills
+            (``WARROOM_AGENT_WRITES_SKILLS``); humans edit skills by default.
     """
 
     max_steps: int = 200
     max_session_tokens: int = 5_000_000
     max_tool_time_s: float = 3600.0
-    max_tokens: int = 8192
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_input_chars: int = 100_000
     compact_at_tokens: int = 150_000
     loop_repeats: int = 3
     bash_max_timeout_ms: int = 600_000
+    agent_may_write_skills: bool = False
 
     def enforce(self, cp: Checkpoint) -> None:
         """Raise when ``cp`` has used up a limit; return when another step may run.

@@ -18,7 +18,7 @@ from harness.tools.contract import namespace_for
 from harness.tools.diff import numbered_diff
 from harness.tools.wording import author
 from harness.vfs import PathError, resolve
-from memory_store import Change, FileKey, FileNotFound, FileStore, Namespace
+from memory_store import Change, FileKey, FileStore, InvalidPath, Namespace
 
 
 async def change_notices(
@@ -56,16 +56,16 @@ async def change_notices(
 async def contents_at(
     store: FileStore, ns: Namespace, path: str, versions: tuple[int, int]
 ) -> tuple[str | None, str | None]:
-    """The content of two versions of a file, from one ``history`` call.
+    """The content of two versions of a file, read by version (not the whole history).
 
     Version 0 (did not exist) reads as ""; an unknown version or a deletion as None.
     """
     try:
-        history = {r.version: r.content for r in await store.history(ns, path)}
-    except FileNotFound:
-        history = {}
-    history[0] = ""
-    return history.get(versions[0]), history.get(versions[1])
+        found = await store.contents_at(ns, path, [v for v in versions if v > 0])
+    except InvalidPath:
+        found = {}
+    found[0] = ""
+    return found.get(versions[0]), found.get(versions[1])
 
 
 def _keys(checkpoint: Checkpoint) -> Mapping[str, FileKey]:

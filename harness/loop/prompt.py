@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.loop.budget import Item, fit
 from memory_store import IndexEntry
 
 SYSTEM_PROMPT = """\
@@ -68,31 +69,53 @@ class FrozenContext:
     channel_id: str
 
 
+SKILLS_MAX_BYTES = 12_000
+MEMORY_MAX_BYTES = 12_000
+INCIDENT_MAX_BYTES = 5_000
+NEW_FILES_MAX_BYTES = 4_000
+FIRST_CONTEXT_MAX_BYTES = 30_000
+"""Byte budgets of the first message's indexes and of its whole context block (under
+32 KB with any number of skills and files; ``budget.fit`` says what is cut first)."""
+
+SKILLS_MORE = (
+    "- … and {n} more skills not listed here: Glob with pattern /skills/*/SKILL.md lists them all"
+)
+FILES_MORE = (
+    "- … and {n} more files not listed here: use Glob (e.g. pattern **/*.md with path {root})"
+    " or Grep to find them"
+)
+
+
 def _skill_name(entry: IndexEntry) -> str:
     return entry.path.strip("/").split("/", 1)[0]
 
 
-def skill_lines(entries: Sequence[IndexEntry]) -> list[str]:
-    """``- name: description`` for each ``/<name>/SKILL.md`` in a skills index."""
-    return [
-        f"- {_skill_name(e)}: {e.summary}"
+def skill_lines(entries: Sequence[IndexEntry], max_bytes: int = SKILLS_MAX_BYTES) -> list[str]:
+    """``- name: description`` for each ``/<name>/SKILL.md`` offered to the model, within
+    ``max_bytes`` (skills with ``disable-model-invocation: true`` are left out)."""
+    items = [
+        Item(_skill_name(e), e.summary)
         for e in entries
-        if e.path.count("/") == 2 and e.path.endswith("/SKILL.md")
+        if e.listed and e.path.count("/") == 2 and e.path.endswith("/SKILL.md")
     ]
+    return fit(items, max_bytes, SKILLS_MORE)
 
 
-def _file_lines(root: str, entries: Sequence[IndexEntry]) -> list[str]:
-    return [
-        f"- {root}{e.path} (updated {e.updated_at:%Y-%m-%d %H:%M} UTC): {e.summary}"
-        for e in entries
+def file_lines(root: str, entries: Sequence[IndexEntry], max_bytes: int) -> list[str]:
+    """``- /root/path (updated …): summary`` per file, newest first, within ``max_bytes``."""
+    newest = sorted(entries, key=lambda e: (-e.updated_at.timestamp(), e.path))
+    items = [
+        Item(f"{root}{e.path} (updated {e.updated_at:%Y-%m-%d %H:%M} UTC)", e.summary)
+        for e in newest
     ]
+    return fit(items, max_bytes, FILES_MORE.replace("{root}", root))
 
 
 def frozen_context(ctx: FrozenContext) -> str:
-    """The first message's context block (inside a system-reminder)."""
+    """The first message's context block (inside a system-reminder), within budget."""
     skills = skill_lines(ctx.skills) or ["(no skills yet)"]
-    memory = _file_lines("/memory", ctx.memory) or ["(empty)"]
-    notes = _file_lines("/incident", ctx.incident) or ["(no notes yet)"]
+    memory = file_lines("/memory", ctx.memory, MEMORY_MAX_BYTES) or ["(empty)"]
+    notes = file_lines("/incident", ctx.incident, INCIDENT_MAX_BYTES) or ["(no notes yet)"]
     parts = [
         "Skills available (load one with the Skill tool when it applies):",
         *skills,
@@ -106,6 +129,24 @@ def frozen_context(ctx: FrozenContext) -> str:
         f"This session was started by {ctx.requester}.",
     ]
     return reminder("\n".join(parts))
+
+
+def within_budget(block: str, max_bytes: int = FIRST_CONTEXT_MAX_BYTES) -> str:
+    """``block`` (a context reminder) cut at a line to at most ``max_bytes`` bytes, with a
+    line saying so; unchanged when it fits. For checkpoints made before the budgets.
+
+    >>> cut = within_budget(reminder("line one\\n" * 20), 120)
+    >>> len(cut.encode()), cut.count("line one"), cut.endswith("find files)" + REMINDER_CLOSE)
+    (117, 4, True)
+    """
+    if len(block.encode()) <= max_bytes:
+        return block
+    note = "\n(index cut; use Glob and Grep to find files)"
+    body = block.removeprefix(REMINDER_OPEN).removesuffix(REMINDER_CLOSE)
+    room = max_bytes - len((REMINDER_OPEN + note + REMINDER_CLOSE).encode())
+    cut = body.encode()[: max(0, room)].decode(errors="ignore")
+    kept = cut[: cut.rfind("\n")] if "\n" in cut else ""
+    return reminder(kept + note)
 
 
 def steering_text(user: str, text: str) -> str:

@@ -16,26 +16,15 @@ from enum import StrEnum
 
 from harness.errors import LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound
-from harness.loop.events import (
-    Answered,
-    Event,
-    ModelResponded,
-    Notice,
-    ToolFinished,
-    ToolIntent,
-    ToolUnknown,
-)
+from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
-from harness.loop.mcp_reminder import note_server_changes
-from harness.loop.prompt import SYSTEM_PROMPT, reminder
-from harness.loop.todo_reminder import todo_reminder
-from harness.loop.turn import build_user_message, compact, final_answer_text
+from harness.loop.model_step import model_step
+from harness.loop.prompt import reminder
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
-from harness.model.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
-from harness.tools.mcp_call import mcp_specs
-from harness.tools.toolbox import ToolContext, run_tool, summarize_call, tool_specs
+from harness.tools.toolbox import ToolContext, run_tool, summarize_call
 from memory_store import FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
@@ -67,7 +56,8 @@ def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
         return StepKind.RECOVER
     if _next_call(cp) is not None:
         return StepKind.TOOL
-    if not (inbox or cp.pending_input or cp.pending_results) and _turn_ended(cp):
+    idle = not (inbox or cp.pending_input or cp.pending_results)
+    if idle and (_turn_ended(cp) or not cp.messages):
         return StepKind.WAIT
     return StepKind.MODEL
 
@@ -299,69 +289,8 @@ def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:
 async def _model_step(
     cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
 ) -> StepResult:
-    """Ask the model; at a ``limit``, for a final answer without tool calls."""
-    limits = deps.limits
-    capped = limit is not None
-    events: list[Event] = []
+    """Ask the model (``model_step``) with the MCP tools up for the session's channel;
+    at a ``limit``, for a final answer without tools."""
     offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
-    tools = tool_specs(mcp_specs(offered))
-    compacted = _needs_compaction(cp, limits)
-    if compacted:
-        cp, compact_events = await compact(cp, deps.model, limits, tools)
-        events.extend(compact_events)
-    cp, mcp_notices = note_server_changes(cp, offered)
-    events.extend(mcp_notices)
-    user, cp, notice_events = await build_user_message(cp, deps.store, limit=limit)
-    events.extend(notice_events)
-    user = _with_todo_reminder(user, cp, compacted=compacted and limit is None)
-    messages = (*cp.messages, user)
-    reply = await deps.model.complete(
-        system=SYSTEM_PROMPT, tools=tools, messages=messages, max_tokens=limits.max_tokens
-    )
-    assistant = Message(role="assistant", content=reply.content)
-    cp = replace(
-        cp,
-        messages=(*messages, assistant),
-        pending_input=(),
-        pending_results=(),
-        steps=cp.steps + 1,
-        usage=cp.usage + reply.usage,
-        last_input_tokens=reply.usage.prompt_tokens(),
-    )
-    calls = tuple(b for b in reply.content if isinstance(b, ToolUseBlock))
-    text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
-    events.append(
-        ModelResponded(
-            stop_reason=reply.stop_reason,
-            text=text,
-            tool_calls=tuple(summarize_call(c.name, c.input) for c in calls),
-            usage=reply.usage,
-            attempts=reply.attempts,
-        )
-    )
-    if calls and not capped:
-        return StepResult(cp, tuple(events), Next.CONTINUE)
-    if limit is not None:
-        events.append(Notice(topic="limit", text=str(limit)))
-        cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)))
-    answer = final_answer_text(text, limit=limit, cp=cp)
-    events.append(Answered(text=answer, best_effort=capped))
-    cp = replace(cp, answer=answer, best_effort=capped)
+    cp, events = await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
     return StepResult(cp, tuple(events), Next.CONTINUE)
-
-
-def _with_todo_reminder(user: Message, cp: Checkpoint, *, compacted: bool) -> Message:
-    """``user`` with the todo reminder at its end when one is due (``todo_reminder``)."""
-    text = todo_reminder(cp, compacted=compacted)
-    if text is None:
-        return user
-    return Message(role=user.role, content=(*user.content, TextBlock(text)))
-
-
-def _text_only(message: Message) -> Message:
-    blocks = tuple(b for b in message.content if isinstance(b, TextBlock))
-    return Message(role=message.role, content=blocks or (TextBlock("(no answer text)"),))
-
-
-def _needs_compaction(cp: Checkpoint, limits: Limits) -> bool:
-    return cp.last_input_tokens >= limits.compact_at_tokens and len(cp.messages) > 2

@@ -10,28 +10,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.errors import LimitReached
+from harness.errors import LimitReached, ModelContextOverflow
+from harness.loop.budget import Item, fit
 from harness.loop.checkpoint import Checkpoint, ReadRecord
 from harness.loop.events import Event, InputGiven, Notice
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.prompt import (
+    NEW_FILES_MAX_BYTES,
     SYSTEM_PROMPT,
     FrozenContext,
     frozen_context,
     reminder,
     steering_text,
+    within_budget,
 )
 from harness.model.adapter import Model, ToolSpec
-from harness.model.messages import ContentBlock, Message, TextBlock, ToolResultBlock
+from harness.model.messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    dumps,
+)
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
-_SCOPES: tuple[tuple[str, Scope], ...] = (
-    ("/skills", Scope.SKILLS),
-    ("/memory", Scope.MEMORY),
-    ("/incident", Scope.INCIDENT),
-)
+NEW_FILES_MORE = "- … and {n} more new files: use Glob to find them"
+_SCOPES: tuple[tuple[str, Scope], ...] = tuple(
+    (f"/{scope.value}", scope) for scope in (Scope.SKILLS, Scope.MEMORY, Scope.INCIDENT)
+)  # the order the first message lists them in
 
 
 def final_reminder(limit: LimitReached) -> str:
@@ -70,27 +79,56 @@ async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[Content
 
 
 async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Checkpoint]:
-    indexes = await _indexes(cp, store)
-    lines: list[str] = []
-    for root, entries in indexes.items():
-        for e in entries:
-            path = root + e.path
-            if path in cp.known_files or path in cp.read_state:
-                continue
-            lines.append(f"- {path}: {e.summary}")
-    if not lines:
-        return [], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    """Tell of shared files nobody told this session about; paths and versions are read
+    every step, summaries only of a tree that has such a file."""
+    items: list[Item] = []
+    known: dict[str, int] = {}
+    for root, scope in _SCOPES:
+        versions = await store.versions(namespace(cp, scope))
+        known |= {root + path: version for path, version in versions.items()}
+        if all(root + p in cp.known_files or root + p in cp.read_state for p in versions):
+            continue
+        items += [
+            Item(root + e.path, e.summary)
+            for e in await store.index(namespace(cp, scope))
+            if (root + e.path) not in cp.known_files
+            and (root + e.path) not in cp.read_state
+            and (root != "/skills" or e.listed)
+        ]
+    cp = replace(cp, known_files={**cp.known_files, **known})
+    if not items:
+        return [], cp
+    lines = fit(items, NEW_FILES_MAX_BYTES, NEW_FILES_MORE)
     text = "New shared files were added by others since you started:\n" + "\n".join(lines)
-    return [reminder(text)], replace(cp, known_files={**cp.known_files, **_known(indexes)})
+    return [reminder(text)], cp
+
+
+def bounded_input(text: str, max_chars: int) -> tuple[str, str | None]:
+    """``text`` cut to ``max_chars`` characters, and the notice saying so (None: not cut).
+
+    >>> bounded_input("abcdef", 4)
+    ('abcd', 'A message of 6 characters was cut to its first 4 characters.')
+    """
+    if len(text) <= max_chars:
+        return text, None
+    return text[:max_chars], (
+        f"A message of {len(text):,} characters was cut to its first {max_chars:,} characters."
+    )
 
 
 async def build_user_message(
-    cp: Checkpoint, store: FileStore, *, limit: LimitReached | None = None
+    cp: Checkpoint,
+    store: FileStore,
+    *,
+    limit: LimitReached | None = None,
+    limits: Limits | None = None,
 ) -> tuple[Message, Checkpoint, list[Event]]:
     """The next user message, the checkpoint updated for what it tells, and events.
 
     ``limit`` set: the session is at a limit, and the message ends by asking for a
-    final answer without tools.
+    final answer without tools. Each user text is bounded by ``limits.max_input_chars``;
+    a cut one is followed by a reminder to the model and a ``Notice`` (topic ``input``)
+    for the thread.
 
     Raises:
         memory_store.StoreError: the store could not be read.
@@ -107,12 +145,19 @@ async def build_user_message(
         texts = [*changed, *added, *(reminder(n) for n in cp.notices)]
         blocks.extend(TextBlock(t) for t in texts)
         events.extend(Notice(topic="files", text=t) for t in (*changed, *added))
-    inputs = [steering_text(i.user_label(), i.text) for i in cp.pending_input]
-    if not cp.messages:
-        inputs = [i.text for i in cp.pending_input]
-    blocks.extend(TextBlock(t) for t in inputs)
+    max_chars = (limits or Limits()).max_input_chars
+    for item in cp.pending_input:
+        text, cut = bounded_input(item.text, max_chars)
+        text = text if text.strip() else "(an empty message)"  # the API refuses blank text
+        blocks.append(
+            TextBlock(text if not cp.messages else steering_text(item.user_label(), text))
+        )
+        if cut is not None:
+            blocks.append(TextBlock(reminder(cut + " Tell the user you only read that part.")))
+            events.append(Notice(topic="input", text=cut))
     if cp.pending_input:
-        events.append(InputGiven(texts=tuple(i.text for i in cp.pending_input)))
+        given = tuple(bounded_input(i.text, max_chars)[0] for i in cp.pending_input)
+        events.append(InputGiven(texts=given))
         cp = replace(cp, turns=cp.turns + 1)
     if limit is not None:
         blocks.append(TextBlock(final_reminder(limit)))
@@ -147,16 +192,30 @@ async def compact(
     """
     request_blocks: Sequence[ContentBlock] = (*cp.pending_results, TextBlock(SUMMARY_REQUEST))
     messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
-    reply = await model.complete(
-        system=SYSTEM_PROMPT,
-        tools=tool_specs() if tools is None else tools,
-        messages=messages,
-        max_tokens=limits.max_tokens,
-    )
+    tools = tool_specs() if tools is None else tools
+    try:
+        reply = await model.complete(
+            system=SYSTEM_PROMPT,
+            tools=tools,
+            messages=messages,
+            max_tokens=limits.max_tokens,
+        )
+    except ModelContextOverflow:
+        # Too long to summarise in place: summarise a bounded plain-text rendering instead
+        # (no thinking or tool blocks, so none of the API's pairing rules can break).
+        text = transcript_text(cp, max_chars=limits.compact_at_tokens * 2)
+        rendered = Message("user", (TextBlock(text), TextBlock(SUMMARY_REQUEST)))
+        reply = await model.complete(
+            system=SYSTEM_PROMPT,
+            tools=tools,
+            messages=(rendered,),
+            max_tokens=limits.max_tokens,
+        )
     summary = "".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
     first_context = next(
         (b for b in cp.messages[0].content if isinstance(b, TextBlock)), TextBlock("")
     )
+    first_context = TextBlock(within_budget(first_context.text))
     new_first = Message(
         role="user",
         content=(
@@ -201,6 +260,24 @@ def final_answer_text(text: str, *, limit: LimitReached | None, cp: Checkpoint) 
         parts += [f"- [x] {c}" for c in done] + [f"- [ ] {c}" for c in left]
     parts.append(f"_(Stopped at the session's {limit.name}; this is my best answer so far.)_")
     return "\n\n".join(parts)
+
+
+def transcript_text(cp: Checkpoint, *, max_chars: int) -> str:
+    """The transcript as plain text, its newest ``max_chars`` characters (each tool
+    result cut to 2,000 characters; thinking left out)."""
+    lines: list[str] = []
+    blocks = [(m.role, b) for m in cp.messages for b in m.content]
+    blocks += [("user", b) for b in cp.pending_results]
+    for role, block in blocks:
+        if isinstance(block, TextBlock):
+            lines.append(f"[{role}] {block.text}")
+        elif isinstance(block, ToolUseBlock):
+            lines.append(f"[tool call {block.name}] {dumps(dict(block.input))}")
+        elif isinstance(block, ToolResultBlock):
+            lines.append(f"[tool result] {block.content[:2000]}")
+    text = "\n\n".join(lines)
+    head = "The transcript so far (oldest part left out when long):\n\n"
+    return head + text[-max_chars:]
 
 
 def tool_result_text(block: ToolResultBlock) -> str:

@@ -1,1 +1,2 @@
-"""The model: the transcript's values (``messages``) and the Messages API adapter (``adapter``)."""
+"""The model: model ids (``catalog``), the transcript's values (``messages``), the request body
+(``request``) and the Messages API adapter (``adapter``)."""

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import anthropic
 import httpx2
@@ -29,12 +29,25 @@ from anthropic.lib.streaming import AsyncMessageStream, TextEvent
 from anthropic.types import Message as ApiMessage
 from anthropic.types import RawMessageStreamEvent
 
-from harness.errors import ModelRejected, ModelStalled, ModelUnavailable
-from harness.model.messages import Message, TextBlock, ToolUseBlock, Usage, dumps, to_wire
+from harness.errors import ModelContextOverflow, ModelRejected, ModelStalled, ModelUnavailable
+from harness.model.catalog import DEFAULT_MAX_TOKENS, Effort
+from harness.model.messages import (
+    AssistantBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
+from harness.model.request import ToolSpec as ToolSpec  # re-exported: tools import it here
+from harness.model.request import build_request, thinking_options
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _CONNECT_TIMEOUT_S = 5.0  # the anthropic SDK's own default (DEFAULT_TIMEOUT.connect)
-_EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
+# Anthropic API reference, "Errors": a 400 whose message says the prompt does not fit the
+# context window, and 413 request_too_large (the body is over the size limit).
+_OVERFLOW_MARKERS = ("prompt is too long", "exceed context limit", "context window")
 # Anthropic API reference, "Errors": error.type of the retryable failures, by status.
 _RETRYABLE_ERROR_TYPES = {"rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
 
@@ -42,20 +55,12 @@ TextCallback = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
-class ToolSpec:
-    """A tool offered to the model: its name, what it does, and a JSON Schema of its input."""
+class RefusalDetails:
+    """SDK ``RefusalStopDetails``: the policy ``category`` (None when unnamed) and a
+    human-readable ``explanation`` (None when the API has none)."""
 
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The API's tool definition (``name``, ``description``, ``input_schema``), in order."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": _plain(self.input_schema),
-        }
+    category: str | None
+    explanation: str | None
 
 
 @dataclass(frozen=True)
@@ -63,20 +68,23 @@ class ModelReply:
     """The assistant's answer to one ``complete`` call.
 
     Attributes:
-        content: text and tool calls in the order the model wrote them.
-        stop_reason: the API's ``stop_reason`` (``end_turn``, ``tool_use``, ``max_tokens``, …).
+        content: thinking, text and tool calls in the order the model wrote them.
+        stop_reason: the API's ``stop_reason`` (``end_turn``, ``tool_use``, ``max_tokens``,
+            ``refusal``, ``pause_turn``, ``model_context_window_exceeded``, …).
         usage: tokens of the attempt that produced this reply.
         model: the model name the API reported.
         request_id: the API's ``request-id`` header, for support tickets.
         attempts: requests sent to get it (1 = no retry).
+        refusal: the API's ``stop_details`` of a ``refusal`` (category, explanation).
     """
 
-    content: tuple[TextBlock | ToolUseBlock, ...]
+    content: tuple[AssistantBlock, ...]
     stop_reason: str
     usage: Usage
     model: str
     request_id: str | None
     attempts: int
+    refusal: RefusalDetails | None = None
 
     def to_message(self) -> Message:
         """The reply as the assistant message to append to the transcript."""
@@ -86,7 +94,9 @@ class ModelReply:
 class Model(Protocol):
     """A language model that continues a transcript.
 
-    Contract: ``messages`` alternate roles and start with a user message; tool calls in
+    Contract: ``messages`` alternate roles and start with a user message (they end with
+    an assistant message only to continue a turn that stopped with ``pause_turn``);
+    thinking blocks are sent back exactly as they came; tool calls in
     the reply name tools from ``tools``. A call is not idempotent (each attempt is a new
     generation, billed), and implementations retry transient failures themselves.
     Cancelling the awaiting task aborts the request. ``on_text``, if given, is awaited
@@ -111,40 +121,6 @@ class Model(Protocol):
     ) -> ModelReply: ...
 
 
-def build_request(
-    *,
-    model: str,
-    max_tokens: int,
-    system: str,
-    tools: Sequence[ToolSpec],
-    messages: Sequence[Message],
-) -> bytes:
-    """The streaming Messages API request body, as canonical UTF-8 JSON bytes.
-
-    Cache breakpoints (``cache_control: {"type": "ephemeral"}``, at most 4 per request
-    per the API's prompt-caching docs) go on: the system block (or the last tool when
-    there is no system prompt) — the static prefix; the last block of the first
-    message — the session's frozen context; the last block of the last message — the
-    rolling breakpoint. Equal arguments give equal bytes.
-    """
-    tool_defs = [tool.to_dict() for tool in tools]
-    system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
-    wire = to_wire(messages)
-    static = system_blocks or tool_defs
-    if static:
-        static[-1]["cache_control"] = dict(_EPHEMERAL)
-    for message in (wire[:1] + wire[-1:]) if wire else []:
-        if message["content"]:
-            message["content"][-1]["cache_control"] = dict(_EPHEMERAL)
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
-    if tool_defs:
-        body["tools"] = tool_defs
-    if system_blocks:
-        body["system"] = system_blocks
-    body["messages"] = wire
-    return dumps(body).encode()
-
-
 @dataclass(frozen=True)
 class _Failure:
     """One retryable failed attempt."""
@@ -167,9 +143,10 @@ class AnthropicModel:
 
     Args:
         api_key: the API key (``x-api-key``).
-        model: model name, e.g. ``claude-sonnet-4-5``.
+        model: model id, e.g. ``claude-sonnet-5-5`` (``catalog.DEFAULT_MODEL``).
         base_url: API root; None means ``DEFAULT_BASE_URL`` (the environment is not read).
-        max_tokens: the default output cap per call.
+        max_tokens: the default output cap per call (thinking included).
+        effort: ``output_config.effort``, or None for the model's default.
         max_attempts: requests per call, first included.
         stall_timeout_s: silence on the socket (pings count as data) that ends an attempt.
         backoff_base_s, backoff_max_s: exponential backoff, halved by random jitter;
@@ -178,7 +155,7 @@ class AnthropicModel:
         sleep: awaited between attempts with the delay in seconds (tests record it).
 
     Raises:
-        ValueError: ``max_attempts`` below 1.
+        ValueError: ``max_attempts`` below 1, or an ``effort`` the model does not accept.
     """
 
     def __init__(
@@ -187,7 +164,8 @@ class AnthropicModel:
         api_key: str,
         model: str,
         base_url: str | None = None,
-        max_tokens: int = 8192,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        effort: Effort | None = None,
         max_attempts: int = 6,
         stall_timeout_s: float = 60.0,
         backoff_base_s: float = 1.0,
@@ -197,8 +175,10 @@ class AnthropicModel:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        thinking_options(model, max_tokens, effort)  # an effort the model refuses fails here
         self._model = model
         self._max_tokens = max_tokens
+        self._effort = effort
         self._max_attempts = max_attempts
         self._stall_timeout_s = stall_timeout_s
         self._backoff_base_s = backoff_base_s
@@ -231,6 +211,7 @@ class AnthropicModel:
             system=system,
             tools=tools,
             messages=messages,
+            effort=self._effort,
         )
         failure: _Failure | None = None
         for attempt in range(1, self._max_attempts + 1):
@@ -286,7 +267,8 @@ def _classify(exc: Exception) -> _Failure:
     stream, connection errors, and stalls.
 
     Raises:
-        ModelRejected: any other API status (400, 401, 403, 404, 413, …), from ``exc``.
+        ModelContextOverflow: 413, or a 400 saying the prompt does not fit, from ``exc``.
+        ModelRejected: any other API status (400, 401, 403, 404, …), from ``exc``.
     """
     if isinstance(exc, anthropic.APIStatusError):
         status = _status_of(exc)
@@ -294,7 +276,9 @@ def _classify(exc: Exception) -> _Failure:
             headers = exc.response.headers
             return _Failure("status", status, _retry_after_s(headers), exc.request_id)
         message = exc.api_message or exc.message
-        raise ModelRejected(
+        overflow = status == 413 or any(m in message.lower() for m in _OVERFLOW_MARKERS)
+        rejected = ModelContextOverflow if overflow and status in (400, 413) else ModelRejected
+        raise rejected(
             status=status, message=message, error_type=exc.type, request_id=exc.request_id
         ) from exc
     if isinstance(exc, httpx2.ReadTimeout) or isinstance(exc.__cause__, httpx2.ReadTimeout):
@@ -333,14 +317,20 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
 
 
 def _reply(message: ApiMessage, request_id: str | None, attempts: int) -> ModelReply:
-    """Our ``ModelReply`` from the SDK's accumulated message (other block types dropped)."""
-    content: list[TextBlock | ToolUseBlock] = []
+    """Our ``ModelReply`` from the SDK's accumulated message (server-tool blocks dropped)."""
+    content: list[AssistantBlock] = []
     for block in message.content:
         if block.type == "text":
             content.append(TextBlock(block.text))
         elif block.type == "tool_use":
             content.append(ToolUseBlock(block.id, block.name, dict(block.input)))
+        elif block.type == "thinking":
+            content.append(ThinkingBlock(block.thinking, block.signature))
+        elif block.type == "redacted_thinking":
+            content.append(RedactedThinkingBlock(block.data))
     usage = message.usage
+    details = message.stop_details
+    refusal = RefusalDetails(details.category, details.explanation) if details else None
     return ModelReply(
         content=tuple(content),
         stop_reason=message.stop_reason or "",
@@ -353,13 +343,5 @@ def _reply(message: ApiMessage, request_id: str | None, attempts: int) -> ModelR
         model=message.model,
         request_id=request_id,
         attempts=attempts,
+        refusal=refusal,
     )
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value with mappings as dicts and tuples as lists, order kept."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

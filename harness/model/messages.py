@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from harness.errors import InvalidMessage
@@ -60,7 +61,28 @@ class ToolResultBlock:
     is_error: bool = False
 
 
-ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+@dataclass(frozen=True)
+class ThinkingBlock:
+    """The model's thinking (a summary of it, or empty when ``display`` is ``omitted``).
+
+    ``signature`` is opaque: the API verifies it when the block is sent back, which
+    must happen unmodified and in order (SDK ``ThinkingBlockParam``: "a modified
+    block results in a 400 ``invalid_request_error``").
+    """
+
+    thinking: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class RedactedThinkingBlock:
+    """Thinking the API encrypted (``data`` is opaque); sent back unchanged."""
+
+    data: str
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+AssistantBlock = TextBlock | ToolUseBlock | ThinkingBlock | RedactedThinkingBlock
 
 
 @dataclass(frozen=True)
@@ -92,7 +114,12 @@ class Message:
         return cls(role, tuple(block_from_dict(b) for b in content))
 
     def to_json(self) -> str:
-        """Canonical compact JSON (see the module docstring)."""
+        """Canonical compact JSON (see the module docstring); computed once per message
+        (messages are immutable), so a request or a store write reuses the bytes."""
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
         return dumps(self.to_dict())
 
     @classmethod
@@ -162,10 +189,19 @@ def from_wire(data: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
     return tuple(Message.from_dict(item) for item in data)
 
 
+def is_thinking(block: ContentBlock) -> bool:
+    """Whether ``block`` is a ``thinking`` or ``redacted_thinking`` block."""
+    return isinstance(block, ThinkingBlock | RedactedThinkingBlock)
+
+
 def block_to_dict(block: ContentBlock) -> dict[str, Any]:
     """One content block in its wire shape, keys in a fixed order."""
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, ThinkingBlock):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
     if isinstance(block, ToolUseBlock):
         return {
             "type": "tool_use",
@@ -182,7 +218,7 @@ def block_to_dict(block: ContentBlock) -> dict[str, Any]:
 
 
 def block_from_dict(data: object) -> ContentBlock:
-    """Parse one wire content block (text, tool_use or tool_result).
+    """Parse one wire content block (text, tool_use, tool_result, thinking, redacted_thinking).
 
     Raises:
         InvalidMessage: not an object, an unknown ``type``, or a field of the wrong type.
@@ -203,6 +239,10 @@ def block_from_dict(data: object) -> ContentBlock:
             _result_text(data.get("content")),
             data.get("is_error") is True,
         )
+    if kind == "thinking":
+        return ThinkingBlock(_str(data, "thinking"), _str(data, "signature"))
+    if kind == "redacted_thinking":
+        return RedactedThinkingBlock(_str(data, "data"))
     raise InvalidMessage(f"unsupported content block type {kind!r}")
 
 

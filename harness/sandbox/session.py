@@ -2,7 +2,7 @@
 
 ``SandboxWorkspaces.open(checkpoint)`` gives the tools a ``SessionWorkspace`` that
 provisions, resumes or replaces the session's sandbox on first use in the step
-(``SandboxManager.ensure``), never before: a step that touches no sandbox path costs
+(``SandboxManager.use``), never before: a step that touches no sandbox path costs
 no sandbox. After the step the harness reads back the (possibly new) handle and
 what the model must be told when the sandbox was replaced.
 """
@@ -10,7 +10,9 @@ what the model must be told when the sandbox was replaced.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+import errno
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -25,6 +27,7 @@ from harness.sandbox.workspace import (
     WorkspaceUnavailable,
 )
 from sandbox_client import (
+    EnsureResult,
     FileNotFound,
     InvalidPath,
     IsADirectory,
@@ -37,6 +40,12 @@ from sandbox_client import (
     SandboxManager,
     SetupStep,
 )
+
+BUSY_MARGIN_S = 60.0
+"""A command's use of its sandbox is counted for its timeout plus this (then a crashed
+worker's use stops blocking suspension)."""
+FILE_BUSY_S = 120.0
+"""The same for a file read or write."""
 
 
 class EgressBinder(Protocol):
@@ -58,7 +67,7 @@ class SandboxWorkspaces:
     """Hands each step a lazily-ensured workspace on the session's sandbox.
 
     Args:
-        manager: the process's sandbox manager (provider, idle suspension).
+        manager: the process's sandbox manager (provider, shared idle policy).
         setup: the deployment's workspace set-up, replayed on every new sandbox.
         egress: binds the sandbox to the egress gateway before each command (None: no
             gateway; the sandbox reaches nothing, or the host's network).
@@ -76,14 +85,20 @@ class SandboxWorkspaces:
 
     def open(self, cp: Checkpoint, *, on_new_sandbox: NewSandbox | None = None) -> SessionWorkspace:
         """The workspace of ``cp``'s session for one step (see ``WorkspaceSource.open``)."""
-        workspace = SessionWorkspace(self.manager, self.setup, cp.sandbox, on_new_sandbox)
+        workspace = SessionWorkspace(
+            self.manager, self.setup, cp.sandbox, on_new_sandbox, session_id=cp.session_id
+        )
         if self.egress is not None:
             workspace.route_egress(self.egress, session_id=cp.session_id, channel_id=cp.channel_id)
         return workspace
 
 
 class SessionWorkspace:
-    """``harness.Workspace`` over one session's sandbox (see the module docstring)."""
+    """``harness.Workspace`` over one session's sandbox (see the module docstring).
+
+    Each operation is one ``SandboxManager.use``: counted in the shared ledger while it
+    runs, so no worker suspends or destroys the sandbox under it.
+    """
 
     def __init__(
         self,
@@ -91,12 +106,14 @@ class SessionWorkspace:
         setup: Sequence[SetupStep],
         handle_json: str | None,
         on_new_sandbox: NewSandbox | None = None,
+        *,
+        session_id: str | None = None,
     ) -> None:
         self._manager = manager
         self._setup = setup
         self._on_new_sandbox = on_new_sandbox
+        self._session_id = session_id
         self._handle = SandboxHandle.from_json(handle_json) if handle_json else None
-        self._client: SandboxClient | None = None
         self._losses: list[Loss] = []
         self._egress: tuple[EgressBinder, str, str] | None = None
 
@@ -104,45 +121,58 @@ class SessionWorkspace:
         """Bind the sandbox to the gateway before each command, for this session."""
         self._egress = (egress, session_id, channel_id)
 
-    async def _ensure(self) -> SandboxClient:
-        if self._client is None:
-            with _mapped(""):
-                result = await self._manager.ensure(self._handle, self._setup)
-            is_new = result.handle != self._handle
-            self._handle, self._client = result.handle, result.client
-            if result.lost is not None and (result.replaced or result.lost.failed_steps):
-                self._losses.append(result.lost)
-            if is_new and self._on_new_sandbox is not None:
-                await self._on_new_sandbox()
-        return self._client
+    @contextlib.asynccontextmanager
+    async def _use(self, busy_s: float) -> AsyncIterator[SandboxClient]:
+        """The sandbox's client for one operation; SandboxError -> WorkspaceUnavailable."""
+        try:
+            async with self._manager.use(
+                self._handle, self._setup, session_id=self._session_id, busy_s=busy_s
+            ) as result:
+                await self._took(result)
+                yield result.client
+        except SandboxError as exc:
+            raise WorkspaceUnavailable(str(exc)) from exc
+
+    async def _took(self, result: EnsureResult) -> None:
+        is_new = result.handle != self._handle
+        self._handle = result.handle
+        if result.lost is not None and (result.replaced or result.lost.failed_steps):
+            self._losses.append(result.lost)
+        if is_new and self._on_new_sandbox is not None:
+            await self._on_new_sandbox()
+
+    async def _egress_env(self, name: str) -> Mapping[str, str]:
+        if self._egress is None or self._handle is None:
+            return {}
+        egress, session_id, channel_id = self._egress
+        return await egress(
+            self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
+        )
 
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
         """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``.
 
         When the command's shell has exited, what it left running in its process group
-        (``sleep 100 &``, ``nohup x &``) is killed: nothing outlives its call.
+        (``sleep 100 &``, ``nohup x &``) is killed: nothing outlives its call. The sandbox
+        limits the command hit (memory, processes, disk) end its standard error.
         """
-        client = await self._ensure()
-        env: Mapping[str, str] = {}
-        if self._egress is not None and self._handle is not None:
-            egress, session_id, channel_id = self._egress
-            env = await egress(
-                self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
-            )
-        with _mapped(""):
+        async with self._use(busy_s=timeout_s + BUSY_MARGIN_S) as client:
+            assert self._handle is not None
+            env = await self._egress_env(name)
+            before = await self._manager.usage(self._handle)
             record = await client.exec(name, command, timeout_s=timeout_s, env=env)
             if record.finished:
                 await _end_leftovers(client, name)
-        return _result(record)
+            after = await self._manager.usage(self._handle)
+        return _result(record, after.hits_since(before, failed=record.exit_code != 0))
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
         """The outcome of process ``name`` if this sandbox still knows it (after a crash)."""
         if self._handle is None:
             return None
-        client = await self._ensure()
-        if self._losses:  # a replaced sandbox knows nothing of earlier processes
-            return None
-        with _mapped(""):
+        async with self._use(busy_s=timeout_s + BUSY_MARGIN_S) as client:
+            if self._losses:  # a replaced sandbox knows nothing of earlier processes
+                return None
             record = await client.wait(name, timeout_s=timeout_s)
             if record is not None and not record.finished:
                 await client.kill(name)
@@ -157,15 +187,31 @@ class SessionWorkspace:
         Raises WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused (a path
         the sandbox does not serve, a file over its read limit).
         """
-        client = await self._ensure()
-        with _mapped(path, refusals=True):
-            return await client.read_file(path)
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            with _refusals(path):
+                return await client.read_file(path)
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a sandbox file. Raises WorkspaceIsADirectory, WorkspaceRefused."""
-        client = await self._ensure()
-        with _mapped(path, refusals=True):
-            await client.write_file(path, data)
+        """Create or replace a sandbox file. Raises WorkspaceIsADirectory, WorkspaceRefused
+        (a path the sandbox does not serve; ``/workspace`` full: the reason names the limit)."""
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            try:
+                with _refusals(path):
+                    await client.write_file(path, data)
+            except WorkspaceRefused as exc:
+                raise WorkspaceRefused(path, await self._why(exc.reason)) from exc
+
+    async def _why(self, message: str) -> str:
+        """``message``, and the workspace's size when it says no space was left."""
+        if os.strerror(errno.ENOSPC) not in message or self._handle is None:
+            return message
+        size_bytes = (await self._manager.usage(self._handle)).workspace_max_bytes
+        if size_bytes is None:
+            return message
+        return (
+            f"No space left on /workspace: the file does not fit in the sandbox's "
+            f"{size_bytes // (1024 * 1024)} MiB workspace; nothing was written."
+        )
 
     def handle_json(self) -> str | None:
         """The handle to store with the session (new when the sandbox was replaced)."""
@@ -183,14 +229,11 @@ class SessionWorkspace:
 
 
 @contextmanager
-def _mapped(path: str, *, refusals: bool = False) -> Iterator[None]:
-    """The one translation of ``sandbox_client`` errors into the workspace's own.
-
-    ``FileNotFound`` and ``IsADirectory`` name ``path``. With ``refusals`` (file calls), a
-    path the sandbox will not serve or a request it rejects is ``WorkspaceRefused``: permanent,
-    told to the model. Every other sandbox error means the sandbox could not do it now
-    (``WorkspaceUnavailable``, which the step may retry).
-    """
+def _refusals(path: str) -> Iterator[None]:
+    """The one translation of a file call's refusals: ``FileNotFound`` and ``IsADirectory``
+    name ``path``; a path the sandbox will not serve or a request it rejects is
+    ``WorkspaceRefused`` (permanent, told to the model). Other sandbox errors pass on to
+    ``_use``, which makes them ``WorkspaceUnavailable`` (the step may retry)."""
     try:
         yield
     except FileNotFound as exc:
@@ -198,15 +241,9 @@ def _mapped(path: str, *, refusals: bool = False) -> Iterator[None]:
     except IsADirectory as exc:
         raise WorkspaceIsADirectory(path) from exc
     except InvalidPath as exc:
-        if not refusals:
-            raise WorkspaceUnavailable(str(exc)) from exc
         raise WorkspaceRefused(path, exc.reason) from exc
     except RequestRejected as exc:
-        if not refusals:
-            raise WorkspaceUnavailable(str(exc)) from exc
         raise WorkspaceRefused(path, exc.message) from exc
-    except SandboxError as exc:
-        raise WorkspaceUnavailable(str(exc)) from exc
 
 
 async def _end_leftovers(client: SandboxClient, name: str) -> None:
@@ -220,10 +257,15 @@ async def _end_leftovers(client: SandboxClient, name: str) -> None:
         await client.kill(name)
 
 
-def _result(record: ProcessRecord) -> CommandResult:
+def _result(record: ProcessRecord, limits_hit: tuple[str, ...] = ()) -> CommandResult:
+    """The tools' view of ``record``; the sandbox limits it hit, one sentence each, end
+    its standard error (the model is told why a command was killed or failed)."""
+    stderr = record.stderr
+    if limits_hit:
+        stderr = "\n".join((stderr.rstrip("\n"), *limits_hit)).lstrip("\n") + "\n"
     return CommandResult(
         exit_code=record.exit_code,
         stdout=record.stdout,
-        stderr=record.stderr,
+        stderr=stderr,
         timed_out=record.timed_out,
     )

@@ -9,6 +9,8 @@ after the ``tool_use`` id, so a call is never run twice (docs/architecture.md §
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
@@ -36,7 +38,7 @@ class BashInput(BaseModel):
 
 async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     """Guard, then run in the sandbox and report."""
-    decision = check_bash(p.command)
+    decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
@@ -46,7 +48,7 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
 
 async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
     """After a crash: the sandbox's own record of the process, or None when it has none."""
-    decision = check_bash(p.command)
+    decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)

@@ -84,10 +84,11 @@ class ToolContext:
         tool_use_id: str,
         limits: Limits | None = None,
         *,
-        agent_may_write_skills: bool = False,
         mcp: McpServers | None = None,
     ) -> ToolContext:
-        """The context of one call made by the model in the session ``cp``."""
+        """The context of one call made by the model in the session ``cp`` (``limits``
+        give the Bash timeout maximum and whether the agent may write /skills)."""
+        limits = limits or Limits()
         return cls(
             store=store,
             workspace=workspace,
@@ -97,8 +98,8 @@ class ToolContext:
             actor=AGENT_ACTOR,
             tool_use_id=tool_use_id,
             read_state=cp.read_state,
-            agent_may_write_skills=agent_may_write_skills,
-            bash_max_timeout_ms=(limits or Limits()).bash_max_timeout_ms,
+            agent_may_write_skills=limits.agent_may_write_skills,
+            bash_max_timeout_ms=limits.bash_max_timeout_ms,
             mcp=mcp,
         )
 

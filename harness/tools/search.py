@@ -4,9 +4,9 @@ Virtual mounts are searched by the ``FileStore``; sandbox paths by ripgrep insid
 the sandbox (``ripgrep``). Output is formatted by ``search_output`` either way.
 
 Where the virtual mounts differ from ripgrep:
-  * Grep's regex is Python's ``re``: no ``\\p{…}`` Unicode classes and no POSIX
-    classes such as ``[[:alpha:]]``; ripgrep's ``\\z`` is Python's ``\\Z``; Python
-    accepts look-around and backreferences, which ripgrep's default engine refuses.
+  * Grep's regex is RE2 (linear time, run off the event loop with a timeout): the
+    syntax of ripgrep's default engine, but ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are
+    ASCII-only and class set operations (``[a-z&&[^x]]``) are refused.
   * ``type`` knows a short list of file types (see ``_TYPES``) instead of ripgrep's.
   * ``multiline`` reports a match spanning lines by its first line only.
 Glob patterns follow ripgrep's rule on every mount: a pattern without ``/`` matches
@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.vfs import WORKSPACE, Resolved, resolve
-from memory_store import GrepMatch
+from memory_store import GrepMatch, SearchTimeout
 
 SEARCH_TIMEOUT_S = 60.0
+TIMED_OUT = "The search timed out; search a narrower path or use a more specific pattern."
 _GLOB_CHARS = frozenset("*?[{")
 _TYPES: dict[str, tuple[str, ...]] = {
     "md": (".md", ".markdown"),
@@ -101,7 +102,9 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
-        entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
+        entries = await ctx.store.glob(
+            ctx.namespace(where.mount), pattern, where.path, limit=search_output.GLOB_MAX_FILES + 1
+        )
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     oldest_first = [_shown(where, e.path) for e in reversed(entries)]
@@ -187,17 +190,17 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
             before=before,
             after=after,
             multiline=p.multiline,
+            newest_first=p.output_mode == "files_with_matches",
         )
-        newest = [e.path for e in await ctx.store.glob(ns, "**", where.path)]
     except ValueError as exc:
         return tool_error(str(exc))
+    except SearchTimeout:
+        return tool_error(TIMED_OUT)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     if extensions is not None:
         matches = [m for m in matches if m.path.endswith(extensions)]
-    order = {path: i for i, path in enumerate(newest)}
-    paths = sorted(search_output.matched_paths(matches), key=lambda s: order.get(s, len(order)))
-    return matches, paths
+    return matches, search_output.matched_paths(matches)
 
 
 async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:
@@ -255,8 +258,8 @@ GLOB = ModelTool(
 GREP = ModelTool(
     name="Grep",
     description=(
-        "Search file contents with a regular expression (ripgrep syntax in the sandbox; "
-        "Python `re` syntax on /memory, /skills and /incident). Searches `path` (a file or "
+        "Search file contents with a regular expression (ripgrep syntax; no look-around "
+        "or backreferences). Searches `path` (a file or "
         "directory; default /workspace). Filter files with `glob` (e.g. `*.md`) or `type` "
         "(e.g. `py`). output_mode: `files_with_matches` (default; paths, newest first), "
         "`content` (matching lines as path:line:text; -n line numbers on by default, -A/-B/-C "

@@ -30,9 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import DatabaseUnavailable, QuotaExceeded, StoreError
-from memory_store.files import revisions, rows
+from memory_store.files import revisions, rows, usage
 from memory_store.files.paths import check_tree, fold
-from memory_store.records import Limits, Namespace, Origin, Revision
+from memory_store.records import Limits, Namespace, Origin, Revision, Scope
 
 MAX_ATTEMPTS = 8
 
@@ -123,7 +123,7 @@ async def _attempt(
     if decided.content is not None and not live:
         top = "/" + path.split("/")[1]
         check_tree(path, await rows.live_paths_folded(conn, ns, fold(top)))
-        await _check_quota(conn, limits, ns.org_id, decided.content, creating=True)
+        await _check_quota(conn, limits, ns, decided.content, creating=True)
     change = new_version(
         (row.version if row else 0) + 1,
         row.version if row is not None and live else 0,
@@ -145,16 +145,25 @@ async def _store(
 ) -> None:
     if row is None:
         file_id = await rows.insert_file(conn, target.ns, target.path, fold(target.path), change)
-    elif await rows.update_from(conn, row, change, limits, target.ns.org_id):
+    elif await rows.update_from(conn, row, change, limits, target.ns):
         file_id = row.id
     else:
         # The row is locked at row.version, so only the byte-quota guard can refuse.
         old_size = 0 if row.deleted else row.size_bytes
         await _check_quota(
-            conn, limits, target.ns.org_id, change.content or "", old_size, creating=row.deleted
+            conn, limits, target.ns, change.content or "", old_size, creating=row.deleted
         )
         raise WriteConflict(f"{target.path} moved past version {row.version}")
     await revisions.append(conn, file_id, change)
+    was_live = row is not None and not row.deleted
+    old_size = row.size_bytes if row is not None and was_live else 0
+    new_size = 0 if change.content is None else len(change.content.encode())
+    await usage.add(
+        conn,
+        target.ns.org_id,
+        files=int(change.content is not None) - int(was_live),
+        size_bytes=new_size - old_size,
+    )
 
 
 async def _prior(conn: AsyncConnection, row: rows.FileRow | None, origin: Origin) -> Outcome | None:
@@ -220,7 +229,7 @@ def outcome_of(revision: Revision) -> Outcome:
 async def _check_quota(
     conn: AsyncConnection,
     limits: Limits,
-    org_id: str,
+    ns: Namespace,
     content: str,
     old_size: int = 0,
     *,
@@ -232,8 +241,16 @@ async def _check_quota(
     growth of an existing file is also guarded inside its UPDATE (``rows``).
     """
     new_size = len(content.encode())
-    files_used, bytes_used = await rows.org_usage(conn, org_id)
-    if creating and files_used + 1 > limits.max_files_per_org:
-        raise QuotaExceeded(org_id, what="files", used=files_used, limit=limits.max_files_per_org)
-    if new_size > old_size and bytes_used - old_size + new_size > limits.max_bytes_per_org:
-        raise QuotaExceeded(org_id, what="bytes", used=bytes_used, limit=limits.max_bytes_per_org)
+    files_used, bytes_used = await usage.read(conn, ns.org_id)
+    max_files, max_bytes = limits.max_files(ns.scope), limits.max_bytes(ns.scope)
+    note = "" if ns.scope is Scope.INCIDENT else _RESERVE_NOTE
+    if creating and files_used + 1 > max_files:
+        raise QuotaExceeded(ns.org_id, what="files", used=files_used, limit=max_files, note=note)
+    if new_size > old_size and bytes_used - old_size + new_size > max_bytes:
+        raise QuotaExceeded(ns.org_id, what="bytes", used=bytes_used, limit=max_bytes, note=note)
+
+
+_RESERVE_NOTE = (
+    " (the rest is kept for /incident notes); delete files from /memory that are no longer"
+    " useful (`warroom memory ls` and `warroom memory rm`)"
+)

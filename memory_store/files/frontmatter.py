@@ -1,7 +1,7 @@
 """YAML frontmatter: the ``---`` block at the top of a Markdown file.
 
-Pure functions. Used to validate ``SKILL.md`` files and to summarise files for the
-prompt's indexes. Format as in Claude Code skill files: the file starts with a line
+Pure functions. Used to validate ``SKILL.md`` files and to describe files for the
+prompt's indexes (``summary``). Format as in Claude Code skill files: the file starts with a line
 ``---``, then YAML, then a line ``---``.
 """
 
@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
-MAX_SUMMARY_CHARS = 200
-MAX_DESCRIPTION_SUMMARY_CHARS = 1024
 
 
 class FrontmatterError(ValueError):
@@ -53,37 +50,6 @@ def parse(content: str) -> Frontmatter:
     if not isinstance(fields, dict):
         raise FrontmatterError("the frontmatter must be YAML 'key: value' lines")
     return Frontmatter(fields=fields, body="\n".join(lines[end + 1 :]))
-
-
-def summarise(content: str) -> str:
-    """One line describing a file: its frontmatter ``description``, else its first text line.
-
-    The description is cut to 1,024 chars, a first line to 200 chars; whitespace runs
-    become one space. Empty string when the file has no text.
-
-    >>> summarise("---\\ndescription: Restart the pods\\n---\\n# Pods\\n")
-    'Restart the pods'
-    >>> summarise("\\n\\n  # Payments team deploys from release\\nmore")
-    '# Payments team deploys from release'
-    """
-    body = content
-    try:
-        front = parse(content)
-    except FrontmatterError:
-        pass
-    else:
-        description = front.fields.get("description")
-        if isinstance(description, str) and description.strip():
-            return _one_line(description)[:MAX_DESCRIPTION_SUMMARY_CHARS]
-        body = front.body
-    for line in body.split("\n"):
-        if line.strip():
-            return _one_line(line)[:MAX_SUMMARY_CHARS]
-    return ""
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
-from memory_store.files.globs import compile_glob
+from memory_store.files.globs import compile_glob, matching
+from memory_store.files.lean import PathRow
 from memory_store.files.rows import FileRow
 from memory_store.records import Entry
 
@@ -67,3 +69,51 @@ def file_filter(glob: str | None, prefix: str) -> Callable[[str], bool]:
         return lambda path: regex.fullmatch(path.rsplit("/", 1)[-1]) is not None
     cut = 1 if prefix == "/" else len(prefix) + 1
     return lambda path: regex.fullmatch(path[cut:]) is not None
+
+
+def glob_entries(found: Sequence[PathRow], pattern: str) -> list[Entry]:
+    """The files of ``found`` whose path matches the absolute glob ``pattern``, most
+    recently modified first (ties by path). CPU-bound: run it off the event loop."""
+    kept = matching([row[0] for row in found], pattern)
+    matches = sorted(
+        (row for row in found if row[0] in kept),
+        key=lambda row: (-row[3].timestamp(), row[0]),
+    )
+    return [
+        Entry(path=path, is_dir=False, version=version, size_bytes=size, updated_at=at)
+        for path, version, size, at, _mode in matches
+    ]
+
+
+def grep_order(
+    found: Sequence[tuple[str, str, datetime]],
+    glob: str | None,
+    prefix: str,
+    *,
+    newest_first: bool,
+) -> list[tuple[str, str]]:
+    """(path, content) of the files grep searches: kept by ``glob`` (``file_filter``),
+    by path, or most recently modified first (ties by path) when ``newest_first``."""
+    chosen = _filtered([row[0] for row in found], glob, prefix)
+    kept = [row for row in found if row[0] in chosen]
+    if newest_first:
+        kept.sort(key=lambda row: (-row[2].timestamp(), row[0]))
+    else:
+        kept.sort(key=lambda row: row[0])
+    return [(path, content) for path, content, _at in kept]
+
+
+def _filtered(paths: list[str], glob: str | None, prefix: str) -> set[str]:
+    """The paths grep's ``glob`` keeps (``file_filter``'s rule), matched in one pass."""
+    if glob is None:
+        return set(paths)
+    if glob.startswith("/"):
+        return matching(paths, glob)
+    if "/" not in glob:
+        names = {path: path.rsplit("/", 1)[-1] for path in paths}
+        kept = matching(list(set(names.values())), glob)
+        return {path for path, name in names.items() if name in kept}
+    cut = 1 if prefix == "/" else len(prefix) + 1
+    below = {path: path[cut:] for path in paths}
+    kept = matching(list(below.values()), glob)
+    return {path for path, rest in below.items() if rest in kept}

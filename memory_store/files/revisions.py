@@ -6,6 +6,7 @@ one org can never read another's history.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import Row, bindparam, insert, select
@@ -30,7 +31,16 @@ _SELECT = select(
     _r.tool_use_id,
     _r.created_at,
 ).join_from(file_revisions, files, _r.file_id == _f.id)
-_OF_PATH = _SELECT.where(IN_NAMESPACE, _f.path == bindparam("path")).order_by(_r.version)
+_OF_PATH = _SELECT.where(IN_NAMESPACE, _f.path == bindparam("path"))
+_CONTENTS_AT = (
+    select(_r.version, _r.content)
+    .join_from(file_revisions, files, _r.file_id == _f.id)
+    .where(
+        IN_NAMESPACE,
+        _f.path == bindparam("path"),
+        _r.version.in_(bindparam("vs", expanding=True)),
+    )
+)
 _AT_VERSION = _SELECT.where(
     IN_NAMESPACE, _f.path == bindparam("path"), _r.version == bindparam("v")
 )
@@ -56,10 +66,36 @@ def _revision(row: Row[*tuple[Any, ...]]) -> Revision:
     )
 
 
-async def history(conn: AsyncConnection, ns: Namespace, path: str) -> list[Revision]:
-    """Every revision of ``path``, oldest first (empty when the path never existed)."""
-    result = await conn.execute(_OF_PATH, {**ns_params(ns), "path": path})
-    return [_revision(row) for row in result.all()]
+async def history(
+    conn: AsyncConnection,
+    ns: Namespace,
+    path: str,
+    *,
+    before_version: int | None = None,
+    limit: int | None = None,
+) -> list[Revision]:
+    """Revisions of ``path`` older than ``before_version`` (None: all), the newest
+    ``limit`` of them (None: all), oldest first; read through ``(file_id, version)``."""
+    query = _OF_PATH
+    if before_version is not None:
+        query = query.where(_r.version < before_version)
+    if limit is None:
+        query = query.order_by(_r.version)
+    else:
+        query = query.order_by(_r.version.desc()).limit(limit)
+    result = await conn.execute(query, {**ns_params(ns), "path": path})
+    found = [_revision(row) for row in result.all()]
+    return found if limit is None else found[::-1]
+
+
+async def contents_at(
+    conn: AsyncConnection, ns: Namespace, path: str, versions: Collection[int]
+) -> dict[int, str | None]:
+    """The content of each existing one of ``versions`` (None for a deletion)."""
+    if not versions:
+        return {}
+    params = {**ns_params(ns), "path": path, "vs": sorted(set(versions))}
+    return {row.version: row.content for row in (await conn.execute(_CONTENTS_AT, params)).all()}
 
 
 async def at_version(

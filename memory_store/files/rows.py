@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import Row, and_, bindparam, false, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory_store.files import usage
+from memory_store.files.summary import describe
 from memory_store.files.tables import file_revisions, files
 from memory_store.records import FileKey, Limits, Namespace, Origin, Scope
 
@@ -42,6 +44,9 @@ class FileRow:
     actor: str
     session_id: str | None
     prior_version: int | None = None
+    summary: str = ""
+    listed: bool = True
+    mode: int = 0o644
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ _META = (
     _f.updated_at,
     _f.actor,
     _f.session_id,
+    _f.summary,
+    _f.listed,
+    _f.mode,
 )
 _PRIOR = (
     select(_r.version)
@@ -101,20 +109,11 @@ _LIVE_FOLDED = select(_f.path).where(
     _f.deleted == false(),
     func.substr(_f.path_fold, 1, bindparam("fold_len")) == bindparam("fold_prefix"),
 )
-_USAGE = select(func.count(), func.coalesce(func.sum(_f.size_bytes), 0)).where(
-    _f.org_id == bindparam("org"), _f.deleted == false()
-)
 _INSERT = insert(files).returning(_f.id)
-_org_files = files.alias("org_files")
-_ORG_BYTES = (
-    select(func.coalesce(func.sum(_org_files.c.size_bytes), 0))
-    .where(_org_files.c.org_id == bindparam("b_org"), _org_files.c.deleted == false())
-    .scalar_subquery()
-)
 # Growth must fit the org's byte quota; shrinking always passes.
 WITHIN_QUOTA = or_(
     _f.size_bytes >= bindparam("b_size"),
-    _ORG_BYTES - _f.size_bytes + bindparam("b_size") <= bindparam("b_max_bytes"),
+    usage.ORG_BYTES - _f.size_bytes + bindparam("b_size") <= bindparam("b_max_bytes"),
 )
 _UPDATE_FROM = update(files).where(
     _f.id == bindparam("b_id"), _f.version == bindparam("b_version"), WITHIN_QUOTA
@@ -134,6 +133,9 @@ def _file_row(row: Row[*tuple[Any, ...]]) -> FileRow:
         actor=values["actor"],
         session_id=values["session_id"],
         prior_version=values.get("prior_version"),
+        summary=values.get("summary", ""),
+        listed=values.get("listed", True),
+        mode=values.get("mode", 0o644),
     )
 
 
@@ -175,17 +177,11 @@ async def live_paths_folded(conn: AsyncConnection, ns: Namespace, fold_prefix: s
     return list((await conn.execute(_LIVE_FOLDED, params)).scalars())
 
 
-async def org_usage(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
-    """(live files, live bytes) of one org, across all scopes and channels."""
-    count, size = (await conn.execute(_USAGE, {"org": org_id})).one()
-    return int(count), int(size)
-
-
 async def insert_file(
     conn: AsyncConnection, ns: Namespace, path: str, path_fold: str, change: NewVersion
 ) -> int:
     """Create the row of a new path; returns its id."""
-    values = _state(change) | {
+    values = _state(change, ns.scope, path) | {
         "org_id": ns.org_id,
         "scope": ns.scope.value,
         "channel_id": ns.channel_id,
@@ -196,23 +192,27 @@ async def insert_file(
 
 
 async def update_from(
-    conn: AsyncConnection, row: FileRow, change: NewVersion, limits: Limits, org_id: str
+    conn: AsyncConnection, row: FileRow, change: NewVersion, limits: Limits, ns: Namespace
 ) -> bool:
     """Move a row to its new state if it is still at ``row.version`` and any growth fits
     the org's byte quota; False if not."""
-    params = _state(change) | quota_params(change, limits, org_id)
+    params = _state(change, ns.scope, row.path) | quota_params(change, limits, ns)
     params |= {"b_id": row.id, "b_version": row.version}
     return (await conn.execute(_UPDATE_FROM, params)).rowcount == 1
 
 
-def quota_params(change: NewVersion, limits: Limits, org_id: str) -> dict[str, Any]:
+def quota_params(change: NewVersion, limits: Limits, ns: Namespace) -> dict[str, Any]:
+    """Bind parameters of ``WITHIN_QUOTA`` for ``change`` in ``ns``."""
     size = 0 if change.content is None else len(change.content.encode())
-    return {"b_org": org_id, "b_size": size, "b_max_bytes": limits.max_bytes_per_org}
+    return {"b_org": ns.org_id, "b_size": size, "b_max_bytes": limits.max_bytes(ns.scope)}
 
 
-def _state(change: NewVersion) -> dict[str, Any]:
+def _state(change: NewVersion, scope: Scope, path: str) -> dict[str, Any]:
     content = change.content
+    found = describe(scope.value, path, content or "")
     return {
+        "summary": found.summary,
+        "listed": found.listed,
         "version": change.version,
         "deleted": content is None,
         "content": content,
@@ -242,3 +242,16 @@ async def current_of(
         ns = Namespace(row.org_id, Scope(row.scope), row.channel_id)
         found[(ns, row.path)] = _file_row(row)
     return found
+
+
+_SET_MODE = (
+    update(files)
+    .where(IN_NAMESPACE, _f.path == bindparam("b_path"), _f.deleted == false())
+    .values(mode=bindparam("b_mode"))
+)
+
+
+async def set_mode(conn: AsyncConnection, ns: Namespace, path: str, mode: int) -> bool:
+    """Set the permission bits of a live file; False when there is none at ``path``."""
+    params = {**ns_params(ns), "b_path": path, "b_mode": mode}
+    return (await conn.execute(_SET_MODE, params)).rowcount == 1

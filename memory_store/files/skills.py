@@ -1,21 +1,21 @@
-"""Validation of skill files: ``/<name>/SKILL.md`` under the skills scope.
+"""Validation of skill files: ``/<folder>/SKILL.md`` under the skills scope.
 
-The format is Claude Code's skill folder (see docs/architecture.md §6): YAML frontmatter
-with ``name`` (lowercase letters, digits and single hyphens, 1–64 chars, equal to the
-folder) and ``description`` (present, ≤ 1,024 chars).
+The format is Claude Code's skill folder (ARCHITECTURE.md §6), accepted as Claude Code
+accepts it: the YAML frontmatter is optional; ``name`` is optional (the folder name is
+the skill's name) and may differ from the folder; ``description`` is optional (the
+first paragraph of the body stands in) and has no length cap here (the listing cuts
+it). What Claude Code would never load is refused, so that nothing is written that
+the skill listing silently leaves out: a frontmatter block that is unterminated or not
+a YAML mapping, and a file named ``SKILL.md`` (in any letter case) anywhere but directly
+in a top-level folder (``/ops/x/SKILL.md``, ``/x/skill.md``, ``/SKILL.md``).
 """
 
 from __future__ import annotations
-
-import re
 
 from memory_store.errors import InvalidSkill
 from memory_store.files import frontmatter
 
 SKILL_FILE = "SKILL.md"
-MAX_NAME_CHARS = 64
-MAX_DESCRIPTION_CHARS = 1024
-_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _EXAMPLE = "---\nname: restart-pods\ndescription: What it does and when to use it.\n---"
 
 
@@ -29,8 +29,32 @@ def is_skill_file(path: str) -> bool:
     return len(parts) == 3 and parts[2] == SKILL_FILE
 
 
+def misplaced_skill_file(path: str) -> str | None:
+    """Why a file named like ``SKILL.md`` at ``path`` would never be listed, or None.
+
+    >>> misplaced_skill_file("/x/SKILL.md") is None, misplaced_skill_file("/x/notes.md") is None
+    (True, True)
+    >>> print(misplaced_skill_file("/ops/x/SKILL.md"))
+    a skill is a top-level folder: write /x/SKILL.md (category sub-folders are never listed)
+    """
+    parts = path.split("/")
+    if parts[-1].casefold() != SKILL_FILE.casefold() or is_skill_file(path):
+        return None
+    if len(parts) == 2:
+        return f"a skill lives in a folder: write /<name>/{SKILL_FILE}"
+    if len(parts) == 3:
+        return (
+            f"name the file {SKILL_FILE} (upper case), as Claude Code requires:"
+            f" /{parts[1]}/{SKILL_FILE}"
+        )
+    return (
+        f"a skill is a top-level folder: write /{parts[-2]}/{SKILL_FILE}"
+        " (category sub-folders are never listed)"
+    )
+
+
 def validate_skill(path: str, content: str) -> None:
-    """Check the frontmatter of a ``/<folder>/SKILL.md``; other paths pass unchecked.
+    """Check a file written in the skills scope (see the module docstring).
 
     Args:
         path: normalised path within the skills scope.
@@ -39,48 +63,19 @@ def validate_skill(path: str, content: str) -> None:
     Raises:
         InvalidSkill: ``problems`` lists each thing to fix, in words a model can act on.
     """
-    if not is_skill_file(path):
+    if (misplaced := misplaced_skill_file(path)) is not None:
+        raise InvalidSkill(path, [misplaced])
+    first_line = content.removeprefix("\ufeff").split("\n", 1)[0].rstrip("\r")
+    if not is_skill_file(path) or first_line != "---":
         return
     try:
         fields = frontmatter.parse(content).fields
     except frontmatter.FrontmatterError as exc:
         raise InvalidSkill(path, [f"{exc}; a SKILL.md starts like:\n{_EXAMPLE}"]) from exc
-    problems = _name_problems(fields.get("name"), folder=path.split("/")[1])
-    problems += _description_problems(fields.get("description"))
+    problems = [
+        f"'{key}' must be text; write '{key}: …' on one line"
+        for key in ("name", "description", "when_to_use")
+        if key in fields and fields[key] is not None and not isinstance(fields[key], str)
+    ]
     if problems:
         raise InvalidSkill(path, problems)
-
-
-def _name_problems(name: object, *, folder: str) -> list[str]:
-    if name is None:
-        return [f"add a 'name: {folder}' line to the frontmatter"]
-    if not isinstance(name, str):
-        return [f"'name' must be text; write 'name: {folder}'"]
-    problems = []
-    if not 1 <= len(name) <= MAX_NAME_CHARS:
-        problems.append(f"'name' must be 1 to {MAX_NAME_CHARS} characters (it is {len(name)})")
-    if not _NAME.fullmatch(name):
-        problems.append(
-            f"'name' {name!r} may use only lowercase letters, digits and single hyphens,"
-            " not at the start or end (e.g. 'restart-pods')"
-        )
-    if name != folder:
-        problems.append(
-            f"'name' {name!r} must equal the folder name {folder!r}: rename one so that they match"
-        )
-    return problems
-
-
-def _description_problems(description: object) -> list[str]:
-    if description is None:
-        return ["add a 'description:' line saying what the skill does and when to use it"]
-    if not isinstance(description, str) or not description.strip():
-        return [
-            "'description' must be non-empty text saying what the skill does and when to use it"
-        ]
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        return [
-            f"'description' is {len(description)} characters; shorten it to at most"
-            f" {MAX_DESCRIPTION_CHARS}"
-        ]
-    return []

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import time
+from collections.abc import Collection, Mapping
 from functools import partial
 
 from memory_store.db import Database
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
-from memory_store.files import decisions, listing, revisions, rows
+from memory_store.files import decisions, lean, listing, revisions, rows, usage
 from memory_store.files.commit import Decide, FastPath, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
-from memory_store.files.frontmatter import summarise
-from memory_store.files.globs import compile_glob
-from memory_store.files.grep import compile_pattern, grep_content
+from memory_store.files.globs import translate
+from memory_store.files.grep import compile_pattern, search
 from memory_store.files.paths import normalise_file_path, normalise_path
+from memory_store.files.prefilter import required_literal
 from memory_store.records import (
     DEFAULT_LIMITS,
     Change,
@@ -31,6 +33,7 @@ from memory_store.records import (
 )
 
 CHANGED_SINCE_BATCH = 200
+SEARCH_TIMEOUT_S = 20.0
 
 
 class FileStore:
@@ -151,19 +154,27 @@ class FileStore:
             found = await rows.fetch_live(conn, ns, prefix, with_content=False)
         return listing.children(found, prefix)
 
-    async def glob(self, ns: Namespace, pattern: str, prefix: str = "/") -> list[Entry]:
+    async def glob(
+        self, ns: Namespace, pattern: str, prefix: str = "/", *, limit: int | None = None
+    ) -> list[Entry]:
         """Files matching a glob (``*``, ``**``, ``?``, ``[…]``, ``{a,b}``) relative to
-        ``prefix`` (or absolute within the scope), most recently modified first.
+        ``prefix`` (or absolute within the scope), most recently modified first; at
+        most ``limit`` of them (None: all).
 
-        Raises InvalidPath (a bad ``prefix``).
+        With a limit on PostgreSQL the database matches and orders the paths (only the
+        ``limit`` newest cross the wire); otherwise matching runs off the event loop,
+        in linear time (RE2). Raises InvalidPath (a bad ``prefix``).
         """
         prefix = normalise_path(prefix)
-        regex = compile_glob(listing.absolute_pattern(pattern, prefix))
+        absolute = listing.absolute_pattern(pattern, prefix)
         async with self._db.read() as conn:
-            found = await rows.fetch_live(conn, ns, prefix, with_content=False)
-        matches = [row for row in found if regex.fullmatch(row.path)]
-        matches.sort(key=lambda row: row.updated_at, reverse=True)
-        return [listing.entry(row) for row in matches]
+            if limit is not None and self._db.is_postgres:
+                regex = f"^(?:{translate(absolute)})$"
+                found = await lean.paths_matching(conn, ns, prefix, regex, limit)
+            else:
+                found = await lean.paths(conn, ns, prefix)
+        entries = await asyncio.to_thread(listing.glob_entries, found, absolute)
+        return entries if limit is None else entries[:limit]
 
     async def grep(
         self,
@@ -176,56 +187,105 @@ class FileStore:
         before: int = 0,
         after: int = 0,
         multiline: bool = False,
+        newest_first: bool = False,
+        timeout_s: float = SEARCH_TIMEOUT_S,
     ) -> list[GrepMatch]:
-        """Lines matching a Python ``re`` pattern, with context lines, in path order.
+        """Lines matching a regex (RE2 syntax, ripgrep's; see ``grep``), with context lines.
 
-        ``prefix`` is a directory or one file. ``glob`` filters files: a pattern
-        without ``/`` matches the file name, one with ``/`` the path below ``prefix``.
-        Raises InvalidPath, and ValueError for a bad regex.
+        Files come in path order, or most recently modified first when
+        ``newest_first``; lines in line order. ``prefix`` is a directory or one file.
+        ``glob`` filters files: a pattern without ``/`` matches the file name, one with
+        ``/`` the path below ``prefix``. The search runs off the event loop in linear
+        time, and gives up after ``timeout_s`` seconds.
+
+        Raises InvalidPath; ValueError for a bad regex; SearchTimeout.
         """
         prefix = normalise_path(prefix)
-        regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
-        selects = listing.file_filter(glob, prefix)
+        deadline = time.monotonic() + timeout_s
+        literal = None if multiline else required_literal(pattern)
+        if ignore_case and literal is not None and not literal.isascii():
+            literal = None  # SQL's lower() and RE2's case folding may disagree past ASCII
         async with self._db.read() as conn:
-            found = await rows.fetch_live(conn, ns, prefix, with_content=True)
-        matches: list[GrepMatch] = []
-        for row in found:
-            if not selects(row.path):
-                continue
-            matches += grep_content(
-                row.path, row.content or "", regex, before=before, after=after, multiline=multiline
+            found = await lean.contents(
+                conn, ns, prefix, containing=literal, ignore_case=ignore_case
             )
-        return matches
+
+        def run() -> list[GrepMatch]:
+            regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
+            chosen = listing.grep_order(found, glob, prefix, newest_first=newest_first)
+            return search(
+                chosen, regex, before=before, after=after, multiline=multiline, deadline=deadline
+            )
+
+        return await asyncio.to_thread(run)
 
     async def index(self, ns: Namespace) -> list[IndexEntry]:
         """Every live file with its summary line, by path (for the prompt's indexes).
 
-        Summary: the frontmatter ``description`` when present, else the first
-        non-empty line cut to 200 chars (see ``IndexEntry``).
+        Built from stored columns (path, version, summary): no content is read. The
+        summary is described in ``IndexEntry``.
         """
         async with self._db.read() as conn:
-            found = await rows.fetch_live(conn, ns, "/", with_content=True)
-        return [
-            IndexEntry(
-                path=row.path,
-                summary=summarise(row.content or ""),
-                version=row.version,
-                updated_at=row.updated_at,
-            )
-            for row in found
-        ]
+            return await lean.index(conn, ns)
 
-    async def history(self, ns: Namespace, path: str) -> list[Revision]:
-        """All revisions of a path, oldest first (deletes included).
+    async def versions(self, ns: Namespace) -> dict[str, int]:
+        """Path → version of every live file (what ``index`` lists, without summaries)."""
+        async with self._db.read() as conn:
+            return await lean.versions(conn, ns)
+
+    async def history(
+        self,
+        ns: Namespace,
+        path: str,
+        *,
+        before_version: int | None = None,
+        limit: int | None = None,
+    ) -> list[Revision]:
+        """Revisions of a path, oldest first (deletes included), one page at a time.
+
+        Args:
+            before_version: only revisions older than this version (the next page).
+            limit: at most this many, the newest of them (None: all).
 
         Raises FileNotFound (never existed), InvalidPath.
         """
         path = normalise_file_path(path)
         async with self._db.read() as conn:
-            found = await revisions.history(conn, ns, path)
-        if not found:
-            raise FileNotFound(path)
+            found = await revisions.history(
+                conn, ns, path, before_version=before_version, limit=limit
+            )
+            if not found and await rows.fetch_file(conn, ns, path) is None:
+                raise FileNotFound(path)
         return found
+
+    async def contents_at(
+        self, ns: Namespace, path: str, versions: Collection[int]
+    ) -> dict[int, str | None]:
+        """The content of each of ``versions`` of a file, read by index (not the history).
+
+        A version that does not exist is absent from the result; a deletion maps to None.
+        Raises InvalidPath.
+        """
+        path = normalise_file_path(path)
+        async with self._db.read() as conn:
+            return await revisions.contents_at(conn, ns, path, versions)
+
+    async def usage(self, org_id: str) -> tuple[int, int]:
+        """(live files, live bytes) of the org across all scopes: what its quota counts."""
+        async with self._db.read() as conn:
+            return await usage.read(conn, org_id)
+
+    async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
+        """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
+
+        Raises FileNotFound, InvalidPath, ValueError (``mode`` outside 0..0o777).
+        """
+        path = normalise_file_path(path)
+        if not 0 <= mode <= 0o777:
+            raise ValueError(f"mode {mode:o} is not a permission value (0..777 octal)")
+        async with self._db.write() as conn:
+            if not await rows.set_mode(conn, ns, path, mode):
+                raise FileNotFound(path)
 
     async def restore(self, ns: Namespace, path: str, version: int, origin: Origin) -> WriteResult:
         """Make the content of ``version`` current again (a new version, ``operation``

@@ -2,7 +2,8 @@
 
 ``files`` holds one row per (org, scope, channel, path): the current version and
 content, or a tombstone (``deleted``). ``file_revisions`` is the append-only history:
-one row per version, never updated.
+one row per version, never updated. ``org_usage`` counts each org's live files and
+bytes (kept by every change, in its transaction) for the quota.
 
 Uniqueness that the store relies on:
 - ``uq_files_path``: one row per path in a namespace;
@@ -28,6 +29,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 
 NAMING = {
@@ -59,6 +61,9 @@ files = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("actor", String(255), nullable=False),
     Column("session_id", String(255), nullable=True),
+    Column("summary", Text, nullable=False, server_default=""),
+    Column("listed", Boolean, nullable=False, server_default=true()),
+    Column("mode", Integer, nullable=False, server_default="420"),
     UniqueConstraint("org_id", "scope", "channel_id", "path", name="uq_files_path"),
 )
 Index(
@@ -88,4 +93,12 @@ file_revisions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("file_id", "version", name="uq_file_revisions_version"),
     Index("uq_file_revisions_tool_use", "file_id", "tool_use_id", unique=True),
+)
+
+org_usage = Table(
+    "org_usage",
+    metadata,
+    Column("org_id", String(255), primary_key=True),
+    Column("files", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
 )

@@ -9,14 +9,15 @@ claim is stale and nothing is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, literal, null, or_, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
-from memory_store.sessions import event_log, inbox
+from memory_store.sessions import event_log, inbox, transcript
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Claim,
     Continue,
@@ -24,8 +25,11 @@ from memory_store.sessions.records import (
     NewEvent,
     Outcome,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
+    TranscriptDelta,
+    TranscriptMark,
     Wait,
 )
 from memory_store.sessions.tables import at, sessions
@@ -42,21 +46,31 @@ async def claim(
     worker_id: str,
     lease_s: float,
     now: datetime,
+    lease_time: LeaseTime,
+    origin: SessionOrigin | None = None,
+    cached: TranscriptMark | None = None,
 ) -> Claim | None:
-    """Take the step named by ``token`` if it is pending and no live lease holds it."""
-    lease_until = now + timedelta(seconds=lease_s)
+    """Take the step named by ``token`` if it is pending, no live lease holds it and
+    the session is of ``origin`` (None: any) (leases by ``lease_time``: the database's
+    clock on PostgreSQL).
+
+    The claim carries the transcript rows the claimer lacks (all, unless ``cached``
+    is a mark of the current generation: see ``transcript.first_missing``).
+    """
+    same_origin = true() if origin is None else _S.origin == origin.value
     claimed = await conn.execute(
         sessions.update()
         .where(
+            same_origin,
             _S.id == session_id,
             _S.pending_token == token,
             _S.status == _RUNNING,
-            or_(_S.lease_until.is_(None), _S.lease_until < now),
+            or_(_S.lease_until.is_(None), _S.lease_until < lease_time.now()),
         )
         .values(
             epoch=_S.epoch + 1,
             lease_owner=worker_id,
-            lease_until=lease_until,
+            lease_until=lease_time.now(lease_s),
             crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
             claimed_token=token,
             updated_at=now,
@@ -69,6 +83,11 @@ async def claim(
     items: tuple[InboxItem, ...] = ()
     if row.inbox_seq > row.inbox_consumed:
         items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
+    gen, length = row.transcript_generation, row.transcript_length
+    start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
+    rows: tuple[str, ...] = ()
+    if start is not None and start < length:
+        rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
     return Claim(
         session_id=session_id,
         key=SessionKey(row.org_id, row.channel_id, row.thread_ts),
@@ -76,18 +95,23 @@ async def claim(
         epoch=row.epoch,
         token=token,
         worker_id=worker_id,
-        lease_until=lease_until,
+        lease_until=row.lease_until,
         checkpoint=row.checkpoint,
         inbox=items,
         inbox_upto=row.inbox_seq,
         crash_count=row.crash_count,
         last_seq=row.last_seq,
         sandbox=row.sandbox,
+        transcript_generation=gen,
+        transcript_length=length,
+        transcript=rows,
+        transcript_from=length if start is None else start,
     )
 
 
 _CLAIM_COLUMNS = (
     _S.epoch,
+    _S.lease_until,
     _S.org_id,
     _S.channel_id,
     _S.thread_ts,
@@ -98,6 +122,8 @@ _CLAIM_COLUMNS = (
     _S.inbox_seq,
     _S.inbox_consumed,
     _S.sandbox,
+    _S.transcript_generation,
+    _S.transcript_length,
 )
 
 
@@ -105,11 +131,15 @@ def _fence(held: Claim) -> ColumnElement[bool]:
     return (_S.id == held.session_id) & (_S.epoch == held.epoch) & (_S.pending_token == held.token)
 
 
-async def renew(conn: AsyncConnection, held: Claim, *, lease_s: float, now: datetime) -> None:
-    """Extend the lease to ``now + lease_s``. Raises Fenced."""
-    until = now + timedelta(seconds=lease_s)
+async def renew(
+    conn: AsyncConnection, held: Claim, *, lease_s: float, lease_time: LeaseTime
+) -> None:
+    """Extend the lease to ``lease_time``'s now + ``lease_s``. Raises Fenced."""
     result = await conn.execute(
-        sessions.update().where(_fence(held)).values(lease_until=until).returning(_S.id)
+        sessions.update()
+        .where(_fence(held))
+        .values(lease_until=lease_time.now(lease_s))
+        .returning(_S.id)
     )
     if result.one_or_none() is None:
         raise Fenced(held.session_id, held.epoch)
@@ -133,12 +163,13 @@ async def save(
     checkpoint: str | None,
     events: Sequence[NewEvent],
     now: datetime,
+    delta: TranscriptDelta | None = None,
 ) -> None:
-    """Write the checkpoint (None: keep) and append events; keep lease and token."""
+    """Write the checkpoint (None: keep), the transcript delta and events; keep the lease."""
     values: dict[str, Any] = {"last_seq": _S.last_seq + len(events), "updated_at": now}
     if checkpoint is not None:
         values["checkpoint"] = checkpoint
-    await _write(conn, held, values, events, now=now)
+    await _write(conn, held, values, events, now=now, delta=delta)
 
 
 async def commit(
@@ -152,8 +183,11 @@ async def commit(
     usage: TokenUsage,
     new_token: str,
     now: datetime,
+    lease_time: LeaseTime,
+    delta: TranscriptDelta | None = None,
 ) -> str | None:
-    """End the step: checkpoint, events, inbox consumption, usage, release, next state.
+    """End the step: checkpoint, transcript delta, events, inbox consumption, usage,
+    release, next state.
 
     Returns ``new_token`` when the session stays runnable, else None.
     """
@@ -173,16 +207,16 @@ async def commit(
         "claimed_token": null(),
         "crash_count": 0,
         "updated_at": now,
-        **_next_state(outcome, runnable, new_token, now),
+        **_next_state(outcome, runnable, new_token, lease_time.now()),
         **_usage_sums(usage),
     }
-    row = await _write(conn, held, values, events, now=now, returning=_S.pending_token)
+    row = await _write(conn, held, values, events, now=now, returning=_S.pending_token, delta=delta)
     token: str | None = row.pending_token
     return token
 
 
 def _next_state(
-    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: datetime
+    outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: ColumnElement[datetime]
 ) -> dict[str, Any]:
     if isinstance(outcome, Continue):
         end_status = _RUNNING
@@ -194,7 +228,7 @@ def _next_state(
     return {
         "status": case((runnable, _RUNNING), else_=end_status),
         "pending_token": case((runnable, new_token), else_=null()),
-        "enqueued_at": case((runnable, at(now)), else_=null()),
+        "enqueued_at": case((runnable, now), else_=null()),
         "wait_until": null() if until is None else case((runnable, null()), else_=at(until)),
     }
 
@@ -216,15 +250,21 @@ async def _write(
     *,
     now: datetime,
     returning: ColumnElement[Any] | None = None,
+    delta: TranscriptDelta | None = None,
 ) -> Any:
-    """The fenced ``UPDATE … RETURNING last_seq``, then the events at the reserved seqs."""
+    """The fenced ``UPDATE … RETURNING last_seq``, then the transcript rows and the events
+    at the reserved seqs. A delta whose base is not the stored transcript is fenced too."""
     columns = [_S.last_seq] if returning is None else [_S.last_seq, returning]
-    result = await conn.execute(
-        sessions.update().where(_fence(held)).values(values).returning(*columns)
-    )
+    fence = _fence(held)
+    if delta is not None:
+        fence = fence & transcript.holds(delta.base)
+        values = {**values, **transcript.counters(delta)}
+    result = await conn.execute(sessions.update().where(fence).values(values).returning(*columns))
     row = result.one_or_none()
     if row is None:
         raise Fenced(held.session_id, held.epoch)
+    if delta is not None:
+        await transcript.write(conn, held.session_id, delta, epoch=held.epoch, now=now)
     await event_log.append(
         conn, held.session_id, last_seq=row.last_seq, epoch=held.epoch, events=events, now=now
     )

@@ -8,7 +8,10 @@ decides, so concurrent deliveries of one event get exactly one ``True``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
 
 from sqlalchemy import delete
 
@@ -51,8 +54,36 @@ class InboundDedupe:
             set_={"seen_at": now, "expires_at": expires},
             where=_D.expires_at <= now,
         ).returning(_D.key)
-        async with self._db.write() as conn:
+        writing = self._db.autocommit() if self._db.is_postgres else self._db.write()
+        async with writing as conn:  # one statement: PostgreSQL needs no transaction
             return (await conn.execute(stmt)).one_or_none() is not None
+
+    async def first_sightings(self, keys: Sequence[str], *, ttl_s: float = 3600) -> bool:
+        """Record every key of ``keys`` in ONE statement; True iff none was seen before.
+
+        Each key is recorded as ``first_sighting`` would (a live sighting is kept, an
+        expired one renewed), all at once: on PostgreSQL one autocommit statement, a
+        single round trip, so an inbound event's dedupe costs one database call
+        however many keys it has.
+
+        Raises:
+            ValueError: ``ttl_s`` is not positive, or no key, or a repeated key.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if not ttl_s > 0:
+            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+        if not keys or len(set(keys)) != len(keys):
+            raise ValueError(f"keys must be distinct and not empty: {keys!r}")
+        now = self._clock()
+        expires = now + timedelta(seconds=ttl_s)
+        rows = [{"key": k, "seen_at": now, "expires_at": expires} for k in keys]
+        # An executemany with RETURNING: SQLAlchemy sends it as one multi-row INSERT
+        # ("insertmanyvalues"), and the statement, unlike a literal multi-row VALUES,
+        # is compiled once and cached.
+        stmt = _sighting_upsert(self._db.is_postgres)
+        writing = self._db.autocommit() if self._db.is_postgres else self._db.write()
+        async with writing as conn:
+            return len((await conn.execute(stmt, rows)).all()) == len(keys)
 
     async def purge_sightings(self, older_than: datetime | None = None) -> int:
         """Delete sightings that expired at or before ``older_than`` (default: now).
@@ -67,3 +98,14 @@ class InboundDedupe:
         async with self._db.write() as conn:
             result = await conn.execute(delete(inbound_sightings).where(_D.expires_at <= cutoff))
         return result.rowcount
+
+
+@cache
+def _sighting_upsert(is_postgres: bool) -> Any:
+    """``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expired RETURNING key``, built once."""
+    new = insert(inbound_sightings, is_postgres=is_postgres)
+    return new.on_conflict_do_update(
+        index_elements=["key"],
+        set_={"seen_at": new.excluded.seen_at, "expires_at": new.excluded.expires_at},
+        where=_D.expires_at <= new.excluded.seen_at,
+    ).returning(_D.key)

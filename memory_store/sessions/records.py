@@ -21,6 +21,13 @@ class SessionStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class SessionOrigin(StrEnum):
+    """Where a session's people talk to it, hence which workers may run its steps."""
+
+    SLACK = "slack"  # a Slack thread: its answers are posted to Slack
+    CHAT = "chat"  # ``warroom chat``: its answers are printed by the chat that owns it
+
+
 class EventKind(StrEnum):
     """Well-known event kinds. ``NewEvent.kind`` accepts any short string; these are the
     ones ``memory_store`` itself writes or that the issue names."""
@@ -97,7 +104,10 @@ class Claim:
     inbox items, oldest first; ``inbox_upto`` is the last inbox position at claim time
     (the most ``commit`` may mark consumed). ``crash_count`` is how many earlier claims of this same
     token ended without a commit (0 on a first attempt). ``last_seq`` is the seq of
-    the last event already in the log.
+    the last event already in the log. ``checkpoint`` is the small mutable state; the
+    transcript is apart: generation ``transcript_generation`` of ``transcript_length``
+    messages, of which ``transcript`` holds the rows from position ``transcript_from``
+    on (0: all of them; more when the claimer's cached mark let it skip the rest).
     """
 
     session_id: str
@@ -113,6 +123,70 @@ class Claim:
     crash_count: int
     last_seq: int
     sandbox: str | None
+    transcript_generation: int = 0
+    transcript_length: int = 0
+    transcript: tuple[str, ...] = ()
+    transcript_from: int = 0
+
+    def transcript_mark(self) -> TranscriptMark:
+        """Where the stored transcript stands at claim time (a delta's base)."""
+        return TranscriptMark(self.epoch, self.transcript_generation, self.transcript_length)
+
+
+@dataclass(frozen=True)
+class TranscriptMark:
+    """Where a session's stored transcript stood when its holder last saw it.
+
+    ``generation`` counts compactions' rewrites; ``length`` is how many messages
+    (rows) that generation holds; ``epoch`` is the claim epoch that saw it. A worker
+    that cached a session's decoded transcript passes its mark to ``claim``, which
+    then returns only the rows the cache lacks.
+    """
+
+    epoch: int
+    generation: int
+    length: int
+
+
+@dataclass(frozen=True)
+class TranscriptDelta:
+    """Messages to store with a ``save`` or ``commit``: opaque JSON strings, one per row.
+
+    ``base`` is the transcript the writer holds (from its claim, moved on by its own
+    earlier writes). With ``generation == base.generation`` the ``messages`` are
+    appended at positions ``base.length …``; with a later generation (compaction
+    rewrote the transcript) they are the whole new transcript, from position 0, and
+    the older generations' rows are deleted.
+
+    Raises:
+        ValueError: ``generation`` is below the base's.
+    """
+
+    base: TranscriptMark
+    generation: int
+    messages: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.generation < self.base.generation:
+            raise ValueError(f"generation {self.generation} < base {self.base.generation}")
+
+    @property
+    def start(self) -> int:
+        """The position of the first of ``messages``."""
+        return self.base.length if self.generation == self.base.generation else 0
+
+    def after(self, epoch: int) -> TranscriptMark:
+        """The mark once this delta is stored (by a claim of ``epoch``)."""
+        return TranscriptMark(epoch, self.generation, self.start + len(self.messages))
+
+
+@dataclass
+class IoCounters:
+    """Payload bytes (UTF-8) a ``SessionStore`` wrote and read: checkpoints, transcript
+    rows, event payloads and inbox texts. Ever-growing counters; diff two readings."""
+
+    written_bytes: int = 0
+    read_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +270,9 @@ class Session:
     usage: TokenUsage
     created_at: datetime
     updated_at: datetime
+    transcript_generation: int = 0
+    transcript_length: int = 0
+    origin: SessionOrigin = SessionOrigin.SLACK
 
 
 @dataclass(frozen=True)

@@ -6,23 +6,28 @@ Statements for a connection the caller opened (``Database.write()``/``read()``).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, null, select
+from sqlalchemy import ColumnElement, Row, String, Text, bindparam, literal, null, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.sessions import event_log
+from memory_store.sessions.inbox import Message
 from memory_store.sessions.records import (
     Cancelled,
     EventKind,
     NewEvent,
     Session,
     SessionKey,
+    SessionOrigin,
     SessionStatus,
     TokenUsage,
 )
-from memory_store.sessions.tables import sessions
+from memory_store.sessions.tables import UtcDateTime, session_inbox, sessions
 from memory_store.upsert import insert
 
 _S = sessions.c
@@ -38,50 +43,145 @@ def key_is(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
     )
 
 
+@dataclass(frozen=True)
+class NewSession:
+    """A session to create: its id, requester, initial checkpoint, first pending token."""
+
+    session_id: str
+    requester_id: str
+    checkpoint: str
+    token: str
+    now: datetime
+    origin: SessionOrigin = SessionOrigin.SLACK
+
+
 async def create(
-    conn: AsyncConnection,
-    key: SessionKey,
-    *,
-    session_id: str,
-    requester_id: str,
-    checkpoint: str,
-    token: str,
-    now: datetime,
-    is_postgres: bool,
+    conn: AsyncConnection, key: SessionKey, new: NewSession, *, is_postgres: bool
 ) -> bool:
     """Insert a runnable session (pending ``token``, inbox position 1 reserved).
 
     Returns False, changing nothing, when ``key`` already has a session (on PostgreSQL
     after waiting for a concurrent creator to commit).
     """
-    stmt = (
+    stmt = _creating(key, new, is_postgres=is_postgres)
+    return (await conn.execute(stmt)).one_or_none() is not None
+
+
+async def create_with_input(
+    conn: AsyncConnection, key: SessionKey, new: NewSession, message: Message
+) -> bool:
+    """PostgreSQL only: ``create`` and the first inbox row in ONE statement (a
+    data-modifying CTE), so an autocommit connection records a new thread in one
+    round trip. Returns False, changing nothing, when ``key`` already has a session.
+    """
+    params = {
+        "id": new.session_id,
+        "origin": new.origin.value,
+        "org_id": key.org_id,
+        "channel_id": key.channel_id,
+        "thread_ts": key.thread_ts,
+        "requester_id": new.requester_id,
+        "pending_token": new.token,
+        "checkpoint": new.checkpoint,
+        "now": new.now,
+        "user_id": message.user_id,
+        "text": message.text,
+        "source_ts": message.source_ts,
+    }
+    return (await conn.execute(_session_with_input(), params)).one_or_none() is not None
+
+
+@cache
+def _session_with_input() -> Any:
+    """The statement of ``create_with_input``, built once (bound parameters only)."""
+    now = bindparam("now", type_=UtcDateTime())
+    created = (
+        postgresql.insert(sessions)
+        .values(
+            {
+                **{name: bindparam(name) for name in _NEW_SESSION_PARAMS},
+                **_NEW_SESSION_ZEROS,
+                "status": SessionStatus.RUNNING.value,
+                "enqueued_at": now,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        .on_conflict_do_nothing(index_elements=["org_id", "channel_id", "thread_ts"])
+        .returning(_S.id)
+        .cte("created")
+    )
+    columns = ["session_id", "position", "user_id", "text", "source_ts", "created_at"]
+    first = select(
+        created.c.id,
+        literal(1),
+        bindparam("user_id", type_=String()),
+        bindparam("text", type_=Text()),
+        bindparam("source_ts", type_=String()),
+        now,
+    )
+    return session_inbox.insert().from_select(columns, first).returning(session_inbox.c.session_id)
+
+
+_NEW_SESSION_PARAMS = (
+    "id",
+    "origin",
+    "org_id",
+    "channel_id",
+    "thread_ts",
+    "requester_id",
+    "pending_token",
+    "checkpoint",
+)
+_NEW_SESSION_ZEROS = {
+    name: 0
+    for name in (
+        "epoch",
+        "crash_count",
+        "last_seq",
+        "transcript_generation",
+        "transcript_length",
+        "inbox_consumed",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    )
+} | {"inbox_seq": 1}
+
+
+def _creating(key: SessionKey, new: NewSession, *, is_postgres: bool) -> Any:
+    """The ``INSERT … ON CONFLICT DO NOTHING RETURNING id`` of a new runnable session."""
+    return (
         insert(sessions, is_postgres=is_postgres)
         .values(
-            id=session_id,
+            id=new.session_id,
             org_id=key.org_id,
             channel_id=key.channel_id,
             thread_ts=key.thread_ts,
-            requester_id=requester_id,
+            requester_id=new.requester_id,
             status=SessionStatus.RUNNING.value,
+            origin=new.origin.value,
             epoch=0,
-            pending_token=token,
-            enqueued_at=now,
+            pending_token=new.token,
+            enqueued_at=new.now,
             crash_count=0,
-            checkpoint=checkpoint,
+            checkpoint=new.checkpoint,
             last_seq=0,
+            transcript_generation=0,
+            transcript_length=0,
             inbox_seq=1,
             inbox_consumed=0,
             input_tokens=0,
             output_tokens=0,
             cache_read_tokens=0,
             cache_write_tokens=0,
-            created_at=now,
-            updated_at=now,
+            created_at=new.now,
+            updated_at=new.now,
         )
         .on_conflict_do_nothing(index_elements=["org_id", "channel_id", "thread_ts"])
         .returning(_S.id)
     )
-    return (await conn.execute(stmt)).one_or_none() is not None
 
 
 async def id_of(conn: AsyncConnection, key: SessionKey) -> str:
@@ -152,4 +252,7 @@ def _session(row: Row[Any]) -> Session:
         ),
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        transcript_generation=m["transcript_generation"],
+        transcript_length=m["transcript_length"],
+        origin=SessionOrigin(m["origin"]),
     )

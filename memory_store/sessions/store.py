@@ -15,7 +15,7 @@ nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
@@ -24,20 +24,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import Fenced
-from memory_store.sessions import claims, event_log, inbox, sweeper
+from memory_store.sessions import claims, event_log, inbox, sweeper, transcript
 from memory_store.sessions import rows as session_rows
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Cancelled,
     Claim,
     Event,
     InboxItem,
+    IoCounters,
     NewEvent,
     Opened,
     Outcome,
     Session,
     SessionKey,
+    SessionOrigin,
     SweepResult,
     TokenUsage,
+    TranscriptDelta,
+    TranscriptMark,
 )
 from memory_store.sessions.tables import sessions
 
@@ -51,14 +56,23 @@ class SessionStore:
     """Sessions, their event log and inbox, over ``Database`` (PostgreSQL or SQLite).
 
     Every method is one short transaction; no lock outlives a call. Times come from
-    ``clock`` (aware UTC; workers on several hosts need synchronised clocks, since
-    leases are compared with the caller's time).
+    ``clock`` (aware UTC), except leases: on PostgreSQL they are granted, renewed and
+    judged expired by the database's clock (``now()``), so hosts' clocks need not
+    agree (``lease_time``).
     """
 
-    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
-        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s)."""
+    def __init__(
+        self, db: Database, *, clock: Clock = utc_now, lease_clock: Clock | None = None
+    ) -> None:
+        """Use ``db`` (migrated) and ``clock`` (returns aware UTC ``datetime``s).
+
+        ``lease_clock`` replaces the database's clock for leases (tests that move
+        time on); None: ``now()`` on PostgreSQL, ``clock`` on SQLite (embedded, one host).
+        """
         self._db = db
         self._clock = clock
+        self.io = IoCounters()
+        self._lease_clock = lease_clock
 
     async def open_or_join(
         self,
@@ -69,6 +83,7 @@ class SessionStore:
         text: str,
         source_ts: str,
         session_id: str | None = None,
+        origin: SessionOrigin = SessionOrigin.SLACK,
     ) -> Opened:
         """Start the thread's session, or join it, and record ``text`` in its inbox.
 
@@ -88,20 +103,18 @@ class SessionStore:
         now, token = self._clock(), new_token()
         session_id = session_id or new_token()
         message = inbox.Message(requester_id, text, source_ts)
+        new = session_rows.NewSession(
+            session_id, requester_id, initial_checkpoint, token, now, origin
+        )
         try:
+            if self._pg:  # the common case, a new thread, in one statement and round trip
+                async with self._db.autocommit() as conn:
+                    if await session_rows.create_with_input(conn, key, new, message):
+                        return Opened(session_id, created=True, token=token)
             async with self._db.write() as conn:
-                if await session_rows.create(
-                    conn,
-                    key,
-                    session_id=session_id,
-                    requester_id=requester_id,
-                    checkpoint=initial_checkpoint,
-                    token=token,
-                    now=now,
-                    is_postgres=self._pg,
-                ):
+                if not self._pg and await session_rows.create(conn, key, new, is_postgres=False):
                     await inbox.insert_item(
-                        conn, session_id, 1, message, now=now, is_postgres=self._pg
+                        conn, session_id, 1, message, now=now, is_postgres=False
                     )
                     return Opened(session_id, created=True, token=token)
                 session_id = await session_rows.id_of(conn, key)
@@ -138,14 +151,28 @@ class SessionStore:
             return None
 
     async def claim(
-        self, session_id: str, token: str, *, worker_id: str, lease_s: float
+        self,
+        session_id: str,
+        token: str,
+        *,
+        worker_id: str,
+        lease_s: float,
+        cached: TranscriptMark | None = None,
+        origin: SessionOrigin | None = None,
     ) -> Claim | None:
         """Take the step ``token`` names: bump ``epoch``, lease it to ``worker_id``.
 
         Succeeds only if ``token`` is the pending token, the session is running and no
         unexpired lease holds it; otherwise None (a duplicate, stale or parked wake-up:
         drop it). Re-claiming a token whose earlier claim never committed (its worker
-        died, the lease ran out) succeeds with ``crash_count`` one higher.
+        died, the lease ran out) succeeds with ``crash_count`` one higher. With
+        ``origin``, a session of another origin is never claimed (a worker without a
+        Slack poster must not run a Slack session).
+
+        The claim holds the transcript's rows from ``Claim.transcript_from`` on: all of
+        them, unless ``cached`` (the mark of a transcript the caller decoded earlier) is
+        of the current generation, when only the rows after it are read — none when the
+        claim's epoch directly follows the mark's (nobody wrote in between).
 
         Raises:
             ValueError: ``lease_s`` is not positive.
@@ -154,9 +181,21 @@ class SessionStore:
         _check_positive(lease_s=lease_s)
         now = self._clock()
         async with self._db.write() as conn:
-            return await claims.claim(
-                conn, session_id, token, worker_id=worker_id, lease_s=lease_s, now=now
+            held = await claims.claim(
+                conn,
+                session_id,
+                token,
+                worker_id=worker_id,
+                lease_s=lease_s,
+                now=now,
+                cached=cached,
+                lease_time=self._lease_time(),
+                origin=origin,
             )
+        if held is not None:
+            texts = (held.checkpoint, *held.transcript, *(i.text for i in held.inbox))
+            self.io.read_bytes += _size(*texts)
+        return held
 
     async def renew(self, claim: Claim, *, lease_s: float) -> None:
         """Extend the claim's lease to now + ``lease_s`` (call well within the lease).
@@ -166,9 +205,8 @@ class SessionStore:
             ValueError: ``lease_s`` is not positive.
         """
         _check_positive(lease_s=lease_s)
-        now = self._clock()
         async with self._db.write() as conn:
-            await claims.renew(conn, claim, lease_s=lease_s, now=now)
+            await claims.renew(conn, claim, lease_s=lease_s, lease_time=self._lease_time())
 
     async def set_sandbox(self, claim: Claim, sandbox: str | None) -> None:
         """Record the session's sandbox handle (opaque JSON from sandbox_client, or None).
@@ -181,20 +219,30 @@ class SessionStore:
             await claims.set_sandbox(conn, claim, sandbox, now=now)
 
     async def save(
-        self, claim: Claim, *, checkpoint: str | None, events: Sequence[NewEvent] = ()
+        self,
+        claim: Claim,
+        *,
+        checkpoint: str | None,
+        events: Sequence[NewEvent] = (),
+        transcript: TranscriptDelta | None = None,
     ) -> None:
         """Commit mid-step (intent before side effect); the claim stays held.
 
-        Writes ``checkpoint`` (None: keep) and appends ``events`` at consecutive seqs
-        after the log's last, atomically. Lease and token are unchanged.
+        Writes ``checkpoint`` (None: keep) and the ``transcript`` delta, and appends
+        ``events`` at consecutive seqs after the log's last, atomically. Lease and token
+        are unchanged.
 
         Raises:
-            Fenced: the claim is no longer current; nothing was written.
+            Fenced: the claim is no longer current, or the delta's base is not the
+                stored transcript; nothing was written.
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         now = self._clock()
         async with self._fenced(claim) as conn:
-            await claims.save(conn, claim, checkpoint=checkpoint, events=events, now=now)
+            await claims.save(
+                conn, claim, checkpoint=checkpoint, events=events, now=now, delta=transcript
+            )
+        self._count_written(checkpoint, events, transcript)
 
     async def commit(
         self,
@@ -205,22 +253,25 @@ class SessionStore:
         events: Sequence[NewEvent] = (),
         consumed_inbox_upto: int | None = None,
         usage: TokenUsage | None = None,
+        transcript: TranscriptDelta | None = None,
     ) -> str | None:
         """End the step in one transaction and release the claim.
 
-        Writes ``checkpoint``, appends ``events``, marks inbox positions up to
-        ``consumed_inbox_upto`` consumed, adds ``usage`` to the session's totals, and
-        clears the lease. Then: ``Continue`` → a new pending token; ``Wait(until)`` →
-        ``waiting`` (no token; the sweeper ends it after ``until``); ``Finish(status)`` →
-        that status. If inbox input arrived that this step did not consume, the session
-        stays ``running`` with a new token whatever the outcome (its sender enqueued
-        nothing, trusting this step). Committing the same claim twice is refused.
+        Writes ``checkpoint`` and the ``transcript`` delta, appends ``events``, marks
+        inbox positions up to ``consumed_inbox_upto`` consumed, adds ``usage`` to the
+        session's totals, and clears the lease. Then: ``Continue`` → a new pending
+        token; ``Wait(until)`` → ``waiting`` (no token; the sweeper ends it after
+        ``until``); ``Finish(status)`` → that status. If inbox input arrived that this
+        step did not consume, the session stays ``running`` with a new token whatever
+        the outcome (its sender enqueued nothing, trusting this step). Committing the
+        same claim twice is refused.
 
         Returns:
             The token to enqueue after this returns, or None.
 
         Raises:
-            Fenced: the claim is no longer current; nothing was written.
+            Fenced: the claim is no longer current, or the delta's base is not the
+                stored transcript; nothing was written.
             ValueError: ``consumed_inbox_upto`` is beyond ``claim.inbox_upto``.
             DatabaseUnavailable: the database could not be reached or timed out.
         """
@@ -228,7 +279,7 @@ class SessionStore:
             raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
         now = self._clock()
         async with self._fenced(claim) as conn:
-            return await claims.commit(
+            token = await claims.commit(
                 conn,
                 claim,
                 checkpoint=checkpoint,
@@ -238,7 +289,11 @@ class SessionStore:
                 usage=usage or TokenUsage(),
                 new_token=new_token(),
                 now=now,
+                delta=transcript,
+                lease_time=self._lease_time(),
             )
+        self._count_written(checkpoint, events, transcript)
+        return token
 
     async def cancel(self, session_id: str, *, actor: str | None = None) -> Cancelled | None:
         """Cancel a running or waiting session (``stop``), fencing off its running step.
@@ -267,6 +322,19 @@ class SessionStore:
         async with self._db.read() as conn:
             return await session_rows.read(conn, *session_rows.key_is(key))
 
+    async def transcript(self, session_id: str) -> tuple[str, ...]:
+        """The session's current transcript: its messages' JSON, oldest first.
+
+        Empty for an unknown session. Raises DatabaseUnavailable.
+        """
+        async with self._db.read() as conn:
+            session = await session_rows.read(conn, sessions.c.id == session_id)
+            if session is None or session.transcript_length == 0:
+                return ()
+            rows = await transcript.read(conn, session_id, generation=session.transcript_generation)
+        self.io.read_bytes += _size(*rows)
+        return rows
+
     async def events(
         self, session_id: str, after_seq: int = 0, *, limit: int | None = None
     ) -> list[Event]:
@@ -280,7 +348,13 @@ class SessionStore:
             return list(await inbox.read(conn, session_id, after_position=after_position))
 
     async def sweep(
-        self, now: datetime | None = None, *, max_crashes: int, stale_after_s: float
+        self,
+        now: datetime | None = None,
+        *,
+        max_crashes: int,
+        stale_after_s: float,
+        origin: SessionOrigin | None = None,
+        session_ids: Collection[str] | None = None,
     ) -> SweepResult:
         """Recover what crashes and lost messages left behind; one sweep at a time.
 
@@ -294,9 +368,12 @@ class SessionStore:
         empty result at once.
 
         Args:
-            now: the sweep's time (default: the store's clock).
+            now: the sweep's time (default: the store's clock; leases are judged by
+                the database's clock on PostgreSQL unless ``lease_clock`` was given).
             max_crashes: crashes of one step that fail the session (≥ 1).
             stale_after_s: seconds after which an unclaimed token is enqueued again.
+            origin, session_ids: re-enqueue and fail only sessions of this origin, and
+                among these ids (None: any); waits end whatever the origin.
 
         Raises:
             ValueError: ``max_crashes`` < 1 or ``stale_after_s`` not positive.
@@ -310,10 +387,25 @@ class SessionStore:
             return await sweeper.sweep(
                 conn,
                 now=at,
+                lease_time=self._lease_time(now),
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
                 is_postgres=self._pg,
+                scope=sweeper.scope(origin, session_ids),
             )
+
+    def _count_written(
+        self, checkpoint: str | None, events: Sequence[NewEvent], delta: TranscriptDelta | None
+    ) -> None:
+        messages = delta.messages if delta is not None else ()
+        payloads = (e.payload_json for e in events)
+        self.io.written_bytes += _size(checkpoint or "", *messages, *payloads)
+
+    def _lease_time(self, now: datetime | None = None) -> LeaseTime:
+        """Lease times: the database's ``now()`` on PostgreSQL, else the given/lease clock."""
+        from_database = self._pg and self._lease_clock is None and now is None
+        instant = now or (self._lease_clock or self._clock)()
+        return LeaseTime(instant, from_database)
 
     @property
     def _pg(self) -> bool:
@@ -334,3 +426,8 @@ def _check_positive(**values: float) -> None:
     for name, value in values.items():
         if not value > 0:
             raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _size(*texts: str) -> int:
+    """UTF-8 bytes of ``texts``."""
+    return sum(len(t.encode()) for t in texts)

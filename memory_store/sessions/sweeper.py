@@ -9,15 +9,23 @@ statements however many sessions it touches.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, null, or_, text
+from sqlalchemy import ColumnElement, Row, and_, null, or_, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.sessions import event_log
-from memory_store.sessions.records import EventKind, NewEvent, SessionStatus, SweepResult, Wakeup
+from memory_store.sessions.lease_time import LeaseTime
+from memory_store.sessions.records import (
+    EventKind,
+    NewEvent,
+    SessionOrigin,
+    SessionStatus,
+    SweepResult,
+    Wakeup,
+)
 from memory_store.sessions.tables import sessions
 
 SWEEPER_LOCK_KEY = 7220417212
@@ -30,17 +38,35 @@ async def sweep(
     conn: AsyncConnection,
     *,
     now: datetime,
+    lease_time: LeaseTime,
     max_crashes: int,
     stale_after_s: float,
     is_postgres: bool,
+    scope: ColumnElement[bool] | None = None,
 ) -> SweepResult:
-    """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``)."""
+    """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``);
+    ``scope`` (``scope()``) limits the sessions re-enqueued and failed."""
     if is_postgres and not await _try_lock(conn):
         return SweepResult()
-    failed = await _fail_crash_loops(conn, now=now, max_crashes=max_crashes)
-    requeue = await _requeue(conn, now=now, stale_after=timedelta(seconds=stale_after_s))
+    mine = true() if scope is None else scope
+    failed = await _fail_crash_loops(
+        conn, now=now, lease_time=lease_time, max_crashes=max_crashes, mine=mine
+    )
+    requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s, mine=mine)
     expired = await _end_waits(conn, now=now)
     return SweepResult(requeue=requeue, failed=failed, expired_waits=expired)
+
+
+def scope(
+    origin: SessionOrigin | None, session_ids: Collection[str] | None
+) -> ColumnElement[bool] | None:
+    """The sessions of ``origin`` among ``session_ids`` (None: no limit of that kind)."""
+    parts = []
+    if origin is not None:
+        parts.append(_S.origin == origin.value)
+    if session_ids is not None:
+        parts.append(_S.id.in_(list(session_ids)))
+    return and_(*parts) if parts else None
 
 
 async def _try_lock(conn: AsyncConnection) -> bool:
@@ -50,12 +76,17 @@ async def _try_lock(conn: AsyncConnection) -> bool:
     return bool(locked)
 
 
-def _lease_expired(now: datetime) -> Any:
-    return and_(_S.lease_until.is_not(None), _S.lease_until < now)
+def _lease_expired(lease_time: LeaseTime) -> Any:
+    return and_(_S.lease_until.is_not(None), _S.lease_until < lease_time.now())
 
 
 async def _fail_crash_loops(
-    conn: AsyncConnection, *, now: datetime, max_crashes: int
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    lease_time: LeaseTime,
+    max_crashes: int,
+    mine: ColumnElement[bool],
 ) -> tuple[str, ...]:
     """Fail running sessions whose lease expired for the ``max_crashes``-th time.
 
@@ -66,7 +97,8 @@ async def _fail_crash_loops(
         sessions.update()
         .where(
             _S.status == SessionStatus.RUNNING.value,
-            _lease_expired(now),
+            mine,
+            _lease_expired(lease_time),
             _S.crash_count + 1 >= max_crashes,
         )
         .values(
@@ -97,7 +129,11 @@ _RELEASED: dict[str, Any] = {
 
 
 async def _requeue(
-    conn: AsyncConnection, *, now: datetime, stale_after: timedelta
+    conn: AsyncConnection,
+    *,
+    lease_time: LeaseTime,
+    stale_after_s: float,
+    mine: ColumnElement[bool],
 ) -> tuple[Wakeup, ...]:
     """Hand out again the tokens of running sessions nobody holds.
 
@@ -105,15 +141,16 @@ async def _requeue(
     its last enqueue (the holder died) or its last enqueue is older than ``stale_after``
     (the message was lost, or the re-enqueue was). Marks ``enqueued_at = now``.
     """
+    now = lease_time.now()
     unheld = or_(_S.lease_until.is_(None), _S.lease_until < now)
     due = or_(
         _S.enqueued_at.is_(None),
         and_(_S.lease_until.is_not(None), _S.enqueued_at < _S.lease_until),
-        _S.enqueued_at < now - stale_after,
+        _S.enqueued_at < lease_time.now(-stale_after_s),
     )
     result = await conn.execute(
         sessions.update()
-        .where(_S.status == SessionStatus.RUNNING.value, unheld, due)
+        .where(mine, _S.status == SessionStatus.RUNNING.value, unheld, due)
         .values(enqueued_at=now)
         .returning(_S.id, _S.pending_token)
     )

@@ -1,4 +1,4 @@
-"""SQLAlchemy Core tables of durable sessions (their schema is made by migration 0002).
+"""SQLAlchemy Core tables of durable sessions (their schema is made by migrations 0002, 0003, 0005).
 
 ``sessions`` holds one row per Slack thread: status, fencing state (``epoch``, lease,
 ``pending_token``), the opaque checkpoint, counters. The other tables hang off it:
@@ -8,7 +8,11 @@
 - ``session_inbox``: steering messages, numbered per session by ``position``; one row per
   ``(session_id, source_ts)`` (a Slack message is recorded once);
 - ``slack_outbox``: Slack post intents, unique ``key`` (``"<session>:<seq>"``);
-- ``inbound_sightings``: keys of inbound Slack events already seen (dedupe, with expiry).
+- ``inbound_sightings``: keys of inbound Slack events already seen (dedupe, with expiry);
+- ``session_transcript`` (migration 0003): the model transcript, one opaque JSON message
+  per row, primary key ``(session_id, generation, position)``, written once; compaction
+  starts a new ``generation`` (the session row's ``transcript_generation``, with
+  ``transcript_length`` rows) and deletes the older ones.
 
 Counters on the session row make hot-path writes one locked ``UPDATE … RETURNING``:
 ``last_seq`` (the last event's seq), ``inbox_seq`` (the last inbox position) and
@@ -98,6 +102,8 @@ sessions = Table(
     Column("checkpoint", Text, nullable=False),
     Column("sandbox", Text, nullable=True),
     Column("last_seq", Integer, nullable=False),
+    Column("transcript_generation", Integer, nullable=False, server_default="0"),
+    Column("transcript_length", Integer, nullable=False, server_default="0"),
     Column("inbox_seq", Integer, nullable=False),
     Column("inbox_consumed", Integer, nullable=False),
     Column("input_tokens", BigInteger, nullable=False),
@@ -106,6 +112,7 @@ sessions = Table(
     Column("cache_write_tokens", BigInteger, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("origin", String(16), nullable=False, server_default="slack"),  # migration 0005
     PrimaryKeyConstraint("id", name="pk_sessions"),
     UniqueConstraint("org_id", "channel_id", "thread_ts", name="uq_sessions_key"),
     CheckConstraint(f"status IN {STATUSES!r}", name="ck_sessions_status"),
@@ -162,4 +169,16 @@ inbound_sightings = Table(
     Column("expires_at", UtcDateTime, nullable=False),
     PrimaryKeyConstraint("key", name="pk_inbound_sightings"),
     Index("ix_inbound_sightings_expires_at", "expires_at"),
+)
+
+session_transcript = Table(
+    "session_transcript",
+    metadata,
+    Column("session_id", String(64), ForeignKey("sessions.id"), nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    PrimaryKeyConstraint("session_id", "generation", "position", name="pk_session_transcript"),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sandbox_client.client import SandboxClient
-from sandbox_client.records import Health, SandboxHandle
+from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 
 class SandboxProvider(Protocol):
@@ -47,6 +47,16 @@ class SandboxProvider(Protocol):
 
     async def health(self, handle: SandboxHandle) -> Health:
         """READY, SUSPENDED, STARTING or GONE."""
+        ...
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """The sandboxes this provider can reach that were made over ``older_than_s``
+        ago, live or dead but not yet destroyed (for reaping orphans)."""
+        ...
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """The sandbox's limits and how often it hit them (fields it cannot tell are
+        None); never raises."""
         ...
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:

@@ -23,7 +23,7 @@ import httpx
 
 from sandbox_client.client import SandboxClient
 from sandbox_client.errors import ProtocolError, ProvisionFailed, SandboxGone, SandboxUnavailable
-from sandbox_client.records import Health, SandboxHandle
+from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 from sandbox_client.transport import ClientOptions
 from sandbox_client.wire import error_message
 
@@ -134,6 +134,14 @@ class BlaxelProvider:
             or f"{self.config.run_url}/{self.config.workspace}/sandboxes/{sandbox_id}"
         )
         return SandboxHandle(provider=self.kind, sandbox_id=sandbox_id, url=str(url).rstrip("/"))
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """None: Blaxel sandboxes are not reaped from here (Blaxel's own TTL ends them)."""
+        return ()
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """Nothing known: Blaxel's API reports no limit hits."""
+        return SandboxUsage()
 
     async def health(self, handle: SandboxHandle) -> Health:
         """From the control plane's record: 404 or a dead status → GONE; standby →

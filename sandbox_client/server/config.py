@@ -23,6 +23,8 @@ _DEFAULTS: dict[str, Any] = {
     "max_read_bytes": 32 * 1024 * 1024,
     "egress_port": 0,
     "egress_socket": "",
+    "rlimit_as_bytes": 0,
+    "rlimit_nproc": 0,
 }
 
 
@@ -50,6 +52,9 @@ class ServerConfig:
         max_read_bytes: the largest file a GET returns.
         egress_port: a loopback port to forward to ``egress_socket`` (the egress gateway's
             socket inside the jail), for ``HTTP_PROXY``; 0: no forwarder.
+        rlimit_as_bytes: when not 0, the address-space limit (``RLIMIT_AS``) the server
+            sets on itself at start, inherited by every command (no memory cgroup).
+        rlimit_nproc: when not 0, the same for ``RLIMIT_NPROC`` (no pids cgroup).
     """
 
     __slots__ = ("socket_path", *_DEFAULTS)
@@ -68,6 +73,8 @@ class ServerConfig:
     max_read_bytes: int
     egress_port: int
     egress_socket: str
+    rlimit_as_bytes: int
+    rlimit_nproc: int
 
     def __init__(self, socket_path: str, **settings: Any) -> None:
         unknown = set(settings) - set(_DEFAULTS)

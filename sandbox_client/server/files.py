@@ -7,6 +7,7 @@ path, symbolic links resolved, must stay inside the root.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
@@ -134,12 +135,21 @@ class Filesystem:
         return Reply.of_json({"message": "Directory created successfully", "path": path})
 
     def _write(self, path: str, data: bytes, mode: int) -> Reply:
+        """Write whole or not at all: a temporary file renamed over ``path``, so a write
+        that fails (no space left) leaves the old content and no partial file."""
+        directory = posixpath.dirname(path)
+        temp = f"{directory}/.{posixpath.basename(path)}.{os.getpid()}.{time.monotonic_ns()}"
         try:
-            os.makedirs(posixpath.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            os.makedirs(directory, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # an existing file keeps its mode
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             with open(fd, "wb") as handle:
                 handle.write(data)
+            os.replace(temp, path)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
             raise HttpError(422, f"error writing file: {exc.strerror}") from exc
         return Reply.of_json({"message": "File created/updated successfully", "path": path})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 import sys
 
@@ -42,6 +43,16 @@ async def serve(config: ServerConfig) -> None:
     app.processes.signal_all(signal.SIGKILL)
 
 
+def _limit_self(config: ServerConfig) -> None:
+    """Set the resource limits the config asks for (inherited by every command)."""
+    for which, value in (
+        (resource.RLIMIT_AS, config.rlimit_as_bytes),
+        (resource.RLIMIT_NPROC, config.rlimit_nproc),
+    ):
+        if value > 0:
+            resource.setrlimit(which, (value, value))
+
+
 def _say_ready(fd: int) -> None:
     if fd < 0:
         return
@@ -56,4 +67,6 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.exit("usage: main CONFIG_JSON")
-    asyncio.run(serve(ServerConfig.from_json(args[0])))
+    config = ServerConfig.from_json(args[0])
+    _limit_self(config)
+    asyncio.run(serve(config))

@@ -38,8 +38,15 @@ from bot.drill.workers import Worker as DrillWorker
 from bot.durable.actors import declare_actors, make_broker
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
-from harness import Checkpoint, Requester
-from memory_store import Event, Session, SessionKey, SessionStatus, SessionStore
+from harness import Checkpoint, Message, Requester
+from memory_store import (
+    Event,
+    SandboxLedgerStore,
+    Session,
+    SessionKey,
+    SessionStatus,
+    SessionStore,
+)
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
 
 T = TypeVar("T")
@@ -335,15 +342,31 @@ class Probe:
     fakes: Fakes
     sender: Sender | None
     data_dir: Path
+    ledger: SandboxLedgerStore | None = None
 
-    async def open(self, session_id: str, plan: list[Reply], *, text: str = "look") -> str:
+    @contextlib.asynccontextmanager
+    async def hold_sandbox(self, session_id: str) -> AsyncIterator[SandboxHandle]:
+        """Count a use of the session's sandbox in the workers' shared ledger until the
+        block ends, as a command running through another worker would: a stopping
+        worker then spares the jail, so what the command did can still be read."""
+        assert self.ledger is not None, "the probe was built without the ledger"
+        handle = await self.sandbox(session_id)
+        await self.ledger.begin_use(handle.sandbox_id, busy_s=600)
+        try:
+            yield handle
+        finally:
+            await self.ledger.end_use(handle.sandbox_id)
+
+    async def open(
+        self, session_id: str, plan: list[Reply], *, text: str = "look", channel: str = CHANNEL
+    ) -> str:
         """Script the model for a new session, open it in a seeded Slack thread; returns
         its first token (not enqueued)."""
         self.fakes.script.plans[session_id] = plan
-        thread_ts = self.fakes.slack.add_message(CHANNEL, f"<@U0FAKEBOT> {text}")
-        checkpoint = Checkpoint(session_id, ORG, CHANNEL, Requester(USER)).to_json()
+        thread_ts = self.fakes.slack.add_message(channel, f"<@U0FAKEBOT> {text}")
+        checkpoint = Checkpoint(session_id, ORG, channel, Requester(USER)).to_json()
         opened = await self.sessions.open_or_join(
-            SessionKey(ORG, CHANNEL, thread_ts),
+            SessionKey(ORG, channel, thread_ts),
             requester_id=USER,
             initial_checkpoint=checkpoint,
             text=f"[session:{session_id}] {text}",
@@ -353,9 +376,11 @@ class Probe:
         assert opened.token is not None
         return opened.token
 
-    async def start(self, session_id: str, plan: list[Reply], *, text: str = "look") -> None:
+    async def start(
+        self, session_id: str, plan: list[Reply], *, text: str = "look", channel: str = CHANNEL
+    ) -> None:
         """``open`` and enqueue the first step."""
-        self.queue.send(session_id, await self.open(session_id, plan, text=text))
+        self.queue.send(session_id, await self.open(session_id, plan, text=text, channel=channel))
 
     @property
     def queue(self) -> Sender:
@@ -427,8 +452,9 @@ class Probe:
     async def effects(self, session_id: str) -> int:
         """How many times the side-effecting command ran (lines in ``effects.log``)."""
         handle = await self.sandbox(session_id)
-        assert handle.state_dir is not None
-        path = Path(handle.state_dir) / "workspace" / EFFECTS_FILE
+        # /workspace is a tmpfs inside the jail: read it through the jail's root, which
+        # works while the jail is frozen too
+        path = Path(f"/proc/{handle.pid}/root/workspace") / EFFECTS_FILE
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     async def wait_running_command(self, session_id: str, *, timeout_s: float = 20.0) -> str:
@@ -455,11 +481,11 @@ class Probe:
         self, session_id: str, *, model_steps: int = 2, effects: int = 1
     ) -> None:
         """The issue's four properties for a standard-plan session (see the test module)."""
-        session = await self.wait_answered(session_id)
+        await self.wait_answered(session_id)
         responses = await self.events(session_id, "model_response")
         assert len(responses) == model_steps, "a model response was committed twice"
-        cp = Checkpoint.from_json(session.checkpoint)
-        assert sum(1 for m in cp.messages if m.role == "assistant") == model_steps
+        messages = [Message.from_json(m) for m in await self.sessions.transcript(session_id)]
+        assert sum(1 for m in messages if m.role == "assistant") == model_steps
         assert len(self.fakes.script.requests_for(session_id)) >= model_steps
         ran = await self.effects(session_id)
         assert ran == effects, f"the side effect ran {ran} times\n{await self.describe(session_id)}"

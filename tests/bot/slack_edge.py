@@ -31,6 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.background import Background
+from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
@@ -145,7 +146,12 @@ class SlackEdge:
     async def post_form(
         self, fields: dict[str, str], *, secret: str = SIGNING_SECRET
     ) -> httpx.Response:
-        """POST a slash command or an interaction (``payload=<json>``) form, signed."""
+        """POST a slash command or an interaction (``payload=<json>``) form, signed.
+
+        A command's ``response_url`` is pointed at the fake Slack API, as Slack points it
+        at itself."""
+        if "response_url" in fields:
+            fields = {**fields, "response_url": self.slack_api.response_url()}
         raw = urlencode(fields).encode()
         return await self.post_raw(raw, "application/x-www-form-urlencoded", secret, None, None)
 
@@ -184,6 +190,8 @@ async def running_edge(
     database_url: str | None = None,
     strict_channels: frozenset[str] = frozenset(),
     limits: Limits = DEFAULT_LIMITS,
+    external_may_start: bool = False,
+    installation: Installation | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
@@ -215,6 +223,8 @@ async def running_edge(
         skills=SkillsCommands(files, client, EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
         strict_channels=strict_channels,
+        external_may_start=external_may_start,
+        installation=installation,
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,18 +10,45 @@ import pytest
 import yaml
 
 MANIFEST = Path(__file__).parents[2] / "manifest.yml"
-ARCHITECTURE_SCOPES = {
-    "app_mentions:read",
-    "channels:history",
-    "groups:history",
-    "channels:read",
-    "groups:read",
-    "chat:write",
-    "commands",
-    "files:write",
-    "reactions:write",
-    "users:read",
+SOURCE = Path(__file__).parents[2] / "bot"
+# Each Web API method the bot calls → the bot scope it needs (docs.slack.dev, the method's
+# "Scopes"); None: no scope. A method missing here fails the test: look its scope up.
+METHOD_SCOPES: dict[str, str | None] = {
+    "auth_test": None,
+    "chat_postMessage": "chat:write",
+    "chat_update": "chat:write",
+    "chat_postEphemeral": "chat:write",
+    "assistant_threads_setStatus": "chat:write",
+    "conversations_replies": "channels:history",  # groups:history in private channels
+    "files_upload_v2": "files:write",
+    "files_info": "files:read",
+    "usergroups_users_list": "usergroups:read",
+    "views_open": None,
+    "views_update": None,
+    "views_push": None,
 }
+# What the manifest's features need besides method calls.
+FEATURE_SCOPES = {
+    "app_mentions:read",  # the app_mention event
+    "channels:history",  # message.channels
+    "groups:history",  # message.groups (and conversations.replies in private channels)
+    "commands",  # /agent
+    "files:read",  # url_private downloads of small text files people share (slack/files.py)
+}
+_FAMILIES = (
+    "admin|apps|assistant|auth|bookmarks|bots|canvases|chat|conversations|dnd|emoji|files|"
+    "pins|reactions|reminders|search|stars|team|usergroups|users|views"
+)
+_CALL = re.compile(rf"client\.((?:{_FAMILIES})_[A-Za-z0-9_]+)\(")
+
+
+def called_methods() -> set[str]:
+    """Web API methods called through a client anywhere in the product code."""
+    found: set[str] = set()
+    for path in SOURCE.rglob("*.py"):
+        if "fakes" not in path.parts:
+            found.update(_CALL.findall(path.read_text()))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +75,13 @@ def test_manifest_declares_the_agent_command_and_an_always_online_bot(manifest: 
     assert features["bot_user"]["always_online"] is True
 
 
-def test_manifest_bot_scopes_are_the_architectures_plus_usergroups_read(manifest: Any) -> None:
+def test_manifest_requests_exactly_the_scopes_the_code_calls_for(manifest: Any) -> None:
+    calls = called_methods()
+    unknown = calls - set(METHOD_SCOPES)
+    needed = FEATURE_SCOPES | {scope for m in calls if (scope := METHOD_SCOPES.get(m))}
+
     scopes = manifest["oauth_config"]["scopes"]["bot"]
 
+    assert not unknown, f"look up the scopes of {sorted(unknown)} and add them to METHOD_SCOPES"
     assert len(scopes) == len(set(scopes))
-    assert set(scopes) == ARCHITECTURE_SCOPES | {"usergroups:read"}
+    assert set(scopes) == needed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -28,7 +29,6 @@ async def test_limits_are_enforced_with_slacks_error_codes(slack_client: AsyncWe
     two_markdowns = [{"type": "markdown", "text": "m" * 7_000}] * 2
     many_blocks = [{"type": "divider"}] * 51
 
-    assert await error_of(post(channel="C1", text="t" * 40_001)) == "msg_too_long"
     assert await error_of(post(channel="C1", text="x", blocks=long_section)) == "invalid_blocks"
     assert await error_of(post(channel="C1", text="x", blocks=many_blocks)) == "invalid_blocks"
     assert await error_of(post(channel="C1", text="x", blocks=two_markdowns)) == (
@@ -79,3 +79,127 @@ async def test_replies_serve_posted_messages_with_metadata_only_when_asked(
 
     assert [m.get("metadata") for m in plain["messages"]] == [None, None]
     assert [m.get("metadata") for m in full["messages"]] == [None, metadata]
+
+
+async def test_text_over_40000_chars_is_cut_when_posted_and_refused_when_updated(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    posted = await slack_client.chat_postMessage(channel="C1", text="t" * 40_001)
+
+    assert len(slack_api.thread("C1", posted["ts"])[0]["text"]) == 40_000
+    update = slack_client.chat_update(channel="C1", ts=posted["ts"], text="u" * 40_001)
+    assert await error_of(update) == load_case("webapi_chat_update_msg_too_long.json")["error"]
+
+
+async def test_auth_test_carries_the_grid_fields_of_the_recorded_answer() -> None:
+    fake = FakeSlackApi(enterprise_id="E0FAKEORG")
+    await fake.start()
+    try:
+        client = AsyncWebClient(token=fake.token, base_url=fake.base_url)
+        answer = (await client.auth_test()).data
+    finally:
+        await fake.stop()
+
+    assert isinstance(answer, dict)
+    assert set(answer) == set(load_case("webapi_auth_test_ok.json"))
+    assert (answer["enterprise_id"], answer["is_enterprise_install"]) == ("E0FAKEORG", False)
+
+
+async def test_chat_update_returns_the_updated_message(slack_client: AsyncWebClient) -> None:
+    posted = await slack_client.chat_postMessage(channel="C1", text="working")
+
+    updated = await slack_client.chat_update(channel="C1", ts=posted["ts"], text="done")
+
+    assert updated["message"]["text"] == "done"
+    assert updated["message"]["edited"]["ts"]
+
+
+async def test_cursors_are_opaque_strings_and_a_made_up_one_is_refused(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    root = slack_api.add_message("C1", "root")
+    for i in range(4):
+        slack_api.add_message("C1", f"reply {i}", thread_ts=root)
+
+    first = await slack_client.conversations_replies(channel="C1", ts=root, limit=2)
+    cursor = first["response_metadata"]["next_cursor"]
+    second = await slack_client.conversations_replies(channel="C1", ts=root, limit=2, cursor=cursor)
+
+    assert not cursor.isdigit()
+    assert [m["text"] for m in second["messages"]] == ["reply 1", "reply 2"]
+    bad = slack_client.conversations_replies(channel="C1", ts=root, cursor="2")
+    assert await error_of(bad) == "invalid_cursor"
+
+
+@pytest.mark.parametrize(
+    "error", ["is_archived", "not_in_channel", "channel_not_found"], ids=lambda e: str(e)
+)
+async def test_a_broken_channel_refuses_every_call_naming_it(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, error: str
+) -> None:
+    slack_api.break_channel("C1", error)
+
+    assert await error_of(slack_client.chat_postMessage(channel="C1", text="x")) == error
+    assert await error_of(slack_client.chat_postMessage(channel="C1", text="x")) == error
+    assert (await slack_client.chat_postMessage(channel="C2", text="x"))["ok"]
+
+
+@pytest.mark.parametrize("error", ["token_revoked", "account_inactive", "invalid_auth"])
+async def test_a_revoked_installation_refuses_everything(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, error: str
+) -> None:
+    slack_api.revoke(error)
+
+    assert await error_of(slack_client.auth_test()) == error
+    assert await error_of(slack_client.chat_postMessage(channel="C1", text="x")) == error
+
+
+async def test_post_ephemeral_is_refused_where_the_bot_or_the_user_is_not(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    slack_api.remove_bot("C0NOBOT")
+    slack_api.set_members("C1", ["U0ALICE"])
+    ephemeral = slack_client.chat_postEphemeral
+
+    assert await error_of(ephemeral(channel="D0ALICE", user="U0ALICE", text="x")) == (
+        "channel_not_found"
+    )
+    assert await error_of(ephemeral(channel="C0NOBOT", user="U0ALICE", text="x")) == (
+        "channel_not_found"
+    )
+    assert await error_of(ephemeral(channel="C1", user="U0BOB", text="x")) == "user_not_in_channel"
+    assert (await ephemeral(channel="C1", user="U0ALICE", text="x"))["ok"]
+
+
+async def test_methods_are_limited_per_workspace_by_tier() -> None:
+    # Given Slack's per-minute limits applied to a 2 s window
+    fake = FakeSlackApi(rate_window_s=2.0)
+    await fake.start()
+    try:
+        client = AsyncWebClient(token=fake.token, base_url=fake.base_url, retry_handlers=[])
+        ts = (await client.chat_postMessage(channel="C1", text="status"))["ts"]
+        # When chat.update (Tier 3: 50/min) is called 51 times within the window
+        for i in range(50):
+            await client.chat_update(channel="C1", ts=ts, text=f"step {i}")
+        with pytest.raises(SlackApiError) as caught:
+            await client.chat_update(channel="C1", ts=ts, text="one too many")
+    finally:
+        await fake.stop()
+    # Then the 51st is answered 429 with Retry-After, as Slack does
+    assert caught.value.response.status_code == 429
+    assert caught.value.response["error"] == "ratelimited"
+    assert int(caught.value.response.headers["Retry-After"][0]) >= 1
+
+
+async def test_a_private_file_is_served_to_the_bot_token_only(slack_api: FakeSlackApi) -> None:
+    file = slack_api.add_file("pods.log", b"CrashLoopBackOff\n")
+
+    async with aiohttp.ClientSession() as session:
+        bearer = {"Authorization": f"Bearer {slack_api.token}"}
+        async with session.get(file["url_private_download"], headers=bearer) as answer:
+            content = await answer.read()
+        async with session.get(file["url_private_download"]) as anonymous:
+            sign_in = (anonymous.status, anonymous.content_type)
+
+    assert content == b"CrashLoopBackOff\n"
+    assert sign_in == (200, "text/html")

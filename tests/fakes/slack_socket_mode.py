@@ -33,6 +33,8 @@ class FakeSocketMode:
     def __init__(self, *, app_token: str = "xapp-fake-token") -> None:
         self.app_token = app_token
         self.connections_opened = 0
+        self.refuse_links = False  # answer the WebSocket URL with HTTP 503 (a Slack outage)
+        self.links_refused = 0
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._sockets: list[web.WebSocketResponse] = []
@@ -85,6 +87,11 @@ class FakeSocketMode:
         async with asyncio.timeout(timeout_s), self._changed:
             await self._changed.wait_for(lambda: len(self._sockets) >= count)
 
+    async def wait_for_refusals(self, count: int, *, timeout_s: float = 5.0) -> None:
+        """Wait until ``count`` WebSocket connections were refused (``refuse_links``)."""
+        async with asyncio.timeout(timeout_s), self._changed:
+            await self._changed.wait_for(lambda: self.links_refused >= count)
+
     def acked(self, envelope_id: str) -> bool:
         """Whether ``envelope_id`` was acked."""
         return envelope_id in self._acks
@@ -96,7 +103,12 @@ class FakeSocketMode:
         url = f"ws://127.0.0.1:{self._port}/link/?ticket=fake{self.connections_opened}"
         return web.json_response({"ok": True, "url": url})
 
-    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+    async def _link(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_links:
+            async with self._changed:
+                self.links_refused += 1
+                self._changed.notify_all()
+            return web.Response(status=503, text="service unavailable")
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         await ws.send_str(json.dumps(HELLO))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import (
+    DEFAULT_MODEL,
     AnthropicModel,
     Checkpoint,
     Collaborators,
@@ -60,7 +61,7 @@ def make_model(base_url: str, **overrides: Any) -> AnthropicModel:
     """The real adapter against the fake API, with backoff that does not wait."""
     options: dict[str, Any] = {
         "api_key": "sk-test",
-        "model": "claude-test",
+        "model": DEFAULT_MODEL,
         "base_url": base_url,
         "max_attempts": 4,
         "sleep": NoSleep(),

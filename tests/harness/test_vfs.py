@@ -86,3 +86,14 @@ def test_vfs_doctests_pass() -> None:
     result = doctest.testmod(vfs, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_every_table_of_virtual_roots_follows_the_stores_scopes() -> None:
+    from harness.guard.paths import VIRTUAL_ROOTS as GUARDED
+    from memory_store import Scope
+    from sandbox_client.providers.local.jail import VIRTUAL_MOUNTS
+
+    scopes = {scope.value for scope in Scope}
+    assert {root.lstrip("/") for root, _ in vfs.VIRTUAL_ROOTS} == scopes
+    assert set(GUARDED) == scopes
+    assert set(VIRTUAL_MOUNTS) == scopes  # the jail's stubs: a leaf package, checked here

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from collections.abc import AsyncIterator
 from itertools import count
 
@@ -16,6 +15,7 @@ from sandbox_client import (
     EnsureResult,
     Health,
     LocalProvider,
+    MemoryLedger,
     SandboxError,
     SandboxManager,
     SetupStep,
@@ -27,15 +27,36 @@ SETUP = (
     SetupStep.file("/workspace/config/app.yaml", b"replicas: 3\n"),
     SetupStep.run("git --version > /dev/null 2>&1; echo prepared > /workspace/prepared.txt"),
 )
-LATER = time.monotonic() + 3600  # a "now" after any idle period
+
+
+class Clock:
+    """A ledger clock the tests move forward instead of waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 @pytest.fixture
-async def manager(provider: LocalProvider) -> AsyncIterator[SandboxManager]:
+def clock() -> Clock:
+    """The ledger's clock."""
+    return Clock()
+
+
+@pytest.fixture
+async def manager(provider: LocalProvider, clock: Clock) -> AsyncIterator[SandboxManager]:
     """A manager whose sandboxes are destroyed after the test."""
     numbers = count()
     manager = SandboxManager(
-        provider, idle_suspend_s=60, new_sandbox_id=lambda: f"lc-{os.getpid()}-{next(numbers)}"
+        provider,
+        idle_suspend_s=60,
+        ledger=MemoryLedger(clock),
+        new_sandbox_id=lambda: f"lc-{os.getpid()}-{next(numbers)}",
     )
     yield manager
     await manager.aclose()
@@ -55,14 +76,15 @@ async def test_the_first_ensure_provisions_and_replays_the_set_up(manager: Sandb
 
 
 async def test_an_idle_sandbox_is_suspended_and_the_next_ensure_resumes_it(
-    manager: SandboxManager,
+    manager: SandboxManager, clock: Clock
 ) -> None:
     first = await manager.ensure(None)
     await first.client.write_file("/workspace/kept.txt", b"still here")
 
     # Given a sandbox idle for longer than the limit
-    assert await manager.suspend_idle(now=time.monotonic()) == ()
-    assert await manager.suspend_idle(now=LATER) == (first.handle.sandbox_id,)
+    assert await manager.suspend_idle() == ()
+    clock.advance(3600)
+    assert await manager.suspend_idle() == (first.handle.sandbox_id,)
     assert await manager.provider.health(first.handle) is Health.SUSPENDED
     # When it is needed again, it is the same sandbox, awake, with its files
     again = await manager.ensure(first.handle)
@@ -71,20 +93,23 @@ async def test_an_idle_sandbox_is_suspended_and_the_next_ensure_resumes_it(
     assert await again.client.read_file("/workspace/kept.txt") == b"still here"
 
 
-async def test_a_sandbox_running_a_call_is_never_suspended(manager: SandboxManager) -> None:
+async def test_a_sandbox_running_a_call_is_never_suspended(
+    manager: SandboxManager, clock: Clock
+) -> None:
     result = await manager.ensure(None)
     command = "while [ ! -e /workspace/go ]; do sleep 0.01; done"
     task = asyncio.create_task(result.client.exec("long", command, timeout_s=30))
     await wait_for(lambda: result.client.get_process("long"), what="the command to start")
 
-    assert await manager.suspend_idle(now=LATER) == ()
+    clock.advance(3600)
+    assert await manager.suspend_idle() == ()
 
     await result.client.write_file("/workspace/go", b"")
     assert (await task).exit_code == 0
 
 
 async def test_a_gone_sandbox_is_replaced_and_the_loss_is_reported(
-    manager: SandboxManager, provider: LocalProvider
+    manager: SandboxManager, provider: LocalProvider, clock: Clock
 ) -> None:
     first = await manager.ensure(None, SETUP)
     await first.client.write_file("/workspace/notes/scratch.txt", b"not in the set-up")
@@ -92,7 +117,8 @@ async def test_a_gone_sandbox_is_replaced_and_the_loss_is_reported(
         background = asyncio.create_task(other.exec("tool-use-bg", "sleep 1000", timeout_s=600))
         await wait_for(lambda: first.client.get_process("tool-use-bg"), what="the background run")
         # Given a sandbox last seen (at suspension) running a command and holding a file
-        await manager.suspend_idle(now=LATER)
+        clock.advance(3600)
+        await manager.suspend_idle()
         # When it dies
         assert first.handle.pid is not None
         os.kill(first.handle.pid, signal.SIGKILL)

@@ -38,6 +38,7 @@ from bot.slack.render import (
     split_markdown,
     truncate,
 )
+from bot.slack.respond import respond
 from bot.slack.skills.edit_policy import EditPolicy
 from bot.slack.skills.editor import (
     DELETE_CALLBACK_ID,
@@ -97,6 +98,7 @@ class SkillsCommand:
     channel_id: str
     trigger_id: str
     words: tuple[str, ...]
+    response_url: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> SkillsCommand:
@@ -110,6 +112,7 @@ class SkillsCommand:
             channel_id=str(body["channel_id"]),
             trigger_id=str(body.get("trigger_id", "")),
             words=tuple(words),
+            response_url=str(body["response_url"]) if body.get("response_url") else None,
         )
 
 
@@ -394,7 +397,12 @@ class SkillsCommands:
         return False
 
     async def _tell(self, command: SkillsCommand, text: str, blocks: Sequence[Block] = ()) -> None:
-        """An ephemeral message to the user in the channel they typed the command in."""
+        """An ephemeral message to the user: through the command's ``response_url`` (works
+        in DMs and channels without the bot), else ``chat.postEphemeral``."""
+        if command.response_url:
+            shown = list(blocks) or [section(text)]
+            await respond(command.response_url, text=truncate(text, 3_000), blocks=shown)
+            return
         await slack_call(
             "chat.postEphemeral",
             self._client.chat_postEphemeral(

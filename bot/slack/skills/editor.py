@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.slack.installation import Installation
 from bot.slack.render import Block, escape_mrkdwn, section, truncate
 
 EDIT_CALLBACK_ID = "warroom_skill_edit"
@@ -75,12 +76,17 @@ class Submission:
     values: Mapping[str, str | None]
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> Submission:
-        """From bolt's ``body`` of a ``view_submission`` (Slack's interaction payload)."""
+    def from_body(
+        cls, body: Mapping[str, Any], *, installation: Installation | None = None
+    ) -> Submission:
+        """From bolt's ``body`` of a ``view_submission`` (Slack's interaction payload).
+
+        The org is the installation's: ``view.app_installed_team_id`` names the workspace
+        the app is installed in (a Slack Connect user's ``team`` is their own), mapped
+        to its Grid org by ``installation`` (from ``auth.test``).
+        """
         view = body["view"]
-        team = body.get("team") or {}
-        enterprise = body.get("enterprise") or {}
-        org = enterprise.get("id") or team.get("enterprise_id") or team.get("id") or ""
+        org = _installed_org(body, installation)
         values: dict[str, str | None] = {}
         for block_id, actions in (view.get("state") or {}).get("values", {}).items():
             for action in actions.values():
@@ -104,6 +110,17 @@ class Submission:
         parts = [value.replace("\r\n", "\n") for _, value in numbered if value]
         joined = "\n".join(parts)
         return joined if joined.endswith("\n") or not joined else joined + "\n"
+
+
+def _installed_org(body: Mapping[str, Any], installation: Installation | None) -> str:
+    installed = (body.get("view") or {}).get("app_installed_team_id")
+    if installation is not None and installed in (None, installation.team_id):
+        return installation.org_id
+    team = body.get("team") or {}
+    if installed and installed != team.get("id"):  # a submitter from another org
+        return str(installed)
+    enterprise = body.get("enterprise") or {}
+    return str(enterprise.get("id") or team.get("enterprise_id") or team.get("id") or "")
 
 
 def split_for_inputs(content: str, max_chars: int = MAX_INPUT_CHARS) -> list[str]:

@@ -43,6 +43,7 @@ _ACCESS = {
     Access.EDIT: "vi vim nvim nano emacs ed ex patch",
     Access.EXECUTE: "chroot",
 }
+_SORT = spec("-k -t -o -S -T --key --field-separator --output --buffer-size")
 _PASS_THROUGH = frozenset({"head", "tail", "sort", "uniq", "fold", "nl", "tac"})
 _DECODERS = frozenset({"base64", "base32", "basenc"})
 FILE_TESTS = names("-a -b -c -d -e -f -g -G -h -k -L -N -O -p -r -s -S -u -w -x")
@@ -139,6 +140,9 @@ def _cat(inv: Invocation) -> None:
 def _pass_through(inv: Invocation) -> None:
     generic(inv, Access.READ)
     parsed = parse_args(inv.args, spec("-n -c -k -t -o -s -w -T"))
+    if inv.name == "sort":  # ``-oFILE`` too: the file sort writes, from the current directory
+        for value in option_values(parse_args(inv.args, _SORT), "-o", "--output"):
+            inv.touch(value, Access.WRITE)
     if not operands(parsed):
         inv.output(inv.stdin)
 

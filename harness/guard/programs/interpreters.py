@@ -175,10 +175,18 @@ def _interpreter(inv: Invocation) -> None:
                 break
         elif text.startswith("--"):
             index += 1 if name in spec.values and not equals else 0
+        elif text[:2] in spec.module:
+            module = True
+            break
         else:
             index, edit = _cluster(spec, inv, args, index, codes)
             in_place = in_place or edit
-    _interpreter_operands(inv, spec, codes, args[index:], in_place, from_stdin or module)
+    if module:  # a library module runs: standard input is its data, not code
+        for code in codes:
+            inv.run_program(spec.language, code)
+        generic_fields(inv, args[index:], Access.READ)
+        return
+    _interpreter_operands(inv, spec, codes, args[index:], in_place, from_stdin)
 
 
 def _interpreter_operands(

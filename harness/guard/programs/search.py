@@ -11,6 +11,7 @@ operand is a file. Scripts are still looked into for what they open themselves: 
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ from harness.guard.options import (
     parse_args,
     spec,
 )
+from harness.guard.paths import VIRTUAL_ROOTS
 from harness.guard.programs.sed import sed_operands
 
 Handler = Callable[[Invocation], None]
@@ -51,6 +53,9 @@ _FIND_ZERO_ARG = names(
     "-writable -depth -mount -xdev -noleaf -daystart -follow -nouser -nogroup -o -a -not "
     "-and -or -ignore_readdir_race -noignore_readdir_race -help -version -d"
 )
+_FIND_LEADING = re.compile(r"^-(?:[HLP]|D.*|O\d*)$")
+"""find's options before the roots: symlink policy, ``-D debugopts``, ``-O level``."""
+_NAME_CHARS = re.compile(r"\[!?\^?\]?[^\]]*\]|[*?\\]")
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _FIND_PATH_TESTS = frozenset({"-path", "-wholename", "-ipath", "-iwholename", "-regex", "-iregex"})
 _FIND_NAME_TESTS = frozenset({"-name", "-iname", "-lname", "-ilname"})
@@ -159,7 +164,7 @@ def _jq(inv: Invocation) -> None:
 def _find(inv: Invocation) -> None:
     args = list(inv.args)
     index = 0
-    while index < len(args) and plain(args[index]) in ("-H", "-L", "-P", "-D"):
+    while index < len(args) and _FIND_LEADING.match(plain(args[index])):
         index += 2 if plain(args[index]) == "-D" else 1
     roots: list[str] = []
     while index < len(args) and not re.match(r"[-(!),]", plain(args[index])):
@@ -196,14 +201,34 @@ def _find_test(inv: Invocation, test: str, field: str, roots: list[str]) -> None
     elif test in _FIND_READS or test.startswith("-newer"):
         inv.touch(field, Access.READ)
     elif test in _FIND_NAME_TESTS:
-        for root in roots:
-            inv.touch_pattern(root.rstrip("/") + "/" + value, Access.LIST)
+        folded = value.lower() if test in ("-iname", "-ilname") else value
+        if _names_namespace(folded):
+            for root in roots:
+                inv.touch_pattern(root.rstrip("/") + "/" + folded, Access.LIST)
     elif test in _FIND_PATH_TESTS:
         pattern = value.replace(".*", "*").replace("\\.", ".") if "regex" in test else value
-        if pattern.startswith("*/") and any(root.startswith("/") for root in roots):
-            pattern = pattern[1:]
-        if pattern.startswith("/"):
+        if not any(_names_namespace(part) for part in pattern.split("/")):
+            return
+        if pattern.startswith("*/"):
+            for root in roots:
+                inv.touch_pattern(root.rstrip("/") + pattern[1:], Access.LIST)
+        elif pattern.startswith("/"):
             inv.touch_pattern(pattern, Access.LIST)
+
+
+def _names_namespace(pattern: str) -> bool:
+    """Whether find name pattern ``pattern`` singles out a namespace, not a class of names.
+
+    It must match ``memory``, ``skills`` or ``incident`` and spell at least half of it
+    literally: ``memory``, ``mem*``, ``[sS]kills`` do; ``*``, ``m*``, ``[a-j]*`` match a
+    namespace among many other names, as a sweep of ``/`` does (not a touch).
+
+    >>> [_names_namespace(p) for p in ("memory", "mem*", "*ills", "m*", "[a-j]*", "*.log")]
+    [True, True, True, False, False, False]
+    """
+    matched = [root for root in VIRTUAL_ROOTS if fnmatch.fnmatchcase(root, pattern)]
+    literal = len(_NAME_CHARS.sub("", pattern))
+    return any(2 * literal >= len(root) for root in matched)
 
 
 def search_handlers() -> dict[str, Handler]:

@@ -10,12 +10,20 @@ the guard knows them) to the command it runs.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 
 from harness.guard.fields import plain
 from harness.guard.invocation import Access, Invocation
-from harness.guard.options import OptionSpec, has_option, operands, option_values, parse_args, spec
-from harness.guard.state import Stream
+from harness.guard.options import (
+    Arg,
+    OptionSpec,
+    has_option,
+    operands,
+    option_values,
+    parse_args,
+    spec,
+)
 from harness.guard.words import words_of
 
 Handler = Callable[[Invocation], None]
@@ -141,16 +149,51 @@ def _xargs(inv: Invocation) -> None:
     files = option_values(parsed, "-a", "--arg-file")
     for value in files:
         inv.touch(value, Access.READ)
-    argv = operands(parsed) or ["echo"]
-    text = None if files else inv.stdin.text
-    items = words_of(text) if text is not None else []
-    replace = option_values(parsed, "-I", "--replace")
-    if replace and items:
-        token = plain(replace[-1])
-        for item in items:
-            inv.run([arg.replace(token, item) for arg in argv], stdin=inv.stdin)
+    text = inv.known_content(files[-1]) if files else inv.stdin.text
+    delimiters = option_values(parsed, "-d", "--delimiter")
+    if has_option(parsed, "-0", "--null"):
+        delimiters.append("\\0")
+    items = xargs_items(text, plain(delimiters[-1]) if delimiters else None) if text else []
+    replace = option_values(parsed, "-I", "--replace") + (["{}"] if _bare_i(parsed) else [])
+    _run_items(inv, operands(parsed) or ["echo"], items, plain(replace[-1]) if replace else None)
+
+
+def _bare_i(parsed: list[Arg]) -> bool:
+    """``-i`` / ``--replace`` without a value: the replace string is ``{}``."""
+    return any(arg.option in ("-i", "--replace") and not arg.value for arg in parsed)
+
+
+def _run_items(inv: Invocation, argv: list[str], items: list[str], token: str | None) -> None:
+    """xargs runs ``argv`` with its input ``items`` appended, or put in place of ``token``."""
+    if token is None or not items:
+        inv.output(inv.run([*argv, *items], stdin=inv.stdin))
         return
-    inv.output(inv.run([*argv, *items], stdin=inv.stdin))
+    for item in items:
+        inv.run([plain(arg).replace(token, item) if token in plain(arg) else arg for arg in argv])
+
+
+_DELIMITER_ESCAPES = {"\\0": "\0", "\\n": "\n", "\\t": "\t"}
+
+
+def xargs_items(text: str, delimiter: str | None) -> list[str]:
+    r"""The arguments xargs reads from ``text`` (GNU findutils, xargs(1)).
+
+    Without a delimiter, blanks and newlines separate items, quotes group and a
+    backslash escapes; with ``-d`` (``delimiter`` as typed, ``\0`` for ``-0``) only the
+    delimiter separates.
+
+    >>> xargs_items("'/memory/a b' \"c\" d\\ e\n", None)
+    ['/memory/a b', 'c', 'd e']
+    >>> xargs_items("a b\0c\0", "\\0")
+    ['a b', 'c']
+    """
+    if delimiter is not None:
+        cut = _DELIMITER_ESCAPES.get(delimiter, delimiter[:1] or "\n")
+        return [item for item in text.split(cut) if item]
+    try:
+        return shlex.split(text, posix=True)
+    except ValueError:
+        return words_of(text)
 
 
 def _watch(inv: Invocation) -> None:
@@ -216,21 +259,24 @@ def _trap(inv: Invocation) -> None:
 
 
 def _parallel(inv: Invocation) -> None:
+    """GNU parallel: the command line (``{}`` marks where an input goes, else it is
+    appended) runs through a shell once per input, from ``:::``, ``::::`` files or stdin."""
     args = list(inv.args)
     texts = [plain(field) for field in args]
     cut = next((i for i, t in enumerate(texts) if t in (":::", "::::")), len(args))
-    template = [f for f in args[:cut] if not plain(f).startswith("-")]
-    values = args[cut + 1 :]
+    template = [t for t in texts[:cut] if not t.startswith("-")]
+    values = [plain(field) for field in args[cut + 1 :]]
     if cut < len(args) and texts[cut] == "::::":
-        for field in values:
+        for field in args[cut + 1 :]:
             inv.touch(field, Access.READ)
         values = []
-    if not template:
-        template = ["sh", "-c"] if values else []
-    for value in values or [""]:
-        argv = [*template, value] if value else template
-        if argv:
-            inv.run(argv, stdin=Stream())
+    if cut == len(args) and inv.stdin.text:
+        values = xargs_items(inv.stdin.text, "\n")
+    line = " ".join(template)
+    for value in values:
+        inv.run_shell(line.replace("{}", value) if "{}" in line else f"{line} {value}".strip())
+    if not values and line:
+        inv.run_shell(line)
 
 
 def wrapper_handlers() -> dict[str, Handler]:

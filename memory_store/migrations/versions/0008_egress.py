@@ -1,7 +1,7 @@
 """The egress gateway: the audit log (one row per request) and remote sandboxes' tokens.
 
 Revision ID: 0008
-Revises: 0002
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0002"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from sandbox_client.providers.local.limits import JailLimits
 from sandbox_client.transport import ClientOptions
 
 NETWORK_POLICIES = ("none", "host")
@@ -37,9 +38,8 @@ class LocalConfig:
     """How local sandboxes are made.
 
     Attributes:
-        state_dir: where each sandbox gets a directory (its workspace, socket, log and
-            handle); made absolute. Keep it short: a Unix socket path is at most 107
-            bytes.
+        state_dir: where each sandbox gets a directory (its socket, log and handle);
+            made absolute. Keep it short: a Unix socket path is at most 107 bytes.
         network: ``"none"`` (only a private loopback) or ``"host"`` (the host's network).
         env: the whole environment of a sandbox beyond ``PATH``, ``HOME``, ``LANG``: the
             only variables that enter it (settings decide; never credentials).
@@ -54,6 +54,7 @@ class LocalConfig:
         client: options of the clients ``connect`` returns.
         egress: the gateway's way into each jail (None: the jail reaches nothing, unless the
             network policy is ``host``).
+        limits: what each sandbox may take (memory, processes, CPU, workspace size).
     """
 
     state_dir: Path
@@ -69,6 +70,7 @@ class LocalConfig:
     ro_binds: tuple[str, ...] = ()
     client: ClientOptions = field(default_factory=ClientOptions)
     egress: JailEgress | None = None
+    limits: JailLimits = field(default_factory=JailLimits)
 
     def __post_init__(self) -> None:
         # handles store socket paths: they must not depend on the working directory

@@ -2,7 +2,8 @@
 
 Inside the jail: new user, pid, ipc, uts and cgroup namespaces (and net, unless the
 policy is ``host``); no capabilities; an environment holding only what the config
-allows; the host's system directories read-only; ``/workspace`` writable; the server's
+allows; the host's system directories read-only; ``/workspace`` a writable tmpfs of
+``limits.workspace_max_bytes`` (see ``limits`` for why a tmpfs); the server's
 socket directory at ``/run/warroom``; read-only ``/memory``, ``/skills``, ``/incident``
 holding only a note that Warroom's file tools serve those paths.
 """
@@ -47,7 +48,6 @@ _ETC_FILES = (
 class JailPaths:
     """Host paths of one sandbox."""
 
-    workspace: Path
     run_dir: Path
     stubs: Path  # holds memory/, skills/, incident/ with their notes
     server_dir: Path  # the ``sandbox_client/server`` package
@@ -81,8 +81,12 @@ def _egress_env(config: LocalConfig) -> dict[str, str]:
     return env | bundle | {"NODE_EXTRA_CA_CERTS": EGRESS_CA}
 
 
-def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfig:
-    """The server's settings for a jail (paths as seen inside it)."""
+def server_config(
+    config: LocalConfig, ready_fd: int, shell: str, rlimits: tuple[str, ...] = ()
+) -> ServerConfig:
+    """The server's settings for a jail (paths as seen inside it); ``rlimits`` names the
+    limits (``memory``, ``pids``) the server sets on itself, no cgroup enforcing them."""
+    limits = config.limits
     return ServerConfig(
         socket_path=f"{RUN_DIR}/{SOCKET_NAME}",
         root=WORKSPACE,
@@ -94,18 +98,28 @@ def server_config(config: LocalConfig, ready_fd: int, shell: str) -> ServerConfi
         env=sandbox_env(config, shell),
         egress_port=config.egress.port if config.egress is not None else 0,
         egress_socket=f"{RUN_DIR}/{EGRESS_SOCKET_NAME}",
+        rlimit_as_bytes=limits.memory_max_bytes if "memory" in rlimits else 0,
+        rlimit_nproc=limits.pids_max if "pids" in rlimits else 0,
     )
 
 
-def bwrap_argv(config: LocalConfig, paths: JailPaths, *, info_fd: int, ready_fd: int) -> list[str]:
+def bwrap_argv(
+    config: LocalConfig,
+    paths: JailPaths,
+    *,
+    info_fd: int,
+    ready_fd: int,
+    rlimits: tuple[str, ...] = (),
+) -> list[str]:
     """The full ``bwrap … -- python … CONFIG`` command."""
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    server = server_config(config, ready_fd, shell).to_json()
+    server = server_config(config, ready_fd, shell, rlimits).to_json()
     return [
         config.bwrap,
         *_namespaces(config.network),
         *_environment(sandbox_env(config, shell)),
         *_system_binds(config),
+        *_workspace(config.limits.workspace_max_bytes),
         *_sandbox_binds(paths),
         "--chdir", WORKSPACE,
         "--info-fd", str(info_fd),
@@ -155,8 +169,14 @@ def _python_dirs(python: str) -> list[str]:
     return sorted(p for p in prefixes if p != "/" and not (p + "/").startswith("/usr/"))
 
 
+def _workspace(max_bytes: int) -> list[str]:
+    """``/workspace``: a tmpfs of ``max_bytes`` (the kernel's default size for 0)."""
+    size = ["--size", str(max_bytes)] if max_bytes else []
+    return [*size, "--tmpfs", WORKSPACE]
+
+
 def _sandbox_binds(paths: JailPaths) -> list[str]:
-    args = ["--bind", str(paths.workspace), WORKSPACE, "--bind", str(paths.run_dir), RUN_DIR]
+    args = ["--bind", str(paths.run_dir), RUN_DIR]
     args += ["--ro-bind", str(paths.server_dir), SERVER_DIR]
     for name in VIRTUAL_MOUNTS:
         args += ["--ro-bind", str(paths.stubs / name), f"/{name}"]

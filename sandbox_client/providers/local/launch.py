@@ -1,10 +1,10 @@
 """Starting a jail detached from the caller, inside its cgroup, and waiting until it serves.
 
-A tiny ``sh`` moves itself into the sandbox's cgroup (so every process of the jail is
-born there), starts ``bwrap`` in the background and exits: the jail is re-parented
-away from the harness, survives it, and is never the harness's child to reap. Two
-pipes report back: bwrap's ``--info-fd`` JSON (the jail's init pid) and the server's
-``ready`` line once it listens.
+A tiny ``sh`` moves itself into the sandbox's cgroups (the freezer's, and the v1
+hierarchies that hold its limits, so every process of the jail is born there), starts
+``bwrap`` in the background and exits: the jail is re-parented away from the harness,
+survives it, and is never the harness's child to reap. Two pipes report back: bwrap's
+``--info-fd`` JSON (the jail's init pid) and the server's ``ready`` line once it listens.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_client.providers.local import procfs
 
-_DETACH = 'cg=$1; shift; if [ -n "$cg" ]; then echo $$ > "$cg" || exit 97; fi; "$@" &'
+_DETACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shift; "$@" &'
 
 
 class LaunchFailed(Exception):
@@ -40,11 +40,12 @@ class Launched:
 async def launch(
     build_argv: Callable[[int, int], list[str]],
     *,
-    procs_file: str,
+    procs_files: Sequence[str],
     log_path: Path,
     timeout_s: float,
 ) -> Launched:
-    """Start ``build_argv(info_fd, ready_fd)`` detached and wait for ``ready``.
+    """Start ``build_argv(info_fd, ready_fd)`` detached, inside the cgroups whose
+    ``cgroup.procs`` files are ``procs_files``, and wait for ``ready``.
 
     Raises:
         LaunchFailed: it exited, or did not become ready within ``timeout_s``.
@@ -56,7 +57,7 @@ async def launch(
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             detacher = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", _DETACH, "sh", procs_file, *argv,
+                "/bin/sh", "-c", _DETACH, "sh", *procs_files, "--", *argv,
                 env={},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
@@ -70,7 +71,7 @@ async def launch(
         os.close(ready_w)
         info_w = ready_w = -1
         if await detacher.wait() != 0:
-            raise LaunchFailed("could not join the sandbox's cgroup")
+            raise LaunchFailed("could not join the sandbox's cgroups")
         async with asyncio.timeout(timeout_s):
             info = await _read_until(info_r, b"}")
             pid = int(json.loads(info)["child-pid"])

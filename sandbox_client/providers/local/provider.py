@@ -5,22 +5,31 @@ from __future__ import annotations
 import asyncio
 import compileall
 import contextlib
+import hashlib
 import os
 import re
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import httpx
 
 from sandbox_client.client import SandboxClient
 from sandbox_client.errors import ProvisionFailed, SandboxGone, SandboxUnavailable
-from sandbox_client.providers.local import probe, procfs
+from sandbox_client.providers.local import cgroups, probe, procfs
+from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
-from sandbox_client.providers.local.jail import VIRTUAL_MOUNTS, JailPaths, bwrap_argv, stub_note
+from sandbox_client.providers.local.jail import (
+    VIRTUAL_MOUNTS,
+    WORKSPACE,
+    JailPaths,
+    bwrap_argv,
+    stub_note,
+)
 from sandbox_client.providers.local.launch import LaunchFailed, launch
-from sandbox_client.records import Health, SandboxHandle
+from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 MAX_SOCKET_PATH_BYTES = 107  # sockaddr_un.sun_path holds 108 bytes with the NUL
@@ -32,10 +41,12 @@ SERVER_DIR = Path(__file__).resolve().parents[2] / "server"
 class LocalProvider:
     """Local sandboxes: a jailed server per sandbox, reached over a Unix socket.
 
-    Each sandbox lives in ``state_dir/<id>/`` (``workspace/``, ``run/sbx.sock``,
-    ``jail.log``, ``handle.json``). Suspending freezes the jail's cgroup (v2, else v1)
-    or, where no cgroup is writable, SIGSTOPs its processes; which one is detected once
-    (``freezer``) unless the config forces it. Jails are detached: they outlive the
+    Each sandbox lives in ``state_dir/<id>/`` (``run/sbx.sock``, ``jail.log``,
+    ``handle.json``); its ``/workspace`` is a tmpfs inside the jail. Suspending freezes
+    the jail's cgroup (v2, else v1) or, where no cgroup is writable, SIGSTOPs its
+    processes; which one is detected once (``freezer``) unless the config forces it.
+    Limits (``config.limits``) go where ``enforcer`` found room: cgroup v2, v1, or
+    resource limits of the jail's first process. Jails are detached: they outlive the
     process that made them, and any process with the handle (or ``find``) can reach,
     freeze or destroy them.
     """
@@ -45,6 +56,7 @@ class LocalProvider:
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
         self._freezer: Freezer | None = None
+        self._enforcer: Enforcer | None = None
         self._prepared = False
 
     @property
@@ -58,6 +70,23 @@ class LocalProvider:
                 raise ProvisionFailed("-", f"the {chosen} freezer is not usable here")
             self._freezer = detected
         return self._freezer
+
+    @property
+    def enforcer(self) -> Enforcer:
+        """Where this host enforces each limit (detected on first use)."""
+        if self._enforcer is None:
+            freezer = self.freezer
+            v2_parent = freezer.parent if freezer.kind == "cgroup2" else None
+            self._enforcer = cgroups.detect(v2_parent)
+        return self._enforcer
+
+    def enforcement(self) -> dict[str, str]:
+        """How each limit is enforced here, for ``doctor``: ``memory``, ``pids`` and
+        ``cpu`` map to ``cgroup2``, ``cgroup1``, ``rlimit`` or ``none``; ``workspace``
+        to ``tmpfs``."""
+        enforcer = self.enforcer
+        found = {c: enforcer.how(c) for c in cgroups.CONTROLLERS}
+        return {**found, "workspace": "tmpfs"}
 
     async def aclose(self) -> None:
         """Nothing to release: the provider holds no connections."""
@@ -93,23 +122,31 @@ class LocalProvider:
             await self.destroy(existing)
         await self._prepare()
         paths = self._make_dirs(sandbox_id)
-        freezer = self.freezer
+        freezer, enforcer = self.freezer, self.enforcer
+        cgroup: Path | None = None
+        limit_dirs: list[Path] = []
         try:
-            cgroup = freezer.create_cgroup(sandbox_id)
+            cgroup = freezer.create_cgroup(self._cgroup_name(sandbox_id))
+            v2_cgroup = cgroup if freezer.kind == "cgroup2" else None
+            name = self._cgroup_name(sandbox_id)
+            limit_dirs = enforcer.apply(name, v2_cgroup, self.config.limits)
         except OSError as exc:
+            await self._discard(sandbox_id, freezer, cgroup)
             raise ProvisionFailed(sandbox_id, f"cannot create cgroup: {exc}") from exc
+        procs = [freezer.procs_file(cgroup), *(str(d / "cgroup.procs") for d in limit_dirs)]
+        rlimits = enforcer.rlimit_controllers()
         try:
             launched = await launch(
                 lambda info_fd, ready_fd: bwrap_argv(
-                    self.config, paths, info_fd=info_fd, ready_fd=ready_fd
+                    self.config, paths, info_fd=info_fd, ready_fd=ready_fd, rlimits=rlimits
                 ),
-                procs_file=freezer.procs_file(cgroup),
+                procs_files=[p for p in procs if p],
                 log_path=self._dir(sandbox_id) / LOG_FILE,
                 timeout_s=self.config.start_timeout_s,
             )
         except (LaunchFailed, OSError) as exc:
             reason = f"{exc}; log: {self._log_tail(sandbox_id)}"
-            await self._discard(sandbox_id, freezer, cgroup)
+            await self._discard(sandbox_id, freezer, cgroup, limit_dirs)
             raise ProvisionFailed(sandbox_id, reason) from exc
         handle = SandboxHandle(
             provider=self.kind,
@@ -121,6 +158,7 @@ class LocalProvider:
             freezer=freezer.kind,
             cgroup=str(cgroup) if cgroup else None,
             state_dir=str(self._dir(sandbox_id)),
+            limit_cgroups=tuple(str(d) for d in limit_dirs),
         )
         (self._dir(sandbox_id) / HANDLE_FILE).write_text(handle.to_json())
         return handle
@@ -131,6 +169,12 @@ class LocalProvider:
             return SandboxHandle.from_json((self._dir(sandbox_id) / HANDLE_FILE).read_text())
         except (OSError, ValueError):
             return None
+
+    def _cgroup_name(self, sandbox_id: str) -> str:
+        """The jail's cgroup name: its id and its state directory's, so that two state
+        directories (deployments, test runs) on one host never share a cgroup."""
+        digest = hashlib.sha256(os.fsencode(self.config.state_dir)).hexdigest()[:10]
+        return f"{sandbox_id}.{digest}"
 
     def _dir(self, sandbox_id: str) -> Path:
         return self.config.state_dir / sandbox_id
@@ -152,15 +196,12 @@ class LocalProvider:
 
     def _make_dirs(self, sandbox_id: str) -> JailPaths:
         root = self._dir(sandbox_id)
-        paths = JailPaths(
-            root / "workspace", root / "run", self.config.state_dir / "stubs", SERVER_DIR
-        )
+        paths = JailPaths(root / "run", self.config.state_dir / "stubs", SERVER_DIR)
         if len(os.fsencode(paths.socket)) > MAX_SOCKET_PATH_BYTES:
             raise ProvisionFailed(
                 sandbox_id, f"socket path too long, shorten state_dir: {paths.socket}"
             )
-        for directory in (paths.workspace, paths.run_dir):
-            directory.mkdir(parents=True, exist_ok=True)
+        paths.run_dir.mkdir(parents=True, exist_ok=True)
         return paths
 
     def _log_tail(self, sandbox_id: str) -> str:
@@ -186,6 +227,22 @@ class LocalProvider:
         if await probe.answers(handle.socket_path or "", timeout_s=1.0):
             return Health.READY
         return Health.STARTING
+
+    async def usage(self, handle: SandboxHandle) -> SandboxUsage:
+        """The jail's limits and its counters of hits (see ``SandboxUsage``); counters
+        the host does not keep are None. Never raises."""
+        limits = self.config.limits
+        dirs = [Path(d) for d in (handle.cgroup, *handle.limit_cgroups) if d]
+        oom_kills, pids_refusals = await asyncio.to_thread(cgroups.counters, dirs)
+        free = await asyncio.to_thread(_workspace_free_bytes, handle.pid)
+        return SandboxUsage(
+            memory_max_bytes=limits.memory_max_bytes or None,
+            pids_max=limits.pids_max or None,
+            workspace_max_bytes=limits.workspace_max_bytes or None,
+            oom_kills=oom_kills,
+            pids_refusals=pids_refusals,
+            workspace_free_bytes=free,
+        )
 
     async def suspend(self, handle: SandboxHandle) -> None:
         """Freeze every process of the jail (idempotent).
@@ -226,12 +283,31 @@ class LocalProvider:
         if handle.pid is not None and procfs.is_alive(handle.pid, handle.pid_start_ticks):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(handle.pid, signal.SIGKILL)  # pid 1 of the jail: the namespace ends
+        limit_dirs = [Path(d) for d in handle.limit_cgroups]
         with contextlib.suppress(OSError):
             freezer.kill_all(cgroup)
             if freezer.is_frozen(cgroup, handle.pid or 0) and cgroup is not None:
                 freezer.thaw(cgroup, handle.pid or 0)  # v1: a frozen task dies only thawed
+        for directory in limit_dirs:  # a signal-frozen jail's tasks are only here
+            with contextlib.suppress(OSError):
+                Freezer("cgroup1", directory.parent).kill_all(directory)
         await _wait_dead(handle)
-        await self._discard(handle.sandbox_id, freezer, cgroup)
+        await self._discard(handle.sandbox_id, freezer, cgroup, limit_dirs)
+
+    async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
+        """The sandboxes recorded under ``state_dir`` whose handle was written over
+        ``older_than_s`` ago (jails from crashed processes and hosts included)."""
+        return tuple(await asyncio.to_thread(self._recorded, time.time() - older_than_s))
+
+    def _recorded(self, before: float) -> list[SandboxHandle]:
+        if not self._has_state():
+            return []
+        found = []
+        for path in self.config.state_dir.glob(f"*/{HANDLE_FILE}"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime <= before and (h := self.find(path.parent.name)):
+                    found.append(h)
+        return found
 
     async def destroy_all(self) -> tuple[str, ...]:
         """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
@@ -248,8 +324,16 @@ class LocalProvider:
     def _has_state(self) -> bool:
         return self.config.state_dir.is_dir()
 
-    async def _discard(self, sandbox_id: str, freezer: Freezer, cgroup: Path | None) -> None:
+    async def _discard(
+        self,
+        sandbox_id: str,
+        freezer: Freezer,
+        cgroup: Path | None,
+        limit_dirs: list[Path] | None = None,
+    ) -> None:
         await freezer.remove(cgroup)
+        for directory in limit_dirs or ():
+            await Freezer("cgroup1", directory.parent).remove(directory)
         await asyncio.to_thread(shutil.rmtree, self._dir(sandbox_id), True)
 
 
@@ -263,6 +347,17 @@ async def _wait_dead(handle: SandboxHandle, timeout_s: float = 5.0) -> None:
         if not procfs.is_alive(handle.pid, handle.pid_start_ticks):
             return
         await asyncio.sleep(poll_s)
+
+
+def _workspace_free_bytes(pid: int | None) -> int | None:
+    """Room left in the jail's ``/workspace`` tmpfs, seen through its root in ``/proc``."""
+    if pid is None:
+        return None
+    try:
+        info = os.statvfs(f"/proc/{pid}/root{WORKSPACE}")
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
 
 
 def _freezer(handle: SandboxHandle) -> Freezer:

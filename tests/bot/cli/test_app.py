@@ -21,6 +21,7 @@ import pytest
 from pydantic import AliasChoices
 from typer.testing import CliRunner
 
+from bot.cli import terminal
 from bot.cli import worker as worker_process
 from bot.cli.app import app
 from bot.fakes import anthropic_script
@@ -166,14 +167,18 @@ async def stored_skill(home: Path, org: str, path: str) -> str:
 
 def test_skills_import_reports_each_skill_and_fails_on_an_invalid_one(home: Path) -> None:
     skill_folder(home / "in", "restart-pods")
-    (skill_folder(home / "in", "bad") / "SKILL.md").write_text("---\nname: worse\n---\n")
+    (skill_folder(home / "in", "bad") / "SKILL.md").write_text("---\nname: [worse\n---\n")
+    (home / "in" / "ops" / "lower").mkdir(parents=True)
+    (home / "in" / "ops" / "lower" / "skill.md").write_text("# Lower\n")
 
     code, output = invoke("skills", "import", str(home / "in"), "--org", "T0ORG")
 
     assert code == 1
     assert "ok       restart-pods: 1 file(s) imported" in output
     assert "invalid  bad: not imported" in output
-    assert "must equal the folder name 'bad'" in output
+    assert "not valid YAML" in output
+    assert "invalid  lower: not imported" in output
+    assert "ops/lower: skill.md: Claude Code loads only SKILL.md (upper case)" in output
     content = asyncio.run(stored_skill(home, "T0ORG", "/restart-pods/SKILL.md"))
     assert "name: restart-pods" in content
 
@@ -247,11 +252,18 @@ async def test_fake_anthropic_serves_a_json_script_until_sigterm(tmp_path: Path)
         response = await http.post(
             "/v1/messages",
             headers={"x-api-key": "anything", "anthropic-version": "2023-06-01"},
-            json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "?"}]},
+            json={
+                "model": "claude-sonnet-5-5",
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": "?"}],
+            },
         )
     fake.send_signal(signal.SIGTERM)
 
-    assert response.json()["content"] == [{"type": "text", "text": "The pods are fine."}]
+    content = response.json()["content"]
+    assert [b for b in content if b["type"] == "text"] == [
+        {"type": "text", "text": "The pods are fine."}
+    ]
     assert await finish(fake) == 0
 
 
@@ -419,10 +431,10 @@ def test_the_readme_quick_start_has_the_two_commands() -> None:
 
     commands = [line for line in quick_start.splitlines() if line.startswith("python3 ")]
 
-    assert commands == [f"{install} && .venv/bin/warroom serve", f"{install} && .venv/bin/pytest"]
+    assert commands == [f"{install} && .venv/bin/warroom drill", f"{install} && .venv/bin/pytest"]
 
 
-@pytest.mark.parametrize("module", [anthropic_script, worker_process])
+@pytest.mark.parametrize("module", [anthropic_script, worker_process, terminal])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from typer.testing import CliRunner
 from bot.cli.app import app
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.anthropic_script import echo_reply
+from harness import Checkpoint, Requester
+from memory_store import Database, SessionKey, SessionOrigin, SessionStore
 from sandbox_client import LocalConfig, LocalProvider
 from tests.bot.cli_support import Output, finish, start, warroom_env
 
@@ -116,8 +120,8 @@ async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_ru
     # Then the chat exits 1 saying why, without library tracebacks
     assert chat.returncode == 1
     assert "→ Running `Bash: say hi`" in stdout.decode()
-    assert "The session ended as failed: ModelRejected" in stdout.decode()
-    assert "no reply left" in stdout.decode()
+    assert "The session ended as failed: ModelUnavailable" in stdout.decode()
+    assert "HTTP 500" in stdout.decode()
     assert "Traceback" not in stderr.decode()
     # And the sandbox its Bash command ran in is gone
     state_dir = tmp_path / "data" / "sbx"
@@ -156,3 +160,115 @@ async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_pa
         await asyncio.wait_for(chat.wait(), 60)
 
     assert chat.returncode == 1
+
+
+async def _leave_runnable(data_dir: Path, key: SessionKey, text: str, origin: SessionOrigin) -> str:
+    """A session left runnable in the chat's database, as a killed process leaves it."""
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        await db.migrate()
+        session_id = uuid.uuid4().hex
+        checkpoint = Checkpoint(session_id, key.org_id, key.channel_id, Requester("U1", "x"))
+        opened = await SessionStore(db).open_or_join(
+            key,
+            requester_id="U1",
+            initial_checkpoint=checkpoint.to_json(),
+            text=text,
+            source_ts="1.1",
+            session_id=session_id,
+            origin=origin,
+        )
+        return opened.session_id
+    finally:
+        await db.dispose()
+
+
+async def _epoch(data_dir: Path, session_id: str) -> int:
+    db = Database.from_url(None, data_dir=data_dir)
+    try:
+        session = await SessionStore(db).get(session_id)
+        assert session is not None
+        return session.epoch
+    finally:
+        await db.dispose()
+
+
+async def test_chat_answers_only_its_own_session_never_a_slack_one_or_an_old_chats(
+    tmp_path: Path,
+) -> None:
+    # Given, on the same database, a Slack thread's session and an interrupted chat's
+    # session, both left runnable
+    data_dir = tmp_path / "data"
+    slack_id = await _leave_runnable(
+        data_dir, SessionKey("T1", "C1", "1.000100"), "slack question", SessionOrigin.SLACK
+    )
+    old_id = await _leave_runnable(
+        data_dir, SessionKey("local", "chat", "2.000100"), "old chat question", SessionOrigin.CHAT
+    )
+    async with FakeAnthropicAPI(echo_reply, api_key="fake-key") as fake:
+        env = warroom_env(data_dir, ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url)
+        # When a new chat is asked a question
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"new question\n"), 60)
+
+    # Then it answers that question only, and neither other session was touched
+    assert chat.returncode == 0, stderr.decode()
+    asked = " ".join(user_texts(r) for r in fake.requests)
+    assert "new question" in asked
+    assert "slack question" not in asked
+    assert "old chat question" not in asked
+    assert stdout.decode().count("warroom> ") == 1
+    assert await _epoch(data_dir, slack_id) == 0
+    assert await _epoch(data_dir, old_id) == 0
+
+
+GATED = (
+    "while [ ! -f go ]; do sleep 0.1; done; "
+    "printf 'pods: 3 running\\npods: 1 crashloop\\n"
+    "\\033]0;pwned\\007\\033]52;c;ZXZpbA==\\007\\033[2J'"
+)
+
+
+def gated_investigator(request: RecordedRequest) -> Reply:
+    """Run one gated command (it waits for a file ``go``), then answer."""
+    if "tool_result" in json.dumps(request.messages):
+        return Reply.text("Done: one pod crashloops.")
+    bash = {"command": GATED, "description": "list pods"}
+    return Reply.tool("Bash", bash, text="Checking the pods.\x1b[31m now")
+
+
+async def test_chat_shows_a_command_while_it_runs_then_its_time_and_output_without_controls(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropicAPI(gated_investigator, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        chat.stdin.write(b"are the pods fine?\n")
+        await chat.stdin.drain()
+
+        # When the agent's command has started (and waits)
+        await out.until(lambda text: "→ Running `Bash: list pods`" in text)
+        # Then the chat has said so while it runs, with the model's interim text and
+        # how long it has been running
+        await out.until(lambda text: "… still running (10 s)" in text, timeout_s=60)
+        shown_while_running = out.text
+        # And once the command ends, its time and the head of its output follow
+        for workspace in (tmp_path / "data" / "sbx").glob("sbx-*/workspace"):
+            (workspace / "go").write_text("")
+        await out.until(lambda text: "warroom> Done: one pod crashloops." in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+
+    assert "… thinking" in shown_while_running
+    assert "│ Checking the pods.[31m now" in shown_while_running
+    assert "✓ Running" not in shown_while_running
+    assert re.search(r"✓ Running `Bash: list pods` \(\d+\.\d s\)", out.text)
+    assert "│ pods: 3 running\n" in out.text
+    assert "│ pods: 1 crashloop\n" in out.text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out.text)
+    assert "]0;pwned" in out.text  # shown as text, no longer a terminal command

@@ -247,14 +247,37 @@ async def test_slack_check_is_skipped_without_a_bot_token(data_dir: Path) -> Non
 # ----- anthropic ---------------------------------------------------------------------------
 
 
-async def test_anthropic_check_lists_models_with_the_key(data_dir: Path) -> None:
+async def test_anthropic_check_finds_the_configured_model_active(data_dir: Path) -> None:
     async with FakeAnthropicAPI(api_key="sk-good") as fake:
         config = settings(data_dir, anthropic_api_key="sk-good", anthropic_base_url=fake.base_url)
 
         result = await check_anthropic(config)
 
     assert result.status is Status.OK
-    assert f"WARROOM_MODEL={config.model} listed" in result.detail
+    assert f"WARROOM_MODEL={config.model} is active" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("claude-nonesuch-9", "does not serve WARROOM_MODEL=claude-nonesuch-9"),
+        ("claude-sonnet-4-5", "WARROOM_MODEL=claude-sonnet-4-5 is retired, retires 2026-11-30"),
+        ("claude-opus-4-5", "WARROOM_MODEL=claude-opus-4-5 is deprecated, retires 2027-01-22"),
+    ],
+)
+async def test_anthropic_check_reports_a_model_absent_deprecated_or_retired(
+    data_dir: Path, model: str, said: str
+) -> None:
+    async with FakeAnthropicAPI(api_key="sk-good") as fake:
+        config = settings(
+            data_dir, anthropic_api_key="sk-good", anthropic_base_url=fake.base_url, model=model
+        )
+
+        result = await check_anthropic(config)
+
+    assert result.status is Status.PROBLEM
+    assert said in result.detail
+    assert "set WARROOM_MODEL to a current model, e.g. claude-sonnet-5-5" in result.fix
 
 
 async def test_anthropic_check_reports_a_refused_key(data_dir: Path) -> None:
@@ -307,10 +330,10 @@ async def test_a_check_that_hangs_is_a_problem_after_the_timeout(data_dir: Path)
     assert anthropic.detail == "no answer within 0.5 s"
 
 
-async def test_quick_runs_only_the_database_and_redis_checks(data_dir: Path) -> None:
+async def test_quick_runs_only_the_data_dir_database_and_redis_checks(data_dir: Path) -> None:
     results = await run_checks(settings(data_dir), quick=True)
 
-    assert [r.name for r in results] == ["database", "redis"]
+    assert [r.name for r in results] == ["data_dir", "database", "redis"]
     assert not failed(results)
 
 
@@ -349,4 +372,64 @@ def test_doctor_exits_1_when_a_check_fails_and_0_when_quick_checks_pass(
     assert full.exit_code == 1
     assert full.output.startswith("problem  settings")
     assert quick.exit_code == 0
-    assert quick.output.startswith("ok       database")
+    assert quick.output.startswith("ok       data_dir")
+    assert "ok       database" in quick.output
+
+
+# ----- settings out of range (issue #12, item 9) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        ("WARROOM_LEASE_S", "-1", "greater than 0"),
+        ("WARROOM_MAX_TOKENS", "0", "greater than or equal to 1"),
+        ("SLACK_HTTP_PORT", "99999", "less than or equal to 65535"),
+        ("WARROOM_WORKER_THREADS", "0", "greater than or equal to 1"),
+        ("WARROOM_METRICS_PORT", "0", "greater than or equal to 1"),
+        ("REDIS_URL", "localhost:6379", "must start with redis://"),
+        ("REDIS_URL", "redis://localhost:port/0", "Port could not be cast to integer"),
+    ],
+)
+@pytest.mark.parametrize("command", [["doctor", "--quick"], ["chat"], ["serve"]])
+def test_an_out_of_range_setting_exits_2_with_one_line_naming_it(
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    variable: str,
+    value: str,
+    why: str,
+) -> None:
+    monkeypatch.chdir(data_dir)  # no .env
+    env = {"WARROOM_DATA_DIR": str(data_dir), "ANTHROPIC_API_KEY": "k", variable: value}
+
+    result = CliRunner().invoke(app, command, env=env)
+
+    assert result.exit_code == 2
+    assert f"{variable}={value}: " in result.output
+    assert why in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_data_dir_under_a_file_exits_2_naming_it(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(data_dir)  # no .env
+    (data_dir / "a-file").write_text("not a directory")
+    env = {"WARROOM_DATA_DIR": str(data_dir / "a-file" / "data"), "REDIS_URL": None}
+
+    result = CliRunner().invoke(app, ["doctor", "--quick"], env=env)
+
+    assert result.exit_code == 2
+    assert "WARROOM_DATA_DIR=" in result.output
+    assert "a-file is not a directory" in result.output
+
+
+async def test_data_dir_check_reports_a_directory_it_cannot_write(data_dir: Path) -> None:
+    # Given a data directory whose path runs through /proc (no file can be created there)
+    result = (await run_checks(settings(Path("/proc/self/warroom-data")), quick=True))[0]
+
+    assert result.name == "data_dir"
+    assert result.status is Status.PROBLEM
+    assert "is not writable" in result.detail
+    assert "WARROOM_DATA_DIR" in result.fix

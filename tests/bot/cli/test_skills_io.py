@@ -74,19 +74,79 @@ async def test_importing_the_same_folders_again_makes_no_new_versions(
 async def test_an_invalid_skill_is_reported_with_its_problems_and_not_imported(
     file_store: FileStore, skills_dir: Path
 ) -> None:
-    # Given a folder whose SKILL.md names another folder and has no description
-    write(skills_dir / "Broken_Skill" / "SKILL.md", "---\nname: other\n---\nbody\n")
-    write(skills_dir / "Broken_Skill" / "notes.md", "notes\n")
+    # Given a folder whose SKILL.md frontmatter is never closed
+    write(skills_dir / "broken" / "SKILL.md", "---\nname: broken\nbody\n")
+    write(skills_dir / "broken" / "notes.md", "notes\n")
 
     reports = {r.name: r for r in await import_skills(file_store, ORG, skills_dir)}
 
-    broken = reports["Broken_Skill"]
+    broken = reports["broken"]
     assert not broken.ok
-    assert any("must equal the folder name 'Broken_Skill'" in p for p in broken.problems)
-    assert any("description" in p for p in broken.problems)
+    assert any("not closed" in p for p in broken.problems)
     with pytest.raises(FileNotFound):
-        await file_store.read(SKILLS, "/Broken_Skill/notes.md")
+        await file_store.read(SKILLS, "/broken/notes.md")
     assert reports["restart-pods"].ok
+
+
+async def test_skills_claude_code_loads_are_imported(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    # Given: no frontmatter; a name other than the folder's; a 1,068-character description
+    write(skills_dir / "plain" / "SKILL.md", "# Plain\n\nDo the thing.\n")
+    write(skills_dir / "renamed" / "SKILL.md", skill_md("Another Name"))
+    write(skills_dir / "claude-api" / "SKILL.md", skill_md("claude-api", "d" * 1068))
+
+    reports = {r.name: r for r in await import_skills(file_store, ORG, skills_dir)}
+
+    assert all(reports[n].ok for n in ("plain", "renamed", "claude-api"))
+    listed = {e.path for e in await file_store.index(SKILLS)}
+    assert {"/plain/SKILL.md", "/renamed/SKILL.md", "/claude-api/SKILL.md"} <= listed
+
+
+async def test_skills_in_a_category_folder_are_imported_under_their_own_names(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    write(skills_dir / "document-skills" / "pdf" / "SKILL.md", skill_md("pdf"))
+    write(skills_dir / "document-skills" / "README.md", "Document skills.\n")
+
+    reports = {r.name: r for r in await import_skills(file_store, ORG, skills_dir)}
+
+    assert reports["pdf"].ok
+    assert reports["pdf"].source == "document-skills/pdf"
+    assert (await file_store.read(SKILLS, "/pdf/SKILL.md")).version == 1
+
+
+async def test_folders_not_imported_are_reported_with_the_reason(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    write(skills_dir / "lower" / "skill.md", skill_md("lower"))
+    write(skills_dir / "docs" / "intro.md", "Not a skill.\n")
+    write(skills_dir / "team" / "db-pool" / "SKILL.md", skill_md("db-pool"))
+
+    reports = await import_skills(file_store, ORG, skills_dir)
+
+    said = {(r.name, r.ok): [*r.problems, *(why for _, why in r.skipped)] for r in reports}
+    assert said[("lower", False)] == [
+        "skill.md: Claude Code loads only SKILL.md (upper case); rename it"
+    ]
+    assert said[("docs", True)] == ["no SKILL.md in it or in its sub-folders: not a skill folder"]
+    assert said[("db-pool", False)] == [
+        "team/db-pool: db-pool has the same folder name; rename one to import both"
+    ]
+
+
+async def test_executable_bits_survive_import_and_export(
+    file_store: FileStore, skills_dir: Path, tmp_path: Path
+) -> None:
+    script = skills_dir / "restart-pods" / "scripts" / "restart.sh"
+    script.chmod(0o755)
+
+    await import_skills(file_store, ORG, skills_dir)
+    await export_skills(file_store, ORG, tmp_path / "out")
+
+    exported = tmp_path / "out" / "restart-pods" / "scripts" / "restart.sh"
+    assert exported.stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "out" / "db-pool" / "SKILL.md").stat().st_mode & 0o111 == 0
 
 
 async def test_binary_oversized_hidden_and_linked_files_are_skipped_with_a_reason(

@@ -23,6 +23,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -34,10 +36,11 @@ import pytest
 
 from bot.durable.wiring import cancel_running
 from bot.fakes.anthropic_api import Reply
-from memory_store import Database, SessionStatus, SessionStore
-from sandbox_client import Health, ProcessStatus, SandboxManager
+from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionStore
+from sandbox_client import Health, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import (
+    CHANNEL,
     FENCED_LINE,
     Fakes,
     Probe,
@@ -158,7 +161,9 @@ async def probe(cluster: Cluster) -> AsyncIterator[Probe]:
     db = Database.from_url(cluster.database_url, data_dir=cluster.data_dir)
     logged = {w.log_path: len(w.log()) for w in cluster.pool.history}
     try:
-        yield Probe(SessionStore(db), cluster.fakes, sender, cluster.data_dir)
+        yield Probe(
+            SessionStore(db), cluster.fakes, sender, cluster.data_dir, SandboxLedgerStore(db)
+        )
     finally:
         await db.dispose()
         sender.close()
@@ -247,6 +252,32 @@ async def test_a_reply_during_a_step_reaches_the_model_after_the_tool_results(
     assert "check the DB pool" in last["content"][-1]["text"]
 
 
+async def test_a_reply_mid_turn_leaves_no_earlier_status_working_with_a_stop_button(
+    probe: Probe,
+) -> None:
+    session_id = f"two-status-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=1.0))
+    await probe.wait_event(session_id, "tool_intent")
+    # When a teammate replies while the command runs (the next turn gets its own status)
+    await probe.sessions.add_input(
+        session_id, user_id="U0FAKEBOB", text="also check the DB pool", source_ts="1.5"
+    )
+    session = await probe.wait_answered(session_id)
+    # Then, once the session answered, no status message in the thread still works
+    thread = probe.fakes.slack.thread(CHANNEL, session.key.thread_ts)
+    assert [m["text"] for m in thread if _still_working(m)] == []
+    posted = [k for k in probe.fakes.post_keys() if k.startswith(f"{session_id}:status:")]
+    assert len(posted) == 2, "the reply did not start a second status message"
+
+
+def _still_working(message: dict[str, object]) -> bool:
+    """A bot message that shows "Working" or a Stop button."""
+    blocks = message.get("blocks") or []
+    assert isinstance(blocks, list)
+    live = any(b.get("type") == "actions" for b in blocks) or "*Working*" in json.dumps(blocks)
+    return bool(message.get("bot_id")) and live
+
+
 async def test_a_crash_after_commit_before_enqueue_is_recovered_by_the_sweeper(
     probe: Probe, cluster: Cluster
 ) -> None:
@@ -322,7 +353,7 @@ async def test_a_kill_during_a_tool_takes_the_outcome_from_the_sandbox_and_never
     assert "effect-done" in json.loads(results[0].payload_json)["output_head"]
 
 
-async def test_stop_kills_the_running_command_and_parks_the_session(
+async def test_stop_kills_the_running_command_and_destroys_the_sandbox(
     probe: Probe, cluster: Cluster
 ) -> None:
     session_id = f"stop-{uuid.uuid4().hex[:6]}"
@@ -339,7 +370,7 @@ async def test_stop_kills_the_running_command_and_parks_the_session(
         killed = await cancel_running(manager, cancelled)
     finally:
         await manager.aclose()
-    # Then the command is killed, the step's commit is fenced, and the session is parked
+    # Then the command is killed, the step's commit is fenced, the session is cancelled
     assert killed == tool_use_id
     await poll(
         lambda: _logged(owner, FENCED_LINE, session_id), timeout_s=10, what="the step to end"
@@ -350,17 +381,14 @@ async def test_stop_kills_the_running_command_and_parks_the_session(
     assert await probe.events(session_id, "tool_result") == []
     assert await probe.effects(session_id) == 0
     assert len(probe.fakes.script.requests_for(session_id)) == 1
+    # and its sandbox is destroyed (the session ended; a reply would get a new one)
     handle = await probe.sandbox(session_id)
     provider = probe.provider()
-    assert await provider.health(handle) is Health.SUSPENDED
-    await provider.resume(handle)
-    client = provider.connect(handle)
-    try:
-        record = await client.get_process(tool_use_id)
-    finally:
-        await client.aclose()
-    assert record is not None
-    assert record.status is ProcessStatus.KILLED
+
+    async def gone() -> bool:
+        return await provider.health(handle) is Health.GONE
+
+    await poll(gone, timeout_s=15, what="the stopped session's sandbox to be destroyed")
 
 
 async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_again(
@@ -372,6 +400,30 @@ async def test_a_crash_during_the_answer_post_finds_the_post_instead_of_posting_
     texts = [c.args.get("text", "") for c in probe.fakes.posts()]
     assert sum("Answer of crash-during-post." in t for t in texts) == 1
     assert probe.fakes.slack.calls_to("conversations.replies")
+
+
+async def test_an_answer_slack_refuses_for_good_fails_the_session_without_a_retry(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given the session's channel was archived while it worked
+    session_id = f"archived-{uuid.uuid4().hex[:6]}"
+    probe.fakes.slack.break_channel("C0ARCHIVED", "is_archived")
+    await probe.start(session_id, [Reply.text("Nothing to do.")], channel="C0ARCHIVED")
+    # When its answer is posted, Slack answers is_archived
+    session = await probe.wait_status(session_id, SessionStatus.FAILED)
+    # Then the attempt ends at once: one try, the session failed, the reason logged
+    (refused,) = await probe.events(session_id, "post_failed")
+    assert json.loads(refused.payload_json)["error"] == "is_archived"
+    answers = [
+        c
+        for c in probe.fakes.slack.calls_to("chat.postMessage")
+        if f"{session_id}:answer:" in str((c.args.get("metadata") or {}).get("event_payload"))
+    ]
+    assert len(answers) == 1
+    assert session.crash_count == 0
+    assert any(
+        [await _logged(w, "refused its answer for good", session_id) for w in cluster.pool.history]
+    )
 
 
 async def test_a_frozen_worker_past_its_lease_is_fenced_when_it_continues(
@@ -427,9 +479,47 @@ async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_c
     await probe.start(session_id, standard_plan(sleep_s=1.5))
     intent = await probe.wait_event(session_id, "tool_intent")
     worker = await _owner(probe, cluster.pool, session_id)
-    # When the deploy signals the dramatiq parent (only) mid-command
-    worker.process.send_signal(signal.SIGTERM)
-    # Then the step finishes and commits under its own claim, and the worker exits cleanly
+    async with probe.hold_sandbox(session_id):  # keep the jail to count the effect in it
+        # When the deploy signals the dramatiq parent (only) mid-command
+        worker.process.send_signal(signal.SIGTERM)
+        # Then the step finishes and commits under its own claim, and the worker exits
+        result = await probe.wait_event(session_id, "tool_result")
+        assert result.epoch == intent.epoch
+
+        async def exited() -> bool:
+            return not worker.alive()
+
+        await poll(exited, timeout_s=30, what="the worker to exit")
+        assert worker.process.returncode == 0
+        await probe.assert_completed_once(session_id)
+    assert not await probe.events(session_id, "tool_unknown")
+
+
+async def test_sigterm_twice_to_the_process_group_stops_the_worker_cleanly_and_loses_nothing(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # Given a worker running a command of one session
+    session_id = f"group-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, standard_plan(sleep_s=2.0))
+    intent = await probe.wait_event(session_id, "tool_intent")
+    worker = await _owner(probe, cluster.pool, session_id)
+    logged_before = len(worker.log())
+
+    # When its whole process group gets SIGTERM (as systemd's KillMode=control-group
+    # does), and again once the worker process has started stopping
+    os.killpg(worker.pid, signal.SIGTERM)
+
+    async def stopping() -> bool:
+        return "Stopping worker process" in worker.log()[logged_before:]
+
+    await poll(stopping, timeout_s=10, what="the worker process to start stopping")
+    os.killpg(worker.pid, signal.SIGTERM)
+    # ... while other sessions' wake-ups keep arriving
+    others = [f"after-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+    for other in others:
+        await probe.start(other, standard_plan(answer=f"Answer of {other}."))
+
+    # Then the running step finishes under its own claim and the worker exits 0
     result = await probe.wait_event(session_id, "tool_result")
     assert result.epoch == intent.epoch
 
@@ -438,5 +528,63 @@ async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_c
 
     await poll(exited, timeout_s=30, what="the worker to exit")
     assert worker.process.returncode == 0
+    # And nothing is lost or failed: every session completes once, elsewhere
     await probe.assert_completed_once(session_id)
-    assert not await probe.events(session_id, "tool_unknown")
+    for other in others:
+        await probe.assert_completed_once(other)
+    log = worker.log()[logged_before:]
+    assert "cannot schedule new futures" not in log
+    assert "Failed to process message" not in log
+
+
+async def test_a_worker_process_stops_when_its_dramatiq_parent_is_killed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a worker of our own (the pool's keeper would kill a dead parent's group itself)
+    worker = _own_worker(cluster.pool.env, tmp_path)
+    process = worker.process
+    try:
+
+        async def ready() -> bool:
+            return worker.ready()
+
+        await poll(ready, timeout_s=60, what="the worker to be ready")
+        children = worker.children()
+        assert children
+
+        # When its Dramatiq parent is SIGKILLed (no signal of its own reaches the children)
+        os.kill(worker.pid, signal.SIGKILL)
+        process.wait(10)
+
+        # Then its worker process stops too, instead of polling Redis under init
+        async def stopped() -> bool:
+            return not any(_running(pid) for pid in children)
+
+        await poll(stopped, timeout_s=30, what="the orphaned worker process to stop")
+    finally:
+        worker.kill()
+
+
+def _own_worker(env: dict[str, str], directory: Path) -> Worker:
+    """One ``dramatiq`` parent with one worker process, in its own session."""
+    argv = [sys.executable, "-m", "dramatiq", "bot.durable.worker_main", "--processes", "1"]
+    with (directory / "worker.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*argv, "--threads", "1"],
+            env=env,
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Worker(process, directory / "worker.log")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -137,7 +137,9 @@ async def test_a_mention_inside_a_thread_that_is_no_session_takes_the_earlier_me
     # Given a thread where people and an alerting bot talked before anyone asked the bot
     api = edge.slack_api
     root = api.add_message(CHANNEL, "checkout 5xx alert fired", user="U0FAKEALICE")
-    api.add_message(CHANNEL, "looks like the db pool again", user="U0FAKEBOB", thread_ts=root)
+    reply = api.add_message(
+        CHANNEL, "looks like the db pool again", user="U0FAKEBOB", thread_ts=root
+    )
     api.state.messages[CHANNEL].append(
         {
             "type": "message",
@@ -145,7 +147,7 @@ async def test_a_mention_inside_a_thread_that_is_no_session_takes_the_earlier_me
             "bot_id": "B0PAGER",
             "username": "pager",
             "text": "error rate 12%",
-            "ts": "1767225602.500000",  # between the reply and the mention
+            "ts": f"{reply.split('.')[0]}.500000",  # between the reply and the mention
             "thread_ts": root,
         }
     )
@@ -199,16 +201,18 @@ async def test_the_twins_of_a_bare_mention_get_one_usage_reply(edge: SlackEdge) 
 
 
 async def test_the_org_is_the_installations_enterprise_in_a_shared_channel(
-    edge: SlackEdge,
+    tmp_path: Path,
 ) -> None:
-    response = await edge.post_event(event("event_app_mention_enterprise_shared_channel.json"))
-    await edge.settle()
+    async with running_edge(tmp_path, external_may_start=True) as edge:
+        body = event("event_app_mention_enterprise_shared_channel.json")
+        response = await edge.post_event(body)
+        await edge.settle()
 
-    assert response.status_code == 200
-    assert await edge.session(ROOT_TS, org="T0FAKEVENDR") is None
-    session = await edge.session(ROOT_TS, org="E0FAKEORG")
-    assert session is not None
-    assert session.requester_id == "U0FAKEVENDOR"
+        assert response.status_code == 200
+        assert await edge.session(ROOT_TS, org="T0FAKEVENDR") is None
+        session = await edge.session(ROOT_TS, org="E0FAKEORG")
+        assert session is not None
+        assert session.requester_id == "U0FAKEVENDOR"
 
 
 # ----- bots, edits, deletions ----------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bot.errors import SlackCallFailed
 from bot.slack.poster import Thread
 from bot.slack.render import Progress, render_status
 from memory_store import SessionStatus
@@ -114,3 +115,44 @@ async def test_the_stop_button_of_the_status_message_stops_its_session(
     assert session.status is SessionStatus.CANCELLED
     assert [c.session_id for c in edge.cancelled] == [thread.session_id]
     assert "Stopped by <@U0FAKEBOB>" in bot_posts(edge)[-1]["text"]
+
+
+async def test_an_answers_notification_text_keeps_mentions_and_links_whole(
+    edge: SlackEdge, thread: Thread
+) -> None:
+    # Given an answer that mentions a person and links a dashboard in Slack's markup
+    answer = "> **Paged** <@U0FAKEALICE>: see <https://grafana.example/d/a_b|the *p99* graph>"
+
+    # When it is posted
+    await edge.poster.post_answer(thread, f"{thread.session_id}:answer:6", answer)
+
+    # Then its fallback text (what notifications show) keeps both entities intact
+    (post,) = edge.slack_api.calls_to("chat.postMessage")
+    assert post.args["text"] == (
+        "Paged <@U0FAKEALICE>: see <https://grafana.example/d/a_b|the *p99* graph>"
+    )
+
+
+async def test_a_post_whose_answer_is_lost_to_a_connection_reset_appears_once(
+    edge: SlackEdge, thread: Thread
+) -> None:
+    # Given Slack accepts the answer but the connection resets before its reply arrives
+    key = f"{thread.session_id}:answer:8"
+    edge.slack_api.reset_after_next("chat.postMessage")
+    with pytest.raises(SlackCallFailed):
+        await edge.poster.post_answer(thread, key, SUMMARY)
+    # When the post step runs again
+    posted = await edge.poster.post_answer(thread, key, SUMMARY)
+    # Then the client sent it once, and the outbox found it in the thread instead of posting
+    (answer,) = bot_posts(edge)
+    assert posted.message_ts == (answer["ts"],)
+    assert len(edge.slack_api.calls_to("chat.postMessage")) == 1
+
+
+async def test_a_usage_reply_whose_answer_is_lost_is_not_sent_twice(edge: SlackEdge) -> None:
+    edge.slack_api.reset_after_next("chat.postMessage")
+
+    await edge.post_event(event("event_app_mention_top_level.json", text="<@U0FAKEBOT>"))
+    await edge.settle()
+
+    assert len(bot_posts(edge)) == 1

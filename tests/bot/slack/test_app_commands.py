@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.slack.app import AGENT_USAGE
+from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from memory_store import Namespace, Scope
 from tests.bot.conftest import load_case
@@ -79,14 +80,33 @@ async def test_an_expired_trigger_is_told_to_the_user_instead_of_failing_silentl
     assert "3 seconds" in ephemeral["text"]
 
 
-async def test_agent_without_a_known_subcommand_answers_with_usage(edge: SlackEdge) -> None:
-    response = await edge.post_form(command("dance"))
+async def test_agent_without_a_known_subcommand_answers_with_usage_in_the_ack(
+    edge: SlackEdge,
+) -> None:
+    # Given a DM, where chat.postEphemeral is refused
+    response = await edge.post_form({**command("dance"), "channel_id": "D0FAKEDM"})
     await edge.settle()
 
     assert response.status_code == 200
-    (ephemeral,) = edge.slack_api.state.ephemerals
-    assert ephemeral["text"] == AGENT_USAGE
-    assert ephemeral["user"] == "U0FAKEALICE"
+    assert response.text == AGENT_USAGE  # Slack shows a plain-text ack to the user alone
+    assert edge.slack_api.calls_to("chat.postEphemeral") == []
+
+
+@pytest.mark.parametrize("where", ["a DM", "a channel without the bot"])
+async def test_skills_replies_reach_the_user_where_the_bot_is_not(
+    edge: SlackEdge, where: str
+) -> None:
+    channel = "D0FAKEDM" if where == "a DM" else "C0NOBOT"
+    edge.slack_api.remove_bot("C0NOBOT")
+
+    await edge.post_form({**command("skills list"), "channel_id": channel})
+    await edge.settle()
+
+    (reply,) = edge.slack_api.state.ephemerals
+    assert reply["response_url"].startswith("/commands/")
+    assert reply["response_type"] == "ephemeral"
+    assert reply["text"]
+    assert edge.slack_api.calls_to("chat.postEphemeral") == []
 
 
 async def test_skills_without_a_verb_answers_with_the_skills_usage(edge: SlackEdge) -> None:
@@ -118,3 +138,25 @@ async def test_a_skill_editor_submission_is_acked_with_the_result_of_the_save(
     assert "Saved `restart-pods` as version 1" in json.dumps(answer["view"])
     stored = await edge.files.read(SKILLS, "/restart-pods/SKILL.md")
     assert stored.content == content
+
+
+async def test_a_slack_connect_user_saves_a_skill_in_the_installing_org(tmp_path: Path) -> None:
+    async with running_edge(tmp_path, installation=Installation("T0FAKETEAM", "E0FAKEORG")) as edge:
+        # Given the new-skill modal, opened in the installing org's shared channel
+        await edge.post_form(command("skills new"))
+        await edge.settle()
+        view = edge.slack_api.state.views[
+            edge.slack_api.calls_to("views.open")[0].response["view"]["id"]
+        ]
+        content = "---\nname: vendor-runbook\ndescription: Vendor failover steps.\n---\n1. Call\n"
+        # When a Slack Connect user of another org submits it (their team in the payload)
+        form = view_submission(view, {"skill_name": "vendor-runbook", "skill_part_1": content})
+        body = json.loads(form["payload"])
+        body["team"] = {"id": "T0FAKEVENDR", "domain": "vendor-co"}
+        body["user"]["team_id"] = "T0FAKEVENDR"
+        body.pop("enterprise")
+        response = await edge.post_form({"payload": json.dumps(body)})
+        # Then the save lands in the org the app is installed in (view.app_installed_team_id)
+        assert "Saved `vendor-runbook` as version 1" in json.dumps(response.json()["view"])
+        stored = await edge.files.read(SKILLS, "/vendor-runbook/SKILL.md")
+        assert stored.content == content

@@ -7,11 +7,23 @@ from types import ModuleType
 
 import pytest
 
-from bot.slack import inbound, routing, thread_context
+from bot.slack import (
+    content,
+    files,
+    inbound,
+    installation,
+    render,
+    retries,
+    routing,
+    thread_context,
+)
 from bot.slack import text as slack_text
 
 
-@pytest.mark.parametrize("module", [slack_text, inbound, routing, thread_context])
+@pytest.mark.parametrize(
+    "module",
+    [slack_text, inbound, routing, thread_context, content, files, installation, render, retries],
+)
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.budget import CallBudget
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import Progress, markdown_message, notice, render_status
-from memory_store import Outbox
+from memory_store import Database, Outbox, SessionKey, SessionStore
 from tests.fakes.slack_api import FakeSlackApi
 
+CHANNEL = "C0FAKEINC"
 PARAGRAPH = "Checkout pods restarted after the v1.4 deploy; the pool limit is 10. " * 20
 
 
@@ -253,3 +256,58 @@ async def test_markdown_answer_uses_slacks_markdown_block(
 
     (message,) = bot_messages(slack_api, thread)
     assert message["blocks"] == list(markdown_message("**Cause:** pool exhausted").blocks)
+
+
+async def open_thread(database: Database, slack_api: FakeSlackApi, text: str) -> Thread:
+    """A session on a new thread (its mention seeded in the fake Slack)."""
+    root = slack_api.add_message(CHANNEL, f"<@U0FAKEBOT> {text}")
+    opened = await SessionStore(database).open_or_join(
+        SessionKey("T0FAKETEAM", CHANNEL, root),
+        requester_id="U0FAKEALICE",
+        initial_checkpoint="{}",
+        text=text,
+        source_ts=root,
+    )
+    return Thread(opened.session_id, CHANNEL, root)
+
+
+async def test_five_sessions_status_updates_stay_within_the_workspaces_chat_update_budget(
+    database: Database, outbox: Outbox
+) -> None:
+    # Given Slack's Tier 3 limit for chat.update (50 a minute) applied to a 2 s window,
+    # and a poster whose workspace budget is 45 per that window
+    slack_api = FakeSlackApi(rate_window_s=2.0)
+    await slack_api.start()
+    try:
+        client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
+        budget = CallBudget(45, window_s=2.0)
+        poster = SlackPoster(client, outbox, min_update_interval_s=0.0, update_budget=budget)
+        threads = [await open_thread(database, slack_api, f"service {i} is down") for i in range(5)]
+        statuses = [
+            await poster.post(
+                t, f"{t.session_id}:status:0", render_status(Progress(t.session_id, "Start"))
+            )
+            for t in threads
+        ]
+        # When five sessions report progress as fast as their steps go (40 steps each)
+        for step in range(40):
+            for thread, ts in zip(threads, statuses, strict=True):
+                state = render_status(Progress(thread.session_id, f"Step {step}"))
+                await poster.update_status(thread.channel_id, ts, state)
+            await asyncio.sleep(0.01)  # the pace of the sessions' steps (load, not a wait)
+        done = [render_status(Progress(t.session_id, "Done", finished=True)) for t in threads]
+        await asyncio.gather(
+            *(
+                poster.update_status(t.channel_id, ts, d, final=True)
+                for t, ts, d in zip(threads, statuses, done, strict=True)
+            )
+        )
+    finally:
+        await slack_api.stop()
+    # Then Slack never had to refuse an update, and every message ends on its final state
+    updates = slack_api.calls_to("chat.update")
+    assert [c for c in updates if c.status == 429] == []
+    assert len(updates) < 5 * 40, "updates were not coalesced"
+    for ts, final in zip(statuses, done, strict=True):
+        (message,) = [m for m in slack_api.state.messages[CHANNEL] if m["ts"] == ts]
+        assert message["blocks"] == list(final.blocks)

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import text
 
 from bot.slack.modes import RunningSlack, SocketMode, serve, start
+from memory_store import Limits
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import SlackEdge, running_edge
 from tests.fakes.slack_socket_mode import FakeSocketMode
@@ -148,3 +150,34 @@ async def test_a_refresh_disconnect_reconnects_and_later_envelopes_are_still_ack
     await edge.settle()
     assert socket_mode.connections_opened == 2
     assert await edge.session(ROOT_TS) is not None
+
+
+@pytest.mark.postgres
+async def test_an_event_whose_record_failed_is_not_acked_and_its_retry_starts_the_session(
+    tmp_path: Path, socket_mode: FakeSocketMode, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    limits = Limits(lock_timeout_ms=100)
+    async with running_edge(tmp_path, database_url=postgres_url, limits=limits) as edge:
+        connection = await connect(edge, socket_mode)
+        try:
+            changes = {"ts": "1767400100.000001", "event_ts": "1767400100.000001"}
+            first = envelope("socket_mode_envelope_events_api_retry.json", "env-1")
+            first["payload"]["event"].update(changes)
+            retry = copy.deepcopy(first) | {"envelope_id": "env-2"}
+            # Given sessions cannot be written past the ack budget (a SHARE lock elsewhere)
+            async with edge.database.engine.connect() as blocker:
+                await blocker.execute(text("LOCK TABLE sessions IN SHARE MODE"))
+                await socket_mode.send(first)
+                await edge.slack_api.wait_for(lambda: "not recorded" in caplog.text, timeout_s=10)
+                await blocker.rollback()
+            # When Slack redelivers the unacked event
+            await socket_mode.send(retry)
+            assert await socket_mode.ack_for("env-2") == {"envelope_id": "env-2"}
+            await edge.settle()
+        finally:
+            await connection.close()
+        # Then the first was never acked, and the retry was recorded and woke the session
+        assert not socket_mode.acked("env-1")
+        session = await edge.session("1767400100.000001")
+        assert session is not None
+        assert edge.enqueued.calls == [(session.id, session.pending_token)]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from harness import Allow, Deny, GuardDecision, check_bash
-from harness.guard.check import MAX_COMMAND_CHARS
+from harness.guard.check import MAX_COMMAND_CHARS, is_inert
 
 CORPUS = Path(__file__).parents[1] / "data" / "bash_guard_public.jsonl"
 ROWS: list[dict[str, Any]] = [
@@ -191,6 +191,77 @@ def test_refuses_command_longer_than_the_bound() -> None:
     assert "Write" in decision.reason
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ":;" * 10_001 + "cat /mem*/x",
+        "sudo -u root " * 4_000 + "cat /mem*/x",
+        "sudo env A=1 timeout 5 xargs " * 1_500 + "cat /mem*/x",
+        "sudo env " * 300 + "cat /sk*/x",
+        "a=(" * 5_000 + ")" * 5_000 + "; cat /mem*/x",
+        "echo " + "$(echo " * 400 + "x" + ")" * 400 + "; cat /mem*/x",
+    ],
+    ids=["statements", "sudo-chain", "wrapper-chain", "nested-wrappers", "arrays", "substs"],
+)
+def test_refuses_a_command_the_analysis_gives_up_on_when_it_could_expand_to_a_path(
+    command: str,
+) -> None:
+    # out of steps, out of time or out of stack: whichever comes first, it fails closed
+    decision = check_bash(command)
+    assert isinstance(decision, Deny)
+    assert decision.technique == "too-complex"
+    assert decision.reason.startswith("Refused: this command is too complex for the guard")
+    assert "Run a simpler command" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ":;" * 10_001 + "uptime",
+        "timeout 5 " * 5_000 + "kubectl get pods -n prod",
+        "a=(" * 5_000 + ")" * 5_000,
+    ],
+)
+def test_allows_a_command_the_analysis_gives_up_on_when_nothing_in_it_can_form_a_path(
+    command: str,
+) -> None:
+    assert is_inert(command)
+    assert check_bash(command) == Allow()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat /mem*/x",
+        "cat '/mem'ory/x",
+        "cat /MEMORY/x",
+        "cat $D/x",
+        "cat `echo x`",
+        "cat ~/x",
+        "ls /{a,b}",
+        "cat /mem\\ory",
+        "echo x | xargs cat",
+        "printf /%s/x memory",
+        "(echo -n /mem; echo ory/x) | tr -d x",
+    ],
+)
+def test_a_command_that_may_build_a_path_at_run_time_is_not_inert(command: str) -> None:
+    assert not is_inert(command)
+
+
+def test_a_word_with_too_many_values_does_not_hide_a_later_touch() -> None:
+    decision = check_bash("echo {a..z}{a..z}{a..z}; cat /mem*/x")
+    assert isinstance(decision, Deny)
+    assert (decision.technique, decision.path) == ("glob", "/mem*/x")
+
+
+def test_a_long_numeric_brace_sequence_is_followed_not_given_up() -> None:
+    assert check_bash("for i in {1..500}; do curl -s http://api/v1/items/$i; done") == Allow()
+    decision = check_bash("for i in {1..500}; do cat /tmp/$i/../../memory/x; done")
+    assert isinstance(decision, Deny)
+    assert decision.path == "/memory/x"
+
+
 def test_accepts_long_ordinary_command_within_the_bound() -> None:
     body = "\n".join(f"line {n}: memory usage ok" for n in range(2000))
     command = f"cat > ./report.md <<'EOF'\n{body}\nEOF"
@@ -231,6 +302,9 @@ def test_returns_a_decision_for_hostile_or_broken_input(command: str) -> None:
         "harness.guard.source",
         "harness.guard.text",
         "harness.guard.programs.files",
+        "harness.guard.shape",
+        "harness.guard.environment",
+        "harness.guard.programs.wrappers",
     ],
 )
 def test_module_docstring_examples_hold(module: str) -> None:

@@ -8,17 +8,21 @@ the static system prompt and tools.
 
 from __future__ import annotations
 
+import doctest
 import itertools
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from harness import Inbound, Requester, tool_specs
-from harness.loop.prompt import SYSTEM_PROMPT
-from memory_store import FileStore, Namespace, Origin, Scope
+from harness.loop import budget, prompt
+from harness.loop.prompt import SYSTEM_PROMPT, FrozenContext, frozen_context, skill_lines
+from memory_store import FileStore, IndexEntry, Namespace, Origin, Scope
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
 from tests.harness.step_support import (
     CHANNEL,
@@ -177,3 +181,48 @@ async def test_a_skill_added_later_is_announced_as_an_addition_and_the_index_is_
         "restart.\n</system-reminder>"
     )
     assert reply == "Message from Bob in the incident thread:\nwhat about the DB?"
+
+
+def test_the_frozen_context_of_a_large_org_stays_within_32_kb() -> None:
+    # Given: 500 skills with long descriptions and 5,000 memory files
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    skills = [
+        IndexEntry(f"/skill-{i:03d}/SKILL.md", f"Runbook {i}. " * 40, 1, at) for i in range(500)
+    ]
+    memory = [IndexEntry(f"/team/service-{i}.md", f"Facts {i}. " * 20, 1, at) for i in range(5000)]
+
+    # When: the first message's context is built
+    text = frozen_context(FrozenContext(skills, memory, [], "alice", "C1"))
+
+    # Then: under 32 KB, every skill named, and the model told how to find the rest
+    assert len(text.encode()) <= 32 * 1024
+    assert all(f"- skill-{i:03d}" in text for i in range(500))
+    assert "more files not listed here: use Glob" in text
+
+
+def test_skills_only_users_may_invoke_are_not_offered_to_the_model() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    entries = [
+        IndexEntry("/deploy/SKILL.md", "Deploy to production.", 1, at, listed=False),
+        IndexEntry("/pods/SKILL.md", "Restart pods — when to use: pods flap", 1, at),
+    ]
+
+    assert skill_lines(entries) == ["- pods: Restart pods — when to use: pods flap"]
+
+
+def test_descriptions_are_cut_before_names_are_dropped() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    entries = [IndexEntry(f"/s{i}/SKILL.md", "d" * 1000, 1, at) for i in range(20)]
+
+    lines = skill_lines(entries, max_bytes=4000)
+
+    assert [line.split(":")[0] for line in lines] == [f"- s{i}" for i in range(20)]
+    assert all(line.endswith("…") for line in lines)
+    assert sum(len(line) + 1 for line in lines) <= 4000
+
+
+@pytest.mark.parametrize("module", [budget, prompt], ids=str)
+def test_budget_and_prompt_doctests_hold(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+
+    assert (result.failed, result.attempted > 0) == (0, True)

@@ -145,3 +145,19 @@ async def test_compaction_keeps_the_frozen_context_and_makes_every_read_partial(
     assert (compacted.compactions, compacted.last_input_tokens) == (1, 0)
     assert compacted.usage.output_tokens > 0
     assert [e.topic for e in events if isinstance(e, Notice)] == ["compaction"]
+
+
+async def test_compaction_never_keeps_an_over_budget_first_block(kit: Kit) -> None:
+    # Given: a session whose first message holds a 600 KB index (made before budgets)
+    cp = await mid_turn(kit.store)
+    huge = "<system-reminder>\n" + "- /memory/x.md: a line of an index\n" * 18_000
+    huge += "</system-reminder>"
+    cp = replace(cp, messages=(Message("user", (TextBlock(huge),)), *cp.messages[1:]))
+    async with FakeAnthropicAPI([Reply.text("Summary.")]) as fake:
+        compacted, _ = await compact(cp, kit.session(fake.base_url).model, Limits())
+
+    # Then: the kept block is within the first message's budget and says it was cut
+    kept = compacted.messages[0].content[0]
+    assert isinstance(kept, TextBlock)
+    assert len(kept.text.encode()) <= 30_000
+    assert kept.text.endswith("(index cut; use Glob and Grep to find files)\n</system-reminder>")

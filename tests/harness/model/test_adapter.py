@@ -14,14 +14,18 @@ import httpx
 import pytest
 
 from harness import (
+    DEFAULT_MODEL,
     AnthropicModel,
     InvalidMessage,
     Message,
+    ModelContextOverflow,
     ModelRejected,
     ModelReply,
     ModelStalled,
     ModelUnavailable,
+    RefusalDetails,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
@@ -56,7 +60,8 @@ class Sleeps:
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI() as server:
+    # The wire-format tests compare whole replies; thinking has its own tests.
+    async with FakeAnthropicAPI(think=False) as server:
         yield server
 
 
@@ -72,7 +77,7 @@ async def make_model(fake: FakeAnthropicAPI, sleeps: Sleeps) -> AsyncIterator[Mo
     def make(**overrides: Any) -> AnthropicModel:
         options: dict[str, Any] = {
             "api_key": "sk-test",
-            "model": "claude-test",
+            "model": DEFAULT_MODEL,
             "base_url": fake.base_url,
             "max_attempts": 4,
             "sleep": sleeps,
@@ -108,7 +113,7 @@ async def test_text_reply_comes_back_with_stop_reason_model_and_request_id(
 
     assert reply.content == (TextBlock("The last deploy at 14:01 changed the DB pool size."),)
     assert reply.stop_reason == "end_turn"
-    assert reply.model == "claude-test"
+    assert reply.model == DEFAULT_MODEL
     assert reply.request_id is not None
     assert reply.request_id.startswith("req_")
     assert reply.attempts == 1
@@ -153,7 +158,7 @@ async def test_fake_streams_tool_input_as_several_partial_json_deltas(
 ) -> None:
     # The adapter test above proves assembly only if the input really arrives in pieces.
     fake.push(Reply.tool("Read", {"file_path": "/incident/notes.md", "limit": 200}))
-    request = {"model": "m", "max_tokens": 10, "stream": True, "messages": to_wire(ASK)}
+    request = {"model": DEFAULT_MODEL, "max_tokens": 10, "stream": True, "messages": to_wire(ASK)}
 
     async with httpx.AsyncClient() as client:
         response = await client.post(
@@ -170,13 +175,15 @@ async def test_fake_streams_tool_input_as_several_partial_json_deltas(
 async def test_usage_records_input_output_and_cache_tokens(
     fake: FakeAnthropicAPI, make_model: ModelFactory
 ) -> None:
-    # Given a first call that writes the prompt to the cache
+    # Given a first call that writes the prompt to the cache (longer than the
+    # model's minimum cacheable prompt, 512 tokens)
     fake.push(Reply.text("Pods are crash-looping."), Reply.text("Rolling back."))
     model = make_model()
-    first = await ask(model)
+    system = SYSTEM + " Check the runbooks first." * 200
+    first = await model.complete(system=system, tools=TOOLS, messages=ASK)
     # When the next call appends to the same transcript
     later = (*ASK, first.to_message(), Message("user", (TextBlock("roll it back"),)))
-    second = await ask(model, later)
+    second = await model.complete(system=system, tools=TOOLS, messages=later)
     # Then the first wrote the cache, and the second read that prefix back
     assert first.usage.cache_creation_input_tokens > 0
     assert first.usage.cache_read_input_tokens == 0
@@ -402,7 +409,8 @@ async def test_equal_inputs_give_byte_identical_requests(
     model = make_model()
 
     def transcript(tool_input: dict[str, Any]) -> tuple[Message, ...]:
-        return (*ASK, Message("assistant", (ToolUseBlock("toolu_9", "Bash", tool_input),)))
+        call = Message("assistant", (ToolUseBlock("toolu_9", "Bash", tool_input),))
+        return (*ASK, call, Message("user", (ToolResultBlock("toolu_9", "a.txt"),)))
 
     await ask(model, transcript({"command": "ls", "timeout": 5, "description": "list"}))
     await ask(model, transcript({"description": "list", "timeout": 5, "command": "ls"}))
@@ -485,3 +493,36 @@ def test_wire_tool_result_with_a_list_of_text_blocks_reads_as_joined_text() -> N
 def test_malformed_message_json_raises_invalid_message(text: str) -> None:
     with pytest.raises(InvalidMessage):
         Message.from_json(text)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.status(400, message="prompt is too long: 1200000 tokens > 1000000 maximum"),
+        Fault.status(413, message="Request exceeds the maximum size"),
+    ],
+)
+async def test_an_oversized_request_is_a_context_overflow_not_retried(
+    fake: FakeAnthropicAPI, make_model: ModelFactory, fault: Fault
+) -> None:
+    fake.push(fault)
+
+    with pytest.raises(ModelContextOverflow):
+        await ask(make_model())
+
+    assert len(fake.requests) == 1
+
+
+async def test_thinking_and_refusal_details_come_back_in_the_reply(
+    make_model: ModelFactory,
+) -> None:
+    async with FakeAnthropicAPI(
+        [Reply.refused("Sure", category="bio", explanation="Lab methods.")]
+    ) as thinking_fake:
+        model = make_model(base_url=thinking_fake.base_url)
+        reply = await ask(model)
+
+    assert isinstance(reply.content[0], ThinkingBlock)
+    assert reply.content[0].signature
+    assert reply.stop_reason == "refusal"
+    assert reply.refusal == RefusalDetails("bio", "Lab methods.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -137,3 +138,29 @@ async def test_the_sessions_limits_cap_the_bash_timeout(agent: SessionDriver) ->
     outcome = await run_tool("Bash", {"command": "sleep 5", "timeout": 60000}, ctx)
 
     assert outcome.content == "Command timed out after 0.2 s and was killed."
+
+
+async def test_bash_keeps_the_event_loop_running_while_the_guard_analyses(
+    agent: SessionDriver,
+) -> None:
+    # Given a command the guard needs its whole time budget for (tree-sitter's parse of
+    # thousands of nested arrays), and a heartbeat on the event loop
+    command = "a=(" * 5000 + ")" * 5000 + "; cat /mem*/x"
+    beats = 0
+
+    async def heartbeat() -> None:
+        nonlocal beats
+        while True:
+            await asyncio.sleep(0.01)
+            beats += 1
+
+    ticker = asyncio.create_task(heartbeat())
+    # When the Bash tool is called with it
+    try:
+        outcome = await agent.call("Bash", {"command": command})
+    finally:
+        ticker.cancel()
+
+    # Then it is refused, and the loop kept beating while the guard worked in a thread
+    assert "too complex" in error_text(outcome)
+    assert beats >= 20

@@ -227,7 +227,7 @@ async def test_grep_without_matches_says_so_in_each_mode(agent: SessionDriver) -
 async def test_grep_with_a_bad_regex_on_a_virtual_mount_is_an_error(agent: SessionDriver) -> None:
     outcome = await agent.call("Grep", {"pattern": "a(", "path": "/memory"})
 
-    assert error_text(outcome).startswith("invalid regular expression 'a(': missing ),")
+    assert error_text(outcome) == "invalid regular expression 'a(': missing )"
 
 
 async def test_grep_multiline_matches_across_lines(agent: SessionDriver) -> None:

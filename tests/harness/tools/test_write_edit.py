@@ -171,14 +171,45 @@ async def test_an_invalid_skill_is_refused_with_what_to_fix(agent: SessionDriver
     agent.agent_may_write_skills = True
 
     outcome = await agent.call(
-        "Write", {"file_path": "/skills/Bad_Name/SKILL.md", "content": "no frontmatter\n"}
+        "Write", {"file_path": "/skills/bad/SKILL.md", "content": "---\nname: [bad\n---\n"}
     )
 
     text = error_text(outcome)
     assert text.startswith(
-        "Invalid skill file /skills/Bad_Name/SKILL.md; nothing was written. Fix its YAML "
+        "Invalid skill file /skills/bad/SKILL.md; nothing was written. Fix its YAML "
         "frontmatter:\n- "
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "advice"),
+    [
+        ("/skills/ops/restart/SKILL.md", "write /restart/SKILL.md"),
+        ("/skills/restart/skill.md", "name the file SKILL.md (upper case)"),
+    ],
+)
+async def test_a_skill_that_would_never_be_listed_is_refused_not_written(
+    agent: SessionDriver, path: str, advice: str
+) -> None:
+    agent.agent_may_write_skills = True
+
+    outcome = await agent.call("Write", {"file_path": path, "content": SKILL})
+
+    assert advice in error_text(outcome)
+    assert await agent.store.index(SKILLS) == []
+
+
+async def test_a_skill_without_frontmatter_is_written_and_listed(agent: SessionDriver) -> None:
+    agent.agent_may_write_skills = True
+
+    outcome = await agent.call(
+        "Write", {"file_path": "/skills/restart/SKILL.md", "content": "# Restart\n\nSteps.\n"}
+    )
+
+    assert outcome.content == "File created successfully at: /skills/restart/SKILL.md"
+    assert [(e.path, e.summary) for e in await agent.store.index(SKILLS)] == [
+        ("/restart/SKILL.md", "# Restart")
+    ]
 
 
 async def test_a_file_over_the_size_cap_is_refused_with_sizes(agent: SessionDriver) -> None:

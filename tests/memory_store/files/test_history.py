@@ -164,3 +164,28 @@ async def test_restore_of_a_path_that_never_existed_raises_file_not_found(
         await store.restore(memory, "/never.md", 1, who())
 
     assert not isinstance(caught.value, VersionNotFound)
+
+
+async def test_history_comes_in_pages_oldest_first(store: FileStore, memory: Namespace) -> None:
+    for i in range(1, 6):
+        await store.write(memory, "/p.md", f"v{i}", who(), expected_version=i - 1)
+
+    newest = await store.history(memory, "/p.md", limit=2)
+    before = await store.history(memory, "/p.md", before_version=newest[0].version, limit=2)
+    first = await store.history(memory, "/p.md", before_version=before[0].version, limit=2)
+
+    assert [r.version for r in newest] == [4, 5]
+    assert [r.version for r in before] == [2, 3]
+    assert [r.version for r in first] == [1]
+
+
+async def test_contents_at_reads_only_the_asked_versions(
+    store: FileStore, memory: Namespace
+) -> None:
+    await store.write(memory, "/c.md", "one", who(), expected_version=0)
+    await store.write(memory, "/c.md", "two", who(), expected_version=1)
+    await store.delete(memory, "/c.md", who())
+
+    found = await store.contents_at(memory, "/c.md", [1, 3, 9])
+
+    assert found == {1: "one", 3: None}

@@ -203,3 +203,26 @@ async def test_index_summarises_each_live_file_by_path(store: FileStore, memory:
         ("/b.md", "How payments deploy", 1),
         ("/long.md", "x" * 200, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("**/*.md", ["/teams/ops run.md", "/teams/payments/ab.md", "/a.md"]),
+        ("/teams/{pay,ops}*/[!x]?.md", ["/teams/payments/ab.md"]),
+        ("/teams/ops r?n.md", ["/teams/ops run.md"]),
+        ("*.txt", []),
+    ],
+)
+async def test_a_limited_glob_matches_as_the_unlimited_one_does(
+    store: FileStore, memory: Namespace, pattern: str, expected: list[str]
+) -> None:
+    for path in ("/a.md", "/teams/payments/ab.md", "/teams/ops run.md"):
+        await store.write(memory, path, "x", who(), expected_version=0)
+
+    limited = await store.glob(memory, pattern, limit=10)
+    unlimited = await store.glob(memory, pattern)
+    first = await store.glob(memory, pattern, limit=1)
+
+    assert [e.path for e in limited] == [e.path for e in unlimited] == expected
+    assert [e.path for e in first] == expected[:1]

@@ -89,3 +89,45 @@ async def test_quotas_are_per_org(file_db: Database, org: str) -> None:
     )
 
     assert result.created
+
+
+async def test_memory_cannot_take_the_room_kept_for_incident_notes(
+    file_db: Database, org: str
+) -> None:
+    # Given an org of 10 files, a tenth of them kept for /incident, memory filled to 9
+    store = FileStore(file_db, Limits(max_files_per_org=10, incident_reserve_share=0.1))
+    memory = Namespace(org, Scope.MEMORY)
+    for i in range(9):
+        await store.write(memory, f"/spam-{i}.md", "x", who(), expected_version=0)
+
+    # When one more memory file and then an incident note are written
+    with pytest.raises(QuotaExceeded) as caught:
+        await store.write(memory, "/more.md", "x", who(), expected_version=0)
+    note = await store.write(
+        Namespace(org, Scope.INCIDENT, "C1"),
+        "/timeline.md",
+        "14:02 500s",
+        who(),
+        expected_version=0,
+    )
+
+    # Then memory is refused with advice, and the note still fits
+    assert (caught.value.used, caught.value.limit) == (9, 9)
+    assert "warroom memory rm" in str(caught.value)
+    assert note.created
+
+
+async def test_the_usage_counter_follows_every_kind_of_change(
+    file_db: Database, memory: Namespace, org: str
+) -> None:
+    store = FileStore(file_db)
+    await store.write(memory, "/a.md", "12345", who(), expected_version=0)
+    await store.write(memory, "/b.md", "123", who(), expected_version=0)
+    await store.edit(memory, "/a.md", "12345", "1234567890", who())
+    await store.write(memory, "/b.md", "1", who(), expected_version=1)  # the one-statement path
+    await store.delete(memory, "/a.md", who())
+    await store.restore(memory, "/a.md", 1, who())
+
+    files = await store.glob(memory, "**")
+    assert await store.usage(org) == (2, 6)
+    assert sum(e.size_bytes or 0 for e in files) == 6

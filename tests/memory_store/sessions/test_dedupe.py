@@ -64,3 +64,41 @@ async def test_purge_deletes_only_expired_sightings(
 async def test_first_sighting_rejects_a_non_positive_ttl(dedupe: InboundDedupe) -> None:
     with pytest.raises(ValueError, match="ttl_s"):
         await dedupe.first_sighting(_key(), ttl_s=0)
+
+
+async def test_several_keys_are_first_sightings_together_only_if_none_was_seen(
+    dedupe: InboundDedupe,
+) -> None:
+    event, twin = _key(), _key()
+    assert await dedupe.first_sightings([event, twin])
+    # A retry of the event: both keys seen
+    assert not await dedupe.first_sightings([event, twin])
+    # The other delivery of the same message (a new event id, the same ts key)
+    assert not await dedupe.first_sightings([_key(), twin])
+
+
+async def test_several_keys_renew_expired_sightings_as_one_key_does(
+    dedupe: InboundDedupe, clock: ManualClock
+) -> None:
+    old, live = _key(), _key()
+    await dedupe.first_sighting(old, ttl_s=10)
+    clock.advance(11)
+    assert await dedupe.first_sightings([old, _key()], ttl_s=10)
+    await dedupe.first_sighting(live, ttl_s=1000)
+    assert not await dedupe.first_sightings([_key(), live], ttl_s=1000)
+
+
+async def test_eight_concurrent_deliveries_of_one_event_get_one_first_sighting_of_both_keys(
+    dedupe: InboundDedupe,
+) -> None:
+    keys = [_key(), _key()]
+    seen = await asyncio.gather(*(dedupe.first_sightings(keys) for _ in range(8)))
+    assert seen.count(True) == 1
+
+
+async def test_several_keys_must_be_distinct_and_not_none(dedupe: InboundDedupe) -> None:
+    key = _key()
+    with pytest.raises(ValueError, match="distinct"):
+        await dedupe.first_sightings([key, key])
+    with pytest.raises(ValueError, match="distinct"):
+        await dedupe.first_sightings([])

@@ -23,7 +23,7 @@ LEASE_S = 15.0
 
 @pytest.fixture
 def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock)
+    return SessionStore(file_db, clock=clock, lease_clock=clock)
 
 
 async def _claim(store: SessionStore, session_id: str, token: str, worker: str) -> Claim:

@@ -40,7 +40,8 @@ async def seed(store: FileStore, name: str, content: str, *, actor: str = "U0FAK
 
 def command(text: str, *, user: str = "U0FAKEALICE") -> SkillsCommand:
     body = load_case("slash_command_agent_skills_edit.parsed.json")
-    return SkillsCommand.from_body({**body, "text": text, "user_id": user})
+    # no response_url: these replies take the chat.postEphemeral path
+    return SkillsCommand.from_body({**body, "text": text, "user_id": user, "response_url": ""})
 
 
 def open_view(slack_api: FakeSlackApi) -> dict[str, Any]:
@@ -152,12 +153,12 @@ async def test_bad_frontmatter_is_shown_on_the_field(
     view = open_view(slack_api)
 
     values = typed_values(view)
-    values["skill_part_1"] = "---\nname: triage\n---\n1. Check\n"
+    values["skill_part_1"] = "---\nname: [triage\n---\n1. Check\n"
     response = await skills.handle_submission(submission(view, values))
 
     assert response is not None
     assert response["response_action"] == "errors"
-    assert "description" in response["errors"]["skill_part_1"]
+    assert "not valid YAML" in response["errors"]["skill_part_1"]
     assert (await file_store.read(SKILLS, "/triage/SKILL.md")).version == 1
 
 

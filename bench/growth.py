@@ -1,0 +1,277 @@
+"""Does a step's cost grow with the session? Overhead and bytes per step at several lengths.
+
+For each session length N (default 10, 100, 1,000 and 3,000 steps) a session is opened
+on PostgreSQL already holding an N-step transcript (alternating ``TodoWrite`` calls and
+their results, as a long investigation leaves them), then one ``StepDriver`` (one
+worker, in this process) advances the sessions in turns, one step each per turn, so
+the machine's load hits every size alike: a few warm-up turns, then ``--steps``
+measured ones (half tool steps, half model steps). The model is an
+in-process ``Model`` that builds the real request body (``build_request``, as the
+Anthropic adapter does for every call) and answers at once with the next
+``TodoWrite`` call; only its answer is subtracted, the request building counts as
+overhead. Bytes are the payload handed to and returned by ``SessionStore`` (every
+string in the arguments of ``save``/``commit`` and in the ``Claim``), so the figure
+means the same before and after a change of storage. Prints one JSON line:
+
+    sizes: {N: {overhead_mean_ms, model_step_p50_ms, tool_step_p50_ms,
+                written_bytes_per_step, read_bytes_per_step}}
+    overhead_ratio, written_ratio, read_ratio   the largest N against the smallest
+                                                (goals: overhead ≤ 1.5, written ≤ 2)
+
+    .venv/bin/python bench/growth.py [--sizes 10,100,1000,3000] [--steps 20]
+        [--pg-admin-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
+
+from bot.durable.driver import StepDriver
+from harness import (
+    Checkpoint,
+    Limits,
+    Message,
+    ModelReply,
+    Requester,
+    SandboxWorkspaces,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+    build_request,
+)
+from memory_store import Database, FileStore, SessionKey, SessionStore
+from sandbox_client import LocalConfig, LocalProvider, SandboxManager
+from tests import pg_admin
+
+ORG, CHANNEL = "T0GROWTH", "C0GROWTH"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+TODOS = {"todos": [{"content": "Check pods", "status": "in_progress", "activeForm": "Checking"}]}
+RESULT = (
+    "Todos have been modified successfully. Ensure that you continue to use the todo list "
+    "to track your progress. Please proceed with the current tasks if applicable"
+)
+CONTEXT = "You are helping with an incident in <#C0GROWTH>.\n" + "- /skills/x.md: a playbook\n" * 40
+WARM_UP_STEPS = 3
+
+
+class RequestBuildingModel:
+    """A ``harness.Model`` that builds the request body, then answers with ``TodoWrite``."""
+
+    def __init__(self) -> None:
+        self.answer_s = 0.0
+        self.calls = 0
+        self._ids = itertools.count(1)
+
+    async def complete(
+        self,
+        *,
+        system: str,
+        tools: Sequence[ToolSpec],
+        messages: Sequence[Message],
+        max_tokens: int | None = None,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> ModelReply:
+        build_request(
+            model="claude-bench",
+            max_tokens=max_tokens or 1024,
+            system=system,
+            tools=tools,
+            messages=messages,
+        )
+        started = time.perf_counter()
+        self.calls += 1
+        call = ToolUseBlock(id=f"toolu_g{next(self._ids):010d}", name="TodoWrite", input=TODOS)
+        reply = ModelReply((call,), "tool_use", Usage(100, 20), "instant", None, 1)
+        self.answer_s += time.perf_counter() - started
+        return reply
+
+
+class QuietThread:
+    """A ``ThreadPoster`` that posts nothing."""
+
+    async def post_answer(self, **_: Any) -> str:
+        return "0.0"
+
+    async def show_progress(self, **_: Any) -> None:
+        return None
+
+
+def payload_bytes(value: Any) -> int:
+    """UTF-8 bytes of every string inside ``value`` (dataclasses, sequences, mappings)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, bytes):
+        return len(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(payload_bytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return sum(payload_bytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(payload_bytes(v) for v in value)
+    return 0
+
+
+class CountingStore(SessionStore):
+    """``SessionStore`` that counts the payload bytes it is given and gives back."""
+
+    written = 0
+    read = 0
+
+    async def claim(self, *args: Any, **kwargs: Any) -> Any:
+        claim = await super().claim(*args, **kwargs)
+        CountingStore.read += payload_bytes(claim)
+        return claim
+
+    async def save(self, claim: Any, **kwargs: Any) -> None:
+        CountingStore.written += payload_bytes(kwargs)
+        await super().save(claim, **kwargs)
+
+    async def commit(self, claim: Any, **kwargs: Any) -> Any:
+        CountingStore.written += payload_bytes(kwargs)
+        return await super().commit(claim, **kwargs)
+
+
+def transcript(steps: int) -> tuple[Message, ...]:
+    """``steps`` steps' worth of messages, ending with a call still to run."""
+    messages = [Message("user", (TextBlock(CONTEXT), TextBlock("pods are down")))]
+    for n in range(steps // 2):
+        call = ToolUseBlock(f"toolu_seed{n:08d}", "TodoWrite", TODOS)
+        messages.append(Message("assistant", (TextBlock("Checking."), call)))
+        messages.append(Message("user", (ToolResultBlock(call.id, RESULT),)))
+    call = ToolUseBlock("toolu_seedlast", "TodoWrite", TODOS)
+    return (*messages, Message("assistant", (call,)))
+
+
+class Bench:
+    """One driver (one worker) stepping one seeded session per size, in turns."""
+
+    def __init__(self, db: Database, data_dir: Path) -> None:
+        self.sessions = CountingStore(db)
+        self.manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx")))
+        self.model = RequestBuildingModel()
+        self.pending: dict[str, str] = {}
+        self.driver = StepDriver(
+            sessions=self.sessions,
+            files=FileStore(db),
+            model=self.model,
+            workspaces=SandboxWorkspaces(self.manager),
+            poster=QuietThread(),
+            enqueue=self._enqueue,
+            worker_id="bench:0:growth",
+            limits=Limits(max_steps=10**6, max_session_tokens=10**12),
+        )
+
+    async def _enqueue(self, session_id: str, token: str) -> None:
+        self.pending[session_id] = token
+
+    async def open(self, size: int) -> str:
+        """A session already ``size`` steps long (as ``Checkpoint.to_json`` writes it)."""
+        session_id = f"growth-{size}-{uuid.uuid4().hex[:8]}"
+        seeded = Checkpoint(
+            session_id, ORG, CHANNEL, Requester("U1"), messages=transcript(size), steps=size
+        )
+        opened = await self.sessions.open_or_join(
+            SessionKey(ORG, CHANNEL, session_id),
+            requester_id="U1",
+            initial_checkpoint=seeded.to_json(),
+            text="also check the pool",
+            source_ts="1.0",
+            session_id=session_id,
+        )
+        assert opened.token is not None
+        self.pending[session_id] = opened.token
+        return session_id
+
+    async def step(self, session_id: str) -> tuple[str, float, int, int]:
+        """One step: its kind, overhead (s), payload bytes written and read."""
+        answer_s, calls = self.model.answer_s, self.model.calls
+        w0, r0 = CountingStore.written, CountingStore.read
+        started = time.perf_counter()
+        await self.driver.run(session_id, self.pending.pop(session_id))
+        elapsed = time.perf_counter() - started - (self.model.answer_s - answer_s)
+        kind = "model" if self.model.calls > calls else "tool"
+        return kind, elapsed, CountingStore.written - w0, CountingStore.read - r0
+
+
+async def measure(url: str, sizes: list[int], steps: int) -> dict[str, Any]:
+    """Step the sessions of every size in turns (so load on the machine hits all alike)."""
+    with tempfile.TemporaryDirectory(prefix="wr-growth-") as tmp:
+        db = Database.from_url(url, data_dir=Path(tmp))
+        try:
+            await db.migrate()
+            bench = Bench(db, Path(tmp))
+            ids = {n: await bench.open(n) for n in sizes}
+            samples: dict[int, list[tuple[str, float, int, int]]] = {n: [] for n in sizes}
+            for turn in range(WARM_UP_STEPS + steps):
+                for n in sizes:
+                    sample = await bench.step(ids[n])
+                    if turn >= WARM_UP_STEPS:
+                        samples[n].append(sample)
+            await bench.manager.aclose()
+        finally:
+            await db.dispose()
+    results = {n: _figures(samples[n]) for n in sizes}
+    small, large = results[sizes[0]], results[sizes[-1]]
+    return {
+        "sizes": {str(n): r for n, r in results.items()},
+        "overhead_ratio": round(large["overhead_mean_ms"] / small["overhead_mean_ms"], 2),
+        "written_ratio": round(
+            large["written_bytes_per_step"] / small["written_bytes_per_step"], 2
+        ),
+        "read_ratio": round(large["read_bytes_per_step"] / max(1, small["read_bytes_per_step"]), 2),
+        "steps_measured": steps,
+        "backend": "postgresql",
+    }
+
+
+def _figures(samples: list[tuple[str, float, int, int]]) -> dict[str, float]:
+    def ms(values: list[float], average: Callable[[list[float]], float]) -> float:
+        return round(average(values) * 1000, 3)
+
+    by_kind = {k: [s[1] for s in samples if s[0] == k] for k in ("model", "tool")}
+    return {
+        "overhead_mean_ms": ms([s[1] for s in samples], statistics.mean),
+        "overhead_p50_ms": ms([s[1] for s in samples], statistics.median),
+        "model_step_p50_ms": ms(by_kind["model"], statistics.median),
+        "tool_step_p50_ms": ms(by_kind["tool"], statistics.median),
+        "written_bytes_per_step": round(statistics.mean(s[2] for s in samples)),
+        "read_bytes_per_step": round(statistics.mean(s[3] for s in samples)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,100,1000,3000")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
+    pg_admin.create_database(args.pg_admin_url, name)
+    try:
+        url = urlunsplit(urlsplit(args.pg_admin_url)._replace(path=f"/{name}"))
+        figures = asyncio.run(measure(url, sizes, args.steps))
+    finally:
+        pg_admin.drop_database(args.pg_admin_url, name)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

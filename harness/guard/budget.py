@@ -1,0 +1,59 @@
+"""The work one analysis may do: steps and wall time, shared by every walker of a command.
+
+The guard walks a command as bash would run it; a hostile command can make that walk
+long (300 nested ``sudo env`` wrappers, 10,000 statements) or make tree-sitter's own
+parse slow (thousands of nested ``a=(((…)))`` arrays). The budget bounds both: each
+statement and program call costs a step, a call with a long argument vector costs one
+more step per ``ARGS_PER_STEP`` arguments (so a chain of wrappers, each of which hands
+the rest of the line to the next, costs what it really costs), and the whole analysis,
+parsing included, must end within ``MAX_ANALYSIS_S``. Running out is a give-up; the
+guard's policy for that is in ``check``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+MAX_STEPS = 20_000
+"""Most steps one analysis may take (nested code included)."""
+
+MAX_ANALYSIS_S = 2.0
+"""Longest one analysis may run, parsing included (seconds of wall time)."""
+
+ARGS_PER_STEP = 4
+"""A program call costs one extra step per this many arguments."""
+
+
+@dataclass
+class Budget:
+    """What all walkers of one analysis share.
+
+    Attributes:
+        command: the command text; start: the working directory it starts in;
+        steps: steps taken so far; calls: shell functions running now;
+        deadline: ``time.monotonic()`` value after which the analysis gives up;
+        gave_up: why part of the command could not be followed (a word with more
+            values than the guard keeps), or None; the walk goes on to find a
+            definite touch, and the give-up decides only if none is found.
+    """
+
+    command: str
+    start: str
+    steps: int = 0
+    calls: int = 0
+    deadline: float = field(default_factory=lambda: time.monotonic() + MAX_ANALYSIS_S)
+    gave_up: str | None = None
+
+    def charge(self, steps: int = 1) -> str | None:
+        """Take ``steps``; return why the budget is exhausted, or None while it lasts."""
+        self.steps += steps
+        if self.steps > MAX_STEPS:
+            return f"needs more than {MAX_STEPS:,} analysis steps"
+        if self.out_of_time():
+            return f"takes more than {MAX_ANALYSIS_S:g} s to analyse"
+        return None
+
+    def out_of_time(self) -> bool:
+        """Tell whether the wall-time bound has passed."""
+        return time.monotonic() > self.deadline

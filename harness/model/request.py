@@ -1,0 +1,118 @@
+"""The Messages API request body: tools, thinking, effort and cache breakpoints, as canonical bytes.
+
+The body is serialised here, not by the SDK, so its bytes are canonical and ordered
+the way the cache reads a prompt: model settings, then tools, system and messages,
+messages last. Request *n+1* of a session therefore repeats the bytes of request *n*
+up to request *n*'s rolling breakpoint (ARCHITECTURE.md §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.model.catalog import MODELS, Effort
+from harness.model.messages import Message, dumps, to_wire
+
+_EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
+_MIN_BUDGET_TOKENS = 1024  # SDK ThinkingConfigEnabledParam: budget_tokens >= 1024, < max_tokens
+# Block types the API refuses a cache_control on (prompt-caching docs: thinking blocks
+# are cached with the turn, not marked themselves).
+_UNMARKABLE = {"thinking", "redacted_thinking"}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: its name, what it does, and a JSON Schema of its input."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's tool definition (``name``, ``description``, ``input_schema``), in order."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": _plain(self.input_schema),
+        }
+
+
+def thinking_options(model: str, max_tokens: int, effort: Effort | None) -> dict[str, Any]:
+    """The ``thinking`` and ``output_config`` fields ``model`` accepts.
+
+    Adaptive thinking with ``display: summarized`` where the model has it (so the
+    text between tool calls comes back readable: "What's new in Claude Sonnet 5.5");
+    manual thinking with a budget of half of ``max_tokens`` on models that only
+    have that; nothing for an id the catalogue does not know (the API's default).
+    ``effort`` goes into ``output_config`` when given.
+
+    Raises:
+        ValueError: ``effort`` is not a level ``model`` accepts.
+    """
+    spec = MODELS.get(model)
+    options: dict[str, Any] = {}
+    if spec is None:
+        return {"output_config": {"effort": effort}} if effort else {}
+    if spec.adaptive():
+        options["thinking"] = {"type": "adaptive", "display": "summarized"}
+    elif "enabled" in spec.thinking_types and max_tokens > 2 * _MIN_BUDGET_TOKENS:
+        budget = max(_MIN_BUDGET_TOKENS, max_tokens // 2)
+        options["thinking"] = {"type": "enabled", "budget_tokens": budget, "display": "summarized"}
+    if effort is not None:
+        if effort not in spec.efforts:
+            raise ValueError(f"{model} does not accept effort {effort!r} (it takes {spec.efforts})")
+        options["output_config"] = {"effort": effort}
+    return options
+
+
+def build_request(
+    *,
+    model: str,
+    max_tokens: int,
+    system: str,
+    tools: Sequence[ToolSpec],
+    messages: Sequence[Message],
+    effort: Effort | None = None,
+) -> bytes:
+    """The streaming Messages API request body, as canonical UTF-8 JSON bytes.
+
+    Cache breakpoints (``cache_control: {"type": "ephemeral"}``, at most 4 per request
+    per the API's prompt-caching docs) go on: the system block (or the last tool when
+    there is no system prompt) — the static prefix; the last block of the first
+    message — the session's frozen context; the last block of the last message — the
+    rolling breakpoint (its last block that is not thinking). Equal arguments give
+    equal bytes.
+
+    Raises:
+        ValueError: ``effort`` is not a level ``model`` accepts.
+    """
+    tool_defs = [tool.to_dict() for tool in tools]
+    system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
+    wire = to_wire(messages)
+    static = system_blocks or tool_defs
+    if static:
+        static[-1]["cache_control"] = dict(_EPHEMERAL)
+    for message in (wire[:1] + wire[-1:]) if wire else []:
+        markable = [b for b in message["content"] if b.get("type") not in _UNMARKABLE]
+        if markable:
+            markable[-1]["cache_control"] = dict(_EPHEMERAL)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    body |= thinking_options(model, max_tokens, effort)
+    body["stream"] = True
+    if tool_defs:
+        body["tools"] = tool_defs
+    if system_blocks:
+        body["system"] = system_blocks
+    body["messages"] = wire
+    return dumps(body).encode()
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value with mappings as dicts and tuples as lists, order kept."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

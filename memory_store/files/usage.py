@@ -1,0 +1,42 @@
+"""The ``org_usage`` counter: live files and bytes per org, for the quota.
+
+Every change adds its difference to the org's row in its own transaction (an upsert),
+so a quota check reads one row instead of summing the org's files. The counter row is
+locked from that statement to the commit; the statement is the last of each change.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.files.tables import org_usage
+from memory_store.upsert import insert
+
+_u = org_usage.c
+_READ = select(_u.files, _u.bytes).where(_u.org_id == bindparam("org"))
+ORG_BYTES = (
+    select(func.coalesce(func.max(_u.bytes), 0))
+    .where(_u.org_id == bindparam("b_org"))
+    .scalar_subquery()
+)
+"""The org's live bytes inside a statement (bind ``b_org``); 0 for an org with no row."""
+
+
+async def read(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
+    """(live files, live bytes) of one org, across all scopes and channels."""
+    row = (await conn.execute(_READ, {"org": org_id})).first()
+    return (0, 0) if row is None else (int(row.files), int(row.bytes))
+
+
+async def add(conn: AsyncConnection, org_id: str, *, files: int, size_bytes: int) -> None:
+    """Add ``files`` and ``size_bytes`` (either may be negative or 0) to the org's counter."""
+    if not files and not size_bytes:
+        return
+    statement = insert(org_usage, is_postgres=conn.dialect.name == "postgresql")
+    statement = statement.values(org_id=org_id, files=files, bytes=size_bytes)
+    statement = statement.on_conflict_do_update(
+        index_elements=[_u.org_id],
+        set_={"files": _u.files + files, "bytes": _u.bytes + size_bytes},
+    )
+    await conn.execute(statement)

@@ -1,0 +1,1 @@
+"""Sandboxes' shared use record (the ``SandboxLedger`` of ``sandbox_client``, in SQL)."""

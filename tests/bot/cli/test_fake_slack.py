@@ -1,0 +1,76 @@
+"""``warroom fake-slack``: HTTP mode tried end to end without Slack (issue #12, item 15)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+from bot.fakes.anthropic_api import FakeAnthropicAPI
+from bot.fakes.anthropic_script import echo_reply
+from bot.fakes.slack_api import FakeSlackApi
+from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli_support import Output, finish, start, warroom_env
+
+
+async def test_fake_slack_lets_serve_run_in_http_mode_and_answer_a_typed_mention(
+    tmp_path: Path,
+) -> None:
+    slack_port, app_port = free_port(), free_port()
+    events_url = f"http://127.0.0.1:{app_port}/slack/events"
+    async with FakeAnthropicAPI(echo_reply, api_key="fake-key") as model:
+        # Given the fake Slack, playing the channel for the app's Request URL
+        fake = await start(
+            "fake-slack",
+            "--port",
+            str(slack_port),
+            "--events-url",
+            events_url,
+            env=warroom_env(tmp_path / "unused"),
+            cwd=tmp_path,
+            stdin=True,
+        )
+        assert fake.stdout is not None
+        assert fake.stdin is not None
+        out = Output(fake.stdout)
+        printed = await out.until(lambda text: "export " in text, timeout_s=120)
+        exported = dict(re.findall(r"(\w+)=(\S+)", printed.split("export ", 1)[1]))
+        # And `warroom serve` started with what it printed
+        env = warroom_env(
+            tmp_path / "data",
+            **exported,
+            SLACK_HTTP_PORT=str(app_port),
+            ANTHROPIC_API_KEY="fake-key",
+            ANTHROPIC_BASE_URL=model.base_url,
+        )
+        serve = await start("serve", env=env, cwd=tmp_path)
+        try:
+            await wait_until_up(f"http://127.0.0.1:{app_port}/healthz")
+            # When a message is typed to the fake Slack
+            fake.stdin.write(b"is checkout-api up?\n")
+            await fake.stdin.drain()
+            # Then the bot's answer in the thread is printed
+            await out.until(
+                lambda text: (
+                    "warroom: " in text and "checkout-api" in text.split("warroom: ", 1)[1]
+                ),
+                timeout_s=90,
+            )
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            fake.send_signal(signal.SIGTERM)
+            serve_code, fake_code = await finish(serve), await finish(fake)
+
+    assert exported["WARROOM_SLACK_MODE"] == "http"
+    assert exported["SLACK_API_URL"] == f"http://127.0.0.1:{slack_port}/api/"
+    assert (serve_code, fake_code) == (0, 0)
+
+
+async def test_the_fake_slacks_message_ts_is_the_time_it_was_posted() -> None:
+    fake = FakeSlackApi()
+    before = time.time()
+
+    ts = fake.add_message("C1", "hello")
+
+    assert abs(float(ts) - before) < 5

@@ -1,0 +1,142 @@
+"""``warroom serve`` and ``doctor`` against Slack's refusals and outages, as real processes
+(issue #12, items 5 and 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.cli.doctor import Status, check_slack, check_socket_mode
+from bot.fakes.slack_api import FakeSlackApi
+from bot.settings import Settings
+from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli_support import finish, start, warroom_env
+from tests.bot.slack_edge import SIGNING_SECRET
+from tests.fakes.slack_socket_mode import FakeSocketMode
+
+UNREACHABLE_API_URL = "http://127.0.0.1:9/api/"  # discard port: nothing listens here
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlackApi]:
+    fake = FakeSlackApi()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def socket_mode() -> AsyncIterator[FakeSocketMode]:
+    fake = FakeSocketMode()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+async def test_serve_with_a_refused_app_token_exits_2_naming_it(
+    tmp_path: Path, slack: FakeSlackApi
+) -> None:
+    env = warroom_env(
+        tmp_path / "data",
+        SLACK_BOT_TOKEN=slack.token,
+        SLACK_APP_TOKEN="xapp-1-revoked",
+        SLACK_API_URL=slack.base_url,
+        ANTHROPIC_API_KEY="fake-key",
+    )
+    serve = await start("serve", env=env, cwd=tmp_path)
+    _, stderr = await asyncio.wait_for(serve.communicate(), 60)
+
+    assert serve.returncode == 2
+    assert "SLACK_APP_TOKEN was refused by Slack (apps.connections.open: invalid_auth)" in (
+        stderr.decode()
+    )
+    assert "Traceback" not in stderr.decode()
+
+
+async def test_serve_says_slack_could_not_be_reached(tmp_path: Path) -> None:
+    env = warroom_env(
+        tmp_path / "data",
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_APP_TOKEN="xapp-1",
+        SLACK_API_URL=UNREACHABLE_API_URL,
+        ANTHROPIC_API_KEY="fake-key",
+    )
+    serve = await start("serve", env=env, cwd=tmp_path)
+    _, stderr = await asyncio.wait_for(serve.communicate(), 90)
+
+    assert serve.returncode == 1
+    assert "Slack could not be reached (auth.test)" in stderr.decode()
+    assert "transport" not in stderr.decode()
+
+
+async def test_serve_in_http_mode_logs_where_it_listens_and_answers_400_to_a_non_json_body(
+    tmp_path: Path, slack: FakeSlackApi
+) -> None:
+    port = free_port()
+    env = warroom_env(
+        tmp_path / "data",
+        WARROOM_SLACK_MODE="http",
+        SLACK_HTTP_PORT=str(port),
+        SLACK_BOT_TOKEN=slack.token,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.base_url,
+        ANTHROPIC_API_KEY="fake-key",
+    )
+    serve = await start("serve", env=env, cwd=tmp_path)
+    try:
+        await wait_until_up(f"http://127.0.0.1:{port}/healthz")
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            answer = await http.post(
+                f"http://127.0.0.1:{port}/slack/events",
+                content=b"{not json",
+                headers={"Content-Type": "application/json"},
+            )
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        code = await finish(serve)
+    assert serve.stderr is not None
+    logged = (await serve.stderr.read()).decode()
+
+    assert answer.status_code == 400
+    assert code == 0
+    assert f"listening on 0.0.0.0:{port}, Request URL path /slack/events" in logged
+    assert "`token` will be unused" not in logged
+    assert "Traceback" not in logged
+
+
+def _settings(tmp_path: Path, **values: object) -> Settings:
+    return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[arg-type]
+
+
+async def test_doctor_opens_a_socket_mode_connection_with_the_app_token(
+    tmp_path: Path, socket_mode: FakeSocketMode
+) -> None:
+    good = _settings(
+        tmp_path, slack_app_token=socket_mode.app_token, slack_api_url=socket_mode.base_url
+    )
+    bad = _settings(tmp_path, slack_app_token="xapp-revoked", slack_api_url=socket_mode.base_url)
+
+    ok, refused = await check_socket_mode(good), await check_socket_mode(bad)
+
+    assert ok.status is Status.OK
+    assert socket_mode.connections_opened == 1
+    assert refused.status is Status.PROBLEM
+    assert "refused SLACK_APP_TOKEN: invalid_auth" in refused.detail
+
+
+async def test_doctor_says_slack_could_not_be_reached(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, slack_bot_token="xoxb-1", slack_api_url=UNREACHABLE_API_URL)
+
+    result = await check_slack(settings)
+
+    assert result.status is Status.PROBLEM
+    assert result.detail == "auth.test failed: Slack could not be reached"

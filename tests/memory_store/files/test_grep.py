@@ -1,0 +1,118 @@
+"""Grep on the store: linear time, off the event loop, with a timeout; ripgrep's syntax."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from memory_store import FileStore, Namespace, SearchTimeout
+from tests.memory_store.file_support import who
+
+CATASTROPHIC = r"^(\w+\s?)*$"  # exponential for a backtracking engine on a near-match
+
+
+class LoopLag:
+    """The longest time the event loop took to run a callback due every 10 ms."""
+
+    def __init__(self) -> None:
+        self.worst_s = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._due = self._loop.time() + 0.01
+        self._handle = self._loop.call_at(self._due, self._tick)
+
+    def _tick(self) -> None:
+        self.worst_s = max(self.worst_s, self._loop.time() - self._due)
+        self._due = self._loop.time() + 0.01
+        self._handle = self._loop.call_at(self._due, self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+async def test_a_catastrophic_pattern_leaves_the_event_loop_responsive(
+    store: FileStore, memory: Namespace
+) -> None:
+    # Given: a line that a backtracking engine needs seconds for (2^24 paths)
+    await store.write(memory, "/near.md", "a" * 24 + "!\n", who(), expected_version=0)
+
+    # When: it is searched while the loop's lag is watched
+    lag = LoopLag()
+    try:
+        matches = await store.grep(memory, CATASTROPHIC)
+    finally:
+        lag.stop()
+
+    # Then: no match, and no callback waited long
+    assert matches == []
+    assert lag.worst_s < 0.5
+
+
+async def test_a_catastrophic_pattern_on_a_long_line_returns_promptly(
+    store: FileStore, memory: Namespace
+) -> None:
+    line = "word " * 8 + "x" * 37 + "!"
+    await store.write(memory, "/long.md", f"{line}\nfine words\n", who(), expected_version=0)
+
+    started = time.monotonic()
+    matches = await store.grep(memory, CATASTROPHIC)
+
+    assert [m.line for m in matches] == ["fine words"]
+    assert time.monotonic() - started < 5
+
+
+async def test_a_search_past_its_time_budget_gives_up(store: FileStore, memory: Namespace) -> None:
+    await store.write(memory, "/a.md", "alpha\n", who(), expected_version=0)
+
+    with pytest.raises(SearchTimeout):
+        await store.grep(memory, "alpha", timeout_s=0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matched"),
+    [
+        (r"\p{Greek}+", ["λόγος"]),
+        (r"[[:digit:]]{3}", ["code 500"]),
+        (r"code\s\d+\z", ["code 500"]),
+        (r"^alpha$", ["alpha"]),
+    ],
+)
+async def test_patterns_use_ripgrep_syntax(
+    store: FileStore, memory: Namespace, pattern: str, matched: list[str]
+) -> None:
+    await store.write(memory, "/a.md", "alpha\nλόγος\ncode 500\n", who(), expected_version=0)
+
+    assert [m.line for m in await store.grep(memory, pattern)] == matched
+
+
+@pytest.mark.parametrize("pattern", [r"(?<=a)b", r"(a)\1"])
+async def test_look_around_and_backreferences_are_refused_as_ripgrep_does(
+    store: FileStore, memory: Namespace, pattern: str
+) -> None:
+    with pytest.raises(ValueError, match="invalid regular expression"):
+        await store.grep(memory, pattern)
+
+
+async def test_a_literal_in_the_pattern_narrows_rows_without_losing_matches(
+    store: FileStore, memory: Namespace
+) -> None:
+    await store.write(memory, "/a.md", "ERROR code 4217\n", who(), expected_version=0)
+    await store.write(memory, "/b.md", "error CODE 17\n", who(), expected_version=0)
+
+    exact = await store.grep(memory, r"ERROR code \d+")
+    folded = await store.grep(memory, r"error code \d+", ignore_case=True)
+
+    assert [m.path for m in exact] == ["/a.md"]
+    assert [m.path for m in folded] == ["/a.md", "/b.md"]
+
+
+async def test_files_can_come_newest_first(store: FileStore, memory: Namespace) -> None:
+    await store.write(memory, "/a.md", "hit\n", who(), expected_version=0)
+    await store.write(memory, "/b.md", "hit\n", who(), expected_version=0)
+
+    newest = await store.grep(memory, "hit", newest_first=True)
+    by_path = await store.grep(memory, "hit")
+
+    assert [m.path for m in newest] == ["/b.md", "/a.md"]
+    assert [m.path for m in by_path] == ["/a.md", "/b.md"]
