@@ -15,6 +15,7 @@ SOURCE = Path(__file__).parents[2] / "bot"
 # "Scopes"); None: no scope. A method missing here fails the test: look its scope up.
 METHOD_SCOPES: dict[str, str | None] = {
     "auth_test": None,
+    "apps_connections_open": None,  # the app-level token's connections:write, not a bot scope
     "chat_postMessage": "chat:write",
     "chat_update": "chat:write",
     "chat_postEphemeral": "chat:write",

@@ -258,14 +258,17 @@ async def test_chat_shows_a_command_while_it_runs_then_its_time_and_output_witho
         await out.until(lambda text: "… still running (10 s)" in text, timeout_s=60)
         shown_while_running = out.text
         # And once the command ends, its time and the head of its output follow
-        for workspace in (tmp_path / "data" / "sbx").glob("sbx-*/workspace"):
-            (workspace / "go").write_text("")
+        for handle_file in (tmp_path / "data" / "sbx").glob("*/handle.json"):
+            # /workspace is a tmpfs inside the jail: reach it through the jail's root
+            pid = json.loads(handle_file.read_text())["pid"]
+            (Path(f"/proc/{pid}/root/workspace") / "go").write_text("")
         await out.until(lambda text: "warroom> Done: one pod crashloops." in text)
         chat.stdin.close()
         assert await finish(chat) == 0
 
     assert "… thinking" in shown_while_running
-    assert "│ Checking the pods.[31m now" in shown_while_running
+    # (on current models the text between tool calls arrives as a thinking summary)
+    assert "… Checking the pods.[31m now" in shown_while_running
     assert "✓ Running" not in shown_while_running
     assert re.search(r"✓ Running `Bash: list pods` \(\d+\.\d s\)", out.text)
     assert "│ pods: 3 running\n" in out.text

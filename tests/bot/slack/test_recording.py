@@ -1,7 +1,7 @@
 """Recording before the ack under pressure: bounded, within Slack's deadline, never half-done.
 
-The database is made slow for real: another connection holds a lock on the sightings
-table, so every recording's first statement waits (PostgreSQL).
+The database is made slow for real: another connection holds a lock on the sessions
+table, so every new thread's recording waits (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ def new_mention() -> tuple[dict[str, object], str]:
 
 
 @asynccontextmanager
-async def sightings_locked(url: str) -> AsyncIterator[asyncpg.Connection]:
-    """Another connection holds the sightings table until the block ends (rolled back)."""
+async def sessions_locked(url: str) -> AsyncIterator[asyncpg.Connection]:
+    """Another connection holds the sessions table until the block ends (rolled back): a
+    new thread's recording (its session row) waits on it."""
     conn = await asyncpg.connect(_plain(url))
     transaction = conn.transaction()
     await transaction.start()
     try:
-        await conn.execute("LOCK TABLE inbound_sightings IN EXCLUSIVE MODE")
+        await conn.execute("LOCK TABLE sessions IN EXCLUSIVE MODE")
         yield conn
     finally:
         await transaction.rollback()
@@ -58,7 +59,7 @@ async def test_an_input_not_recorded_within_the_deadline_is_unacked_then_recorde
     edge: SlackEdge, postgres_url: str
 ) -> None:
     body, ts = new_mention()
-    async with sightings_locked(postgres_url):
+    async with sessions_locked(postgres_url):
         # Given a database that cannot record the mention before Slack's deadline
         response = await edge.post_event(body)
         # Then the event is not acked (Slack retries it)
@@ -80,7 +81,7 @@ async def test_no_more_than_the_bound_of_recordings_wait_on_the_database_at_once
 ) -> None:
     watcher = await asyncpg.connect(_plain(postgres_url))
     try:
-        async with sightings_locked(postgres_url):
+        async with sessions_locked(postgres_url):
             # Given a burst of mentions while the database is stuck
             mentions = [new_mention() for _ in range(MAX_CONCURRENT_INPUTS + 4)]
             posts = [asyncio.create_task(edge.post_event(body)) for body, _ in mentions]
