@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     in-process broker and worker). Sandboxes: ``WARROOM_WORKSPACE_SEED``, a directory
     whose files are placed at the same relative paths in ``/workspace`` of every new
     sandbox (and again in a replacement), e.g. runbooks' scripts or a service's configs.
+    MCP: ``WARROOM_MCP_CONFIG``, a ``.mcp.json`` file in Claude Code's format (its servers
+    run on the worker host, with the worker's environment for ``${VAR}``);
+    ``WARROOM_MCP_TIMEOUT_S``, the time limit of one MCP tool call.
     """
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
@@ -126,6 +129,8 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535, validation_alias="WARROOM_METRICS_PORT"
     )
+    mcp_config: FilePath | None = Field(default=None, validation_alias="WARROOM_MCP_CONFIG")
+    mcp_timeout_s: float = Field(default=120.0, gt=0, validation_alias="WARROOM_MCP_TIMEOUT_S")
 
     @field_validator("redis_url")
     @classmethod

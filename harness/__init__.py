@@ -44,6 +44,16 @@ from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.services import Service, services_section
 from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
+from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
+from harness.mcp.servers import (
+    McpError,
+    McpResult,
+    McpServers,
+    McpTimeout,
+    McpTool,
+    McpUnavailable,
+    ServerState,
+)
 from harness.model.adapter import (
     DEFAULT_BASE_URL,
     AnthropicModel,
@@ -170,6 +180,19 @@ __all__ = [
     "run_tool",
     "summarize_call",
     "tool_specs",
+    # MCP servers
+    "HttpServer",
+    "McpConfigError",
+    "McpError",
+    "McpResult",
+    "McpServers",
+    "McpTimeout",
+    "McpTool",
+    "McpUnavailable",
+    "ServerConfig",
+    "ServerState",
+    "StdioServer",
+    "parse_config",
     # bash guard
     "Allow",
     "Deny",

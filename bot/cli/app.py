@@ -37,6 +37,8 @@ skills_app = typer.Typer(
 )
 app.add_typer(skills_app, name="skills")
 app.add_typer(memory_app, name="memory")
+mcp_app = typer.Typer(help="The MCP servers of WARROOM_MCP_CONFIG.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
 
 T = TypeVar("T")
 SkillsOperation = Callable[["FileStore", str, Path], Awaitable[list["SkillReport"]]]
@@ -218,6 +220,16 @@ def skills_export(
     typer.echo(f"org {org_id}: {len(reports)} skill folder(s) written to {directory}")
     for report in reports:
         typer.echo(_describe(report, "exported"))
+
+
+@mcp_app.command("list")
+def mcp_list() -> None:
+    """Start the configured MCP servers as a worker would; print each one's state and tools."""
+    from bot.cli.mcp import list_servers
+
+    settings = _settings(check_database=False)
+    listing = _run(lambda: asyncio.run(list_servers(settings)))
+    typer.echo(listing if listing is not None else "WARROOM_MCP_CONFIG is not set: no MCP servers")
 
 
 @app.command("fake-anthropic")
@@ -415,6 +427,7 @@ def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
     from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
+    from harness import McpConfigError
     from memory_store import DatabaseUnavailable
     from sandbox_client.gateway import MissingSecret, RulesError
 
@@ -430,6 +443,8 @@ def _explain(exc: Exception) -> None:
         _fail(f"Slack refused {exc.method}: {exc.error}. Run `warroom doctor`.")
     if isinstance(exc, DatabaseUnavailable):
         _fail(f"the database is unreachable: {exc}. Check DATABASE_URL; `warroom doctor`.")
+    if isinstance(exc, McpConfigError):
+        _fail(f"WARROOM_MCP_CONFIG: {exc}", CONFIG_ERROR)
     if isinstance(exc, OSError):
         _fail(str(exc))
 

@@ -6,8 +6,9 @@ to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, the data directory (writable), database (connect + Alembic head), Redis
 (``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
 destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; in
-Socket Mode a connection opened with the app token) and Anthropic (``GET /v1/models/{id}``
-of ``WARROOM_MODEL``, when a key is set).
+Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models/{id}``
+of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
+``WARROOM_MCP_CONFIG``).
 ``quick`` runs only the data directory, database and Redis checks: cheap enough for
 a container health check, and as true of a worker's container as of the bot's.
 """
@@ -32,8 +33,9 @@ from bot.cli.credentials import missing_for_serve
 from bot.durable.wiring import jail_limits, make_provider, make_slack_client
 from bot.egress import describe_rule, load_rules
 from bot.errors import SlackCallFailed, SlackUnreachable, slack_call
+from bot.mcp_servers import open_mcp_servers
 from bot.settings import MissingSetting, Settings
-from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, current_models
+from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, McpConfigError, ServerState, current_models
 from memory_store import Database, DatabaseUnavailable
 from sandbox_client import LocalConfig, LocalProvider, SandboxError
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
@@ -346,6 +348,28 @@ async def check_egress(settings: Settings) -> CheckResult:
     return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
 
 
+async def check_mcp(settings: Settings) -> CheckResult:
+    """Every MCP server starts and lists its tools; a down one is named with its reason
+    (a warning: the others serve on); skipped without ``WARROOM_MCP_CONFIG``."""
+    from bot.cli.mcp import describe_states
+
+    try:
+        servers = await open_mcp_servers(settings, start_timeout_s=CHECK_TIMEOUT_S / 2)
+    except (OSError, McpConfigError) as exc:
+        return CheckResult("mcp", Status.PROBLEM, str(exc), "correct WARROOM_MCP_CONFIG")
+    if servers is None:
+        return CheckResult("mcp", Status.SKIPPED, "WARROOM_MCP_CONFIG not set: no MCP servers")
+    try:
+        detail = "; ".join(describe_states(servers))
+        down = [n for n, (s, _) in servers.states().items() if s is not ServerState.UP]
+    finally:
+        await servers.aclose()
+    if down:
+        fix = f"check {', '.join(down)}: the command or URL, and the variables it needs"
+        return CheckResult("mcp", Status.WARNING, detail, fix)
+    return CheckResult("mcp", Status.OK, detail)
+
+
 QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
@@ -356,6 +380,7 @@ FULL: tuple[Check, ...] = (
     check_slack,
     check_socket_mode,
     check_anthropic,
+    check_mcp,
 )
 
 

@@ -43,6 +43,7 @@ from harness import (
     Event,
     Inbound,
     Limits,
+    McpServers,
     Next,
     StepKind,
     ToolUseBlock,
@@ -192,6 +193,7 @@ class StepDriver:
             suspends it when the session waits; None leaves both to the harness.
         origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
+        mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
     """
 
     sessions: SessionStore
@@ -211,6 +213,7 @@ class StepDriver:
         default_factory=lambda: default_metrics().observe_step
     )
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    mcp: McpServers | None = None
     _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
@@ -426,6 +429,7 @@ class StepDriver:
             workspaces=self.workspaces,
             save=save,
             limits=self.limits,
+            mcp=self.mcp,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

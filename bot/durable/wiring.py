@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
+from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack import retries
@@ -32,6 +33,7 @@ from harness import (
     AnthropicModel,
     Checkpoint,
     Limits,
+    McpServers,
     Model,
     SandboxWorkspaces,
     WorkspaceUnavailable,
@@ -284,7 +286,9 @@ class Runtime:
     ``slack`` is the Slack poster for notices outside a step (a session failed); None
     when the runtime was given its own ``reporter``. The runtime's sweeps and steps
     touch only sessions of ``driver.origin``, and with ``owned`` only those ids (a
-    chat's own session: a live view of the set, which its owner fills).
+    chat's own session: a live view of the set, which its owner fills). ``mcp`` is the
+    process's MCP servers (``WARROOM_MCP_CONFIG``), started once and shared by every
+    step; None without one.
     """
 
     settings: Settings
@@ -298,6 +302,7 @@ class Runtime:
     driver: StepDriver
     slack: SlackPoster | None = None
     egress: WorkerEgress | None = None
+    mcp: McpServers | None = None
     closers: list[object] = field(default_factory=list)
     keeping: SandboxKeeping | None = None
     owned: Collection[str] | None = None
@@ -322,7 +327,8 @@ class Runtime:
         Raises:
             MissingSetting: a credential the configuration needs is absent.
             DatabaseUnavailable: the database could not be reached.
-            OSError: a file of the workspace seed could not be read.
+            OSError: a file of the workspace seed or the MCP configuration could not be read.
+            McpConfigError: ``WARROOM_MCP_CONFIG`` is not a valid configuration.
         """
         setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
         if settings.sandbox_provider != "local":  # remote sandboxes get the gateway's trust
@@ -334,6 +340,7 @@ class Runtime:
         provider = await asyncio.to_thread(make_provider, settings)
         manager = make_sandbox_manager(settings, db, CountingProvider(provider))
         egress = await WorkerEgress.open(settings, db, default_metrics())
+        mcp = await open_mcp_servers(settings)
         the_model = model or make_model(settings)
         slack, hook = None, None
         if reporter is None:
@@ -360,6 +367,7 @@ class Runtime:
             crash=crash,
             sandboxes=ManagedSandboxes(manager, setup),
             origin=origin,
+            mcp=mcp,
         )
         if hook is not None:
             hook.before_record = driver.before_post_recorded
@@ -376,6 +384,7 @@ class Runtime:
             slack,
             egress,
             keeping=SandboxKeeping(manager, sessions),
+            mcp=mcp,
         )
         runtime.owned = owned
         return runtime
@@ -443,11 +452,15 @@ class Runtime:
 
     async def close(self) -> None:
         """Destroy the sandboxes this process used (none is left behind by a stopped
-        worker), stop the gateway, release HTTP clients and the database pool."""
+        worker), stop the gateway and the MCP servers, release HTTP clients and the
+        database pool."""
         if self.keeping is not None:
             await self.keeping.shutdown()
         with contextlib.suppress(Exception):
             await self.manager.aclose()
+        if self.mcp is not None:
+            with contextlib.suppress(Exception):
+                await self.mcp.aclose()
         if self.egress is not None:
             with contextlib.suppress(Exception):
                 await self.egress.aclose()

@@ -123,6 +123,8 @@ class Checkpoint:
             status message is one per turn).
         turn_base: (steps, tokens, tool seconds) when the current turn began: limits
             apply per turn, so a reply after a best-effort answer gets a fresh budget.
+        mcp_servers: the MCP servers whose tools the last model call offered, sorted;
+            None before the first model call (``mcp_reminder``).
     """
 
     session_id: str
@@ -148,6 +150,7 @@ class Checkpoint:
     best_effort: bool = False
     turns: int = 0
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
+    mcp_servers: tuple[str, ...] | None = None
 
     def with_read(self, path: str, record: ReadRecord) -> Checkpoint:
         """A copy with ``read_state[path]`` set."""
@@ -250,6 +253,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "best_effort": cp.best_effort,
         "turns": cp.turns,
         "turn_base": list(cp.turn_base),
+        "mcp_servers": None if cp.mcp_servers is None else list(cp.mcp_servers),
     }
 
 
@@ -284,7 +288,12 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
         best_effort=bool(d["best_effort"]),
         turns=int(d["turns"]),
         turn_base=_turn_base(d.get("turn_base")),
+        mcp_servers=_names(d.get("mcp_servers")),
     )
+
+
+def _names(raw: Any) -> tuple[str, ...] | None:
+    return None if raw is None else tuple(str(name) for name in raw)
 
 
 def _turn_base(raw: Any) -> tuple[int, int, float]:

@@ -11,12 +11,14 @@ send the same poisoned request (issue #12 item 8).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.errors import LimitReached, ModelContextOverflow, ModelRejected
 from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Answered, Event, ModelResponded, Notice
 from harness.loop.limits import Limits
+from harness.loop.mcp_reminder import note_server_changes
 from harness.loop.stops import (
     Calls,
     Finished,
@@ -29,6 +31,7 @@ from harness.loop.stops import (
 )
 from harness.loop.todo_reminder import todo_reminder
 from harness.loop.turn import build_user_message, compact, final_answer_text
+from harness.mcp.servers import McpTool
 from harness.model.adapter import Model, ModelReply
 from harness.model.messages import (
     Message,
@@ -37,7 +40,8 @@ from harness.model.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from harness.tools.toolbox import summarize_call
+from harness.tools.mcp_call import mcp_specs
+from harness.tools.toolbox import summarize_call, tool_specs
 from memory_store import FileStore
 
 
@@ -47,18 +51,24 @@ async def model_step(
     model: Model,
     limits: Limits,
     limit: LimitReached | None = None,
+    offered: Sequence[McpTool] = (),
 ) -> tuple[Checkpoint, list[Event]]:
     """Ask the model; at a ``limit``, for a final answer without tool calls.
+
+    ``offered`` are the MCP tools the session may use now (after the built-in tools in
+    the request); a server gone or back since the last model call is told in a notice.
 
     Returns the new checkpoint (its ``answer`` set when the turn ended) and the events.
 
     Raises:
         ModelUnavailable, ModelStalled: transient failures after retries (nothing to commit).
     """
-    events: list[Event] = []
+    tools = tool_specs(mcp_specs(offered))
+    cp, told_mcp = note_server_changes(cp, offered)
+    events: list[Event] = [*told_mcp]
     did_compact = False
     if cp.last_input_tokens >= limits.compact_at_tokens and len(cp.messages) > 2:
-        cp, compacted = await compact(cp, model, limits)
+        cp, compacted = await compact(cp, model, limits, tools)
         events += compacted
         did_compact = True
     for attempt in (1, 2):
@@ -66,10 +76,10 @@ async def model_step(
         user = _with_todo_reminder(user, built, compacted=did_compact and limit is None)
         messages = (*built.messages, user)
         try:
-            reply = await ask(model, messages, max_tokens=limits.max_tokens)
+            reply = await ask(model, messages, max_tokens=limits.max_tokens, tools=tools)
         except ModelContextOverflow as exc:
             if attempt == 1 and _compactable(cp):
-                cp, compacted = await compact(cp, model, limits)
+                cp, compacted = await compact(cp, model, limits, tools)
                 events += compacted
                 did_compact = True
                 continue
@@ -78,7 +88,9 @@ async def model_step(
             return _rejected(built, exc, events)
         settled = settle(reply)
         if isinstance(settled, Overflowed) and attempt == 1 and _compactable(cp):
-            cp, compacted = await compact(replace(cp, usage=cp.usage + reply.usage), model, limits)
+            cp, compacted = await compact(
+                replace(cp, usage=cp.usage + reply.usage), model, limits, tools
+            )
             events += compacted
             did_compact = True
             continue

@@ -20,6 +20,7 @@ from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
 from harness.loop.model_step import model_step
 from harness.loop.prompt import reminder
+from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
@@ -72,13 +73,15 @@ class StepResult:
 
 @dataclass(frozen=True)
 class Collaborators:
-    """What a step may touch. ``save`` commits mid-step (intent before side effect)."""
+    """What a step may touch. ``save`` commits mid-step (intent before side effect);
+    ``mcp`` is the process's MCP servers, if any."""
 
     store: FileStore
     model: Model
     workspaces: WorkspaceSource
     save: Save
     limits: Limits = field(default_factory=Limits)
+    mcp: McpServers | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -155,7 +158,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     cp = replace(cp, in_flight=call.id)
     await deps.save(cp, (intent,))
     workspace = _open_workspace(cp, deps)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
     outcome = await run_tool(call.name, call.input, ctx)
     elapsed_s = time.monotonic() - started_s
@@ -191,6 +194,13 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _context(
+    cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
+) -> ToolContext:
+    limits = _call_limits(cp, deps)
+    return ToolContext.for_session(cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp)
 
 
 def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
@@ -229,7 +239,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     if call is None or call.id != cp.in_flight:
         return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
     workspace = _open_workspace(cp, deps)
-    ctx = ToolContext.for_session(cp, deps.store, workspace, call.id, _call_limits(cp, deps))
+    ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
     recovered = await run_tool(call.name, call.input, ctx, recovering=True)
     elapsed_s = time.monotonic() - started_s
@@ -279,6 +289,8 @@ def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:
 async def _model_step(
     cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
 ) -> StepResult:
-    """Ask the model (``model_step``); at a ``limit``, for a final answer without tools."""
-    cp, events = await model_step(cp, deps.store, deps.model, deps.limits, limit)
+    """Ask the model (``model_step``) with the MCP tools up for the session's channel;
+    at a ``limit``, for a final answer without tools."""
+    offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
+    cp, events = await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
     return StepResult(cp, tuple(events), Next.CONTINUE)

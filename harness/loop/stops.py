@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from harness.loop.prompt import SYSTEM_PROMPT
-from harness.model.adapter import Model, ModelReply, RefusalDetails
+from harness.model.adapter import Model, ModelReply, RefusalDetails, ToolSpec
 from harness.model.catalog import MODELS
 from harness.model.messages import Message, TextBlock, ToolUseBlock
 from harness.tools.toolbox import tool_specs
@@ -73,8 +73,16 @@ class Overflowed:
 Settled = Finished | Calls | Refused | Overflowed
 
 
-async def ask(model: Model, messages: Sequence[Message], *, max_tokens: int) -> ModelReply:
+async def ask(
+    model: Model,
+    messages: Sequence[Message],
+    *,
+    max_tokens: int,
+    tools: Sequence[ToolSpec] | None = None,
+) -> ModelReply:
     """The step's model reply, with ``pause_turn`` continued and ``max_tokens`` retried once.
+
+    ``tools``: the session's tools (default: the built-in ones, ``tool_specs()``).
 
     The returned reply's ``content`` is the whole turn (a paused turn and its
     continuation, in order), its ``usage`` and ``attempts`` summed over the calls made.
@@ -82,17 +90,18 @@ async def ask(model: Model, messages: Sequence[Message], *, max_tokens: int) -> 
     Raises:
         ModelError: a call failed (``ModelContextOverflow`` when the prompt does not fit).
     """
-    reply = await _complete(model, messages, max_tokens)
+    offered = tool_specs() if tools is None else tools
+    reply = await _complete(model, messages, max_tokens, offered)
     spec = MODELS.get(reply.model)
     ceiling = spec.max_output_tokens if spec is not None else max_tokens
     if reply.stop_reason == "max_tokens" and max_tokens < ceiling:
-        retry = await _complete(model, messages, min(2 * max_tokens, ceiling))
+        retry = await _complete(model, messages, min(2 * max_tokens, ceiling), offered)
         reply = _summed(retry, reply, retry.content)
     pauses = 0
     while reply.stop_reason == "pause_turn" and pauses < MAX_PAUSES:
         pauses += 1
         paused = Message("assistant", reply.content)
-        more = await _complete(model, (*messages, paused), max_tokens)
+        more = await _complete(model, (*messages, paused), max_tokens, offered)
         reply = _summed(more, reply, (*reply.content, *more.content))
     return reply
 
@@ -131,9 +140,11 @@ def refusal_text(details: RefusalDetails | None) -> str:
     return " ".join(parts)
 
 
-async def _complete(model: Model, messages: Sequence[Message], max_tokens: int) -> ModelReply:
+async def _complete(
+    model: Model, messages: Sequence[Message], max_tokens: int, tools: Sequence[ToolSpec]
+) -> ModelReply:
     return await model.complete(
-        system=SYSTEM_PROMPT, tools=tool_specs(), messages=messages, max_tokens=max_tokens
+        system=SYSTEM_PROMPT, tools=tools, messages=messages, max_tokens=max_tokens
     )
 
 

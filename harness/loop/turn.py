@@ -25,7 +25,7 @@ from harness.loop.prompt import (
     steering_text,
     within_budget,
 )
-from harness.model.adapter import Model
+from harness.model.adapter import Model, ToolSpec
 from harness.model.messages import (
     ContentBlock,
     Message,
@@ -175,8 +175,13 @@ SUMMARY_REQUEST = reminder(
 )
 
 
-async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpoint, list[Event]]:
+async def compact(
+    cp: Checkpoint, model: Model, limits: Limits, tools: Sequence[ToolSpec] | None = None
+) -> tuple[Checkpoint, list[Event]]:
     """Summarise the transcript into a new first message.
+
+    ``tools`` are the session's tools (default: the built-in ones), sent as they are
+    so the summary call reuses the cached prefix.
 
     Pending tool results are given to the summary call, so no ``tool_use`` is left
     unanswered. Read-state is carried forward as *partial* reads: a file whose content
@@ -187,10 +192,11 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
     """
     request_blocks: Sequence[ContentBlock] = (*cp.pending_results, TextBlock(SUMMARY_REQUEST))
     messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
+    tools = tool_specs() if tools is None else tools
     try:
         reply = await model.complete(
             system=SYSTEM_PROMPT,
-            tools=tool_specs(),
+            tools=tools,
             messages=messages,
             max_tokens=limits.max_tokens,
         )
@@ -201,7 +207,7 @@ async def compact(cp: Checkpoint, model: Model, limits: Limits) -> tuple[Checkpo
         rendered = Message("user", (TextBlock(text), TextBlock(SUMMARY_REQUEST)))
         reply = await model.complete(
             system=SYSTEM_PROMPT,
-            tools=tool_specs(),
+            tools=tools,
             messages=(rendered,),
             max_tokens=limits.max_tokens,
         )

@@ -142,6 +142,15 @@ class McpServers:
                 listed.extend(server.tools)
         return tuple(listed)
 
+    def serves(self, name: str, channel_id: str | None) -> bool:
+        """Whether ``name`` is a tool the server it belongs to lists (now or before it went
+        down) and that server serves ``channel_id``: a call to it may be tried."""
+        for server in self._servers.values():
+            channels = server.config.channels
+            if any(t.name == name for t in server.tools):
+                return not channels or channel_id in channels
+        return False
+
     async def call(
         self, name: str, arguments: Mapping[str, Any], *, timeout_s: float | None = None
     ) -> McpResult:

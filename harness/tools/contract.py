@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -24,6 +24,9 @@ from harness.model.adapter import ToolSpec
 from harness.sandbox.workspace import Workspace
 from harness.vfs import Mount
 from memory_store import FileStore, Namespace, Origin, Scope
+
+if TYPE_CHECKING:
+    from harness.mcp.servers import McpServers
 
 AGENT_ACTOR = "agent"
 _SCOPES = {Mount.MEMORY: Scope.MEMORY, Mount.SKILLS: Scope.SKILLS, Mount.INCIDENT: Scope.INCIDENT}
@@ -55,7 +58,9 @@ class ToolContext:
             fingerprint of the content read).
         agent_may_write_skills: org setting; by default humans edit skills and the
             agent edits memory and notes (docs/architecture.md §6).
-        bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000).
+        bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000);
+            also the most an MCP call may take (what is left of the tool-time budget).
+        mcp: this process's MCP servers (``mcp__…`` tools), or None when none are set up.
     """
 
     store: FileStore
@@ -68,6 +73,7 @@ class ToolContext:
     read_state: Mapping[str, ReadRecord] = field(default_factory=dict)
     agent_may_write_skills: bool = False
     bash_max_timeout_ms: int = 600_000
+    mcp: McpServers | None = None
 
     @classmethod
     def for_session(
@@ -77,6 +83,8 @@ class ToolContext:
         workspace: Workspace,
         tool_use_id: str,
         limits: Limits | None = None,
+        *,
+        mcp: McpServers | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -92,6 +100,7 @@ class ToolContext:
             read_state=cp.read_state,
             agent_may_write_skills=limits.agent_may_write_skills,
             bash_max_timeout_ms=limits.bash_max_timeout_ms,
+            mcp=mcp,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

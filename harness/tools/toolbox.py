@@ -4,7 +4,9 @@
 re-exported here.
 
 The tool list is static bytes (the first prompt-cache breakpoint, docs/architecture.md
-§4): ``tool_specs()`` returns the same specs, in the same order, every time.
+§4): ``tool_specs()`` returns the same specs, in the same order, every time: the built-in
+tools, then the MCP tools it is given (``mcp_specs``: the servers up for the session's
+channel, in a stable order; docs/architecture.md §12).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from dataclasses import replace
 from typing import Any, Literal, overload
 
 from harness.errors import WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused
+from harness.mcp.names import is_mcp
 from harness.model.adapter import ToolSpec
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
 from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import EDIT, READ, WRITE
+from harness.tools.mcp_call import run_mcp
 from harness.tools.persisted import cut_middle, keep_in_file
 from harness.tools.search import GLOB, GREP
 from harness.tools.skill import SKILL
@@ -41,7 +45,8 @@ TOOLS: Mapping[str, Tool] = {
 
 # A result over its tool's cap is kept in a sandbox file behind a preview (Claude Code
 # 2.1.332's per-tool caps). Read bounds itself (its refusals say how to page), and
-# reading a kept result back must not be kept again, so Read has no entry.
+# reading a kept result back must not be kept again, so Read has no entry. Every MCP
+# tool is kept above ``MAX_RESULT_CHARS``, like Bash.
 _KEEP_ABOVE_CHARS: Mapping[str, int] = {
     "Bash": MAX_RESULT_CHARS,
     "Glob": MAX_RESULT_CHARS,
@@ -51,9 +56,10 @@ _KEEP_ABOVE_CHARS: Mapping[str, int] = {
 BACKSTOP_CHARS = 120_000  # no result reaches the model larger than this
 
 
-def tool_specs() -> tuple[ToolSpec, ...]:
-    """The tools offered to the model, in a fixed order."""
-    return tuple(tool.spec() for tool in TOOLS.values())
+def tool_specs(mcp_tools: tuple[ToolSpec, ...] = ()) -> tuple[ToolSpec, ...]:
+    """The tools offered to the model: the built-in ones in a fixed order, then
+    ``mcp_tools`` (``mcp_specs``) as given."""
+    return (*(tool.spec() for tool in TOOLS.values()), *mcp_tools)
 
 
 @overload
@@ -83,7 +89,7 @@ async def run_tool(
         ctx: the call's context (``ctx.tool_use_id`` is the idempotency key).
         recovering: the previous worker died between this call's intent and result:
             redo it when that is safe, look it up when it is not; None means its
-            outcome cannot be known.
+            outcome cannot be known (always so for an MCP tool: it is never re-sent).
 
     Every result is bounded: over its tool's cap it is kept in a sandbox file behind a
     preview (``persisted``), and nothing over ``BACKSTOP_CHARS`` reaches the model.
@@ -95,6 +101,10 @@ async def run_tool(
             commands.
     """
     tool = TOOLS.get(name)
+    if tool is None and is_mcp(name):
+        if recovering:
+            return None
+        return await _bounded(name, await run_mcp(name, tool_input, ctx), ctx)
     if tool is None:
         return tool_error(f"Error: No such tool available: {name}")
     try:
@@ -113,7 +123,7 @@ async def _bounded(name: str, outcome: ToolOutcome, ctx: ToolContext) -> ToolOut
     """``outcome`` with its text kept in a file when over the tool's cap, then cut at
     ``BACKSTOP_CHARS`` whatever happened."""
     text = outcome.content
-    cap = _KEEP_ABOVE_CHARS.get(name)
+    cap = MAX_RESULT_CHARS if is_mcp(name) else _KEEP_ABOVE_CHARS.get(name)
     if cap is not None:
         text = await keep_in_file(text, ctx.tool_use_id, ctx.workspace, cap)
     text = cut_middle(text, BACKSTOP_CHARS)

@@ -29,6 +29,7 @@ from harness import (
     Event,
     Inbound,
     Limits,
+    McpServers,
     Next,
     Requester,
     SandboxWorkspaces,
@@ -97,13 +98,15 @@ class Kit:
         *,
         session_id: str = "s-main",
         limits: Limits | None = None,
+        mcp: McpServers | None = None,
         **model_options: Any,
     ) -> SessionRun:
-        """A new session whose model talks to the fake API at ``base_url``."""
+        """A new session whose model talks to the fake API at ``base_url`` (with the MCP
+        servers ``mcp``, if any)."""
         model = make_model(base_url, **model_options)
         self.models.append(model)
         cp = new_checkpoint(session_id)
-        return SessionRun(cp, self.store, model, self.workspaces, limits or Limits())
+        return SessionRun(cp, self.store, model, self.workspaces, limits or Limits(), mcp=mcp)
 
     async def aclose(self) -> None:
         """Close every model's HTTP connections."""
@@ -142,13 +145,16 @@ class SessionRun:
     model: AnthropicModel
     workspaces: WorkspaceSource
     limits: Limits = field(default_factory=Limits)
+    mcp: McpServers | None = None
     saves: Saves = field(default_factory=Saves)
     events: list[Event] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
 
     def deps(self) -> Collaborators:
         """The collaborators of one step."""
-        return Collaborators(self.store, self.model, self.workspaces, self.saves, self.limits)
+        return Collaborators(
+            self.store, self.model, self.workspaces, self.saves, self.limits, mcp=self.mcp
+        )
 
     async def step(self, inbox: Sequence[Inbound] = ()) -> StepResult:
         """One ``advance``; the result's checkpoint becomes the session's."""

@@ -9,13 +9,12 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from harness.mcp.config import parse_config
 from harness.mcp.servers import McpServers, McpTimeout, McpUnavailable, ServerState
-from tests.harness.mcp.support import everything_command, time_command
+from tests.harness.mcp.support import children_named, everything_command, time_command
 
 HANGS = [sys.executable, "-c", "import time; time.sleep(3600)"]
 
@@ -98,24 +97,6 @@ async def test_a_server_that_hangs_at_start_is_marked_down_in_time() -> None:
         await running.aclose()
 
 
-def _children_named(word: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = next(
-            (line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), ""
-        )
-        if word.encode() in cmdline and ppid == str(os.getpid()):
-            found.append(int(entry.name))
-    return found
-
-
 async def test_a_server_killed_mid_call_is_reported_then_comes_back(servers: McpServers) -> None:
     # Given a long call running on the everything server
     call = asyncio.create_task(
@@ -123,7 +104,7 @@ async def test_a_server_killed_mid_call_is_reported_then_comes_back(servers: Mcp
             "mcp__everything__trigger-long-running-operation", {"duration": 20, "steps": 2}
         )
     )
-    (pid,) = [p for p in _children_named("mcp-server-everything")][:1] or [None]
+    (pid,) = [p for p in children_named("mcp-server-everything")][:1] or [None]
     assert pid is not None, "the stdio server is a child of this process"
     # When the server process dies mid-call
     os.kill(pid, signal.SIGKILL)
