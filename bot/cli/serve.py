@@ -24,7 +24,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
-from bot.durable.wiring import cancel_running, make_provider, make_slack_client
+from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget
 from bot.errors import slack_call
 from bot.metrics import start_metrics_server
 from bot.settings import Settings
@@ -117,7 +117,7 @@ async def _slack_deps(
         enqueue=enqueue,
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
-        poster=SlackPoster(client, Outbox(db)),
+        poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
     )

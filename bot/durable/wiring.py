@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack import retries
+from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from bot.slack.render import render_session_failed
@@ -118,6 +120,17 @@ def make_model(settings: Settings) -> AnthropicModel:
         max_tokens=settings.max_tokens,
         effort=settings.model_effort,
     )
+
+
+def update_budget(settings: Settings) -> CallBudget:
+    """The ``chat.update`` budget of this workspace: shared by every process through Redis
+    when ``REDIS_URL`` is set (N workers must not send N times Slack's limit), else this
+    process's own."""
+    if not settings.redis_url or settings.slack_bot_token is None:
+        return CallBudget()
+    token = settings.slack_bot_token.get_secret_value()
+    workspace = hashlib.sha256(token.encode()).hexdigest()[:16]  # the token names the install
+    return SharedCallBudget(settings.redis_url, f"chat.update:{workspace}")
 
 
 def make_slack_client(settings: Settings) -> AsyncWebClient:
@@ -303,7 +316,7 @@ class Runtime:
     slack: SlackPoster | None = None
     egress: WorkerEgress | None = None
     mcp: McpServers | None = None
-    closers: list[object] = field(default_factory=list)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     keeping: SandboxKeeping | None = None
     owned: Collection[str] | None = None
 
@@ -343,11 +356,15 @@ class Runtime:
         mcp = await open_mcp_servers(settings)
         the_model = model or make_model(settings)
         slack, hook = None, None
+        closers: list[Callable[[], Awaitable[None]]] = []
         if reporter is None:
             posts: Outbox | CrashHookOutbox = outbox
             if crash is not no_crash:
                 posts = hook = CrashHookOutbox(outbox)
-            slack = SlackPoster(make_slack_client(settings), posts)
+            budget = update_budget(settings)
+            if isinstance(budget, SharedCallBudget):
+                closers.append(budget.aclose)
+            slack = SlackPoster(make_slack_client(settings), posts, update_budget=budget)
             reporter = ThreadReporter(slack)
         driver = StepDriver(
             sessions=sessions,
@@ -387,6 +404,7 @@ class Runtime:
             mcp=mcp,
         )
         runtime.owned = owned
+        runtime.closers = closers
         return runtime
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -464,6 +482,9 @@ class Runtime:
         if self.egress is not None:
             with contextlib.suppress(Exception):
                 await self.egress.aclose()
+        for closer in self.closers:
+            with contextlib.suppress(Exception):
+                await closer()
         aclose = getattr(self.model, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):

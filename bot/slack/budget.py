@@ -8,8 +8,8 @@ and since it takes the message's latest state only once its turn comes, updates 
 wait are coalesced (the latest state wins, the final state is always sent).
 
 Turns are granted first come, first served (``asyncio.Lock`` is fair), so one busy
-session cannot starve another. The budget is per process: one poster per workspace
-token and process.
+session cannot starve another. ``CallBudget`` is one process's; ``SharedCallBudget`` is the
+whole deployment's, through Redis, for when several worker processes post for one workspace.
 """
 
 from __future__ import annotations
@@ -56,3 +56,70 @@ class CallBudget:
                     self._granted.append(now)
                     return
                 await asyncio.sleep(self._granted[0] + self.window_s - now)
+
+
+# KEYS[1]: the window's sorted set; ARGV: calls, window in ms, a unique member.
+# Returns 0 when a turn was taken, else the milliseconds until the oldest turn leaves.
+_TAKE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window)
+  return 0
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, tonumber(oldest[2]) + window - now)
+"""
+
+
+class SharedCallBudget(CallBudget):
+    """A ``CallBudget`` that every process of the deployment shares, through Redis.
+
+    With ``REDIS_URL``, several worker processes post for one workspace: each keeping its
+    own budget would let N of them send N times Slack's limit. The window is a Redis sorted
+    set per workspace and method, trimmed and counted in one server-side script on the
+    server's clock (hosts' clocks need not agree). Within a process, turns are still taken
+    in order (the inherited lock), so waiting updates coalesce as before.
+
+    Args:
+        redis_url: the deployment's Redis.
+        key: names the workspace and method, e.g. ``chat.update:<team id>``.
+
+    Raises:
+        ValueError: ``calls`` or ``window_s`` is not positive.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        key: str,
+        calls: int = CHAT_UPDATE_PER_MINUTE,
+        window_s: float = 60.0,
+    ) -> None:
+        super().__init__(calls, window_s)
+        import redis.asyncio as aioredis
+
+        self._redis = aioredis.from_url(redis_url)
+        self._key = f"warroom:budget:{key}"
+        self._script = self._redis.register_script(_TAKE)
+
+    async def take(self) -> None:
+        """Wait until a call fits in the deployment-wide window, then count it."""
+        async with self._turn:
+            while True:
+                member = f"{time.time_ns()}:{id(self)}"
+                wait_ms = int(
+                    await self._script(
+                        keys=[self._key], args=[self.calls, int(self.window_s * 1000), member]
+                    )
+                )
+                if wait_ms == 0:
+                    return
+                await asyncio.sleep(wait_ms / 1000)  # the window's next free turn
+
+    async def aclose(self) -> None:
+        """Close the Redis connection."""
+        await self._redis.aclose()

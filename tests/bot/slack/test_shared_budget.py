@@ -1,0 +1,63 @@
+"""The chat.update budget shared by every worker process of a deployment, through Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from bot.slack.budget import SharedCallBudget
+
+pytestmark = pytest.mark.redis
+
+
+async def test_two_processes_budgets_share_one_window(redis_url: str) -> None:
+    # Given two workers' budgets for one workspace: 3 updates a minute between them
+    key = f"chat.update:test-{uuid.uuid4().hex[:8]}"
+    first = SharedCallBudget(redis_url, key, calls=3, window_s=60)
+    second = SharedCallBudget(redis_url, key, calls=3, window_s=60)
+    try:
+        # When the first takes two turns and the second one
+        await first.take()
+        await first.take()
+        await second.take()
+        # Then the window is full for both: a fourth turn waits, wherever it is asked
+        for budget in (first, second):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(budget.take(), 0.5)
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_another_workspace_has_its_own_window(redis_url: str) -> None:
+    one = SharedCallBudget(redis_url, f"chat.update:a-{uuid.uuid4().hex[:8]}", calls=1)
+    other = SharedCallBudget(redis_url, f"chat.update:b-{uuid.uuid4().hex[:8]}", calls=1)
+    try:
+        await one.take()
+        await asyncio.wait_for(other.take(), 5)  # not held up by the first workspace
+    finally:
+        await one.aclose()
+        await other.aclose()
+
+
+async def test_workers_with_redis_share_the_budget_and_alone_keep_their_own(
+    redis_url: str,
+) -> None:
+    from pydantic import SecretStr
+
+    from bot.durable.wiring import update_budget
+    from bot.settings import Settings
+
+    def settings(redis: str | None) -> Settings:
+        return Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            redis_url=redis,
+            slack_bot_token=SecretStr("xoxb-1-2-abc"),
+        )
+
+    shared = update_budget(settings(redis_url))
+    assert isinstance(shared, SharedCallBudget)
+    await shared.aclose()
+    assert not isinstance(update_budget(settings(None)), SharedCallBudget)
