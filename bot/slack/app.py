@@ -43,6 +43,8 @@ from bot.slack.background import Background
 from bot.slack.inbound import org_id_of, parse_message_event
 from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
+from bot.slack.memory import USAGE as MEMORY_USAGE
+from bot.slack.memory import MemoryCommands
 from bot.slack.poster import SlackPoster
 from bot.slack.recording import (
     MAX_CONCURRENT_INPUTS,
@@ -56,7 +58,9 @@ from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
 
 logger = logging.getLogger(__name__)
 
-AGENT_USAGE = "`/agent` has one command for now, `skills`.\n" + SKILLS_USAGE
+AGENT_USAGE = (
+    "`/agent` has two commands, `skills` and `memory`.\n" + SKILLS_USAGE + "\n" + MEMORY_USAGE
+)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -158,8 +162,8 @@ class _Listeners:
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()
-        if not words or words[0].lower() != "skills":  # the usage goes in the ack: it shows
-            await ack(text=AGENT_USAGE)  # in DMs and channels without the bot too
+        if not words or words[0].lower() not in ("skills", "memory"):  # the usage goes in the
+            await ack(text=AGENT_USAGE)  # ack: it shows in DMs and channels without the bot too
             return
         await ack()
         self._background.spawn(self._agent(body), name="/agent")
@@ -185,7 +189,11 @@ class _Listeners:
             await self._intake.follow_up(work)
 
     async def _agent(self, body: dict[str, Any]) -> None:
-        await self._deps.skills.handle_command(SkillsCommand.from_body(body))
+        command = SkillsCommand.from_body(body)
+        if str(body.get("text", "")).split()[0].lower() == "memory":
+            await MemoryCommands(self._deps.skills).handle(command)
+            return
+        await self._deps.skills.handle_command(command)
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

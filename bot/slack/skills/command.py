@@ -396,6 +396,20 @@ class SkillsCommands:
         await self._tell(command, _not_allowed())
         return False
 
+    async def may_edit(self, command: SkillsCommand) -> bool:
+        """Whether the user may change shared files (the same allow-list as skills); tells
+        them when not."""
+        return await self._may_edit(command)
+
+    async def tell(self, command: SkillsCommand, text: str) -> None:
+        """An ephemeral reply to the user (see ``_tell``)."""
+        await self._tell(command, text)
+
+    @property
+    def store(self) -> FileStore:
+        """The org file store the commands work on."""
+        return self._store
+
     async def _tell(self, command: SkillsCommand, text: str, blocks: Sequence[Block] = ()) -> None:
         """An ephemeral message to the user: through the command's ``response_url`` (works
         in DMs and channels without the bot), else ``chat.postEphemeral``."""

@@ -160,3 +160,26 @@ async def test_a_slack_connect_user_saves_a_skill_in_the_installing_org(tmp_path
         assert "Saved `vendor-runbook` as version 1" in json.dumps(response.json()["view"])
         stored = await edge.files.read(SKILLS, "/vendor-runbook/SKILL.md")
         assert stored.content == content
+
+
+MEMORY = Namespace("E0FAKEORG", Scope.MEMORY)
+
+
+async def test_agent_memory_lists_the_orgs_memory_and_prunes_it(edge: SlackEdge) -> None:
+    # Given two memory files in the org
+    from memory_store import Origin
+
+    for path in ("/teams.md", "/old-incident.md"):
+        await edge.files.write(MEMORY, path, f"# {path}\n", Origin("U0SOMEONE"), expected_version=0)
+    # When someone lists memory, then deletes one file from Slack
+    await edge.post_form(command("memory"))
+    await edge.settle()
+    await edge.post_form(command("memory rm /memory/old-incident.md /etc/passwd"))
+    await edge.settle()
+    # Then the listing named both, the deletion reached the store, the stray path was refused
+    listing, removal = edge.slack_api.state.ephemerals
+    assert "`/memory/teams.md`" in listing["text"]
+    assert "`/memory/old-incident.md`" in listing["text"]
+    assert "`/memory/old-incident.md`: deleted" in removal["text"]
+    assert "`/etc/passwd`: not under /memory/" in removal["text"]
+    assert [e.path for e in await edge.files.glob(MEMORY, "**", "/")] == ["/teams.md"]
