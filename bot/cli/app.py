@@ -224,12 +224,17 @@ def skills_export(
 
 @mcp_app.command("list")
 def mcp_list() -> None:
-    """Start the configured MCP servers as a worker would; print each one's state and tools."""
+    """Start the configured MCP servers as a worker would; print each one's state and tools.
+
+    Exits 1 when a server is down.
+    """
     from bot.cli.mcp import list_servers
 
     settings = _settings(check_database=False)
     listing = _run(lambda: asyncio.run(list_servers(settings)))
     typer.echo(listing if listing is not None else "WARROOM_MCP_CONFIG is not set: no MCP servers")
+    if listing is not None and ": down" in listing:
+        raise typer.Exit(1)  # a server is down: scripts and health checks must see it
 
 
 @app.command("fake-anthropic")

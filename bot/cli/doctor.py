@@ -339,12 +339,15 @@ async def check_egress(settings: Settings) -> CheckResult:
         return CheckResult(
             "egress", Status.SKIPPED, "WARROOM_EGRESS_RULES not set: sandboxes reach nothing"
         )
-    try:
-        prepare(rules.rules, dict(os.environ))
-    except MissingSecret as exc:
-        return CheckResult(
-            "egress", Status.PROBLEM, str(exc), f"set the secret ({exc.where}) on this host"
-        )
+    missing: list[MissingSecret] = []
+    for rule in rules.rules:  # every missing secret at once, not one per run
+        try:
+            prepare([rule], dict(os.environ))
+        except MissingSecret as exc:
+            missing.append(exc)
+    if missing:
+        fix = "set on this host: " + ", ".join(m.where for m in missing)
+        return CheckResult("egress", Status.PROBLEM, "; ".join(str(m) for m in missing), fix)
     return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
 
 

@@ -1,12 +1,14 @@
 """Stop signals of the interactive commands (``chat``, ``drill``), and children that die with
 their parent.
 
-``run_interruptible`` runs a coroutine like ``asyncio.run``, but SIGTERM and SIGINT
-take one path: the first cancels the coroutine, whose ``finally`` blocks and exit
-stacks clean up (worker threads and processes stopped, sandboxes destroyed, temporary
-directories removed), then ``Interrupted`` is raised; the command exits
-``128 + signal`` (143 for SIGTERM, 130 for SIGINT), as a shell reports a process a
-signal ended. A repeated signal during clean-up is logged, not acted on.
+``run_interruptible`` runs a coroutine like ``asyncio.run``, but SIGTERM, SIGINT and
+SIGHUP (a closed terminal, a dropped SSH session) take one path: the first cancels the
+coroutine, whose ``finally`` blocks and exit stacks clean up (worker threads and processes
+stopped, sandboxes destroyed, temporary directories removed), then ``Interrupted`` is
+raised; the command exits ``128 + signal`` (143 for SIGTERM, 130 for SIGINT, 129 for
+SIGHUP), as a shell reports a process a signal ended. Jails run in sessions of their own
+(``bwrap --new-session``) and never see the terminal's hangup: only this clean-up ends
+them. A repeated signal during clean-up is logged, not acted on.
 
 ``die_with_parent`` is a ``preexec_fn`` for the child processes a command starts:
 Linux's ``PR_SET_PDEATHSIG`` sends the child SIGTERM when its parent dies, even by
@@ -28,7 +30,7 @@ __all__ = ["STOP_SIGNALS", "Interrupted", "die_with_parent", "run_interruptible"
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Interrupted(Exception):
@@ -41,7 +43,7 @@ class Interrupted(Exception):
 
 
 def run_interruptible(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)``, where SIGTERM and SIGINT cancel ``main`` (see the module doc).
+    """``asyncio.run(main)``, where a stop signal cancels ``main`` (see the module doc).
 
     Raises:
         Interrupted: a stop signal came; ``main`` was cancelled and has cleaned up.

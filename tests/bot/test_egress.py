@@ -124,11 +124,15 @@ async def test_doctor_names_a_missing_secret_and_a_bad_line(
     rules.write_text(
         "rules:\n  - name: grafana\n    hosts: [grafana.internal]\n"
         "    inject: {type: bearer, token: {env: GRAFANA_TOKEN}}\n"
+        "  - name: pagerduty\n    hosts: [api.pagerduty.com]\n"
+        "    inject: {type: header, name: Authorization, value: {env: PD_TOKEN}}\n"
     )
     monkeypatch.delenv("GRAFANA_TOKEN", raising=False)
+    monkeypatch.delenv("PD_TOKEN", raising=False)
     missing = await check_egress(_settings(tmp_path, rules))
     assert missing.status is Status.PROBLEM
     assert "env GRAFANA_TOKEN" in missing.detail
+    assert "env PD_TOKEN" in missing.detail  # every missing secret, in one run
     rules.write_text("rules:\n  - name: grafana\n    hosts: []\n")
     bad = await check_egress(_settings(tmp_path, rules))
     assert bad.status is Status.PROBLEM

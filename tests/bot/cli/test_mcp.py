@@ -70,7 +70,7 @@ async def test_mcp_list_prints_each_server_its_state_and_its_tools(data_dir: Pat
     listing = await start("mcp", "list", env=env, cwd=data_dir)
     assert listing.stdout is not None
     out = await listing.stdout.read()
-    assert await finish(listing) == 0
+    assert await finish(listing) == 1  # a server is down: scripts see it
     lines = out.decode().splitlines()
     assert lines[0].startswith("broken: down (")
     assert any(line.startswith("everything: up, ") for line in lines)

@@ -38,7 +38,9 @@ async def wait_for(predicate: object, *, timeout_s: float, what: str) -> None:
         await asyncio.sleep(0.1)  # polling a condition with a deadline
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
 async def test_a_stop_signal_to_chat_cancels_the_turn_destroys_its_sandbox_and_exits_128_plus_it(
     tmp_path: Path, signum: int, code: int
 ) -> None:
