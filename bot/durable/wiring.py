@@ -123,10 +123,12 @@ def make_model(settings: Settings) -> AnthropicModel:
 
 
 def update_budget(settings: Settings) -> CallBudget:
-    """The ``chat.update`` budget of this workspace: shared by every process through Redis
-    when ``REDIS_URL`` is set (N workers must not send N times Slack's limit), else this
-    process's own."""
-    if not settings.redis_url or settings.slack_bot_token is None:
+    """The ``chat.update`` budget of this workspace: with ``WARROOM_SLACK_SHARED_BUDGET`` and
+    ``REDIS_URL``, shared by every process through Redis (N workers then never send N times
+    Slack's limit); else this process's own."""
+    if not settings.shared_update_budget or not settings.redis_url:
+        return CallBudget()
+    if settings.slack_bot_token is None:
         return CallBudget()
     token = settings.slack_bot_token.get_secret_value()
     workspace = hashlib.sha256(token.encode()).hexdigest()[:16]  # the token names the install

@@ -154,13 +154,16 @@ def _system_binds(config: LocalConfig) -> list[str]:
             args += ["--ro-bind", str(host), f"/{name}"]
     for name in _ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # the jail's own /proc, /dev and /tmp first: a bind below /tmp (an interpreter or a
+    # directory the settings name) must land on the tmpfs, not be hidden by it
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for extra in (*_python_dirs(config.python), *config.ro_binds):
         args += ["--ro-bind", extra, extra]
     if config.egress is not None:  # the system bundle too: some programs read only that
         bundle, ca = str(config.egress.ca_bundle), str(config.egress.ca_cert)
         args += ["--ro-bind", bundle, CA_BUNDLE, "--ro-bind", ca, EGRESS_CA]
         args += ["--ro-bind", bundle, SYSTEM_BUNDLE]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    return args
 
 
 def _python_dirs(python: str) -> list[str]:

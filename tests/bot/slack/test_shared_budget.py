@@ -55,6 +55,7 @@ async def test_workers_with_redis_share_the_budget_and_alone_keep_their_own(
             _env_file=None,  # type: ignore[call-arg]
             redis_url=redis,
             slack_bot_token=SecretStr("xoxb-1-2-abc"),
+            shared_update_budget=True,
         )
 
     shared = update_budget(settings(redis_url))
