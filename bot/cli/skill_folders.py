@@ -61,7 +61,7 @@ def find(source: Path, max_file_bytes: int) -> tuple[list[Folder], list[Passed]]
     if (source / SKILL_FILE).is_file():
         return [read(source, source.name, "", max_file_bytes)], []
     found: dict[str, Folder] = {}
-    passed: list[Passed] = []
+    passed: list[Passed] = _passed_over(source)
     for child in _subdirectories(source):
         for path, where in _skills_in(child, passed):
             if path.name in found:
@@ -100,6 +100,20 @@ def _misnamed(folder: Path) -> str | None:
         if entry.name.casefold() == SKILL_FILE.casefold() and entry.is_file():
             return f"{entry.name}: Claude Code loads only {SKILL_FILE} (upper case); rename it"
     return None
+
+
+def _passed_over(folder: Path) -> list[Passed]:
+    """What ``find`` does not look into at the top of ``folder``, each with the reason:
+    hidden entries, links, and plain files (a skill is a folder)."""
+    passed = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            passed.append(Passed(entry.name, "hidden: not imported", problem=False))
+        elif entry.is_symlink():
+            passed.append(Passed(entry.name, "symbolic link (not followed)", problem=False))
+        elif not entry.is_dir():
+            passed.append(Passed(entry.name, "a file, not a skill folder", problem=False))
+    return passed
 
 
 def _subdirectories(folder: Path) -> list[Path]:

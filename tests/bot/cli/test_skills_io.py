@@ -233,3 +233,18 @@ def tree(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+async def test_hidden_folders_links_and_top_level_files_are_reported_not_passed_silently(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    write(skills_dir / ".hidden" / "SKILL.md", skill_md("hidden"))
+    (skills_dir / "linked").symlink_to(skills_dir / "db-pool", target_is_directory=True)
+    write(skills_dir / "README.md", "# our skills\n")
+
+    reports = await import_skills(file_store, ORG, skills_dir)
+
+    said = {r.name: [*r.problems, *(why for _, why in r.skipped)] for r in reports}
+    assert said[".hidden"] == ["hidden: not imported"]
+    assert said["linked"] == ["symbolic link (not followed)"]
+    assert said["README.md"] == ["a file, not a skill folder"]
