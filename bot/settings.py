@@ -100,7 +100,7 @@ class Settings(BaseSettings):
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
     )
     shared_update_budget: bool = Field(
-        default=False, validation_alias="WARROOM_SLACK_SHARED_BUDGET"
+        default=True, validation_alias="WARROOM_SLACK_SHARED_BUDGET"
     )
     egress_rules: FilePath | None = Field(default=None, validation_alias="WARROOM_EGRESS_RULES")
     egress_upstream_ca: FilePath | None = Field(

@@ -123,9 +123,9 @@ def make_model(settings: Settings) -> AnthropicModel:
 
 
 def update_budget(settings: Settings) -> CallBudget:
-    """The ``chat.update`` budget of this workspace: with ``WARROOM_SLACK_SHARED_BUDGET`` and
-    ``REDIS_URL``, shared by every process through Redis (N workers then never send N times
-    Slack's limit); else this process's own."""
+    """The ``chat.update`` budget of this workspace: with ``REDIS_URL``, shared by every
+    process through Redis (N workers then never send N times Slack's limit); without it,
+    or with ``WARROOM_SLACK_SHARED_BUDGET=false``, this process's own."""
     if not settings.shared_update_budget or not settings.redis_url:
         return CallBudget()
     if settings.slack_bot_token is None:

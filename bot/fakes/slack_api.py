@@ -47,6 +47,7 @@ import binascii
 import contextlib
 import itertools
 import json
+import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -153,7 +154,7 @@ class FakeSlackApi:
     def __init__(
         self,
         *,
-        token: str = "xoxb-fake-token",
+        token: str | None = None,
         enterprise_id: str | None = None,
         rate_window_s: float = 60.0,
         rate_limits: bool = True,
@@ -161,8 +162,10 @@ class FakeSlackApi:
         """``enterprise_id``: the Enterprise Grid org the app is installed in (None: a
         standalone workspace). ``rate_window_s``: the window of the per-minute limits
         (shorter in tests that measure the budget); ``rate_limits=False`` turns them off
-        (benchmarks that measure our code, not Slack's limits)."""
-        self.token = token
+        (benchmarks that measure our code, not Slack's limits). ``token``: the bot token;
+        by default a new one per instance, as each real install has its own (what is keyed
+        by workspace, such as the shared ``chat.update`` budget, then stays apart)."""
+        self.token = token or f"xoxb-fake-{secrets.token_hex(6)}"
         self.enterprise_id = enterprise_id
         self.limits = RateLimits(time.monotonic, window_s=rate_window_s, enabled=rate_limits)
         self.calls: list[RecordedCall] = []

@@ -42,23 +42,23 @@ async def test_another_workspace_has_its_own_window(redis_url: str) -> None:
         await other.aclose()
 
 
-async def test_workers_with_redis_share_the_budget_and_alone_keep_their_own(
-    redis_url: str,
+async def test_workers_with_redis_share_the_budget_by_default_and_alone_keep_their_own(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pydantic import SecretStr
-
     from bot.durable.wiring import update_budget
     from bot.settings import Settings
 
     def settings(redis: str | None) -> Settings:
-        return Settings(
-            _env_file=None,  # type: ignore[call-arg]
-            redis_url=redis,
-            slack_bot_token=SecretStr("xoxb-1-2-abc"),
-            shared_update_budget=True,
-        )
+        monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1-2-abc")
+        if redis:
+            monkeypatch.setenv("REDIS_URL", redis)
+        else:
+            monkeypatch.delenv("REDIS_URL", raising=False)
+        return Settings(_env_file=None)  # type: ignore[call-arg]
 
     shared = update_budget(settings(redis_url))
     assert isinstance(shared, SharedCallBudget)
     await shared.aclose()
     assert not isinstance(update_budget(settings(None)), SharedCallBudget)
+    monkeypatch.setenv("WARROOM_SLACK_SHARED_BUDGET", "false")
+    assert not isinstance(update_budget(settings(redis_url)), SharedCallBudget)
