@@ -99,9 +99,7 @@ class Settings(BaseSettings):
     workspace_seed: DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
     )
-    shared_update_budget: bool = Field(
-        default=True, validation_alias="WARROOM_SLACK_SHARED_BUDGET"
-    )
+    shared_update_budget: bool = Field(default=True, validation_alias="WARROOM_SLACK_SHARED_BUDGET")
     egress_rules: FilePath | None = Field(default=None, validation_alias="WARROOM_EGRESS_RULES")
     egress_upstream_ca: FilePath | None = Field(
         default=None, validation_alias="WARROOM_EGRESS_UPSTREAM_CA"
