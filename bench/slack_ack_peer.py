@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient

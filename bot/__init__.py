@@ -17,10 +17,17 @@ if TYPE_CHECKING:
     from bot.cli.skills_io import SkillReport, export_skills, import_skills
     from bot.drill import DrillOptions, DrillResult, run_drill
     from bot.durable.actors import Actors, EmbeddedWorker, crash_from, declare_actors, make_broker
-    from bot.durable.driver import CrashPoint, StepDriver, StepOutcome
+    from bot.durable.crash_points import CrashPoint
+    from bot.durable.driver import StepDriver
     from bot.durable.wiring import Runtime, cancel_running, kill_in_flight
     from bot.logs import log_context, setup_logging
-    from bot.metrics import Metrics, StepReport, default_metrics, start_metrics_server
+    from bot.metrics import (
+        Metrics,
+        StepOutcome,
+        StepReport,
+        default_metrics,
+        start_metrics_server,
+    )
     from bot.slack.app import SlackDeps, build_app
     from bot.slack.background import Background
     from bot.slack.intake import Intake
@@ -42,9 +49,9 @@ _WHERE: dict[str, str] = {
     "crash_from": "bot.durable.actors",
     "declare_actors": "bot.durable.actors",
     "make_broker": "bot.durable.actors",
-    "CrashPoint": "bot.durable.driver",
+    "CrashPoint": "bot.durable.crash_points",
     "StepDriver": "bot.durable.driver",
-    "StepOutcome": "bot.durable.driver",
+    "StepOutcome": "bot.metrics",
     "Runtime": "bot.durable.wiring",
     "cancel_running": "bot.durable.wiring",
     "kill_in_flight": "bot.durable.wiring",

@@ -2,9 +2,9 @@
 
 The metrics (``prometheus_client``):
 
-- ``warroom_steps_total{kind,outcome}``: steps run; ``kind`` is ``model``, ``tool``,
-  ``recover``, ``post`` or ``none`` (a duplicate message), ``outcome`` the driver's
-  ``StepOutcome`` or ``error``;
+- ``warroom_steps_total{kind,outcome}``: steps run; ``kind`` is a ``harness.StepKind``
+  (``post``, ``model``, ``tool``, ``recover``, ``wait``) or ``none`` (a duplicate
+  message), ``outcome`` a ``StepOutcome``;
 - ``warroom_step_seconds{kind}``: how long a step took, claim to commit;
 - ``warroom_model_tokens_total{kind}``: ``input``, ``output``, ``cache_read``,
   ``cache_write`` (Anthropic ``usage``);
@@ -27,13 +27,22 @@ import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from bot.settings import Settings
-from harness import Event, ModelResponded, Notice, ToolFinished, ToolUnknown
+from harness import (
+    Event,
+    ModelResponded,
+    Notice,
+    NoticeTopic,
+    StepKind,
+    ToolFinished,
+    ToolUnknown,
+)
 from sandbox_client import Health as SandboxHealth
 from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider, SandboxUsage
 
@@ -42,6 +51,7 @@ __all__ = [
     "CountingProvider",
     "Metrics",
     "MetricsServer",
+    "StepOutcome",
     "StepReport",
     "default_metrics",
     "serve_worker_metrics",
@@ -52,19 +62,32 @@ MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multi
 STEP_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 660.0)
 
 
+class StepOutcome(StrEnum):
+    """What the durable driver's ``run`` did with a message, for metrics and tests."""
+
+    SKIPPED = "skipped"  # duplicate or stale message
+    STEPPED = "stepped"
+    POSTED = "posted"
+    WAITING = "waiting"
+    FENCED = "fenced"
+    REFUSED = "refused"  # Slack refused the answer for good; the session failed
+    ERROR = "error"  # the step raised; the message is retried
+
+
 @dataclass(frozen=True)
 class StepReport:
     """One step as the driver saw it.
 
     Attributes:
-        kind: ``model``, ``tool``, ``recover``, ``post`` or ``none``.
-        outcome: the ``StepOutcome`` value (``stepped``, ``posted``, …) or ``error``.
+        kind: what the step did (``StepKind``); None when nothing was claimed or the
+            checkpoint could not be loaded (the metric's ``none``).
+        outcome: what came of it.
         duration_s: claim to commit, seconds.
         events: the step's committed events.
     """
 
-    kind: str
-    outcome: str
+    kind: StepKind | None
+    outcome: StepOutcome
     duration_s: float
     events: Sequence[Event] = field(default=())
 
@@ -104,8 +127,9 @@ class Metrics:
 
     def observe_step(self, report: StepReport) -> None:
         """Count one step and what its events say (tokens, tool calls, sandbox replaced)."""
-        self.steps.labels(report.kind, report.outcome).inc()
-        self.step_seconds.labels(report.kind).observe(report.duration_s)
+        kind = report.kind.value if report.kind is not None else "none"
+        self.steps.labels(kind, report.outcome.value).inc()
+        self.step_seconds.labels(kind).observe(report.duration_s)
         for event in report.events:
             self._count_event(event)
 
@@ -137,7 +161,7 @@ class Metrics:
             self.tool_calls.labels(event.name, "error" if event.is_error else "ok").inc()
         elif isinstance(event, ToolUnknown):
             self.tool_calls.labels(event.name, "unknown").inc()
-        elif isinstance(event, Notice) and event.topic == "sandbox_replaced":
+        elif isinstance(event, Notice) and event.topic is NoticeTopic.SANDBOX_REPLACED:
             self.count_sandbox("replace")
 
 

@@ -35,6 +35,7 @@ from harness.loop.events import (
     InputGiven,
     ModelResponded,
     Notice,
+    NoticeTopic,
     TodosChanged,
     ToolFinished,
     ToolIntent,
@@ -43,7 +44,15 @@ from harness.loop.events import (
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.services import Service, services_section
-from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
+from harness.loop.step import (
+    Collaborators,
+    Next,
+    StepKind,
+    StepResult,
+    advance,
+    answer_posted,
+    next_kind,
+)
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
 from harness.mcp.servers import (
     McpError,
@@ -120,12 +129,14 @@ __all__ = [
     "StepResult",
     "advance",
     "next_kind",
+    "answer_posted",
     # events
     "Answered",
     "Event",
     "InputGiven",
     "ModelResponded",
     "Notice",
+    "NoticeTopic",
     "TodosChanged",
     "ToolFinished",
     "ToolIntent",

@@ -33,7 +33,8 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import AsyncIO, Middleware
 
-from bot.durable.driver import Crasher, CrashPoint, ThreadPoster, no_crash
+from bot.durable.crash_points import Crasher, CrashPoint, no_crash
+from bot.durable.driver import ThreadPoster
 from bot.durable.wiring import Runtime
 from bot.settings import Settings
 from harness import ModelStalled, ModelUnavailable, WorkspaceUnavailable

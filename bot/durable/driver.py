@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
-from bot.metrics import StepReport, default_metrics
+from bot.metrics import StepOutcome, StepReport, default_metrics
 from harness import (
     Checkpoint,
     Collaborators,
@@ -46,9 +47,9 @@ from harness import (
     McpServers,
     Next,
     StepKind,
-    ToolUseBlock,
     WorkspaceSource,
     advance,
+    answer_posted,
     next_kind,
 )
 from harness import Model as ModelProtocol
@@ -74,36 +75,6 @@ Enqueue = Callable[[str, str], Awaitable[None]]
 
 RELEASE_LEASE_S = 0.001
 """A failed step shortens its lease to this (``renew`` takes only positive leases)."""
-
-
-class CrashPoint(StrEnum):
-    """Deterministic kill points for crash tests (``WARROOM_CRASH_AT``, see ``crash_from``).
-
-    ``DURING_POST`` is reached between Slack accepting the answer and the outbox
-    recording its ``ts`` (the driver learns it through ``before_post_recorded``).
-    """
-
-    BEFORE_MODEL = "before_model"
-    AFTER_MODEL = "after_model"
-    AFTER_TOOL = "after_tool"
-    AFTER_COMMIT = "after_commit"
-    DURING_POST = "during_post"
-
-
-class Crasher(Protocol):
-    """Called at each crash point; a test build kills the process there.
-
-    ``step`` is the number of steps the session had taken before this one
-    (``Checkpoint.steps``); ``attempt`` is ``Claim.crash_count`` (0 on a first try).
-    """
-
-    def __call__(
-        self, point_reached: CrashPoint, *, session_id: str, step: int, attempt: int
-    ) -> None: ...
-
-
-def no_crash(point_reached: CrashPoint, *, session_id: str, step: int, attempt: int) -> None:
-    """The production crasher: does nothing."""
 
 
 class ThreadPoster(Protocol):
@@ -160,26 +131,8 @@ class SandboxKeeper(Protocol):
         ...
 
 
-class StepOutcome(StrEnum):
-    """What ``run`` did, for metrics and tests."""
-
-    SKIPPED = "skipped"  # duplicate or stale message
-    STEPPED = "stepped"
-    POSTED = "posted"
-    WAITING = "waiting"
-    FENCED = "fenced"
-    REFUSED = "refused"  # Slack refused the answer for good; the session failed
-
-
 _Report = tuple[Checkpoint, Sequence[Event]]
 """A committed step's progress to show: its checkpoint and events."""
-
-
-@dataclass(frozen=True)
-class _Posting:
-    session_id: str
-    step: int
-    attempt: int
 
 
 @dataclass
@@ -214,7 +167,10 @@ class StepDriver:
     )
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     mcp: McpServers | None = None
-    _posting: dict[str, _Posting] = field(default_factory=dict, init=False, repr=False)
+    crash_hooks: CrashHooks = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.crash_hooks = CrashHooks(self.crash)
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
         """Advance ``session_id`` by one step if ``token`` is still its pending token.
@@ -234,7 +190,7 @@ class StepDriver:
             origin=self.origin,
         )
         if claim is None:
-            self.observe(StepReport("none", StepOutcome.SKIPPED.value, 0.0))
+            self.observe(StepReport(None, StepOutcome.SKIPPED, 0.0))
             return StepOutcome.SKIPPED
         key = claim.key
         with log_context(session_id=session_id, org_id=key.org_id, channel_id=key.channel_id):
@@ -256,45 +212,29 @@ class StepDriver:
             return StepOutcome.FENCED
         except Exception:
             self.transcripts.forget(session_id)
-            self._observe(_kind(claim, cp), "error", started)
+            self._observe(_kind(claim, cp), StepOutcome.ERROR, started)
             await self._release(claim)
             raise
-        if self.crash is not no_crash:
-            self.crash(
-                CrashPoint.AFTER_COMMIT,
-                session_id=session_id,
-                step=cp.steps if cp is not None else 0,
-                attempt=claim.crash_count,
-            )
+        self.crash_hooks.reached(
+            CrashPoint.AFTER_COMMIT,
+            session_id=session_id,
+            step=cp.steps if cp is not None else 0,
+            attempt=claim.crash_count,
+        )
         if next_token is not None:
             await self.enqueue(session_id, next_token)
         if report is not None:  # after the enqueue: the next step need not wait for Slack
             await self._progress(claim, *report)
         return outcome
 
-    def before_post_recorded(self, key: str) -> None:
-        """Crash point ``DURING_POST``: Slack took the post ``key``, its ts is not recorded.
-
-        The runtime calls this from the poster's outbox; keys of other posts (status
-        messages, parts after the first) are ignored unless they extend an answer key.
-        """
-        for answer_key, posting in self._posting.items():
-            if key == answer_key or key.startswith(answer_key + "/"):
-                self.crash(
-                    CrashPoint.DURING_POST,
-                    session_id=posting.session_id,
-                    step=posting.step,
-                    attempt=posting.attempt,
-                )
-
     async def _step(
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         started = time.monotonic()
-        if cp.answer is not None:
-            return await self._post_answer(claim, cp, stored, lease)
         inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
         kind = next_kind(cp, inbox)
+        if kind is StepKind.POST:  # the inbox stays for the model step after the post
+            return await self._post_answer(claim, cp, stored, lease)
         point = self._point(claim, cp)
         if kind is StepKind.MODEL:
             point(CrashPoint.BEFORE_MODEL)
@@ -317,7 +257,7 @@ class StepDriver:
             usage=_usage_delta(cp, new),
         )
         status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
-        self._observe(kind.value, status, started, result.events)
+        self._observe(kind, status, started, result.events)
         return status, next_token, (new, result.events)
 
     async def _post_answer(
@@ -326,20 +266,21 @@ class StepDriver:
         assert cp.answer is not None
         started = time.monotonic()
         key = f"{claim.session_id}:answer:{len(cp.messages)}"
-        self._posting[key] = _Posting(claim.session_id, cp.steps, claim.crash_count)
+        posting = self.crash_hooks.posting(
+            key, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count
+        )
         try:
-            ts = await self.poster.post_answer(
-                key=key,
-                session_id=claim.session_id,
-                channel_id=claim.key.channel_id,
-                thread_ts=claim.key.thread_ts,
-                markdown=cp.answer,
-            )
+            with posting:
+                ts = await self.poster.post_answer(
+                    key=key,
+                    session_id=claim.session_id,
+                    channel_id=claim.key.channel_id,
+                    thread_ts=claim.key.thread_ts,
+                    markdown=cp.answer,
+                )
         except SlackRefused as refused:
             return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
-        finally:
-            del self._posting[key]
-        done = replace(cp, answer=None, best_effort=False)
+        done = answer_posted(cp)
         lease.committing()
         next_token = await self._commit(
             claim,
@@ -350,7 +291,7 @@ class StepDriver:
         )
         if next_token is None:
             await self._park(done)
-        self._observe("post", StepOutcome.POSTED, started)
+        self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
 
     async def _give_up_post(
@@ -373,7 +314,7 @@ class StepDriver:
             refused.method,
         )
         lease.committing()
-        done = replace(cp, answer=None, best_effort=False)
+        done = answer_posted(cp)
         detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
         await self._commit(
             claim,
@@ -384,22 +325,29 @@ class StepDriver:
         )
         await self._park(done)
         default_metrics().count_post_refused(refused.error)
-        self._observe("post", StepOutcome.REFUSED, started)
+        self._observe(StepKind.POST, StepOutcome.REFUSED, started)
         return StepOutcome.REFUSED, None, None
 
     def _observe(
-        self, kind: str, outcome: str, started: float, events: Sequence[Event] = ()
+        self,
+        kind: StepKind | None,
+        outcome: StepOutcome,
+        started: float,
+        events: Sequence[Event] = (),
     ) -> None:
-        self.observe(StepReport(kind, str(outcome), time.monotonic() - started, tuple(events)))
+        self.observe(StepReport(kind, outcome, time.monotonic() - started, tuple(events)))
 
     def _wait(self) -> Wait:
         return Wait(until=utc_now() + timedelta(seconds=self.wait_s))
 
     def _point(self, claim: Claim, cp: Checkpoint) -> Callable[[CrashPoint], None]:
-        def reached(point: CrashPoint) -> None:
-            self.crash(point, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count)
-
-        return reached
+        """``CrashHooks.reached`` for this claimed step."""
+        return functools.partial(
+            self.crash_hooks.reached,
+            session_id=claim.session_id,
+            step=cp.steps,
+            attempt=claim.crash_count,
+        )
 
     async def _commit(
         self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, **end: Any
@@ -434,7 +382,8 @@ class StepDriver:
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:
         """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
-        if self.sandboxes is None or cp.sandbox is not None or _next_tool(cp) != "Bash":
+        call = cp.next_call()
+        if self.sandboxes is None or cp.sandbox is not None or call is None or call.name != "Bash":
             return cp
         return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))
 
@@ -525,24 +474,11 @@ def _checkpoint(claim: Claim, cp: Checkpoint) -> Checkpoint:
     )
 
 
-def _kind(claim: Claim, cp: Checkpoint | None) -> str:
-    """What the claimed step was to do (for a failed step's metrics)."""
+def _kind(claim: Claim, cp: Checkpoint | None) -> StepKind | None:
+    """What the claimed step was to do (for a failed step's metrics); None: no checkpoint."""
     if cp is None:
-        return "none"
-    if cp.answer is not None:
-        return "post"
-    return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox)).value
-
-
-def _next_tool(cp: Checkpoint) -> str | None:
-    """The name of the next tool call the last assistant message asks for, if any."""
-    if not cp.messages or cp.messages[-1].role != "assistant":
         return None
-    done = {r.tool_use_id for r in cp.pending_results}
-    for block in cp.messages[-1].content:
-        if isinstance(block, ToolUseBlock) and block.id not in done:
-            return block.name
-    return None
+    return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox))
 
 
 def _log_events(events: Sequence[Event]) -> tuple[NewEvent, ...]:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.durable.driver import Crasher, Enqueue, StepDriver, ThreadPoster, no_crash
+from bot.durable.crash_points import Crasher, no_crash
+from bot.durable.driver import Enqueue, StepDriver, ThreadPoster
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -389,7 +390,7 @@ class Runtime:
             mcp=mcp,
         )
         if hook is not None:
-            hook.before_record = driver.before_post_recorded
+            hook.before_record = driver.crash_hooks.before_post_recorded
         runtime = cls(
             settings,
             db,

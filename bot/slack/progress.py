@@ -14,7 +14,16 @@ from collections.abc import Sequence
 
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import Progress, render_status
-from harness import Answered, Checkpoint, Event, ModelResponded, Notice, Todo, ToolIntent
+from harness import (
+    Answered,
+    Checkpoint,
+    Event,
+    ModelResponded,
+    Notice,
+    NoticeTopic,
+    Todo,
+    ToolIntent,
+)
 
 
 def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
@@ -25,9 +34,9 @@ def _step_line(events: Sequence[Event], fallback: str | None) -> str | None:
             if event.tool_calls and (said := (event.text or event.thinking).strip()):
                 return _head(said)  # the model's note between tool calls (often thinking)
             return "Thinking…" if event.tool_calls else "Writing the answer…"
-        if isinstance(event, Notice) and event.topic == "input":
+        if isinstance(event, Notice) and event.topic is NoticeTopic.INPUT:
             return event.text  # a pasted message was cut to the size bound
-        if isinstance(event, Notice) and event.topic == "sandbox_replaced":
+        if isinstance(event, Notice) and event.topic is NoticeTopic.SANDBOX_REPLACED:
             return "The sandbox was replaced; continuing in a new one"
     return fallback
 

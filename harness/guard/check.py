@@ -90,6 +90,7 @@ from harness.guard.analysis import analyse
 from harness.guard.invocation import Access, Finding
 from harness.guard.options import names
 from harness.guard.paths import VIRTUAL_ROOTS
+from harness.guard.techniques import Technique
 
 MAX_COMMAND_CHARS = 65_536
 """Longest command the guard analyses (characters); longer ones are refused."""
@@ -136,16 +137,12 @@ class Deny:
             not on the sandbox filesystem, and which tool (Read/Write/Edit/Glob/Grep) to
             use instead.
         path: the virtual path found (``/memory/notes.md``), when known.
-        technique: short tag of how the path was reached or why the command was refused:
-            ``abs``, ``redirect``, ``cd``, ``dotdot``, ``glob``, ``brace``, ``var``,
-            ``quote``, ``tilde``, ``env`` (handed through the environment), ``nested``,
-            ``interp``, ``download-exec``,
-            ``decode-exec``, ``parse-error``, ``too-long``, ``too-deep``, ``too-complex``.
+        technique: how the path was reached, or why the command was refused (``Technique``).
     """
 
     reason: str
     path: str | None
-    technique: str
+    technique: Technique
 
 
 GuardDecision = Allow | Deny

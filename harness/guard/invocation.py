@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.guard.state import Stream
+from harness.guard.techniques import Technique
 
 
 class Access(enum.Enum):
@@ -34,13 +35,13 @@ class Finding:
     """Why the guard refuses a command.
 
     Attributes:
-        technique: short tag (``abs``, ``cd``, ``glob``, ``nested``, ``download-exec`` …).
+        technique: how the path was reached, or why the command is refused.
         access: how the path is reached (None for policy refusals).
         path: the virtual path reached, when known.
         detail: a few words on a policy refusal (what runs what).
     """
 
-    technique: str
+    technique: Technique
     access: Access | None = None
     path: str | None = None
     detail: str = ""

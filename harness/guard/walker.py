@@ -47,6 +47,7 @@ from harness.guard.redirects import apply_redirects, bare_redirect, redirected
 from harness.guard.shape import REDIRECT_NODES, AndOr, Piped, Redirected, Shape, reshape
 from harness.guard.source import Source, prepare_source
 from harness.guard.state import UNKNOWN_STREAM, ShellState, Stream, join_streams
+from harness.guard.techniques import Technique
 from harness.guard.words import WordEvaluator, node_text, word_technique
 
 MAX_DEPTH = 8
@@ -87,7 +88,7 @@ class Walker:
         origins: each expanded field -> the word node it came from.
     """
 
-    def __init__(self, source: Source, *, depth: int, technique: str | None, budget: Budget):
+    def __init__(self, source: Source, *, depth: int, technique: Technique | None, budget: Budget):
         self.source = source
         self.depth = depth
         self.technique = technique
@@ -155,7 +156,7 @@ class Walker:
 
     def refuse(
         self,
-        technique: str,
+        technique: Technique,
         *,
         access: Access | None = None,
         path: str | None = None,
@@ -315,7 +316,7 @@ class Walker:
         state: ShellState,
         *,
         base: str | None = None,
-        hint: str | None = None,
+        hint: Technique | None = None,
     ) -> None:
         """Refuse when ``field`` (a path, or a ``file:`` URL) resolves into a namespace."""
         if plain(field).startswith("file:"):
@@ -335,7 +336,7 @@ class Walker:
         if hit is not None:
             self.refuse(self._technique(hit, "glob", field), access=Access.LIST, path=hit.path)
 
-    def _technique(self, hit: VirtualHit, hint: str | None, field: str) -> str:
+    def _technique(self, hit: VirtualHit, hint: Technique | None, field: str) -> Technique:
         if self.technique is not None:
             return self.technique
         if hit.via_dotdot:
@@ -382,7 +383,7 @@ class Walker:
         stdin: Stream,
         *,
         current: bool = False,
-        technique: str = "nested",
+        technique: Technique = "nested",
     ) -> Stream:
         """Walk shell ``code`` (an encoded field) in a child shell, or the ``current`` one.
 
@@ -423,7 +424,8 @@ class Walker:
     ) -> None:
         """Standard input runs as ``language`` code."""
         if stdin.taint:
-            self.refuse(f"{stdin.taint}-exec", detail=f"pipes {stdin.taint}ed text into {language}")
+            technique: Technique = "download-exec" if stdin.taint == "download" else "decode-exec"
+            self.refuse(technique, detail=f"pipes {stdin.taint}ed text into {language}")
         if stdin.text is None:
             return
         if language == "shell":

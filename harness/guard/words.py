@@ -39,6 +39,7 @@ from harness.guard.fields import (
     unquoted_value,
 )
 from harness.guard.state import ShellState, Stream
+from harness.guard.techniques import Technique
 from harness.guard.text import ansi_c_decode, brace_expand, double_quoted_unescape, unquoted_word
 
 MAX_ALTERNATIVES = 16
@@ -278,7 +279,7 @@ class WordEvaluator:
         return value if UNKNOWN not in value else " \t\n"
 
 
-_TECHNIQUE_OF = {
+_TECHNIQUE_OF: dict[str, Technique] = {
     "command_substitution": "subst",
     "process_substitution": "subst",
     "simple_expansion": "var",
@@ -289,16 +290,16 @@ _TECHNIQUE_OF = {
     "ansi_c_string": "quote",
     "translated_string": "quote",
 }
-_TECHNIQUE_ORDER = ("subst", "var", "brace", "tilde", "quote")
+_TECHNIQUE_ORDER: tuple[Technique, ...] = ("subst", "var", "brace", "tilde", "quote")
 
 
-def word_technique(node: Node, root: str) -> str:
+def word_technique(node: Node, root: str) -> Technique:
     """How word ``node`` produced a path into ``root`` (``/memory``): a short tag.
 
     ``subst``, ``var`` and ``tilde`` win; a word that spells the root out is ``abs``;
     otherwise the trick that built it: ``brace`` or ``quote``.
     """
-    found = set()
+    found: set[Technique] = set()
     stack = [node]
     while stack:
         current = stack.pop()

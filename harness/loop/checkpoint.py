@@ -152,6 +152,25 @@ class Checkpoint:
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
     mcp_servers: tuple[str, ...] | None = None
 
+    def unanswered_calls(self) -> tuple[ToolUseBlock, ...]:
+        """The last assistant message's ``tool_use`` blocks without a pending result, in
+        call order (empty when the last message is not the assistant's)."""
+        if not self.messages or self.messages[-1].role != "assistant":
+            return ()
+        done = {r.tool_use_id for r in self.pending_results}
+        return tuple(
+            b for b in self.messages[-1].content if isinstance(b, ToolUseBlock) and b.id not in done
+        )
+
+    def next_call(self) -> ToolUseBlock | None:
+        """The tool call the next tool step runs, if any (the one place that decides it).
+
+        >>> Checkpoint("s1", "T1", "C1", Requester("U1")).next_call() is None
+        True
+        """
+        calls = self.unanswered_calls()
+        return calls[0] if calls else None
+
     def with_read(self, path: str, record: ReadRecord) -> Checkpoint:
         """A copy with ``read_state[path]`` set."""
         return replace(self, read_state={**self.read_state, path: record})

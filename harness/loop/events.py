@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from harness.model.messages import Usage
@@ -90,12 +91,27 @@ class TodosChanged(Event):
     todos: tuple[tuple[str, str, str], ...]
 
 
+class NoticeTopic(StrEnum):
+    """What a ``Notice`` is about (its ``topic`` in the log and in metrics)."""
+
+    SANDBOX_REPLACED = "sandbox_replaced"  # the sandbox died and a new one took its place
+    FILES = "files"  # shared files changed or appeared since the model last saw them
+    INPUT = "input"  # a user message was cut to fit
+    COMPACTION = "compaction"  # the transcript was summarised
+    REFUSAL = "refusal"  # stop_reason ``refusal``: the turn is withheld
+    CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"  # stop_reason of that name
+    MAX_TOKENS = "max_tokens"  # the reply was cut at max_tokens
+    LIMIT = "limit"  # a step, token or tool-time limit was reached
+    MODEL_REJECTED = "model_rejected"  # the API refused the request for good
+    MCP = "mcp"  # an MCP server came back or went away
+
+
 @dataclass(frozen=True)
 class Notice(Event):
-    """Something the model (and the thread) is told: sandbox replaced, loop, limit, …"""
+    """Something the model (and the thread) is told: sandbox replaced, limit, …"""
 
     kind: ClassVar[str] = "notice"
-    topic: str
+    topic: NoticeTopic
     text: str
 
 

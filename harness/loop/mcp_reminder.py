@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.loop.checkpoint import Checkpoint
-from harness.loop.events import Notice
+from harness.loop.events import Notice, NoticeTopic
 from harness.mcp.names import PREFIX
 from harness.mcp.servers import McpTool
 
@@ -42,7 +42,7 @@ def note_server_changes(
     texts = [_gone(name) for name in seen if name not in now]
     texts += [_back(name) for name in now if name not in seen]
     cp = replace(cp, mcp_servers=now, notices=(*cp.notices, *texts))
-    return cp, tuple(Notice(topic="mcp", text=t) for t in texts)
+    return cp, tuple(Notice(topic=NoticeTopic.MCP, text=t) for t in texts)
 
 
 def _gone(server: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from harness.errors import LimitReached, ModelContextOverflow, ModelRejected
 from harness.loop.checkpoint import Checkpoint
-from harness.loop.events import Answered, Event, ModelResponded, Notice
+from harness.loop.events import Answered, Event, ModelResponded, Notice, NoticeTopic
 from harness.loop.limits import Limits
 from harness.loop.mcp_reminder import note_server_changes
 from harness.loop.stops import (
@@ -113,8 +113,10 @@ def _apply(
         last_input_tokens=reply.usage.prompt_tokens(),
     )
     if isinstance(settled, Refused | Overflowed):
+        refused = isinstance(settled, Refused)
         text = refusal_text(settled.details) if isinstance(settled, Refused) else _OVERFLOW
-        events.append(Notice(topic=reply.stop_reason, text=text))
+        topic = NoticeTopic.REFUSAL if refused else NoticeTopic.CONTEXT_WINDOW_EXCEEDED
+        events.append(Notice(topic=topic, text=text))
         return _ended(counted, text, "withheld: the model declined to continue", events)
     assistant = Message("assistant", reply.content)
     cp = replace(counted, messages=(*messages, assistant), pending_input=(), pending_results=())
@@ -123,12 +125,12 @@ def _apply(
     if isinstance(settled, Calls) and settled.cut is not None:
         note = cut_call_result(settled.cut)
         cp = replace(cp, pending_results=(ToolResultBlock(settled.cut.id, note, True),))
-        events.append(Notice(topic="max_tokens", text=note))
+        events.append(Notice(topic=NoticeTopic.MAX_TOKENS, text=note))
     if calls and limit is None:
         return cp, events
     text = settled.text if isinstance(settled, Finished) else _text(reply)
     if limit is not None:
-        events.append(Notice(topic="limit", text=str(limit)))
+        events.append(Notice(topic=NoticeTopic.LIMIT, text=str(limit)))
         cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)), pending_results=())
     answer = final_answer_text(text, limit=limit, cp=cp)
     events.append(Answered(text=answer, best_effort=limit is not None))
@@ -151,7 +153,7 @@ def _rejected(
         f"{exc.error_type or 'error'}): {exc.message}{where}. It will not be retried as is; "
         "your last message was not given to the model."
     )
-    events.append(Notice(topic="model_rejected", text=text))
+    events.append(Notice(topic=NoticeTopic.MODEL_REJECTED, text=text))
     why = f"not delivered: the model API refused the request that carried it ({exc.message})"
     return _ended(cp, text, why, events)
 

@@ -42,8 +42,13 @@ class Next(StrEnum):
 
 
 class StepKind(StrEnum):
-    """Which unit of work ``advance`` will do next (see ``next_kind``)."""
+    """The session's next unit of work (see ``next_kind``): the one state machine.
 
+    ``POST`` is the durable layer's (only it talks to Slack): it posts ``cp.answer``,
+    then commits ``answer_posted(cp)``. Every other kind is ``advance``'s.
+    """
+
+    POST = "post"  # the turn's answer is set and not yet posted
     MODEL = "model"
     TOOL = "tool"
     RECOVER = "recover"  # a tool whose intent is committed and result is not
@@ -51,10 +56,20 @@ class StepKind(StrEnum):
 
 
 def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
-    """What ``advance(cp, …, inbox)`` will do, without doing it (pure)."""
+    """The session's next unit of work, without doing it (pure).
+
+    The order is the protocol's: an answer is posted before anything else (a reply that
+    arrived meanwhile waits for the next model step); a committed intent without a
+    result is resolved before any new call; the assistant's ``tool_use`` blocks are
+    answered in order before the model is asked again (the API refuses a transcript
+    with an unanswered ``tool_use``); the model is asked when there is input or
+    results to give it, else the session waits.
+    """
+    if cp.answer is not None:
+        return StepKind.POST
     if cp.in_flight is not None:
         return StepKind.RECOVER
-    if _next_call(cp) is not None:
+    if cp.next_call() is not None:
         return StepKind.TOOL
     idle = not (inbox or cp.pending_input or cp.pending_results)
     if idle and (_turn_ended(cp) or not cp.messages):
@@ -104,8 +119,11 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
     Raises:
         ModelError: the model could not be reached after retries (nothing to commit).
         memory_store.Fenced (via ``save``): another worker owns the session now.
+        ValueError: ``cp.answer`` is set: posting it is the durable layer's step.
     """
     kind = next_kind(cp, inbox)
+    if kind is StepKind.POST:
+        raise ValueError("the answer is not posted yet: post it, then advance answer_posted(cp)")
     if kind is StepKind.WAIT:
         return StepResult(cp, (), Next.WAIT)
     if kind is StepKind.RECOVER:
@@ -119,7 +137,7 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
             return _taking(_skip_for_limit(cp, limit), inbox)
         return await _model_step(_with_inbox(cp, inbox), deps, limit)
     if kind is StepKind.TOOL:
-        call = _next_call(cp)
+        call = cp.next_call()
         assert call is not None
         return _taking(await _tool_step(cp, call, deps), inbox)
     return await _model_step(_with_inbox(cp, inbox), deps)
@@ -138,14 +156,9 @@ def _turn_ended(cp: Checkpoint) -> bool:
     return bool(cp.messages) and cp.messages[-1].role == "assistant"
 
 
-def _next_call(cp: Checkpoint) -> ToolUseBlock | None:
-    if not cp.messages or cp.messages[-1].role != "assistant":
-        return None
-    done = {r.tool_use_id for r in cp.pending_results}
-    for block in cp.messages[-1].content:
-        if isinstance(block, ToolUseBlock) and block.id not in done:
-            return block
-    return None
+def answer_posted(cp: Checkpoint) -> Checkpoint:
+    """The checkpoint after the durable layer posted ``cp.answer`` (the ``POST`` step)."""
+    return replace(cp, answer=None, best_effort=False)
 
 
 def _canonical(call: ToolUseBlock) -> str:
@@ -235,7 +248,7 @@ def _repeats(cp: Checkpoint, call: ToolUseBlock) -> int:
 
 async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     """The previous worker died between a tool's intent and its result."""
-    call = _next_call(cp)
+    call = cp.next_call()
     if call is None or call.id != cp.in_flight:
         return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
     workspace = _open_workspace(cp, deps)
@@ -276,11 +289,9 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
 def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:
     """Answer every call still pending "not run", so no ``tool_use`` goes unanswered."""
     text = f"Not run: {limit}"
-    done = {r.tool_use_id for r in cp.pending_results}
     skipped = tuple(
         ToolResultBlock(tool_use_id=b.id, content=text, is_error=True)
-        for b in cp.messages[-1].content
-        if isinstance(b, ToolUseBlock) and b.id not in done
+        for b in cp.unanswered_calls()
     )
     cp = replace(cp, pending_results=(*cp.pending_results, *skipped))
     return StepResult(cp, (), Next.CONTINUE)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from harness.errors import LimitReached, ModelContextOverflow
 from harness.loop.budget import Item, fit
 from harness.loop.checkpoint import Checkpoint, ReadRecord
-from harness.loop.events import Event, InputGiven, Notice
+from harness.loop.events import Event, InputGiven, Notice, NoticeTopic
 from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.prompt import (
@@ -144,7 +144,7 @@ async def build_user_message(
         added, cp = await _new_files(cp, store)
         texts = [*changed, *added, *(reminder(n) for n in cp.notices)]
         blocks.extend(TextBlock(t) for t in texts)
-        events.extend(Notice(topic="files", text=t) for t in (*changed, *added))
+        events.extend(Notice(topic=NoticeTopic.FILES, text=t) for t in (*changed, *added))
     max_chars = (limits or Limits()).max_input_chars
     for item in cp.pending_input:
         text, cut = bounded_input(item.text, max_chars)
@@ -154,7 +154,7 @@ async def build_user_message(
         )
         if cut is not None:
             blocks.append(TextBlock(reminder(cut + " Tell the user you only read that part.")))
-            events.append(Notice(topic="input", text=cut))
+            events.append(Notice(topic=NoticeTopic.INPUT, text=cut))
     if cp.pending_input:
         given = tuple(bounded_input(i.text, max_chars)[0] for i in cp.pending_input)
         events.append(InputGiven(texts=given))
@@ -244,7 +244,7 @@ async def compact(
         last_input_tokens=0,
         compactions=cp.compactions + 1,
     )
-    return cp, [Notice(topic="compaction", text="The conversation was compacted.")]
+    return cp, [Notice(topic=NoticeTopic.COMPACTION, text="The conversation was compacted.")]
 
 
 def final_answer_text(text: str, *, limit: LimitReached | None, cp: Checkpoint) -> str:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from harness.loop.checkpoint import Checkpoint
-from harness.loop.events import Event, Notice
+from harness.loop.events import Event, Notice, NoticeTopic
 from harness.sandbox.workspace import (
     CommandResult,
     NewSandbox,
@@ -224,7 +224,8 @@ class SessionWorkspace:
     def events(self) -> tuple[Event, ...]:
         """Log events for the same (the thread is told in plain words)."""
         return tuple(
-            Notice(topic="sandbox_replaced", text=loss.describe()) for loss in self._losses
+            Notice(topic=NoticeTopic.SANDBOX_REPLACED, text=loss.describe())
+            for loss in self._losses
         )
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import redis
 
 from bot.drill.workers import READY_LINE

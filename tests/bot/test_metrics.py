@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 
 from bot.cli.terminal import TerminalReporter
 from bot.durable.wiring import Runtime
@@ -20,6 +21,7 @@ from bot.logs import LogContext, current_context
 from bot.metrics import (
     CountingProvider,
     Metrics,
+    StepOutcome,
     StepReport,
     default_metrics,
     start_metrics_server,
@@ -29,7 +31,9 @@ from harness import (
     Checkpoint,
     ModelResponded,
     Notice,
+    NoticeTopic,
     Requester,
+    StepKind,
     ToolFinished,
     ToolIntent,
     ToolUnknown,
@@ -60,7 +64,7 @@ def test_a_model_step_counts_the_step_its_latency_and_tokens_by_kind(metrics: Me
     usage = Usage(input_tokens=120, output_tokens=30, cache_read_input_tokens=900)
     event = ModelResponded("tool_use", "", ("Bash",), usage, 1)
 
-    metrics.observe_step(StepReport("model", "stepped", 2.5, (event,)))
+    metrics.observe_step(StepReport(StepKind.MODEL, StepOutcome.STEPPED, 2.5, (event,)))
 
     assert value(metrics, "warroom_steps_total", kind="model", outcome="stepped") == 1
     assert value(metrics, "warroom_step_seconds_count", kind="model") == 1
@@ -80,7 +84,7 @@ def test_tool_calls_are_counted_by_tool_and_outcome(metrics: Metrics) -> None:
         ToolUnknown("toolu_2", "Bash", "deploy"),
     )
 
-    metrics.observe_step(StepReport("tool", "stepped", 0.1, events))
+    metrics.observe_step(StepReport(StepKind.TOOL, StepOutcome.STEPPED, 0.1, events))
 
     assert value(metrics, "warroom_tool_calls_total", tool="Bash", outcome="ok") == 1
     assert value(metrics, "warroom_tool_calls_total", tool="Bash", outcome="error") == 1
@@ -89,9 +93,13 @@ def test_tool_calls_are_counted_by_tool_and_outcome(metrics: Metrics) -> None:
 
 
 def test_a_replaced_sandbox_notice_counts_as_a_replace(metrics: Metrics) -> None:
-    notice = Notice("sandbox_replaced", "The sandbox was replaced.")
+    notice = Notice(NoticeTopic.SANDBOX_REPLACED, "The sandbox was replaced.")
 
-    metrics.observe_step(StepReport("tool", "stepped", 0.1, (notice, Notice("loop", "x"))))
+    metrics.observe_step(
+        StepReport(
+            StepKind.TOOL, StepOutcome.STEPPED, 0.1, (notice, Notice(NoticeTopic.LIMIT, "x"))
+        )
+    )
 
     assert value(metrics, "warroom_sandbox_events_total", event="replace") == 1
 
@@ -112,7 +120,7 @@ def test_slack_errors_are_counted_by_method_and_error(metrics: Metrics) -> None:
 
 
 def test_the_metrics_server_serves_the_counters_over_http(metrics: Metrics) -> None:
-    metrics.observe_step(StepReport("post", "posted", 0.3))
+    metrics.observe_step(StepReport(StepKind.POST, StepOutcome.POSTED, 0.3))
     server = start_metrics_server(0, addr="127.0.0.1", registry=metrics.registry)
     try:
         response = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5.0)
@@ -161,9 +169,9 @@ async def test_a_driven_session_moves_the_process_counters_inside_its_log_contex
     }
     tokens_before = tokens()
     async with FakeAnthropicAPI(script) as fake:
-        settings = Settings(
+        settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
-            anthropic_api_key="fake-key",
+            anthropic_api_key=SecretStr("fake-key"),
             anthropic_base_url=fake.base_url,
             database_url=None,
             data_dir=tmp_path,

@@ -155,6 +155,12 @@ class SessionDriver:
         self.read_state.update(outcome.read_updates)
         return outcome
 
+    @property
+    def jail(self) -> JailWorkspace:
+        """The workspace as the ``JailWorkspace`` the sandbox tests give (its host root)."""
+        assert isinstance(self.workspace, JailWorkspace), self.workspace
+        return self.workspace
+
     def checkpoint(self) -> Checkpoint:
         """The session's checkpoint as far as the tools and notices are concerned."""
         return Checkpoint(

@@ -56,7 +56,7 @@ def settings(data_dir: Path, **values: Any) -> Settings:
         "sandbox_provider": "local",
         "data_dir": data_dir,
     }
-    return Settings(_env_file=None, **{**base, **values})
+    return Settings(_env_file=None, **{**base, **values})  # type: ignore[call-arg]
 
 
 @pytest.fixture

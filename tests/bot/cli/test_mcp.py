@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,7 +91,7 @@ async def test_mcp_list_with_an_invalid_configuration_exits_2_saying_why(data_di
 
 async def test_doctor_names_a_down_server_and_why(data_dir: Path) -> None:
     config = write_config(data_dir, everything=everything(), broken={"command": "/nonexistent"})
-    result = await check_mcp(Settings(_env_file=None, mcp_config=config, data_dir=data_dir))
+    result = await check_mcp(_settings(mcp_config=config, data_dir=data_dir))
     assert result.status is Status.WARNING
     assert "broken: down (" in result.detail
     assert "everything: up, " in result.detail
@@ -98,5 +99,10 @@ async def test_doctor_names_a_down_server_and_why(data_dir: Path) -> None:
 
 
 async def test_doctor_skips_mcp_without_a_configuration(data_dir: Path) -> None:
-    result = await check_mcp(Settings(_env_file=None, mcp_config=None, data_dir=data_dir))
+    result = await check_mcp(_settings(mcp_config=None, data_dir=data_dir))
     assert result.status is Status.SKIPPED
+
+
+def _settings(**values: Any) -> Settings:
+    """Settings from these values only (no ``.env`` file)."""
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]

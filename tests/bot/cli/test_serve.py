@@ -114,7 +114,7 @@ async def test_serve_in_http_mode_logs_where_it_listens_and_answers_400_to_a_non
 
 
 def _settings(tmp_path: Path, **values: object) -> Settings:
-    return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[arg-type]
+    return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[arg-type,call-arg]
 
 
 async def test_doctor_opens_a_socket_mode_connection_with_the_app_token(

@@ -204,7 +204,8 @@ def play(
     model-call number to a text given with the results before it (a teammate's
     message, a notice). Returns the tool calls made, in order, and the answer.
     """
-    policy, calls, served = IncidentPolicy(), [], Counter[str]()
+    policy, served = IncidentPolicy(), Counter[str]()
+    calls: list[ToolCall] = []
     for turn in range(30):
         reply = policy(request(messages))
         assert reply == policy(request(messages)), "the same request must get the same reply"
@@ -231,6 +232,7 @@ def assistant(reply: Reply, turn: int) -> dict[str, Any]:
         if isinstance(c, str)
         else {"type": "tool_use", "id": f"t{turn}", "name": c.name, "input": dict(c.input)}
         for c in reply.content
+        if isinstance(c, str | ToolCall)  # the drill's policy does not think aloud
     ]
     return {"role": "assistant", "content": blocks}
 

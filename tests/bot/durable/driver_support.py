@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bot.durable.driver import StepDriver, StepOutcome, ThreadPoster
+from bot.durable.driver import StepDriver, ThreadPoster
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
+from bot.metrics import StepOutcome
 from harness import (
     DEFAULT_MODEL,
     AnthropicModel,

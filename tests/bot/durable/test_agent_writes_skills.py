@@ -23,6 +23,15 @@ class NoSandbox:
     async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
         raise AssertionError("the sandbox was used")
 
+    async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
+        raise AssertionError("the sandbox was used")
+
+    async def read_file(self, path: str) -> bytes:
+        raise AssertionError("the sandbox was used")
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        raise AssertionError("the sandbox was used")
+
 
 async def write_skill_as_the_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str | None
@@ -46,7 +55,7 @@ async def write_skill_as_the_agent(
             runtime.files,
             NoSandbox(),
             "toolu_1",
-            runtime.driver.limits,  # type: ignore[arg-type]
+            runtime.driver.limits,
         )
         path = "/skills/restart-pods/SKILL.md"
         outcome = await run_tool("Write", {"file_path": path, "content": SKILL}, ctx)

@@ -18,7 +18,7 @@ from dramatiq.brokers.stub import StubBroker
 from pydantic import SecretStr
 
 from bot.durable.actors import EmbeddedWorker, _transient, crash_from, parse_crash_spec, setup
-from bot.durable.driver import CrashPoint, no_crash
+from bot.durable.crash_points import CrashPoint, no_crash
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.settings import Settings

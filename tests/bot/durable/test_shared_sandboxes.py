@@ -21,8 +21,9 @@ from harness.sandbox.session import SandboxWorkspaces
 from memory_store import Database, SandboxLedgerStore, SessionStore
 from sandbox_client import Health, LocalConfig, LocalProvider, SandboxHandle, SandboxManager
 from sandbox_client.providers.local import procfs
+from tests.conftest import require_bwrap
 from tests.memory_store.session_support import ManualClock, open_session
-from tests.sandbox_client.conftest import require_bwrap, wait_for
+from tests.sandbox_client.conftest import wait_for
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 

@@ -104,8 +104,10 @@ async def test_workers_taking_turns_each_see_the_steps_the_other_committed(
     workers: Workers, fake_api: FakeAnthropicAPI
 ) -> None:
     # Given a session opened with a transcript inside its checkpoint (the older format)
-    seeded = (Message("user", (TextBlock("earlier question"),)),)
-    seeded += (Message("assistant", (TextBlock("earlier answer"),)),)
+    seeded = (
+        Message("user", (TextBlock("earlier question"),)),
+        Message("assistant", (TextBlock("earlier answer"),)),
+    )
     await workers.open("turns", seeded)
     a, b = workers.driver("a"), workers.driver("b")
     # When two workers (each with its own cache) step it in turns

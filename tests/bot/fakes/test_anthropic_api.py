@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from anthropic.lib.streaming import AsyncMessageStream
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Redacted, Reply, Thinking, ToolCall
 from bot.fakes.anthropic_cache import LOOKBACK_BLOCKS, PromptCache
@@ -37,9 +38,7 @@ async def stream(sdk: anthropic.AsyncAnthropic, **request: Any) -> anthropic.typ
         stream=True,
         stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
     )
-    async with anthropic.lib.streaming.AsyncMessageStream(
-        raw, output_format=anthropic.NOT_GIVEN
-    ) as s:
+    async with AsyncMessageStream(raw, output_format=anthropic.NOT_GIVEN) as s:
         async for _ in s:
             pass
         return s.current_message_snapshot
@@ -111,8 +110,9 @@ async def test_a_tool_call_cut_by_max_tokens_arrives_with_partial_input(
     reply = await stream(sdk, tools=[TOOL])
 
     assert reply.stop_reason == "max_tokens"
-    assert reply.content[-1].type == "tool_use"
-    assert reply.content[-1].input == {"file_path": "/incident/notes.md"}  # type: ignore[union-attr]
+    last = reply.content[-1]
+    assert last.type == "tool_use"
+    assert last.input == {"file_path": "/incident/notes.md"}
 
 
 async def test_a_refusal_carries_stop_details(
@@ -193,7 +193,7 @@ async def test_count_tokens_and_model_info_answer_like_the_api(
 
 
 def cached_body(blocks: int, *, text: str = "x" * 400) -> dict[str, Any]:
-    content = [{"type": "text", "text": f"{i} {text}"} for i in range(blocks)]
+    content: list[dict[str, Any]] = [{"type": "text", "text": f"{i} {text}"} for i in range(blocks)]
     content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
     return {"model": MODEL, "messages": [{"role": "user", "content": content}]}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.slack.progress import _step_line
-from harness import ModelResponded, Notice, Usage
+from harness import ModelResponded, Notice, NoticeTopic, Usage
 
 
 def responded(*, text: str = "", thinking: str = "", calls: tuple[str, ...] = ()) -> ModelResponded:
@@ -33,7 +33,8 @@ def test_without_a_summary_the_status_says_thinking() -> None:
 
 def test_a_message_cut_to_the_size_bound_is_said_in_the_status_line() -> None:
     cut = Notice(
-        topic="input", text="A message of 1,080,000 characters was cut to its first 100,000."
+        topic=NoticeTopic.INPUT,
+        text="A message of 1,080,000 characters was cut to its first 100,000.",
     )
 
     assert _step_line([cut], None) == cut.text

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from bot.slack.recording import MAX_CONCURRENT_INPUTS

@@ -1,17 +1,29 @@
-"""The checkpoint's two serialisations: whole (``to_json``) and state without the transcript."""
+"""The checkpoint's two serialisations (whole, and state without the transcript), and the
+step state machine read from it (``next_call``, ``next_kind``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import cast
+
+import pytest
 
 from harness import (
     Checkpoint,
+    Collaborators,
+    Inbound,
     Message,
     Requester,
+    StepKind,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
+    advance,
+    answer_posted,
     holds_messages,
     in_flight_tool,
+    next_kind,
 )
 
 CALL = ToolUseBlock("toolu_1", "Bash", {"command": "ls"})
@@ -39,3 +51,48 @@ def test_a_whole_checkpoint_keeps_its_own_messages() -> None:
     assert holds_messages(cp.to_json())
     assert Checkpoint.from_json(cp.to_json(), messages=()).messages == MESSAGES
     assert json.loads(cp.to_json())["v"] == 1
+
+
+def test_the_next_call_is_the_first_tool_use_without_a_result_then_none() -> None:
+    second = ToolUseBlock("toolu_2", "Read", {"file_path": "/memory/x.md"})
+    cp = Checkpoint(
+        "s1",
+        "T1",
+        "C1",
+        Requester("U1"),
+        messages=(MESSAGES[0], Message("assistant", (CALL, second))),
+    )
+    assert cp.next_call() == CALL
+    answered = replace(cp, pending_results=(ToolResultBlock("toolu_1", "a.txt"),))
+    assert answered.next_call() == second
+    assert answered.unanswered_calls() == (second,)
+    done = replace(
+        answered, pending_results=(*answered.pending_results, ToolResultBlock("toolu_2", "x"))
+    )
+    assert done.next_call() is None
+    asked = replace(cp, messages=(*cp.messages, Message("user", (TextBlock("and?"),))))
+    assert asked.next_call() is None  # only the last message, and only the assistant's
+
+
+def test_the_step_kinds_follow_the_protocol_order() -> None:
+    # Given one checkpoint in each state, Then next_kind names the step that comes next
+    base = Checkpoint("s1", "T1", "C1", Requester("U1"))
+    assert next_kind(base) is StepKind.WAIT
+    assert next_kind(base, (Inbound("U1", "look"),)) is StepKind.MODEL
+    calling = replace(base, messages=MESSAGES)
+    assert next_kind(calling) is StepKind.TOOL
+    assert next_kind(replace(calling, in_flight="toolu_1")) is StepKind.RECOVER
+    results = (ToolResultBlock("toolu_1", "a.txt"),)
+    assert next_kind(replace(calling, pending_results=results)) is StepKind.MODEL
+    ended = replace(base, messages=(MESSAGES[0], Message("assistant", (TextBlock("Done."),))))
+    assert next_kind(ended) is StepKind.WAIT
+    # an unposted answer comes first, even before a reply that arrived meanwhile
+    answered = replace(ended, answer="Done.")
+    assert next_kind(answered, (Inbound("U2", "thanks"),)) is StepKind.POST
+    assert next_kind(answer_posted(answered), (Inbound("U2", "more?"),)) is StepKind.MODEL
+
+
+async def test_advance_leaves_the_post_to_the_durable_layer() -> None:
+    answered = Checkpoint("s1", "T1", "C1", Requester("U1"), messages=MESSAGES[:1], answer="Done.")
+    with pytest.raises(ValueError, match="post it"):
+        await advance(answered, cast(Collaborators, None))

@@ -34,7 +34,7 @@ async def kit(tmp_path: Path) -> AsyncIterator[Kit]:
 
 
 def all_text(request_messages: list[dict[str, object]]) -> str:
-    return "\n".join(t for m in request_messages for t in texts_of(m))  # type: ignore[arg-type]
+    return "\n".join(t for m in request_messages for t in texts_of(m))
 
 
 async def test_a_refusal_is_told_in_plain_words_and_the_refused_turn_is_not_continued(
@@ -139,7 +139,7 @@ async def test_a_context_window_exceeded_stop_compacts_and_asks_again(kit: Kit) 
 
 async def test_a_400_for_an_oversized_prompt_compacts_instead_of_crash_looping(kit: Kit) -> None:
     too_long = Fault.status(400, message="prompt is too long: 1200000 tokens > 1000000 maximum")
-    script = [
+    script: list[Reply | Fault] = [
         Reply.tool("TodoWrite", TODO),
         too_long,
         Reply.text("Summary: pods checked."),
@@ -159,7 +159,10 @@ async def test_a_deterministic_4xx_is_told_to_the_thread_once_and_not_retried(
     kit: Kit, status: int
 ) -> None:
     # Given a request the API refuses for good
-    script = [Fault.status(status, message="refused for a reason"), Reply.text("Back.")]
+    script: list[Reply | Fault] = [
+        Fault.status(status, message="refused for a reason"),
+        Reply.text("Back."),
+    ]
     async with FakeAnthropicAPI(script) as fake:
         run = kit.session(fake.base_url)
         # When the session steps, Then it does not raise: the thread hears why, once

@@ -8,7 +8,6 @@ Messages API, and real local sandboxes (bubblewrap).
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +20,7 @@ from harness import Inbound, SandboxWorkspaces, ToolFinished, ToolUnknown
 from harness.loop.todo_reminder import MARK
 from memory_store import Namespace, Origin, Scope
 from sandbox_client import LocalConfig, LocalProvider, SandboxManager
+from tests.conftest import require_bwrap
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
 from tests.harness.step_support import ORG, Kit, open_kit, texts_of
 
@@ -30,15 +30,6 @@ DEPLOYS = (
     "---\nname: deploys\ndescription: How to roll back a deploy.\n---\n"
     "# Roll back\nRun `kubectl rollout undo`.\n"
 )
-
-
-def require_bwrap() -> None:
-    if shutil.which("bwrap"):
-        return
-    message = "bubblewrap (bwrap) is not installed: .ci/run installs it"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(f"!!! SKIPPED: {message}")
 
 
 @pytest.fixture(scope="module")

@@ -104,8 +104,9 @@ async def test_a_server_killed_mid_call_is_reported_then_comes_back(servers: Mcp
             "mcp__everything__trigger-long-running-operation", {"duration": 20, "steps": 2}
         )
     )
-    (pid,) = [p for p in children_named("mcp-server-everything")][:1] or [None]
-    assert pid is not None, "the stdio server is a child of this process"
+    pids = list(children_named("mcp-server-everything"))
+    assert pids, "the stdio server is a child of this process"
+    pid = pids[0]
     # When the server process dies mid-call
     os.kill(pid, signal.SIGKILL)
     # Then the call ends as unavailable (the outcome is unknown), not a crash

@@ -20,8 +20,8 @@ from sandbox_client import (
     SandboxHandle,
     SandboxManager,
 )
+from tests.conftest import require_bwrap
 from tests.harness.tool_support import SessionDriver, open_store
-from tests.harness.tools.test_local_sandbox import require_bwrap
 
 MIB = 1024 * 1024
 LIMITS = JailLimits(memory_max_bytes=64 * MIB, pids_max=32, cpus=1.0, workspace_max_bytes=4 * MIB)
@@ -38,7 +38,7 @@ async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
     workspace = SandboxWorkspaces(manager).open(cp)
     try:
         async with open_store(None, tmp_path) as store:
-            yield SessionDriver(store, workspace, org_id="T-LIM")  # type: ignore[arg-type]
+            yield SessionDriver(store, workspace, org_id="T-LIM")
     finally:
         handle = workspace.handle_json()
         await manager.aclose()
@@ -54,7 +54,7 @@ async def test_a_command_killed_by_the_memory_limit_says_so_in_its_result(
     result = await agent.call("Bash", {"command": "python3 -c 'bytearray(300 << 20)'"})
 
     assert result.is_error
-    if LocalProvider(LocalConfig("/", limits=LIMITS)).enforcement()["memory"] == "rlimit":
+    if LocalProvider(LocalConfig(Path("/"), limits=LIMITS)).enforcement()["memory"] == "rlimit":
         assert "MemoryError" in result.content
     else:
         assert result.content.startswith("Exit code 137\n")

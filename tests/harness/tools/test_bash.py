@@ -58,7 +58,7 @@ async def test_bash_reports_a_timeout_and_the_process_is_killed(agent: SessionDr
 
     assert outcome.is_error
     assert outcome.content.startswith("Command timed out after 0.3 s and was killed.")
-    assert not (agent.workspace.root / "late").exists()
+    assert not (agent.jail.root / "late").exists()
 
 
 async def test_bash_output_over_30000_chars_is_kept_in_a_file_the_model_can_read(
@@ -86,7 +86,7 @@ async def test_bash_refuses_commands_that_reach_virtual_paths(agent: SessionDriv
 
     assert error_text(outcome).startswith("Refused: this command would read /memory/teams.md.")
     assert "Use the Read tool" in error_text(outcome)
-    assert agent.workspace.started == []
+    assert agent.jail.started == []
 
 
 async def test_bash_timeout_over_600000_ms_is_clamped_not_refused(agent: SessionDriver) -> None:
@@ -104,7 +104,7 @@ async def test_bash_names_the_process_after_the_tool_use_id_so_a_retry_does_not_
     again = await agent.call("Bash", command, tool_use_id="toolu_once")
 
     assert first.content == again.content == "run"
-    assert (agent.workspace.root / "runs.txt").read_text() == "run\n"
+    assert (agent.jail.root / "runs.txt").read_text() == "run\n"
 
 
 async def test_recovering_a_bash_call_takes_the_sandboxs_record_or_admits_it_is_unknown(
@@ -123,7 +123,7 @@ async def test_recovering_a_bash_call_takes_the_sandboxs_record_or_admits_it_is_
     assert known is not None
     assert known.content == "done"
     assert unknown is None
-    assert agent.workspace.started == ["echo done"]
+    assert agent.jail.started == ["echo done"]
 
 
 async def test_the_sessions_limits_cap_the_bash_timeout(agent: SessionDriver) -> None:

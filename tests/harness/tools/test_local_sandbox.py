@@ -31,7 +31,7 @@ async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
     workspace = SandboxWorkspaces(manager).open(cp)
     try:
         async with open_store(None, tmp_path) as store:
-            yield SessionDriver(store, workspace, org_id="T-LOCAL")  # type: ignore[arg-type]
+            yield SessionDriver(store, workspace, org_id="T-LOCAL")
     finally:
         handle = workspace.handle_json()
         await manager.aclose()

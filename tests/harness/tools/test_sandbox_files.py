@@ -21,7 +21,7 @@ async def agent(tmp_path: Path) -> AsyncIterator[SessionDriver]:
 
 
 def host(agent: SessionDriver, name: str) -> Path:
-    return agent.workspace.root / name
+    return agent.jail.root / name
 
 
 async def test_read_numbers_sandbox_lines_and_records_a_partial_read(agent: SessionDriver) -> None:

@@ -38,7 +38,7 @@ async def seed(agent: SessionDriver, files: dict[str, str]) -> None:
 def put(agent: SessionDriver, files: dict[str, str]) -> None:
     """Create sandbox files, the first one newest, each next one a second older."""
     for age, (name, content) in enumerate(files.items()):
-        host = agent.workspace.root / name
+        host = agent.jail.root / name
         host.parent.mkdir(parents=True, exist_ok=True)
         host.write_text(content)
         os.utime(host, (1_700_000_000 - age, 1_700_000_000 - age))
@@ -316,7 +316,7 @@ async def test_grep_arguments_cannot_inject_shell_commands(agent: SessionDriver)
     await agent.call("Grep", {"pattern": "$(touch /workspace/pwned)", "glob": "`touch pwned2`"})
     await agent.call("Glob", {"pattern": "*; touch pwned3"})
 
-    assert sorted(p.name for p in agent.workspace.root.iterdir()) == ["a.txt"]
+    assert sorted(p.name for p in agent.jail.root.iterdir()) == ["a.txt"]
 
 
 @needs_jail
@@ -334,7 +334,7 @@ async def test_a_grep_result_over_20000_chars_is_kept_in_a_file_behind_a_preview
     assert outcome.content.startswith("<persisted-output>\nOutput too large (")
     path = f"/workspace/.warroom/tool-results/{agent.last_tool_use_id}.txt"
     assert f"Full output saved to: {path}\n" in outcome.content
-    kept = (agent.workspace.root / path.removeprefix("/workspace/")).read_text()
+    kept = (agent.jail.root / path.removeprefix("/workspace/")).read_text()
     assert kept.count("\n") == 399
     assert kept.startswith("/workspace/big.log:1:ERROR 00000 ")
 

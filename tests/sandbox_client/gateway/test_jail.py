@@ -20,6 +20,7 @@ from sandbox_client import (
     JailEgress,
     LocalProvider,
     SandboxClient,
+    SandboxHandle,
     egress_socket,
 )
 from sandbox_client.gateway import (
@@ -76,7 +77,7 @@ async def jail(state_dir: Path, tmp_path: Path) -> AsyncIterator[Jail]:
         )
         handle = await provider.provision("gw-jail")
         try:
-            await gateway.bind(egress_socket(Path(handle.socket_path)), Caller("s-j", "C-1"))
+            await gateway.bind(egress_socket(Path(_socket_of(handle))), Caller("s-j", "C-1"))
             async with provider.connect(handle) as client:
                 yield Jail(client, prometheus, audit)
         finally:
@@ -143,3 +144,9 @@ async def test_the_database_stays_unreachable_with_the_gateway_on(jail: Jail) ->
     assert code != 0
     _, via_proxy = await jail.run("curl -sS --max-time 5 http://10.0.0.1:5432/")
     assert "no rule allows 10.0.0.1:5432" in via_proxy
+
+
+def _socket_of(handle: SandboxHandle) -> str:
+    """A local sandbox's control socket (local handles always have one)."""
+    assert handle.socket_path is not None, handle
+    return handle.socket_path
