@@ -59,6 +59,28 @@ def require_bwrap() -> None:
         missing("bubblewrap (bwrap) is not installed: .ci/run installs it")
 
 
+SLOW_PATHS = (
+    "tests/bot/cli/",  # each test runs the ``warroom`` CLI as a subprocess
+    "tests/bot/drill/",  # whole scripted incidents
+    "tests/bot/durable/test_workers.py",  # real Dramatiq worker processes
+    "tests/sandbox_client/gateway/",  # a real Prometheus (TLS, basic auth) per test
+    "tests/bot/test_egress.py",  # the same, through a session
+    "tests/harness/mcp/",  # real MCP servers (Node, Python) started per test
+    "tests/harness/tools/test_mcp_call.py",
+    "tests/harness/loop/test_step_mcp.py",
+)
+"""Tests marked ``slow`` by where they live: ``pytest -m "not slow"`` is the inner loop."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests under ``SLOW_PATHS`` ``slow``."""
+    root = config.rootpath
+    for item in items:
+        where = item.path.relative_to(root).as_posix()
+        if where.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Apply the ``bwrap`` marker: the test needs a real bubblewrap jail."""
     if item.get_closest_marker("bwrap") is not None:

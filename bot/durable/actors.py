@@ -13,7 +13,8 @@ process stop taking messages, finish the step it runs (up to
 ``--worker-shutdown-timeout``, default 10 min) and exit; only then is the runtime
 closed. A SIGTERM sent to the whole process group reaches each worker process twice
 (directly and from the parent): ``shutdown.keep_first_stop_signal`` makes the second
-one harmless, and a stopping worker takes no new step (``Housekeeping``).
+one harmless, and from the first signal on the worker takes no new step
+(``RuntimeHolder.drain``: a wake-up it receives is handed back to the queue unrun).
 """
 
 from __future__ import annotations
@@ -173,6 +174,11 @@ class RuntimeHolder:
         self._lock: asyncio.Lock | None = None
         self.draining = False  # the worker is stopping: take no new step
 
+    def drain(self) -> None:
+        """From now on take no new step: wake-ups are handed back to the queue unrun
+        (safe from a signal handler: it only sets a flag)."""
+        self.draining = True
+
     async def get(self) -> Runtime:
         """The runtime (opened on first call). Raises what ``Runtime.open`` raises."""
         if self._lock is None:
@@ -275,7 +281,7 @@ class Housekeeping(Middleware):
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Stop sweeping and taking steps (a message still handed to a worker thread is
         sent back to the queue); steps in flight go on."""
-        self.holder.draining = True
+        self.holder.drain()
         if self._future is not None:
             self._future.cancel()
 

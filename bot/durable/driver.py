@@ -305,7 +305,13 @@ class StepDriver:
         started: float,
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         """Slack refused the answer for good (archived channel, revoked token, …): end
-        the session ``failed`` with a ``post_failed`` event, no retry, no crash."""
+        the session ``failed`` with a ``post_failed`` event, no retry, no crash.
+
+        Replies already in the inbox are consumed with it: nothing can be posted to that
+        thread any more, and an unconsumed reply would keep the session running into the
+        same refusal. One that arrives after the claim still keeps it running (the store's
+        rule), so the returned token is enqueued like any other.
+        """
         log.error(
             "session %s: Slack refused its answer for good (%s on %s); the session ends "
             "failed without retrying",
@@ -316,17 +322,19 @@ class StepDriver:
         lease.committing()
         done = answer_posted(cp)
         detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
-        await self._commit(
+        next_token = await self._commit(
             claim,
             stored,
             done,
             outcome=Finish(SessionStatus.FAILED),
             events=(NewEvent("post_failed", detail),),
+            consumed_inbox_upto=claim.inbox_upto,
         )
-        await self._park(done)
+        if next_token is None:
+            await self._park(done)
         default_metrics().count_post_refused(refused.error)
         self._observe(StepKind.POST, StepOutcome.REFUSED, started)
-        return StepOutcome.REFUSED, None, None
+        return StepOutcome.REFUSED, next_token, None
 
     def _observe(
         self,

@@ -10,9 +10,12 @@ threads go on: the process stays half-alive, takes other sessions' messages and
 fails them as the interpreter shuts its executors down (issue #19, item 14).
 
 ``keep_first_stop_signal`` wraps Dramatiq's handler so that only the first SIGTERM
-(or SIGHUP) reaches it; later ones are logged. The stop stays bounded by the
-shutdown timeout; SIGKILL remains the way to end a worker at once. ``die_with_parent``
-makes a worker process get that SIGTERM when its Dramatiq parent is killed.
+(or SIGHUP) reaches it; later ones are logged. Dramatiq's worker process notices its
+stop flag only once a second, and its threads take messages until then: the wrapper
+also calls ``on_first`` at once, so the process takes no new step from the signal on.
+The stop stays bounded by the shutdown timeout; SIGKILL remains the way to end a
+worker at once. ``die_with_parent`` makes a worker process get that SIGTERM when its
+Dramatiq parent is killed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 __all__ = ["STOP_SIGNALS", "die_with_parent", "keep_first_stop_signal"]
@@ -32,8 +36,11 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def keep_first_stop_signal() -> bool:
+def keep_first_stop_signal(on_first: Callable[[], None] | None = None) -> bool:
     """In a Dramatiq worker process's main thread: pass on only the first stop signal.
+
+    ``on_first`` runs (in the signal handler, so it must be quick and thread-safe)
+    before Dramatiq's handler sees the first signal.
 
     Returns False (and changes nothing) outside the main thread or when no Python
     handler is installed for SIGTERM (not under Dramatiq's CLI).
@@ -53,6 +60,8 @@ def keep_first_stop_signal() -> bool:
             )
             return
         stopping.set()
+        if on_first is not None:
+            on_first()
         first = installed.get(signal.Signals(signum))
         if callable(first):
             first(signum, frame)

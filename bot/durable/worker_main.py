@@ -12,6 +12,8 @@ from bot.logs import setup_logging
 from bot.settings import Settings
 
 setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
-keep_first_stop_signal()  # a group SIGTERM must not turn a graceful stop into sys.exit
-die_with_parent()  # a killed Dramatiq parent leaves no worker process behind
 broker, actors, holder = setup(Settings())
+# a group SIGTERM must not turn a graceful stop into sys.exit, and from the first one on
+# the process takes no new step (Dramatiq's own stop starts up to a second later)
+keep_first_stop_signal(on_first=holder.drain)
+die_with_parent()  # a killed Dramatiq parent leaves no worker process behind

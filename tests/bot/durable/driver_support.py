@@ -90,8 +90,14 @@ class Workers:
             limits=self.limits,
         )
 
-    async def open(self, session_id: str, messages: tuple[Message, ...] = ()) -> None:
-        cp = Checkpoint(session_id, ORG, CHANNEL, Requester("U1"), messages=messages)
+    async def open(
+        self,
+        session_id: str,
+        messages: tuple[Message, ...] = (),
+        *,
+        checkpoint: Checkpoint | None = None,
+    ) -> None:
+        cp = checkpoint or Checkpoint(session_id, ORG, CHANNEL, Requester("U1"), messages=messages)
         opened = await self.sessions.open_or_join(
             SessionKey(ORG, CHANNEL, session_id),
             requester_id="U1",

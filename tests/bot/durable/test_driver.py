@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import SlackRefused
 from bot.fakes.anthropic_api import FakeAnthropicAPI
-from harness import Checkpoint, Event
-from tests.bot.durable.driver_support import Workers, open_workers, script
+from bot.metrics import StepOutcome, default_metrics
+from harness import Checkpoint, Event, Requester
+from memory_store import SessionStatus
+from tests.bot.durable.driver_support import CHANNEL, ORG, Workers, open_workers, script
 
 
 class WatchingThread:
@@ -60,3 +63,40 @@ async def test_the_next_step_is_enqueued_before_the_threads_progress_is_shown(
         await workers.step(driver, "ordered")
     # Then each step's wake-up was sent before its progress update
     assert thread.enqueued_at_progress == [1, 2, 3]
+
+
+class ArchivedThread(WatchingThread):
+    """A thread whose channel was archived: Slack refuses every post for good."""
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        self.posts = getattr(self, "posts", 0) + 1
+        raise SlackRefused("chat.postMessage", "is_archived")
+
+
+async def test_an_answer_refused_for_good_fails_the_session_once_and_is_counted(
+    workers: Workers,
+) -> None:
+    # Given a session whose answer is ready, in an archived channel, and a reply waiting
+    thread = ArchivedThread(workers)
+    driver = workers.driver("a", thread)
+    answered = Checkpoint("refused", ORG, CHANNEL, Requester("U1"), answer="Done.")
+    await workers.open("refused", checkpoint=answered)
+    counted = default_metrics().registry.get_sample_value(
+        "warroom_slack_posts_refused_total", {"error": "is_archived"}
+    )
+    # When the post step runs
+    outcome = await driver.run("refused", workers.pending.pop("refused"))
+    # Then the session ends failed after one try (the reply cannot be answered there
+    # either), nothing is enqueued, and the metric counts it
+    assert outcome is StepOutcome.REFUSED
+    assert thread.posts == 1
+    assert "refused" not in workers.pending
+    session = await workers.sessions.get("refused")
+    assert session is not None
+    assert session.status is SessionStatus.FAILED
+    after = default_metrics().registry.get_sample_value(
+        "warroom_slack_posts_refused_total", {"error": "is_archived"}
+    )
+    assert (after or 0.0) == (counted or 0.0) + 1
