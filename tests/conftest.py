@@ -6,7 +6,9 @@ which case they fail (a CI run must never silently skip them).
 
 Environment:
     WARROOM_TEST_PG_ADMIN_URL  admin DSN (default postgresql://postgres@127.0.0.1:5432/postgres)
-    WARROOM_TEST_REDIS_URL     (default redis://127.0.0.1:6379/15)
+    WARROOM_TEST_REDIS_URL     (default redis://127.0.0.1:6379/15); under pytest-xdist
+                               (``-n 2``) worker ``gwN`` uses the database N below it, so
+                               parallel workers never flush each other's data
 """
 
 from __future__ import annotations
@@ -24,7 +26,29 @@ import pytest
 PG_ADMIN_URL = os.environ.get(
     "WARROOM_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_URL = os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _redis_url_of_this_worker(url: str, worker: str | None) -> str:
+    """``url`` with its database number lowered by the xdist worker's index.
+
+    >>> _redis_url_of_this_worker("redis://127.0.0.1:6379/15", "gw1")
+    'redis://127.0.0.1:6379/14'
+    >>> _redis_url_of_this_worker("redis://127.0.0.1:6379/15", None)
+    'redis://127.0.0.1:6379/15'
+    """
+    if not worker or not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise ValueError(f"{url}: too few Redis databases below it for xdist worker {worker}")
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+REDIS_URL = _redis_url_of_this_worker(
+    os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    os.environ.get("PYTEST_XDIST_WORKER"),
+)
 
 
 def _reachable(url: str) -> bool:

@@ -20,6 +20,7 @@ from bot.cli.doctor import (
     check_database,
     check_redis,
     check_sandbox,
+    check_sandbox_limits,
     check_settings,
     check_slack,
     failed,
@@ -30,6 +31,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.settings import Settings
 from memory_store import Database
+from sandbox_client import LocalConfig, LocalProvider
 from tests.conftest import require_bwrap
 
 CLOSED_PORT_URL = "127.0.0.1:9"  # discard port: nothing listens here
@@ -433,3 +435,28 @@ async def test_data_dir_check_reports_a_directory_it_cannot_write(data_dir: Path
     assert result.status is Status.PROBLEM
     assert "is not writable" in result.detail
     assert "WARROOM_DATA_DIR" in result.fix
+
+
+async def test_the_limits_check_says_each_limit_and_how_this_host_enforces_it(
+    data_dir: Path,
+) -> None:
+    # Given sandboxes limited to 64 MiB and 32 processes
+    chosen = settings(data_dir, sandbox_memory_mb=64, sandbox_pids_max=32)
+    found = LocalProvider(LocalConfig(data_dir / "sbx")).enforcement()
+    # When doctor checks the limits
+    result = await check_sandbox_limits(chosen)
+    # Then it names each value with the way this host enforces it
+    assert f"memory 64 MiB ({found['memory']})" in result.detail
+    assert f"processes 32 ({found['pids']})" in result.detail
+    assert "/workspace" in result.detail
+    assert "(tmpfs)" in result.detail
+    weak = [name for name in ("memory", "pids", "cpu") if not found[name].startswith("cgroup")]
+    if weak:  # the host decides which branch runs; each says what it must
+        assert result.status is Status.WARNING
+        assert f"not enforced by a cgroup here: {', '.join(weak)}" in result.detail
+        assert "cgroup" in result.fix
+    else:
+        assert result.status is Status.OK
+    # And a Blaxel deployment is skipped: Blaxel sets its own
+    blaxel = await check_sandbox_limits(settings(data_dir, sandbox_provider="blaxel"))
+    assert blaxel.status is Status.SKIPPED

@@ -216,3 +216,13 @@ async def test_a_large_result_the_sandbox_cannot_keep_is_cut_and_says_so(tmp_pat
     assert outcome.content.endswith(
         "\n[The portion cut above was not kept: it could not be saved.]"
     )
+
+
+def test_the_tracked_claude_code_release_is_the_one_the_docs_name() -> None:
+    # docs/tools.md describes the surface of one release: moving the constant without the
+    # docs (or the other way round) leaves one of them wrong
+    from harness.tools.surface import CLAUDE_CODE_RELEASE, CLAUDE_CODE_RELEASE_DATE
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "tools.md").read_text()
+    tracked = f"Tracked release: Claude Code {CLAUDE_CODE_RELEASE} ({CLAUDE_CODE_RELEASE_DATE})"
+    assert tracked in docs
