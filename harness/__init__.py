@@ -45,7 +45,9 @@ from harness.loop.notices import change_notices
 from harness.loop.services import Service, services_section
 from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
+from harness.mcp.policy import Approval, ServerPolicy
 from harness.mcp.servers import (
+    McpApprovalRequired,
     McpError,
     McpResult,
     McpServers,
@@ -181,7 +183,9 @@ __all__ = [
     "summarize_call",
     "tool_specs",
     # MCP servers
+    "Approval",
     "HttpServer",
+    "McpApprovalRequired",
     "McpConfigError",
     "McpError",
     "McpResult",
@@ -190,6 +194,7 @@ __all__ = [
     "McpTool",
     "McpUnavailable",
     "ServerConfig",
+    "ServerPolicy",
     "ServerState",
     "StdioServer",
     "parse_config",
