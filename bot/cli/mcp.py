@@ -59,8 +59,9 @@ def _tool_line(name: str, approval: str, description: str) -> str:
     return f"    {name}  [{approval}]  {description}".rstrip()
 
 
-async def list_servers(settings: Settings) -> str | None:
-    """``render_servers`` of the configured servers, or None when none are configured.
+async def list_servers(settings: Settings) -> tuple[str, bool] | None:
+    """``render_servers`` of the configured servers and whether one of them is down, or
+    None when none are configured.
 
     Raises:
         OSError, McpConfigError: the configuration could not be read or is invalid.
@@ -69,6 +70,7 @@ async def list_servers(settings: Settings) -> str | None:
     if servers is None:
         return None
     try:
-        return render_servers(servers)
+        down = any(state is not ServerState.UP for state, _ in servers.states().values())
+        return render_servers(servers), down
     finally:
         await servers.aclose()

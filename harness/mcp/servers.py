@@ -278,8 +278,7 @@ class McpServers:
         return True
 
     def _mark_down(self, server: _Server, why: str) -> None:
-        if server.state is not ServerState.DOWN:
-            server.stderr = server.link.stderr_tail()
+        server.stderr = server.link.stderr_tail() or server.stderr  # the latest start's
         server.state, server.reason, server.client = ServerState.DOWN, why, None
         self._offers.clear()
         server.broken.set()
