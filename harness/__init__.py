@@ -45,17 +45,9 @@ from harness.loop.notices import change_notices
 from harness.loop.services import Service, services_section
 from harness.loop.step import Collaborators, Next, StepKind, StepResult, advance, next_kind
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
+from harness.mcp.errors import McpApprovalRequired, McpError, McpTimeout, McpUnavailable
 from harness.mcp.policy import Approval, ServerPolicy
-from harness.mcp.servers import (
-    McpApprovalRequired,
-    McpError,
-    McpResult,
-    McpServers,
-    McpTimeout,
-    McpTool,
-    McpUnavailable,
-    ServerState,
-)
+from harness.mcp.servers import McpResult, McpServers, McpTool, ServerState
 from harness.model.adapter import (
     DEFAULT_BASE_URL,
     AnthropicModel,

@@ -28,6 +28,7 @@ from mcp import Client
 
 from harness.mcp.config import HttpServer, ServerConfig
 from harness.mcp.content import connection_lost, reason, result_text
+from harness.mcp.errors import McpApprovalRequired, McpTimeout, McpUnavailable
 from harness.mcp.names import tool_name
 from harness.mcp.policy import Approval
 from harness.mcp.transport import Link
@@ -77,36 +78,6 @@ class McpResult:
 
     text: str
     is_error: bool
-
-
-class McpError(Exception):
-    """An MCP call could not be made or finished."""
-
-
-class McpUnavailable(McpError):
-    """The tool's server is down (``reason`` says why), or the tool is unknown."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
-
-
-class McpTimeout(McpError):
-    """The call did not finish within ``timeout_s``; whether it took effect is unknown."""
-
-    def __init__(self, name: str, timeout_s: float) -> None:
-        super().__init__(f"{name}: no result within {timeout_s:g} s")
-        self.name = name
-        self.timeout_s = timeout_s
-
-
-class McpApprovalRequired(McpError):
-    """The org requires a human's approval before ``name`` runs; it was not sent."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"{name}: needs a human's approval")
-        self.name = name
 
 
 @dataclass

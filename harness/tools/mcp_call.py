@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.mcp.errors import McpApprovalRequired, McpTimeout, McpUnavailable
 from harness.mcp.policy import approval_needed_text
-from harness.mcp.servers import McpApprovalRequired, McpTimeout, McpTool, McpUnavailable
+from harness.mcp.servers import McpTool
 from harness.model.adapter import ToolSpec
 from harness.tools.contract import ToolContext, ToolOutcome, tool_error
 from harness.tools.tool_search import not_loaded, tool_search_spec

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.mcp.servers import McpUnavailable, ServerState
+from harness.mcp.errors import McpUnavailable
+from harness.mcp.servers import ServerState
 from tests.harness.mcp.support import Relay, config_text, http_everything, running, until
 
 

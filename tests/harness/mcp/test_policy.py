@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness import McpConfigError, McpServers, ToolContext, parse_config, run_tool
+from harness.mcp.errors import McpApprovalRequired, McpUnavailable
 from harness.mcp.policy import Approval, ServerPolicy
-from harness.mcp.servers import McpApprovalRequired, McpUnavailable
 from memory_store import FileStore
 from tests.harness.mcp.support import (
     Relay,

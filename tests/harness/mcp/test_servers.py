@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from harness.mcp.config import parse_config
-from harness.mcp.servers import McpServers, McpTimeout, McpUnavailable, ServerState
+from harness.mcp.errors import McpTimeout, McpUnavailable
+from harness.mcp.servers import McpServers, ServerState
 from tests.harness.mcp.support import children_named, everything_command, time_command
 
 HANGS = [sys.executable, "-c", "import time; time.sleep(3600)"]
