@@ -10,9 +10,11 @@ import asyncio
 import os
 
 from bot.settings import Settings
-from harness import McpServers, ServerConfig, parse_config
+from harness import MODELS, McpServers, ServerConfig, parse_config
 
 START_TIMEOUT_S = 30.0
+TOOL_SEARCH_PERCENT = 10  # Claude Code's ``auto``: defer over 10% of the context window
+FALLBACK_CONTEXT_TOKENS = 200_000  # a model id the catalogue does not know
 
 
 def load_mcp_config(settings: Settings) -> tuple[ServerConfig, ...]:
@@ -40,7 +42,29 @@ async def open_mcp_servers(
     if not configs:
         return None
     servers = McpServers(
-        configs, start_timeout_s=start_timeout_s, call_timeout_s=settings.mcp_timeout_s
+        configs,
+        start_timeout_s=start_timeout_s,
+        call_timeout_s=settings.mcp_timeout_s,
+        defer_above_tokens=defer_above_tokens(settings),
     )
     await servers.start()
     return servers
+
+
+def defer_above_tokens(settings: Settings) -> int | None:
+    """The size (tokens) over which MCP tool definitions are deferred, from
+    ``WARROOM_MCP_TOOL_SEARCH``: None never, 0 always, else a share of the model's window.
+
+    >>> defer_above_tokens(Settings.model_construct(mcp_tool_search="auto:5", model="x"))
+    10000
+    >>> defer_above_tokens(Settings.model_construct(mcp_tool_search="false", model="x"))
+    """
+    mode = settings.mcp_tool_search
+    if mode == "false":
+        return None
+    if mode == "true":
+        return 0
+    percent = int(mode.partition(":")[2] or TOOL_SEARCH_PERCENT)
+    spec = MODELS.get(settings.model)
+    window = spec.context_tokens if spec is not None else FALLBACK_CONTEXT_TOKENS
+    return window * percent // 100

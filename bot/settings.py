@@ -51,7 +51,10 @@ class Settings(BaseSettings):
     sandbox (and again in a replacement), e.g. runbooks' scripts or a service's configs.
     MCP: ``WARROOM_MCP_CONFIG``, a ``.mcp.json`` file in Claude Code's format (its servers
     run on the worker host, with the worker's environment for ``${VAR}``);
-    ``WARROOM_MCP_TIMEOUT_S``, the time limit of one MCP tool call.
+    ``WARROOM_MCP_TIMEOUT_S``, the time limit of one MCP tool call;
+    ``WARROOM_MCP_TOOL_SEARCH`` (Claude Code's ``ENABLE_TOOL_SEARCH`` values): ``auto``
+    defers MCP tool definitions behind ToolSearch when they would take over 10% of the
+    model's context window, ``auto:N`` over N%, ``true`` always, ``false`` never.
     """
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
@@ -132,6 +135,11 @@ class Settings(BaseSettings):
     )
     mcp_config: FilePath | None = Field(default=None, validation_alias="WARROOM_MCP_CONFIG")
     mcp_timeout_s: float = Field(default=120.0, gt=0, validation_alias="WARROOM_MCP_TIMEOUT_S")
+    mcp_tool_search: str = Field(
+        default="auto",
+        pattern=r"^(auto(:(100|[1-9]?[0-9]))?|true|false)$",
+        validation_alias="WARROOM_MCP_TOOL_SEARCH",
+    )
 
     @field_validator("redis_url")
     @classmethod

@@ -54,15 +54,9 @@ from harness.loop.step import (
     next_kind,
 )
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
-from harness.mcp.servers import (
-    McpError,
-    McpResult,
-    McpServers,
-    McpTimeout,
-    McpTool,
-    McpUnavailable,
-    ServerState,
-)
+from harness.mcp.errors import McpApprovalRequired, McpError, McpTimeout, McpUnavailable
+from harness.mcp.policy import Approval, ServerPolicy
+from harness.mcp.servers import McpResult, McpServers, McpTool, ServerState
 from harness.model.adapter import (
     DEFAULT_BASE_URL,
     AnthropicModel,
@@ -192,7 +186,9 @@ __all__ = [
     "summarize_call",
     "tool_specs",
     # MCP servers
+    "Approval",
     "HttpServer",
+    "McpApprovalRequired",
     "McpConfigError",
     "McpError",
     "McpResult",
@@ -201,6 +197,7 @@ __all__ = [
     "McpTool",
     "McpUnavailable",
     "ServerConfig",
+    "ServerPolicy",
     "ServerState",
     "StdioServer",
     "parse_config",

@@ -232,8 +232,12 @@ def mcp_list() -> None:
 
     settings = _settings(check_database=False)
     listing = _run(lambda: asyncio.run(list_servers(settings)))
-    typer.echo(listing if listing is not None else "WARROOM_MCP_CONFIG is not set: no MCP servers")
-    if listing is not None and ": down" in listing:
+    if listing is None:
+        typer.echo("WARROOM_MCP_CONFIG is not set: no MCP servers")
+        return
+    text, down = listing
+    typer.echo(text)
+    if down:
         raise typer.Exit(1)  # a server is down: scripts and health checks must see it
 
 

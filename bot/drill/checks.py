@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.drill import mcp_scene
 from bot.drill import scenario as s
 from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
 from bot.drill.steps import bash, read
@@ -60,6 +61,7 @@ class Evidence:
         destroyed: the id of the sandbox destroyed from outside (None: none was).
         answer_posts: per person, successful ``chat.postMessage`` calls per answer key.
         expected_500s: what counting the 500s in the seeded log must print.
+        mcp_missing: why the drill ran without its MCP server (None: it ran with it).
     """
 
     mode: str
@@ -74,6 +76,7 @@ class Evidence:
     findings: FileVersion | None
     memory: FileVersion | None
     expected_500s: int
+    mcp_missing: str | None = None
 
     def transcripts(self, name: str) -> Sequence[Transcript]:
         """The requests of ``name``'s session, oldest first (empty when none)."""
@@ -114,6 +117,7 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         sandbox_replaced(e),
         answers_posted_once(e),
         memory_in_next_index(e),
+        mcp_tool_called(e),
     )
 
 
@@ -255,3 +259,17 @@ def _answered(e: Evidence, name: str) -> bool:
     session = e.sessions.get(name)
     posted = any(ev.kind == "post_done" for ev in e.events.get(name, ()))
     return session is not None and session.status is SessionStatus.WAITING and posted
+
+
+def mcp_tool_called(e: Evidence) -> Check:
+    """Session three called an MCP server's tool (outside the sandbox) and got its answer."""
+    name = "a scripted model called an MCP tool outside the sandbox"
+    if e.mcp_missing is not None:
+        return Check(name, None, f"skipped: {e.mcp_missing}")
+    seen = e.transcripts("dave")
+    call = seen[-1].last(mcp_scene.status_call()) if seen else None
+    if call is None:
+        offered = bool(seen) and mcp_scene.ECHO in seen[0].tools
+        return Check(name, False, f"{mcp_scene.ECHO} {'not called' if offered else 'not offered'}")
+    ok = not call.is_error and call.output == f"Echo: {mcp_scene.STATUS}"
+    return Check(name, ok, f"dave's session called {mcp_scene.ECHO} over stdio: {call.output}")

@@ -1,5 +1,6 @@
 """What each person's session does in the drill: alice investigates, bob checks the
-database side in parallel, dave asks in a later incident. Each has a plan (``Step``s)
+database side in parallel, dave asks in a later incident (and checks the status page through
+an MCP server when one is offered: ``mcp_scene``). Each has a plan (``Step``s)
 and a final answer built from the evidence in the transcript.
 """
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.drill import mcp_scene
 from bot.drill import scenario as s
 from bot.drill.steps import Step, bash, line_with, output_of, read, todos, write
 from bot.drill.transcript import SANDBOX_REPLACED, Call, Transcript
@@ -186,15 +188,20 @@ def bob_answer(t: Transcript) -> str:
 
 
 def dave_plan(t: Transcript) -> list[Step]:
-    """Read what org memory says about checkout-api, if it lists anything."""
+    """Check the status page through MCP when offered; read what org memory says about
+    checkout-api, if it lists anything."""
     listed = t.listed(MEMORY_INDEX, s.MEMORY_PATH)
-    return [Step("Org memory has a note on this.", read(s.MEMORY_PATH), wanted=listed)]
+    return [
+        mcp_scene.status_step(t),
+        Step("Org memory has a note on this.", read(s.MEMORY_PATH), wanted=listed),
+    ]
 
 
 def dave_answer(t: Transcript) -> str:
     """What memory says, or that it says nothing."""
+    status = "".join(f"{line}\n" for line in mcp_scene.status_line(t))
     if not t.ran(read(s.MEMORY_PATH)):
-        return "Org memory has nothing about checkout-api's 500s yet."
+        return status + "Org memory has nothing about checkout-api's 500s yet."
     note = output_of(t, read(s.MEMORY_PATH))
     quoted = "\n".join(f"> {line}" for line in note.splitlines())
-    return f"From org memory (`{s.MEMORY_PATH}`, written in an earlier incident):\n{quoted}"
+    return f"{status}From org memory (`{s.MEMORY_PATH}`, written in an earlier incident):\n{quoted}"

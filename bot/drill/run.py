@@ -140,6 +140,7 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         ),
         memory=await _file(stage, Namespace(org, Scope.MEMORY), "/checkout-api.md"),
         expected_500s=scenario.expected_500s(),
+        mcp_missing=stage.mcp_missing,
     )
 
 

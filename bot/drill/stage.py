@@ -4,7 +4,8 @@
   ``IncidentPolicy``) on 127.0.0.1, with a generated key and signing secret;
 - the drill's ``Settings``: exactly the values below, whatever the environment says
   (``Settings.model_construct``), with short leases and a fast sweeper so recovery
-  takes seconds, and the scenario's workspace seed (``WARROOM_WORKSPACE_SEED``);
+  takes seconds, the scenario's workspace seed (``WARROOM_WORKSPACE_SEED``) and, when
+  it is installed, server-everything as the MCP server (``mcp_scene``);
 - the database, migrated and seeded with the playbook (imported as
   ``warroom skills import`` imports it) and an older memory note, in an org of its
   own (``T0DRILL…``) so drills can share a database;
@@ -37,7 +38,7 @@ import httpx
 from pydantic import SecretStr
 
 from bot.cli.skills_io import import_skills
-from bot.drill import scenario
+from bot.drill import mcp_scene, scenario
 from bot.drill.agent import IncidentPolicy
 from bot.drill.channel import IncidentChannel
 from bot.drill.edge import Edge
@@ -106,6 +107,7 @@ class Stage:
     narrator: Narrator
     edge: Edge
     pool: WorkerPool | None
+    mcp_missing: str | None = None
 
 
 def drill_settings(
@@ -132,6 +134,7 @@ def drill_settings(
         "sweep_interval_s": SWEEP_INTERVAL_S,
         "stale_after_s": STALE_AFTER_S,
         "worker_threads": WORKER_THREADS if options.redis_url else EMBEDDED_THREADS,
+        "mcp_config": mcp_scene.write_config(data_dir),
     }
     return Settings.model_construct(**values)
 
@@ -189,6 +192,7 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             narrator,
             edge,
             pool,
+            mcp_missing=mcp_scene.missing(),
         )
 
 

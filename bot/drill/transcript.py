@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.fakes.anthropic_api import RecordedRequest
@@ -70,11 +70,13 @@ class Transcript:
     opening: str
     later: tuple[str, ...]
     calls: tuple[Call, ...]
+    tools: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, request: RecordedRequest) -> Transcript:
-        """Parse a recorded request (blocks of unknown types are ignored)."""
-        return cls.from_messages(request.messages)
+        """Parse a recorded request (blocks of unknown types are ignored); ``tools`` are
+        the tools whose definitions the model sees."""
+        return replace(cls.from_messages(request.messages), tools=tuple(request.visible_tools))
 
     @classmethod
     def from_messages(cls, messages: Sequence[Mapping[str, Any]]) -> Transcript:

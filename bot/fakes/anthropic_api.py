@@ -8,7 +8,8 @@ Requests are checked as the real API checks them (``anthropic_rules``: unknown o
 retired models answer 404 ``not_found_error``; unpaired ``tool_use``/``tool_result``,
 text before tool results, empty text, thinking settings, sampling parameters and
 prefill a model refuses, unknown fields, ``max_tokens`` over the model's limit, bad
-tool names, edited thinking blocks answer 400), with the real error body
+tool names, every tool deferred, a ``tool_reference`` outside a tool result or to a tool
+the request does not define, edited thinking blocks answer 400), with the real error body
 ``{"type": "error", "error": {"type", "message"}, "request_id"}``.
 
 Replies speak the wire format the ``anthropic`` client parses (API reference:
@@ -24,7 +25,9 @@ reply writes before a tool call comes back as thinking ("What's new in Claude So
 
 ``POST /v1/messages/count_tokens``, ``GET /v1/models`` and ``GET /v1/models/{id}``
 answer like the API's (SDK ``MessageTokensCount``, ``ModelInfo``). Prompt caching is
-modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length).
+modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length). A tool with
+``defer_loading`` is outside the prompt until a ``tool_reference`` loads it
+(``RecordedRequest.visible_tools``: what a scripted model may call).
 
 A test scripts the replies, either as a queue (``script=[Reply.text("hi"),
 Fault.status(529)]``) or as a callable that sees each request (``script=lambda
@@ -209,6 +212,22 @@ class RecordedRequest:
     def messages(self) -> list[dict[str, Any]]:
         """The request's ``messages`` array."""
         return list(self.body.get("messages", []))
+
+    @property
+    def visible_tools(self) -> list[str]:
+        """The tools whose definitions the model sees: those without ``defer_loading``,
+        then the deferred ones a ``tool_reference`` in a tool result loaded, in order."""
+        tools = [t for t in self.body.get("tools") or [] if isinstance(t, dict)]
+        names = [str(t.get("name")) for t in tools if t.get("defer_loading") is not True]
+        for message in self.messages:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                inner = block.get("content") if isinstance(block, dict) else None
+                for ref in inner if isinstance(inner, list) else []:
+                    if isinstance(ref, dict) and ref.get("type") == "tool_reference":
+                        name = str(ref.get("tool_name"))
+                        names += [] if name in names else [name]
+        return names
 
 
 Script = Sequence[Reply | Fault] | Callable[[RecordedRequest], Reply | Fault]

@@ -82,16 +82,34 @@ def tokens(data: bytes) -> int:
 
 
 def _segments(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
-    """The prompt in cache order: (segment bytes without cache_control, is a breakpoint)."""
+    """The prompt in cache order: (segment bytes without cache_control, is a breakpoint).
+
+    A tool with ``defer_loading`` is not in the prompt; a ``tool_reference`` in a tool
+    result puts its definition there, at that point of the conversation (tool search docs).
+    """
     system = body.get("system", [])
     system_blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
-    for part in [*(body.get("tools") or []), *(system_blocks or [])]:
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    deferred = {str(t.get("name")): t for t in tools if t.get("defer_loading") is True}
+    for part in [*(t for t in tools if t.get("name") not in deferred), *(system_blocks or [])]:
         yield _segment("", part)
     for message in body.get("messages", []):
         content = message.get("content", [])
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for block in blocks:
-            yield _segment(str(message.get("role")), block)
+            yield _segment(str(message.get("role")), _expanded(block, deferred))
+
+
+def _expanded(block: Mapping[str, Any], deferred: Mapping[str, Any]) -> Mapping[str, Any]:
+    content = block.get("content") if block.get("type") == "tool_result" else None
+    if not isinstance(content, list):
+        return block
+    loaded = [
+        deferred.get(str(c.get("tool_name")), c) if c.get("type") == "tool_reference" else c
+        for c in content
+        if isinstance(c, dict)
+    ]
+    return {**block, "content": loaded}
 
 
 def _segment(role: str, part: Mapping[str, Any]) -> tuple[bytes, bool]:

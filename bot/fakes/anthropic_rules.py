@@ -127,6 +127,7 @@ def check(body: object, memory: Memory, *, count_only: bool = False) -> ApiError
         _sampling,
         _thinking,
         _tools,
+        _tool_references,
         _breakpoints,
         _messages,
         _pairs,
@@ -213,7 +214,8 @@ def _thinking(body: Mapping[str, Any], spec: ModelSpec, _: Memory) -> ApiError |
 
 def _tools(body: Mapping[str, Any], spec: ModelSpec, _: Memory) -> ApiError | None:
     names: set[str] = set()
-    for index, tool in enumerate(body.get("tools") or []):
+    tools = body.get("tools") or []
+    for index, tool in enumerate(tools):
         name = tool.get("name") if isinstance(tool, dict) else None
         if not isinstance(name, str) or not TOOL_NAME.match(name):
             return invalid(
@@ -221,9 +223,32 @@ def _tools(body: Mapping[str, Any], spec: ModelSpec, _: Memory) -> ApiError | No
             )
         if "input_schema" not in tool:
             return invalid(f"tools.{index}.custom.input_schema: Field required")
+        if not isinstance(tool.get("defer_loading", False), bool):
+            return invalid(f"tools.{index}.custom.defer_loading: Input should be a valid boolean")
         if name in names:
             return invalid("tools: Tool names must be unique.")
         names.add(name)
+    if tools and all(t.get("defer_loading") is True for t in tools):
+        return invalid("All tools have defer_loading set. At least one tool must be non-deferred.")
+    return None
+
+
+def _tool_references(body: Mapping[str, Any], spec: ModelSpec, _: Memory) -> ApiError | None:
+    """``tool_reference`` blocks live in ``tool_result`` content only (SDK
+    ``ToolResultBlockParam``) and name a tool the request defines (tool search docs)."""
+    defined = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    for where, block in _blocks(body["messages"]):
+        if block.get("type") == "tool_reference":
+            return invalid(
+                f"{where}: Input tag 'tool_reference' found using 'type' does not match any "
+                "of the expected tags"
+            )
+        content = block.get("content") if block.get("type") == "tool_result" else None
+        for inner in content if isinstance(content, list) else []:
+            if isinstance(inner, dict) and inner.get("type") == "tool_reference":
+                name = inner.get("tool_name")
+                if name not in defined:
+                    return invalid(f"Tool reference '{name}' has no corresponding tool definition")
     return None
 
 

@@ -186,7 +186,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     if outcome.todos is not None:
         cp = replace(cp, todos=outcome.todos)
         events.append(outcome.todos_event())
-    result = ToolResultBlock(tool_use_id=call.id, content=content, is_error=outcome.is_error)
+    result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),
         in_flight=None,
@@ -266,7 +266,9 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
         result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
         event: Event = ToolUnknown(tool_use_id=call.id, name=call.name, summary=summary)
     else:
-        result = ToolResultBlock(call.id, recovered.content, recovered.is_error)
+        result = ToolResultBlock(
+            call.id, recovered.content, recovered.is_error, recovered.tool_references
+        )
         event = ToolFinished(
             tool_use_id=call.id,
             name=call.name,

@@ -3,8 +3,10 @@
 ``{"mcpServers": {"<name>": {"command": …, "args": […], "env": {…}}}}`` runs a stdio server;
 ``{"type": "http", "url": …, "headers": {…}}`` reaches a streamable HTTP server. ``${VAR}`` and
 ``${VAR:-default}`` in any string are read from the environment the caller passes (the worker's:
-credentials stay on the harness host, never in a sandbox). Warroom adds one optional key,
-``channels``: the Slack channel ids whose sessions may use the server (default: all).
+credentials stay on the harness host, never in a sandbox). Warroom adds two optional keys:
+``channels``, the Slack channel ids whose sessions may use the server (default: all), and
+``warroom``, the approval policy of its tools (``{"default": …, "tools": {"<tool>": …}}`` with
+``allow``, ``ask`` or ``deny``; ``policy``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.mcp.policy import Approval, ServerPolicy
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -32,6 +36,7 @@ class StdioServer:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     channels: tuple[str, ...] = ()
+    policy: ServerPolicy = field(default_factory=ServerPolicy)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class HttpServer:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     channels: tuple[str, ...] = ()
+    policy: ServerPolicy = field(default_factory=ServerPolicy)
 
 
 ServerConfig = StdioServer | HttpServer
@@ -52,7 +58,8 @@ def parse_config(text: str, environ: Mapping[str, str]) -> tuple[ServerConfig, .
 
     Raises:
         McpConfigError: not JSON, not the expected shape, an unknown ``type``, a bad server name,
-            or a ``${VAR}`` with no value and no default.
+            a ``${VAR}`` with no value and no default, or a policy that is not ``allow``,
+            ``ask`` or ``deny``.
     """
     try:
         data = json.loads(text)
@@ -72,6 +79,7 @@ def _server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfig:
     spec = _expand(raw, environ, name)
     kind = spec.get("type", "stdio" if "command" in spec else None)
     channels = tuple(str(c) for c in spec.get("channels", ()))
+    policy = _policy(name, spec.get("warroom", {}))
     if kind == "stdio":
         if not isinstance(spec.get("command"), str):
             raise McpConfigError(f"server {name}: a stdio server needs a command")
@@ -81,13 +89,39 @@ def _server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfig:
             tuple(str(a) for a in spec.get("args", ())),
             {str(k): str(v) for k, v in spec.get("env", {}).items()},
             channels,
+            policy,
         )
     if kind in ("http", "streamable-http"):
         if not isinstance(spec.get("url"), str):
             raise McpConfigError(f"server {name}: an http server needs a url")
         headers = {str(k): str(v) for k, v in spec.get("headers", {}).items()}
-        return HttpServer(name, spec["url"], headers, channels)
+        return HttpServer(name, spec["url"], headers, channels, policy)
     raise McpConfigError(f"server {name}: type {kind!r} is not supported (stdio or http)")
+
+
+def _policy(server: str, raw: Any) -> ServerPolicy:
+    """The ``warroom`` key of a server entry: ``{"default": …, "tools": {"<tool>": …}}``."""
+    if not isinstance(raw, dict) or set(raw) - {"default", "tools"}:
+        raise McpConfigError(
+            f'server {server}: "warroom" takes {{"default": …, "tools": {{"<tool>": …}}}}'
+        )
+    tools = raw.get("tools", {})
+    if not isinstance(tools, dict):
+        raise McpConfigError(f'server {server}: "warroom.tools" maps tool names to decisions')
+    default = raw.get("default")
+    return ServerPolicy(
+        None if default is None else _approval(server, "default", default),
+        {str(t): _approval(server, f"tools.{t}", v) for t, v in sorted(tools.items())},
+    )
+
+
+def _approval(server: str, where: str, value: Any) -> Approval:
+    try:
+        return Approval(value)
+    except ValueError:
+        raise McpConfigError(
+            f"server {server}: warroom.{where} is {value!r}; expected allow, ask or deny"
+        ) from None
 
 
 def _expand(value: Any, environ: Mapping[str, str], server: str) -> Any:

@@ -1,32 +1,41 @@
 """The org's MCP servers, connected once per process and kept connected (docs/architecture.md §12).
 
-Each server has a supervisor task that holds its client open (the ``mcp`` SDK's ``Client``: a
-stdio child process, or streamable HTTP), lists its tools, and reconnects with back-off when the
-connection ends. A server that fails to start or dies is *down*: its tools leave the list (the
-model never sees a tool that will fail) until it is back. Calls have a timeout; the SDK's errors
-become ``McpUnavailable``, ``McpTimeout`` or an error result, never a crash of the caller.
+Each server has a supervisor task that holds its client open (the ``mcp`` SDK's ``Client`` over
+a ``Link``: a stdio child process, or streamable HTTP through a pooled client), lists its tools,
+and reconnects with back-off when the connection ends. An HTTP server is also asked for its tool
+list every ``health_interval_s`` (nothing else notices that it went away). A server that fails to
+start or dies is *down*: its tools leave the list (the model never sees a tool that will fail)
+until it is back, and a stdio server's last stderr lines say why. Calls have a timeout; the SDK's
+errors become ``McpUnavailable``, ``McpTimeout`` or an error result, never a crash of the caller.
+
+Each tool carries the org's decision (``policy``): ``deny`` tools are never listed, ``ask``
+tools are listed but a call raises ``McpApprovalRequired`` without reaching the server. When the
+listed tools' definitions would take more than ``defer_above_tokens``, every one is marked
+``deferred``: the model gets their names and loads definitions with ToolSearch (``search``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from mcp import Client, StdioServerParameters
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp import Client
 
-from harness.mcp.config import HttpServer, ServerConfig, StdioServer
+from harness.mcp.config import HttpServer, ServerConfig
+from harness.mcp.content import connection_lost, reason, result_text
+from harness.mcp.errors import McpApprovalRequired, McpTimeout, McpUnavailable
 from harness.mcp.names import tool_name
+from harness.mcp.policy import Approval
+from harness.mcp.transport import Link
 
 log = logging.getLogger(__name__)
-MAX_RESULT_CHARS = 16_000_000  # a hard cap in memory; the tool runner keeps big results in a file
 RESTART_DELAYS_S = (1.0, 2.0, 5.0, 15.0, 30.0)
+CHARS_PER_TOKEN = 4  # the estimate used for every size in the prompt (docs/tools.md)
 
 
 class ServerState(StrEnum):
@@ -39,14 +48,28 @@ class ServerState(StrEnum):
 
 @dataclass(frozen=True)
 class McpTool:
-    """One tool as the model sees it: ``name`` is ``mcp__<server>__<tool>``; ``tool`` is the
-    server's own name; the schema and description are the server's."""
+    """One tool as the model sees it.
+
+    Attributes:
+        name: ``mcp__<server>__<tool>``; ``tool`` is the server's own name.
+        description, input_schema: the server's.
+        read_only: the tool's ``readOnlyHint`` annotation (MCP: false when absent).
+        approval: the org's decision for it (``ServerPolicy.decide``).
+        deferred: its definition is loaded on demand (ToolSearch), not sent up front.
+    """
 
     name: str
     server: str
     tool: str
     description: str
     input_schema: Mapping[str, Any]
+    read_only: bool = False
+    approval: Approval = Approval.ASK
+    deferred: bool = False
+
+    def definition_chars(self) -> int:
+        """The length of its definition as the API gets it (name, description, schema)."""
+        return len(self.name) + len(self.description) + len(json.dumps(self.input_schema))
 
 
 @dataclass(frozen=True)
@@ -57,33 +80,13 @@ class McpResult:
     is_error: bool
 
 
-class McpError(Exception):
-    """An MCP call could not be made or finished."""
-
-
-class McpUnavailable(McpError):
-    """The tool's server is down (``reason`` says why), or the tool is unknown."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
-
-
-class McpTimeout(McpError):
-    """The call did not finish within ``timeout_s``; whether it took effect is unknown."""
-
-    def __init__(self, name: str, timeout_s: float) -> None:
-        super().__init__(f"{name}: no result within {timeout_s:g} s")
-        self.name = name
-        self.timeout_s = timeout_s
-
-
 @dataclass
 class _Server:
     config: ServerConfig
+    link: Link
     state: ServerState = ServerState.STARTING
     reason: str = ""
+    stderr: str = ""
     client: Client | None = None
     tools: tuple[McpTool, ...] = ()
     settled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,6 +101,10 @@ class McpServers:
         configs: the servers (``parse_config``).
         start_timeout_s: how long ``start`` waits for each server's first listing.
         call_timeout_s: the default time limit of one call.
+        defer_above_tokens: defer the tools offered to a session when their definitions
+            would take more than this many tokens (estimated at 4 characters a token);
+            0 defers always, None never.
+        health_interval_s: how often an HTTP server is asked for its tools while up.
     """
 
     def __init__(
@@ -106,11 +113,16 @@ class McpServers:
         *,
         start_timeout_s: float = 30.0,
         call_timeout_s: float = 120.0,
+        defer_above_tokens: int | None = None,
+        health_interval_s: float = 30.0,
     ) -> None:
-        self._servers = {c.name: _Server(c) for c in configs}
+        self._servers = {c.name: _Server(c, Link(c)) for c in configs}
         self.start_timeout_s = start_timeout_s
         self.call_timeout_s = call_timeout_s
+        self.defer_above_tokens = defer_above_tokens
+        self.health_interval_s = health_interval_s
         self._closing = False
+        self._offers: dict[str | None, tuple[McpTool, ...]] = {}
 
     async def start(self) -> None:
         """Connect every server (concurrently) and wait until each is up or down."""
@@ -126,29 +138,52 @@ class McpServers:
         ):
             if isinstance(outcome, BaseException):
                 server.state, server.reason = ServerState.DOWN, "did not start in time"
+                self._offers.clear()
 
     def states(self) -> dict[str, tuple[ServerState, str]]:
         """Each server's state and, when down, why."""
         return {name: (s.state, s.reason) for name, s in sorted(self._servers.items())}
 
+    def stderr_tail(self, name: str) -> str:
+        """The last lines a stdio server wrote to stderr before it went down (or, while it
+        starts, so far); empty for an HTTP server or a silent one."""
+        server = self._servers[name]
+        return server.stderr or server.link.stderr_tail()
+
+    def listing(self) -> dict[str, tuple[McpTool, ...]]:
+        """Every server's tools as last listed, ``deny`` ones included (for ``mcp list``)."""
+        return {name: s.tools for name, s in sorted(self._servers.items())}
+
     def tools(self, channel_id: str | None = None) -> tuple[McpTool, ...]:
-        """The tools of the servers that are up and serve ``channel_id``, in a stable order
-        (server, then tool name: they sit in the cached prompt prefix)."""
+        """The tools offered to a session of ``channel_id``: those of the servers that are
+        up and serve it, ``deny`` ones left out, in a stable order (server, then tool name:
+        they sit in the cached prompt prefix), all ``deferred`` when over the threshold."""
+        offered = self._offers.get(channel_id)
+        if offered is not None:
+            return offered
         listed: list[McpTool] = []
         for name in sorted(self._servers):
             server = self._servers[name]
             channels = server.config.channels
             if server.state is ServerState.UP and (not channels or channel_id in channels):
-                listed.extend(server.tools)
-        return tuple(listed)
+                listed.extend(t for t in server.tools if t.approval is not Approval.DENY)
+        limit = self.defer_above_tokens
+        chars = sum(t.definition_chars() for t in listed)
+        if limit is not None and chars / CHARS_PER_TOKEN > limit:
+            listed = [replace(t, deferred=True) for t in listed]
+        self._offers[channel_id] = offered = tuple(listed)
+        return offered
 
     def serves(self, name: str, channel_id: str | None) -> bool:
         """Whether ``name`` is a tool the server it belongs to lists (now or before it went
-        down) and that server serves ``channel_id``: a call to it may be tried."""
+        down), the org does not deny, and that server serves ``channel_id``: a call to it
+        may be tried."""
         for server in self._servers.values():
             channels = server.config.channels
-            if any(t.name == name for t in server.tools):
-                return not channels or channel_id in channels
+            for tool in server.tools:
+                if tool.name == name:
+                    allowed = tool.approval is not Approval.DENY
+                    return allowed and (not channels or channel_id in channels)
         return False
 
     async def call(
@@ -157,11 +192,14 @@ class McpServers:
         """Call the tool the model names ``name``.
 
         Raises:
-            McpUnavailable: no such tool, or its server is down (a lost connection marks it
-                down and starts a reconnect).
+            McpUnavailable: no such tool (or one the org denies), or its server is down (a
+                lost connection marks it down and starts a reconnect).
+            McpApprovalRequired: the org's policy asks a human first; nothing was sent.
             McpTimeout: no result within ``timeout_s`` (default ``call_timeout_s``).
         """
         server, tool = self._find(name)
+        if tool.approval is Approval.ASK:
+            raise McpApprovalRequired(name)
         client = server.client
         if server.state is not ServerState.UP or client is None:
             raise McpUnavailable(name, f"the {server.config.name} server is down: {server.reason}")
@@ -173,50 +211,71 @@ class McpServers:
         except TimeoutError as exc:
             raise McpTimeout(name, limit) from exc
         except Exception as exc:  # the SDK raises many kinds; the server answered an error
-            if _connection_lost(exc):
-                self._mark_down(server, f"connection lost ({type(exc).__name__})")
+            if connection_lost(exc) or not await self._healthy(server, client):
+                self._mark_down(server, f"connection lost ({reason(exc)})")
                 raise McpUnavailable(name, server.reason) from exc
             return McpResult(f"MCP error: {exc}", is_error=True)
-        return McpResult(_text(result.content, result.structured_content), bool(result.is_error))
+        text = result_text(result.content, result.structured_content)
+        return McpResult(text, bool(result.is_error))
 
     async def aclose(self) -> None:
-        """Disconnect every server (stdio children end)."""
+        """Disconnect every server (stdio children end, HTTP connections close)."""
         self._closing = True
         tasks = [s.task for s in self._servers.values() if s.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for server in self._servers.values():
+            await server.link.aclose()
 
     def _find(self, name: str) -> tuple[_Server, McpTool]:
         for server in self._servers.values():
             for tool in server.tools:
-                if tool.name == name:
+                if tool.name == name and tool.approval is not Approval.DENY:
                     return server, tool
         raise McpUnavailable(name, "no such MCP tool")
 
-    def _mark_down(self, server: _Server, reason: str) -> None:
-        server.state, server.reason, server.client = ServerState.DOWN, reason, None
+    async def _healthy(self, server: _Server, client: Client) -> bool:
+        """After an error answer from an HTTP server, whether it still knows our session
+        (one that restarted answers every request with an error): it lists its tools."""
+        if not isinstance(server.config, HttpServer):
+            return True
+        try:
+            await asyncio.wait_for(
+                client.list_tools(cache_mode="bypass"), min(self.call_timeout_s, 10.0)
+            )
+        except Exception:
+            return False
+        return True
+
+    def _mark_down(self, server: _Server, why: str) -> None:
+        server.stderr = server.link.stderr_tail() or server.stderr  # the latest start's
+        server.state, server.reason, server.client = ServerState.DOWN, why, None
+        self._offers.clear()
         server.broken.set()
-        log.warning("MCP server %s is down: %s", server.config.name, reason)
+        tail = f"; its stderr ends: {server.stderr[-300:]}" if server.stderr else ""
+        log.warning("MCP server %s is down: %s%s", server.config.name, why, tail)
 
     async def _supervise(self, server: _Server) -> None:
         attempt = 0
         while not self._closing:
             try:
-                async with Client(_transport(server.config), mode="auto") as client:
-                    server.tools = await _list_tools(client, server.config.name)
+                async with Client(server.link.transport(), mode="auto") as client:
+                    server.tools = await _list_tools(client, server.config)
                     server.client, server.state, server.reason = client, ServerState.UP, ""
+                    server.stderr = ""
+                    self._offers.clear()
                     server.broken.clear()
                     server.settled.set()
                     attempt = 0
                     log.info(
                         "MCP server %s is up (%d tools)", server.config.name, len(server.tools)
                     )
-                    await server.broken.wait()
+                    await self._while_up(server, client)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._mark_down(server, _reason(exc))
+                self._mark_down(server, reason(exc))
             finally:
                 server.client = None
             server.settled.set()
@@ -224,84 +283,46 @@ class McpServers:
             attempt += 1
             await asyncio.sleep(delay)  # back-off before reconnecting, not synchronisation
 
+    async def _while_up(self, server: _Server, client: Client) -> None:
+        """Return when the connection broke; an HTTP server is asked for its tools every
+        ``health_interval_s`` meanwhile (a failed answer marks it down)."""
+        if not isinstance(server.config, HttpServer):
+            await server.broken.wait()
+            return
+        while not server.broken.is_set():
+            try:
+                await asyncio.wait_for(server.broken.wait(), self.health_interval_s)
+            except TimeoutError:
+                tools = await asyncio.wait_for(
+                    _list_tools(client, server.config, fresh=True), self.call_timeout_s
+                )
+                if tools != server.tools:
+                    server.tools = tools
+                    self._offers.clear()
 
-def _transport(config: ServerConfig) -> StdioServerParameters | str:
-    if isinstance(config, StdioServer):
-        return StdioServerParameters(
-            command=config.command, args=list(config.args), env=dict(config.env) or None
-        )
-    assert isinstance(config, HttpServer)
-    return config.url
 
-
-async def _list_tools(client: Client, server: str) -> tuple[McpTool, ...]:
+async def _list_tools(
+    client: Client, config: ServerConfig, *, fresh: bool = False
+) -> tuple[McpTool, ...]:
     tools: list[McpTool] = []
     cursor: str | None = None
     while True:
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass" if fresh else "use")
         for tool in page.tools:
             schema = getattr(tool, "input_schema", None) or {"type": "object"}
+            hints = getattr(tool, "annotations", None)
+            read_only = bool(getattr(hints, "read_only_hint", False))
             tools.append(
                 McpTool(
-                    tool_name(server, tool.name), server, tool.name, tool.description or "", schema
+                    tool_name(config.name, tool.name),
+                    config.name,
+                    tool.name,
+                    tool.description or "",
+                    schema,
+                    read_only,
+                    config.policy.decide(tool.name, read_only=read_only),
                 )
             )
         cursor = page.next_cursor
         if not cursor:
             return tuple(sorted(tools, key=lambda t: t.name))
-
-
-def _text(content: Sequence[Any], structured: Any) -> str:
-    parts: list[str] = []
-    for block in content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
-        elif kind == "resource":
-            resource = block.resource
-            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}]")
-    if not parts and structured is not None:
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    text = "\n".join(parts)
-    return text if len(text) <= MAX_RESULT_CHARS else text[:MAX_RESULT_CHARS]
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    """Whether the connection (not the tool) failed: the SDK's ``CONNECTION_CLOSED`` error or
-    a transport error anywhere in the chain."""
-    for e in _chain(exc):  # the SDK's own closed-connection error (servers may send -32000 too)
-        error = getattr(e, "error", None)
-        if getattr(error, "code", None) == CONNECTION_CLOSED and "closed" in str(e).lower():
-            return True
-    names = {type(e).__name__ for e in _chain(exc)}
-    return bool(
-        names
-        & {
-            "ClosedResourceError",
-            "BrokenResourceError",
-            "EndOfStream",
-            "ConnectionError",
-            "BrokenPipeError",
-        }
-    )
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen = [exc]
-    with contextlib.suppress(Exception):
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                seen.extend(_chain(inner))
-        if exc.__cause__ is not None:
-            seen.extend(_chain(exc.__cause__))
-    return seen
-
-
-def _reason(exc: BaseException) -> str:
-    leaves = [e for e in _chain(exc) if not isinstance(e, BaseExceptionGroup)]
-    leaf = leaves[-1] if leaves else exc
-    return f"{type(leaf).__name__}: {leaf}"[:300]

@@ -53,12 +53,16 @@ class ToolUseBlock:
 class ToolResultBlock:
     """The result of one tool call, sent back in a user message.
 
-    ``content`` is the text the model reads; ``is_error`` marks a failed call.
+    ``content`` is the text the model reads; ``is_error`` marks a failed call;
+    ``tool_references`` name deferred tools whose definitions the result loads (ToolSearch):
+    on the wire they come first, as ``tool_reference`` blocks the API expands into the
+    definitions, then the text when there is any (SDK ``ToolResultBlockParam``).
     """
 
     tool_use_id: str
     content: str
     is_error: bool = False
+    tool_references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,10 +213,14 @@ def block_to_dict(block: ContentBlock) -> dict[str, Any]:
             "name": block.name,
             "input": canonical(block.input),
         }
+    content: str | list[dict[str, str]] = block.content
+    if block.tool_references:
+        content = [{"type": "tool_reference", "tool_name": n} for n in block.tool_references]
+        content += [{"type": "text", "text": block.content}] if block.content else []
     return {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
-        "content": block.content,
+        "content": content,
         "is_error": block.is_error,
     }
 
@@ -234,10 +242,12 @@ def block_from_dict(data: object) -> ContentBlock:
             raise InvalidMessage("tool_use input must be a JSON object")
         return ToolUseBlock(_str(data, "id"), _str(data, "name"), dict(tool_input))
     if kind == "tool_result":
+        content = data.get("content")
         return ToolResultBlock(
             _str(data, "tool_use_id"),
-            _result_text(data.get("content")),
+            _result_text(content),
             data.get("is_error") is True,
+            _references(content),
         )
     if kind == "thinking":
         return ThinkingBlock(_str(data, "thinking"), _str(data, "signature"))
@@ -268,14 +278,23 @@ def _str(data: Mapping[str, Any], key: str) -> str:
 
 
 def _result_text(content: object) -> str:
-    """A tool_result's ``content``: a string, or a list of text blocks joined."""
+    """A tool_result's ``content``: a string, or its list's text blocks joined."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(_str(b, "text") for b in content if isinstance(b, Mapping))
+        blocks = [b for b in content if isinstance(b, Mapping)]
+        return "".join(_str(b, "text") for b in blocks if b.get("type") != "tool_reference")
     if content is None:
         return ""
     raise InvalidMessage("tool_result content must be a string or a list of text blocks")
+
+
+def _references(content: object) -> tuple[str, ...]:
+    """The tool names of a tool_result's ``tool_reference`` blocks, in order."""
+    if not isinstance(content, list):
+        return ()
+    blocks = [b for b in content if isinstance(b, Mapping)]
+    return tuple(_str(b, "tool_name") for b in blocks if b.get("type") == "tool_reference")
 
 
 def _count(data: Mapping[str, Any], key: str) -> int:

@@ -24,19 +24,28 @@ _UNMARKABLE = {"thinking", "redacted_thinking"}
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool offered to the model: its name, what it does, and a JSON Schema of its input."""
+    """A tool offered to the model: its name, what it does, and a JSON Schema of its input.
+
+    ``defer_loading``: the definition stays out of the model's context until a
+    ``tool_reference`` in a tool result loads it (SDK ``ToolParam.defer_loading``).
+    """
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    defer_loading: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The API's tool definition (``name``, ``description``, ``input_schema``), in order."""
-        return {
+        """The API's tool definition (``name``, ``description``, ``input_schema``, then
+        ``defer_loading`` when set), in order."""
+        definition = {
             "name": self.name,
             "description": self.description,
             "input_schema": _plain(self.input_schema),
         }
+        if self.defer_loading:
+            definition["defer_loading"] = True
+        return definition
 
 
 def thinking_options(model: str, max_tokens: int, effort: Effort | None) -> dict[str, Any]:
@@ -79,19 +88,20 @@ def build_request(
     """The streaming Messages API request body, as canonical UTF-8 JSON bytes.
 
     Cache breakpoints (``cache_control: {"type": "ephemeral"}``, at most 4 per request
-    per the API's prompt-caching docs) go on: the system block (or the last tool when
-    there is no system prompt) — the static prefix; the last block of the first
-    message — the session's frozen context; the last block of the last message — the
-    rolling breakpoint (its last block that is not thinking). Equal arguments give
-    equal bytes.
+    per the API's prompt-caching docs) go on: the system block (or the last tool that is
+    not deferred when there is no system prompt) — the static prefix; the last block of
+    the first message — the session's frozen context; the last block of the last
+    message — the rolling breakpoint (its last block that is not thinking). A
+    ``tool_reference`` to a tool this request does not defer becomes a text block. Equal
+    arguments give equal bytes.
 
     Raises:
         ValueError: ``effort`` is not a level ``model`` accepts.
     """
     tool_defs = [tool.to_dict() for tool in tools]
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
-    wire = to_wire(messages)
-    static = system_blocks or tool_defs
+    wire = _resolvable(to_wire(messages), tools)
+    static = system_blocks or [d for d in tool_defs if not d.get("defer_loading")]
     if static:
         static[-1]["cache_control"] = dict(_EPHEMERAL)
     for message in (wire[:1] + wire[-1:]) if wire else []:
@@ -107,6 +117,29 @@ def build_request(
         body["system"] = system_blocks
     body["messages"] = wire
     return dumps(body).encode()
+
+
+def _resolvable(wire: list[dict[str, Any]], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """``wire`` with each ``tool_reference`` to a tool this request does not defer turned
+    into a text block saying why: the tool is sent whole now, or its server went away (the
+    API refuses a reference with no definition: tool search docs). That change of tools
+    already changed the cached prefix, so rewriting the history costs no cache."""
+    deferred = {t.name for t in tools if t.defer_loading}
+    whole = {t.name for t in tools if not t.defer_loading}
+    for message in wire:
+        for block in message["content"]:
+            content = block.get("content") if block.get("type") == "tool_result" else None
+            if isinstance(content, list):
+                block["content"] = [_resolved(item, deferred, whole) for item in content]
+    return wire
+
+
+def _resolved(item: dict[str, Any], deferred: set[str], whole: set[str]) -> dict[str, Any]:
+    name = item.get("tool_name")
+    if item.get("type") != "tool_reference" or name in deferred:
+        return item
+    why = "is in the tool list now" if name in whole else "is no longer available"
+    return {"type": "text", "text": f"(The tool {name} {why}.)"}
 
 
 def _plain(value: Any) -> Any:

@@ -21,6 +21,7 @@ from harness.loop.checkpoint import Checkpoint, ReadRecord, Todo
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
+from harness.model.messages import ToolResultBlock
 from harness.sandbox.workspace import Workspace
 from harness.vfs import Mount
 from memory_store import FileStore, Namespace, Origin, Scope
@@ -61,6 +62,8 @@ class ToolContext:
         bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000);
             also the most an MCP call may take (what is left of the tool-time budget).
         mcp: this process's MCP servers (``mcp__…`` tools), or None when none are set up.
+        loaded_tools: the deferred tools whose definitions this session loaded (ToolSearch
+            results in its transcript).
     """
 
     store: FileStore
@@ -74,6 +77,7 @@ class ToolContext:
     agent_may_write_skills: bool = False
     bash_max_timeout_ms: int = 600_000
     mcp: McpServers | None = None
+    loaded_tools: frozenset[str] = frozenset()
 
     @classmethod
     def for_session(
@@ -101,6 +105,7 @@ class ToolContext:
             agent_may_write_skills=limits.agent_may_write_skills,
             bash_max_timeout_ms=limits.bash_max_timeout_ms,
             mcp=mcp,
+            loaded_tools=loaded_tools(cp),
         )
 
     def namespace(self, mount: Mount) -> Namespace:
@@ -112,6 +117,17 @@ class ToolContext:
         return Origin(self.actor, self.session_id, self.tool_use_id)
 
 
+def loaded_tools(cp: Checkpoint) -> frozenset[str]:
+    """The deferred tools the transcript of ``cp`` loaded (``tool_reference``s in results)."""
+    results = [b for m in cp.messages if m.role == "user" for b in m.content]
+    return frozenset(
+        name
+        for block in (*results, *cp.pending_results)
+        if isinstance(block, ToolResultBlock)
+        for name in block.tool_references
+    )
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """What a tool call produced.
@@ -121,12 +137,14 @@ class ToolOutcome:
         is_error: sent as the ``tool_result``'s ``is_error``.
         read_updates: merged into the checkpoint's ``read_state``.
         todos: TodoWrite's new list (replaces the old one), or None.
+        tool_references: deferred tools the result loads (ToolSearch).
     """
 
     content: str
     is_error: bool = False
     read_updates: Mapping[str, ReadRecord] = field(default_factory=dict)
     todos: tuple[Todo, ...] | None = None
+    tool_references: tuple[str, ...] = ()
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

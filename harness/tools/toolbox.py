@@ -6,7 +6,7 @@ re-exported here.
 The tool list is static bytes (the first prompt-cache breakpoint, docs/architecture.md
 §4): ``tool_specs()`` returns the same specs, in the same order, every time: the built-in
 tools, then the MCP tools it is given (``mcp_specs``: the servers up for the session's
-channel, in a stable order; docs/architecture.md §12).
+channel, in a stable order, behind ToolSearch when deferred; docs/architecture.md §12).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from harness.tools.persisted import cut_middle, keep_in_file
 from harness.tools.search import GLOB, GREP
 from harness.tools.skill import SKILL
 from harness.tools.todo import TODO_WRITE
+from harness.tools.tool_search import NAME as TOOL_SEARCH
+from harness.tools.tool_search import run_tool_search
 from harness.vfs import PathError
 
 __all__ = [
@@ -101,6 +103,8 @@ async def run_tool(
             commands.
     """
     tool = TOOLS.get(name)
+    if name == TOOL_SEARCH:  # read-only: after a crash it is simply run again
+        return await run_tool_search(tool_input, ctx)
     if tool is None and is_mcp(name):
         if recovering:
             return None
@@ -147,6 +151,8 @@ def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:
         what = text("description") or text("command")
     elif name == "Skill":
         what = text("skill")
+    elif name == TOOL_SEARCH:
+        what = text("query")
     elif name in ("Read", "Write", "Edit"):
         what = text("file_path")
     elif name == "Glob":

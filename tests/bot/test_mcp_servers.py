@@ -7,13 +7,16 @@ import io
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from bot.cli.terminal import TerminalReporter
 from bot.durable.wiring import Runtime
-from bot.mcp_servers import load_mcp_config, open_mcp_servers
+from bot.mcp_servers import defer_above_tokens, load_mcp_config, open_mcp_servers
 from bot.settings import Settings
-from harness import McpConfigError, StdioServer
+from harness import MODELS, McpConfigError, StdioServer
 from tests.harness.mcp.support import children_named, config_text, everything, until
+
+MODEL = next(m.id for m in MODELS.values() if m.context_tokens == 1_000_000)
 
 
 async def enqueue(session_id: str, token: str) -> None:
@@ -64,3 +67,17 @@ def test_an_invalid_configuration_is_refused_saying_why(tmp_path: Path) -> None:
     config.write_text('{"servers": {}}')
     with pytest.raises(McpConfigError, match="mcpServers"):
         load_mcp_config(Settings.model_construct(mcp_config=config))
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("auto", 100_000), ("auto:5", 50_000), ("true", 0), ("false", None)],
+)
+def test_tool_search_mode_sets_the_deferral_threshold(mode: str, expected: int | None) -> None:
+    settings = Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH=mode, WARROOM_MODEL=MODEL)
+    assert defer_above_tokens(settings) == expected
+
+
+def test_an_unknown_tool_search_mode_is_refused() -> None:
+    with pytest.raises(ValidationError, match="WARROOM_MCP_TOOL_SEARCH"):
+        Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH="sometimes")

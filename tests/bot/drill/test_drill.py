@@ -30,8 +30,9 @@ from typer.testing import CliRunner
 
 from bot import settings as settings_module
 from bot.cli.app import app
-from bot.drill import DrillOptions, IncidentPolicy, channel, drill
+from bot.drill import DrillOptions, IncidentPolicy, channel, drill, mcp_scene
 from bot.drill import scenario as s
+from bot.drill.checks import Evidence, evaluate
 from bot.fakes.anthropic_api import RecordedRequest, Reply, ToolCall
 from bot.settings import Settings, child_environment
 from tests.bot.cli_support import Output, finish, start, warroom_env
@@ -46,8 +47,11 @@ PROPERTIES = (
     "sandbox destroyed from outside, replaced, model told",
     "each session's final answer posted to Slack exactly once",
     "session three's memory index lists session one's memory",
+    "a scripted model called an MCP tool outside the sandbox",
 )
 KILL = PROPERTIES[5]
+MCP = PROPERTIES[9]
+MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -79,9 +83,11 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     # And every property holds; the kill is skipped in one process
     checklist = text[text.index("Drill checklist") :]
     for name in PROPERTIES:
-        mark = "–" if name == KILL else "✓"
+        mark = "–" if name == KILL or (name == MCP and MCP_SKIPPED) else "✓"
         assert f"  {mark} {name}:" in checklist, f"{name} did not pass:\n{checklist}"
-    assert "PASSED: 8 passed, 0 failed, 1 skipped." in checklist
+    verdict = "8 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "9 passed, 0 failed, 1 skipped"
+    assert f"PASSED: {verdict}." in checklist
+    assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0
 
 
@@ -114,8 +120,9 @@ async def test_the_full_drill_survives_a_killed_worker_and_a_destroyed_sandbox(
     log = "\n".join(lines)
     assert result.stalled is None, log
     assert [c.name for c in result.checks] == list(PROPERTIES)
+    skipped = {MCP} if MCP_SKIPPED else set()
     failed = [f"{c.name}: {c.detail}" for c in result.checks if c.passed is not True]
-    assert not failed, f"{failed}\n{log}"
+    assert not [f for f in failed if f.split(":")[0] not in skipped], f"{failed}\n{log}"
     assert result.passed
     kill = next(c for c in result.checks if c.name == KILL)
     assert "recovered from the sandbox" in kill.detail, log
@@ -187,8 +194,10 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def request(messages: list[dict[str, Any]]) -> RecordedRequest:
-    body = {"model": "m", "max_tokens": 1, "messages": messages}
+def request(messages: list[dict[str, Any]], tools: Sequence[str] = ()) -> RecordedRequest:
+    body: dict[str, Any] = {"model": "m", "max_tokens": 1, "messages": messages}
+    if tools:
+        body["tools"] = [{"name": n, "description": "", "input_schema": {}} for n in tools]
     return RecordedRequest(json.dumps(body).encode(), body, {})
 
 
@@ -197,6 +206,7 @@ def play(
     *,
     results: Mapping[str, str | Sequence[str]] = RESULTS,
     later: Mapping[int, str] | None = None,
+    tools: Sequence[str] = (),
 ) -> tuple[list[ToolCall], str]:
     """Run the policy against canned tool results until it answers.
 
@@ -207,8 +217,8 @@ def play(
     policy, served = IncidentPolicy(), Counter[str]()
     calls: list[ToolCall] = []
     for turn in range(30):
-        reply = policy(request(messages))
-        assert reply == policy(request(messages)), "the same request must get the same reply"
+        reply = policy(request(messages, tools))
+        assert reply == policy(request(messages, tools)), "the same request must get the same reply"
         made = [c for c in reply.content if isinstance(c, ToolCall)]
         if not made:
             return calls, "".join(c for c in reply.content if isinstance(c, str))
@@ -242,7 +252,9 @@ def result(tool_use_id: str, content: str) -> dict[str, Any]:
 
 
 def _key(call: ToolCall) -> str:
-    return str(call.input.get("command") or call.input.get("file_path") or "")
+    return str(
+        call.input.get("command") or call.input.get("file_path") or call.input.get("message") or ""
+    )
 
 
 def commands(calls: list[ToolCall]) -> list[str]:
@@ -312,3 +324,37 @@ def test_the_next_incident_reads_the_memory_its_index_lists() -> None:
 
     assert commands(calls) == [s.MEMORY_PATH]
     assert "check the DB pool" in answer
+
+
+def test_the_next_incident_checks_the_status_page_through_mcp_when_it_is_offered() -> None:
+    results = {**RESULTS, mcp_scene.STATUS: f"Echo: {mcp_scene.STATUS}"}
+
+    calls, answer = play([opening(s.DAVE)], results=results, tools=("Read", mcp_scene.ECHO))
+
+    assert [(c.name, dict(c.input)) for c in calls] == [
+        (mcp_scene.ECHO, {"message": mcp_scene.STATUS})
+    ]
+    assert answer.startswith(f"Status page (MCP): Echo: {mcp_scene.STATUS}\n")
+
+
+def test_without_server_everything_the_mcp_check_is_skipped_saying_why() -> None:
+    evidence = Evidence(
+        mode="embedded",
+        sessions={},
+        events={},
+        requests={},
+        steer_sent_at=None,
+        kill=None,
+        killed_gone=False,
+        destroyed=None,
+        answer_posts={},
+        findings=None,
+        memory=None,
+        expected_500s=64,
+        mcp_missing="mcp-server-everything is not installed (npm install -g …)",
+    )
+
+    check = next(c for c in evaluate(evidence) if c.name == MCP)
+
+    assert check.passed is None
+    assert check.detail == "skipped: mcp-server-everything is not installed (npm install -g …)"

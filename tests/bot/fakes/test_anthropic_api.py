@@ -13,7 +13,7 @@ import pytest
 from anthropic.lib.streaming import AsyncMessageStream
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Redacted, Reply, Thinking, ToolCall
-from bot.fakes.anthropic_cache import LOOKBACK_BLOCKS, PromptCache
+from bot.fakes.anthropic_cache import LOOKBACK_BLOCKS, PromptCache, prompt_tokens
 
 MODEL = "claude-sonnet-5-5"
 ASK = [{"role": "user", "content": [{"type": "text", "text": "Why is checkout failing?"}]}]
@@ -218,6 +218,21 @@ def test_a_prefix_under_the_minimum_cacheable_length_is_not_cached() -> None:
 
     assert first.cache_creation_input_tokens == 0
     assert again.cache_read_input_tokens == 0
+
+
+def test_a_deferred_tool_counts_in_the_prompt_only_once_a_reference_loads_it() -> None:
+    big = {"name": "mcp__k8s__pods", "description": "x" * 4000, "input_schema": {}}
+    search = {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}}
+    loaded = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "tool_reference", "tool_name": big["name"]}],
+    }
+    turn = [*ASK, {"role": "assistant", "content": [search]}, {"role": "user", "content": [loaded]}]
+    whole = prompt_tokens({"tools": [big], "messages": ASK})
+    deferred = prompt_tokens({"tools": [{**big, "defer_loading": True}], "messages": ASK})
+    after = prompt_tokens({"tools": [{**big, "defer_loading": True}], "messages": turn})
+    assert deferred < 100 < 1000 < whole <= after
 
 
 def test_a_json_script_can_hold_thinking_a_cut_call_and_a_refusal() -> None:

@@ -36,6 +36,10 @@ def body(**changes: Any) -> dict[str, Any]:
 
 TEXT = {"type": "text", "text": "then check the DB"}
 SIGNED = {"type": "thinking", "thinking": "", "signature": sign(MODEL, "")}
+DEFERRED = {**TOOL, "name": "mcp__k8s__pods", "defer_loading": True}
+SEARCH = {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "pods"}}
+REFERENCE = {"type": "tool_reference", "tool_name": "mcp__k8s__pods"}
+LOADED = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [REFERENCE]}
 
 REFUSED: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("an unknown model", body(model="claude-nonesuch-9"), 404, "not_found_error",
@@ -91,6 +95,15 @@ REFUSED: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("between_tools at max effort",
      body(thinking={"type": "between_tools"}, output_config={"effort": "max"}), 400,
      "invalid_request_error", '"thinking.type.between_tools" is not supported at effort max'),
+    ("every tool deferred", body(tools=[DEFERRED]), 400, "invalid_request_error",
+     "All tools have defer_loading set. At least one tool must be non-deferred."),
+    ("a tool_reference to a tool the request does not define",
+     body(tools=[TOOL], messages=[ASK, assistant(SEARCH), user(LOADED)]), 400,
+     "invalid_request_error",
+     "Tool reference 'mcp__k8s__pods' has no corresponding tool definition"),
+    ("a tool_reference outside a tool result",
+     body(tools=[TOOL, DEFERRED], messages=[user(REFERENCE)]), 400, "invalid_request_error",
+     "messages.0.content.0: Input tag 'tool_reference' found using 'type' does not match"),
 ]  # fmt: skip
 
 
@@ -154,6 +167,8 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
      body(model="claude-haiku-4-5", messages=[ASK, assistant({"type": "text", "text": "So"})])),
     ("a thinking block sent back unchanged",
      body(messages=[ASK, assistant(SIGNED, CALL), user(RESULT)])),
+    ("a deferred tool loaded by a tool_reference",
+     body(tools=[TOOL, DEFERRED], messages=[ASK, assistant(SEARCH), user(LOADED)])),
 ]  # fmt: skip
 
 

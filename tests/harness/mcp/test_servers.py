@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from harness.mcp.config import parse_config
-from harness.mcp.servers import McpServers, McpTimeout, McpUnavailable, ServerState
+from harness.mcp.errors import McpTimeout, McpUnavailable
+from harness.mcp.servers import McpServers, ServerState
 from tests.harness.mcp.support import children_named, everything_command, time_command
 
 HANGS = [sys.executable, "-c", "import time; time.sleep(3600)"]
@@ -140,3 +141,24 @@ def test_a_missing_variable_names_itself() -> None:
     text = _config(grafana={"type": "http", "url": "${GRAFANA_URL}"})
     with pytest.raises(ValueError, match=r"grafana: \$\{GRAFANA_URL\} is not set"):
         parse_config(text, {})
+
+
+async def test_a_server_that_dies_at_start_keeps_its_last_stderr_lines() -> None:
+    script = (
+        "import sys\n"
+        "for i in range(200): print(f'loading plugin {i}', file=sys.stderr)\n"
+        "print('error: GRAFANA_TOKEN is not set', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    text = _config(grafana={"command": sys.executable, "args": ["-c", script]})
+    running = McpServers(parse_config(text, os.environ), start_timeout_s=30)
+    try:
+        await running.start()
+        assert running.states()["grafana"][0] is ServerState.DOWN
+        tail = running.stderr_tail("grafana")
+    finally:
+        await running.aclose()
+    assert tail.endswith("error: GRAFANA_TOKEN is not set")
+    assert "loading plugin 199" in tail
+    assert "loading plugin 0\n" not in tail  # only the end is kept
+    assert len(tail) <= 2000

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from harness import AnthropicModel, Message, TextBlock, ThinkingBlock, build_request
+from harness import (
+    AnthropicModel,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    build_request,
+)
 from harness.model.request import thinking_options
 
 ASK = (Message("user", (TextBlock("Why is checkout failing?"),)),)
@@ -51,3 +61,51 @@ def test_thinking_blocks_round_trip_through_json_byte_for_byte() -> None:
 
     assert Message.from_json(turn.to_json()) == turn
     assert Message.from_json(turn.to_json()).to_json() == turn.to_json()
+
+
+LOADED = (
+    *ASK,
+    Message("assistant", (ToolUseBlock("toolu_1", "ToolSearch", {"query": "pods"}),)),
+    Message("user", (ToolResultBlock("toolu_1", "", tool_references=("mcp__k8s__pods",)),)),
+)
+PODS = ToolSpec("mcp__k8s__pods", "List pods.", {"type": "object"})
+SEARCH = ToolSpec("ToolSearch", "Load deferred tools.", {"type": "object"})
+
+
+def loaded_content(*tools: ToolSpec) -> object:
+    body = json.loads(
+        build_request(
+            model="claude-sonnet-5-5", max_tokens=100, system="", tools=tools, messages=LOADED
+        )
+    )
+    return body["messages"][-1]["content"][0]["content"]
+
+
+def test_a_deferred_tool_is_sent_with_defer_loading_and_never_carries_the_breakpoint() -> None:
+    body = json.loads(
+        build_request(
+            model="claude-sonnet-5-5",
+            max_tokens=100,
+            system="",
+            tools=(SEARCH, replace(PODS, defer_loading=True)),
+            messages=ASK,
+        )
+    )
+
+    search, pods = body["tools"]
+    assert "defer_loading" not in search
+    assert search["cache_control"] == {"type": "ephemeral"}
+    assert pods["defer_loading"] is True
+    assert "cache_control" not in pods
+
+
+def test_a_reference_stays_a_reference_only_while_its_tool_is_deferred() -> None:
+    reference = [{"type": "tool_reference", "tool_name": "mcp__k8s__pods"}]
+
+    assert loaded_content(SEARCH, replace(PODS, defer_loading=True)) == reference
+    assert loaded_content(SEARCH, PODS) == [
+        {"type": "text", "text": "(The tool mcp__k8s__pods is in the tool list now.)"}
+    ]
+    assert loaded_content(SEARCH) == [
+        {"type": "text", "text": "(The tool mcp__k8s__pods is no longer available.)"}
+    ]
