@@ -74,10 +74,10 @@ def test_an_invalid_configuration_is_refused_saying_why(tmp_path: Path) -> None:
     [("auto", 100_000), ("auto:5", 50_000), ("true", 0), ("false", None)],
 )
 def test_tool_search_mode_sets_the_deferral_threshold(mode: str, expected: int | None) -> None:
-    settings = Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH=mode, WARROOM_MODEL=MODEL)
+    settings = Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH=mode, WARROOM_MODEL=MODEL)  # type: ignore[call-arg]
     assert defer_above_tokens(settings) == expected
 
 
 def test_an_unknown_tool_search_mode_is_refused() -> None:
     with pytest.raises(ValidationError, match="WARROOM_MCP_TOOL_SEARCH"):
-        Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH="sometimes")
+        Settings(_env_file=None, WARROOM_MCP_TOOL_SEARCH="sometimes")  # type: ignore[call-arg]

@@ -164,7 +164,7 @@ async def test_doctor_names_a_down_server_and_why(data_dir: Path) -> None:
 async def test_doctor_quotes_the_last_stderr_line_of_a_server_that_died(data_dir: Path) -> None:
     script = "import sys; print('error: PAGERDUTY_TOKEN is not set', file=sys.stderr); sys.exit(2)"
     config = write_config(data_dir, pagerduty={"command": sys.executable, "args": ["-c", script]})
-    result = await check_mcp(Settings(_env_file=None, mcp_config=config, data_dir=data_dir))
+    result = await check_mcp(_settings(mcp_config=config, data_dir=data_dir))
     assert result.status is Status.WARNING
     assert "; stderr: error: PAGERDUTY_TOKEN is not set)" in result.detail
 

@@ -15,6 +15,7 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from harness import McpServers, parse_config
 from tests.conftest import missing
@@ -52,7 +53,7 @@ def everything(**extra: object) -> dict[str, object]:
 
 
 @contextlib.asynccontextmanager
-async def running(text: str, **options: float) -> AsyncIterator[McpServers]:
+async def running(text: str, **options: Any) -> AsyncIterator[McpServers]:
     """The servers of ``text``, started (each up or down), stopped at the end."""
     servers = McpServers(parse_config(text, os.environ), **{"start_timeout_s": 60.0, **options})
     await servers.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ async def store(tmp_path: Path) -> AsyncIterator[FileStore]:
         yield opened
 
 
-def context(store: FileStore, root: Path, servers: McpServers, **extra: object) -> ToolContext:
+def context(store: FileStore, root: Path, servers: McpServers, **extra: Any) -> ToolContext:
     root.mkdir(exist_ok=True)
     return replace(
         ToolContext(
