@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,43 @@ async def test_a_server_that_dies_at_start_keeps_its_last_stderr_lines() -> None
     assert "loading plugin 199" in tail
     assert "loading plugin 0\n" not in tail  # only the end is kept
     assert len(tail) <= 2000
+
+
+ODD_NAMES_SERVER = """
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("odd")
+
+
+@server.tool(
+    name="pods.list v2",
+    description="List the pods of a namespace.",
+    annotations=ToolAnnotations(readOnlyHint=True),
+)
+def pods_list(namespace: str) -> str:
+    return f"pods in {namespace}"
+
+
+server.run("stdio")
+"""
+
+
+async def test_a_tool_name_the_api_would_refuse_is_normalised_and_still_reaches_it(
+    tmp_path: Path,
+) -> None:
+    # Given a server (on the official SDK) whose tool name has a dot and a space, which the
+    # Messages API refuses in a tool name
+    script = tmp_path / "odd.py"
+    script.write_text(ODD_NAMES_SERVER)
+    text = _config(odd={"command": sys.executable, "args": [str(script)]})
+    servers = McpServers(parse_config(text, os.environ), start_timeout_s=60)
+    await servers.start()
+    try:
+        # Then the tool is listed under a name the API accepts
+        assert [t.name for t in servers.tools()] == ["mcp__odd__pods_list_v2"]
+        # And a call by that name reaches the server's own tool
+        pods = await servers.call("mcp__odd__pods_list_v2", {"namespace": "prod"})
+        assert pods.text == "pods in prod"
+    finally:
+        await servers.aclose()
