@@ -1,6 +1,10 @@
 """harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""
 
+from harness.cost.caps import Spent, day_start
+from harness.cost.metered import MeteredModel, token_usage
+from harness.cost.pricing import Cost, Price, PriceTable, default_prices, nanousd, parse_prices, usd
 from harness.errors import (
+    CostLimitReached,
     HarnessError,
     InvalidMessage,
     LimitReached,
@@ -9,6 +13,8 @@ from harness.errors import (
     ModelRejected,
     ModelStalled,
     ModelUnavailable,
+    OrgDayCostLimitReached,
+    SessionCostLimitReached,
     StepLimitReached,
     TokenLimitReached,
     ToolTimeLimitReached,
@@ -105,6 +111,7 @@ from harness.vfs import Mount, PathError, Resolved, resolve
 
 __all__ = [
     # errors
+    "CostLimitReached",
     "HarnessError",
     "InvalidMessage",
     "LimitReached",
@@ -113,6 +120,8 @@ __all__ = [
     "ModelRejected",
     "ModelStalled",
     "ModelUnavailable",
+    "OrgDayCostLimitReached",
+    "SessionCostLimitReached",
     "StepLimitReached",
     "TokenLimitReached",
     "ToolTimeLimitReached",
@@ -121,6 +130,18 @@ __all__ = [
     "WorkspaceIsADirectory",
     "WorkspaceRefused",
     "WorkspaceUnavailable",
+    # cost: prices, metering, caps
+    "Cost",
+    "MeteredModel",
+    "Price",
+    "PriceTable",
+    "Spent",
+    "day_start",
+    "default_prices",
+    "nanousd",
+    "parse_prices",
+    "token_usage",
+    "usd",
     # the step
     "Collaborators",
     "Limits",

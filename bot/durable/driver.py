@@ -45,11 +45,14 @@ from harness import (
     Inbound,
     Limits,
     McpServers,
+    MeteredModel,
     Next,
+    Spent,
     StepKind,
     WorkspaceSource,
     advance,
     answer_posted,
+    day_start,
     next_kind,
 )
 from harness import Model as ModelProtocol
@@ -60,6 +63,7 @@ from memory_store import (
     Fenced,
     FileStore,
     Finish,
+    ModelCallLog,
     NewEvent,
     SessionOrigin,
     SessionStatus,
@@ -147,6 +151,8 @@ class StepDriver:
         origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
         mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
+        ledger: the model-call ledger every answered call is written to, priced (§14),
+            and the spending caps are checked against; None: calls are not metered.
     """
 
     sessions: SessionStore
@@ -167,6 +173,7 @@ class StepDriver:
     )
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     mcp: McpServers | None = None
+    ledger: ModelCallLog | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,7 +249,8 @@ class StepDriver:
             cp = await self._with_sandbox_for_bash(cp)
         if isinstance(self.poster, LiveReporter):
             self.poster.step_started(session_id=claim.session_id, kind=kind.value)
-        result = await advance(cp, self._collaborators(claim, stored), inbox)
+        deps = self._collaborators(claim, stored, await self._spent(claim, kind))
+        result = await advance(cp, deps, inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
         waits = result.next is not Next.CONTINUE
@@ -361,7 +369,20 @@ class StepDriver:
         self.transcripts.keep(claim.session_id, stored)
         return token
 
-    def _collaborators(self, claim: Claim, stored: StoredTranscript) -> Collaborators:
+    async def _spent(self, claim: Claim, kind: StepKind) -> Spent | None:
+        """What the session and its org spent, when a cap needs it for this step."""
+        if self.ledger is None or not self.limits.has_cost_caps():
+            return None
+        if kind not in (StepKind.MODEL, StepKind.TOOL):
+            return None
+        mine, org = await self.ledger.for_caps(
+            claim.session_id, claim.key.org_id, since=day_start(utc_now())
+        )
+        return Spent(session_nanousd=mine, org_day_nanousd=org)
+
+    def _collaborators(
+        self, claim: Claim, stored: StoredTranscript, spent: Spent | None = None
+    ) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
             delta = stored.delta(cp.messages)
             await self.sessions.save(
@@ -371,13 +392,17 @@ class StepDriver:
             if events and isinstance(self.poster, LiveReporter):
                 self.poster.events_saved(session_id=claim.session_id, events=events)
 
+        model: ModelProtocol = self.model
+        if self.ledger is not None:
+            model = MeteredModel(self.model, self.ledger, claim.session_id, claim.key)
         return Collaborators(
             store=self.files,
-            model=self.model,
+            model=model,
             workspaces=self.workspaces,
             save=save,
             limits=self.limits,
             mcp=self.mcp,
+            spent=spent,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

@@ -46,6 +46,7 @@ from memory_store import (
     Cancelled,
     Database,
     FileStore,
+    ModelCallLog,
     Outbox,
     OutboxItem,
     SessionOrigin,
@@ -381,6 +382,8 @@ class Runtime:
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 agent_may_write_skills=settings.agent_may_write_skills,
+                max_session_cost_usd=settings.max_session_cost_usd,
+                max_org_day_cost_usd=settings.max_org_day_cost_usd,
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
@@ -388,6 +391,7 @@ class Runtime:
             sandboxes=ManagedSandboxes(manager, setup),
             origin=origin,
             mcp=mcp,
+            ledger=ModelCallLog(db),
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded

@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from harness.errors import LimitReached
+from harness.cost.caps import Spent
+from harness.errors import CostLimitReached, LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound
 from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
-from harness.loop.model_step import model_step
+from harness.loop.model_step import capped, model_step
 from harness.loop.prompt import reminder
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
@@ -89,7 +90,8 @@ class StepResult:
 @dataclass(frozen=True)
 class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
-    ``mcp`` is the process's MCP servers, if any."""
+    ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
+    org have spent (read when ``limits`` has a spending cap; None: caps not checked)."""
 
     store: FileStore
     model: Model
@@ -97,6 +99,7 @@ class Collaborators:
     save: Save
     limits: Limits = field(default_factory=Limits)
     mcp: McpServers | None = None
+    spent: Spent | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -104,7 +107,9 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
 
     Limits are typed errors (``LimitReached``) caught here, in one place: at a limit
     the pending tool calls are answered "not run" and the model is asked for a
-    best-effort answer, so a session never ends on a bare error.
+    best-effort answer, so a session never ends on a bare error. At a spending cap
+    (``CostLimitReached``) the answer is written without asking the model (a call
+    would spend past the cap); it says which cap was hit and how to continue.
 
     Args:
         cp: the committed checkpoint.
@@ -131,10 +136,13 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
     if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
         cp = replace(cp, turn_base=(cp.steps, cp.usage.total(), cp.tool_time_s))
     try:
-        deps.limits.enforce(cp)
+        deps.limits.enforce(cp, deps.spent)
     except LimitReached as limit:
         if kind is StepKind.TOOL:
             return _taking(_skip_for_limit(cp, limit), inbox)
+        if isinstance(limit, CostLimitReached):
+            cp, events = capped(_with_inbox(cp, inbox), limit)
+            return StepResult(cp, tuple(events), Next.CONTINUE)
         return await _model_step(_with_inbox(cp, inbox), deps, limit)
     if kind is StepKind.TOOL:
         call = cp.next_call()
