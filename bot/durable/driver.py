@@ -38,6 +38,7 @@ from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
 from bot.metrics import StepOutcome, StepReport, default_metrics
+from bot.slack.spend import spend_text
 from harness import (
     Checkpoint,
     Collaborators,
@@ -277,6 +278,7 @@ class StepDriver:
         posting = self.crash_hooks.posting(
             key, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count
         )
+        markdown = await self._with_footer(claim, cp.answer)
         try:
             with posting:
                 ts = await self.poster.post_answer(
@@ -284,7 +286,7 @@ class StepDriver:
                     session_id=claim.session_id,
                     channel_id=claim.key.channel_id,
                     thread_ts=claim.key.thread_ts,
-                    markdown=cp.answer,
+                    markdown=markdown,
                 )
         except SlackRefused as refused:
             return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
@@ -301,6 +303,13 @@ class StepDriver:
             await self._park(done)
         self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
+
+    async def _with_footer(self, claim: Claim, answer: str) -> str:
+        """The answer with the session's spend so far (from the ledger) as its footer."""
+        if self.ledger is None:
+            return answer
+        spend = await self.ledger.session(claim.session_id)
+        return f"{answer}\n\n_{spend_text(spend)} so far in this thread_"
 
     async def _give_up_post(
         self,
@@ -394,7 +403,10 @@ class StepDriver:
 
         model: ModelProtocol = self.model
         if self.ledger is not None:
-            model = MeteredModel(self.model, self.ledger, claim.session_id, claim.key)
+            count = default_metrics().count_model_call
+            model = MeteredModel(
+                self.model, self.ledger, claim.session_id, claim.key, observe=count
+            )
         return Collaborators(
             store=self.files,
             model=model,

@@ -369,7 +369,7 @@ class Runtime:
             if isinstance(budget, SharedCallBudget):
                 closers.append(budget.aclose)
             slack = SlackPoster(make_slack_client(settings), posts, update_budget=budget)
-            reporter = ThreadReporter(slack)
+            reporter = ThreadReporter(slack, model=settings.model)
         driver = StepDriver(
             sessions=sessions,
             files=files,

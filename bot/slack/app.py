@@ -54,13 +54,21 @@ from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
-from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
+from bot.slack.usage import USAGE as SPEND_USAGE
+from bot.slack.usage import UsageCommand
+from memory_store import Cancelled, FileStore, InboundDedupe, ModelCallLog, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
-    "`/agent` has two commands, `skills` and `memory`.\n" + SKILLS_USAGE + "\n" + MEMORY_USAGE
+    "`/agent` has three commands, `skills`, `memory` and `usage`.\n"
+    + SKILLS_USAGE
+    + "\n"
+    + MEMORY_USAGE
+    + "\n"
+    + SPEND_USAGE
 )
+RECORD_COMMANDS = ("usage",)  # the incident record's commands (§14, §15)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -85,6 +93,7 @@ class SlackDeps:
         external_may_start: Slack Connect users of other orgs may start sessions
             (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
+        ledger: the model-call ledger ``/agent usage`` reads (None: the command is off).
     """
 
     sessions: SessionStore
@@ -101,6 +110,7 @@ class SlackDeps:
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
     installation: Installation | None = None
+    ledger: ModelCallLog | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -162,7 +172,8 @@ class _Listeners:
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()
-        if not words or words[0].lower() not in ("skills", "memory"):  # the usage goes in the
+        known = ("skills", "memory", *RECORD_COMMANDS)
+        if not words or words[0].lower() not in known:  # the usage goes in the
             await ack(text=AGENT_USAGE)  # ack: it shows in DMs and channels without the bot too
             return
         await ack()
@@ -190,10 +201,21 @@ class _Listeners:
 
     async def _agent(self, body: dict[str, Any]) -> None:
         command = SkillsCommand.from_body(body)
-        if str(body.get("text", "")).split()[0].lower() == "memory":
+        verb = str(body.get("text", "")).split()[0].lower()
+        if verb == "memory":
             await MemoryCommands(self._deps.skills).handle(command)
             return
+        if verb in RECORD_COMMANDS:
+            await self._record_command(verb, command)
+            return
         await self._deps.skills.handle_command(command)
+
+    async def _record_command(self, verb: str, command: SkillsCommand) -> None:
+        """``/agent usage`` (the incident record's commands)."""
+        if self._deps.ledger is None:
+            await self._deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
+            return
+        await UsageCommand(self._deps.ledger, self._deps.skills).handle(command)
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ reports usage only for the attempt that produced a reply.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.cost.pricing import PriceTable, default_prices
@@ -21,7 +21,8 @@ from memory_store import Clock, ModelCall, ModelCallLog, SessionKey, TokenUsage,
 
 @dataclass
 class MeteredModel:
-    """``inner`` whose answered calls are written to ``ledger`` for ``session_id``.
+    """``inner`` whose answered calls are written to ``ledger`` for ``session_id``; each
+    written row is then given to ``observe`` (metrics), if set.
 
     Raises (from ``complete``): what ``inner`` raises, and ``DatabaseUnavailable`` when
     the ledger cannot be written (the step then fails as transient and is retried).
@@ -33,6 +34,7 @@ class MeteredModel:
     key: SessionKey
     prices: PriceTable | None = None
     clock: Clock = utc_now
+    observe: Callable[[ModelCall], None] | None = None
 
     async def complete(
         self,
@@ -48,18 +50,19 @@ class MeteredModel:
             system=system, tools=tools, messages=messages, max_tokens=max_tokens, on_text=on_text
         )
         cost = (self.prices or default_prices()).cost(reply.model, reply.usage)
-        await self.ledger.record(
-            ModelCall(
-                session_id=self.session_id,
-                key=self.key,
-                at=self.clock(),
-                model=reply.model,
-                usage=token_usage(reply.usage),
-                cost_nanousd=cost.nanousd,
-                priced=cost.priced,
-                request_id=reply.request_id,
-            )
+        call = ModelCall(
+            session_id=self.session_id,
+            key=self.key,
+            at=self.clock(),
+            model=reply.model,
+            usage=token_usage(reply.usage),
+            cost_nanousd=cost.nanousd,
+            priced=cost.priced,
+            request_id=reply.request_id,
         )
+        await self.ledger.record(call)
+        if self.observe is not None:
+            self.observe(call)
         return reply
 
 

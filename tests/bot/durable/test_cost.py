@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Fault, RecordedRequest, Reply
-from harness import Limits, default_prices
+from harness import DEFAULT_MODEL, Limits, default_prices
 from tests.bot.durable.cost_support import (
     Metered,
     close_metered,
@@ -62,10 +63,14 @@ async def test_the_ledger_counts_each_answered_call_once_through_a_retry_and_a_c
             # and a worker that dies after the second model call answered, before its commit
             driver = metered.driver(crash=crash_once_at("after_model", step=2))
             await metered.open("s-crash")
+            before = _metric("warroom_model_calls_total", model=DEFAULT_MODEL, priced="true")
+            cost_before = _metric("warroom_model_cost_usd_total", model=DEFAULT_MODEL)
             # When the session runs until it waits
             await metered.run_until_idle(driver, "s-crash")
             spend = await metered.ledger.session("s-crash")
             row = await metered.sessions.get("s-crash")
+            after = _metric("warroom_model_calls_total", model=DEFAULT_MODEL, priced="true")
+            cost_after = _metric("warroom_model_cost_usd_total", model=DEFAULT_MODEL)
         finally:
             await close_metered(metered)
     # Then the overloaded attempt was sent but not answered, and every answered call,
@@ -82,11 +87,17 @@ async def test_the_ledger_counts_each_answered_call_once_through_a_retry_and_a_c
     # priced at the table's price of the model the API named
     assert spend.cost_nanousd == sum(served_cost_nanousd(fake.answered)) > 0
     assert spend.unpriced_calls == 0
+    # and the metrics counted the same calls and dollars
+    assert after - before == 4
+    assert cost_after - cost_before == pytest.approx(spend.cost_nanousd / 10**9)
     # while the committed checkpoint counts only the three calls whose steps committed
     assert row is not None
     lost = fake.answered[2]["usage"]["output_tokens"]
     assert row.usage.output_tokens == served.output_tokens - lost
-    assert metered.answers.posted["s-crash"] == ["Done: the pool shrank."]
+    # and the answer's footer shows the ledger's total, lost call included
+    (answer,) = metered.answers.posted["s-crash"]
+    assert answer.startswith("Done: the pool shrank.\n\n_")
+    assert f"{served.total():,} tokens" in answer
 
 
 async def test_a_session_cap_stops_the_session_at_the_cap_and_not_before(
@@ -125,9 +136,8 @@ async def test_a_session_cap_stops_the_session_at_the_cap_and_not_before(
         await metered.run_until_idle(raised, "s-capped")
         # Then the session continues: the model is asked again and answers
         assert len(fake_busy.answered) == calls_at_cap + 1
-        assert metered.answers.posted["s-capped"][-1] == (
-            "The pool shrank at 14:02; that is the cause."
-        )
+        last = metered.answers.posted["s-capped"][-1]
+        assert last.startswith("The pool shrank at 14:02; that is the cause.")
     finally:
         await close_metered(metered)
 
@@ -180,3 +190,7 @@ def test_every_priced_row_names_its_source_and_date() -> None:
         assert price is not None
         assert price.source.startswith("https://platform.claude.com/")
         assert price.read_on.year >= 2026
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0

@@ -6,6 +6,7 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from bot.slack.app import AGENT_USAGE
 from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
-from memory_store import Namespace, Scope
+from memory_store import ModelCall, ModelCallLog, Namespace, Scope, SessionKey, TokenUsage
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import SlackEdge, running_edge
 
@@ -183,3 +184,35 @@ async def test_agent_memory_lists_the_orgs_memory_and_prunes_it(edge: SlackEdge)
     assert "`/memory/old-incident.md`: deleted" in removal["text"]
     assert "`/etc/passwd`: not under /memory/" in removal["text"]
     assert [e.path for e in await edge.files.glob(MEMORY, "**", "/")] == ["/teams.md"]
+
+
+async def test_agent_usage_shows_the_channels_and_the_orgs_spend_today(edge: SlackEdge) -> None:
+    # Given calls of this org: two in this channel, one in another, one of another org
+    body = command("usage")
+    org, channel = "E0FAKEORG", str(body["channel_id"])
+    now = datetime.now(UTC)
+    ledger = ModelCallLog(edge.database)
+    for where, cost in ((channel, 20_000_000), (channel, 5_000_000), ("C0OTHER", 111_000_000)):
+        await ledger.record(_call(org, where, now, cost))
+    await ledger.record(_call("T0ELSE", channel, now, 999_000_000_000))
+    # When someone runs /agent usage in the channel
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the reply gives this channel's and the org's spend, today and this month
+    assert response.status_code == 200
+    (reply,) = edge.slack_api.state.ephemerals
+    lines = reply["text"].splitlines()
+    assert lines[1].startswith(f"<#{channel}>: today 2,230 tokens · $0.025")
+    assert lines[2].startswith("The org: today 3,345 tokens · $0.14")
+
+
+def _call(org: str, channel: str, at: datetime, cost: int) -> ModelCall:
+    return ModelCall(
+        session_id=f"s-{channel}-{cost}",
+        key=SessionKey(org, channel, "1.0"),
+        at=at,
+        model="claude-sonnet-5-5",
+        usage=TokenUsage(100, 15, 1000, 0),
+        cost_nanousd=cost,
+        priced=True,
+    )
