@@ -97,6 +97,10 @@ from harness.model.messages import (
     to_wire,
 )
 from harness.model.request import ToolSpec, build_request
+from harness.record.incident import TIMELINE_PATH, IncidentRecord
+from harness.record.links import permalink
+from harness.record.render import timeline_json, timeline_markdown
+from harness.record.timeline import Actor, ActorKind, Entry, EntryKind, Timeline, build_timeline
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -142,6 +146,18 @@ __all__ = [
     "parse_prices",
     "token_usage",
     "usd",
+    # the incident record
+    "TIMELINE_PATH",
+    "Actor",
+    "ActorKind",
+    "Entry",
+    "EntryKind",
+    "IncidentRecord",
+    "Timeline",
+    "build_timeline",
+    "permalink",
+    "timeline_json",
+    "timeline_markdown",
     # the step
     "Collaborators",
     "Limits",

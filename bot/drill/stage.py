@@ -106,6 +106,7 @@ class Stage:
     narrator: Narrator
     edge: Edge
     pool: WorkerPool | None
+    db: Database | None = None  # the drill's database (the incident record reads it)
 
 
 def drill_settings(
@@ -189,6 +190,7 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             narrator,
             edge,
             pool,
+            db=db,
         )
 
 

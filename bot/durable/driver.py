@@ -44,6 +44,7 @@ from harness import (
     Collaborators,
     Event,
     Inbound,
+    IncidentRecord,
     Limits,
     McpServers,
     MeteredModel,
@@ -154,6 +155,7 @@ class StepDriver:
         mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
         ledger: the model-call ledger every answered call is written to, priced (§14),
             and the spending caps are checked against; None: calls are not metered.
+        record: the incident record behind ``/incident/timeline.md`` (None: not served).
     """
 
     sessions: SessionStore
@@ -175,6 +177,7 @@ class StepDriver:
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     mcp: McpServers | None = None
     ledger: ModelCallLog | None = None
+    record: IncidentRecord | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -415,6 +418,7 @@ class StepDriver:
             limits=self.limits,
             mcp=self.mcp,
             spent=spent,
+            record=self.record,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

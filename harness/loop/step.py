@@ -24,8 +24,9 @@ from harness.loop.prompt import reminder
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
+from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
-from harness.tools.toolbox import ToolContext, run_tool, summarize_call
+from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
 from memory_store import FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
@@ -91,7 +92,8 @@ class StepResult:
 class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
-    org have spent (read when ``limits`` has a spending cap; None: caps not checked)."""
+    org have spent (read when ``limits`` has a spending cap; None: caps not checked);
+    ``record`` generates ``/incident/timeline.md`` (None: not served)."""
 
     store: FileStore
     model: Model
@@ -100,6 +102,7 @@ class Collaborators:
     limits: Limits = field(default_factory=Limits)
     mcp: McpServers | None = None
     spent: Spent | None = None
+    record: IncidentRecord | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -212,6 +215,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             is_error=outcome.is_error,
             output_chars=len(content),
             output_head=content[:500],
+            detail=call_detail(call.name, call.input),
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
@@ -221,7 +225,9 @@ def _context(
     cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
 ) -> ToolContext:
     limits = _call_limits(cp, deps)
-    return ToolContext.for_session(cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp)
+    return ToolContext.for_session(
+        cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp, record=deps.record
+    )
 
 
 def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
@@ -272,7 +278,8 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             "its effects before running it again."
         )
         result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
-        event: Event = ToolUnknown(tool_use_id=call.id, name=call.name, summary=summary)
+        detail = call_detail(call.name, call.input)
+        event: Event = ToolUnknown(call.id, call.name, summary, detail)
     else:
         result = ToolResultBlock(call.id, recovered.content, recovered.is_error)
         event = ToolFinished(
@@ -282,6 +289,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             is_error=recovered.is_error,
             output_chars=len(recovered.content),
             output_head=recovered.content[:500],
+            detail=call_detail(call.name, call.input),
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
     cp = replace(

@@ -21,6 +21,7 @@ from harness.loop.checkpoint import Checkpoint, ReadRecord, Todo
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
+from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
 from harness.vfs import Mount
 from memory_store import FileStore, Namespace, Origin, Scope
@@ -61,6 +62,8 @@ class ToolContext:
         bash_max_timeout_ms: the highest Bash ``timeout`` accepted (Claude Code: 600000);
             also the most an MCP call may take (what is left of the tool-time budget).
         mcp: this process's MCP servers (``mcp__…`` tools), or None when none are set up.
+        record: the incident record that generates ``/incident/timeline.md`` (None: the
+            file is not served).
     """
 
     store: FileStore
@@ -74,6 +77,7 @@ class ToolContext:
     agent_may_write_skills: bool = False
     bash_max_timeout_ms: int = 600_000
     mcp: McpServers | None = None
+    record: IncidentRecord | None = None
 
     @classmethod
     def for_session(
@@ -85,6 +89,7 @@ class ToolContext:
         limits: Limits | None = None,
         *,
         mcp: McpServers | None = None,
+        record: IncidentRecord | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -101,6 +106,7 @@ class ToolContext:
             agent_may_write_skills=limits.agent_may_write_skills,
             bash_max_timeout_ms=limits.bash_max_timeout_ms,
             mcp=mcp,
+            record=record,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

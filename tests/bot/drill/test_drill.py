@@ -46,6 +46,7 @@ PROPERTIES = (
     "sandbox destroyed from outside, replaced, model told",
     "each session's final answer posted to Slack exactly once",
     "session three's memory index lists session one's memory",
+    "the incident timeline lists messages, commands and writes, linked",
 )
 KILL = PROPERTIES[5]
 LOST = (
@@ -81,7 +82,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     for name in PROPERTIES:
         mark = "–" if name == KILL else "✓"
         assert f"  {mark} {name}:" in checklist, f"{name} did not pass:\n{checklist}"
-    assert "PASSED: 8 passed, 0 failed, 1 skipped." in checklist
+    assert "PASSED: 9 passed, 0 failed, 1 skipped." in checklist
     assert code == 0
 
 
