@@ -74,7 +74,11 @@ class IncidentLog:
         self._db = db
 
     async def rows(
-        self, org_id: str, channel_id: str, *, thread_ts: str | None = None
+        self,
+        org_id: str,
+        channel_id: str,
+        *,
+        thread_ts: str | None = None,
     ) -> IncidentRows:
         """The sessions and rows of a channel's incident, or of one thread of it.
 

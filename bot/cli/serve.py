@@ -36,11 +36,13 @@ from bot.slack.modes import serve as serve_slack
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
+from harness import IncidentRecord
 from memory_store import (
     Cancelled,
     Database,
     FileStore,
     InboundDedupe,
+    IncidentLog,
     ModelCallLog,
     Outbox,
     SessionStore,
@@ -129,6 +131,7 @@ async def _slack_deps(
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
         ledger=ModelCallLog(db),
+        record=IncidentRecord(IncidentLog(db), identity.get("url") or None),
     )
 
 

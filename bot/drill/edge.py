@@ -22,11 +22,13 @@ from bot.slack.modes import DEFAULT_PATH, HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
+from harness import IncidentRecord
 from memory_store import (
     Cancelled,
     Database,
     FileStore,
     InboundDedupe,
+    IncidentLog,
     ModelCallLog,
     Outbox,
     SessionStore,
@@ -79,6 +81,7 @@ class Edge:
             skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
             poster=SlackPoster(client, Outbox(db)),
             ledger=ModelCallLog(db),
+            record=IncidentRecord(IncidentLog(db), identity.get("url") or None),
         )
         background = Background()
         app = build_app(deps=deps, background=background)

@@ -31,7 +31,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -54,21 +54,26 @@ from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
+from bot.slack.timeline import USAGE as RECORD_USAGE
+from bot.slack.timeline import TimelineCommand
 from bot.slack.usage import USAGE as SPEND_USAGE
 from bot.slack.usage import UsageCommand
+from harness import IncidentRecord
 from memory_store import Cancelled, FileStore, InboundDedupe, ModelCallLog, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
-    "`/agent` has three commands, `skills`, `memory` and `usage`.\n"
+    "`/agent` has the commands `skills`, `memory`, `usage`, `timeline` and `postmortem`.\n"
     + SKILLS_USAGE
     + "\n"
     + MEMORY_USAGE
     + "\n"
     + SPEND_USAGE
+    + "\n"
+    + RECORD_USAGE
 )
-RECORD_COMMANDS = ("usage",)  # the incident record's commands (§14, §15)
+RECORD_COMMANDS = ("usage", "timeline")  # the incident record's commands (§14, §15)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -94,6 +99,7 @@ class SlackDeps:
             (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
         ledger: the model-call ledger ``/agent usage`` reads (None: the command is off).
+        record: the incident record ``/agent timeline`` posts (None: the command is off).
     """
 
     sessions: SessionStore
@@ -111,6 +117,7 @@ class SlackDeps:
     external_may_start: bool = False
     installation: Installation | None = None
     ledger: ModelCallLog | None = None
+    record: IncidentRecord | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -211,11 +218,15 @@ class _Listeners:
         await self._deps.skills.handle_command(command)
 
     async def _record_command(self, verb: str, command: SkillsCommand) -> None:
-        """``/agent usage`` (the incident record's commands)."""
-        if self._deps.ledger is None:
-            await self._deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
-            return
-        await UsageCommand(self._deps.ledger, self._deps.skills).handle(command)
+        """``/agent usage`` and ``/agent timeline`` (the incident record's commands)."""
+        deps = self._deps
+        command = replace(command, words=(verb, *command.words[1:]))
+        if verb == "usage" and deps.ledger is not None:
+            await UsageCommand(deps.ledger, deps.skills).handle(command)
+        elif verb == "timeline" and deps.record is not None:
+            await TimelineCommand(deps.record, deps.client, deps.skills).handle(command)
+        else:
+            await deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

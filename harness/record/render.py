@@ -31,12 +31,13 @@ def timeline_markdown(timeline: Timeline, *, generated_at: datetime | None = Non
     )
     day = ""
     for entry in timeline.entries:
-        if f"{entry.at:%Y-%m-%d}" != day:
-            day = f"{entry.at:%Y-%m-%d}"
+        stamp = entry.at.isoformat()  # UTC: "2026-12-01T14:05:07.123456+00:00"
+        if stamp[:10] != day:
+            day = stamp[:10]
             lines += ["", f"## {day}", ""]
         link = f" [↗]({entry.permalink})" if entry.permalink else ""
         lines.append(
-            f"- **{entry.cite}** {entry.at:%H:%M:%S} · {entry.actor.label} · "
+            f"- **T{entry.n}** {stamp[11:19]} · {entry.actor.label} · "
             f"{entry.kind.value}: {entry.summary}{link}"
         )
     if not timeline.entries:

@@ -150,14 +150,15 @@ def build_timeline(
     thread_ts: str | None = None,
 ) -> Timeline:
     """The timeline of the incident whose rows are ``found`` (see the module docstring)."""
-    threads = {s.id: _Thread(s, _agent(s)) for s in found.sessions}
+    linkers = {
+        s.id: _Linker(workspace_url, channel_id, _Thread(s, _agent(s))) for s in found.sessions
+    }
     drafts: list[_Draft] = []
     for row in found.rows:
-        thread = threads.get(row.session_id)
-        if thread is None:
+        link = linkers.get(row.session_id)
+        if link is None or (row.source == "event" and not _worth_parsing(row)):
             continue
-        link = _Linker(workspace_url, channel_id, thread)
-        draft = _draft(row, thread, link)
+        draft = _draft(row, link.thread, link)
         if draft is not None:
             drafts.append(draft)
     entries = tuple(
@@ -260,6 +261,23 @@ def _agent_draft(
     return _Draft(
         row.at, thread.agent, kind, summary, link.to(thread.status_ts), row.session_id, ref
     )
+
+
+_NAME_KEYS = ('"name":"', '"name": "')  # compact JSON (``Event.to_json``), or PostgreSQL's
+_SHOWN_TOOLS = ('Bash"', "mcp__", 'Write"', 'Edit"')
+
+
+def _worth_parsing(row: IncidentRow) -> bool:
+    """Whether a logged event can make an entry, judged without parsing its JSON (tool
+    results of other tools, most of a busy log, are dropped here). Events are compact JSON
+    with sorted keys (``Event.to_json``); anything else is parsed."""
+    if row.kind not in ("tool_result", "tool_unknown"):
+        return True
+    for key in _NAME_KEYS:
+        at = row.text.find(key)
+        if at >= 0:
+            return row.text.startswith(_SHOWN_TOOLS, at + len(key))
+    return True
 
 
 def _agent(session: IncidentSession) -> Actor:

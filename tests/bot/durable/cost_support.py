@@ -23,6 +23,7 @@ from harness import (
     AnthropicModel,
     Checkpoint,
     Event,
+    IncidentRecord,
     Limits,
     Requester,
     SandboxWorkspaces,
@@ -77,7 +78,12 @@ class Metered:
     answers: Answers = field(default_factory=Answers)
     pending: dict[str, str] = field(default_factory=dict)
 
-    def driver(self, limits: Limits | None = None, crash: Crasher = no_crash) -> StepDriver:
+    def driver(
+        self,
+        limits: Limits | None = None,
+        crash: Crasher = no_crash,
+        record: IncidentRecord | None = None,
+    ) -> StepDriver:
         async def enqueue(session_id: str, token: str) -> None:
             self.pending[session_id] = token
 
@@ -93,19 +99,22 @@ class Metered:
             limits=limits or unlimited,
             crash=crash,
             ledger=self.ledger,
+            record=record,
         )
 
     def key(self, session_id: str) -> SessionKey:
         return SessionKey(self.org, self.channel, session_id)
 
-    async def open(self, session_id: str, text: str = "checkout-api 500s, look") -> None:
+    async def open(
+        self, session_id: str, text: str = "checkout-api 500s, look", source_ts: str | None = None
+    ) -> None:
         cp = Checkpoint(session_id, self.org, self.channel, Requester("U1"))
         opened = await self.sessions.open_or_join(
             self.key(session_id),
             requester_id="U1",
             initial_checkpoint=cp.to_json(),
             text=text,
-            source_ts=f"{time.time():.6f}",
+            source_ts=source_ts or f"{time.time():.6f}",
             session_id=session_id,
         )
         assert opened.token is not None

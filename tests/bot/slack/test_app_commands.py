@@ -18,6 +18,7 @@ from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from memory_store import ModelCall, ModelCallLog, Namespace, Scope, SessionKey, TokenUsage
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import SlackEdge, running_edge
+from tests.fakes.slack_api import WORKSPACE_URL
 
 TRIGGER = "1000000000001.0000000000002.fakefakefakefakefakefakefakefake"
 SKILLS = Namespace("E0FAKEORG", Scope.SKILLS)
@@ -216,3 +217,69 @@ def _call(org: str, channel: str, at: datetime, cost: int) -> ModelCall:
         cost_nanousd=cost,
         priced=True,
     )
+
+
+async def _incident(edge: SlackEdge, channel: str, texts: list[str]) -> str:
+    """A session in ``channel`` whose thread holds ``texts`` (a mention, then replies)."""
+    root = "1796100000.000100"
+    opened = await edge.sessions.open_or_join(
+        SessionKey("E0FAKEORG", channel, root),
+        requester_id="U0ALICE",
+        initial_checkpoint="{}",
+        text=texts[0],
+        source_ts=root,
+    )
+    for i, text in enumerate(texts[1:], start=1):
+        await edge.sessions.add_input(
+            opened.session_id, user_id="U0CAROL", text=text, source_ts=f"1796100000.{i + 100:06d}"
+        )
+    return root
+
+
+async def test_agent_timeline_posts_the_channels_timeline_with_permalinks(edge: SlackEdge) -> None:
+    # Given a thread in the channel: alice's mention and carol's reply
+    body = command("timeline")
+    channel = str(body["channel_id"])
+    root = await _incident(edge, channel, ["checkout-api 500s since 14:02", "check the pool"])
+    # When someone runs /agent timeline there
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the bot posts the timeline in the channel, each message linked to itself
+    assert response.status_code == 200
+    (post,) = [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+    assert post.args["channel"] == channel
+    assert "thread_ts" not in post.args
+    markdown = post.args["blocks"][0]["text"]
+    thread_link = f"?thread_ts={root}&cid={channel}"
+    first = f"{WORKSPACE_URL}archives/{channel}/p{root.replace('.', '')}"
+    second = f"{WORKSPACE_URL}archives/{channel}/p1796100000000101{thread_link}"
+    assert "**T1**" in markdown
+    assert f"message: checkout-api 500s since 14:02 [↗]({first})" in markdown
+    assert "**T2**" in markdown
+    assert f"<@U0CAROL> · message: check the pool [↗]({second})" in markdown
+
+
+async def test_a_long_timeline_is_posted_as_a_file(edge: SlackEdge) -> None:
+    body = command("timeline")
+    channel = str(body["channel_id"])
+    await _incident(edge, channel, [f"reading number {i}: " + "x" * 180 for i in range(300)])
+
+    await edge.post_form(body)
+    await edge.settle()
+
+    (upload,) = edge.slack_api.state.files.values()
+    content = upload["content"].decode()
+    assert upload["name"] == "timeline.md"
+    assert "**T300**" in content
+    assert not [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+
+
+async def test_agent_timeline_where_the_bot_is_not_tells_the_person(edge: SlackEdge) -> None:
+    body = command("timeline")
+    edge.slack_api.state.bot_absent.add(str(body["channel_id"]))
+
+    await edge.post_form(body)
+    await edge.settle()
+
+    (reply,) = edge.slack_api.state.ephemerals
+    assert "invite me" in reply["text"]
