@@ -99,6 +99,13 @@ from harness.model.messages import (
 from harness.model.request import ToolSpec, build_request
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.links import permalink
+from harness.record.postmortem import (
+    POSTMORTEM_PATH,
+    Citations,
+    citations,
+    is_postmortem_request,
+    postmortem_request,
+)
 from harness.record.render import timeline_json, timeline_markdown
 from harness.record.timeline import Actor, ActorKind, Entry, EntryKind, Timeline, build_timeline
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
@@ -147,7 +154,12 @@ __all__ = [
     "token_usage",
     "usd",
     # the incident record
+    "POSTMORTEM_PATH",
     "TIMELINE_PATH",
+    "Citations",
+    "citations",
+    "is_postmortem_request",
+    "postmortem_request",
     "Actor",
     "ActorKind",
     "Entry",

@@ -46,6 +46,7 @@ from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.memory import USAGE as MEMORY_USAGE
 from bot.slack.memory import MemoryCommands
 from bot.slack.poster import SlackPoster
+from bot.slack.postmortem import PostmortemCommand
 from bot.slack.recording import (
     MAX_CONCURRENT_INPUTS,
     Recorder,
@@ -73,7 +74,7 @@ AGENT_USAGE = (
     + "\n"
     + RECORD_USAGE
 )
-RECORD_COMMANDS = ("usage", "timeline")  # the incident record's commands (§14, §15)
+RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -218,13 +219,16 @@ class _Listeners:
         await self._deps.skills.handle_command(command)
 
     async def _record_command(self, verb: str, command: SkillsCommand) -> None:
-        """``/agent usage`` and ``/agent timeline`` (the incident record's commands)."""
+        """``/agent usage``, ``timeline`` and ``postmortem`` (the incident record's commands)."""
         deps = self._deps
         command = replace(command, words=(verb, *command.words[1:]))
         if verb == "usage" and deps.ledger is not None:
             await UsageCommand(deps.ledger, deps.skills).handle(command)
         elif verb == "timeline" and deps.record is not None:
             await TimelineCommand(deps.record, deps.client, deps.skills).handle(command)
+        elif verb == "postmortem":
+            starter = PostmortemCommand(deps.sessions, deps.client, deps.enqueue, deps.skills)
+            await starter.handle(command)
         else:
             await deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
 

@@ -15,9 +15,10 @@ import pytest
 from bot.slack.app import AGENT_USAGE
 from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
+from harness import postmortem_request
 from memory_store import ModelCall, ModelCallLog, Namespace, Scope, SessionKey, TokenUsage
 from tests.bot.conftest import load_case
-from tests.bot.slack_edge import SlackEdge, running_edge
+from tests.bot.slack_edge import SlackEdge, event, running_edge
 from tests.fakes.slack_api import WORKSPACE_URL
 
 TRIGGER = "1000000000001.0000000000002.fakefakefakefakefakefakefakefake"
@@ -283,3 +284,34 @@ async def test_agent_timeline_where_the_bot_is_not_tells_the_person(edge: SlackE
 
     (reply,) = edge.slack_api.state.ephemerals
     assert "invite me" in reply["text"]
+
+
+async def test_agent_postmortem_opens_a_thread_and_starts_the_drafting_session(
+    edge: SlackEdge,
+) -> None:
+    # When someone runs /agent postmortem in the incident channel
+    body = command("postmortem")
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the bot opens a thread in the channel saying what it does
+    assert response.status_code == 200
+    (post,) = [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+    assert post.args["channel"] == body["channel_id"]
+    assert "/incident/postmortem.md" in post.args["text"]
+    # and a session on that thread, asked to draft it, is woken
+    session = await edge.session(str(post.response["ts"]), org="E0FAKEORG")
+    assert session is not None
+    assert session.requester_id == body["user_id"]
+    assert await edge.inbox_texts(session.id) == [postmortem_request()]
+    assert [call[0] for call in edge.enqueued.calls] == [session.id]
+
+
+async def test_a_mention_saying_postmortem_starts_the_drafting_session(edge: SlackEdge) -> None:
+    mention = event("event_app_mention_top_level.json", text="<@U0FAKEBOT> postmortem", blocks=None)
+
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+
+    session = await edge.session(str(mention["event"]["ts"]))
+    assert session is not None
+    assert await edge.inbox_texts(session.id) == [postmortem_request()]
