@@ -35,16 +35,16 @@ async def test_the_timeline_file_is_generated_on_read_and_read_only(
         try:
             record = IncidentRecord(IncidentLog(metered.db), URL)
             driver = metered.driver(record=record)
-            root = "1796100000.000100"
+            root = "1796200000.000100"
             await metered.open(root, text="checkout-api 500s since 14:02", source_ts=root)
             # When it runs
-            await metered.run_until_idle(driver, "1796100000.000100")
+            await metered.run_until_idle(driver, "1796200000.000100")
         finally:
             await close_metered(metered)
     # Then Read gave the timeline as it stood: the message and the command before it
     read_result = _last_tool_result(fake.requests[2].body)
     assert read_result.startswith("1\t# Incident timeline: <#C0COST> (UTC)")
-    link = f"{URL}archives/C0COST/p1796100000000100"
+    link = f"{URL}archives/C0COST/p1796200000000100"
     assert f"<@U1> · message: checkout-api 500s since 14:02 [↗]({link})" in read_result
     assert "command: `true` → exit 0" in read_result
     # and Write was refused with a way forward
