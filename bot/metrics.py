@@ -8,6 +8,9 @@ The metrics (``prometheus_client``):
 - ``warroom_step_seconds{kind}``: how long a step took, claim to commit;
 - ``warroom_model_tokens_total{kind}``: ``input``, ``output``, ``cache_read``,
   ``cache_write`` (Anthropic ``usage``);
+- ``warroom_model_calls_total{model,priced}`` and ``warroom_model_cost_usd_total{model}``:
+  answered model calls as the ledger records them (§14: a call whose step crashed
+  included), and their cost priced from the price table (``priced="false"``: not in it);
 - ``warroom_tool_calls_total{tool,outcome}``: ``ok``, ``error`` (``is_error``) or
   ``unknown`` (lost in a crash);
 - ``warroom_sandbox_events_total{event}``: ``provision``, ``resume``, ``suspend``
@@ -42,7 +45,9 @@ from harness import (
     StepKind,
     ToolFinished,
     ToolUnknown,
+    usd,
 )
+from memory_store import ModelCall
 from sandbox_client import Health as SandboxHealth
 from sandbox_client import SandboxClient, SandboxHandle, SandboxProvider, SandboxUsage
 
@@ -103,6 +108,12 @@ class Metrics:
             "warroom_step_seconds", "Step latency.", ["kind"], buckets=STEP_BUCKETS_S, registry=r
         )
         self.tokens = Counter("warroom_model_tokens", "Model tokens.", ["kind"], registry=r)
+        self.model_calls = Counter(
+            "warroom_model_calls", "Answered model calls.", ["model", "priced"], registry=r
+        )
+        self.model_cost = Counter(
+            "warroom_model_cost_usd", "Model spend, USD (price table).", ["model"], registry=r
+        )
         self.tool_calls = Counter(
             "warroom_tool_calls", "Tool calls by outcome.", ["tool", "outcome"], registry=r
         )
@@ -132,6 +143,11 @@ class Metrics:
         self.step_seconds.labels(kind).observe(report.duration_s)
         for event in report.events:
             self._count_event(event)
+
+    def count_model_call(self, call: ModelCall) -> None:
+        """One answered model call and its cost (the ledger's row)."""
+        self.model_calls.labels(call.model, str(call.priced).lower()).inc()
+        self.model_cost.labels(call.model).inc(float(usd(call.cost_nanousd)))
 
     def count_sandbox(self, event: str) -> None:
         """One sandbox ``provision``, ``resume``, ``suspend`` or ``replace``."""

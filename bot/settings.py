@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     bl_workspace: str | None = None
 
     max_steps: int = Field(default=200, ge=1, validation_alias="WARROOM_MAX_STEPS")
+    # spending caps in USD (§14); None: no cap
+    max_session_cost_usd: float | None = Field(
+        default=None, gt=0, validation_alias="WARROOM_MAX_SESSION_COST_USD"
+    )
+    max_org_day_cost_usd: float | None = Field(
+        default=None, gt=0, validation_alias="WARROOM_MAX_ORG_DAY_COST_USD"
+    )
     skill_editors: str = Field(default="", validation_alias="WARROOM_SKILL_EDITORS")
     external_users_start: bool = Field(
         default=False, validation_alias="WARROOM_EXTERNAL_USERS_START"

@@ -1,6 +1,10 @@
 """harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""
 
+from harness.cost.caps import Spent, day_start
+from harness.cost.metered import MeteredModel, token_usage
+from harness.cost.pricing import Cost, Price, PriceTable, default_prices, nanousd, parse_prices, usd
 from harness.errors import (
+    CostLimitReached,
     HarnessError,
     InvalidMessage,
     LimitReached,
@@ -9,6 +13,8 @@ from harness.errors import (
     ModelRejected,
     ModelStalled,
     ModelUnavailable,
+    OrgDayCostLimitReached,
+    SessionCostLimitReached,
     StepLimitReached,
     TokenLimitReached,
     ToolTimeLimitReached,
@@ -85,6 +91,17 @@ from harness.model.messages import (
     to_wire,
 )
 from harness.model.request import ToolSpec, build_request
+from harness.record.incident import TIMELINE_PATH, IncidentRecord
+from harness.record.links import permalink
+from harness.record.postmortem import (
+    POSTMORTEM_PATH,
+    Citations,
+    citations,
+    is_postmortem_request,
+    postmortem_request,
+)
+from harness.record.render import timeline_json, timeline_markdown
+from harness.record.timeline import Actor, ActorKind, Entry, EntryKind, Timeline, build_timeline
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -99,6 +116,7 @@ from harness.vfs import Mount, PathError, Resolved, resolve
 
 __all__ = [
     # errors
+    "CostLimitReached",
     "HarnessError",
     "InvalidMessage",
     "LimitReached",
@@ -107,6 +125,8 @@ __all__ = [
     "ModelRejected",
     "ModelStalled",
     "ModelUnavailable",
+    "OrgDayCostLimitReached",
+    "SessionCostLimitReached",
     "StepLimitReached",
     "TokenLimitReached",
     "ToolTimeLimitReached",
@@ -115,6 +135,35 @@ __all__ = [
     "WorkspaceIsADirectory",
     "WorkspaceRefused",
     "WorkspaceUnavailable",
+    # cost: prices, metering, caps
+    "Cost",
+    "MeteredModel",
+    "Price",
+    "PriceTable",
+    "Spent",
+    "day_start",
+    "default_prices",
+    "nanousd",
+    "parse_prices",
+    "token_usage",
+    "usd",
+    # the incident record
+    "POSTMORTEM_PATH",
+    "TIMELINE_PATH",
+    "Citations",
+    "citations",
+    "is_postmortem_request",
+    "postmortem_request",
+    "Actor",
+    "ActorKind",
+    "Entry",
+    "EntryKind",
+    "IncidentRecord",
+    "Timeline",
+    "build_timeline",
+    "permalink",
+    "timeline_json",
+    "timeline_markdown",
     # the step
     "Collaborators",
     "Limits",

@@ -84,6 +84,33 @@ class ToolTimeLimitReached(LimitReached):
     unit = "s of tool time"
 
 
+class CostLimitReached(LimitReached):
+    """Spend reached a cap (``Limits.max_session_cost_usd`` or ``max_org_day_cost_usd``).
+
+    Unlike the other limits, no model call follows: the harness writes the best-effort
+    answer itself (more calls would spend past the cap). ``used`` and ``limit`` are USD.
+    """
+
+    name = "spending cap"
+    unit = "USD"
+
+    def __init__(self, *, used: float, limit: float) -> None:
+        super().__init__(used=used, limit=limit)
+        self.args = (f"The {self.name} was reached: ${used:.2f} spent, ${limit:.2f} allowed.",)
+
+
+class SessionCostLimitReached(CostLimitReached):
+    """The session's spend reached ``Limits.max_session_cost_usd``."""
+
+    name = "session's spending cap"
+
+
+class OrgDayCostLimitReached(CostLimitReached):
+    """The org's spend today (UTC) reached ``Limits.max_org_day_cost_usd``."""
+
+    name = "organisation's daily spending cap"
+
+
 class ModelError(HarnessError):
     """A model call failed; see the subclasses."""
 

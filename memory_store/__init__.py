@@ -31,7 +31,9 @@ from memory_store.errors import (
 from memory_store.files.paths import normalise_file_path, normalise_path
 from memory_store.files.skills import validate_skill
 from memory_store.files.store import FileStore
+from memory_store.incident import IncidentLog, IncidentRow, IncidentRows, IncidentSession
 from memory_store.migrate import SchemaVersion
+from memory_store.model_calls import ModelCall, ModelCallLog, Spend
 from memory_store.records import (
     DEFAULT_LIMITS,
     Change,
@@ -83,6 +85,15 @@ __all__ = [
     "EgressLog",
     "EgressTokens",
     "TokenOwner",
+    # the incident record's rows
+    "IncidentLog",
+    "IncidentRow",
+    "IncidentRows",
+    "IncidentSession",
+    # the model-call ledger (cost)
+    "ModelCall",
+    "ModelCallLog",
+    "Spend",
     # database
     "Database",
     "SchemaVersion",

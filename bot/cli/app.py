@@ -241,6 +241,44 @@ def mcp_list() -> None:
         raise typer.Exit(1)  # a server is down: scripts and health checks must see it
 
 
+@app.command("export-incident")
+def export_incident(
+    channel: Annotated[str, typer.Argument(help="The incident's Slack channel id (C…).")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Where to write (a folder per incident in it).")
+    ] = Path("."),
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Only this thread (its root ts).")
+    ] = None,
+    org: OrgOption = None,
+) -> None:
+    """Write an incident's timeline, notes and postmortem as Markdown and JSON."""
+    from bot.cli.export import Exported
+    from bot.cli.export import export_incident as export
+
+    settings = _settings()
+
+    async def run() -> tuple[str, Exported]:
+        from memory_store import Database
+
+        db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+        try:
+            await db.migrate()
+            org_id = org or await _default_org(settings)
+            url = await _workspace_url(settings)
+            done = await export(db, org_id, channel, out, thread_ts=thread, workspace_url=url)
+            return org_id, done
+        finally:
+            await db.dispose()
+
+    org_id, done = _run(lambda: asyncio.run(run()))
+    postmortem = "a postmortem" if done.postmortem else "no postmortem yet"
+    typer.echo(
+        f"org {org_id}, {channel}: {done.entries} timeline entries, {done.notes} note file(s), "
+        f"{postmortem}; written to {done.directory}"
+    )
+
+
 @app.command("fake-anthropic")
 def fake_anthropic(
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
@@ -485,6 +523,16 @@ async def _default_org(settings: Settings) -> str:
     client = make_slack_client(settings)
     identity = await slack_call("auth.test", client.auth_test())
     return str(identity.get("enterprise_id") or identity["team_id"])
+
+
+async def _workspace_url(settings: Settings) -> str | None:
+    """The workspace URL permalinks start with (``auth.test``), or None without a bot token."""
+    from bot.durable.wiring import make_slack_client
+    from bot.slack.installation import slack_workspace_url
+
+    if settings.slack_bot_token is None:
+        return None
+    return await slack_workspace_url(make_slack_client(settings))
 
 
 def _describe(report: SkillReport, verb: str) -> str:

@@ -36,7 +36,17 @@ from bot.slack.modes import serve as serve_slack
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
-from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from harness import IncidentRecord
+from memory_store import (
+    Cancelled,
+    Database,
+    FileStore,
+    InboundDedupe,
+    IncidentLog,
+    ModelCallLog,
+    Outbox,
+    SessionStore,
+)
 from sandbox_client import SandboxProvider
 
 __all__ = ["run_serve", "serve"]
@@ -120,6 +130,8 @@ async def _slack_deps(
         poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
+        ledger=ModelCallLog(db),
+        record=IncidentRecord(IncidentLog(db), identity.get("url") or None),
     )
 
 

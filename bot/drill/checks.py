@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.drill import mcp_scene
+from bot.drill import mcp_scene, record_check
 from bot.drill import scenario as s
+from bot.drill.record_check import RecordEvidence
 from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
 from bot.drill.steps import bash, read
 from bot.drill.transcript import SANDBOX_REPLACED, Transcript
@@ -77,6 +78,7 @@ class Evidence:
     memory: FileVersion | None
     expected_500s: int
     mcp_missing: str | None = None
+    record: RecordEvidence | None = None
 
     def transcripts(self, name: str) -> Sequence[Transcript]:
         """The requests of ``name``'s session, oldest first (empty when none)."""
@@ -118,7 +120,14 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         answers_posted_once(e),
         memory_in_next_index(e),
         mcp_tool_called(e),
+        timeline_listed(e),
     )
+
+
+def timeline_listed(e: Evidence) -> Check:
+    """The channel's timeline lists its messages, commands, writes and answers, linked."""
+    ok, detail = record_check.timeline_listed(e.record, e.events)
+    return Check(record_check.NAME, ok, detail)
 
 
 def playbook_read(e: Evidence) -> Check:

@@ -18,9 +18,11 @@ from bot.cli.signals import run_interruptible
 from bot.drill import scenario
 from bot.drill.checks import Check, Evidence, evaluate
 from bot.drill.narrator import post_key
+from bot.drill.record_check import RecordEvidence, gather_record
 from bot.drill.scenario import ALICE, BOB, DAVE
 from bot.drill.stage import DrillOptions, Stage, staged
 from bot.drill.story import Record, Story
+from bot.fakes.slack_api import BOT_USER_ID, WORKSPACE_URL
 from memory_store import FileNotFound, FileVersion, Namespace, Scope
 
 
@@ -118,10 +120,12 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         events[name] = await stage.sessions.events(session_id)
     names = {session_id: name for name, session_id in record.sessions.items()}
     posts: dict[str, Counter[str]] = {}
+    answer_ts: set[str] = set()
     for call in stage.slack.calls_to("chat.postMessage"):
         key = post_key(call.args)
         if ":answer:" in key and call.response.get("ok"):
             posts.setdefault(names.get(key.split(":", 1)[0], ""), Counter())[key] += 1
+            answer_ts.add(str(call.response.get("ts")))
     org = stage.channel.org_id
     return Evidence(
         mode=stage.options.mode,
@@ -141,6 +145,22 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         memory=await _file(stage, Namespace(org, Scope.MEMORY), "/checkout-api.md"),
         expected_500s=scenario.expected_500s(),
         mcp_missing=stage.mcp_missing,
+        record=await _record(stage, frozenset(answer_ts)),
+    )
+
+
+async def _record(stage: Stage, answer_ts: frozenset[str]) -> RecordEvidence | None:
+    """The channel's timeline and what Slack holds, for the incident record's check."""
+    if stage.db is None:
+        return None
+    return await gather_record(
+        stage.db,
+        stage.channel.org_id,
+        scenario.CHANNEL,
+        workspace_url=WORKSPACE_URL,
+        messages=stage.slack.state.messages.get(scenario.CHANNEL, []),
+        bot_user_id=BOT_USER_ID,
+        answer_ts=answer_ts,
     )
 
 

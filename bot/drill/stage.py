@@ -108,6 +108,7 @@ class Stage:
     edge: Edge
     pool: WorkerPool | None
     mcp_missing: str | None = None
+    db: Database | None = None  # the drill's database (the incident record reads it)
 
 
 def drill_settings(
@@ -193,6 +194,7 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             edge,
             pool,
             mcp_missing=mcp_scene.missing(),
+            db=db,
         )
 
 

@@ -38,18 +38,23 @@ from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
 from bot.metrics import StepOutcome, StepReport, default_metrics
+from bot.slack.spend import spend_text
 from harness import (
     Checkpoint,
     Collaborators,
     Event,
     Inbound,
+    IncidentRecord,
     Limits,
     McpServers,
+    MeteredModel,
     Next,
+    Spent,
     StepKind,
     WorkspaceSource,
     advance,
     answer_posted,
+    day_start,
     next_kind,
 )
 from harness import Model as ModelProtocol
@@ -60,6 +65,7 @@ from memory_store import (
     Fenced,
     FileStore,
     Finish,
+    ModelCallLog,
     NewEvent,
     SessionOrigin,
     SessionStatus,
@@ -147,6 +153,9 @@ class StepDriver:
         origin: the only origin of sessions this driver claims (its poster serves it).
         observe: told about every step (metrics; default: the process's counters).
         mcp: the process's MCP servers, whose tools every step offers; None: no MCP.
+        ledger: the model-call ledger every answered call is written to, priced (§14),
+            and the spending caps are checked against; None: calls are not metered.
+        record: the incident record behind ``/incident/timeline.md`` (None: not served).
     """
 
     sessions: SessionStore
@@ -167,6 +176,8 @@ class StepDriver:
     )
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     mcp: McpServers | None = None
+    ledger: ModelCallLog | None = None
+    record: IncidentRecord | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,7 +253,8 @@ class StepDriver:
             cp = await self._with_sandbox_for_bash(cp)
         if isinstance(self.poster, LiveReporter):
             self.poster.step_started(session_id=claim.session_id, kind=kind.value)
-        result = await advance(cp, self._collaborators(claim, stored), inbox)
+        deps = self._collaborators(claim, stored, await self._spent(claim, kind))
+        result = await advance(cp, deps, inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
         waits = result.next is not Next.CONTINUE
@@ -269,6 +281,7 @@ class StepDriver:
         posting = self.crash_hooks.posting(
             key, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count
         )
+        markdown = await self._with_footer(claim, cp.answer)
         try:
             with posting:
                 ts = await self.poster.post_answer(
@@ -276,7 +289,7 @@ class StepDriver:
                     session_id=claim.session_id,
                     channel_id=claim.key.channel_id,
                     thread_ts=claim.key.thread_ts,
-                    markdown=cp.answer,
+                    markdown=markdown,
                 )
         except SlackRefused as refused:
             return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
@@ -293,6 +306,13 @@ class StepDriver:
             await self._park(done)
         self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
+
+    async def _with_footer(self, claim: Claim, answer: str) -> str:
+        """The answer with the session's spend so far (from the ledger) as its footer."""
+        if self.ledger is None:
+            return answer
+        spend = await self.ledger.session(claim.session_id)
+        return f"{answer}\n\n_{spend_text(spend)} so far in this thread_"
 
     async def _give_up_post(
         self,
@@ -369,7 +389,20 @@ class StepDriver:
         self.transcripts.keep(claim.session_id, stored)
         return token
 
-    def _collaborators(self, claim: Claim, stored: StoredTranscript) -> Collaborators:
+    async def _spent(self, claim: Claim, kind: StepKind) -> Spent | None:
+        """What the session and its org spent, when a cap needs it for this step."""
+        if self.ledger is None or not self.limits.has_cost_caps():
+            return None
+        if kind not in (StepKind.MODEL, StepKind.TOOL):
+            return None
+        mine, org = await self.ledger.for_caps(
+            claim.session_id, claim.key.org_id, since=day_start(utc_now())
+        )
+        return Spent(session_nanousd=mine, org_day_nanousd=org)
+
+    def _collaborators(
+        self, claim: Claim, stored: StoredTranscript, spent: Spent | None = None
+    ) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
             delta = stored.delta(cp.messages)
             await self.sessions.save(
@@ -379,13 +412,21 @@ class StepDriver:
             if events and isinstance(self.poster, LiveReporter):
                 self.poster.events_saved(session_id=claim.session_id, events=events)
 
+        model: ModelProtocol = self.model
+        if self.ledger is not None:
+            count = default_metrics().count_model_call
+            model = MeteredModel(
+                self.model, self.ledger, claim.session_id, claim.key, observe=count
+            )
         return Collaborators(
             store=self.files,
-            model=self.model,
+            model=model,
             workspaces=self.workspaces,
             save=save,
             limits=self.limits,
             mcp=self.mcp,
+            spent=spent,
+            record=self.record,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

@@ -29,12 +29,14 @@ from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack import retries
 from bot.slack.budget import CallBudget, SharedCallBudget
+from bot.slack.installation import slack_workspace_url
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from bot.slack.render import render_session_failed
 from harness import (
     AnthropicModel,
     Checkpoint,
+    IncidentRecord,
     Limits,
     McpServers,
     Model,
@@ -46,6 +48,8 @@ from memory_store import (
     Cancelled,
     Database,
     FileStore,
+    IncidentLog,
+    ModelCallLog,
     Outbox,
     OutboxItem,
     SessionOrigin,
@@ -358,7 +362,7 @@ class Runtime:
         egress = await WorkerEgress.open(settings, db, default_metrics())
         mcp = await open_mcp_servers(settings)
         the_model = model or make_model(settings)
-        slack, hook = None, None
+        slack, hook, workspace_url = None, None, None
         closers: list[Callable[[], Awaitable[None]]] = []
         if reporter is None:
             posts: Outbox | CrashHookOutbox = outbox
@@ -367,8 +371,10 @@ class Runtime:
             budget = update_budget(settings)
             if isinstance(budget, SharedCallBudget):
                 closers.append(budget.aclose)
-            slack = SlackPoster(make_slack_client(settings), posts, update_budget=budget)
-            reporter = ThreadReporter(slack)
+            client = make_slack_client(settings)
+            slack = SlackPoster(client, posts, update_budget=budget)
+            reporter = ThreadReporter(slack, model=settings.model)
+            workspace_url = await slack_workspace_url(client)
         driver = StepDriver(
             sessions=sessions,
             files=files,
@@ -381,6 +387,8 @@ class Runtime:
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 agent_may_write_skills=settings.agent_may_write_skills,
+                max_session_cost_usd=settings.max_session_cost_usd,
+                max_org_day_cost_usd=settings.max_org_day_cost_usd,
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
@@ -388,6 +396,8 @@ class Runtime:
             sandboxes=ManagedSandboxes(manager, setup),
             origin=origin,
             mcp=mcp,
+            ledger=ModelCallLog(db),
+            record=IncidentRecord(IncidentLog(db), workspace_url),
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded

@@ -251,6 +251,8 @@ class FakeAnthropicAPI:
         base_url: ``http://127.0.0.1:<port>`` once entered (pass it as ``base_url``).
         requests: every ``POST /v1/messages`` received, in order (refused ones too).
         refusals: the ``ApiError`` of every request the rules refused, in order.
+        answered: every complete message sent (usage included), in order: the calls a
+            real API would bill (a faulted or refused attempt is not in it).
     """
 
     def __init__(
@@ -280,6 +282,7 @@ class FakeAnthropicAPI:
         self._runner: web.AppRunner | None = None
         self.requests: list[RecordedRequest] = []
         self.refusals: list[ApiError] = []
+        self.answered: list[dict[str, Any]] = []
         self.base_url = ""
 
     def push(self, *items: Reply | Fault) -> None:
@@ -336,6 +339,8 @@ class FakeAnthropicAPI:
         reply = planned if isinstance(planned, Reply) else Reply.text("This reply is cut short.")
         fault = planned if isinstance(planned, Fault) else None
         message = self._message(reply, body)
+        if fault is None:
+            self.answered.append(message)
         if body.get("stream"):
             return await self._stream(request, message, fault)
         return web.json_response(message, headers={"request-id": self._id("req")})

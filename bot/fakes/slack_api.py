@@ -61,6 +61,7 @@ from bot.fakes.slack_limits import RateLimits
 __all__ = [
     "BOT_ID",
     "BOT_USER_ID",
+    "WORKSPACE_URL",
     "MAX_BLOCKS",
     "MAX_INPUT_CHARS",
     "MAX_MARKDOWN_CHARS",
@@ -82,6 +83,7 @@ JsonDict = dict[str, Any]
 Handler = Callable[[JsonDict], JsonDict]
 
 BOT_USER_ID = "U0FAKEBOT"
+WORKSPACE_URL = "https://fake-co.example.invalid/"  # auth.test's ``url``: permalinks start here
 BOT_ID = "B0FAKEBOT"
 TEAM_ID = "T0FAKETEAM"
 RATELIMITED_BODY: JsonDict = {"ok": False, "error": "ratelimited"}
@@ -473,7 +475,7 @@ class FakeSlackApi:
 
     def _auth_test(self, args: JsonDict) -> JsonDict:
         answer: JsonDict = {
-            "url": "https://fake-co.example.invalid/",
+            "url": WORKSPACE_URL,
             "team": "Fake Co",
             "user": "warroom",
             "team_id": TEAM_ID,

@@ -31,7 +31,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -46,6 +46,7 @@ from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
 from bot.slack.memory import USAGE as MEMORY_USAGE
 from bot.slack.memory import MemoryCommands
 from bot.slack.poster import SlackPoster
+from bot.slack.postmortem import PostmortemCommand
 from bot.slack.recording import (
     MAX_CONCURRENT_INPUTS,
     Recorder,
@@ -54,13 +55,26 @@ from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
-from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
+from bot.slack.timeline import USAGE as RECORD_USAGE
+from bot.slack.timeline import TimelineCommand
+from bot.slack.usage import USAGE as SPEND_USAGE
+from bot.slack.usage import UsageCommand
+from harness import IncidentRecord
+from memory_store import Cancelled, FileStore, InboundDedupe, ModelCallLog, SessionStore
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
-    "`/agent` has two commands, `skills` and `memory`.\n" + SKILLS_USAGE + "\n" + MEMORY_USAGE
+    "`/agent` has the commands `skills`, `memory`, `usage`, `timeline` and `postmortem`.\n"
+    + SKILLS_USAGE
+    + "\n"
+    + MEMORY_USAGE
+    + "\n"
+    + SPEND_USAGE
+    + "\n"
+    + RECORD_USAGE
 )
+RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -85,6 +99,8 @@ class SlackDeps:
         external_may_start: Slack Connect users of other orgs may start sessions
             (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
+        ledger: the model-call ledger ``/agent usage`` reads (None: the command is off).
+        record: the incident record ``/agent timeline`` posts (None: the command is off).
     """
 
     sessions: SessionStore
@@ -101,6 +117,8 @@ class SlackDeps:
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
     installation: Installation | None = None
+    ledger: ModelCallLog | None = None
+    record: IncidentRecord | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -162,7 +180,8 @@ class _Listeners:
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()
-        if not words or words[0].lower() not in ("skills", "memory"):  # the usage goes in the
+        known = ("skills", "memory", *RECORD_COMMANDS)
+        if not words or words[0].lower() not in known:  # the usage goes in the
             await ack(text=AGENT_USAGE)  # ack: it shows in DMs and channels without the bot too
             return
         await ack()
@@ -190,10 +209,28 @@ class _Listeners:
 
     async def _agent(self, body: dict[str, Any]) -> None:
         command = SkillsCommand.from_body(body)
-        if str(body.get("text", "")).split()[0].lower() == "memory":
+        verb = str(body.get("text", "")).split()[0].lower()
+        if verb == "memory":
             await MemoryCommands(self._deps.skills).handle(command)
             return
+        if verb in RECORD_COMMANDS:
+            await self._record_command(verb, command)
+            return
         await self._deps.skills.handle_command(command)
+
+    async def _record_command(self, verb: str, command: SkillsCommand) -> None:
+        """``/agent usage``, ``timeline`` and ``postmortem`` (the incident record's commands)."""
+        deps = self._deps
+        command = replace(command, words=(verb, *command.words[1:]))
+        if verb == "usage" and deps.ledger is not None:
+            await UsageCommand(deps.ledger, deps.skills).handle(command)
+        elif verb == "timeline" and deps.record is not None:
+            await TimelineCommand(deps.record, deps.client, deps.skills).handle(command)
+        elif verb == "postmortem":
+            starter = PostmortemCommand(deps.sessions, deps.client, deps.enqueue, deps.skills)
+            await starter.handle(command)
+        else:
+            await deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

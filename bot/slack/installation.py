@@ -8,9 +8,16 @@ of a modal names ours, and this maps it to the org Warroom keys its data by.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import SlackCallFailed, slack_call
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,3 +42,16 @@ class Installation:
         'T1'
         """
         return cls(str(answer["team_id"]), answer.get("enterprise_id") or None)
+
+
+async def slack_workspace_url(client: AsyncWebClient) -> str | None:
+    """The workspace's URL (``auth.test``'s ``url``, e.g. ``https://acme.slack.com/``), which
+    permalinks start with; None when Slack cannot be asked now (logged: the timeline then
+    shows entries without links)."""
+    try:
+        answer = await slack_call("auth.test", client.auth_test())
+    except SlackCallFailed as exc:
+        logger.warning("auth.test failed (%s): timeline entries will have no permalinks", exc)
+        return None
+    url = answer.get("url")
+    return str(url) if url else None

@@ -38,7 +38,7 @@ from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
 from bot.slack.routing import Ignore, Start, Steer, Stop, Usage, route
 from bot.slack.thread_context import earlier_messages
-from harness import Checkpoint, Requester
+from harness import Checkpoint, Requester, is_postmortem_request, postmortem_request
 from memory_store import Cancelled, DatabaseUnavailable, InboundDedupe, SessionKey, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class Intake:
                 lambda: self.sessions.add_input(
                     steer.session_id,
                     user_id=message.user_id,
-                    text=steer.text,
+                    text=_requested(steer.text),
                     source_ts=message.source_ts,
                 )
             )
@@ -233,7 +233,7 @@ class Intake:
                 key,
                 requester_id=message.user_id,
                 initial_checkpoint=checkpoint.to_json(),
-                text=message.text,
+                text=_requested(message.text),
                 source_ts=message.ts,
                 session_id=session_id,
             )
@@ -345,3 +345,9 @@ def _worth_a_look(message: InboundMessage) -> bool:
 def _needs_session(message: InboundMessage) -> bool:
     """A new top-level mention cannot have a session yet (``open_or_join`` joins if it does)."""
     return message.in_thread or message.kind is MessageKind.EDITED or not message.mentions_bot
+
+
+def _requested(text: str) -> str:
+    """What a message asks of its session: ``postmortem`` alone stands for the postmortem
+    request (§15); any other text is given as it is."""
+    return postmortem_request() if is_postmortem_request(text) else text

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import Progress, render_status
+from bot.slack.spend import checkpoint_spend
 from harness import (
     Answered,
     Checkpoint,
@@ -55,10 +56,15 @@ CONTINUED_STEP = "New input arrived: continued in the status message below"
 
 
 class ThreadReporter:
-    """Status message and answer of each session's thread (see the module docstring)."""
+    """Status message and answer of each session's thread (see the module docstring).
 
-    def __init__(self, poster: SlackPoster) -> None:
+    With ``model`` (the model id the sessions use), the status line shows the session's
+    tokens and their cost at that model's price.
+    """
+
+    def __init__(self, poster: SlackPoster, *, model: str | None = None) -> None:
         self._poster = poster
+        self._model = model
 
     async def post_answer(
         self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
@@ -89,7 +95,8 @@ class ThreadReporter:
         if is_new and checkpoint.turns > 0:
             await self._close_earlier(session_id, channel_id, checkpoint.turns - 1)
         elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
-        progress = Progress(session_id, step, _todos(checkpoint), elapsed_s, finished)
+        spend = checkpoint_spend(checkpoint, self._model) if self._model else None
+        progress = Progress(session_id, step, _todos(checkpoint), elapsed_s, finished, spend)
         await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
         if not finished:
             await self._poster.set_thinking(thread)

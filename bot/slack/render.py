@@ -72,7 +72,8 @@ class Progress:
     """What one turn's status message shows.
 
     ``step`` is the current step in Slack mrkdwn (e.g. "Running `kubectl get pods`"),
-    ``elapsed_s`` the seconds since the turn started; ``finished`` drops the Stop button.
+    ``elapsed_s`` the seconds since the turn started; ``finished`` drops the Stop button;
+    ``spend`` is the session's tokens and cost so far (``'43,500 tokens · $0.018'``).
     """
 
     session_id: str
@@ -80,6 +81,7 @@ class Progress:
     todos: tuple[Todo, ...] = ()
     elapsed_s: float = 0.0
     finished: bool = False
+    spend: str | None = None
 
 
 _TODO_MARKS = {TodoStatus.PENDING: "☐", TodoStatus.IN_PROGRESS: "◐", TodoStatus.COMPLETED: "☑"}
@@ -374,6 +376,8 @@ def _status_head(progress: Progress, elapsed: str) -> str:
     icon = ":white_check_mark:" if progress.finished else ":hourglass_flowing_sand:"
     state = "Finished" if progress.finished else "Working"
     head = f"{icon} *{state}* · {elapsed}"
+    if progress.spend:
+        head += f" · {progress.spend}"
     if progress.step:
         head += "\n" + escape_mrkdwn(truncate(progress.step, MAX_STEP_CHARS))
     return head

@@ -62,7 +62,8 @@ class ToolIntent(Event):
 
 @dataclass(frozen=True)
 class ToolFinished(Event):
-    """A tool call's result, recorded after it ran."""
+    """A tool call's result, recorded after it ran; ``detail`` is what the call acted on
+    (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``)."""
 
     kind: ClassVar[str] = "tool_result"
     tool_use_id: str
@@ -71,6 +72,7 @@ class ToolFinished(Event):
     is_error: bool
     output_chars: int
     output_head: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class ToolUnknown(Event):
     tool_use_id: str
     name: str
     summary: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.errors import StepLimitReached, TokenLimitReached, ToolTimeLimitReached
+from harness.cost.caps import Spent
+from harness.cost.pricing import nanousd, usd
+from harness.errors import (
+    OrgDayCostLimitReached,
+    SessionCostLimitReached,
+    StepLimitReached,
+    TokenLimitReached,
+    ToolTimeLimitReached,
+)
 from harness.loop.checkpoint import Checkpoint
 from harness.model.catalog import DEFAULT_MAX_TOKENS
 
@@ -27,6 +35,9 @@ class Limits:
         bash_max_timeout_ms: Claude Code's Bash maximum (600000).
         agent_may_write_skills: whether the model's Write/Edit may change /skills
             (``WARROOM_AGENT_WRITES_SKILLS``); humans edit skills by default.
+        max_session_cost_usd: USD the session may spend in all (None: no cap); unlike the
+            limits above it does not restart with each turn: raise it to continue.
+        max_org_day_cost_usd: USD the org may spend per UTC day (None: no cap).
     """
 
     max_steps: int = 200
@@ -38,18 +49,29 @@ class Limits:
     loop_repeats: int = 3
     bash_max_timeout_ms: int = 600_000
     agent_may_write_skills: bool = False
+    max_session_cost_usd: float | None = None
+    max_org_day_cost_usd: float | None = None
 
-    def enforce(self, cp: Checkpoint) -> None:
+    def has_cost_caps(self) -> bool:
+        """Whether a spending cap is set (then ``enforce`` needs ``Spent``)."""
+        return self.max_session_cost_usd is not None or self.max_org_day_cost_usd is not None
+
+    def enforce(self, cp: Checkpoint, spent: Spent | None = None) -> None:
         """Raise when ``cp`` has used up a limit; return when another step may run.
 
         Limits count from the start of the current turn (``cp.turn_base``): a reply
-        after a best-effort answer starts with a fresh budget.
+        after a best-effort answer starts with a fresh budget. Spending caps count the
+        session's (and the org's day's) whole spend, ``spent`` (None: not checked).
 
         Raises:
             StepLimitReached: steps this turn ≥ ``max_steps``.
             TokenLimitReached: tokens this turn ≥ ``max_session_tokens``.
             ToolTimeLimitReached: tool seconds this turn ≥ ``max_tool_time_s``.
+            SessionCostLimitReached: the session spent ≥ ``max_session_cost_usd``.
+            OrgDayCostLimitReached: the org spent ≥ ``max_org_day_cost_usd`` today (UTC).
         """
+        if spent is not None:
+            self._enforce_caps(spent)
         base_steps, base_tokens, base_tool_s = cp.turn_base
         steps, tokens = cp.steps - base_steps, cp.usage.total() - base_tokens
         tool_s = cp.tool_time_s - base_tool_s
@@ -59,3 +81,11 @@ class Limits:
             raise TokenLimitReached(used=tokens, limit=self.max_session_tokens)
         if tool_s >= self.max_tool_time_s:
             raise ToolTimeLimitReached(used=round(tool_s, 3), limit=self.max_tool_time_s)
+
+    def _enforce_caps(self, spent: Spent) -> None:
+        session_cap, org_cap = self.max_session_cost_usd, self.max_org_day_cost_usd
+        if session_cap is not None and spent.session_nanousd >= nanousd(session_cap):
+            used = float(usd(spent.session_nanousd))
+            raise SessionCostLimitReached(used=used, limit=session_cap)
+        if org_cap is not None and spent.org_day_nanousd >= nanousd(org_cap):
+            raise OrgDayCostLimitReached(used=float(usd(spent.org_day_nanousd)), limit=org_cap)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.errors import LimitReached, ModelContextOverflow, ModelRejected
+from harness.errors import CostLimitReached, LimitReached, ModelContextOverflow, ModelRejected
 from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Answered, Event, ModelResponded, Notice, NoticeTopic
 from harness.loop.limits import Limits
@@ -96,6 +96,26 @@ async def model_step(
             continue
         return _apply(built, messages, reply, settled, [*events, *told], limit)
     raise AssertionError("unreachable: the second attempt returns")
+
+
+def capped(cp: Checkpoint, limit: CostLimitReached) -> tuple[Checkpoint, list[Event]]:
+    """End the turn at a spending cap without a model call: a best-effort answer from
+    what the session has (its todo list), naming the cap and how to continue. New user
+    text is not given to the model (the answer says so); pending tool results are closed.
+    """
+    parts = [f"{limit} I stopped without asking the model anything more."]
+    done = [t.content for t in cp.todos if t.status == "completed"]
+    left = [t.content for t in cp.todos if t.status != "completed"]
+    if done or left:
+        parts.append("Where the work stands:")
+        parts.append("\n".join([f"- [x] {c}" for c in done] + [f"- [ ] {c}" for c in left]))
+    parts.append("Notes written so far are under `/incident/`.")
+    if cp.pending_input:
+        parts.append("Your last message was not given to the model: send it again then.")
+    parts.append("_(To continue, raise the cap and reply in this thread.)_")
+    text = "\n\n".join(parts)
+    events: list[Event] = [Notice(topic=NoticeTopic.LIMIT, text=str(limit))]
+    return _ended(cp, text, f"withheld: the {limit.name} was reached", events)
 
 
 def _apply(

@@ -29,6 +29,9 @@ durable lessons there (who owns what, how a system behaves, what fixed it last t
 incident chatter.
 - /incident/ holds this incident's notes, shared by every thread in this channel. Record \
 findings, timelines and hypotheses there as you go, so teammates and parallel sessions see them.
+/incident/timeline.md is generated from the event log each time it is read (read-only): every \
+message, command with its exit code, request, file written and answer of this channel's \
+sessions, numbered T1, T2, … with Slack links. Cite entries as [T<n>].
 - These three trees are virtual: they live in a database, not on the sandbox filesystem. Use \
 Read/Write/Edit/Glob/Grep on them; Bash cannot see them and commands that name them are refused.
 - Other sessions may change shared files at any time. When a file you read changes, you are \

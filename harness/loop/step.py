@@ -14,17 +14,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from harness.errors import LimitReached
+from harness.cost.caps import Spent
+from harness.errors import CostLimitReached, LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound
 from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
-from harness.loop.model_step import model_step
+from harness.loop.model_step import capped, model_step
 from harness.loop.prompt import reminder
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
+from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
-from harness.tools.toolbox import ToolContext, run_tool, summarize_call
+from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
 from memory_store import FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
@@ -89,7 +91,9 @@ class StepResult:
 @dataclass(frozen=True)
 class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
-    ``mcp`` is the process's MCP servers, if any."""
+    ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
+    org have spent (read when ``limits`` has a spending cap; None: caps not checked);
+    ``record`` generates ``/incident/timeline.md`` (None: not served)."""
 
     store: FileStore
     model: Model
@@ -97,6 +101,8 @@ class Collaborators:
     save: Save
     limits: Limits = field(default_factory=Limits)
     mcp: McpServers | None = None
+    spent: Spent | None = None
+    record: IncidentRecord | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -104,7 +110,9 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
 
     Limits are typed errors (``LimitReached``) caught here, in one place: at a limit
     the pending tool calls are answered "not run" and the model is asked for a
-    best-effort answer, so a session never ends on a bare error.
+    best-effort answer, so a session never ends on a bare error. At a spending cap
+    (``CostLimitReached``) the answer is written without asking the model (a call
+    would spend past the cap); it says which cap was hit and how to continue.
 
     Args:
         cp: the committed checkpoint.
@@ -131,10 +139,13 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
     if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
         cp = replace(cp, turn_base=(cp.steps, cp.usage.total(), cp.tool_time_s))
     try:
-        deps.limits.enforce(cp)
+        deps.limits.enforce(cp, deps.spent)
     except LimitReached as limit:
         if kind is StepKind.TOOL:
             return _taking(_skip_for_limit(cp, limit), inbox)
+        if isinstance(limit, CostLimitReached):
+            cp, events = capped(_with_inbox(cp, inbox), limit)
+            return StepResult(cp, tuple(events), Next.CONTINUE)
         return await _model_step(_with_inbox(cp, inbox), deps, limit)
     if kind is StepKind.TOOL:
         call = cp.next_call()
@@ -204,6 +215,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             is_error=outcome.is_error,
             output_chars=len(content),
             output_head=content[:500],
+            detail=call_detail(call.name, call.input),
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
@@ -213,7 +225,9 @@ def _context(
     cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
 ) -> ToolContext:
     limits = _call_limits(cp, deps)
-    return ToolContext.for_session(cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp)
+    return ToolContext.for_session(
+        cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp, record=deps.record
+    )
 
 
 def _call_limits(cp: Checkpoint, deps: Collaborators) -> Limits:
@@ -264,7 +278,8 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             "its effects before running it again."
         )
         result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=True)
-        event: Event = ToolUnknown(tool_use_id=call.id, name=call.name, summary=summary)
+        detail = call_detail(call.name, call.input)
+        event: Event = ToolUnknown(call.id, call.name, summary, detail)
     else:
         result = ToolResultBlock(
             call.id, recovered.content, recovered.is_error, recovered.tool_references
@@ -276,6 +291,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             is_error=recovered.is_error,
             output_chars=len(recovered.content),
             output_head=recovered.content[:500],
+            detail=call_detail(call.name, call.input),
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
     cp = replace(

@@ -22,6 +22,7 @@ from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
 from harness.model.messages import ToolResultBlock
+from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
 from harness.vfs import Mount
 from memory_store import FileStore, Namespace, Origin, Scope
@@ -64,6 +65,8 @@ class ToolContext:
         mcp: this process's MCP servers (``mcp__…`` tools), or None when none are set up.
         loaded_tools: the deferred tools whose definitions this session loaded (ToolSearch
             results in its transcript).
+        record: the incident record that generates ``/incident/timeline.md`` (None: the
+            file is not served).
     """
 
     store: FileStore
@@ -78,6 +81,7 @@ class ToolContext:
     bash_max_timeout_ms: int = 600_000
     mcp: McpServers | None = None
     loaded_tools: frozenset[str] = frozenset()
+    record: IncidentRecord | None = None
 
     @classmethod
     def for_session(
@@ -89,6 +93,7 @@ class ToolContext:
         limits: Limits | None = None,
         *,
         mcp: McpServers | None = None,
+        record: IncidentRecord | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -106,6 +111,7 @@ class ToolContext:
             bash_max_timeout_ms=limits.bash_max_timeout_ms,
             mcp=mcp,
             loaded_tools=loaded_tools(cp),
+            record=record,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

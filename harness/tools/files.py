@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.loop.checkpoint import ReadRecord
 from harness.loop.notices import contents_at
+from harness.record.incident import TIMELINE_PATH
 from harness.tools import bounds, sandbox_files, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.diff import numbered_diff
@@ -69,6 +70,8 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     if not where.is_virtual:
         return await sandbox_files.read(where.path, p.offset, p.limit, ctx)
     ns, shown = ctx.namespace(where.mount), where.display()
+    if _is_timeline(where) and ctx.record is not None:
+        return await _read_timeline(p, ctx)
     try:
         if where.path == "/":
             return await list_directory(ctx.store, ns, where)
@@ -83,6 +86,17 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     window = page(current.content, p.offset, p.limit)  # the store's size cap bounds it
     record = _seen(ctx.read_state.get(shown), current.version, window.full)
     return ToolOutcome(window.text, read_updates={shown: record})
+
+
+def _is_timeline(where: Resolved) -> bool:
+    return where.mount is Mount.INCIDENT and where.path == TIMELINE_PATH
+
+
+async def _read_timeline(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
+    """``/incident/timeline.md``: the incident's timeline, generated from the event log now."""
+    assert ctx.record is not None
+    content = await ctx.record.timeline_markdown(ctx.org_id, ctx.channel_id)
+    return ToolOutcome(page(content, p.offset, p.limit).text)
 
 
 def _seen(previous: ReadRecord | None, version: int, full: bool) -> ReadRecord:
@@ -149,6 +163,12 @@ def _refuse_write(where: Resolved, ctx: ToolContext) -> ToolOutcome | None:
         return tool_error(f"{where.display()} is a directory; give the path of a file in it.")
     if where.mount is Mount.SKILLS and not ctx.agent_may_write_skills:
         return tool_error(wording.skills_read_only(where.display()))
+    if _is_timeline(where):
+        return tool_error(
+            f"{where.display()} is generated from the incident's event log each time it is "
+            "read, and is read-only. Write your notes to another file under /incident/ "
+            "(e.g. /incident/postmortem.md) and cite its entries as [T<n>]."
+        )
     return None
 
 

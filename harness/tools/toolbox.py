@@ -11,6 +11,7 @@ channel, in a stable order, behind ToolSearch when deferred; docs/architecture.m
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal, overload
@@ -132,6 +133,30 @@ async def _bounded(name: str, outcome: ToolOutcome, ctx: ToolContext) -> ToolOut
         text = await keep_in_file(text, ctx.tool_use_id, ctx.workspace, cap)
     text = cut_middle(text, BACKSTOP_CHARS)
     return outcome if text == outcome.content else replace(outcome, content=text)
+
+
+MAX_DETAIL_CHARS = 300
+
+
+def call_detail(name: str, tool_input: Mapping[str, Any]) -> str:
+    """What a call acted on, for the incident record (≤ 300 chars): a Bash command, a
+    file path, an MCP call's arguments; "" for the rest.
+
+    >>> call_detail("Bash", {"command": "kubectl get pods -n prod", "description": "List"})
+    'kubectl get pods -n prod'
+    >>> call_detail("mcp__grafana__query", {"expr": "up"})
+    '{"expr": "up"}'
+    """
+    if name == "Bash":
+        value = tool_input.get("command")
+    elif name in ("Read", "Write", "Edit"):
+        value = tool_input.get("file_path")
+    elif name.startswith("mcp__"):
+        value = json.dumps(dict(tool_input), sort_keys=True, ensure_ascii=False)
+    else:
+        value = None
+    text = value if isinstance(value, str) else ""
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
 
 
 def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:

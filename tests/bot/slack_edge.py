@@ -36,20 +36,23 @@ from bot.slack.modes import HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
+from harness import IncidentRecord
 from memory_store import (
     DEFAULT_LIMITS,
     Cancelled,
     Database,
     FileStore,
     InboundDedupe,
+    IncidentLog,
     Limits,
+    ModelCallLog,
     Outbox,
     Session,
     SessionKey,
     SessionStore,
 )
 from tests.bot.conftest import load_case
-from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, WORKSPACE_URL, FakeSlackApi
 
 SIGNING_SECRET = "fake-signing-secret"
 CHANNEL = "C0FAKEINC"
@@ -225,6 +228,8 @@ async def running_edge(
         strict_channels=strict_channels,
         external_may_start=external_may_start,
         installation=installation,
+        ledger=ModelCallLog(database),
+        record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

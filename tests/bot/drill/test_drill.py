@@ -48,6 +48,7 @@ PROPERTIES = (
     "each session's final answer posted to Slack exactly once",
     "session three's memory index lists session one's memory",
     "a scripted model called an MCP tool outside the sandbox",
+    "the incident timeline lists messages, commands and writes, linked",
 )
 KILL = PROPERTIES[5]
 MCP = PROPERTIES[9]
@@ -85,7 +86,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     for name in PROPERTIES:
         mark = "–" if name == KILL or (name == MCP and MCP_SKIPPED) else "✓"
         assert f"  {mark} {name}:" in checklist, f"{name} did not pass:\n{checklist}"
-    verdict = "8 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "9 passed, 0 failed, 1 skipped"
+    verdict = "9 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "10 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0

@@ -6,6 +6,7 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import pytest
 from bot.slack.app import AGENT_USAGE
 from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
-from memory_store import Namespace, Scope
+from harness import postmortem_request
+from memory_store import ModelCall, ModelCallLog, Namespace, Scope, SessionKey, TokenUsage
 from tests.bot.conftest import load_case
-from tests.bot.slack_edge import SlackEdge, running_edge
+from tests.bot.slack_edge import SlackEdge, event, running_edge
+from tests.fakes.slack_api import WORKSPACE_URL
 
 TRIGGER = "1000000000001.0000000000002.fakefakefakefakefakefakefakefake"
 SKILLS = Namespace("E0FAKEORG", Scope.SKILLS)
@@ -183,3 +186,132 @@ async def test_agent_memory_lists_the_orgs_memory_and_prunes_it(edge: SlackEdge)
     assert "`/memory/old-incident.md`: deleted" in removal["text"]
     assert "`/etc/passwd`: not under /memory/" in removal["text"]
     assert [e.path for e in await edge.files.glob(MEMORY, "**", "/")] == ["/teams.md"]
+
+
+async def test_agent_usage_shows_the_channels_and_the_orgs_spend_today(edge: SlackEdge) -> None:
+    # Given calls of this org: two in this channel, one in another, one of another org
+    body = command("usage")
+    org, channel = "E0FAKEORG", str(body["channel_id"])
+    now = datetime.now(UTC)
+    ledger = ModelCallLog(edge.database)
+    for where, cost in ((channel, 20_000_000), (channel, 5_000_000), ("C0OTHER", 111_000_000)):
+        await ledger.record(_call(org, where, now, cost))
+    await ledger.record(_call("T0ELSE", channel, now, 999_000_000_000))
+    # When someone runs /agent usage in the channel
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the reply gives this channel's and the org's spend, today and this month
+    assert response.status_code == 200
+    (reply,) = edge.slack_api.state.ephemerals
+    lines = reply["text"].splitlines()
+    assert lines[1].startswith(f"<#{channel}>: today 2,230 tokens · $0.025")
+    assert lines[2].startswith("The org: today 3,345 tokens · $0.14")
+
+
+def _call(org: str, channel: str, at: datetime, cost: int) -> ModelCall:
+    return ModelCall(
+        session_id=f"s-{channel}-{cost}",
+        key=SessionKey(org, channel, "1.0"),
+        at=at,
+        model="claude-sonnet-5-5",
+        usage=TokenUsage(100, 15, 1000, 0),
+        cost_nanousd=cost,
+        priced=True,
+    )
+
+
+async def _incident(edge: SlackEdge, channel: str, texts: list[str]) -> str:
+    """A session in ``channel`` whose thread holds ``texts`` (a mention, then replies)."""
+    root = "1796100000.000100"
+    opened = await edge.sessions.open_or_join(
+        SessionKey("E0FAKEORG", channel, root),
+        requester_id="U0ALICE",
+        initial_checkpoint="{}",
+        text=texts[0],
+        source_ts=root,
+    )
+    for i, text in enumerate(texts[1:], start=1):
+        await edge.sessions.add_input(
+            opened.session_id, user_id="U0CAROL", text=text, source_ts=f"1796100000.{i + 100:06d}"
+        )
+    return root
+
+
+async def test_agent_timeline_posts_the_channels_timeline_with_permalinks(edge: SlackEdge) -> None:
+    # Given a thread in the channel: alice's mention and carol's reply
+    body = command("timeline")
+    channel = str(body["channel_id"])
+    root = await _incident(edge, channel, ["checkout-api 500s since 14:02", "check the pool"])
+    # When someone runs /agent timeline there
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the bot posts the timeline in the channel, each message linked to itself
+    assert response.status_code == 200
+    (post,) = [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+    assert post.args["channel"] == channel
+    assert "thread_ts" not in post.args
+    markdown = post.args["blocks"][0]["text"]
+    thread_link = f"?thread_ts={root}&cid={channel}"
+    first = f"{WORKSPACE_URL}archives/{channel}/p{root.replace('.', '')}"
+    second = f"{WORKSPACE_URL}archives/{channel}/p1796100000000101{thread_link}"
+    assert "**T1**" in markdown
+    assert f"message: checkout-api 500s since 14:02 [↗]({first})" in markdown
+    assert "**T2**" in markdown
+    assert f"<@U0CAROL> · message: check the pool [↗]({second})" in markdown
+
+
+async def test_a_long_timeline_is_posted_as_a_file(edge: SlackEdge) -> None:
+    body = command("timeline")
+    channel = str(body["channel_id"])
+    await _incident(edge, channel, [f"reading number {i}: " + "x" * 180 for i in range(300)])
+
+    await edge.post_form(body)
+    await edge.settle()
+
+    (upload,) = edge.slack_api.state.files.values()
+    content = upload["content"].decode()
+    assert upload["name"] == "timeline.md"
+    assert "**T300**" in content
+    assert not [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+
+
+async def test_agent_timeline_where_the_bot_is_not_tells_the_person(edge: SlackEdge) -> None:
+    body = command("timeline")
+    edge.slack_api.state.bot_absent.add(str(body["channel_id"]))
+
+    await edge.post_form(body)
+    await edge.settle()
+
+    (reply,) = edge.slack_api.state.ephemerals
+    assert "invite me" in reply["text"]
+
+
+async def test_agent_postmortem_opens_a_thread_and_starts_the_drafting_session(
+    edge: SlackEdge,
+) -> None:
+    # When someone runs /agent postmortem in the incident channel
+    body = command("postmortem")
+    response = await edge.post_form(body)
+    await edge.settle()
+    # Then the bot opens a thread in the channel saying what it does
+    assert response.status_code == 200
+    (post,) = [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
+    assert post.args["channel"] == body["channel_id"]
+    assert "/incident/postmortem.md" in post.args["text"]
+    # and a session on that thread, asked to draft it, is woken
+    session = await edge.session(str(post.response["ts"]), org="E0FAKEORG")
+    assert session is not None
+    assert session.requester_id == body["user_id"]
+    assert await edge.inbox_texts(session.id) == [postmortem_request()]
+    assert [call[0] for call in edge.enqueued.calls] == [session.id]
+
+
+async def test_a_mention_saying_postmortem_starts_the_drafting_session(edge: SlackEdge) -> None:
+    mention = event("event_app_mention_top_level.json", text="<@U0FAKEBOT> postmortem", blocks=None)
+
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+
+    session = await edge.session(str(mention["event"]["ts"]))
+    assert session is not None
+    assert await edge.inbox_texts(session.id) == [postmortem_request()]

@@ -207,3 +207,15 @@ def test_markdown_message_refuses_more_than_12000_chars() -> None:
 def test_docstring_examples_hold(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.failed == 0
+
+
+def test_the_status_line_shows_the_sessions_tokens_and_cost() -> None:
+    from bot.slack.render import Progress, render_status
+    from bot.slack.spend import checkpoint_spend
+    from harness import Checkpoint, Requester, Usage
+
+    cp = Checkpoint("s1", "T1", "C1", Requester("U1"), usage=Usage(1000, 200, 50_000, 3000))
+    spend = checkpoint_spend(cp, "claude-sonnet-5-5")
+    message = render_status(Progress("s1", "Thinking…", elapsed_s=65, spend=spend))
+    # $2 × 1,000 + $10 × 200 + $0.20 × 50,000 + $2.50 × 3,000 per million tokens
+    assert "54,200 tokens · $0.022" in message.blocks[0]["text"]["text"]
