@@ -10,6 +10,7 @@ this session's own, so nobody else changes its files behind its back.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,7 +75,7 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
         return await _read_timeline(p, ctx)
     try:
         if where.path == "/":
-            return await list_directory(ctx.store, ns, where)
+            return await list_directory(ctx.store, ns, where, generated_here(where, ctx))
         current = await ctx.store.read(ns, where.path)
     except FileNotFound:
         return await list_directory(ctx.store, ns, where)
@@ -90,6 +91,13 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
 
 def _is_timeline(where: Resolved) -> bool:
     return where.mount is Mount.INCIDENT and where.path == TIMELINE_PATH
+
+
+def generated_here(where: Resolved, ctx: ToolContext) -> tuple[str, ...]:
+    """Names of the generated files directly in the virtual directory ``where``
+    (``timeline.md`` at the root of ``/incident`` when the record is served)."""
+    served = ctx.record is not None and where.mount is Mount.INCIDENT
+    return (posixpath.basename(TIMELINE_PATH),) if served and where.path == "/" else ()
 
 
 async def _read_timeline(p: ReadInput, ctx: ToolContext) -> ToolOutcome:

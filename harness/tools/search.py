@@ -15,6 +15,7 @@ the file name at any depth (``*.md`` finds ``/memory/teams/a.md``).
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 from typing import Literal
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.files import generated_here
 from harness.vfs import WORKSPACE, Resolved, resolve
 from memory_store import GrepMatch, SearchTimeout
 
@@ -108,7 +110,17 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     oldest_first = [_shown(where, e.path) for e in reversed(entries)]
+    generated = [n for n in generated_here(where, ctx) if _glob_matches(pattern, n)]
+    oldest_first += [_shown(where, "/" + name) for name in generated]  # made now: newest
     return ToolOutcome(search_output.glob_listing(oldest_first))
+
+
+def _glob_matches(pattern: str, name: str) -> bool:
+    """Whether a file ``name`` at the searched directory's top matches ``pattern``
+    (``**/`` also matches no directory at all)."""
+    return fnmatch.fnmatchcase(name, pattern) or (
+        pattern.startswith("**/") and fnmatch.fnmatchcase(name, pattern.removeprefix("**/"))
+    )
 
 
 def split_pattern(pattern: str, path: str | None) -> tuple[str, str]:

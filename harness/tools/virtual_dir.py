@@ -8,6 +8,7 @@ Claude Code's Read refuses directories and points to ``ls``; on the virtual moun
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 
 from harness.tools import wording
 from harness.tools.contract import ToolOutcome, tool_error
@@ -15,20 +16,27 @@ from harness.vfs import Resolved
 from memory_store import Entry, FileStore, Namespace
 
 
-async def list_directory(store: FileStore, ns: Namespace, where: Resolved) -> ToolOutcome:
+async def list_directory(
+    store: FileStore, ns: Namespace, where: Resolved, generated: Sequence[str] = ()
+) -> ToolOutcome:
     """The entries under ``where``; "File does not exist." when it holds nothing.
 
-    A mount root always exists, so an empty root is reported as empty.
+    A mount root always exists, so an empty root is reported as empty. ``generated``:
+    names of files made on each read (``timeline.md``), listed after the stored ones.
     """
     entries = await store.listdir(ns, where.path)
     shown = where.display()
-    if not entries:
+    count = len(entries) + len(generated)
+    if not count:
         if where.path != "/":
             return tool_error(wording.FILE_MISSING)
         return ToolOutcome(f"{shown}/ is an empty directory.")
-    noun = "entry" if len(entries) == 1 else "entries"
-    lines = [f"{shown.rstrip('/')}/ is a directory with {len(entries)} {noun}:"]
+    noun = "entry" if count == 1 else "entries"
+    lines = [f"{shown.rstrip('/')}/ is a directory with {count} {noun}:"]
     lines += [_line(e) for e in entries]
+    lines += [
+        f"- {name} (generated from the event log on each read; read-only)" for name in generated
+    ]
     return ToolOutcome("\n".join(lines))
 
 

@@ -53,6 +53,33 @@ async def test_the_timeline_file_is_generated_on_read_and_read_only(
     assert "/incident/postmortem.md" in write_result
 
 
+async def test_the_timeline_file_is_listed_and_found_like_any_incident_file(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # Given a session that lists /incident, then globs it for Markdown
+    script = [
+        Reply.tool("Read", {"file_path": "/incident"}),
+        Reply.tool("Glob", {"pattern": "**/*.md", "path": "/incident"}),
+        Reply.tool("Glob", {"pattern": "/incident/*.txt"}),
+        Reply.text("Done."),
+    ]
+    async with FakeAnthropicAPI(script) as fake:
+        metered = await open_metered(postgres_url, fake.base_url, tmp_path)
+        try:
+            driver = metered.driver(record=IncidentRecord(IncidentLog(metered.db), URL))
+            root = "1796200000.000200"
+            await metered.open(root, text="is anything written down yet?", source_ts=root)
+            await metered.run_until_idle(driver, root)
+        finally:
+            await close_metered(metered)
+    # Then the listing and a matching Glob show the generated timeline, a non-matching one not
+    listing = _last_tool_result(fake.requests[1].body)
+    assert "/incident/ is a directory with 1 entry:" in listing
+    assert "- timeline.md (generated from the event log on each read; read-only)" in listing
+    assert TIMELINE in _last_tool_result(fake.requests[2].body)
+    assert TIMELINE not in _last_tool_result(fake.requests[3].body)
+
+
 def _last_tool_result(body: Mapping[str, Any]) -> str:
     messages = body["messages"]
     assert isinstance(messages, list)
