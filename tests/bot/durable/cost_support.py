@@ -8,11 +8,14 @@ the model-call ledger and a dict of pending tokens; ``driver(limits)`` is one wo
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from bot.durable.crash_points import Crasher, no_crash
@@ -77,6 +80,7 @@ class Metered:
     channel: str = "C0COST"
     answers: Answers = field(default_factory=Answers)
     pending: dict[str, str] = field(default_factory=dict)
+    sandbox_dir: Path | None = None
 
     def driver(
         self,
@@ -181,7 +185,9 @@ async def open_metered(database_url: str, fake_url: str, state_dir: Any) -> Mete
 
     db = Database.from_url(database_url, data_dir=state_dir)
     await db.migrate()
-    manager = SandboxManager(LocalProvider(LocalConfig(state_dir=state_dir / "sbx")))
+    # Unix socket paths must stay short: not under tmp_path (long under pytest-xdist)
+    sandbox_dir = Path(tempfile.mkdtemp(prefix="wr-cost-"))
+    manager = SandboxManager(LocalProvider(LocalConfig(state_dir=sandbox_dir)))
     model = AnthropicModel(api_key="sk-test", model=DEFAULT_MODEL, base_url=fake_url, sleep=no_wait)
     return Metered(
         db,
@@ -190,6 +196,7 @@ async def open_metered(database_url: str, fake_url: str, state_dir: Any) -> Mete
         ModelCallLog(db),
         model,
         manager,
+        sandbox_dir=sandbox_dir,
     )
 
 
@@ -197,3 +204,5 @@ async def close_metered(metered: Metered) -> None:
     await metered.model.aclose()
     await metered.manager.aclose()
     await metered.db.dispose()
+    if metered.sandbox_dir is not None:
+        shutil.rmtree(metered.sandbox_dir, ignore_errors=True)
