@@ -19,9 +19,10 @@ import base64
 import contextlib
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -254,7 +255,7 @@ class Gateway:
                 r for r in candidates if not r.channels or caller.channel_id in r.channels
             )
         if candidates and all(rule.tunnel for rule in candidates):
-            await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+            await self._send(writer, conn, _response(200, []))
             await self._tunnel(reader, writer, host, port, caller, started, candidates[0].name)
             return
         # Everything else is terminated here, blocked hosts too: the 403's text then reaches
@@ -263,7 +264,7 @@ class Gateway:
         # reads the 200, and a hello that reached the plain reader before ``start_tls`` would be
         # lost to the TLS layer. Between the 200 and ``start_tls`` nothing yields to the loop.
         context = await asyncio.to_thread(self.authority.server_context, host)
-        await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+        await self._send(writer, conn, _response(200, []))
         await writer.start_tls(context)
         inner = h11.Connection(h11.SERVER)
         first = await self._next_request(inner, reader)
@@ -380,9 +381,8 @@ class Gateway:
                 for k, v in response.headers.multi_items()
                 if k.lower() not in HOP_BY_HOP
             ]
-            await self._send(
-                writer, conn, h11.Response(status_code=response.status_code, headers=out)
-            )
+            phrase = response.reason_phrase.encode("latin-1", "replace")
+            await self._send(writer, conn, _response(response.status_code, out, phrase))
             async for chunk in response.aiter_bytes():
                 data = scrubber.feed(chunk)
                 if data:
@@ -472,7 +472,7 @@ class Gateway:
             ("content-length", str(len(body))),
             ("connection", "close"),
         ]
-        await self._send(writer, conn, h11.Response(status_code=407, headers=headers))
+        await self._send(writer, conn, _response(407, headers))
         await self._send(writer, conn, h11.Data(data=body))
         await self._send(writer, conn, h11.EndOfMessage())
 
@@ -485,7 +485,7 @@ class Gateway:
             ("content-length", str(len(body))),
             ("connection", "close"),
         ]
-        await self._send(writer, conn, h11.Response(status_code=status, headers=headers))
+        await self._send(writer, conn, _response(status, headers))
         await self._send(writer, conn, h11.Data(data=body))
         await self._send(writer, conn, h11.EndOfMessage())
 
@@ -581,6 +581,21 @@ async def _authenticate(request: h11.Request, resolve: TokenResolver | None) -> 
                 return None
             return await resolve(token, user) if token else None
     return None
+
+
+def _response(status: int, headers: Sequence[tuple[str, str]], reason: bytes = b"") -> h11.Response:
+    """A response head with a reason phrase: ``reason`` (the upstream's), else the standard
+    one (RFC 9110 §15; h11 writes none by default, and some clients show only the phrase).
+
+    >>> bytes(_response(407, []).reason)
+    b'Proxy Authentication Required'
+    """
+    if not reason:
+        try:
+            reason = HTTPStatus(status).phrase.encode("ascii")
+        except ValueError:  # a status outside the standard's list keeps an empty phrase
+            reason = b""
+    return h11.Response(status_code=status, headers=list(headers), reason=reason)
 
 
 def _remove(path: Path, inode: int) -> None:

@@ -6,8 +6,11 @@ clients are httpx through the gateway as a proxy, trusting only the gateway's CA
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import doctest
 import json
+import socket
 import ssl
 import stat
 from collections.abc import AsyncIterator
@@ -29,6 +32,7 @@ from sandbox_client.gateway import (
     Rules,
     prepare,
 )
+from sandbox_client.gateway import proxy as proxy_module
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
@@ -284,3 +288,57 @@ def test_the_ca_is_made_once_with_a_private_key_file(tmp_path: Path) -> None:
     again = CertificateAuthority.load_or_create(tmp_path / "gw")
     assert again.cert_pem() == first.cert_pem()
     assert stat.S_IMODE((tmp_path / "gw" / "ca-key.pem").stat().st_mode) == 0o600
+
+
+async def _status_line(address: tuple[str, int], request: bytes) -> bytes:
+    """The first line the gateway answers ``request`` with, on a raw connection."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(request)
+        await writer.drain()
+        return (await reader.readline()).rstrip(b"\r\n")
+    finally:
+        writer.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nobody listens once the socket is closed
+
+
+async def test_every_status_the_gateway_writes_has_its_standard_reason_phrase(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway with a rule for a port where nothing listens, and one for the upstream
+    closed = _closed_port()
+    rules = Rules.parse(
+        f"rules:\n  - name: down\n    hosts: [127.0.0.1]\n    ports: [{closed}]\n"
+        f"  - name: up\n    hosts: [{HOST}]\n    ports: [{upstream.http_port}]\n"
+    )
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, Audit())
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-3"))
+    address = server.sockets[0].getsockname()[:2]
+    requests = [
+        (f"GET http://{HOST}:{upstream.http_port}/x HTTP/1.1", b"HTTP/1.1 200 OK"),
+        ("CONNECT example.internal:443 HTTP/1.1", b"HTTP/1.1 200 OK"),
+        ("GET /x HTTP/1.1", b"HTTP/1.1 400 Bad Request"),
+        ("GET http://127.0.0.2:9/x HTTP/1.1", b"HTTP/1.1 403 Forbidden"),
+        (f"GET http://127.0.0.1:{closed}/ HTTP/1.1", b"HTTP/1.1 502 Bad Gateway"),
+    ]
+    try:
+        # When each is sent on a raw connection
+        lines = [
+            await _status_line(address, f"{line}\r\nHost: x\r\n\r\n".encode())
+            for line, _ in requests
+        ]
+    finally:
+        await gateway.aclose()
+    # Then each status line carries the phrase RFC 9110 gives its code
+    assert lines == [expected for _, expected in requests]
+
+
+def test_the_proxys_examples_hold() -> None:
+    result = doctest.testmod(proxy_module)
+    assert result.attempted > 0
+    assert result.failed == 0
