@@ -60,21 +60,31 @@ def load_rules(settings: Settings) -> Rules | None:
 def describe_rule(rule: Rule) -> str:
     """One line for ``doctor``: what a rule lets through, and where its secret comes from.
 
+    A tunnel rule's HTTPS is passed through unseen, so its methods and paths cannot apply
+    there: only ``http://`` requests are checked against them.
+
     >>> describe_rule(Rules.parse("rules: [{name: prom, hosts: [prom.internal]}]").rules[0])
     'prom: prom.internal:80,443 / GET,HEAD (allowed)'
+    >>> describe_rule(Rules.parse("rules: [{name: st, hosts: [st.io], tunnel: true}]").rules[0])
+    'st: st.io:80,443 (tunnel: HTTPS passes untouched, any method and path; http:// / GET,HEAD)'
     """
     hosts = ",".join(rule.hosts) + ":" + ",".join(str(p) for p in rule.ports)
     what = ",".join(rule.paths) + " " + ",".join(rule.methods)
+    channels = f" in {','.join(rule.channels)}" if rule.channels else ""
+    if rule.tunnel:
+        passes = "HTTPS passes untouched, any method and path"
+        return f"{rule.name}: {hosts}{channels} (tunnel: {passes}; http:// {what})"
     if rule.inject is not None:
         secret = getattr(rule.inject, "token", None) or getattr(rule.inject, "password", None)
         secret = secret or getattr(rule.inject, "value", None)
         source = secret.describe() if secret is not None else "?"
-        return f"{rule.name}: {hosts} {what} (injects {rule.inject.type} from {source})"
-    return f"{rule.name}: {hosts} {what} ({'tunnel' if rule.tunnel else 'allowed'})"
+        return f"{rule.name}: {hosts} {what}{channels} (injects {rule.inject.type} from {source})"
+    return f"{rule.name}: {hosts} {what}{channels} (allowed)"
 
 
 def services_of(rules: Rules) -> tuple[Service, ...]:
-    """The systems the model is told it can reach: the rules that name a ``base_url``."""
+    """The systems the model is told it can reach: the rules that name a ``base_url``, in
+    file order (no secret: only whether one is added)."""
     return tuple(
         Service(
             name=rule.name,
@@ -82,6 +92,7 @@ def services_of(rules: Rules) -> tuple[Service, ...]:
             description=rule.description,
             methods=rule.methods,
             credential=rule.inject is not None,
+            channels=rule.channels,
         )
         for rule in rules.rules
         if rule.base_url
@@ -181,6 +192,10 @@ class WorkerEgress:
         options = GatewayOptions(upstream_verify=trust)
         gateway = Gateway(rules, authority, secrets, audit, options)
         return cls(gateway, EgressTokens(db), settings.gateway_url)
+
+    def services(self) -> tuple[Service, ...]:
+        """What the model is told it can reach through this gateway (``services_of``)."""
+        return services_of(self.gateway.rules)
 
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
