@@ -380,6 +380,7 @@ class Runtime:
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 agent_may_write_skills=settings.agent_may_write_skills,
+                services=egress.services() if egress is not None else (),
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from harness.errors import StepLimitReached, TokenLimitReached, ToolTimeLimitReached
 from harness.loop.checkpoint import Checkpoint
+from harness.loop.services import Service
 from harness.model.catalog import DEFAULT_MAX_TOKENS
 
 
@@ -27,6 +28,9 @@ class Limits:
         bash_max_timeout_ms: Claude Code's Bash maximum (600000).
         agent_may_write_skills: whether the model's Write/Edit may change /skills
             (``WARROOM_AGENT_WRITES_SKILLS``); humans edit skills by default.
+        services: the systems a sandbox reaches through the egress gateway (from the
+            rules' ``base_url``s): the bounds of what a session can query, told to the
+            model in the system prompt (``prompt.system_prompt``).
     """
 
     max_steps: int = 200
@@ -38,6 +42,7 @@ class Limits:
     loop_repeats: int = 3
     bash_max_timeout_ms: int = 600_000
     agent_may_write_skills: bool = False
+    services: tuple[Service, ...] = ()
 
     def enforce(self, cp: Checkpoint) -> None:
         """Raise when ``cp`` has used up a limit; return when another step may run.
