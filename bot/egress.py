@@ -213,9 +213,9 @@ class WorkerEgress:
             token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
         return remote_env(self.gateway_url, token, tool_use_id)
 
-    async def aclose(self) -> None:
-        """Stop serving every jail."""
-        await self.gateway.aclose()
+    async def aclose(self, grace_s: float = 5.0) -> None:
+        """Stop serving every jail; requests in flight get ``grace_s`` to finish."""
+        await self.gateway.aclose(grace_s)
 
 
 def _entry(record: EgressRecord) -> EgressEntry:
@@ -235,11 +235,16 @@ def _entry(record: EgressRecord) -> EgressEntry:
     )
 
 
+STOP_GRACE_S = 5.0
+
+
 async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
     """``warroom gateway``: serve remote sandboxes on ``WARROOM_GATEWAY_LISTEN`` until ``stop``.
 
     Each connection names its session by the token in its proxy URL; tokens are looked up in
-    the database (a revoked token stops working within ``TOKEN_CACHE_S``).
+    the database (a revoked token stops working within ``TOKEN_CACHE_S``). Once ``stop`` is
+    set no connection is accepted, and requests in flight get ``STOP_GRACE_S`` to finish: a
+    graceful stop, like ``serve`` and ``worker``, whose command exits 0.
 
     Raises:
         MissingSetting: no ``WARROOM_EGRESS_RULES``.
@@ -258,8 +263,9 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
         await worker.gateway.serve_tokens(host or "127.0.0.1", int(port), resolve)
         log.info("egress gateway listening on %s", settings.gateway_listen)
         await stop.wait()
+        log.info("egress gateway stopping: requests in flight may finish (%g s)", STOP_GRACE_S)
     finally:
-        await worker.aclose()
+        await worker.aclose(STOP_GRACE_S)
         await db.dispose()
 
 
