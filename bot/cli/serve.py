@@ -36,7 +36,15 @@ from bot.slack.modes import serve as serve_slack
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
-from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from memory_store import (
+    Cancelled,
+    Database,
+    EgressLog,
+    FileStore,
+    InboundDedupe,
+    Outbox,
+    SessionStore,
+)
 from sandbox_client import SandboxProvider
 
 __all__ = ["run_serve", "serve"]
@@ -118,6 +126,7 @@ async def _slack_deps(
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
+        egress=EgressLog(db),
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
     )

@@ -22,7 +22,15 @@ from bot.slack.modes import DEFAULT_PATH, HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
-from memory_store import Cancelled, Database, FileStore, InboundDedupe, Outbox, SessionStore
+from memory_store import (
+    Cancelled,
+    Database,
+    EgressLog,
+    FileStore,
+    InboundDedupe,
+    Outbox,
+    SessionStore,
+)
 from sandbox_client import SandboxError
 
 log = logging.getLogger(__name__)
@@ -70,6 +78,7 @@ class Edge:
             cancel_running=cancel_running,
             skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
             poster=SlackPoster(client, Outbox(db)),
+            egress=EgressLog(db),
         )
         background = Background()
         app = build_app(deps=deps, background=background)

@@ -8,8 +8,9 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``, replying through the
-  command's ``response_url``); anything else gets the usage in the ack itself;
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``), ``memory …`` or ``egress …``,
+  each replying through the command's ``response_url``; anything else gets the usage in
+  the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
@@ -40,6 +41,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.logs import log_context
 from bot.slack.background import Background
+from bot.slack.egress import USAGE as EGRESS_USAGE
+from bot.slack.egress import EgressCommands
 from bot.slack.inbound import org_id_of, parse_message_event
 from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
@@ -54,13 +57,14 @@ from bot.slack.render import STOP_ACTION_ID
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
-from memory_store import Cancelled, FileStore, InboundDedupe, SessionStore
+from memory_store import Cancelled, EgressLog, FileStore, InboundDedupe, SessionStore
 
 logger = logging.getLogger(__name__)
 
-AGENT_USAGE = (
-    "`/agent` has two commands, `skills` and `memory`.\n" + SKILLS_USAGE + "\n" + MEMORY_USAGE
+AGENT_USAGE = "`/agent` has three commands, `skills`, `memory` and `egress`.\n" + "\n".join(
+    (SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE)
 )
+AGENT_COMMANDS = ("skills", "memory", "egress")
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -85,6 +89,7 @@ class SlackDeps:
         external_may_start: Slack Connect users of other orgs may start sessions
             (``WARROOM_EXTERNAL_USERS_START``; default: only the installing org's).
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
+        egress: the egress gateway's audit log, for ``/agent egress`` (None: not offered).
     """
 
     sessions: SessionStore
@@ -101,6 +106,7 @@ class SlackDeps:
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
     installation: Installation | None = None
+    egress: EgressLog | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -162,7 +168,7 @@ class _Listeners:
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()
-        if not words or words[0].lower() not in ("skills", "memory"):  # the usage goes in the
+        if not words or words[0].lower() not in AGENT_COMMANDS:  # the usage goes in the
             await ack(text=AGENT_USAGE)  # ack: it shows in DMs and channels without the bot too
             return
         await ack()
@@ -190,10 +196,16 @@ class _Listeners:
 
     async def _agent(self, body: dict[str, Any]) -> None:
         command = SkillsCommand.from_body(body)
-        if str(body.get("text", "")).split()[0].lower() == "memory":
+        verb = str(body.get("text", "")).split()[0].lower()
+        if verb == "memory":
             await MemoryCommands(self._deps.skills).handle(command)
-            return
-        await self._deps.skills.handle_command(command)
+        elif verb == "egress" and self._deps.egress is not None:
+            commands = EgressCommands(self._deps.skills, self._deps.sessions, self._deps.egress)
+            await commands.handle(command)
+        elif verb == "egress":
+            await self._deps.skills.tell(command, "The egress log is not available here.")
+        else:
+            await self._deps.skills.handle_command(command)
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

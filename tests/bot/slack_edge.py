@@ -40,6 +40,7 @@ from memory_store import (
     DEFAULT_LIMITS,
     Cancelled,
     Database,
+    EgressLog,
     FileStore,
     InboundDedupe,
     Limits,
@@ -225,6 +226,7 @@ async def running_edge(
         strict_channels=strict_channels,
         external_may_start=external_may_start,
         installation=installation,
+        egress=EgressLog(database),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))
