@@ -5,6 +5,9 @@
 - the drill's ``Settings``: exactly the values below, whatever the environment says
   (``Settings.model_construct``), with short leases and a fast sweeper so recovery
   takes seconds, and the scenario's workspace seed (``WARROOM_WORKSPACE_SEED``);
+- a real Prometheus holding the incident's request counters, behind TLS and basic auth, and
+  the egress rule that lets the sandboxes reach it through the gateway (``egress``; skipped,
+  with the reason, where Prometheus or curl is not installed);
 - the database, migrated and seeded with the playbook (imported as
   ``warroom skills import`` imports it) and an older memory note, in an org of its
   own (``T0DRILL…``) so drills can share a database;
@@ -41,6 +44,7 @@ from bot.drill import scenario
 from bot.drill.agent import IncidentPolicy
 from bot.drill.channel import IncidentChannel
 from bot.drill.edge import Edge
+from bot.drill.egress import DrillEgress, start_egress, why_skipped
 from bot.drill.errors import DrillError
 from bot.drill.narrator import Narrator
 from bot.drill.workers import WorkerPool
@@ -50,7 +54,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.logs import LOG_FORMAT, ContextFilter
 from bot.settings import Settings, child_environment
-from memory_store import Database, FileStore, SessionStore
+from memory_store import Database, EgressLog, FileStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
 
 LEASE_S = 2.0
@@ -91,7 +95,8 @@ class DrillOptions:
 
 @dataclass
 class Stage:
-    """The running parts the story and the checks use."""
+    """The running parts the story and the checks use. ``egress`` is None when the
+    Prometheus scene is skipped (``egress_skipped`` says why)."""
 
     options: DrillOptions
     settings: Settings
@@ -106,6 +111,9 @@ class Stage:
     narrator: Narrator
     edge: Edge
     pool: WorkerPool | None
+    egress_log: EgressLog
+    egress: DrillEgress | None
+    egress_skipped: str | None
 
 
 def drill_settings(
@@ -115,6 +123,7 @@ def drill_settings(
     slack: FakeSlackApi,
     model: FakeAnthropicAPI,
     model_key: str,
+    egress: DrillEgress | None = None,
 ) -> Settings:
     """The drill's settings (see the module docstring)."""
     values: dict[str, Any] = {
@@ -133,6 +142,8 @@ def drill_settings(
         "stale_after_s": STALE_AFTER_S,
         "worker_threads": WORKER_THREADS if options.redis_url else EMBEDDED_THREADS,
     }
+    if egress is not None:
+        values |= {"egress_rules": egress.rules, "egress_upstream_ca": egress.upstream_ca}
     return Settings.model_construct(**values)
 
 
@@ -152,7 +163,9 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
         scenario.write_workspace(data_dir / "seed")
         scenario.write_skills(data_dir / "skills")
         policy = IncidentPolicy()
-        slack, model, settings = await _fakes(stack, options, data_dir, policy)
+        skipped = why_skipped()
+        egress = None if skipped else await start_egress(stack, data_dir)
+        slack, model, settings = await _fakes(stack, options, data_dir, policy, egress)
         db = Database.from_url(settings.database_url, data_dir=data_dir)
         stack.push_async_callback(db.dispose)
         org_id = f"T0DRILL{secrets.token_hex(3).upper()}"
@@ -189,11 +202,18 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             narrator,
             edge,
             pool,
+            EgressLog(db),
+            egress,
+            skipped,
         )
 
 
 async def _fakes(
-    stack: contextlib.AsyncExitStack, options: DrillOptions, data_dir: Path, policy: IncidentPolicy
+    stack: contextlib.AsyncExitStack,
+    options: DrillOptions,
+    data_dir: Path,
+    policy: IncidentPolicy,
+    egress: DrillEgress | None,
 ) -> tuple[FakeSlackApi, FakeAnthropicAPI, Settings]:
     """Start both fakes (their stop is pushed on ``stack``); the settings pointing at them."""
     slack = FakeSlackApi()
@@ -204,7 +224,9 @@ async def _fakes(
     model_key = f"drill-{secrets.token_hex(8)}"
     model = FakeAnthropicAPI(policy, api_key=model_key)
     await stack.enter_async_context(model)
-    settings = drill_settings(options, data_dir, slack=slack, model=model, model_key=model_key)
+    settings = drill_settings(
+        options, data_dir, slack=slack, model=model, model_key=model_key, egress=egress
+    )
     return slack, model, settings
 
 
