@@ -60,21 +60,31 @@ def load_rules(settings: Settings) -> Rules | None:
 def describe_rule(rule: Rule) -> str:
     """One line for ``doctor``: what a rule lets through, and where its secret comes from.
 
+    A tunnel rule's HTTPS is passed through unseen, so its methods and paths cannot apply
+    there: only ``http://`` requests are checked against them.
+
     >>> describe_rule(Rules.parse("rules: [{name: prom, hosts: [prom.internal]}]").rules[0])
     'prom: prom.internal:80,443 / GET,HEAD (allowed)'
+    >>> describe_rule(Rules.parse("rules: [{name: st, hosts: [st.io], tunnel: true}]").rules[0])
+    'st: st.io:80,443 (tunnel: HTTPS passes untouched, any method and path; http:// / GET,HEAD)'
     """
     hosts = ",".join(rule.hosts) + ":" + ",".join(str(p) for p in rule.ports)
     what = ",".join(rule.paths) + " " + ",".join(rule.methods)
+    channels = f" in {','.join(rule.channels)}" if rule.channels else ""
+    if rule.tunnel:
+        passes = "HTTPS passes untouched, any method and path"
+        return f"{rule.name}: {hosts}{channels} (tunnel: {passes}; http:// {what})"
     if rule.inject is not None:
         secret = getattr(rule.inject, "token", None) or getattr(rule.inject, "password", None)
         secret = secret or getattr(rule.inject, "value", None)
         source = secret.describe() if secret is not None else "?"
-        return f"{rule.name}: {hosts} {what} (injects {rule.inject.type} from {source})"
-    return f"{rule.name}: {hosts} {what} ({'tunnel' if rule.tunnel else 'allowed'})"
+        return f"{rule.name}: {hosts} {what}{channels} (injects {rule.inject.type} from {source})"
+    return f"{rule.name}: {hosts} {what}{channels} (allowed)"
 
 
 def services_of(rules: Rules) -> tuple[Service, ...]:
-    """The systems the model is told it can reach: the rules that name a ``base_url``."""
+    """The systems the model is told it can reach: the rules that name a ``base_url``, in
+    file order (no secret: only whether one is added)."""
     return tuple(
         Service(
             name=rule.name,
@@ -82,6 +92,7 @@ def services_of(rules: Rules) -> tuple[Service, ...]:
             description=rule.description,
             methods=rule.methods,
             credential=rule.inject is not None,
+            channels=rule.channels,
         )
         for rule in rules.rules
         if rule.base_url
@@ -182,6 +193,10 @@ class WorkerEgress:
         gateway = Gateway(rules, authority, secrets, audit, options)
         return cls(gateway, EgressTokens(db), settings.gateway_url)
 
+    def services(self) -> tuple[Service, ...]:
+        """What the model is told it can reach through this gateway (``services_of``)."""
+        return services_of(self.gateway.rules)
+
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
     ) -> Mapping[str, str]:
@@ -198,9 +213,9 @@ class WorkerEgress:
             token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
         return remote_env(self.gateway_url, token, tool_use_id)
 
-    async def aclose(self) -> None:
-        """Stop serving every jail."""
-        await self.gateway.aclose()
+    async def aclose(self, grace_s: float = 5.0) -> None:
+        """Stop serving every jail; requests in flight get ``grace_s`` to finish."""
+        await self.gateway.aclose(grace_s)
 
 
 def _entry(record: EgressRecord) -> EgressEntry:
@@ -220,11 +235,16 @@ def _entry(record: EgressRecord) -> EgressEntry:
     )
 
 
+STOP_GRACE_S = 5.0
+
+
 async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
     """``warroom gateway``: serve remote sandboxes on ``WARROOM_GATEWAY_LISTEN`` until ``stop``.
 
     Each connection names its session by the token in its proxy URL; tokens are looked up in
-    the database (a revoked token stops working within ``TOKEN_CACHE_S``).
+    the database (a revoked token stops working within ``TOKEN_CACHE_S``). Once ``stop`` is
+    set no connection is accepted, and requests in flight get ``STOP_GRACE_S`` to finish: a
+    graceful stop, like ``serve`` and ``worker``, whose command exits 0.
 
     Raises:
         MissingSetting: no ``WARROOM_EGRESS_RULES``.
@@ -243,8 +263,9 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
         await worker.gateway.serve_tokens(host or "127.0.0.1", int(port), resolve)
         log.info("egress gateway listening on %s", settings.gateway_listen)
         await stop.wait()
+        log.info("egress gateway stopping: requests in flight may finish (%g s)", STOP_GRACE_S)
     finally:
-        await worker.aclose()
+        await worker.aclose(STOP_GRACE_S)
         await db.dispose()
 
 

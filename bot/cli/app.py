@@ -3,6 +3,8 @@
 Exit codes: 0 done; 1 a check or an operation failed; 2 the configuration is
 incomplete or invalid (the message names the variable to set); 130 interrupted (SIGINT),
 143 stopped by SIGTERM (``chat`` and ``drill`` clean up first: sandboxes, workers, files).
+The services (``serve``, ``worker``, ``gateway``) stop on SIGTERM or SIGINT as they are meant
+to: they finish the work in flight and exit 0.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def worker(
 @app.command()
 def gateway() -> None:
     """Run the egress gateway for remote sandboxes (WARROOM_GATEWAY_LISTEN; workers serve local
-    jails themselves). Sandboxes reach it at WARROOM_GATEWAY_URL with their session's token."""
+    jails themselves). Sandboxes reach it at WARROOM_GATEWAY_URL with their session's token.
+    SIGTERM or SIGINT: requests in flight finish (up to 5 s), then it exits 0."""
     from bot.egress import run_gateway
     from bot.logs import setup_logging
 

@@ -40,6 +40,7 @@ from harness import IncidentRecord
 from memory_store import (
     Cancelled,
     Database,
+    EgressLog,
     FileStore,
     InboundDedupe,
     IncidentLog,
@@ -128,6 +129,7 @@ async def _slack_deps(
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
         poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
+        egress=EgressLog(db),
         external_may_start=settings.external_users_start,
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
         ledger=ModelCallLog(db),

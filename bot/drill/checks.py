@@ -2,9 +2,10 @@
 
 ``Evidence`` is gathered once the story has run: the sessions' rows and event logs,
 the model requests each person's session made (as the scripted model saw them), the
-calls the fake Slack Web API received, the shared files in the store, and what the
-driver did (when it sent the steering reply, which worker it killed, which sandbox
-it destroyed). ``evaluate`` turns it into one ``Check`` per property of the issue.
+calls the fake Slack Web API received, the shared files in the store, alice's requests
+through the egress gateway and where its password was looked for, and what the driver
+did (when it sent the steering reply, which worker it killed, which sandbox it
+destroyed). ``evaluate`` turns it into one ``Check`` per property of the issues.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from dataclasses import dataclass
 from bot.drill import mcp_scene, record_check
 from bot.drill import scenario as s
 from bot.drill.record_check import RecordEvidence
-from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX
+from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX, rise_of
 from bot.drill.steps import bash, read
 from bot.drill.transcript import SANDBOX_REPLACED, Transcript
 from harness import Checkpoint
-from memory_store import Event, FileVersion, Session, SessionStatus
+from memory_store import EgressEntry, Event, FileVersion, Session, SessionStatus
 from sandbox_client import SandboxHandle
 
 PLAYBOOK_HEADING = "# Database connection-pool exhaustion"
@@ -51,6 +52,25 @@ class Kill:
 
 
 @dataclass(frozen=True)
+class SecretSweep:
+    """Where the password the gateway injects was looked for, and where it was found.
+
+    Attributes:
+        found_in: the places that held it (or its basic-auth encoding); empty is the goal.
+        sandbox_bytes: how much of alice's sandbox was read (None: it was not read).
+        sandbox_env: whether that read held the sandbox's environment (its proxy variable).
+        model_requests: the Messages API requests searched (every tool output is in them).
+        slack_calls: the Slack Web API calls searched.
+    """
+
+    found_in: tuple[str, ...]
+    sandbox_bytes: int | None
+    sandbox_env: bool
+    model_requests: int
+    slack_calls: int
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the drill observed; maps are keyed by person name (``alice``, ``bob``, ``dave``).
 
@@ -63,6 +83,9 @@ class Evidence:
         answer_posts: per person, successful ``chat.postMessage`` calls per answer key.
         expected_500s: what counting the 500s in the seeded log must print.
         mcp_missing: why the drill ran without its MCP server (None: it ran with it).
+        egress: alice's session's requests through the egress gateway, oldest first.
+        egress_skipped: why the Prometheus scene did not run (None: it ran).
+        secret: where the injected password was searched for (None: the scene did not run).
     """
 
     mode: str
@@ -79,6 +102,9 @@ class Evidence:
     expected_500s: int
     mcp_missing: str | None = None
     record: RecordEvidence | None = None
+    egress: Sequence[EgressEntry] = ()
+    egress_skipped: str | None = None
+    secret: SecretSweep | None = None
 
     def transcripts(self, name: str) -> Sequence[Transcript]:
         """The requests of ``name``'s session, oldest first (empty when none)."""
@@ -121,6 +147,8 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         memory_in_next_index(e),
         mcp_tool_called(e),
         timeline_listed(e),
+        prometheus_through_gateway(e),
+        no_secret_in_sandbox(e),
     )
 
 
@@ -282,3 +310,53 @@ def mcp_tool_called(e: Evidence) -> Check:
         return Check(name, False, f"{mcp_scene.ECHO} {'not called' if offered else 'not offered'}")
     ok = not call.is_error and call.output == f"Echo: {mcp_scene.STATUS}"
     return Check(name, ok, f"dave's session called {mcp_scene.ECHO} over stdio: {call.output}")
+
+
+def prometheus_through_gateway(e: Evidence) -> Check:
+    """Session one asked the real Prometheus through the gateway (the password added there)
+    and wrote down that the 500s rise from 14:02."""
+    name = "session one found the 500s rising at 14:02 in the real Prometheus, via the gateway"
+    if e.egress_skipped is not None:
+        return Check(name, None, f"skipped: {e.egress_skipped}")
+    seen = e.transcripts("alice")
+    url = seen[-1].service_url(s.PROMETHEUS) if seen else None
+    if url is None:
+        return Check(name, False, "alice's system prompt did not list Prometheus")
+    call = seen[-1].last(bash(s.prometheus_query(url)))
+    if call is None:
+        return Check(name, False, "alice's session never queried Prometheus")
+    found = rise_of(call.output)
+    audited = [r for r in e.egress if r.tool_use_id == call.id and r.rule == s.PROMETHEUS]
+    injected = any(r.outcome == "injected" and r.status == 200 for r in audited)
+    noted = e.findings is not None and "the 500s rise from 14:02 UTC" in e.findings.content
+    ok = found is not None and found == ("14:02", e.expected_500s) and injected and noted
+    shown = f"rise from {found[0]} UTC, {found[1]} by 14:10" if found else "no series"
+    how = (
+        f"GET {audited[-1].path} {audited[-1].outcome} by rule {audited[-1].rule} "
+        f"({audited[-1].status})"
+        if audited
+        else "not in the egress audit"
+    )
+    where = "in" if noted else "NOT in"
+    return Check(name, ok, f"{shown}; {how}; {where} {s.FINDINGS_PATH}")
+
+
+def no_secret_in_sandbox(e: Evidence) -> Check:
+    """The password the gateway injected reached no sandbox, model request or Slack call."""
+    name = "no secret in the sandbox"
+    if e.egress_skipped is not None:
+        return Check(name, None, f"skipped: {e.egress_skipped}")
+    sweep = e.secret
+    if sweep is None or sweep.sandbox_bytes is None:
+        return Check(name, False, "alice's sandbox was not read")
+    ok = not sweep.found_in and sweep.sandbox_env
+    where = ", ".join(sweep.found_in) if sweep.found_in else "none"
+    if not sweep.sandbox_env:
+        where += " (but the read did NOT hold the sandbox's environment)"
+    return Check(
+        name,
+        ok,
+        f"the Prometheus password found in: {where} (searched alice's sandbox: environment, "
+        f"every process's, /workspace and /tmp, {sweep.sandbox_bytes} bytes; "
+        f"{sweep.model_requests} model requests; {sweep.slack_calls} Slack calls)",
+    )

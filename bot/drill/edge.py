@@ -26,6 +26,7 @@ from harness import IncidentRecord
 from memory_store import (
     Cancelled,
     Database,
+    EgressLog,
     FileStore,
     InboundDedupe,
     IncidentLog,
@@ -82,6 +83,7 @@ class Edge:
             poster=SlackPoster(client, Outbox(db)),
             ledger=ModelCallLog(db),
             record=IncidentRecord(IncidentLog(db), identity.get("url") or None),
+            egress=EgressLog(db),
         )
         background = Background()
         app = build_app(deps=deps, background=background)

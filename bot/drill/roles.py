@@ -6,6 +6,8 @@ and a final answer built from the evidence in the transcript.
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.drill import mcp_scene
@@ -31,8 +33,10 @@ ASKED_TODO = ("Check the DB pool size (asked in the thread)", "Checking the pool
 
 
 def alice_plan(t: Transcript) -> list[Step]:
-    """Playbook, evidence, notes; the pool config when steered; memory; answer."""
+    """Playbook, evidence (Prometheus too, when the system prompt lists it), notes; the pool
+    config when steered; memory; answer."""
     steered = bool(t.steering())
+    prometheus = t.service_url(s.PROMETHEUS)
     items = ALICE_TODOS + ((ASKED_TODO,) if steered else ())
     start = todos(
         *((c, "in_progress" if i == 0 else "pending", a) for i, (c, a) in enumerate(ALICE_TODOS))
@@ -47,6 +51,11 @@ def alice_plan(t: Transcript) -> list[Step]:
         Step("Here is my plan.", start),
         Step("Counting the failing requests.", bash(s.COUNT_500S)),
         Step("Checking the last deploys.", bash(s.SHOW_DEPLOYS)),
+        Step(
+            "Asking Prometheus when the 500s started.",
+            bash(s.prometheus_query(prometheus or "")),
+            wanted=prometheus is not None,
+        ),
         Step("Sampling the connection pool.", bash(s.SAMPLE_POOL)),
         Step("Writing what I have to the incident notes.", write(s.FINDINGS_PATH, findings(t))),
         Step("Checking the pool size, as asked.", bash(s.SHOW_DB_CONFIG), wanted=steered),
@@ -68,10 +77,41 @@ def findings(t: Transcript) -> str:
         "# checkout-api 500s\n\n"
         f"- {output_of(t, bash(s.COUNT_500S))} requests failed with HTTP 500 since 14:02, each "
         '"timeout acquiring connection from pool" (logs/checkout-api.log)\n'
-        f"- last deploy: {deploy}\n"
+        + "".join(f"- {line}\n" for line in prometheus_finding(t))
+        + f"- last deploy: {deploy}\n"
         f"- pool sample: {output_of(t, bash(s.SAMPLE_POOL))}\n"
         f"{SUSPECT}\n"
     )
+
+
+def prometheus_finding(t: Transcript) -> list[str]:
+    """What the Prometheus query showed (nothing when it was not made, or said nothing)."""
+    url = t.service_url(s.PROMETHEUS)
+    found = rise_of(output_of(t, bash(s.prometheus_query(url)))) if url else None
+    if found is None:
+        return []
+    rise, total = found
+    return [f"Prometheus (`{s.PROM_SERIES}`): the 500s rise from {rise} UTC, {total} by 14:10."]
+
+
+def rise_of(output: str) -> tuple[str, int] | None:
+    """From a ``query_range`` answer: the minute (UTC) the counter first rose, and its last
+    value; None when the answer holds no such series.
+
+    >>> rise_of('{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+    ...         '"values":[[1796047320,"0"],[1796047335,"2"],[1796047800,"64"]]}]}}')
+    ('14:02', 64)
+    """
+    try:
+        values = json.loads(output)["data"]["result"][0]["values"]
+        points = [(float(at), float(value)) for at, value in values]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    pairs = zip(points[1:], points, strict=False)
+    rising = [at for (at, value), (_, before) in pairs if value > before]
+    if not rising:
+        return None
+    return f"{datetime.fromtimestamp(rising[0], UTC):%H:%M}", int(points[-1][1])
 
 
 def pool_edit(t: Transcript) -> dict[str, Any]:
@@ -100,6 +140,7 @@ def alice_answer(t: Transcript) -> str:
         "",
         f"- `{s.COUNT_500S}` → *{output_of(t, bash(s.COUNT_500S))}* failed requests, all after "
         '14:02, each "timeout acquiring connection from pool".',
+        *(f"- {line}" for line in prometheus_finding(t)),
         f"- Last deploy: `{line_with(output_of(t, bash(s.SHOW_DEPLOYS)), 'pool_size')}`.",
         f"- Pool sample: `{output_of(t, bash(s.SAMPLE_POOL))}`: every connection busy, requests "
         "waiting.",

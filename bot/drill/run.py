@@ -7,7 +7,9 @@ check that applies to the mode passed and the story ran to its end.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,14 +18,15 @@ from pathlib import Path
 
 from bot.cli.signals import run_interruptible
 from bot.drill import scenario
-from bot.drill.checks import Check, Evidence, evaluate
+from bot.drill.checks import Check, Evidence, SecretSweep, evaluate
 from bot.drill.narrator import post_key
+from bot.drill.prometheus import USER
 from bot.drill.record_check import RecordEvidence, gather_record
 from bot.drill.scenario import ALICE, BOB, DAVE
 from bot.drill.stage import DrillOptions, Stage, staged
 from bot.drill.story import Record, Story
 from bot.fakes.slack_api import BOT_USER_ID, WORKSPACE_URL
-from memory_store import FileNotFound, FileVersion, Namespace, Scope
+from memory_store import EgressEntry, FileNotFound, FileVersion, Namespace, Scope
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,9 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         expected_500s=scenario.expected_500s(),
         mcp_missing=stage.mcp_missing,
         record=await _record(stage, frozenset(answer_ts)),
+        egress=await _egress_of(stage, record.sessions.get("alice")),
+        egress_skipped=stage.egress_skipped,
+        secret=secret_sweep(stage, record),
     )
 
 
@@ -161,6 +167,39 @@ async def _record(stage: Stage, answer_ts: frozenset[str]) -> RecordEvidence | N
         messages=stage.slack.state.messages.get(scenario.CHANNEL, []),
         bot_user_id=BOT_USER_ID,
         answer_ts=answer_ts,
+    )
+
+
+async def _egress_of(stage: Stage, session_id: str | None) -> list[EgressEntry]:
+    if session_id is None:
+        return []
+    return await stage.egress_log.recent(session_id, limit=100)
+
+
+def secret_sweep(stage: Stage, record: Record) -> SecretSweep | None:
+    """Search what alice's sandbox held, every model request and every Slack call for the
+    password the gateway injects, raw or in its basic-auth form (None: no scene)."""
+    if stage.egress is None:
+        return None
+    password = stage.egress.secret
+    basic = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    forms = (password, basic)
+    found = []
+    sandbox = record.sandbox_sweep
+    if sandbox is not None and any(f in sandbox for f in forms):
+        found.append("alice's sandbox")
+    requests = stage.model.requests
+    if any(f.encode() in r.raw for r in requests for f in forms):
+        found.append("a model request")
+    calls = stage.slack.calls
+    if any(f in json.dumps(c.args) + json.dumps(c.response) for c in calls for f in forms):
+        found.append("a Slack call")
+    return SecretSweep(
+        found_in=tuple(found),
+        sandbox_bytes=len(sandbox.encode()) if sandbox is not None else None,
+        sandbox_env=sandbox is not None and "HTTPS_PROXY=" in sandbox,
+        model_requests=len(requests),
+        slack_calls=len(calls),
     )
 
 
@@ -191,6 +230,15 @@ async def _file(stage: Stage, ns: Namespace, path: str) -> FileVersion | None:
     return None
 
 
+def _egress_line(stage: Stage) -> str:
+    if stage.egress is None:
+        return f"  egress: none (the Prometheus scene is skipped: {stage.egress_skipped})"
+    return (
+        f"  egress: a real Prometheus at {stage.egress.prometheus.base_url} (TLS, basic auth), "
+        "reachable only through the gateway, which adds the password"
+    )
+
+
 def _introduce(stage: Stage, say: Callable[[str], None]) -> None:
     options = stage.options
     if options.redis_url is None:
@@ -206,6 +254,7 @@ def _introduce(stage: Stage, say: Callable[[str], None]) -> None:
         f"  workers: {workers}; database: {database}; sandboxes: local (bubblewrap)",
         "  seeded: /workspace (checkout-api logs, config/db.yaml, deploy log), "
         f"{scenario.SKILL_PATH}, {scenario.SEEDED_MEMORY_PATH}",
+        _egress_line(stage),
         "",
     ]
     for line in lines:

@@ -4,7 +4,9 @@
 from 20 to 5 connections. The sandbox's ``/workspace`` holds the evidence (the
 service's log, its DB config, the deploy log, the database's own log, and three
 slow "metrics" scripts that sample for ``SAMPLE_S`` seconds, as a metrics API
-would); ``/skills`` holds a playbook for it and ``/memory`` one older note.
+would); ``/skills`` holds a playbook for it and ``/memory`` one older note. Where
+Prometheus is installed, a real one holds the same requests as counters
+(``prometheus_history``), reached only through the egress gateway.
 
 Everything here is data: ``write_workspace`` and ``write_skills`` lay the files out
 on disk (the workspace seed, a skill folder to import), ``seed_memory`` writes the
@@ -14,6 +16,7 @@ memory note into the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memory_store import FileStore, Namespace, Origin, Scope
@@ -39,6 +42,11 @@ SHOW_DB_CONFIG = f"cat {DB_CONFIG}"
 SAMPLE_ERRORS = "sh /workspace/bin/error-rate checkout-api"
 TAIL_DB_LOG = f"tail -n 3 {DB_LOG}"
 SAMPLE_DB = "sh /workspace/bin/db-connections orders-db"
+PROMETHEUS = "prometheus"  # the egress rule's name, as the system prompt lists it
+PROM_SERIES = 'http_requests_total{service="checkout-api",code="500"}'
+PROM_START = "2026-11-30T13:55:00Z"
+PROM_END = "2026-11-30T14:10:00Z"
+PROM_STEP = "15s"
 
 
 @dataclass(frozen=True)
@@ -124,16 +132,28 @@ ERROR_RATE_LINE = "checkout-api: 64% of requests failing with HTTP 500 over the 
 DB_CONNECTIONS_LINE = "orders-db: 31 of 500 connections in use, 0 waiting, no errors in 15 min"
 
 
+LOG_START = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)
+DEPLOY_AT = datetime(2026, 11, 30, 14, 2, tzinfo=UTC)
+LOG_REQUESTS = 180
+LOG_EVERY_S = 5
+
+
+def requests() -> list[tuple[datetime, bool]]:
+    """checkout-api's requests, 13:55 to 14:10: ``(time, failed)``, one every 5 s; all fine
+    before the 14:02 deploy, then two of every three failing for want of a pool connection."""
+    found = []
+    for n in range(LOG_REQUESTS):
+        at = LOG_START + timedelta(seconds=n * LOG_EVERY_S)
+        found.append((at, at >= DEPLOY_AT and n % 3 != 0))
+    return found
+
+
 def service_log() -> str:
-    """The checkout-api access log, 13:55 to 14:10: all 200s before the 14:02 deploy,
-    then two of every three requests failing for want of a pool connection."""
+    """The checkout-api access log of ``requests``."""
     lines = []
-    for n in range(180):
-        minute, second = divmod(n * 5, 60)
-        hour, minute = 13 + (55 + minute) // 60, (55 + minute) % 60
-        stamp = f"2026-11-30T{hour:02d}:{minute:02d}:{second:02d}Z"
-        failing = (hour, minute) >= (14, 2) and n % 3 != 0
-        if failing:
+    for n, (at, failed) in enumerate(requests()):
+        stamp = f"{at:%Y-%m-%dT%H:%M:%SZ}"
+        if failed:
             lines.append(
                 f"{stamp} ERROR POST /api/checkout 500 5004ms "
                 "db: timeout acquiring connection from pool"
@@ -141,6 +161,30 @@ def service_log() -> str:
         else:
             lines.append(f"{stamp} INFO  POST /api/checkout 200 {38 + n % 17}ms")
     return "\n".join(lines) + "\n"
+
+
+def prometheus_history() -> str:
+    """The same requests as Prometheus counted them: ``http_requests_total`` by status code,
+    a sample every 5 s, in OpenMetrics text (for ``promtool``'s backfill)."""
+    lines = [
+        "# HELP http_requests checkout-api's HTTP requests, by status code.",
+        "# TYPE http_requests counter",
+    ]
+    for code, failing in (("200", False), ("500", True)):
+        count = 0
+        for at, failed in requests():
+            count += failed == failing
+            labels = f'code="{code}",service="checkout-api"'
+            lines.append(f"http_requests_total{{{labels}}} {count} {int(at.timestamp())}")
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def prometheus_query(base_url: str) -> str:
+    """The Bash command querying checkout-api's 500 counter over the incident's minutes."""
+    return (
+        f"curl -sS -G {base_url}/api/v1/query_range --data-urlencode 'query={PROM_SERIES}' "
+        f"-d start={PROM_START} -d end={PROM_END} -d step={PROM_STEP}"
+    )
 
 
 def expected_500s() -> int:

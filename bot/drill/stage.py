@@ -6,6 +6,9 @@
   (``Settings.model_construct``), with short leases and a fast sweeper so recovery
   takes seconds, the scenario's workspace seed (``WARROOM_WORKSPACE_SEED``) and, when
   it is installed, server-everything as the MCP server (``mcp_scene``);
+- a real Prometheus holding the incident's request counters, behind TLS and basic auth, and
+  the egress rule that lets the sandboxes reach it through the gateway (``egress``; skipped,
+  with the reason, where Prometheus or curl is not installed);
 - the database, migrated and seeded with the playbook (imported as
   ``warroom skills import`` imports it) and an older memory note, in an org of its
   own (``T0DRILL…``) so drills can share a database;
@@ -42,6 +45,7 @@ from bot.drill import mcp_scene, scenario
 from bot.drill.agent import IncidentPolicy
 from bot.drill.channel import IncidentChannel
 from bot.drill.edge import Edge
+from bot.drill.egress import DrillEgress, start_egress, why_skipped
 from bot.drill.errors import DrillError
 from bot.drill.narrator import Narrator
 from bot.drill.workers import WorkerPool
@@ -51,7 +55,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.logs import LOG_FORMAT, ContextFilter
 from bot.settings import Settings, child_environment
-from memory_store import Database, FileStore, SessionStore
+from memory_store import Database, EgressLog, FileStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
 
 LEASE_S = 2.0
@@ -92,7 +96,8 @@ class DrillOptions:
 
 @dataclass
 class Stage:
-    """The running parts the story and the checks use."""
+    """The running parts the story and the checks use. ``egress`` is None when the
+    Prometheus scene is skipped (``egress_skipped`` says why)."""
 
     options: DrillOptions
     settings: Settings
@@ -107,6 +112,9 @@ class Stage:
     narrator: Narrator
     edge: Edge
     pool: WorkerPool | None
+    egress_log: EgressLog
+    egress: DrillEgress | None
+    egress_skipped: str | None
     mcp_missing: str | None = None
     db: Database | None = None  # the drill's database (the incident record reads it)
 
@@ -118,6 +126,7 @@ def drill_settings(
     slack: FakeSlackApi,
     model: FakeAnthropicAPI,
     model_key: str,
+    egress: DrillEgress | None = None,
 ) -> Settings:
     """The drill's settings (see the module docstring)."""
     values: dict[str, Any] = {
@@ -137,6 +146,8 @@ def drill_settings(
         "worker_threads": WORKER_THREADS if options.redis_url else EMBEDDED_THREADS,
         "mcp_config": mcp_scene.write_config(data_dir),
     }
+    if egress is not None:
+        values |= {"egress_rules": egress.rules, "egress_upstream_ca": egress.upstream_ca}
     return Settings.model_construct(**values)
 
 
@@ -156,7 +167,9 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
         scenario.write_workspace(data_dir / "seed")
         scenario.write_skills(data_dir / "skills")
         policy = IncidentPolicy()
-        slack, model, settings = await _fakes(stack, options, data_dir, policy)
+        skipped = why_skipped()
+        egress = None if skipped else await start_egress(stack, data_dir)
+        slack, model, settings = await _fakes(stack, options, data_dir, policy, egress)
         db = Database.from_url(settings.database_url, data_dir=data_dir)
         stack.push_async_callback(db.dispose)
         org_id = f"T0DRILL{secrets.token_hex(3).upper()}"
@@ -193,13 +206,20 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
             narrator,
             edge,
             pool,
+            EgressLog(db),
+            egress,
+            skipped,
             mcp_missing=mcp_scene.missing(),
             db=db,
         )
 
 
 async def _fakes(
-    stack: contextlib.AsyncExitStack, options: DrillOptions, data_dir: Path, policy: IncidentPolicy
+    stack: contextlib.AsyncExitStack,
+    options: DrillOptions,
+    data_dir: Path,
+    policy: IncidentPolicy,
+    egress: DrillEgress | None,
 ) -> tuple[FakeSlackApi, FakeAnthropicAPI, Settings]:
     """Start both fakes (their stop is pushed on ``stack``); the settings pointing at them."""
     slack = FakeSlackApi()
@@ -210,7 +230,9 @@ async def _fakes(
     model_key = f"drill-{secrets.token_hex(8)}"
     model = FakeAnthropicAPI(policy, api_key=model_key)
     await stack.enter_async_context(model)
-    settings = drill_settings(options, data_dir, slack=slack, model=model, model_key=model_key)
+    settings = drill_settings(
+        options, data_dir, slack=slack, model=model, model_key=model_key, egress=egress
+    )
     return slack, model, settings
 
 

@@ -9,7 +9,11 @@
    step (the lease owner).
 4. While session one's error-rate sample runs, the driver destroys its sandbox from
    outside, through the provider, by the handle in the session row.
-5. Once both sessions have answered, dave starts a third thread.
+5. Once session one has answered, and it reached Prometheus through the egress gateway
+   (where Prometheus runs), the driver reads everything a program in its sandbox could read
+   (the environment, every process's, the files of ``/workspace`` and ``/tmp``) for the
+   checks to search for the password.
+6. Once both sessions have answered, dave starts a third thread.
 
 Every wait polls a condition with a deadline (``DrillStalled`` when it passes).
 """
@@ -30,10 +34,14 @@ from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, Person
 from bot.drill.stage import Stage
 from harness import Checkpoint
 from memory_store import Event, Session, SessionKey, SessionStatus
-from sandbox_client import SandboxError, SandboxHandle
+from sandbox_client import Health, SandboxError, SandboxHandle
 
 T = TypeVar("T")
 POLL_S = 0.05
+SECRET_SWEEP = (
+    "env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; "
+    "find /workspace /tmp -type f -size -1024k -exec cat {} + 2>/dev/null; true"
+)
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Record:
     destroyed: str | None = None
     stalled: str | None = None
     marks: dict[str, float] = field(default_factory=dict)
+    sandbox_sweep: str | None = None
 
     def mark(self, what: str) -> None:
         """Note the wall-clock time (Unix seconds) of ``what``."""
@@ -89,6 +98,8 @@ class Story:
         await self._running(alice, json.loads(errors.payload_json)["tool_use_id"])
         await self._destroy_sandbox_of(alice)
         await self._answered(alice, ALICE)
+        if self.stage.egress is not None:
+            await self._sweep_sandbox_of(alice)
         await self._answered(bob, BOB)
         dave = await self._start(DAVE)
         await self._answered(dave, DAVE)
@@ -180,6 +191,37 @@ class Story:
         self.record.mark("destroyed")
         self.record.destroyed = handle.sandbox_id
         self._say(f"!! drill: destroyed alice's sandbox {handle.sandbox_id} from outside")
+
+    async def _sweep_sandbox_of(self, session_id: str) -> None:
+        """Read what a program in the session's sandbox can read (see the module docstring).
+
+        An answered session's worker parks (suspends) its sandbox: wait for that, thaw it for
+        the one command, and park it again, so no worker's freeze meets the command.
+        """
+        handle = await self._sandbox_of(session_id)
+        if handle is None:
+            self._say("!! drill: alice's session has no sandbox to search")
+            return
+        provider = self.stage.provider
+
+        async def parked() -> bool | None:
+            return True if await provider.health(handle) is Health.SUSPENDED else None
+
+        await self._until(parked, "alice's sandbox to be parked after her answer")
+        await provider.resume(handle)
+        client = provider.connect(handle)
+        try:
+            record = await client.exec("drill-secret-sweep", SECRET_SWEEP, timeout_s=30)
+        finally:
+            await client.aclose()
+            await provider.suspend(handle)
+        self.record.sandbox_sweep = record.stdout
+        await self.stage.narrator.catch_up()
+        self._say(
+            f"!! drill: read alice's sandbox {handle.sandbox_id} (environment, every "
+            f"process's, /workspace and /tmp: {len(record.stdout.encode())} bytes) to search "
+            "for the Prometheus password"
+        )
 
     # ----- waiting --------------------------------------------------------------------
 

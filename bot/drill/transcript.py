@@ -3,9 +3,10 @@
 The request's ``messages`` (Anthropic wire format) become a ``Transcript``: the text
 of the first user message (the session's frozen context and the request), the text
 blocks of later user messages (reminders, teammates' messages), and every tool call
-paired with its result. Formats read here are the harness's own: the first
-message's indexes (``prompt.frozen_context``), ``<system-reminder>`` notices and
-"Message from <user> in the incident thread:" (``prompt.steering_text``).
+paired with its result; and its ``system`` text. Formats read here are the harness's
+own: the first message's indexes (``prompt.frozen_context``), ``<system-reminder>``
+notices, "Message from <user> in the incident thread:" (``prompt.steering_text``) and
+the systems the sandbox can reach (``services.services_section``).
 """
 
 from __future__ import annotations
@@ -71,16 +72,21 @@ class Transcript:
     later: tuple[str, ...]
     calls: tuple[Call, ...]
     tools: tuple[str, ...] = ()
+    system: str = ""
 
     @classmethod
     def of(cls, request: RecordedRequest) -> Transcript:
         """Parse a recorded request (blocks of unknown types are ignored); ``tools`` are
-        the tools whose definitions the model sees."""
-        return replace(cls.from_messages(request.messages), tools=tuple(request.visible_tools))
+        the tools whose definitions the model sees, ``system`` the system prompt's text."""
+        system = request.body.get("system") or ""
+        if not isinstance(system, str):
+            system = "".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+        parsed = cls.from_messages(request.messages)
+        return replace(parsed, tools=tuple(request.visible_tools), system=system)
 
     @classmethod
     def from_messages(cls, messages: Sequence[Mapping[str, Any]]) -> Transcript:
-        """Parse wire-format ``messages``."""
+        """Parse wire-format ``messages`` (no system text)."""
         users = [m for m in messages if m.get("role") == "user"]
         opening = "\n".join(_texts(users[0])) if users else ""
         later = tuple(text for m in users[1:] for text in _texts(m))
@@ -118,6 +124,16 @@ class Transcript:
     def listed(self, section: str, path: str) -> bool:
         """Whether the first message's index ``section`` (e.g. ``Org memory``) lists ``path``."""
         return f"- {path}" in index_section(self.opening, section)
+
+    def service_url(self, name: str) -> str | None:
+        """The base URL the system prompt gives for reachable system ``name``, or None.
+
+        >>> Transcript("", (), (), "- prom: https://prom.internal (GET): metrics").service_url(
+        ...     "prom")
+        'https://prom.internal'
+        """
+        found = re.search(rf"^- {re.escape(name)}: (\S+) \(", self.system, re.M)
+        return found[1] if found else None
 
     def announced(self, path: str) -> bool:
         """Whether a later reminder announced ``path`` as a new shared file."""

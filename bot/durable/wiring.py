@@ -389,6 +389,7 @@ class Runtime:
                 agent_may_write_skills=settings.agent_may_write_skills,
                 max_session_cost_usd=settings.max_session_cost_usd,
                 max_org_day_cost_usd=settings.max_org_day_cost_usd,
+                services=egress.services() if egress is not None else (),
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,

@@ -8,8 +8,9 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``, replying through the
-  command's ``response_url``); anything else gets the usage in the ack itself;
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``), ``memory …`` or ``egress …``,
+  each replying through the command's ``response_url``; anything else gets the usage in
+  the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
 - the ``warroom_stop`` button: ack, then cancel and reply.
 
@@ -40,6 +41,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.logs import log_context
 from bot.slack.background import Background
+from bot.slack.egress import USAGE as EGRESS_USAGE
+from bot.slack.egress import EgressCommands
 from bot.slack.inbound import org_id_of, parse_message_event
 from bot.slack.installation import Installation
 from bot.slack.intake import DEDUPE_TTL_S, FollowUp, Intake
@@ -60,21 +63,24 @@ from bot.slack.timeline import TimelineCommand
 from bot.slack.usage import USAGE as SPEND_USAGE
 from bot.slack.usage import UsageCommand
 from harness import IncidentRecord
-from memory_store import Cancelled, FileStore, InboundDedupe, ModelCallLog, SessionStore
+from memory_store import (
+    Cancelled,
+    EgressLog,
+    FileStore,
+    InboundDedupe,
+    ModelCallLog,
+    SessionStore,
+)
 
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
-    "`/agent` has the commands `skills`, `memory`, `usage`, `timeline` and `postmortem`.\n"
-    + SKILLS_USAGE
-    + "\n"
-    + MEMORY_USAGE
-    + "\n"
-    + SPEND_USAGE
-    + "\n"
-    + RECORD_USAGE
+    "`/agent` has the commands `skills`, `memory`, `egress`, `usage`, `timeline` and "
+    "`postmortem`.\n"
+    + "\n".join((SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE))
 )
 RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
+AGENT_COMMANDS = ("skills", "memory", "egress", *RECORD_COMMANDS)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 
 
@@ -101,6 +107,7 @@ class SlackDeps:
         dedupe_ttl_s: how long a seen event is remembered (Slack: ≥ 10 min).
         ledger: the model-call ledger ``/agent usage`` reads (None: the command is off).
         record: the incident record ``/agent timeline`` posts (None: the command is off).
+        egress: the egress gateway's audit log, for ``/agent egress`` (None: not offered).
     """
 
     sessions: SessionStore
@@ -119,6 +126,7 @@ class SlackDeps:
     installation: Installation | None = None
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
+    egress: EgressLog | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -180,8 +188,7 @@ class _Listeners:
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()
-        known = ("skills", "memory", *RECORD_COMMANDS)
-        if not words or words[0].lower() not in known:  # the usage goes in the
+        if not words or words[0].lower() not in AGENT_COMMANDS:  # the usage goes in the
             await ack(text=AGENT_USAGE)  # ack: it shows in DMs and channels without the bot too
             return
         await ack()
@@ -216,7 +223,13 @@ class _Listeners:
         if verb in RECORD_COMMANDS:
             await self._record_command(verb, command)
             return
-        await self._deps.skills.handle_command(command)
+        if verb == "egress" and self._deps.egress is not None:
+            commands = EgressCommands(self._deps.skills, self._deps.sessions, self._deps.egress)
+            await commands.handle(command)
+        elif verb == "egress":
+            await self._deps.skills.tell(command, "The egress log is not available here.")
+        else:
+            await self._deps.skills.handle_command(command)
 
     async def _record_command(self, verb: str, command: SkillsCommand) -> None:
         """``/agent usage``, ``timeline`` and ``postmortem`` (the incident record's commands)."""

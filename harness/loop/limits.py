@@ -14,6 +14,7 @@ from harness.errors import (
     ToolTimeLimitReached,
 )
 from harness.loop.checkpoint import Checkpoint
+from harness.loop.services import Service
 from harness.model.catalog import DEFAULT_MAX_TOKENS
 
 
@@ -38,6 +39,9 @@ class Limits:
         max_session_cost_usd: USD the session may spend in all (None: no cap); unlike the
             limits above it does not restart with each turn: raise it to continue.
         max_org_day_cost_usd: USD the org may spend per UTC day (None: no cap).
+        services: the systems a sandbox reaches through the egress gateway (from the
+            rules' ``base_url``s): the bounds of what a session can query, told to the
+            model in the system prompt (``prompt.system_prompt``).
     """
 
     max_steps: int = 200
@@ -51,6 +55,7 @@ class Limits:
     agent_may_write_skills: bool = False
     max_session_cost_usd: float | None = None
     max_org_day_cost_usd: float | None = None
+    services: tuple[Service, ...] = ()
 
     def has_cost_caps(self) -> bool:
         """Whether a spending cap is set (then ``enforce`` needs ``Spent``)."""

@@ -19,6 +19,7 @@ from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Answered, Event, ModelResponded, Notice, NoticeTopic
 from harness.loop.limits import Limits
 from harness.loop.mcp_reminder import note_server_changes
+from harness.loop.prompt import system_prompt
 from harness.loop.stops import (
     Calls,
     Finished,
@@ -64,6 +65,7 @@ async def model_step(
         ModelUnavailable, ModelStalled: transient failures after retries (nothing to commit).
     """
     tools = tool_specs(mcp_specs(offered))
+    system = system_prompt(limits.services, cp.channel_id)
     cp, told_mcp = note_server_changes(cp, offered)
     events: list[Event] = [*told_mcp]
     did_compact = False
@@ -76,7 +78,9 @@ async def model_step(
         user = _with_todo_reminder(user, built, compacted=did_compact and limit is None)
         messages = (*built.messages, user)
         try:
-            reply = await ask(model, messages, max_tokens=limits.max_tokens, tools=tools)
+            reply = await ask(
+                model, messages, max_tokens=limits.max_tokens, tools=tools, system=system
+            )
         except ModelContextOverflow as exc:
             if attempt == 1 and _compactable(cp):
                 cp, compacted = await compact(cp, model, limits, tools)

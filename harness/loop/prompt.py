@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.loop.budget import Item, fit
+from harness.loop.services import Service, services_section
 from memory_store import IndexEntry
 
 SYSTEM_PROMPT = """\
@@ -51,6 +52,23 @@ engineer in the thread explicitly asked for exactly that.
 - When you are done, answer in Markdown: what you found, the evidence, what you recommend next. \
 Be brief; the thread is busy.
 """
+
+
+def system_prompt(services: Sequence[Service] = (), channel_id: str | None = None) -> str:
+    """The system prompt of a session in ``channel_id``: ``SYSTEM_PROMPT``, then the systems
+    it can reach through the egress gateway (``services_section``), when there are any.
+
+    The same arguments give the same bytes, so the cached prefix holds across requests.
+
+    >>> system_prompt() == SYSTEM_PROMPT
+    True
+    >>> prom = Service("prom", "https://prom.internal", "metrics", ("GET",), credential=True)
+    >>> system_prompt([prom]).endswith("(GET; credential added by the gateway): metrics\\n")
+    True
+    """
+    section = services_section(services, channel_id)
+    return f"{SYSTEM_PROMPT}\n{section}\n" if section else SYSTEM_PROMPT
+
 
 REMINDER_OPEN = "<system-reminder>\n"
 REMINDER_CLOSE = "\n</system-reminder>"

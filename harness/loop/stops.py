@@ -79,10 +79,13 @@ async def ask(
     *,
     max_tokens: int,
     tools: Sequence[ToolSpec] | None = None,
+    system: str = SYSTEM_PROMPT,
 ) -> ModelReply:
     """The step's model reply, with ``pause_turn`` continued and ``max_tokens`` retried once.
 
-    ``tools``: the session's tools (default: the built-in ones, ``tool_specs()``).
+    ``tools``: the session's tools (default: the built-in ones, ``tool_specs()``);
+    ``system``: the session's system prompt (``prompt.system_prompt``), the same bytes on
+    every call so the cached prefix holds.
 
     The returned reply's ``content`` is the whole turn (a paused turn and its
     continuation, in order), its ``usage`` and ``attempts`` summed over the calls made.
@@ -91,17 +94,17 @@ async def ask(
         ModelError: a call failed (``ModelContextOverflow`` when the prompt does not fit).
     """
     offered = tool_specs() if tools is None else tools
-    reply = await _complete(model, messages, max_tokens, offered)
+    reply = await _complete(model, system, messages, max_tokens, offered)
     spec = MODELS.get(reply.model)
     ceiling = spec.max_output_tokens if spec is not None else max_tokens
     if reply.stop_reason == "max_tokens" and max_tokens < ceiling:
-        retry = await _complete(model, messages, min(2 * max_tokens, ceiling), offered)
+        retry = await _complete(model, system, messages, min(2 * max_tokens, ceiling), offered)
         reply = _summed(retry, reply, retry.content)
     pauses = 0
     while reply.stop_reason == "pause_turn" and pauses < MAX_PAUSES:
         pauses += 1
         paused = Message("assistant", reply.content)
-        more = await _complete(model, (*messages, paused), max_tokens, offered)
+        more = await _complete(model, system, (*messages, paused), max_tokens, offered)
         reply = _summed(more, reply, (*reply.content, *more.content))
     return reply
 
@@ -141,10 +144,14 @@ def refusal_text(details: RefusalDetails | None) -> str:
 
 
 async def _complete(
-    model: Model, messages: Sequence[Message], max_tokens: int, tools: Sequence[ToolSpec]
+    model: Model,
+    system: str,
+    messages: Sequence[Message],
+    max_tokens: int,
+    tools: Sequence[ToolSpec],
 ) -> ModelReply:
     return await model.complete(
-        system=SYSTEM_PROMPT, tools=tools, messages=messages, max_tokens=max_tokens
+        system=system, tools=tools, messages=messages, max_tokens=max_tokens
     )
 
 

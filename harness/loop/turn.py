@@ -18,11 +18,11 @@ from harness.loop.limits import Limits
 from harness.loop.notices import change_notices
 from harness.loop.prompt import (
     NEW_FILES_MAX_BYTES,
-    SYSTEM_PROMPT,
     FrozenContext,
     frozen_context,
     reminder,
     steering_text,
+    system_prompt,
     within_budget,
 )
 from harness.model.adapter import Model, ToolSpec
@@ -180,8 +180,8 @@ async def compact(
 ) -> tuple[Checkpoint, list[Event]]:
     """Summarise the transcript into a new first message.
 
-    ``tools`` are the session's tools (default: the built-in ones), sent as they are
-    so the summary call reuses the cached prefix.
+    ``tools`` are the session's tools (default: the built-in ones), sent as they are, with
+    the session's system prompt, so the summary call reuses the cached prefix.
 
     Pending tool results are given to the summary call, so no ``tool_use`` is left
     unanswered. Read-state is carried forward as *partial* reads: a file whose content
@@ -193,9 +193,10 @@ async def compact(
     request_blocks: Sequence[ContentBlock] = (*cp.pending_results, TextBlock(SUMMARY_REQUEST))
     messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
     tools = tool_specs() if tools is None else tools
+    system = system_prompt(limits.services, cp.channel_id)
     try:
         reply = await model.complete(
-            system=SYSTEM_PROMPT,
+            system=system,
             tools=tools,
             messages=messages,
             max_tokens=limits.max_tokens,
@@ -206,7 +207,7 @@ async def compact(
         text = transcript_text(cp, max_chars=limits.compact_at_tokens * 2)
         rendered = Message("user", (TextBlock(text), TextBlock(SUMMARY_REQUEST)))
         reply = await model.complete(
-            system=SYSTEM_PROMPT,
+            system=system,
             tools=tools,
             messages=(rendered,),
             max_tokens=limits.max_tokens,

@@ -229,6 +229,18 @@ async def read(conn: AsyncConnection, *where: ColumnElement[bool]) -> Session | 
     return None if row is None else _session(row)
 
 
+async def latest(conn: AsyncConnection, org_id: str, channel_id: str) -> Session | None:
+    """The channel's session updated last (ties: the higher id), or None."""
+    stmt = (
+        select(sessions)
+        .where(_S.org_id == org_id, _S.channel_id == channel_id)
+        .order_by(_S.updated_at.desc(), _S.id.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(stmt)).first()
+    return None if row is None else _session(row)
+
+
 def _session(row: Row[Any]) -> Session:
     m = row._mapping
     return Session(

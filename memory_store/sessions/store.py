@@ -322,6 +322,14 @@ class SessionStore:
         async with self._db.read() as conn:
             return await session_rows.read(conn, *session_rows.key_is(key))
 
+    async def latest(self, org_id: str, channel_id: str) -> Session | None:
+        """The channel's most recently active session (the last one updated), or None.
+
+        Raises DatabaseUnavailable.
+        """
+        async with self._db.read() as conn:
+            return await session_rows.latest(conn, org_id, channel_id)
+
     async def transcript(self, session_id: str) -> tuple[str, ...]:
         """The session's current transcript: its messages' JSON, oldest first.
 

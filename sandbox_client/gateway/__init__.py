@@ -2,7 +2,7 @@
 
 ``rules`` (what may pass, and what is injected), ``ca`` (the deployment's CA and host
 certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``proxy`` (the
-HTTP proxy itself).
+HTTP proxy itself), ``upstream`` (its kept-alive connections to the systems it reaches).
 """
 
 from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles

@@ -129,6 +129,10 @@ class Scrubber:
         """A whole string (a header value) scrubbed."""
         return self._replace(value.encode("latin-1", "replace")).decode("latin-1")
 
+    def whole(self, value: bytes) -> bytes:
+        """A whole value (a header's) scrubbed."""
+        return self._replace(value) if self._secrets else value
+
     def _replace(self, data: bytes) -> bytes:
         for secret in self._secrets:
             data = data.replace(secret, REDACTED)

@@ -4,12 +4,12 @@ Plain HTTP requests arrive in absolute form (``GET http://host/path``); HTTPS ar
 ``CONNECT host:443``. For a tunnel rule the bytes pass untouched. Otherwise the gateway answers
 the ``CONNECT`` itself, terminates TLS with a certificate for the host minted by its own CA,
 reads each request inside, decides it by method and path, adds the rule's credential, sends it
-upstream over a normally verified TLS connection (``httpx``), and scrubs the credential from the
-response before the sandbox sees it. Blocked requests get a 403 whose body says which rule is
-missing. Every request is reported to the audit sink.
+upstream over a normally verified TLS connection, and scrubs the credential from the response
+before the sandbox sees it. Blocked requests get a 403 whose body says which rule is missing.
+Every request is reported to the audit sink.
 
-HTTP parsing is ``h11``'s; upstream connections are pooled by one ``httpx.AsyncClient`` that
-ignores the host's proxy variables.
+HTTP parsing is ``h11``'s on both sides; upstream connections are kept alive and reused
+(``upstream.Upstream``), and the host's proxy variables are never consulted.
 """
 
 from __future__ import annotations
@@ -19,18 +19,20 @@ import base64
 import contextlib
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import h11
-import httpx
 
 from sandbox_client.gateway.ca import CertificateAuthority
 from sandbox_client.gateway.credentials import Injected, Scrubber
 from sandbox_client.gateway.rules import Decision, Outcome, RequestLine, Rules
+from sandbox_client.gateway.upstream import Upstream, UpstreamError
 
 HOP_BY_HOP = frozenset(
     {
@@ -49,6 +51,7 @@ HOP_BY_HOP = frozenset(
         "accept-encoding",
     }
 )
+HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
 READ_CHUNK = 65_536
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
 
@@ -120,11 +123,8 @@ class Gateway:
         self._injected = injected
         self._audit = audit
         self.options = options or GatewayOptions()
-        self._client = httpx.AsyncClient(
-            verify=self.options.upstream_verify,
-            trust_env=False,
-            follow_redirects=False,
-            timeout=self.options.upstream_timeout_s,
+        self._upstream = Upstream(
+            self.options.upstream_verify, timeout_s=self.options.upstream_timeout_s
         )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -204,7 +204,7 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
         self._servers.clear()
-        await self._client.aclose()
+        await self._upstream.aclose()
 
     async def _handle(
         self,
@@ -254,7 +254,7 @@ class Gateway:
                 r for r in candidates if not r.channels or caller.channel_id in r.channels
             )
         if candidates and all(rule.tunnel for rule in candidates):
-            await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+            await self._send(writer, conn, _response(200, []))
             await self._tunnel(reader, writer, host, port, caller, started, candidates[0].name)
             return
         # Everything else is terminated here, blocked hosts too: the 403's text then reaches
@@ -263,7 +263,7 @@ class Gateway:
         # reads the 200, and a hello that reached the plain reader before ``start_tls`` would be
         # lost to the TLS layer. Between the 200 and ``start_tls`` nothing yields to the loop.
         context = await asyncio.to_thread(self.authority.server_context, host)
-        await self._send(writer, conn, h11.Response(status_code=200, headers=[]))
+        await self._send(writer, conn, _response(200, []))
         await writer.start_tls(context)
         inner = h11.Connection(h11.SERVER)
         first = await self._next_request(inner, reader)
@@ -330,8 +330,7 @@ class Gateway:
         injected = self._injected.get(decision.rule.name)
         await self._forward(
             conn, writer, request, body, decision, line, caller, started,
-            url=f"{scheme}://{_host_port(host, port, scheme)}{path_query}",
-            injected=injected,
+            origin=(scheme, host, port), target=path_query, injected=injected,
         )  # fmt: skip
 
     async def _forward(
@@ -345,64 +344,58 @@ class Gateway:
         caller: Caller,
         started: float,
         *,
-        url: str,
+        origin: tuple[str, str, int],
+        target: str,
         injected: Injected | None,
     ) -> None:
-        headers = [
-            (k.decode("latin-1"), v.decode("latin-1"))
-            for k, v in request.headers
-            if k.decode("latin-1").lower() not in HOP_BY_HOP
-        ]
-        target = httpx.URL(url)
+        headers = [(k, v) for k, v in request.headers if k not in HOP_BY_HOP_BYTES]
         scrubber = Scrubber(injected.scrub if injected is not None else ())
-        if injected is not None:
-            names = {name for name, _ in injected.headers}
-            headers = [(k, v) for k, v in headers if k.lower() not in names]
-            headers += list(injected.headers)
-            target = target.copy_merge_params(dict(injected.query))
-        headers.append(("accept-encoding", "identity"))
-        sent = 0
+        if injected is not None:  # h11 gives names in lower case
+            added = [
+                (n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in injected.headers
+            ]
+            names = {name for name, _ in added}
+            headers = [(k, v) for k, v in headers if k not in names] + added
+            target = _with_params(target, injected.query)
+        headers.append((b"accept-encoding", b"identity"))
+        query = _query_of(target)
         try:
-            upstream_request = self._client.build_request(
-                line.method, target, headers=headers, content=body
-            )
-            response = await self._client.send(upstream_request, stream=True)
-        except httpx.HTTPError as exc:
-            reason = f"could not reach {line.host}:{line.port} ({type(exc).__name__})"
+            exchange = await self._upstream.send(origin, line.method, target, headers, body)
+        except UpstreamError as exc:
+            reason = f"could not reach {line.host}:{line.port} ({exc})"
             await self._plain_error(conn, writer, 502, f"The warroom egress gateway {reason}.")
-            await self._record(
-                caller, line, 502, 0, started, decision, query=target.query.decode("latin-1")
-            )
+            await self._record(caller, line, 502, 0, started, decision, query=query)
+            return
+        answer, sent = exchange.answer, 0
+        try:
+            decoder = _decoder(answer.headers)
+        except ValueError as exc:  # a body it cannot read is a body it cannot scrub
+            await exchange.aclose()
+            await self._plain_error(conn, writer, 502, f"The warroom egress gateway {exc}.")
+            await self._record(caller, line, 502, 0, started, decision, query=query)
             return
         try:
-            out = [
-                (k, scrubber.text(v))
-                for k, v in response.headers.multi_items()
-                if k.lower() not in HOP_BY_HOP
-            ]
-            await self._send(
-                writer, conn, h11.Response(status_code=response.status_code, headers=out)
-            )
-            async for chunk in response.aiter_bytes():
-                data = scrubber.feed(chunk)
+            out = [(k, scrubber.whole(v)) for k, v in answer.headers if k not in HOP_BY_HOP_BYTES]
+            # One write per upstream read: the head goes with the first bytes, the end of
+            # the message with the last (fewer TLS records and system calls per request).
+            pending = conn.send(_response(answer.status, out, answer.reason)) or b""
+            async for raw, last in exchange.body():
+                chunk = raw if decoder is None else decoder.decompress(raw)
+                if decoder is not None and last:
+                    chunk += decoder.flush()
+                data = scrubber.feed(chunk) + (scrubber.flush() if last else b"")
+                sent += len(data)
                 if data:
-                    sent += len(data)
-                    await self._send(writer, conn, h11.Data(data=data))
-            if tail := scrubber.flush():
-                sent += len(tail)
-                await self._send(writer, conn, h11.Data(data=tail))
-            await self._send(writer, conn, h11.EndOfMessage())
+                    pending += conn.send(h11.Data(data=data)) or b""
+                if last:
+                    pending += conn.send(h11.EndOfMessage()) or b""
+                if pending:
+                    writer.write(pending)
+                    pending = b""
+                    await writer.drain()
         finally:
-            await response.aclose()
-            await self._record(
-                caller,
-                line,
-                response.status_code,
-                sent,
-                started,
-                decision,
-                query=target.query.decode("latin-1"),
-            )
+            await exchange.aclose()
+            await self._record(caller, line, answer.status, sent, started, decision, query=query)
 
     async def _tunnel(
         self,
@@ -467,12 +460,12 @@ class Gateway:
             b"missing, or the session they belonged to has ended.\n"
         )
         headers = [
-            ("proxy-authenticate", 'Basic realm="warroom egress gateway"'),
-            ("content-type", "text/plain; charset=utf-8"),
-            ("content-length", str(len(body))),
-            ("connection", "close"),
+            (b"proxy-authenticate", b'Basic realm="warroom egress gateway"'),
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
         ]
-        await self._send(writer, conn, h11.Response(status_code=407, headers=headers))
+        await self._send(writer, conn, _response(407, headers))
         await self._send(writer, conn, h11.Data(data=body))
         await self._send(writer, conn, h11.EndOfMessage())
 
@@ -481,11 +474,11 @@ class Gateway:
     ) -> None:
         body = text.encode()
         headers = [
-            ("content-type", "text/plain; charset=utf-8"),
-            ("content-length", str(len(body))),
-            ("connection", "close"),
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
         ]
-        await self._send(writer, conn, h11.Response(status_code=status, headers=headers))
+        await self._send(writer, conn, _response(status, headers))
         await self._send(writer, conn, h11.Data(data=body))
         await self._send(writer, conn, h11.EndOfMessage())
 
@@ -583,6 +576,23 @@ async def _authenticate(request: h11.Request, resolve: TokenResolver | None) -> 
     return None
 
 
+def _response(
+    status: int, headers: Sequence[tuple[bytes, bytes]], reason: bytes = b""
+) -> h11.Response:
+    """A response head with a reason phrase: ``reason`` (the upstream's), else the standard
+    one (RFC 9110 §15; h11 writes none by default, and some clients show only the phrase).
+
+    >>> bytes(_response(407, []).reason)
+    b'Proxy Authentication Required'
+    """
+    if not reason:
+        try:
+            reason = HTTPStatus(status).phrase.encode("ascii")
+        except ValueError:  # a status outside the standard's list keeps an empty phrase
+            reason = b""
+    return h11.Response(status_code=status, headers=list(headers), reason=reason)
+
+
 def _remove(path: Path, inode: int) -> None:
     """Remove the socket file at ``path`` (only if it is still ``inode``, unless -1)."""
     with contextlib.suppress(FileNotFoundError):
@@ -603,10 +613,38 @@ def _authority(target: str, *, default_port: int) -> tuple[str, int]:
     return (parts.hostname or "").lower(), parts.port or default_port
 
 
-def _host_port(host: str, port: int, scheme: str) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    default = 443 if scheme == "https" else 80
-    return shown if port == default else f"{shown}:{port}"
+def _decoder(headers: Sequence[tuple[bytes, bytes]]) -> zlib._Decompress | None:
+    """What undoes the response's ``Content-Encoding`` (None: nothing to undo), so the body
+    can be scrubbed; the gateway asks for ``identity``, but a server may send gzip anyway.
+
+    Raises:
+        ValueError: an encoding other than gzip or deflate (its body cannot be scrubbed).
+    """
+    codings = [
+        c.strip().lower() for k, v in headers if k == b"content-encoding" for c in v.split(b",")
+    ]
+    codings = [c for c in codings if c and c != b"identity"]
+    if not codings:
+        return None
+    if len(codings) == 1 and codings[0] in (b"gzip", b"x-gzip", b"deflate"):
+        return zlib.decompressobj(wbits=32 + zlib.MAX_WBITS)  # a gzip or zlib header, either
+    shown = b", ".join(codings).decode("latin-1")
+    raise ValueError(f"cannot read the upstream's content-encoding {shown}, so cannot scrub it")
+
+
+def _with_params(target: str, params: Sequence[tuple[str, str]]) -> str:
+    """``target`` (path and query) with ``params`` set, replacing any of the same names; the
+    rest of the query is kept as the client sent it.
+
+    >>> _with_params("/api/v1/query?query=up&api_key=guessed&x=1", [("api_key", "s3")])
+    '/api/v1/query?query=up&x=1&api_key=s3'
+    """
+    if not params:
+        return target
+    path, _, query = target.partition("?")
+    names = {name for name, _ in params}
+    kept = [p for p in query.split("&") if p and unquote_plus(p.split("=", 1)[0]) not in names]
+    return f"{path}?{'&'.join([*kept, urlencode(params)])}"
 
 
 def _query_of(path_query: str) -> str:

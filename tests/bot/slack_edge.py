@@ -41,6 +41,7 @@ from memory_store import (
     DEFAULT_LIMITS,
     Cancelled,
     Database,
+    EgressLog,
     FileStore,
     InboundDedupe,
     IncidentLog,
@@ -230,6 +231,7 @@ async def running_edge(
         installation=installation,
         ledger=ModelCallLog(database),
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
+        egress=EgressLog(database),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -3,6 +3,9 @@ in the database under the command's ``tool_use`` id; and what ``doctor`` says of
 
 from __future__ import annotations
 
+import doctest
+import io
+import json
 import shlex
 import shutil
 import tempfile
@@ -12,13 +15,17 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from bot import egress as egress_module
 from bot.cli.doctor import Status, check_egress
-from bot.durable.wiring import make_provider
+from bot.cli.terminal import TerminalReporter
+from bot.durable.wiring import Runtime, make_provider
 from bot.egress import WorkerEgress
+from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import Metrics
 from bot.settings import Settings
 from harness import Checkpoint, Requester, SandboxWorkspaces
-from memory_store import Database, EgressLog, EgressTokens, TokenOwner
+from harness.loop.prompt import SYSTEM_PROMPT
+from memory_store import Database, EgressLog, EgressTokens, SessionKey, TokenOwner
 from sandbox_client import SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
 from tests.memory_store.test_egress import live_session
@@ -203,3 +210,104 @@ async def test_the_binders_variables_reach_the_command(data_dir: Path) -> None:
     # Then the command saw it, and the binder was asked for that tool_use
     assert result.stdout.strip() == "http://toolu_e1:tok@gw.internal:3128"
     assert seen == ["toolu_e1"]
+
+
+SERVICES_RULES = (
+    "rules:\n"
+    "  - name: prometheus\n    hosts: [prometheus.internal]\n    ports: [443]\n"
+    "    inject: {type: basic, username: warroom, password: {env: PROM_PASSWORD}}\n"
+    "    base_url: https://prometheus.internal\n"
+    "    description: metrics of every production service\n"
+    "  - name: pagerduty\n    hosts: [api.pagerduty.com]\n    channels: [C-PAYMENTS]\n"
+    "    base_url: https://api.pagerduty.com\n"
+    "  - name: status-page\n    hosts: [status.example.com]\n    tunnel: true\n"
+)
+
+
+async def _system_prompts(data_dir: Path, rules: str | None) -> list[RecordedRequest]:
+    """Drive one session (a TodoWrite, then an answer) through the runtime the composition
+    root builds; return the requests the fake Messages API received."""
+    todos = [{"content": "Check", "status": "in_progress", "activeForm": "Checking"}]
+    script = [Reply.tool("TodoWrite", {"todos": todos}), Reply.text("Done.")]
+    path = None
+    if rules is not None:
+        path = data_dir / "egress.yml"
+        path.write_text(rules)
+    async with FakeAnthropicAPI(script) as fake:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            anthropic_api_key=SecretStr("fake-key"),
+            anthropic_base_url=fake.base_url,
+            data_dir=data_dir,
+            egress_rules=path,
+        )
+        woken: list[tuple[str, str]] = []
+
+        async def enqueue(session_id: str, token: str) -> None:
+            woken.append((session_id, token))
+
+        runtime = await Runtime.open(
+            settings, enqueue=enqueue, reporter=TerminalReporter(io.StringIO())
+        )
+        try:
+            opened = await runtime.sessions.open_or_join(
+                SessionKey("T1", "C-INC", "1.0"),
+                requester_id="U1",
+                initial_checkpoint=Checkpoint("s-sys", "T1", "C-INC", Requester("U1")).to_json(),
+                text="checkout is down",
+                source_ts="1.0",
+                session_id="s-sys",
+            )
+            assert opened.token is not None
+            woken.append((opened.session_id, opened.token))
+            while woken:
+                await runtime.driver.run(*woken.pop(0))
+        finally:
+            await runtime.close()
+        return list(fake.requests)
+
+
+async def test_the_model_is_told_the_systems_it_can_reach_in_the_same_bytes_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given egress rules, one with a secret in the worker's environment
+    monkeypatch.setenv("PROM_PASSWORD", "prom-secret-91ac")
+    # When a session takes two model steps
+    first, second = await _system_prompts(tmp_path, SERVICES_RULES)
+    # Then the system prompt lists the rules the session's channel may use, with their URLs
+    system = json.dumps(first.body["system"])
+    assert "# Systems you can reach" in system
+    assert (
+        "- prometheus: https://prometheus.internal (GET, HEAD; credential added by the "
+        "gateway): metrics of every production service"
+    ) in first.body["system"][0]["text"]
+    assert "pagerduty" not in system  # another channel's rule
+    assert "status-page" not in system  # no base_url: nothing to tell
+    # And it holds no secret, in the same bytes on every request (the cached prefix holds)
+    assert all(b"prom-secret-91ac" not in r.raw for r in (first, second))
+    assert json.dumps(second.body["system"]) == system
+    assert first.body["system"][0]["text"].startswith(SYSTEM_PROMPT)
+
+
+async def test_without_rules_the_system_prompt_names_no_systems(tmp_path: Path) -> None:
+    requests = await _system_prompts(tmp_path, None)
+    assert [r.body["system"][0]["text"] for r in requests] == [SYSTEM_PROMPT] * 2
+
+
+def test_the_egress_wirings_examples_hold() -> None:
+    result = doctest.testmod(egress_module)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+async def test_doctor_shows_what_applies_to_a_tunnel_rule(tmp_path: Path) -> None:
+    rules = tmp_path / "egress.yml"
+    rules.write_text(
+        "rules:\n  - name: status-page\n    hosts: [status.example.com]\n    ports: [443]\n"
+        "    tunnel: true\n    channels: [C0INC]\n"
+    )
+    result = await check_egress(_settings(tmp_path, rules))
+    assert result.detail == (
+        "status-page: status.example.com:443 in C0INC (tunnel: HTTPS passes untouched, any "
+        "method and path; http:// / GET,HEAD)"
+    )

@@ -401,9 +401,10 @@ class SkillsCommands:
         them when not."""
         return await self._may_edit(command)
 
-    async def tell(self, command: SkillsCommand, text: str) -> None:
-        """An ephemeral reply to the user (see ``_tell``)."""
-        await self._tell(command, text)
+    async def tell(self, command: SkillsCommand, text: str, blocks: Sequence[Block] = ()) -> None:
+        """An ephemeral reply to the user: ``blocks`` (default: one section of ``text``),
+        with ``text`` as the fallback (see ``_tell``)."""
+        await self._tell(command, text, blocks)
 
     @property
     def store(self) -> FileStore:

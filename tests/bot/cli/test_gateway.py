@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 from pathlib import Path
 
 import httpx
 import pytest
+from aiohttp import web
 
 from memory_store import Database, EgressLog, EgressTokens
 from tests.bot.cli_support import Output, finish, start, warroom_env
@@ -62,3 +64,60 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     assert await EgressLog(db).recent("s-dead") == []
     assert code == 0
     await db.dispose()
+
+
+@pytest.mark.slow
+async def test_on_sigterm_the_gateway_finishes_the_request_in_flight_then_exits_0(
+    tmp_path: Path,
+) -> None:
+    # Given an upstream that holds its answer until told, allowed by a rule
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(_: web.Request) -> web.Response:
+        arrived.set()
+        await release.wait()
+        return web.Response(text="late but whole")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    upstream_port = _free_port()
+    await web.TCPSite(runner, "127.0.0.1", upstream_port).start()
+    rules = tmp_path / "egress.yml"
+    rules.write_text(
+        f"rules:\n  - name: slow\n    hosts: [127.0.0.1]\n    ports: [{upstream_port}]\n"
+    )
+    data = tmp_path / "data"
+    db = Database.from_url(None, data_dir=data)
+    await db.migrate()
+    await live_session(db, "s-live")
+    token = await EgressTokens(db).issue("s-live", "C-1")
+    port = _free_port()
+    env = warroom_env(
+        data, WARROOM_EGRESS_RULES=str(rules), WARROOM_GATEWAY_LISTEN=f"127.0.0.1:{port}"
+    )
+    gateway = await start("gateway", env=env, cwd=tmp_path)
+    assert gateway.stderr is not None
+    log = Output(gateway.stderr)
+    await log.until(lambda text: "egress gateway listening" in text)
+    try:
+        async with httpx.AsyncClient(
+            proxy=f"http://toolu_1:{token}@127.0.0.1:{port}", trust_env=False, timeout=30
+        ) as client:
+            request = asyncio.ensure_future(client.get(f"http://127.0.0.1:{upstream_port}/slow"))
+            await asyncio.wait_for(arrived.wait(), 30)
+            # When SIGTERM comes while the request is upstream
+            gateway.send_signal(signal.SIGTERM)
+            await log.until(lambda text: "egress gateway stopping" in text)
+            release.set()
+            response = await request
+        code = await finish(gateway)
+    finally:
+        if gateway.returncode is None:
+            gateway.kill()
+        await runner.cleanup()
+        await db.dispose()
+    # Then the request got its whole answer, and the gateway stopped as a service does: 0
+    assert (response.status_code, response.text) == (200, "late but whole")
+    assert code == 0

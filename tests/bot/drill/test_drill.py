@@ -19,6 +19,7 @@ import doctest
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,12 +31,15 @@ from typer.testing import CliRunner
 
 from bot import settings as settings_module
 from bot.cli.app import app
-from bot.drill import DrillOptions, IncidentPolicy, channel, drill, mcp_scene
+from bot.drill import DrillOptions, IncidentPolicy, channel, drill, mcp_scene, roles, transcript
 from bot.drill import scenario as s
 from bot.drill.checks import Evidence, evaluate
+from bot.drill.egress import why_skipped
+from bot.drill.prometheus import HOST
 from bot.fakes.anthropic_api import RecordedRequest, Reply, ToolCall
 from bot.settings import Settings, child_environment
 from tests.bot.cli_support import Output, finish, start, warroom_env
+from tests.conftest import missing
 
 PROPERTIES = (
     "playbook read from /skills",
@@ -49,10 +53,13 @@ PROPERTIES = (
     "session three's memory index lists session one's memory",
     "a scripted model called an MCP tool outside the sandbox",
     "the incident timeline lists messages, commands and writes, linked",
+    "session one found the 500s rising at 14:02 in the real Prometheus, via the gateway",
+    "no secret in the sandbox",
 )
 KILL = PROPERTIES[5]
 MCP = PROPERTIES[9]
 MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
+PROMETHEUS_SCENE = PROPERTIES[11:]
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -63,7 +70,15 @@ LOST = (
 # ----- the drill, end to end -------------------------------------------------------------
 
 
+@pytest.fixture
+def prometheus_installed() -> None:
+    """The drill's Prometheus scene needs Prometheus and curl (``.ci/run`` installs them)."""
+    if (reason := why_skipped()) is not None:
+        missing(f"{reason}: .ci/run installs it")
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("prometheus_installed")
 async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_every_check(
     tmp_path: Path,
 ) -> None:
@@ -81,12 +96,18 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     assert f"→ Bash: {s.COUNT_500S}" in text
     assert "warroom → alice's thread (chat.postMessage):" in text
     assert "destroyed alice's sandbox" in text
+    assert f"→ Bash: curl -sS -G https://{HOST}:" in text  # Prometheus, from the system prompt
     # And every property holds; the kill is skipped in one process
     checklist = text[text.index("Drill checklist") :]
     for name in PROPERTIES:
         mark = "–" if name == KILL or (name == MCP and MCP_SKIPPED) else "✓"
         assert f"  {mark} {name}:" in checklist, f"{name} did not pass:\n{checklist}"
-    verdict = "9 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "10 passed, 0 failed, 1 skipped"
+    assert (
+        f"rise from 14:02 UTC, {s.expected_500s()} by 14:10; "
+        "GET /api/v1/query_range?query&start&end&step injected by rule prometheus (200)"
+    ) in checklist
+    assert "the Prometheus password found in: none" in checklist
+    verdict = "11 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "12 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0
@@ -109,6 +130,7 @@ def queue_url(redis_url: str) -> Iterator[str]:
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.redis
+@pytest.mark.usefixtures("prometheus_installed")
 async def test_the_full_drill_survives_a_killed_worker_and_a_destroyed_sandbox(
     postgres_url: str, queue_url: str
 ) -> None:
@@ -137,7 +159,7 @@ def test_the_full_drill_without_a_shared_database_exits_2_naming_the_option() ->
     assert "--database-url" in result.output
 
 
-@pytest.mark.parametrize("module", [channel, settings_module])
+@pytest.mark.parametrize("module", [channel, settings_module, roles, transcript])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 
@@ -195,10 +217,14 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def request(messages: list[dict[str, Any]], tools: Sequence[str] = ()) -> RecordedRequest:
+def request(
+    messages: list[dict[str, Any]], tools: Sequence[str] = (), system: str = ""
+) -> RecordedRequest:
     body: dict[str, Any] = {"model": "m", "max_tokens": 1, "messages": messages}
     if tools:
         body["tools"] = [{"name": n, "description": "", "input_schema": {}} for n in tools]
+    if system:
+        body["system"] = [{"type": "text", "text": system}]
     return RecordedRequest(json.dumps(body).encode(), body, {})
 
 
@@ -208,6 +234,7 @@ def play(
     results: Mapping[str, str | Sequence[str]] = RESULTS,
     later: Mapping[int, str] | None = None,
     tools: Sequence[str] = (),
+    system: str = "",
 ) -> tuple[list[ToolCall], str]:
     """Run the policy against canned tool results until it answers.
 
@@ -218,8 +245,9 @@ def play(
     policy, served = IncidentPolicy(), Counter[str]()
     calls: list[ToolCall] = []
     for turn in range(30):
-        reply = policy(request(messages, tools))
-        assert reply == policy(request(messages, tools)), "the same request must get the same reply"
+        reply = policy(request(messages, tools, system))
+        again = policy(request(messages, tools, system))
+        assert reply == again, "the same request must get the same reply"
         made = [c for c in reply.content if isinstance(c, ToolCall)]
         if not made:
             return calls, "".join(c for c in reply.content if isinstance(c, str))
@@ -359,3 +387,63 @@ def test_without_server_everything_the_mcp_check_is_skipped_saying_why() -> None
 
     assert check.passed is None
     assert check.detail == "skipped: mcp-server-everything is not installed (npm install -g …)"
+
+
+PROM_URL = f"https://{HOST}:9090"
+SYSTEM_WITH_PROMETHEUS = (
+    "You are Warroom…\n\n# Systems you can reach\nYour sandbox reaches the network only "
+    f"through Warroom's egress gateway…\n- {s.PROMETHEUS}: {PROM_URL} (GET, HEAD; credential "
+    "added by the gateway): checkout-api's request counters\n"
+)
+
+
+def _at(hh_mm_ss: str) -> int:
+    return int(datetime.fromisoformat(f"2026-11-30T{hh_mm_ss}+00:00").timestamp())
+
+
+def test_with_prometheus_in_the_system_prompt_the_investigation_finds_when_the_500s_began() -> None:
+    # Given a system prompt listing Prometheus, which answers the query with a rising counter
+    values = [[_at("14:01:45"), "0"], [_at("14:02:00"), "0"], [_at("14:02:15"), "2"]]
+    values.append([_at("14:10:00"), str(s.expected_500s())])
+    matrix = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"code": "500"}, "values": values}]}}  # fmt: skip
+    query = s.prometheus_query(PROM_URL)
+    # When the scripted investigation runs
+    calls, answer = play(
+        [opening(s.ALICE)], results={**RESULTS, query: json.dumps(matrix)},
+        system=SYSTEM_WITH_PROMETHEUS,
+    )  # fmt: skip
+    # Then it queried the URL the system prompt gave, after the deploys, and noted the rise
+    done = commands(calls)
+    assert done.index(s.SHOW_DEPLOYS) + 1 == done.index(query)
+    finding = f"the 500s rise from 14:02 UTC, {s.expected_500s()} by 14:10"
+    notes = next(c for c in calls if c.input.get("file_path") == s.FINDINGS_PATH)
+    assert finding in notes.input["content"]
+    assert finding in answer
+
+
+def test_the_prometheus_history_counts_the_500s_the_log_shows() -> None:
+    last = s.prometheus_history().splitlines()[-2]
+    assert last.startswith('http_requests_total{code="500",service="checkout-api"} ')
+    assert int(last.split()[1]) == s.expected_500s()
+    assert s.prometheus_history().endswith("# EOF\n")
+
+
+def test_without_prometheus_the_scene_is_skipped_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a machine where prometheus is not on the PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reason = why_skipped()
+    assert reason is not None
+    assert "Prometheus is not installed" in reason
+    # Then both of its checks are reported skipped, saying why
+    evidence = Evidence(
+        mode="embedded", sessions={}, events={}, requests={}, steer_sent_at=None, kill=None,
+        killed_gone=False, destroyed=None, answer_posts={}, findings=None, memory=None,
+        expected_500s=s.expected_500s(), egress_skipped=reason,
+    )  # fmt: skip
+    checks = {c.name: c for c in evaluate(evidence)}
+    for name in PROMETHEUS_SCENE:
+        assert checks[name].passed is None
+        assert checks[name].detail == f"skipped: {reason}"

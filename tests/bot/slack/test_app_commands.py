@@ -6,6 +6,7 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,16 @@ from bot.slack.app import AGENT_USAGE
 from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from harness import postmortem_request
-from memory_store import ModelCall, ModelCallLog, Namespace, Scope, SessionKey, TokenUsage
+from memory_store import (
+    EgressEntry,
+    EgressLog,
+    ModelCall,
+    ModelCallLog,
+    Namespace,
+    Scope,
+    SessionKey,
+    TokenUsage,
+)
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import SlackEdge, event, running_edge
 from tests.fakes.slack_api import WORKSPACE_URL
@@ -315,3 +325,78 @@ async def test_a_mention_saying_postmortem_starts_the_drafting_session(edge: Sla
     session = await edge.session(str(mention["event"]["ts"]))
     assert session is not None
     assert await edge.inbox_texts(session.id) == [postmortem_request()]
+
+
+ORG = "E0FAKEORG"  # the command's enterprise_id: sessions of this org are the command's
+INCIDENT = "C0FAKEINC"
+
+
+def _request(session_id: str, n: int, **changes: Any) -> EgressEntry:
+    entry = EgressEntry(
+        session_id=session_id,
+        tool_use_id=f"toolu_{n}",
+        at=datetime(2026, 11, 30, 14, 2, n, tzinfo=UTC),
+        method="GET",
+        host="prometheus.internal",
+        port=443,
+        path="/api/v1/query_range?query&start&end&step",
+        status=200,
+        bytes=5120,
+        duration_ms=41.0,
+        rule="prometheus",
+        outcome="injected",
+    )
+    return replace(entry, **changes)
+
+
+async def _session(edge: SlackEdge, session_id: str, thread_ts: str) -> None:
+    await edge.sessions.open_or_join(
+        SessionKey(ORG, INCIDENT, thread_ts), requester_id="U0FAKEBOB", initial_checkpoint="{}",
+        text="look", source_ts=thread_ts, session_id=session_id,
+    )  # fmt: skip
+
+
+async def test_agent_egress_lists_the_requests_of_the_channels_latest_session_or_a_named_one(
+    edge: SlackEdge,
+) -> None:
+    # Given two sessions of the channel that went through the egress gateway
+    await _session(edge, "s-1-older", "1764511000.000100")
+    await _session(edge, "s-2-latest", "1764511320.000100")
+    log = EgressLog(edge.database)
+    await log.record(_request("s-1-older", 1, host="grafana.internal"))
+    await log.record(_request("s-2-latest", 7))
+    await log.record(
+        _request("s-2-latest", 9, method="POST", path="/api/v1/admin", status=403,
+                 rule=None, outcome="blocked")
+    )  # fmt: skip
+    # When someone runs /agent egress, then names the older thread by its link, then a thread
+    # of another channel
+    link = "https://fake-co.slack.com/archives/{}/p1764511000000100"
+    for text in ("egress", f"egress {link.format(INCIDENT)}", f"egress {link.format('C0PRIV')}"):
+        response = await edge.post_form(command(text))
+        assert response.status_code == 200
+        await edge.settle()
+    # Then each answer came through the command's response_url, to the user alone
+    latest, older, refused = edge.slack_api.state.ephemerals
+    assert {r["response_type"] for r in (latest, older, refused)} == {"ephemeral"}
+    # the latest session's requests, oldest first: time, method, host, path, status, outcome,
+    # rule (mrkdwn: & is escaped, as Slack asks)
+    assert latest["text"].splitlines()[1:] == [
+        "`11-30 14:02:07` GET "
+        "`prometheus.internal:443/api/v1/query_range?query&amp;start&amp;end&amp;step`"
+        " → 200 · injected · rule prometheus",
+        "`11-30 14:02:09` POST `prometheus.internal:443/api/v1/admin` → 403 · blocked · no rule",
+    ]
+    assert "thread 1764511320.000100" in latest["text"]
+    assert "grafana.internal" in older["text"]
+    assert "prometheus.internal" not in older["text"]
+    # and another channel's thread is not shown here
+    assert refused["text"] == "That thread is in another channel: run `/agent egress` there."
+
+
+async def test_agent_egress_in_a_channel_without_sessions_says_so(edge: SlackEdge) -> None:
+    await edge.post_form(command("egress"))
+    await edge.settle()
+
+    (reply,) = edge.slack_api.state.ephemerals
+    assert reply["text"] == "No Warroom session has run in this channel yet."

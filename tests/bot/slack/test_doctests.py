@@ -9,6 +9,7 @@ import pytest
 
 from bot.slack import (
     content,
+    egress,
     files,
     inbound,
     installation,
@@ -22,7 +23,18 @@ from bot.slack import text as slack_text
 
 @pytest.mark.parametrize(
     "module",
-    [slack_text, inbound, routing, thread_context, content, files, installation, render, retries],
+    [
+        slack_text,
+        inbound,
+        routing,
+        thread_context,
+        content,
+        files,
+        installation,
+        render,
+        retries,
+        egress,
+    ],
 )
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)

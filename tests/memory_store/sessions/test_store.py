@@ -13,6 +13,7 @@ from memory_store import (
     Database,
     Finish,
     NewEvent,
+    SessionKey,
     SessionNotFound,
     SessionStatus,
     SessionStore,
@@ -324,3 +325,31 @@ async def test_claim_rejects_a_non_positive_lease(store: SessionStore) -> None:
     session_id, token = await open_session(store)
     with pytest.raises(ValueError, match="lease_s"):
         await store.claim(session_id, token, worker_id="w1", lease_s=0)
+
+
+async def test_latest_is_the_channels_session_updated_last(
+    store: SessionStore, clock: ManualClock
+) -> None:
+    # Given two threads of one channel, the older one replied to last, and another channel
+    key = new_key()
+    first = await store.open_or_join(
+        key, requester_id="U1", initial_checkpoint="{}", text="a", source_ts="1.1"
+    )
+    clock.advance(1)
+    await store.open_or_join(
+        SessionKey(key.org_id, key.channel_id, "1.2"),
+        requester_id="U2", initial_checkpoint="{}", text="b", source_ts="1.2",
+    )  # fmt: skip
+    clock.advance(1)
+    await store.open_or_join(
+        key, requester_id="U3", initial_checkpoint="{}", text="again", source_ts="1.3"
+    )
+    await store.open_or_join(
+        SessionKey(key.org_id, "C-ELSEWHERE", "1.4"),
+        requester_id="U4", initial_checkpoint="{}", text="c", source_ts="1.4",
+    )  # fmt: skip
+    # Then the channel's latest is the thread replied to, and an empty channel has none
+    latest = await store.latest(key.org_id, key.channel_id)
+    assert latest is not None
+    assert latest.id == first.session_id
+    assert await store.latest(key.org_id, "C-EMPTY") is None

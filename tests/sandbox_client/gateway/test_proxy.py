@@ -6,8 +6,12 @@ clients are httpx through the gateway as a proxy, trusting only the gateway's CA
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import doctest
+import gzip
 import json
+import socket
 import ssl
 import stat
 from collections.abc import AsyncIterator
@@ -29,6 +33,7 @@ from sandbox_client.gateway import (
     Rules,
     prepare,
 )
+from sandbox_client.gateway import proxy as proxy_module
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
@@ -284,3 +289,215 @@ def test_the_ca_is_made_once_with_a_private_key_file(tmp_path: Path) -> None:
     again = CertificateAuthority.load_or_create(tmp_path / "gw")
     assert again.cert_pem() == first.cert_pem()
     assert stat.S_IMODE((tmp_path / "gw" / "ca-key.pem").stat().st_mode) == 0o600
+
+
+async def _status_line(address: tuple[str, int], request: bytes) -> bytes:
+    """The first line the gateway answers ``request`` with, on a raw connection."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(request)
+        await writer.drain()
+        return (await reader.readline()).rstrip(b"\r\n")
+    finally:
+        writer.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nobody listens once the socket is closed
+
+
+async def test_every_status_the_gateway_writes_has_its_standard_reason_phrase(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway with a rule for a port where nothing listens, and one for the upstream
+    closed = _closed_port()
+    rules = Rules.parse(
+        f"rules:\n  - name: down\n    hosts: [127.0.0.1]\n    ports: [{closed}]\n"
+        f"  - name: up\n    hosts: [{HOST}]\n    ports: [{upstream.http_port}]\n"
+    )
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, Audit())
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-3"))
+    address = server.sockets[0].getsockname()[:2]
+    requests = [
+        (f"GET http://{HOST}:{upstream.http_port}/x HTTP/1.1", b"HTTP/1.1 200 OK"),
+        ("CONNECT example.internal:443 HTTP/1.1", b"HTTP/1.1 200 OK"),
+        ("GET /x HTTP/1.1", b"HTTP/1.1 400 Bad Request"),
+        ("GET http://127.0.0.2:9/x HTTP/1.1", b"HTTP/1.1 403 Forbidden"),
+        (f"GET http://127.0.0.1:{closed}/ HTTP/1.1", b"HTTP/1.1 502 Bad Gateway"),
+    ]
+    try:
+        # When each is sent on a raw connection
+        lines = [
+            await _status_line(address, f"{line}\r\nHost: x\r\n\r\n".encode())
+            for line, _ in requests
+        ]
+    finally:
+        await gateway.aclose()
+    # Then each status line carries the phrase RFC 9110 gives its code
+    assert lines == [expected for _, expected in requests]
+
+
+def test_the_proxys_examples_hold() -> None:
+    result = doctest.testmod(proxy_module)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+@dataclass
+class OneShotUpstream:
+    """A plain HTTP upstream that answers the first request of each connection (keeping it
+    open, as HTTP/1.1 allows) and drops the connection at the second one, unanswered: the
+    race a kept-alive connection loses when the upstream's idle timeout ends it."""
+
+    connections: int = 0
+    answered: list[bytes] = field(default_factory=list)
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                 if line.startswith(b"content-length:")), 0,
+            )  # fmt: skip
+            await reader.readexactly(length)
+            self.answered.append(head.split(b" ")[0])
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")  # the next request on this connection
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def one_shot() -> AsyncIterator[tuple[OneShotUpstream, int]]:
+    upstream = OneShotUpstream()
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    try:
+        yield upstream, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+async def test_a_kept_alive_connection_the_upstream_dropped_is_retried_for_a_get_only(
+    one_shot: tuple[OneShotUpstream, int],
+) -> None:
+    # Given a gateway whose allow rule reaches the one-shot upstream
+    upstream, port = one_shot
+    rules = Rules.parse(
+        f"rules:\n  - name: up\n    hosts: [127.0.0.1]\n    ports: [{port}]\n"
+        "    methods: [GET, POST]\n"
+    )
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, Audit())
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-4"))
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    url = f"http://127.0.0.1:{port}/x"
+    try:
+        async with httpx.AsyncClient(proxy=proxy, trust_env=False) as client:
+            # When a GET follows a first request on the kept-alive upstream connection
+            first = await client.get(url)
+            again = await client.get(url)
+            # and then a POST does
+            post = await client.post(url, content=b"{}")
+    finally:
+        await gateway.aclose()
+    # Then the GET was sent again on a new connection; the POST was not (it may have run)
+    assert (first.status_code, first.text, again.status_code, again.text) == (200, "ok", 200, "ok")
+    assert post.status_code == 502
+    assert upstream.answered == [b"GET", b"GET"]
+
+
+async def test_an_upstream_whose_certificate_is_not_trusted_is_not_reached(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway trusting only the system's CAs, and an upstream with a private CA
+    rules = _rules(upstream)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    authority = CertificateAuthority.create()
+    gateway = Gateway(rules, authority, prepare(rules.rules, environ), Audit())
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-5"))
+    trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with httpx.AsyncClient(proxy=proxy, verify=trust, trust_env=False) as client:
+            response = await client.get(f"https://{HOST}:{upstream.https_port}/api/v1/query")
+    finally:
+        await gateway.aclose()
+    # Then the token was never sent: the gateway answered 502, naming the certificate
+    assert response.status_code == 502
+    assert "CERTIFICATE_VERIFY_FAILED" in response.text
+
+
+async def test_a_query_credential_replaces_the_clients_and_is_scrubbed_from_the_echo(
+    upstream: Upstream,
+) -> None:
+    # Given a rule that adds the key as a query parameter
+    rules = Rules.parse(
+        f"rules:\n  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.http_port}]\n"
+        "    inject: {type: query, name: api_key, value: {env: STATUS_KEY}}\n"
+    )
+    audit = Audit()
+    gateway = Gateway(
+        rules, CertificateAuthority.create(), prepare(rules.rules, {"STATUS_KEY": TOKEN}), audit
+    )
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-6"))
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with httpx.AsyncClient(proxy=proxy, trust_env=False) as client:
+            # When the client sends its own (guessed) key along with other parameters
+            response = await client.get(
+                f"http://{HOST}:{upstream.http_port}/api/status?page=2&api_key=guessed"
+            )
+    finally:
+        await gateway.aclose()
+    # Then the upstream got the rule's key, not the client's, and the echo carries neither
+    seen = response.json()
+    assert seen["query"] == {"page": "2", "api_key": REDACTED.decode()}
+    assert TOKEN not in response.text
+    assert "guessed" not in response.text
+    assert audit.records[-1].path == "/api/status?page&api_key"
+
+
+async def _gzipped_echo(request: web.Request) -> web.Response:
+    """Echo the Authorization header gzipped, whatever the client accepts (some servers do)."""
+    if request.path == "/brotli":
+        return web.Response(body=b"\x0b\x02\x80hi\x03", headers={"Content-Encoding": "br"})
+    body = gzip.compress(f"you sent {request.headers.get('Authorization')}".encode())
+    return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+
+async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -> None:
+    # Given an upstream that gzips its echo of the credential, and one that uses brotli
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", _gzipped_echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = _port(site)
+    rules = Rules.parse(
+        f"rules:\n  - name: gz\n    hosts: [127.0.0.1]\n    ports: [{port}]\n"
+        "    inject: {type: bearer, token: {env: GZ_TOKEN}}\n"
+    )
+    gateway = Gateway(
+        rules, CertificateAuthority.create(), prepare(rules.rules, {"GZ_TOKEN": TOKEN}), Audit()
+    )
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-7"))
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with httpx.AsyncClient(proxy=proxy, trust_env=False) as client:
+            # When a client asks through the gateway
+            gzipped = await client.get(f"http://127.0.0.1:{port}/echo")
+            brotli = await client.get(f"http://127.0.0.1:{port}/brotli")
+    finally:
+        await gateway.aclose()
+        await runner.cleanup()
+    # Then the reply reached it decoded, the token scrubbed; an unreadable encoding is refused
+    assert gzipped.text == f"you sent Bearer {REDACTED.decode()}"
+    assert "content-encoding" not in gzipped.headers
+    assert brotli.status_code == 502
+    assert "content-encoding br" in brotli.text

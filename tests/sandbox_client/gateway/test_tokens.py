@@ -3,6 +3,7 @@ URL: a live token names its session, anything else is answered 407."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -61,3 +62,13 @@ async def test_no_token_or_a_dead_one_is_answered_407(
     assert response.status_code == 407
     assert "proxy credentials" in response.text
     assert audit.records == []
+
+
+async def test_the_407_carries_its_reason_phrase(gateway: tuple[str, Audit]) -> None:
+    host, _, port = gateway[0].partition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n\r\n")
+    await writer.drain()
+    status = await reader.readline()
+    writer.close()
+    assert status == b"HTTP/1.1 407 Proxy Authentication Required\r\n"
