@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-# Scripts here are named like the packages they measure (bench/mcp.py): drop this folder
+# Scripts here are named like the packages they measure (bench/memory_store.py): drop this folder
 # from the path, and put the repository root first, so imports find the real packages.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
