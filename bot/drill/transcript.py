@@ -128,8 +128,8 @@ class Transcript:
     def service_url(self, name: str) -> str | None:
         """The base URL the system prompt gives for reachable system ``name``, or None.
 
-        >>> Transcript("", (), (), "- prom: https://prom.internal (GET): metrics").service_url(
-        ...     "prom")
+        >>> listed = "- prom: https://prom.internal (GET): metrics"
+        >>> Transcript("", (), (), system=listed).service_url("prom")
         'https://prom.internal'
         """
         found = re.search(rf"^- {re.escape(name)}: (\S+) \(", self.system, re.M)
