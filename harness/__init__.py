@@ -94,6 +94,7 @@ from harness.model.request import ToolSpec, build_request
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.links import permalink
 from harness.record.postmortem import (
+    NO_EVIDENCE,
     POSTMORTEM_PATH,
     Citations,
     citations,
@@ -151,6 +152,7 @@ __all__ = [
     "POSTMORTEM_PATH",
     "TIMELINE_PATH",
     "Citations",
+    "NO_EVIDENCE",
     "citations",
     "is_postmortem_request",
     "postmortem_request",

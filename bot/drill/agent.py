@@ -4,10 +4,11 @@
 request as the model would (``Transcript``): who asked (the first message's request
 text), which tool calls came back, whether the skill index lists the playbook,
 whether a reminder announced a new incident note or a replaced sandbox, whether a
-teammate's message arrived. Each person's plan (``roles``) is an ordered list of
-steps, each a tool call with Claude Code's name and input plus the condition under
-which it applies; the reply is the first applicable step not yet done, else the
-final Markdown answer built from the evidence.
+teammate's message arrived. A session asked ``harness.postmortem_request()`` is
+frank's ``@warroom postmortem`` (its plan: ``postmortem``). Each person's plan
+(``roles``) is an ordered list of steps, each a tool call with Claude Code's name
+and input plus the condition under which it applies; the reply is the first
+applicable step not yet done, else the final Markdown answer built from the evidence.
 
 It keeps no state: the same request always gets the same reply, so a request sent
 again after a crash is answered the same way. A call whose outcome was lost (the
@@ -17,11 +18,12 @@ every command in the drill is read-only.
 
 from __future__ import annotations
 
-from bot.drill import roles
+from bot.drill import postmortem, roles
 from bot.drill import scenario as s
 from bot.drill.steps import first_due
 from bot.drill.transcript import Transcript
 from bot.fakes.anthropic_api import RecordedRequest, Reply
+from harness import is_postmortem_request, postmortem_request
 
 
 class IncidentPolicy:
@@ -56,9 +58,17 @@ def reply_to(t: Transcript) -> Reply:
         return first_due(t, roles.bob_plan(t)) or Reply.text(roles.bob_answer(t))
     if person is s.DAVE:
         return first_due(t, roles.dave_plan(t)) or Reply.text(roles.dave_answer(t))
+    if person is s.FRANK:
+        return first_due(t, postmortem.plan(t)) or Reply.text(postmortem.answer(t))
     return Reply.text("(drill model) I only know the drill's incident.")
 
 
 def person_of(t: Transcript) -> s.Person | None:
-    """Who started the session, from the request text in its first message."""
-    return next((p for p in s.PEOPLE if p.text in t.opening), None)
+    """Who started the session, from the request text in its first message (``postmortem``
+    alone is asked as ``postmortem_request()``, as the Slack edge does)."""
+    return next((p for p in s.PEOPLE if asked(p) in t.opening), None)
+
+
+def asked(person: s.Person) -> str:
+    """The request ``person``'s mention starts a session with."""
+    return postmortem_request() if is_postmortem_request(person.text) else person.text

@@ -86,6 +86,7 @@ class Evidence:
         egress: alice's session's requests through the egress gateway, oldest first.
         egress_skipped: why the Prometheus scene did not run (None: it ran).
         secret: where the injected password was searched for (None: the scene did not run).
+        postmortem: ``/incident/postmortem.md`` as frank's session left it (None: not written).
     """
 
     mode: str
@@ -105,6 +106,7 @@ class Evidence:
     egress: Sequence[EgressEntry] = ()
     egress_skipped: str | None = None
     secret: SecretSweep | None = None
+    postmortem: FileVersion | None = None
 
     def transcripts(self, name: str) -> Sequence[Transcript]:
         """The requests of ``name``'s session, oldest first (empty when none)."""
@@ -147,6 +149,7 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         memory_in_next_index(e),
         mcp_tool_called(e),
         timeline_listed(e),
+        postmortem_cited(e),
         prometheus_through_gateway(e),
         no_secret_in_sandbox(e),
     )
@@ -156,6 +159,12 @@ def timeline_listed(e: Evidence) -> Check:
     """The channel's timeline lists its messages, commands, writes and answers, linked."""
     ok, detail = record_check.timeline_listed(e.record, e.events)
     return Check(record_check.NAME, ok, detail)
+
+
+def postmortem_cited(e: Evidence) -> Check:
+    """Frank's session drafted the postmortem, every claim citing entries the timeline holds."""
+    ok, detail = record_check.postmortem_cited(e.record, e.postmortem, e.session_id("frank"))
+    return Check(record_check.POSTMORTEM, ok, detail)
 
 
 def playbook_read(e: Evidence) -> Check:

@@ -1,8 +1,11 @@
-"""The drill's check of the incident record (§15): the timeline of the drill's channel.
+"""The drill's checks of the incident record (§15): the timeline of the drill's channel, and
+the postmortem drafted from it.
 
-It lists every person's message (as the fake Slack API stored it) with that message's
-permalink, every command the sessions ran, the files they wrote under ``/incident/`` and
-``/memory/``, and each answer linked to the message Slack got, all numbered in time order.
+The timeline lists every person's message (as the fake Slack API stored it) with that
+message's permalink, every command the sessions ran, the files they wrote under
+``/incident/`` and ``/memory/``, and each answer linked to the message Slack got, all
+numbered in time order. The postmortem draft has the standard sections, and every claim in
+it cites entries that timeline holds (``harness.citations``).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import EntryKind, IncidentRecord, Timeline, permalink
-from memory_store import Database, Event, IncidentLog
+from harness import POSTMORTEM_PATH, EntryKind, IncidentRecord, Timeline, citations, permalink
+from memory_store import Database, Event, FileVersion, IncidentLog
 
 NAME = "the incident timeline lists messages, commands and writes, linked"
+POSTMORTEM = "the postmortem draft cites timeline entries that exist"
 WRITES = ("/incident/findings.md", "/memory/checkout-api.md")
 
 
@@ -79,6 +83,34 @@ def timeline_listed(
     detail = (
         f"{len(t.entries)} entries: {len(found.humans)} messages, {commands} commands, "
         f"{len(written)} files written, {len(answers)} answers; each linked"
+    )
+    return not problems, "; ".join(problems) or detail
+
+
+def postmortem_cited(
+    found: RecordEvidence | None, draft: FileVersion | None, session_id: str
+) -> tuple[bool, str]:
+    """Whether ``draft``, written by session ``session_id``, is sound against the channel's
+    timeline (see the module docstring), and what it cites or what is wrong."""
+    if found is None:
+        return False, "no timeline was built"
+    if draft is None:
+        return False, f"{POSTMORTEM_PATH} was not written"
+    checked = citations(draft.content, found.timeline)
+    problems = [f"cites {c}, which the timeline lacks" for c in sorted(checked.missing)]
+    problems += [f"claim cites nothing: {line!r}" for line in checked.uncited]
+    if not checked.sound and not problems:
+        problems.append(f"sections {', '.join(checked.sections) or 'none'}")
+    if draft.session_id != session_id:
+        problems.append("not written by frank's postmortem session")
+    if not checked.cited:
+        problems.append("cites nothing")
+    entries = (found.timeline.get(c) for c in checked.cited)
+    kinds = sorted({e.kind.value for e in entries if e is not None})
+    detail = (
+        f"{POSTMORTEM_PATH} v{draft.version}: {len(checked.sections)} sections; "
+        f"{len(checked.cited)} entries cited ({', '.join(kinds)}), each among the "
+        f"timeline's {len(found.timeline.entries)}"
     )
     return not problems, "; ".join(problems) or detail
 

@@ -22,7 +22,7 @@ from bot.drill.checks import Check, Evidence, SecretSweep, evaluate
 from bot.drill.narrator import post_key
 from bot.drill.prometheus import USER
 from bot.drill.record_check import RecordEvidence, gather_record
-from bot.drill.scenario import ALICE, BOB, DAVE
+from bot.drill.scenario import ALICE, BOB, DAVE, FRANK
 from bot.drill.stage import DrillOptions, Stage, staged
 from bot.drill.story import Record, Story
 from bot.fakes.slack_api import BOT_USER_ID, WORKSPACE_URL
@@ -134,7 +134,7 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         mode=stage.options.mode,
         sessions=sessions,
         events=events,
-        requests={p.name: stage.policy.requests_of(p) for p in (ALICE, BOB, DAVE)},
+        requests={p.name: stage.policy.requests_of(p) for p in (ALICE, BOB, DAVE, FRANK)},
         steer_sent_at=record.steer_sent_at,
         kill=record.kill,
         killed_gone=record.kill is not None
@@ -146,6 +146,9 @@ async def gather(stage: Stage, record: Record) -> Evidence:
             stage, Namespace(org, Scope.INCIDENT, scenario.CHANNEL), "/findings.md"
         ),
         memory=await _file(stage, Namespace(org, Scope.MEMORY), "/checkout-api.md"),
+        postmortem=await _file(
+            stage, Namespace(org, Scope.INCIDENT, scenario.CHANNEL), "/postmortem.md"
+        ),
         expected_500s=scenario.expected_500s(),
         mcp_missing=stage.mcp_missing,
         record=await _record(stage, frozenset(answer_ts)),

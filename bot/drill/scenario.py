@@ -72,7 +72,8 @@ CAROL = Person("U0CAROL", "carol", "also check the DB pool size")
 DAVE = Person(
     "U0DAVE", "dave", "new incident, checkout-api again: what do we know about it from before?"
 )
-PEOPLE = (ALICE, BOB, CAROL, DAVE)
+FRANK = Person("U0FRANK", "frank", "postmortem")  # the word alone asks for the draft (§15)
+PEOPLE = (ALICE, BOB, CAROL, DAVE, FRANK)
 
 SKILL_MD = f"""\
 ---

@@ -14,6 +14,8 @@
    (the environment, every process's, the files of ``/workspace`` and ``/tmp``) for the
    checks to search for the password.
 6. Once both sessions have answered, dave starts a third thread.
+7. Once dave's session has answered, frank asks ``@warroom postmortem`` in a fourth: its
+   session drafts ``/incident/postmortem.md`` from the timeline.
 
 Every wait polls a condition with a deadline (``DrillStalled`` when it passes).
 """
@@ -30,7 +32,7 @@ from typing import TypeVar
 from bot.drill import scenario
 from bot.drill.checks import Kill
 from bot.drill.errors import DrillStalled
-from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, Person
+from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, FRANK, Person
 from bot.drill.stage import Stage
 from harness import Checkpoint
 from memory_store import Event, Session, SessionKey, SessionStatus
@@ -103,6 +105,8 @@ class Story:
         await self._answered(bob, BOB)
         dave = await self._start(DAVE)
         await self._answered(dave, DAVE)
+        frank = await self._start(FRANK)
+        await self._answered(frank, FRANK)
         await self.stage.narrator.catch_up()
 
     # ----- people ---------------------------------------------------------------------

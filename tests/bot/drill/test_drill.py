@@ -31,13 +31,33 @@ from typer.testing import CliRunner
 
 from bot import settings as settings_module
 from bot.cli.app import app
-from bot.drill import DrillOptions, IncidentPolicy, channel, drill, mcp_scene, roles, transcript
+from bot.drill import (
+    DrillOptions,
+    IncidentPolicy,
+    channel,
+    drill,
+    mcp_scene,
+    postmortem,
+    roles,
+    transcript,
+)
 from bot.drill import scenario as s
 from bot.drill.checks import Evidence, evaluate
 from bot.drill.egress import why_skipped
 from bot.drill.prometheus import HOST
 from bot.fakes.anthropic_api import RecordedRequest, Reply, ToolCall
 from bot.settings import Settings, child_environment
+from harness import (
+    POSTMORTEM_PATH,
+    Actor,
+    ActorKind,
+    Entry,
+    EntryKind,
+    Timeline,
+    citations,
+    postmortem_request,
+)
+from harness import timeline_markdown as render_timeline
 from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.conftest import missing
 
@@ -53,13 +73,14 @@ PROPERTIES = (
     "session three's memory index lists session one's memory",
     "a scripted model called an MCP tool outside the sandbox",
     "the incident timeline lists messages, commands and writes, linked",
+    "the postmortem draft cites timeline entries that exist",
     "session one found the 500s rising at 14:02 in the real Prometheus, via the gateway",
     "no secret in the sandbox",
 )
 KILL = PROPERTIES[5]
 MCP = PROPERTIES[9]
 MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
-PROMETHEUS_SCENE = PROPERTIES[11:]
+PROMETHEUS_SCENE = PROPERTIES[12:]
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -107,7 +128,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
         "GET /api/v1/query_range?query&start&end&step injected by rule prometheus (200)"
     ) in checklist
     assert "the Prometheus password found in: none" in checklist
-    verdict = "11 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "12 passed, 0 failed, 1 skipped"
+    verdict = "12 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "13 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0
@@ -159,7 +180,7 @@ def test_the_full_drill_without_a_shared_database_exits_2_naming_the_option() ->
     assert "--database-url" in result.output
 
 
-@pytest.mark.parametrize("module", [channel, settings_module, roles, transcript])
+@pytest.mark.parametrize("module", [channel, settings_module, roles, transcript, postmortem])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 
@@ -210,7 +231,8 @@ def opening(person: s.Person, *, skills: str = "", memory: str = "(empty)") -> d
         f"Notes of this incident (channel {s.CHANNEL}, /incident/):\n(no notes yet)\n\n"
         f"This session was started by <@{person.user_id}>.\n</system-reminder>"
     )
-    return {"role": "user", "content": [text(context), text(person.text)]}
+    asked = postmortem_request() if person is s.FRANK else person.text  # as the Slack edge asks
+    return {"role": "user", "content": [text(context), text(asked)]}
 
 
 def text(value: str) -> dict[str, Any]:
@@ -364,6 +386,58 @@ def test_the_next_incident_checks_the_status_page_through_mcp_when_it_is_offered
         (mcp_scene.ECHO, {"message": mcp_scene.STATUS})
     ]
     assert answer.startswith(f"Status page (MCP): Echo: {mcp_scene.STATUS}\n")
+
+
+def _timeline(*rows: tuple[EntryKind, str]) -> Timeline:
+    """A timeline of ``(kind, summary)`` rows, one a minute from 14:02 UTC."""
+    who = Actor(ActorKind.AGENT, "", "agent")
+    entries = tuple(
+        Entry(n, datetime.fromisoformat(f"2026-11-30T14:{n + 1:02d}:00+00:00"), who, kind,
+              summary, None, "s1", f"r{n}")
+        for n, (kind, summary) in enumerate(rows, start=1)
+    )  # fmt: skip
+    return Timeline("T1", s.CHANNEL, None, entries, 2)
+
+
+def test_the_postmortem_session_reads_the_timeline_then_writes_a_draft_citing_it() -> None:
+    # Given the timeline of the incident so far
+    timeline = _timeline(
+        (EntryKind.MESSAGE, s.ALICE.text),
+        (EntryKind.COMMAND, f"`{s.COUNT_500S}` → exit 0"),
+        (EntryKind.COMMAND, f"`{s.SHOW_DEPLOYS}` → exit 0"),
+        (EntryKind.COMMAND, f"`{s.SAMPLE_POOL}` → exit 0"),
+        (EntryKind.FILE, f"wrote {s.FINDINGS_PATH}"),
+        (EntryKind.ANSWER, "checkout-api 500s: the database connection pool is exhausted"),
+    )
+    timeline_path = postmortem.TIMELINE
+    results = {**RESULTS, timeline_path: render_timeline(timeline)}
+    # When frank's `@warroom postmortem` session runs (the edge asks the postmortem request)
+    calls, answer = play([opening(s.FRANK)], results=results)
+    # Then it read the timeline, then wrote the draft, every claim citing entries that exist
+    assert [(c.name, _key(c)) for c in calls] == [
+        ("Read", timeline_path),
+        ("Write", POSTMORTEM_PATH),
+    ]
+    found = citations(calls[1].input["content"], timeline)
+    assert found.sound, found
+    assert found.cited == {"T1", "T2", "T3", "T4", "T5", "T6"}
+    draft = calls[1].input["content"]
+    assert "- 14:02:00 UTC: the 500s were reported in the channel [T1]." in draft
+    assert answer.startswith(f"*Postmortem drafted in `{POSTMORTEM_PATH}`*")
+    assert "(T1, T2, T3, T4, T5, T6)" in answer
+
+
+def test_a_postmortem_claim_whose_entry_the_timeline_lacks_says_so_instead_of_citing() -> None:
+    timeline = _timeline((EntryKind.MESSAGE, s.ALICE.text))
+    results = {**RESULTS, postmortem.TIMELINE: render_timeline(timeline)}
+
+    calls, _ = play([opening(s.FRANK)], results=results)
+
+    draft = calls[-1].input["content"]
+    found = citations(draft, timeline)
+    assert found.sound, found
+    assert found.cited == {"T1"}
+    assert "pool_size from 20 to 5 in config/db.yaml (not in the record)." in draft
 
 
 def test_without_server_everything_the_mcp_check_is_skipped_saying_why() -> None:
