@@ -3,11 +3,13 @@
 ``IncidentRecord`` is what the ``/incident/timeline.md`` file, ``/agent timeline`` and the
 export read: one query over the incident's rows (``memory_store.IncidentLog``), turned into
 entries (``timeline``) and rendered (``render``). Nothing is cached: it is regenerated on
-every read, so it always shows the event log as it is.
+every read, so it always shows the event log as it is. Building and rendering are CPU work
+that grows with the incident (thousands of events), so they run off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from harness.record.render import timeline_markdown
@@ -36,8 +38,13 @@ class IncidentRecord:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         found = await self.log.rows(org_id, channel_id, thread_ts=thread_ts)
-        return build_timeline(
-            org_id, channel_id, found, workspace_url=self.workspace_url, thread_ts=thread_ts
+        return await asyncio.to_thread(
+            build_timeline,
+            org_id,
+            channel_id,
+            found,
+            workspace_url=self.workspace_url,
+            thread_ts=thread_ts,
         )
 
     async def timeline_markdown(
@@ -45,4 +52,4 @@ class IncidentRecord:
     ) -> str:
         """``timeline`` rendered as Markdown, stamped with the time it was made."""
         found = await self.timeline(org_id, channel_id, thread_ts=thread_ts)
-        return timeline_markdown(found, generated_at=self.clock())
+        return await asyncio.to_thread(timeline_markdown, found, generated_at=self.clock())

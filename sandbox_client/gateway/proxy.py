@@ -20,7 +20,7 @@ import contextlib
 import ssl
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -380,17 +380,22 @@ class Gateway:
             # the message with the last (fewer TLS records and system calls per request).
             pending = conn.send(_response(answer.status, out, answer.reason)) or b""
             async for raw, last in exchange.body():
-                chunk = raw if decoder is None else decoder.decompress(raw)
-                if decoder is not None and last:
-                    chunk += decoder.flush()
-                data = scrubber.feed(chunk) + (scrubber.flush() if last else b"")
-                sent += len(data)
-                if data:
-                    pending += conn.send(h11.Data(data=data)) or b""
+                pieces = [raw] if decoder is None else _inflated(decoder, raw, last)
+                for piece in pieces:  # bounded: a small gzip read may inflate to megabytes
+                    data = scrubber.feed(piece)
+                    sent += len(data)
+                    if data:
+                        pending += conn.send(h11.Data(data=data)) or b""
+                    if pending:
+                        writer.write(pending)
+                        pending = b""
+                        await writer.drain()
                 if last:
-                    pending += conn.send(h11.EndOfMessage()) or b""
-                if pending:
-                    writer.write(pending)
+                    data = scrubber.flush()
+                    sent += len(data)
+                    if data:
+                        pending += conn.send(h11.Data(data=data)) or b""
+                    writer.write(pending + (conn.send(h11.EndOfMessage()) or b""))
                     pending = b""
                     await writer.drain()
         finally:
@@ -611,6 +616,22 @@ def _authority(target: str, *, default_port: int) -> tuple[str, int]:
     """``host:port`` of a CONNECT target (IPv6 in brackets)."""
     parts = urlsplit(f"//{target}")
     return (parts.hostname or "").lower(), parts.port or default_port
+
+
+INFLATE_STEP_BYTES = 256 * 1024
+"""The most one decompression call produces: the event loop is never held for long, and a
+small compressed read that inflates to gigabytes (a "zip bomb") is streamed, not held."""
+
+
+def _inflated(decoder: zlib._Decompress, raw: bytes, last: bool) -> Iterator[bytes]:
+    """``raw`` decompressed in pieces of at most ``INFLATE_STEP_BYTES``; the decoder's
+    remainder after the body's last read."""
+    data = raw
+    while data:
+        yield decoder.decompress(data, INFLATE_STEP_BYTES)
+        data = decoder.unconsumed_tail
+    if last:
+        yield decoder.flush()
 
 
 def _decoder(headers: Sequence[tuple[bytes, bytes]]) -> zlib._Decompress | None:

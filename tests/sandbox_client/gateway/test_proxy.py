@@ -34,6 +34,7 @@ from sandbox_client.gateway import (
     prepare,
 )
 from sandbox_client.gateway import proxy as proxy_module
+from sandbox_client.gateway.proxy import INFLATE_STEP_BYTES
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
@@ -466,6 +467,10 @@ async def _gzipped_echo(request: web.Request) -> web.Response:
     """Echo the Authorization header gzipped, whatever the client accepts (some servers do)."""
     if request.path == "/brotli":
         return web.Response(body=b"\x0b\x02\x80hi\x03", headers={"Content-Encoding": "br"})
+    if request.path == "/big":  # 8 MiB inflated from a few KB, a secret across a piece edge
+        edge = INFLATE_STEP_BYTES - len(TOKEN) // 2
+        plain = b"x" * edge + TOKEN.encode() + b"y" * (8 * 1024 * 1024 - edge - len(TOKEN))
+        return web.Response(body=gzip.compress(plain), headers={"Content-Encoding": "gzip"})
     body = gzip.compress(f"you sent {request.headers.get('Authorization')}".encode())
     return web.Response(body=body, headers={"Content-Encoding": "gzip"})
 
@@ -493,6 +498,7 @@ async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -
             # When a client asks through the gateway
             gzipped = await client.get(f"http://127.0.0.1:{port}/echo")
             brotli = await client.get(f"http://127.0.0.1:{port}/brotli")
+            big = await client.get(f"http://127.0.0.1:{port}/big")
     finally:
         await gateway.aclose()
         await runner.cleanup()
@@ -501,3 +507,8 @@ async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -
     assert "content-encoding" not in gzipped.headers
     assert brotli.status_code == 502
     assert "content-encoding br" in brotli.text
+    # And a small body that inflates to megabytes is streamed whole, scrubbed across the
+    # edge between two inflated pieces
+    assert len(big.content) == 8 * 1024 * 1024 - len(TOKEN) + len(REDACTED)
+    assert TOKEN.encode() not in big.content
+    assert big.content[INFLATE_STEP_BYTES - len(TOKEN) // 2 :].startswith(REDACTED)
