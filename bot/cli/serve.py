@@ -50,7 +50,7 @@ from memory_store import (
 )
 from sandbox_client import SandboxProvider
 
-__all__ = ["run_serve", "serve"]
+__all__ = ["run_serve", "serve", "slack_deps"]
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     worker = None
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
-        deps = await _slack_deps(settings, db, provider, actors.enqueue)
+        deps = await slack_deps(settings, db, provider, actors.enqueue)
         if settings.redis_url is None:
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)
             worker.start()
@@ -100,10 +100,16 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         await db.dispose()
 
 
-async def _slack_deps(
+async def slack_deps(
     settings: Settings, db: Database, provider: SandboxProvider, enqueue: Enqueue
 ) -> SlackDeps:
-    """What the Slack app needs; the bot's user id comes from ``auth.test``."""
+    """What the Slack app needs, as ``serve`` and the drill build it; the bot's user id
+    and the workspace come from ``auth.test``.
+
+    Raises:
+        MissingSetting: no bot token in ``settings``.
+        SlackCallFailed: ``auth.test`` failed.
+    """
     client = make_slack_client(settings)
     identity = await slack_call("auth.test", client.auth_test())
     files = FileStore(db)
