@@ -575,11 +575,10 @@ class FakeAnthropicAPI:
         headers = {"request-id": request_id}
         if fault is not None and fault.retry_after_s is not None:
             headers["retry-after"] = f"{fault.retry_after_s:g}"
-        body = {
-            "type": "error",
-            "error": {"type": problem.type, "message": problem.message},
-            "request_id": request_id,
-        }
+        error: dict[str, Any] = {"type": problem.type, "message": problem.message}
+        if problem.error_code is not None:
+            error["details"] = {"error_code": problem.error_code}
+        body = {"type": "error", "error": error, "request_id": request_id}
         return web.json_response(body, status=problem.status, headers=headers)
 
     def _id(self, prefix: str) -> str:

@@ -60,11 +60,14 @@ _THINKING = ("thinking", "redacted_thinking")
 
 @dataclass(frozen=True)
 class ApiError:
-    """An error response: HTTP ``status``, ``error.type`` and ``error.message``."""
+    """An error response: HTTP ``status``, ``error.type`` and ``error.message``;
+    ``error_code`` is ``error.details.error_code`` where the API names the cause (the
+    SDK's ``_error_classes`` maps ``(status, error_code)`` to a typed error)."""
 
     status: int
     type: str
     message: str
+    error_code: str | None = None
 
 
 def invalid(message: str) -> ApiError:
@@ -247,8 +250,13 @@ def _tool_references(body: Mapping[str, Any], spec: ModelSpec, _: Memory) -> Api
         for inner in content if isinstance(content, list) else []:
             if isinstance(inner, dict) and inner.get("type") == "tool_reference":
                 name = inner.get("tool_name")
-                if name not in defined:
-                    return invalid(f"Tool reference '{name}' has no corresponding tool definition")
+                if name not in defined:  # the SDK's ToolReferenceUnresolvedError
+                    return ApiError(
+                        400,
+                        "invalid_request_error",
+                        f"Tool reference '{name}' has no corresponding tool definition",
+                        error_code="tool_reference_unresolved",
+                    )
     return None
 
 

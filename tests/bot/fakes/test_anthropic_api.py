@@ -251,3 +251,24 @@ def test_a_json_script_can_hold_thinking_a_cut_call_and_a_refusal() -> None:
     assert isinstance(second, Reply)
     assert second.resolved_stop_reason() == "refusal"
     assert second.refusal == ("cyber", "No.")
+
+
+async def test_a_reference_to_an_undefined_tool_is_the_sdks_unresolved_reference_error(
+    client: tuple[FakeAnthropicAPI, anthropic.AsyncAnthropic],
+) -> None:
+    # Given a tool result referencing a tool the request does not define
+    _, sdk = client
+    search = {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}}
+    loaded = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "tool_reference", "tool_name": "mcp__k8s__pods"}],
+    }
+    turn = [*ASK, {"role": "assistant", "content": [search]}, {"role": "user", "content": [loaded]}]
+    tool = {"name": "ToolSearch", "description": "Find tools.", "input_schema": {"type": "object"}}
+    # When it is sent, Then the SDK raises the typed error the real API's code maps to
+    request: dict[str, Any] = {"messages": turn, "tools": [tool]}
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await sdk.messages.create(model=MODEL, max_tokens=1024, **request)
+    assert refused.value.error_code == "tool_reference_unresolved"
+    assert type(refused.value).__name__ == "ToolReferenceUnresolvedError"
