@@ -475,6 +475,7 @@ def _run(work: Callable[[], T]) -> T:
 
 def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
+    from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
     from harness import McpConfigError
@@ -495,6 +496,8 @@ def _explain(exc: Exception) -> None:
         _fail(f"the database is unreachable: {exc}. Check DATABASE_URL; `warroom doctor`.")
     if isinstance(exc, McpConfigError):
         _fail(f"WARROOM_MCP_CONFIG: {exc}", CONFIG_ERROR)
+    if isinstance(exc, NoIncident):
+        _fail(str(exc))
     if isinstance(exc, OSError):
         _fail(str(exc))
 

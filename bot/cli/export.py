@@ -43,6 +43,11 @@ class Exported:
     postmortem: bool
 
 
+class NoIncident(LookupError):
+    """Nothing of an incident is recorded in that channel (and thread) of that org: no
+    session, message, command or note. Raised before anything is written."""
+
+
 async def export_incident(
     db: Database,
     org_id: str,
@@ -55,12 +60,19 @@ async def export_incident(
     """Write the incident's record under ``out`` (see the module docstring).
 
     Raises:
+        NoIncident: nothing is recorded there (a wrong channel id or org, most likely).
         OSError: a file could not be written.
         DatabaseUnavailable: the database could not be read.
     """
     record = IncidentRecord(IncidentLog(db), workspace_url)
     timeline = await record.timeline(org_id, channel_id, thread_ts=thread_ts)
     notes = await _notes(FileStore(db), Namespace(org_id, Scope.INCIDENT, channel_id))
+    if not timeline.entries and not notes:
+        where = channel_id if thread_ts is None else f"{channel_id}, thread {thread_ts},"
+        raise NoIncident(
+            f"nothing is recorded in {where} of org {org_id}: no session, message or note "
+            "(check the channel id and --org; `warroom drill --keep` prints its incident's)"
+        )
     name = channel_id if thread_ts is None else f"{channel_id}-{thread_ts}"
     directory = out / _safe(name)
     now = datetime.now(UTC)

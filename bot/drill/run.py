@@ -53,6 +53,7 @@ class DrillResult:
     sessions: dict[str, str]
     timings: dict[str, float]
     data_dir: Path | None = None
+    org_id: str | None = None  # with data_dir: the kept incident's org, for export-incident
 
     @property
     def passed(self) -> bool:
@@ -74,6 +75,8 @@ class DrillResult:
         )
         if self.data_dir is not None:
             lines.append(f"Logs and data kept in {self.data_dir}")
+            if self.org_id is not None:
+                lines.append(f"The incident: channel {scenario.CHANNEL}, org {self.org_id}")
         return lines
 
 
@@ -108,6 +111,7 @@ async def drill(options: DrillOptions, *, say: Callable[[str], None] = print) ->
         sessions=dict(record.sessions),
         timings=timings(record, evidence),
         data_dir=stage.data_dir if options.keep else None,
+        org_id=stage.channel.org_id if options.keep else None,
     )
     for line in result.checklist():
         say(line)

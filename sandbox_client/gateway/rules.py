@@ -18,7 +18,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -41,6 +41,10 @@ class Outcome(StrEnum):
     BLOCKED = "blocked"
 
 
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+"""The methods a rule may allow (RFC 9110 and RFC 5789; CONNECT is the tunnel itself)."""
+
+
 class SecretRef(BaseModel):
     """Where a secret lives on the gateway's host: exactly one of ``env`` and ``file``."""
 
@@ -53,6 +57,15 @@ class SecretRef(BaseModel):
     def _absolute(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):
             raise ValueError("a secret file must be an absolute path")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_reference(cls, value: Any) -> Any:
+        if isinstance(value, str | int | float):
+            raise ValueError(
+                "a secret is given by reference, {env: NAME} or {file: /path}, never its value"
+            )
         return value
 
     @model_validator(mode="after")
@@ -155,8 +168,10 @@ class Rule(BaseModel):
     @classmethod
     def _methods(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         upper = tuple(m.upper() for m in value)
-        if any(not m.isalpha() for m in upper):
-            raise ValueError("methods are HTTP method names (GET, POST, …)")
+        unknown = [m for m in upper if m not in HTTP_METHODS]
+        if unknown:
+            known = ", ".join(HTTP_METHODS)
+            raise ValueError(f"unknown HTTP method {', '.join(unknown)} (methods are {known})")
         return upper
 
     @model_validator(mode="after")

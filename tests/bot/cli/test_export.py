@@ -91,3 +91,19 @@ def test_export_incident_writes_the_timeline_notes_and_postmortem(home: Path) ->
         "/incident/findings.md",
         "/incident/postmortem.md",
     ]
+
+
+def test_export_of_a_channel_with_nothing_recorded_exits_1_and_writes_nothing(home: Path) -> None:
+    # Given an incident in one channel
+    asyncio.run(_incident(home / "data"))
+    # When another channel, or the right one in another org, is exported
+    other = CliRunner().invoke(app, ["export-incident", "C0UNKNOWN", "--out", str(home / "out")])
+    wrong_org = CliRunner().invoke(
+        app, ["export-incident", CHANNEL, "--out", str(home / "out"), "--org", "T0ELSE"]
+    )
+    # Then each says nothing is recorded there, exits 1, and writes no empty files
+    assert other.exit_code == 1, other.output
+    assert "nothing is recorded in C0UNKNOWN" in other.output
+    assert wrong_org.exit_code == 1, wrong_org.output
+    assert "of org T0ELSE" in wrong_org.output
+    assert not (home / "out").exists()

@@ -202,6 +202,7 @@ async def open_metered(database_url: str, fake_url: str, state_dir: Any) -> Mete
 
 async def close_metered(metered: Metered) -> None:
     await metered.model.aclose()
+    await metered.manager.provider.destroy_all()  # no jail outlives the test
     await metered.manager.aclose()
     await metered.db.dispose()
     if metered.sandbox_dir is not None:

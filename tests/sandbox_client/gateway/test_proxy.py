@@ -240,7 +240,16 @@ def test_a_secret_must_be_given_by_reference() -> None:
         "rules:\n  - name: prom\n    hosts: [prom.internal]\n"
         "    inject: {type: bearer, token: abc}\n"
     )
-    with pytest.raises(ValueError, match=r"line 4: rules\.0\.inject"):
+    with pytest.raises(ValueError, match=r"line 4: rules\.0\.inject") as refused:
+        Rules.parse(text)
+    # the message says how to give it, and does not echo the value
+    assert "{env: NAME} or {file: /path}, never its value" in str(refused.value)
+    assert "abc" not in str(refused.value)
+
+
+def test_an_unknown_http_method_is_refused_naming_the_known_ones() -> None:
+    text = "rules:\n  - name: prom\n    hosts: [prom.internal]\n    methods: [get, FETCH]\n"
+    with pytest.raises(ValueError, match=r"line 4: .*unknown HTTP method FETCH \(methods are GET"):
         Rules.parse(text)
 
 
