@@ -30,6 +30,7 @@ from harness.loop.checkpoint import (
     Inbound,
     ReadRecord,
     Requester,
+    TaskRecord,
     Todo,
     TodoStatus,
     holds_messages,
@@ -111,6 +112,7 @@ from harness.sandbox.workspace import (
     Workspace,
     WorkspaceSource,
 )
+from harness.tools.background import notified_task_id, task_notification
 from harness.tools.contract import Tool, ToolContext, ToolOutcome
 from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from harness.vfs import Mount, PathError, Resolved, resolve
@@ -197,6 +199,9 @@ __all__ = [
     "Inbound",
     "ReadRecord",
     "Requester",
+    "TaskRecord",
+    "notified_task_id",
+    "task_notification",
     "Todo",
     "TodoStatus",
     "holds_messages",

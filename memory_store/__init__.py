@@ -78,6 +78,7 @@ from memory_store.sessions.records import (
     Wakeup,
 )
 from memory_store.sessions.store import SessionStore
+from memory_store.tasks.store import BackgroundTask, BackgroundTasks
 
 __all__ = [
     # the egress audit log
@@ -145,6 +146,9 @@ __all__ = [
     "utc_now",
     # sandboxes (the shared use record)
     "SandboxLedgerStore",
+    # background processes of sessions
+    "BackgroundTask",
+    "BackgroundTasks",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",

@@ -155,6 +155,51 @@ class SandboxClient:
                 self._unfinished.discard(name)
             return record
 
+    async def start(
+        self,
+        name: str,
+        command: str,
+        *,
+        working_dir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+    ) -> ProcessRecord:
+        """Start ``command`` as process ``name`` and return at once, without waiting.
+
+        Get-or-start, like ``exec``: a name the sandbox already knows (running or
+        finished) is not started again; its record is returned. The process runs until
+        it ends or is killed; follow it with ``get_process`` or ``wait``.
+
+        Raises:
+            ValueError: ``working_dir`` not absolute.
+            RequestRejected: the sandbox refused the command.
+            SandboxUnavailable, SandboxTimeout: the sandbox did not answer.
+        """
+        if not working_dir.startswith("/"):
+            raise ValueError("working_dir must be absolute")
+        payload = {
+            "command": command,
+            "name": name,
+            "workingDir": working_dir,
+            "env": dict(env or {}),
+        }
+        with self._busy():
+            for _ in range(self.options.max_attempts):
+                existing = await self.get_process(name)
+                if existing is not None:
+                    return existing
+                response = await self._http.request(
+                    "POST", "/process", json=payload, idempotent=False
+                )
+                if response.status_code == 400 and "already exists" in error_message(
+                    response.content
+                ):
+                    continue  # started meanwhile by another call: the lookup finds it
+                return self._record(self._json(response))
+            existing = await self.get_process(name)
+            if existing is None:
+                raise ProcessNotFound(self.sandbox_id, name)
+            return existing
+
     async def wait(self, name: str, *, timeout_s: float) -> ProcessRecord | None:
         """Follow process ``name`` for at most ``timeout_s`` without killing it.
 

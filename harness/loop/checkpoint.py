@@ -68,6 +68,30 @@ class ReadRecord:
 
 
 @dataclass(frozen=True)
+class TaskRecord:
+    """A background process this session started (Bash ``run_in_background``).
+
+    ``task_id`` is the short id the model uses; ``tool_use_id`` the call that started it
+    (the sandbox's process name); ``started_at`` seconds since the epoch; ``status``
+    ``running`` until the session hears how it ended (``completed``, ``failed``,
+    ``killed``, ``lost``). The database's ``background_tasks`` row is the watcher's
+    truth; this record is what the session knows and shows.
+    """
+
+    task_id: str
+    tool_use_id: str
+    kind: str
+    description: str
+    started_at: float
+    status: str = "running"
+
+    @property
+    def running(self) -> bool:
+        """Whether the session has not yet heard that it ended."""
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
 class Requester:
     """Who started the session (shown to the model in the frozen first message)."""
 
@@ -125,6 +149,7 @@ class Checkpoint:
             apply per turn, so a reply after a best-effort answer gets a fresh budget.
         mcp_servers: the MCP servers whose tools the last model call offered, sorted;
             None before the first model call (``mcp_reminder``).
+        tasks: the background processes this session started, oldest first.
     """
 
     session_id: str
@@ -151,6 +176,20 @@ class Checkpoint:
     turns: int = 0
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
     mcp_servers: tuple[str, ...] | None = None
+    tasks: tuple[TaskRecord, ...] = ()
+
+    def running_tasks(self) -> tuple[TaskRecord, ...]:
+        """The background processes not yet known to have ended."""
+        return tuple(t for t in self.tasks if t.running)
+
+    def with_task(self, task: TaskRecord) -> Checkpoint:
+        """A copy with ``task`` recorded (replacing the record of the same ``task_id``)."""
+        others = tuple(t for t in self.tasks if t.task_id != task.task_id)
+        if len(others) == len(self.tasks):
+            return replace(self, tasks=(*self.tasks, task))
+        return replace(
+            self, tasks=tuple(task if t.task_id == task.task_id else t for t in self.tasks)
+        )
 
     def unanswered_calls(self) -> tuple[ToolUseBlock, ...]:
         """The last assistant message's ``tool_use`` blocks without a pending result, in
@@ -273,6 +312,10 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "turns": cp.turns,
         "turn_base": list(cp.turn_base),
         "mcp_servers": None if cp.mcp_servers is None else list(cp.mcp_servers),
+        "tasks": [
+            [t.task_id, t.tool_use_id, t.kind, t.description, t.started_at, t.status]
+            for t in cp.tasks
+        ],
     }
 
 
@@ -308,6 +351,10 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
         turns=int(d["turns"]),
         turn_base=_turn_base(d.get("turn_base")),
         mcp_servers=_names(d.get("mcp_servers")),
+        tasks=tuple(
+            TaskRecord(str(i), str(u), str(k), str(desc), float(at), str(st))
+            for i, u, k, desc, at, st in d.get("tasks", ())
+        ),
     )
 
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from harness.cost.caps import Spent
 from harness.errors import CostLimitReached, LimitReached
-from harness.loop.checkpoint import Checkpoint, Inbound
+from harness.loop.checkpoint import Checkpoint, Inbound, TaskRecord
 from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
 from harness.loop.model_step import capped, model_step
@@ -27,7 +27,7 @@ from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
 from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
-from memory_store import FileStore
+from memory_store import BackgroundTasks, FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
 
@@ -93,7 +93,8 @@ class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
     org have spent (read when ``limits`` has a spending cap; None: caps not checked);
-    ``record`` generates ``/incident/timeline.md`` (None: not served)."""
+    ``record`` generates ``/incident/timeline.md`` (None: not served); ``tasks`` holds
+    the background tasks' rows (None: background commands are refused)."""
 
     store: FileStore
     model: Model
@@ -103,6 +104,7 @@ class Collaborators:
     mcp: McpServers | None = None
     spent: Spent | None = None
     record: IncidentRecord | None = None
+    tasks: BackgroundTasks | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -197,6 +199,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     if outcome.todos is not None:
         cp = replace(cp, todos=outcome.todos)
         events.append(outcome.todos_event())
+    if outcome.task is not None:
+        cp = _with_task(cp, outcome.task)
     result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),
@@ -221,12 +225,27 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     return StepResult(cp, tuple(events), Next.CONTINUE)
 
 
+def _with_task(cp: Checkpoint, task: TaskRecord) -> Checkpoint:
+    """``cp`` with a task a call started or stopped (a stop keeps the start's time)."""
+    known = next((t for t in cp.tasks if t.task_id == task.task_id), None)
+    if known is not None:
+        task = replace(task, started_at=known.started_at)
+    return cp.with_task(task)
+
+
 def _context(
     cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
 ) -> ToolContext:
     limits = _call_limits(cp, deps)
     return ToolContext.for_session(
-        cp, deps.store, workspace, tool_use_id, limits, mcp=deps.mcp, record=deps.record
+        cp,
+        deps.store,
+        workspace,
+        tool_use_id,
+        limits,
+        mcp=deps.mcp,
+        record=deps.record,
+        tasks=deps.tasks,
     )
 
 
@@ -294,6 +313,8 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             detail=call_detail(call.name, call.input),
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
+        if recovered.task is not None:
+            cp = _with_task(cp, recovered.task)
     cp = replace(
         _with_sandbox(cp, workspace),
         in_flight=None,

@@ -32,6 +32,7 @@ from sandbox_client import (
     InvalidPath,
     IsADirectory,
     Loss,
+    ProcessNotFound,
     ProcessRecord,
     RequestRejected,
     SandboxClient,
@@ -165,6 +166,29 @@ class SessionWorkspace:
                 await _end_leftovers(client, name)
             after = await self._manager.usage(self._handle)
         return _result(record, after.hits_since(before, failed=record.exit_code != 0))
+
+    async def start(self, name: str, command: str) -> str:
+        """Start ``command`` as process ``name`` and return at once (get-or-start, so a
+        redone call starts nothing new); see ``BackgroundWorkspace.start``."""
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            assert self._handle is not None
+            env = await self._egress_env(name)
+            try:
+                await client.start(name, command, env=env)
+            except RequestRejected as exc:
+                raise WorkspaceRefused("/workspace", exc.message) from exc
+            return self._handle.sandbox_id
+
+    async def kill(self, name: str) -> bool:
+        """SIGKILL process ``name``'s group; False when the sandbox does not know it."""
+        if self._handle is None:
+            return False
+        async with self._use(busy_s=FILE_BUSY_S) as client:
+            try:
+                await client.kill(name)
+            except ProcessNotFound:
+                return False
+        return True
 
     async def lookup(self, name: str, *, timeout_s: float) -> CommandResult | None:
         """The outcome of process ``name`` if this sandbox still knows it (after a crash)."""

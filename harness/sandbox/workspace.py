@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from harness.errors import (
     WorkspaceError,
@@ -22,6 +22,7 @@ from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Event
 
 __all__ = [
+    "BackgroundWorkspace",
     "CommandResult",
     "NewSandbox",
     "StepWorkspace",
@@ -91,6 +92,32 @@ class Workspace(Protocol):
         Raises WorkspaceIsADirectory when ``path`` is a directory, WorkspaceRefused
         when the sandbox does not serve ``path``.
         """
+        ...
+
+
+@runtime_checkable
+class BackgroundWorkspace(Protocol):
+    """A workspace that can leave a process running after the call (``run_in_background``).
+
+    Contract:
+        * ``start`` is get-or-start by ``name``, like ``exec``: a name the sandbox
+          knows is not started again. It returns at once, with the id of the sandbox
+          the process runs in (the handle is ``StepWorkspace.handle_json``).
+        * ``kill`` ends the process group of ``name``; False when the sandbox does not
+          know ``name``.
+        * Failures raise like ``Workspace.exec``.
+    """
+
+    async def start(self, name: str, command: str) -> str:
+        """Start ``command`` with ``bash -c`` in ``/workspace`` as process ``name``."""
+        ...
+
+    async def kill(self, name: str) -> bool:
+        """SIGKILL the process group of ``name``."""
+        ...
+
+    def handle_json(self) -> str | None:
+        """The sandbox handle (JSON), once the sandbox was ensured."""
         ...
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
 from harness.sandbox.workspace import CommandResult
+from harness.tools.background import start_in_background
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 
 NO_OUTPUT = "(Bash completed with no output)"  # Claude Code 2.1.332
@@ -29,6 +30,7 @@ class BashInput(BaseModel):
     command: str = Field(min_length=1)
     timeout: int | None = Field(default=None, ge=1)  # above the maximum: clamped
     description: str | None = None
+    run_in_background: bool | None = None
 
     def timeout_ms(self, max_timeout_ms: int) -> int:
         """The effective timeout: the default when unset, never above the session's cap
@@ -41,6 +43,8 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
+    if p.run_in_background:
+        return await start_in_background(ctx, p.command, p.description)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     result = await ctx.workspace.exec(ctx.tool_use_id, p.command, timeout_s=timeout_ms / 1000)
     return report(result, timeout_ms)
@@ -51,6 +55,8 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
+    if p.run_in_background:  # get-or-start by name: redoing it starts nothing new
+        return await start_in_background(ctx, p.command, p.description)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
     return None if result is None else report(result, timeout_ms)
@@ -78,13 +84,16 @@ BASH = ModelTool(
         "Run a bash command in this session's sandbox (a Linux container; working directory "
         "/workspace) and return its stdout and stderr, and the exit code when it is not 0. "
         "Each call starts a fresh shell in /workspace: files persist between calls, but `cd` "
-        "and variables do not, and anything the command starts in the background (`cmd &`, "
-        "`nohup cmd &`) is stopped when the call ends, so run long work in the foreground "
-        "with a timeout. timeout is in milliseconds (default 120000, max 600000); a command "
-        "that runs longer is killed. Output over 30000 characters is saved to a file in the "
-        "sandbox: you get its first part and the file's path, which you can Read or Grep. "
-        "/memory, /skills and /incident are not on the sandbox's "
-        "filesystem: use Read, Write, Edit, Glob and Grep for them. Prefer Grep, Glob and "
+        "and variables do not, and anything the command starts with `cmd &` or `nohup cmd &` "
+        "is stopped when the call ends. For long work (a rollout, a log tail, a slow query) "
+        "set run_in_background: the call returns at once with a task ID and an output file "
+        "you can Read, you may keep working or end your turn, and you are notified when the "
+        "command ends; TaskStop ends it early. timeout is in milliseconds (default 120000, "
+        "max 600000; not for background commands); a command that runs longer is killed. "
+        "Output over 30000 characters is saved to a file in the sandbox: you get its first "
+        "part and the file's path, which you can Read or Grep. "
+        "/memory, /skills and /incident are not on the sandbox's filesystem: use Read, "
+        "Write, Edit, Glob and Grep for them. Prefer Grep, Glob and "
         "Read over grep, find and cat. Prefer read-only commands; never change production "
         "systems unless an engineer in the thread explicitly asked for it."
     ),
@@ -103,6 +112,13 @@ BASH = ModelTool(
             "description": {
                 "type": "string",
                 "description": "What the command does, in 5-10 words (shown to the team).",
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": (
+                    "Run the command in the background and return at once; you are notified "
+                    "when it ends. Its output goes to a file you can Read meanwhile."
+                ),
             },
         },
         "required": ["command"],

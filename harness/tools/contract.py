@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from harness.loop.checkpoint import Checkpoint, ReadRecord, Todo
+from harness.loop.checkpoint import Checkpoint, ReadRecord, TaskRecord, Todo
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
@@ -25,7 +25,7 @@ from harness.model.messages import ToolResultBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
 from harness.vfs import Mount
-from memory_store import FileStore, Namespace, Origin, Scope
+from memory_store import BackgroundTasks, FileStore, Namespace, Origin, Scope
 
 if TYPE_CHECKING:
     from harness.mcp.servers import McpServers
@@ -67,6 +67,7 @@ class ToolContext:
             results in its transcript).
         record: the incident record that generates ``/incident/timeline.md`` (None: the
             file is not served).
+        tasks: the background tasks' rows (None: background commands are refused).
     """
 
     store: FileStore
@@ -82,6 +83,7 @@ class ToolContext:
     mcp: McpServers | None = None
     loaded_tools: frozenset[str] = frozenset()
     record: IncidentRecord | None = None
+    tasks: BackgroundTasks | None = None
 
     @classmethod
     def for_session(
@@ -94,6 +96,7 @@ class ToolContext:
         *,
         mcp: McpServers | None = None,
         record: IncidentRecord | None = None,
+        tasks: BackgroundTasks | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -112,6 +115,7 @@ class ToolContext:
             mcp=mcp,
             loaded_tools=loaded_tools(cp),
             record=record,
+            tasks=tasks,
         )
 
     def namespace(self, mount: Mount) -> Namespace:
@@ -144,6 +148,8 @@ class ToolOutcome:
         read_updates: merged into the checkpoint's ``read_state``.
         todos: TodoWrite's new list (replaces the old one), or None.
         tool_references: deferred tools the result loads (ToolSearch).
+        task: a background task the call started or stopped (recorded in the
+            checkpoint), or None.
     """
 
     content: str
@@ -151,6 +157,7 @@ class ToolOutcome:
     read_updates: Mapping[str, ReadRecord] = field(default_factory=dict)
     todos: tuple[Todo, ...] | None = None
     tool_references: tuple[str, ...] = ()
+    task: TaskRecord | None = None
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

@@ -19,6 +19,7 @@ from typing import Any, Literal, overload
 from harness.errors import WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused
 from harness.mcp.names import is_mcp
 from harness.model.adapter import ToolSpec
+from harness.tools.background import KILL_SHELL, TASK_STOP
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
 from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
@@ -43,8 +44,10 @@ __all__ = [
 ]
 
 TOOLS: Mapping[str, Tool] = {
-    tool.name: tool for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL)
+    tool.name: tool for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL, TASK_STOP)
 }
+ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
+"""Tools run when called but not offered (Claude Code's older names)."""
 
 # A result over its tool's cap is kept in a sandbox file behind a preview (Claude Code
 # 2.1.332's per-tool caps). Read bounds itself (its refusals say how to page), and
@@ -103,7 +106,7 @@ async def run_tool(
             paths the sandbox refuses, missing files, refused commands or failing
             commands.
     """
-    tool = TOOLS.get(name)
+    tool = TOOLS.get(name) or ALIASES.get(name)
     if name == TOOL_SEARCH:  # read-only: after a crash it is simply run again
         return await run_tool_search(tool_input, ctx)
     if tool is None and is_mcp(name):

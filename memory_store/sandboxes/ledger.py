@@ -20,6 +20,7 @@ from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
 from memory_store.sandboxes.tables import sandboxes
 from memory_store.sessions.tables import at, sessions
+from memory_store.tasks.store import live_in
 from memory_store.upsert import insert
 
 _X = sandboxes.c
@@ -175,9 +176,11 @@ class SandboxLedgerStore:
 
 
 def _claimable(now: datetime) -> ColumnElement[bool]:
-    """No use in flight (or only expired ones) and no live claim."""
+    """No use in flight (or only expired ones), no live claim, and no background process
+    running in it (a session's ``run_in_background`` command keeps its sandbox awake)."""
     idle = or_(_X.in_flight == 0, _X.busy_until.is_(None), _X.busy_until < at(now))
-    return and_(idle, or_(_X.held_until.is_(None), _X.held_until <= at(now)))
+    unheld = or_(_X.held_until.is_(None), _X.held_until <= at(now))
+    return and_(idle, unheld, not_(live_in(_X.sandbox_id)))
 
 
 def _remaining_s(held_until: datetime | None, now: datetime) -> float:

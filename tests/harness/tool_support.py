@@ -35,7 +35,7 @@ from harness import (
     change_notices,
     run_tool,
 )
-from memory_store import Database, FileStore
+from memory_store import BackgroundTasks, Database, FileStore
 
 WORKSPACE = "/workspace"
 
@@ -133,6 +133,7 @@ class SessionDriver:
     read_state: dict[str, ReadRecord] = field(default_factory=dict)
     agent_may_write_skills: bool = False
     last_tool_use_id: str = ""
+    tasks: BackgroundTasks | None = None
 
     def context(self, tool_use_id: str | None = None) -> ToolContext:
         """The context for a call; a fresh ``tool_use`` id unless one is given."""
@@ -147,6 +148,7 @@ class SessionDriver:
             tool_use_id=self.last_tool_use_id,
             read_state=dict(self.read_state),
             agent_may_write_skills=self.agent_may_write_skills,
+            tasks=self.tasks,
         )
 
     async def call(self, name: str, tool_input: dict[str, Any], **ids: str) -> ToolOutcome:

@@ -12,14 +12,14 @@ import pytest
 
 from harness import TOOLS, Todo, TodoStatus, WorkspaceUnavailable, summarize_call, tool_specs
 from harness.loop.events import TodosChanged
+from harness.tools import background, diff, listing, ripgrep, toolbox
 from harness.tools import bash as bash_tool
 from harness.tools import contract as tool
-from harness.tools import diff, listing, ripgrep, toolbox
 from harness.tools import search as search_tools
 from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
 
 CLAUDE_CODE_PARAMETERS = {
-    "Bash": ["command", "timeout", "description"],
+    "Bash": ["command", "timeout", "description", "run_in_background"],
     "Glob": ["pattern", "path"],
     "Grep": [
         "pattern",
@@ -41,6 +41,7 @@ CLAUDE_CODE_PARAMETERS = {
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
+    "TaskStop": ["task_id", "shell_id"],
 }
 
 
@@ -190,7 +191,9 @@ def test_summaries_are_short_lines_for_the_status_message() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [bash_tool, diff, listing, ripgrep, search_tools, tool, toolbox], ids=str
+    "module",
+    [background, bash_tool, diff, listing, ripgrep, search_tools, tool, toolbox],
+    ids=str,
 )
 def test_module_doctests_pass(module: ModuleType) -> None:
     result = doctest.testmod(module)

@@ -1,0 +1,261 @@
+"""Background work: Bash ``run_in_background``, ``TaskStop`` (alias ``KillShell``), and the
+``<task-notification>`` a session gets when a background process ends.
+
+Claude Code 2.1.332's surface (docs/tools.md, "Background commands"): a background call
+returns at once with ``Command running in background with ID: ID. Output is being
+written to: PATH. You will be notified when it completes.``; the process runs in the
+session's sandbox under the call's ``tool_use`` id, its output going to ``PATH``
+(``/workspace/.warroom/tasks/ID.output``, read with Read); when it ends the session is
+woken with a ``<task-notification>`` (built by ``task_notification``). ``TaskStop``
+ends one, and a stopped task sends no notification. The watcher that sees processes end
+is the durable layer's; the rows it watches (``memory_store.BackgroundTasks``) are
+registered here, after the process started: a step that dies in between is recovered by
+running the same call again, which starts nothing new (get-or-start by name) and
+registers the row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import time
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.loop.checkpoint import TaskRecord
+from harness.sandbox.workspace import BackgroundWorkspace
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from memory_store import BackgroundTask
+
+TASKS_DIR = "/workspace/.warroom/tasks"
+TAIL_CHARS = 2000
+"""How much of the end of a task's output its notification carries."""
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def task_id_for(tool_use_id: str) -> str:
+    """The short id the model sees for the task a call starts (``b`` + 8 base-36
+    characters, Claude Code's shape), the same every time for one ``tool_use`` id.
+
+    >>> task_id_for("toolu_01abc")
+    'bfcq5qptr'
+    """
+    number = int.from_bytes(hashlib.sha256(tool_use_id.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(8):
+        number, digit = divmod(number, 36)
+        chars.append(_ALPHABET[digit])
+    return "b" + "".join(chars)
+
+
+def output_path(task_id: str) -> str:
+    """The sandbox file a task's output goes to."""
+    return f"{TASKS_DIR}/{task_id}.output"
+
+
+def wrapped(command: str, path: str) -> str:
+    """``command`` with its standard output and error sent to ``path`` (the shell's own
+    ``exec`` redirection, so the command's text is run as written).
+
+    >>> print(wrapped("echo hi", "/workspace/.warroom/tasks/b1.output"))
+    mkdir -p /workspace/.warroom/tasks && exec >/workspace/.warroom/tasks/b1.output 2>&1
+    echo hi
+    """
+    directory = path.rsplit("/", 1)[0]
+    return f"mkdir -p {directory} && exec >{path} 2>&1\n{command}"
+
+
+def started_text(task_id: str, path: str) -> str:
+    """The tool result of a background call (Claude Code 2.1.332's words)."""
+    return (
+        f"Command running in background with ID: {task_id}. Output is being written to: "
+        f"{path}. You will be notified when it completes."
+    )
+
+
+async def start_in_background(
+    ctx: ToolContext, command: str, description: str | None, *, kind: str = "bash"
+) -> ToolOutcome:
+    """Start ``command`` (already past the guard) as a background task of the session.
+
+    Raises:
+        WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
+    """
+    workspace = ctx.workspace
+    if ctx.tasks is None or not isinstance(workspace, BackgroundWorkspace):
+        return tool_error("Background commands are not available in this session.")
+    task_id = task_id_for(ctx.tool_use_id)
+    path = output_path(task_id)
+    sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path))
+    handle = workspace.handle_json()
+    assert handle is not None  # start ensured the sandbox
+    label = " ".join((description or command).split())[:200]
+    await ctx.tasks.register(
+        BackgroundTask(
+            session_id=ctx.session_id,
+            task_id=task_id,
+            tool_use_id=ctx.tool_use_id,
+            kind=kind,
+            sandbox_id=sandbox_id,
+            handle=handle,
+            description=label,
+            output_path=path,
+        )
+    )
+    record = TaskRecord(task_id, ctx.tool_use_id, kind, label, time.time())
+    return ToolOutcome(started_text(task_id, path), task=record)
+
+
+def task_notification(task: BackgroundTask, tail: str = "") -> str:
+    """What the session is told when ``task`` ended (Claude Code's ``<task-notification>``),
+    with the last ``TAIL_CHARS`` of its output after it.
+
+    >>> t = BackgroundTask("s", "b1", "toolu_1", "bash", "x", "{}", "sleep 1", "/w/b1.output",
+    ...                    state="completed", exit_code=0)
+    >>> print(task_notification(t))
+    <task-notification>
+    <task-id>b1</task-id>
+    <tool-use-id>toolu_1</tool-use-id>
+    <output-file>/w/b1.output</output-file>
+    <status>completed</status>
+    <summary>Background command "sleep 1" completed (exit code 0)</summary>
+    </task-notification>
+    Read the output file to retrieve the result: /w/b1.output
+    """
+    label = html.escape(task.description, quote=False)
+    if task.state == "completed":
+        status, summary = "completed", f'Background command "{label}" completed (exit code 0)'
+    elif task.state == "lost":
+        status = "failed"
+        summary = (
+            f'Background command "{label}" was lost: its sandbox stopped before the command '
+            "ended (the files it wrote may be gone too)"
+        )
+    elif task.state == "killed":
+        status, summary = "killed", f'Background command "{label}" was stopped'
+    else:
+        code = "unknown" if task.exit_code is None else str(task.exit_code)
+        status, summary = "failed", f'Background command "{label}" failed with exit code {code}'
+    lines = [
+        "<task-notification>",
+        f"<task-id>{task.task_id}</task-id>",
+        f"<tool-use-id>{task.tool_use_id}</tool-use-id>",
+        f"<output-file>{task.output_path}</output-file>",
+        f"<status>{status}</status>",
+        f"<summary>{summary}</summary>",
+        "</task-notification>",
+    ]
+    if task.state != "lost":
+        lines.append(f"Read the output file to retrieve the result: {task.output_path}")
+    tail = tail[-TAIL_CHARS:].strip("\n")
+    if tail:
+        lines += ["Last lines of its output:", tail]
+    return "\n".join(lines)
+
+
+def notified_task_id(text: str) -> str | None:
+    """The ``<task-id>`` of a ``task_notification`` text, or None.
+
+    >>> notified_task_id("<task-notification>\\n<task-id>b1</task-id>\\n")
+    'b1'
+    """
+    start = text.find("<task-id>")
+    end = text.find("</task-id>", start)
+    if not text.startswith("<task-notification>") or start < 0 or end < 0:
+        return None
+    return text[start + len("<task-id>") : end]
+
+
+def notified_status(text: str) -> str:
+    """The state a ``task_notification`` reports (``completed``, ``failed``, …)."""
+    start = text.find("<status>")
+    end = text.find("</status>", start)
+    if start < 0 or end < 0:
+        return "failed"
+    return text[start + len("<status>") : end]
+
+
+class TaskStopInput(BaseModel):
+    """TaskStop's parameters (``shell_id`` is the older name, still accepted)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task_id: str | None = Field(default=None, min_length=1)
+    shell_id: str | None = Field(default=None, min_length=1)
+
+
+async def task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
+    """End a running background task of this session: its row first (so the watcher
+    sends no notification), then its process group."""
+    task_id = p.task_id or p.shell_id
+    if task_id is None:
+        return tool_error("Missing required parameter: task_id")
+    if ctx.tasks is None:
+        return tool_error(f"No task found with ID: {task_id}")
+    task = await ctx.tasks.get(ctx.session_id, task_id)
+    if task is None:
+        return tool_error(f"No task found with ID: {task_id}")
+    stopped = await ctx.tasks.finish(ctx.session_id, task_id, state="killed")
+    if stopped is None:
+        return tool_error(f"Task {task_id} is not running (status: {task.state})")
+    if isinstance(ctx.workspace, BackgroundWorkspace):
+        await ctx.workspace.kill(task.tool_use_id)
+    return _stopped(stopped)
+
+
+async def recover_task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
+    """After a crash mid-call: a task already ended as ``killed`` was this call's doing
+    (its process is killed again, harmlessly); otherwise the call is run."""
+    task_id = p.task_id or p.shell_id
+    task = None
+    if task_id is not None and ctx.tasks is not None:
+        task = await ctx.tasks.get(ctx.session_id, task_id)
+    if task is None or task.state != "killed":
+        return await task_stop(p, ctx)
+    if isinstance(ctx.workspace, BackgroundWorkspace):
+        await ctx.workspace.kill(task.tool_use_id)
+    return _stopped(task)
+
+
+def _stopped(task: BackgroundTask) -> ToolOutcome:
+    message = {
+        "message": f"Successfully stopped task: {task.task_id} ({task.description})",
+        "task_id": task.task_id,
+        "task_type": "local_bash",
+    }
+    record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")
+    return ToolOutcome(json.dumps(message), task=record)
+
+
+_TASK_STOP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "task_id": {"type": "string", "description": "The ID of the background task to stop."},
+        "shell_id": {"type": "string", "description": "Deprecated: use task_id."},
+    },
+    "required": [],
+    "additionalProperties": False,
+}
+
+TASK_STOP = ModelTool(
+    name="TaskStop",
+    description=(
+        "Stop a background task this session started (a Bash command run with "
+        "run_in_background), by the ID its start returned. Its process and everything it "
+        "started are killed; no completion notification follows. Output written so far "
+        "stays in its output file."
+    ),
+    input_schema=_TASK_STOP_SCHEMA,
+    params=TaskStopInput,
+    runner=task_stop,
+    recoverer=recover_task_stop,
+)
+
+KILL_SHELL = ModelTool(
+    name="KillShell",
+    description="Older name of TaskStop: stop a background task by its ID (shell_id).",
+    input_schema=_TASK_STOP_SCHEMA,
+    params=TaskStopInput,
+    runner=task_stop,
+    recoverer=recover_task_stop,
+)
