@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=5.0, gt=0, validation_alias="WARROOM_LEASE_S")
     sweep_interval_s: float = Field(default=1.0, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
     stale_after_s: float = Field(default=30.0, gt=0, validation_alias="WARROOM_STALE_AFTER_S")
+    background_poll_s: float = Field(
+        default=0.5, gt=0, validation_alias="WARROOM_BACKGROUND_POLL_S"
+    )
     max_crashes: int = Field(default=3, ge=1, validation_alias="WARROOM_MAX_CRASHES")
     wait_s: float = Field(default=7 * 24 * 3600.0, gt=0, validation_alias="WARROOM_WAIT_S")
     worker_threads: int = Field(default=8, ge=1, validation_alias="WARROOM_WORKER_THREADS")

@@ -113,7 +113,7 @@ from harness.sandbox.workspace import (
     Workspace,
     WorkspaceSource,
 )
-from harness.tools.background import notified_task_id, task_notification
+from harness.tools.background import NOTIFICATION_KIND, notified_task_id, task_notification
 from harness.tools.contract import Tool, ToolContext, ToolOutcome
 from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from harness.vfs import Mount, PathError, Resolved, resolve
@@ -203,6 +203,7 @@ __all__ = [
     "ReadRecord",
     "Requester",
     "TaskRecord",
+    "NOTIFICATION_KIND",
     "notified_task_id",
     "task_notification",
     "Todo",

@@ -38,6 +38,7 @@ from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
 from harness import IncidentRecord
 from memory_store import (
+    BackgroundTasks,
     Cancelled,
     Database,
     EgressLog,
@@ -115,10 +116,12 @@ async def slack_deps(
     files = FileStore(db)
 
     manager = make_sandbox_manager(settings, db, provider)  # the workers' shared ledger
+    tasks = BackgroundTasks(db)
 
     async def stop_running(cancelled: Cancelled) -> None:
-        """Kill the stopped step's command and suspend its sandbox (errors are logged)."""
-        await cancel_running(manager, cancelled)
+        """Kill the stopped step's command and the session's background processes, and
+        destroy its sandbox (errors are logged)."""
+        await cancel_running(manager, cancelled, tasks)
 
     return SlackDeps(
         sessions=SessionStore(db),

@@ -253,7 +253,8 @@ def declare_actors(broker: dramatiq.Broker, holder_ref: list[RuntimeHolder]) -> 
 
 
 class Housekeeping(Middleware):
-    """Runs the recovery sweeper on the worker's event loop; closes the runtime at exit.
+    """Runs the recovery sweeper and the background-task watcher on the worker's event
+    loop; closes the runtime at exit.
 
     Added after ``AsyncIO``, so its ``after_worker_shutdown`` runs first (Dramatiq
     calls ``after_*`` hooks in reverse order): the runtime is closed once the worker
@@ -274,7 +275,9 @@ class Housekeeping(Middleware):
 
         async def run() -> None:
             runtime = await self.holder.get()
-            await runtime.sweep_forever(queue_was_empty=in_memory)
+            await asyncio.gather(
+                runtime.sweep_forever(queue_was_empty=in_memory), runtime.watch_forever()
+            )
 
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 

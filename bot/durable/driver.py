@@ -60,6 +60,7 @@ from harness import (
 )
 from harness import Model as ModelProtocol
 from memory_store import (
+    BackgroundTasks,
     Claim,
     Continue,
     DatabaseUnavailable,
@@ -157,6 +158,7 @@ class StepDriver:
         ledger: the model-call ledger every answered call is written to, priced (§14),
             and the spending caps are checked against; None: calls are not metered.
         record: the incident record behind ``/incident/timeline.md`` (None: not served).
+        tasks: the background tasks' rows (None: background commands are refused).
     """
 
     sessions: SessionStore
@@ -179,6 +181,7 @@ class StepDriver:
     mcp: McpServers | None = None
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
+    tasks: BackgroundTasks | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -435,6 +438,7 @@ class StepDriver:
             mcp=self.mcp,
             spent=spent,
             record=self.record,
+            tasks=self.tasks,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:
@@ -445,7 +449,9 @@ class StepDriver:
         return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))
 
     async def _park(self, cp: Checkpoint) -> None:
-        if self.sandboxes is None or cp.sandbox is None:
+        """Suspend the sandbox of a session that now waits, unless a background process
+        of the session runs in it (it must go on; the ledger refuses the idle sweep too)."""
+        if self.sandboxes is None or cp.sandbox is None or cp.running_tasks():
             return
         try:
             await self.sandboxes.park(cp.sandbox)

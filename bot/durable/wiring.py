@@ -20,6 +20,7 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import Enqueue, StepDriver, ThreadPoster
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
@@ -45,8 +46,10 @@ from harness import (
     in_flight_tool,
 )
 from memory_store import (
+    BackgroundTasks,
     Cancelled,
     Database,
+    DatabaseUnavailable,
     FileStore,
     IncidentLog,
     ModelCallLog,
@@ -278,13 +281,21 @@ async def _kill_when_started(
     return None
 
 
-async def cancel_running(manager: SandboxManager, cancelled: Cancelled) -> str | None:
+async def cancel_running(
+    manager: SandboxManager, cancelled: Cancelled, tasks: BackgroundTasks | None = None
+) -> str | None:
     """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
-    and destroy the sandbox; the step's own commit is fenced off by the cancel.
+    and the session's background processes (``tasks``), then destroy the sandbox; the
+    step's own commit is fenced off by the cancel.
 
     Returns the killed process's name (the ``tool_use`` id), or None when none ran.
     Sandbox failures are logged, not raised: the session is cancelled either way.
     """
+    if tasks is not None:
+        try:
+            await kill_session_tasks(tasks, manager, cancelled.session_id)
+        except DatabaseUnavailable:
+            log.exception("session %s: could not end its background tasks", cancelled.session_id)
     killed = None
     try:
         killed = await kill_in_flight(manager.provider, cancelled)
@@ -326,6 +337,8 @@ class Runtime:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     keeping: SandboxKeeping | None = None
     owned: Collection[str] | None = None
+    tasks: BackgroundTasks | None = None
+    watcher: BackgroundWatcher | None = None
 
     @classmethod
     async def open(
@@ -357,6 +370,7 @@ class Runtime:
         if migrate:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
+        tasks = BackgroundTasks(db)
         provider = await asyncio.to_thread(make_provider, settings)
         manager = make_sandbox_manager(settings, db, CountingProvider(provider))
         egress = await WorkerEgress.open(settings, db, default_metrics())
@@ -399,6 +413,7 @@ class Runtime:
             mcp=mcp,
             ledger=ModelCallLog(db),
             record=IncidentRecord(IncidentLog(db), workspace_url),
+            tasks=tasks,
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded
@@ -419,11 +434,15 @@ class Runtime:
         )
         runtime.owned = owned
         runtime.closers = closers
+        runtime.tasks = tasks
+        runtime.watcher = BackgroundWatcher(
+            tasks, sessions, manager, enqueue, interval_s=settings.background_poll_s
+        )
         return runtime
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
-        await cancel_running(self.manager, cancelled)
+        await cancel_running(self.manager, cancelled, self.tasks)
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
@@ -481,6 +500,12 @@ class Runtime:
             else:
                 stale_after_s = None
             await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def watch_forever(self) -> None:
+        """Watch the background processes of this host's sandboxes until cancelled
+        (``BackgroundWatcher``); returns at once without a watcher."""
+        if self.watcher is not None:
+            await self.watcher.watch_forever()
 
     async def close(self) -> None:
         """Destroy the sandboxes this process used (none is left behind by a stopped

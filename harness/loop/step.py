@@ -26,6 +26,7 @@ from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
+from harness.tools.background import NOTIFICATION_KIND, notified_status, notified_task_id
 from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
 from memory_store import BackgroundTasks, FileStore
 
@@ -157,7 +158,16 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
 
 
 def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
-    return replace(cp, pending_input=cp.pending_input + tuple(inbox)) if inbox else cp
+    """``cp`` holding ``inbox`` for the next model step; a background task a notification
+    reports ended is recorded so."""
+    if not inbox:
+        return cp
+    for item in inbox:
+        task_id = notified_task_id(item.text) if item.kind == NOTIFICATION_KIND else None
+        known = next((t for t in cp.tasks if t.task_id == task_id), None)
+        if known is not None:
+            cp = cp.with_task(replace(known, status=notified_status(item.text)))
+    return replace(cp, pending_input=cp.pending_input + tuple(inbox))
 
 
 def _taking(result: StepResult, inbox: Sequence[Inbound]) -> StepResult:

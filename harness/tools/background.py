@@ -29,6 +29,8 @@ from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_err
 from memory_store import BackgroundTask
 
 TASKS_DIR = "/workspace/.warroom/tasks"
+NOTIFICATION_KIND = "notification"
+"""The ``Inbound.kind`` of a ``<task-notification>`` (``SessionStore.notify``)."""
 TAIL_CHARS = 2000
 """How much of the end of a task's output its notification carries."""
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"

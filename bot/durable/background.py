@@ -1,0 +1,208 @@
+"""The background-task watcher: sees sessions' background processes end and wakes the
+sessions with a ``<task-notification>`` (docs/architecture.md §5, "Long work").
+
+No worker waits on a background process. Each worker's event loop runs ``watch_forever``:
+every ``interval_s`` it takes the running tasks due a look in the sandboxes it can reach
+(``BackgroundTasks.due``, which moves each row's next look on, so workers share the
+polling), asks each sandbox for its processes, and for each one that ended:
+
+1. reads the tail of its output file;
+2. ``SessionStore.notify(kind="notification", source_key="bg:<tool_use_id>")``: a second
+   notification of the same process (a watcher that died after notifying, two watchers
+   racing) is a no-op, so the session hears it once;
+3. enqueues the session's new token, if any (a lost enqueue is the sweeper's);
+4. ends the row.
+
+A task whose sandbox is gone (destroyed, or replaced and no longer knows the process) is
+ended ``lost`` and the session is told so. A task the model or ``stop`` ended first
+(``killed``) is not notified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bot.durable.driver import Enqueue
+from harness import NOTIFICATION_KIND, task_notification
+from memory_store import BackgroundTask, BackgroundTasks, SessionNotFound, SessionStore
+from sandbox_client import (
+    FileNotFound,
+    Health,
+    ProcessRecord,
+    ProcessStatus,
+    SandboxClient,
+    SandboxError,
+    SandboxGone,
+    SandboxHandle,
+    SandboxManager,
+)
+
+log = logging.getLogger(__name__)
+
+TAIL_BYTES = 4096
+"""The end of the output file a notification carries (then cut to ``harness``'s size)."""
+
+
+def source_key(task: BackgroundTask) -> str:
+    """The notification's de-duplication key (one per process)."""
+    return f"bg:{task.tool_use_id}"[:64]
+
+
+class BackgroundWatcher:
+    """Watches the background tasks of the sandboxes ``manager`` can reach.
+
+    Args:
+        tasks: the task rows.
+        sessions: to notify the sessions.
+        manager: whose provider and scope name the sandboxes this process reaches.
+        enqueue: sends a session's new token to a worker.
+        interval_s: how often ``watch_forever`` looks (the notification latency's cap).
+    """
+
+    def __init__(
+        self,
+        tasks: BackgroundTasks,
+        sessions: SessionStore,
+        manager: SandboxManager,
+        enqueue: Enqueue,
+        *,
+        interval_s: float = 0.5,
+    ) -> None:
+        self.tasks = tasks
+        self.sessions = sessions
+        self.manager = manager
+        self.enqueue = enqueue
+        self.interval_s = interval_s
+
+    async def poll_once(self) -> int:
+        """One look at every task due; returns how many ended.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached.
+        """
+        due = await self.tasks.due(scope=self.manager.scope, recheck_s=self.interval_s)
+        by_sandbox: dict[str, list[BackgroundTask]] = {}
+        for task in due:
+            by_sandbox.setdefault(task.sandbox_id, []).append(task)
+        ended = await asyncio.gather(*(self._look(group) for group in by_sandbox.values()))
+        return sum(ended)
+
+    async def watch_forever(self) -> None:
+        """``poll_once`` every ``interval_s`` until cancelled; errors are logged."""
+        while True:
+            try:
+                await self.poll_once()
+            except Exception:
+                log.exception("background task watch failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def _look(self, tasks: Sequence[BackgroundTask]) -> int:
+        """Look at the tasks of one sandbox; returns how many ended."""
+        try:
+            handle = SandboxHandle.from_json(tasks[0].handle)
+        except ValueError:
+            log.error("background task %s: unreadable sandbox handle", tasks[0].task_id)
+            return await self._all_lost(tasks)
+        client = self.manager.provider.connect(handle)
+        try:
+            records = {p.name: p for p in await client.list_processes()}
+        except SandboxGone:
+            return await self._all_lost(tasks)
+        except SandboxError:
+            if await self._gone(handle):
+                return await self._all_lost(tasks)
+            return 0  # not answering now (busy, starting): look again later
+        finally:
+            await client.aclose()
+        ended = 0
+        for task in tasks:
+            record = records.get(task.tool_use_id)
+            if record is None:
+                ended += await self._end(task, "lost")
+            elif record.finished:
+                ended += await self._finished(handle, task, record)
+        return ended
+
+    async def _gone(self, handle: SandboxHandle) -> bool:
+        try:
+            return await self.manager.provider.health(handle) is Health.GONE
+        except SandboxError:
+            return False
+
+    async def _all_lost(self, tasks: Sequence[BackgroundTask]) -> int:
+        return sum([await self._end(task, "lost") for task in tasks])
+
+    async def _finished(
+        self, handle: SandboxHandle, task: BackgroundTask, record: ProcessRecord
+    ) -> int:
+        client = self.manager.provider.connect(handle)
+        try:
+            tail = await _tail(client, task.output_path)
+            with contextlib.suppress(SandboxError):  # what the command left in its group
+                await client.kill(task.tool_use_id)
+        finally:
+            await client.aclose()
+        if record.status is ProcessStatus.KILLED:
+            state = "killed"
+        else:
+            state = "completed" if record.exit_code == 0 else "failed"
+        return await self._end(task, state, record.exit_code, tail)
+
+    async def _end(
+        self, task: BackgroundTask, state: str, exit_code: int | None = None, tail: str = ""
+    ) -> int:
+        """Notify the session (once, by key), then end the row. A task the model or
+        ``stop`` already ended is left alone."""
+        current = await self.tasks.get(task.session_id, task.task_id)
+        if current is None or not current.running:
+            return 0
+        ended = replace(task, state=state, exit_code=exit_code)
+        text = task_notification(ended, tail)
+        try:
+            token = await self.sessions.notify(
+                task.session_id, kind=NOTIFICATION_KIND, text=text, source_key=source_key(task)
+            )
+        except SessionNotFound:
+            token = None
+        if token is not None:
+            await self.enqueue(task.session_id, token)
+        await self.tasks.finish(task.session_id, task.task_id, state=state, exit_code=exit_code)
+        return 1
+
+
+async def _tail(client: SandboxClient, path: str) -> str:
+    """The end of the file at ``path`` ("" when it cannot be read)."""
+    try:
+        data = await client.read_file(path)
+    except (FileNotFound, SandboxError, ValueError):
+        return ""
+    return data[-TAIL_BYTES:].decode("utf-8", "replace")
+
+
+async def kill_session_tasks(
+    tasks: BackgroundTasks, manager: SandboxManager, session_id: str
+) -> tuple[str, ...]:
+    """End every running background task of the session (``stop``): their rows first (no
+    notification follows), then their processes. Returns the task ids ended; sandbox
+    failures are logged (a sandbox that does not answer is destroyed with the session).
+
+    Raises:
+        DatabaseUnavailable: the database could not be reached.
+    """
+    ended = await tasks.kill_all(session_id)
+    for task in ended:
+        try:
+            client = manager.provider.connect(SandboxHandle.from_json(task.handle))
+        except (SandboxError, ValueError):
+            continue
+        try:
+            await client.kill(task.tool_use_id)
+        except SandboxError:
+            log.warning("session %s: could not kill background task %s", session_id, task.task_id)
+        finally:
+            await client.aclose()
+    return tuple(t.task_id for t in ended)
