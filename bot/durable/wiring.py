@@ -404,6 +404,7 @@ class Runtime:
                 max_session_cost_usd=settings.max_session_cost_usd,
                 max_org_day_cost_usd=settings.max_org_day_cost_usd,
                 services=egress.services() if egress is not None else (),
+                min_wakeup_s=settings.min_wakeup_s,
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,

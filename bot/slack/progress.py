@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from bot.slack.poster import SlackPoster, Thread
-from bot.slack.render import Progress, render_status
+from bot.slack.render import Progress, long_work_lines, render_status
 from bot.slack.spend import checkpoint_spend
 from harness import (
     Answered,
@@ -96,7 +96,10 @@ class ThreadReporter:
             await self._close_earlier(session_id, channel_id, checkpoint.turns - 1)
         elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
         spend = checkpoint_spend(checkpoint, self._model) if self._model else None
-        progress = Progress(session_id, step, _todos(checkpoint), elapsed_s, finished, spend)
+        long_work = long_work_lines(checkpoint.tasks, checkpoint.wakeup, now_s=time.time())
+        progress = Progress(
+            session_id, step, _todos(checkpoint), elapsed_s, finished, spend, long_work
+        )
         await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
         if not finished:
             await self._poster.set_thinking(thread)

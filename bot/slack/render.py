@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from harness import Todo, TodoStatus
+from harness import ScheduledWakeup, TaskRecord, Todo, TodoStatus
 
 MAX_MARKDOWN_CHARS = 12_000
 MAX_SECTION_CHARS = 3_000
@@ -73,7 +74,9 @@ class Progress:
 
     ``step`` is the current step in Slack mrkdwn (e.g. "Running `kubectl get pods`"),
     ``elapsed_s`` the seconds since the turn started; ``finished`` drops the Stop button;
-    ``spend`` is the session's tokens and cost so far (``'43,500 tokens · $0.018'``).
+    ``spend`` is the session's tokens and cost so far (``'43,500 tokens · $0.018'``);
+    ``long_work`` the work that goes on between steps, one line each (background
+    commands with their elapsed time, the next scheduled check: ``long_work_lines``).
     """
 
     session_id: str
@@ -82,6 +85,7 @@ class Progress:
     elapsed_s: float = 0.0
     finished: bool = False
     spend: str | None = None
+    long_work: tuple[str, ...] = ()
 
 
 _TODO_MARKS = {TodoStatus.PENDING: "☐", TodoStatus.IN_PROGRESS: "◐", TodoStatus.COMPLETED: "☑"}
@@ -363,6 +367,11 @@ def render_status(progress: Progress) -> SlackMessage:
     head = _status_head(progress, elapsed)
     blocks = [section(head)]
     room = MAX_BLOCKS - 1 - (0 if progress.finished else 1)
+    if progress.long_work:
+        blocks.append(
+            section("\n".join(truncate(x, MAX_TODO_CHARS) for x in progress.long_work[:20]))
+        )
+        room -= 1
     blocks.extend(sections_from_lines([_todo_line(t) for t in progress.todos], max_blocks=room))
     if not progress.finished:
         blocks.append(_stop_button(progress.session_id))
@@ -381,6 +390,32 @@ def _status_head(progress: Progress, elapsed: str) -> str:
     if progress.step:
         head += "\n" + escape_mrkdwn(truncate(progress.step, MAX_STEP_CHARS))
     return head
+
+
+def long_work_lines(
+    tasks: Sequence[TaskRecord], wakeup: ScheduledWakeup | None, *, now_s: float
+) -> tuple[str, ...]:
+    """The status message's lines for work going on between steps: each running
+    background command with its elapsed time, then the next scheduled check (UTC).
+
+    >>> t = TaskRecord("b1", "toolu_1", "bash", "Wait for the rollout", 1000.0)
+    >>> w = ScheduledWakeup(1_764_685_920.0, "error rate", "check it")
+    >>> for line in long_work_lines([t], w, now_s=1072.0):
+    ...     print(line)
+    :gear: Background: Wait for the rollout · running 1m 12s
+    :alarm_clock: Next check at 14:32 UTC · error rate
+    """
+    lines = [
+        f":gear: Background: {escape_mrkdwn(t.description)} · running "
+        f"{format_elapsed(now_s - t.started_at)}"
+        for t in tasks
+        if t.running
+    ]
+    if wakeup is not None:
+        at = datetime.fromtimestamp(wakeup.due_at, UTC).strftime("%H:%M")
+        line = f":alarm_clock: Next check at {at} UTC"
+        lines.append(line + (f" · {escape_mrkdwn(wakeup.reason)}" if wakeup.reason else ""))
+    return tuple(lines)
 
 
 def _todo_line(todo: Todo) -> str:

@@ -92,6 +92,16 @@ class TaskRecord:
 
 
 @dataclass(frozen=True)
+class ScheduledWakeup:
+    """A ``ScheduleWakeup`` the session waits for: at ``due_at`` (seconds since the
+    epoch) the session is resumed with ``prompt``; ``reason`` is shown to the team."""
+
+    due_at: float
+    reason: str
+    prompt: str
+
+
+@dataclass(frozen=True)
 class Requester:
     """Who started the session (shown to the model in the frozen first message)."""
 
@@ -159,6 +169,8 @@ class Checkpoint:
         mcp_servers: the MCP servers whose tools the last model call offered, sorted;
             None before the first model call (``mcp_reminder``).
         tasks: the background processes this session started, oldest first.
+        wakeup: the pending ``ScheduleWakeup`` (one at a time: a new one replaces it),
+            or None.
     """
 
     session_id: str
@@ -186,6 +198,7 @@ class Checkpoint:
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
     mcp_servers: tuple[str, ...] | None = None
     tasks: tuple[TaskRecord, ...] = ()
+    wakeup: ScheduledWakeup | None = None
 
     def running_tasks(self) -> tuple[TaskRecord, ...]:
         """The background processes not yet known to have ended."""
@@ -325,6 +338,9 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
             [t.task_id, t.tool_use_id, t.kind, t.description, t.started_at, t.status]
             for t in cp.tasks
         ],
+        "wakeup": None
+        if cp.wakeup is None
+        else [cp.wakeup.due_at, cp.wakeup.reason, cp.wakeup.prompt],
     }
 
 
@@ -369,7 +385,15 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
             TaskRecord(str(i), str(u), str(k), str(desc), float(at), str(st))
             for i, u, k, desc, at, st in d.get("tasks", ())
         ),
+        wakeup=_wakeup(d.get("wakeup")),
     )
+
+
+def _wakeup(raw: Any) -> ScheduledWakeup | None:
+    if raw is None:
+        return None
+    due_at, reason, prompt = raw
+    return ScheduledWakeup(float(due_at), str(reason), str(prompt))
 
 
 def _names(raw: Any) -> tuple[str, ...] | None:

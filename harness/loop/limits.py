@@ -42,6 +42,8 @@ class Limits:
         services: the systems a sandbox reaches through the egress gateway (from the
             rules' ``base_url``s): the bounds of what a session can query, told to the
             model in the system prompt (``prompt.system_prompt``).
+        min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds (Claude Code: 60;
+            ``WARROOM_MIN_WAKEUP_S``); longer than an hour is lowered to an hour.
     """
 
     max_steps: int = 200
@@ -56,6 +58,7 @@ class Limits:
     max_session_cost_usd: float | None = None
     max_org_day_cost_usd: float | None = None
     services: tuple[Service, ...] = ()
+    min_wakeup_s: float = 60.0
 
     def has_cost_caps(self) -> bool:
         """Whether a spending cap is set (then ``enforce`` needs ``Spent``)."""

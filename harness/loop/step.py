@@ -16,11 +16,12 @@ from enum import StrEnum
 
 from harness.cost.caps import Spent
 from harness.errors import CostLimitReached, LimitReached
-from harness.loop.checkpoint import Checkpoint, Inbound, TaskRecord
+from harness.loop.checkpoint import Checkpoint, Inbound, ScheduledWakeup, TaskRecord
 from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
 from harness.loop.limits import Limits
 from harness.loop.model_step import capped, model_step
 from harness.loop.prompt import reminder
+from harness.loop.wakeups import WAKE_KIND
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
@@ -31,6 +32,11 @@ from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_
 from memory_store import BackgroundTasks, FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
+
+WAKE_SLACK_S = 5.0
+"""A wake input up to this early still counts as the pending wake-up firing (clocks)."""
+MISSED_WAKEUP_S = 60.0
+"""A wake-up this far past its time that did not fire was cancelled by ``stop``."""
 
 
 class Next(StrEnum):
@@ -167,7 +173,19 @@ def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
         known = next((t for t in cp.tasks if t.task_id == task_id), None)
         if known is not None:
             cp = cp.with_task(replace(known, status=notified_status(item.text)))
+    if cp.wakeup is not None and _wakeup_spent(cp, cp.wakeup, inbox):
+        cp = replace(cp, wakeup=None)
     return replace(cp, pending_input=cp.pending_input + tuple(inbox))
+
+
+def _wakeup_spent(cp: Checkpoint, wakeup: ScheduledWakeup, inbox: Sequence[Inbound]) -> bool:
+    """Whether the inbox ends the pending wake-up: it fired (an input of kind ``wake``
+    at or after its time), or the session waited past its time without it firing (the
+    session was stopped meanwhile, and a stopped session's wake-up is cancelled)."""
+    now = time.time()
+    fired = any(i.kind == WAKE_KIND for i in inbox) and wakeup.due_at <= now + WAKE_SLACK_S
+    missed = _turn_ended(cp) and wakeup.due_at < now - MISSED_WAKEUP_S
+    return fired or missed
 
 
 def _taking(result: StepResult, inbox: Sequence[Inbound]) -> StepResult:
@@ -211,6 +229,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         events.append(outcome.todos_event())
     if outcome.task is not None:
         cp = _with_task(cp, outcome.task)
+    if outcome.wakeup is not None:
+        cp = replace(cp, wakeup=outcome.wakeup)
     result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),

@@ -8,7 +8,7 @@ then records ``note`` as an input of kind ``wake`` and runs the session again.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from harness.loop.checkpoint import Checkpoint
 
@@ -25,4 +25,7 @@ def next_wake(cp: Checkpoint) -> tuple[datetime, str] | None:
     True
     """
     candidates: list[tuple[datetime, str]] = []
+    if cp.wakeup is not None:
+        due = datetime.fromtimestamp(cp.wakeup.due_at, UTC)
+        candidates.append((due, cp.wakeup.prompt))
     return min(candidates, default=None)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from harness.loop.checkpoint import Checkpoint, ReadRecord, TaskRecord, Todo
+from harness.loop.checkpoint import Checkpoint, ReadRecord, ScheduledWakeup, TaskRecord, Todo
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
@@ -68,6 +68,7 @@ class ToolContext:
         record: the incident record that generates ``/incident/timeline.md`` (None: the
             file is not served).
         tasks: the background tasks' rows (None: background commands are refused).
+        min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
     """
 
     store: FileStore
@@ -84,6 +85,7 @@ class ToolContext:
     loaded_tools: frozenset[str] = frozenset()
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
+    min_wakeup_s: float = 60.0
 
     @classmethod
     def for_session(
@@ -116,6 +118,7 @@ class ToolContext:
             loaded_tools=loaded_tools(cp),
             record=record,
             tasks=tasks,
+            min_wakeup_s=limits.min_wakeup_s,
         )
 
     def namespace(self, mount: Mount) -> Namespace:
@@ -150,6 +153,7 @@ class ToolOutcome:
         tool_references: deferred tools the result loads (ToolSearch).
         task: a background task the call started or stopped (recorded in the
             checkpoint), or None.
+        wakeup: a wake-up the call scheduled (replaces the checkpoint's), or None.
     """
 
     content: str
@@ -158,6 +162,7 @@ class ToolOutcome:
     todos: tuple[Todo, ...] | None = None
     tool_references: tuple[str, ...] = ()
     task: TaskRecord | None = None
+    wakeup: ScheduledWakeup | None = None
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

@@ -31,6 +31,7 @@ from harness.tools.skill import SKILL
 from harness.tools.todo import TODO_WRITE
 from harness.tools.tool_search import NAME as TOOL_SEARCH
 from harness.tools.tool_search import run_tool_search
+from harness.tools.wakeup import SCHEDULE_WAKEUP
 from harness.vfs import PathError
 
 __all__ = [
@@ -44,7 +45,8 @@ __all__ = [
 ]
 
 TOOLS: Mapping[str, Tool] = {
-    tool.name: tool for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL, TASK_STOP)
+    tool.name: tool
+    for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL, TASK_STOP, SCHEDULE_WAKEUP)
 }
 ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
 """Tools run when called but not offered (Claude Code's older names)."""

@@ -1,13 +1,15 @@
 """Long work with real worker processes (issue #17): background commands, their
-notifications, ``stop``, and timed wake-ups, over two ``dramatiq`` workers sharing one
-PostgreSQL database, one Redis database, real bubblewrap sandboxes and the fake model
-and Slack APIs.
+notifications, ``stop``, and timed wake-ups (``ScheduleWakeup``, its minimum delay
+lowered to 1 s so that a wake-up seconds away can be watched), over two ``dramatiq``
+workers sharing one PostgreSQL database, one Redis database, real bubblewrap sandboxes
+and the fake model and Slack APIs.
 
 The workers suspend an idle sandbox after 0.3 s and watch background processes every
 0.2 s, so a sandbox frozen under a running background process, or a doubled or lost
 notification, shows within a test. The background commands sleep 3-4 s rather than the
-issue's 20 s: what is checked (the turn ends first, the notification arrives once, a
-killed worker loses nothing) does not depend on the length. Every wait polls a
+issue's 20 s, and the restarted wake-up fires 6 s later rather than 3 s (time to check
+the status line first): what is checked (the turn ends first, the notification arrives
+once, a killed worker loses nothing) does not depend on the length. Every wait polls a
 condition with a deadline.
 """
 
@@ -22,6 +24,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,6 +45,7 @@ from memory_store import (
 from sandbox_client import Health, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import (
+    CHANNEL,
     Fakes,
     Probe,
     Sender,
@@ -91,6 +95,7 @@ def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes)
         "WARROOM_STALE_AFTER_S": "2",
         "WARROOM_BACKGROUND_POLL_S": "0.2",
         "WARROOM_SANDBOX_IDLE_SUSPEND_S": "0.3",
+        "WARROOM_MIN_WAKEUP_S": "1",
         "dramatiq_worker_timeout": "100",
         "PYTHONUNBUFFERED": "1",
     }
@@ -288,3 +293,77 @@ async def test_stop_kills_the_background_processes_and_nothing_is_notified(
         await provider.aclose()
     assert await notifications(probe, session_id) == []
     assert (await probe.session(session_id)).status is SessionStatus.CANCELLED
+
+
+def wakeup(delay_s: float, prompt: str, reason: str = "error rate") -> Reply:
+    return Reply.tool(
+        "ScheduleWakeup", {"delaySeconds": delay_s, "reason": reason, "prompt": prompt}
+    )
+
+
+def due_at(checkpoint: str) -> datetime:
+    """When the session's pending wake-up fires (it must have one)."""
+    wakeup = Checkpoint.from_json(checkpoint).wakeup
+    assert wakeup is not None, "no wake-up is pending"
+    return datetime.fromtimestamp(wakeup.due_at, UTC)
+
+
+async def wakes(probe: Probe, session_id: str) -> list[InboxItem]:
+    return [i for i in await probe.sessions.inbox(session_id) if i.kind == "wake"]
+
+
+async def test_a_wake_up_survives_a_worker_restart_and_fires_once(
+    rig: Rig, cluster: Cluster
+) -> None:
+    probe = rig.probe
+    session_id = f"wake-{uuid.uuid4().hex[:6]}"
+    prompt = "Check the checkout-api error rate again and report."
+    plan = [wakeup(6, prompt), Reply.text("I will check again in 6 s."), Reply.text("Still 0.")]
+    await probe.start(session_id, plan)
+    first = await probe.wait_answered(session_id)
+    armed = due_at(first.checkpoint)
+    # The thread's status shows when the next check is
+    line = f"Next check at {armed:%H:%M} UTC · error rate"
+
+    async def shown() -> bool:
+        thread = probe.fakes.slack.thread(CHANNEL, first.key.thread_ts)
+        return line in json.dumps([m.get("blocks") for m in thread], ensure_ascii=False)
+
+    await poll(shown, timeout_s=4, what="the status message to show the next check")
+    # When every worker is restarted (SIGKILL) while the session waits
+    before = cluster.pool.crashes()
+    for worker in cluster.pool.workers:
+        worker.signal_children(signal.SIGKILL)
+
+    async def died() -> bool:
+        return cluster.pool.crashes() - before >= WORKERS
+
+    await poll(died, timeout_s=15, what="the workers to die")
+    assert await wakes(probe, session_id) == [], "it fired before the restart"
+    # Then the new workers resume the session at its time, once, with the prompt
+    second = await probe.wait_answered(session_id, posts=2, timeout_s=60)
+    fired = await wakes(probe, session_id)
+    assert [w.text for w in fired] == [prompt]
+    assert fired[0].created_at >= armed
+    last = probe.fakes.script.requests_for(session_id)[-1]
+    assert user_texts(last.messages)[-1] == prompt
+    assert Checkpoint.from_json(second.checkpoint).wakeup is None, "a fired wake-up is spent"
+
+
+async def test_stop_cancels_a_pending_wake_up(rig: Rig) -> None:
+    probe = rig.probe
+    session_id = f"wake-stop-{uuid.uuid4().hex[:6]}"
+    await probe.start(session_id, [wakeup(2, "look again"), Reply.text("Later.")])
+    session = await probe.wait_answered(session_id)
+    armed = due_at(session.checkpoint)
+    cancelled = await probe.sessions.cancel(session_id, actor="U0FAKEBOB")
+    assert cancelled is not None
+
+    # Well past the wake-up's time (the sweep runs every 0.2 s), nothing woke it
+    async def past_due() -> bool:
+        assert (await probe.session(session_id)).status is SessionStatus.CANCELLED
+        assert await wakes(probe, session_id) == []
+        return datetime.now(UTC) > armed + timedelta(seconds=2)
+
+    await poll(past_due, timeout_s=15, what="the wake-up's time to pass")
+    assert len(probe.fakes.script.requests_for(session_id)) == 2

@@ -12,7 +12,7 @@ import pytest
 
 from harness import TOOLS, Todo, TodoStatus, WorkspaceUnavailable, summarize_call, tool_specs
 from harness.loop.events import TodosChanged
-from harness.tools import background, diff, listing, ripgrep, toolbox
+from harness.tools import background, diff, listing, ripgrep, toolbox, wakeup
 from harness.tools import bash as bash_tool
 from harness.tools import contract as tool
 from harness.tools import search as search_tools
@@ -42,6 +42,7 @@ CLAUDE_CODE_PARAMETERS = {
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
     "TaskStop": ["task_id", "shell_id"],
+    "ScheduleWakeup": ["delaySeconds", "reason", "prompt"],
 }
 
 
@@ -192,7 +193,7 @@ def test_summaries_are_short_lines_for_the_status_message() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    [background, bash_tool, diff, listing, ripgrep, search_tools, tool, toolbox],
+    [background, bash_tool, diff, listing, ripgrep, search_tools, tool, toolbox, wakeup],
     ids=str,
 )
 def test_module_doctests_pass(module: ModuleType) -> None:

@@ -1,0 +1,111 @@
+"""The harness's side of long work (issue #17): ScheduleWakeup records a wake-up that
+``next_wake`` reports and a fired wake input spends; a background task's notification
+marks the task ended in the checkpoint."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harness import Inbound, Limits, TaskRecord, next_wake
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
+from tests.harness.step_support import Kit, open_kit
+
+
+@pytest.fixture
+async def kit(tmp_path: Path) -> AsyncIterator[Kit]:
+    async with open_kit(tmp_path) as shared:
+        yield shared
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropicAPI]:
+    async with FakeAnthropicAPI() as server:
+        yield server
+
+
+def wakeup(delay_s: float, prompt: str = "check the error rate") -> Reply:
+    return Reply.tool(
+        "ScheduleWakeup", {"delaySeconds": delay_s, "reason": "error rate", "prompt": prompt}
+    )
+
+
+async def test_schedule_wakeup_parks_with_its_time_and_a_fired_wake_spends_it(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    fake.push(wakeup(300), Reply.text("Will check at the time."), Reply.text("All quiet."))
+    run = kit.session(fake.base_url)
+    before = time.time()
+    await run.run((Inbound("U-ALICE", "watch checkout", "Alice"),))
+
+    result = fake.requests[1].messages[-1]["content"][0]
+    wake = next_wake(run.cp)
+    assert wake is not None
+    at, note = wake
+    assert note == "check the error rate"
+    assert before + 300 <= at.timestamp() <= time.time() + 300
+    assert result["content"] == (f"Next wakeup scheduled for {at:%H:%M:%S} UTC (in 300 seconds).")
+    # When the sweeper fires it (an input of kind wake, at its time)
+    run.cp = replace(run.cp, wakeup=replace(run.cp.wakeup, due_at=time.time() - 1))  # type: ignore[type-var]
+    await run.run((Inbound("", note, kind="wake"),))
+    # Then the model reads the prompt and nothing is armed again
+    assert fake.requests[2].messages[-1]["content"][-1]["text"] == note
+    assert run.cp.wakeup is None
+    assert next_wake(run.cp) is None
+
+
+async def test_a_delay_out_of_range_is_moved_into_it(fake: FakeAnthropicAPI, kit: Kit) -> None:
+    fake.push(wakeup(5), Reply.text("ok"), wakeup(7200), Reply.text("ok"))
+    run = kit.session(fake.base_url, limits=Limits(min_wakeup_s=60))
+    await run.run((Inbound("U-ALICE", "watch", "Alice"),))
+    short = run.cp.wakeup
+    await run.run((Inbound("U-ALICE", "later", "Alice"),))
+    long = run.cp.wakeup
+
+    assert short is not None
+    assert long is not None
+    assert 55 <= short.due_at - time.time() <= 60
+    assert 3590 <= long.due_at - time.time() <= 3600
+    said = fake.requests[1].messages[-1]["content"][0]["content"]
+    assert said.endswith("The delay was moved into the allowed range of 60-3600 seconds.")
+
+
+async def test_a_wake_up_missed_while_stopped_is_dropped_when_a_reply_comes(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    fake.push(wakeup(300), Reply.text("Will check."), Reply.text("Here."))
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "watch", "Alice"),))
+    assert run.cp.wakeup is not None
+    # Given its time passed long ago without it firing (the session was stopped)
+    run.cp = replace(run.cp, wakeup=replace(run.cp.wakeup, due_at=time.time() - 3600))
+    # When a teammate replies
+    await run.run((Inbound("U-BOB", "anything new?", "Bob"),))
+    # Then the wake-up is not armed again
+    assert run.cp.wakeup is None
+
+
+async def test_a_notification_marks_its_task_ended_in_the_checkpoint(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    fake.push(Reply.text("Started."), Reply.text("It finished."))
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "go", "Alice"),))
+    run.cp = run.cp.with_task(TaskRecord("b1", "toolu_1", "bash", "sleep", time.time()))
+    text = (
+        "<task-notification>\n<task-id>b1</task-id>\n<tool-use-id>toolu_1</tool-use-id>\n"
+        "<output-file>/workspace/.warroom/tasks/b1.output</output-file>\n<status>failed</status>\n"
+        '<summary>Background command "sleep" failed with exit code 2</summary>\n'
+        "</task-notification>"
+    )
+    await run.run((Inbound("", text, kind="notification"),))
+
+    assert [t.status for t in run.cp.tasks] == ["failed"]
+    assert run.cp.running_tasks() == ()
+    assert fake.requests[1].messages[-1]["content"][-1]["text"] == text
+    assert datetime.now(UTC).timestamp() >= run.cp.tasks[0].started_at
