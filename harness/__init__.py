@@ -114,7 +114,13 @@ from harness.sandbox.workspace import (
     Workspace,
     WorkspaceSource,
 )
-from harness.tools.background import NOTIFICATION_KIND, notified_task_id, task_notification
+from harness.tools.background import (
+    NOTIFICATION_KIND,
+    event_lines,
+    monitor_event,
+    notified_task_id,
+    task_notification,
+)
 from harness.tools.contract import Tool, ToolContext, ToolOutcome
 from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from harness.vfs import Mount, PathError, Resolved, resolve
@@ -207,6 +213,8 @@ __all__ = [
     "TaskRecord",
     "NOTIFICATION_KIND",
     "notified_task_id",
+    "event_lines",
+    "monitor_event",
     "task_notification",
     "Todo",
     "TodoStatus",

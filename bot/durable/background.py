@@ -16,6 +16,12 @@ polling), asks each sandbox for its processes, and for each one that ended:
 A task whose sandbox is gone (destroyed, or replaced and no longer knows the process) is
 ended ``lost`` and the session is told so. A task the model or ``stop`` ended first
 (``killed``) is not notified.
+
+A monitor (``Monitor``) is looked at the same way, and between its start and its end its
+new complete output lines are delivered as monitor events, at most one every
+``monitor_batch_s``: each delivery wakes the session for one model step, and nothing is
+held in between. At its deadline its process is killed and the session told it timed
+out.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from bot.durable.driver import Enqueue
-from harness import NOTIFICATION_KIND, task_notification
+from harness import NOTIFICATION_KIND, event_lines, monitor_event, task_notification
 from memory_store import BackgroundTask, BackgroundTasks, SessionNotFound, SessionStore
 from sandbox_client import (
     FileNotFound,
@@ -61,6 +68,8 @@ class BackgroundWatcher:
         manager: whose provider and scope name the sandboxes this process reaches.
         enqueue: sends a session's new token to a worker.
         interval_s: how often ``watch_forever`` looks (the notification latency's cap).
+        monitor_batch_s: a monitor's new lines are delivered at most this often (the
+            lines of that time go in one notification).
     """
 
     def __init__(
@@ -71,7 +80,9 @@ class BackgroundWatcher:
         enqueue: Enqueue,
         *,
         interval_s: float = 0.5,
+        monitor_batch_s: float = 3.0,
     ) -> None:
+        self.monitor_batch_s = monitor_batch_s
         self.tasks = tasks
         self.sessions = sessions
         self.manager = manager
@@ -123,6 +134,8 @@ class BackgroundWatcher:
             record = records.get(task.tool_use_id)
             if record is None:
                 ended += await self._end(task, "lost")
+            elif task.kind == "monitor":
+                ended += await self._monitor(handle, task, record)
             elif record.finished:
                 ended += await self._finished(handle, task, record)
         return ended
@@ -152,6 +165,57 @@ class BackgroundWatcher:
             state = "completed" if record.exit_code == 0 else "failed"
         return await self._end(task, state, record.exit_code, tail)
 
+    async def _monitor(
+        self, handle: SandboxHandle, task: BackgroundTask, record: ProcessRecord
+    ) -> int:
+        """Deliver a monitor's new complete lines when its batch time came (all of them
+        when it ended or expired), then end it if it ended or its deadline passed."""
+        now = datetime.now(UTC)
+        expired = task.deadline_at is not None and now >= task.deadline_at
+        last = task.delivered_at or task.started_at or now
+        due = (now - last).total_seconds() >= self.monitor_batch_s
+        if not (record.finished or expired or due):
+            return 0
+        client = self.manager.provider.connect(handle)
+        try:
+            data = await _read(client, task.output_path)
+            if expired and not record.finished:
+                with contextlib.suppress(SandboxError):
+                    await client.kill(task.tool_use_id)
+        finally:
+            await client.aclose()
+        new = data[task.delivered_bytes :]
+        if not (record.finished or expired):
+            new = new[: new.rfind(b"\n") + 1]  # complete lines only, while it runs
+        if new.strip():
+            await self._deliver(task, new)
+        if record.finished:
+            state = "completed" if record.exit_code == 0 else "failed"
+            if record.status is ProcessStatus.KILLED:
+                state = "killed"
+            return await self._end(task, state, record.exit_code)
+        return await self._end(task, "expired") if expired else 0
+
+    async def _deliver(self, task: BackgroundTask, new: bytes) -> None:
+        """One monitor event: notify (keyed by where the batch starts, so a redo or a
+        racing watcher delivers nothing twice), then move the delivered mark on."""
+        text = monitor_event(task, event_lines(new, task.output_path))
+        key = f"mon:{task.delivered_bytes}:{task.tool_use_id}"[:64]
+        try:
+            token = await self.sessions.notify(
+                task.session_id, kind=NOTIFICATION_KIND, text=text, source_key=key
+            )
+        except SessionNotFound:
+            token = None
+        if token is not None:
+            await self.enqueue(task.session_id, token)
+        await self.tasks.delivered(
+            task.session_id,
+            task.task_id,
+            from_bytes=task.delivered_bytes,
+            upto_bytes=task.delivered_bytes + len(new),
+        )
+
     async def _end(
         self, task: BackgroundTask, state: str, exit_code: int | None = None, tail: str = ""
     ) -> int:
@@ -174,13 +238,17 @@ class BackgroundWatcher:
         return 1
 
 
+async def _read(client: SandboxClient, path: str) -> bytes:
+    """The file at ``path`` (empty when it cannot be read)."""
+    try:
+        return await client.read_file(path)
+    except (FileNotFound, SandboxError, ValueError):
+        return b""
+
+
 async def _tail(client: SandboxClient, path: str) -> str:
     """The end of the file at ``path`` ("" when it cannot be read)."""
-    try:
-        data = await client.read_file(path)
-    except (FileNotFound, SandboxError, ValueError):
-        return ""
-    return data[-TAIL_BYTES:].decode("utf-8", "replace")
+    return (await _read(client, path))[-TAIL_BYTES:].decode("utf-8", "replace")
 
 
 async def kill_session_tasks(

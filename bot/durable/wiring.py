@@ -437,7 +437,12 @@ class Runtime:
         runtime.closers = closers
         runtime.tasks = tasks
         runtime.watcher = BackgroundWatcher(
-            tasks, sessions, manager, enqueue, interval_s=settings.background_poll_s
+            tasks,
+            sessions,
+            manager,
+            enqueue,
+            interval_s=settings.background_poll_s,
+            monitor_batch_s=settings.monitor_batch_s,
         )
         return runtime
 

@@ -392,6 +392,9 @@ def _status_head(progress: Progress, elapsed: str) -> str:
     return head
 
 
+_KIND_LABELS = {"bash": ":gear: Background", "monitor": ":eyes: Monitor"}
+
+
 def long_work_lines(
     tasks: Sequence[TaskRecord], wakeup: ScheduledWakeup | None, *, now_s: float
 ) -> tuple[str, ...]:
@@ -406,8 +409,8 @@ def long_work_lines(
     :alarm_clock: Next check at 14:32 UTC · error rate
     """
     lines = [
-        f":gear: Background: {escape_mrkdwn(t.description)} · running "
-        f"{format_elapsed(now_s - t.started_at)}"
+        f"{_KIND_LABELS.get(t.kind, ':gear: Background')}: {escape_mrkdwn(t.description)} · "
+        f"running {format_elapsed(now_s - t.started_at)}"
         for t in tasks
         if t.running
     ]

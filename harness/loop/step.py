@@ -171,8 +171,9 @@ def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
     for item in inbox:
         task_id = notified_task_id(item.text) if item.kind == NOTIFICATION_KIND else None
         known = next((t for t in cp.tasks if t.task_id == task_id), None)
-        if known is not None:
-            cp = cp.with_task(replace(known, status=notified_status(item.text)))
+        status = notified_status(item.text)
+        if known is not None and status is not None:  # None: a monitor's event
+            cp = cp.with_task(replace(known, status=status))
     if cp.wakeup is not None and _wakeup_spent(cp, cp.wakeup, inbox):
         cp = replace(cp, wakeup=None)
     return replace(cp, pending_input=cp.pending_input + tuple(inbox))

@@ -16,13 +16,17 @@ registers the row.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import html
 import json
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.guard.check import Deny, check_bash
 from harness.loop.checkpoint import TaskRecord
 from harness.sandbox.workspace import BackgroundWorkspace
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
@@ -77,9 +81,16 @@ def started_text(task_id: str, path: str) -> str:
 
 
 async def start_in_background(
-    ctx: ToolContext, command: str, description: str | None, *, kind: str = "bash"
+    ctx: ToolContext,
+    command: str,
+    description: str | None,
+    *,
+    kind: str = "bash",
+    deadline_at: datetime | None = None,
+    started: Callable[[str, str], str] = started_text,
 ) -> ToolOutcome:
-    """Start ``command`` (already past the guard) as a background task of the session.
+    """Start ``command`` (already past the guard) as a background task of the session;
+    ``started(task_id, output_path)`` is the tool result.
 
     Raises:
         WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
@@ -103,10 +114,11 @@ async def start_in_background(
             handle=handle,
             description=label,
             output_path=path,
+            deadline_at=deadline_at,
         )
     )
     record = TaskRecord(task_id, ctx.tool_use_id, kind, label, time.time())
-    return ToolOutcome(started_text(task_id, path), task=record)
+    return ToolOutcome(started(task_id, path), task=record)
 
 
 def task_notification(task: BackgroundTask, tail: str = "") -> str:
@@ -126,19 +138,22 @@ def task_notification(task: BackgroundTask, tail: str = "") -> str:
     Read the output file to retrieve the result: /w/b1.output
     """
     label = html.escape(task.description, quote=False)
+    noun = "Monitor" if task.kind == "monitor" else "Background command"
+    if task.kind == "monitor" and task.state == "expired":
+        return monitor_event(task, MONITOR_TIMED_OUT)
     if task.state == "completed":
-        status, summary = "completed", f'Background command "{label}" completed (exit code 0)'
+        status, summary = "completed", f'{noun} "{label}" completed (exit code 0)'
     elif task.state == "lost":
         status = "failed"
         summary = (
-            f'Background command "{label}" was lost: its sandbox stopped before the command '
-            "ended (the files it wrote may be gone too)"
+            f'{noun} "{label}" was lost: its sandbox stopped before the command ended '
+            "(the files it wrote may be gone too)"
         )
     elif task.state == "killed":
-        status, summary = "killed", f'Background command "{label}" was stopped'
+        status, summary = "killed", f'{noun} "{label}" was stopped'
     else:
         code = "unknown" if task.exit_code is None else str(task.exit_code)
-        status, summary = "failed", f'Background command "{label}" failed with exit code {code}'
+        status, summary = "failed", f'{noun} "{label}" failed with exit code {code}'
     lines = [
         "<task-notification>",
         f"<task-id>{task.task_id}</task-id>",
@@ -169,13 +184,142 @@ def notified_task_id(text: str) -> str | None:
     return text[start + len("<task-id>") : end]
 
 
-def notified_status(text: str) -> str:
-    """The state a ``task_notification`` reports (``completed``, ``failed``, …)."""
+def notified_status(text: str) -> str | None:
+    """The state a ``task_notification`` reports (``completed``, ``failed``, …;
+    ``expired`` for a monitor that timed out), or None for a monitor's event (the task
+    goes on)."""
+    if MONITOR_TIMED_OUT in text:
+        return "expired"
     start = text.find("<status>")
     end = text.find("</status>", start)
     if start < 0 or end < 0:
-        return "failed"
+        return None
     return text[start + len("<status>") : end]
+
+
+# ----- Monitor -------------------------------------------------------------------------
+
+MONITOR_TIMED_OUT = "[Monitor timed out — re-arm if needed.]"
+MONITOR_DEFAULT_TIMEOUT_MS = 600_000
+MONITOR_MAX_TIMEOUT_MS = 3_600_000
+MAX_EVENT_LINES = 100
+MAX_EVENT_CHARS = 8_000
+
+
+def monitor_event(task: BackgroundTask, lines: str) -> str:
+    """One delivery of a monitor's new output lines (Claude Code's monitor event).
+
+    >>> t = BackgroundTask("s", "b1", "toolu_1", "monitor", "x", "{}", "errors", "/w/b1.output")
+    >>> print(monitor_event(t, "ERROR 1\\nERROR 2"))
+    <task-notification>
+    <task-id>b1</task-id>
+    <summary>Monitor event: "errors"</summary>
+    <event>ERROR 1
+    ERROR 2</event>
+    </task-notification>
+    """
+    label = html.escape(task.description, quote=False)
+    return "\n".join(
+        (
+            "<task-notification>",
+            f"<task-id>{task.task_id}</task-id>",
+            f'<summary>Monitor event: "{label}"</summary>',
+            f"<event>{lines}</event>",
+            "</task-notification>",
+        )
+    )
+
+
+def event_lines(data: bytes, path: str) -> str:
+    """The complete lines of a batch of monitor output, bounded (the rest is counted and
+    left in the output file).
+
+    >>> event_lines(b"a\\nb\\n", "/w/x.output")
+    'a\\nb'
+    """
+    lines = data.decode("utf-8", "replace").splitlines()
+    kept, size = [], 0
+    for line in lines[:MAX_EVENT_LINES]:
+        if size + len(line) > MAX_EVENT_CHARS:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    if len(kept) < len(lines):
+        kept.append(f"[… {len(lines) - len(kept)} more lines in {path}]")
+    return "\n".join(kept)
+
+
+class MonitorInput(BaseModel):
+    """Monitor's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str = Field(min_length=1)
+    description: str | None = None
+    timeout_ms: int | None = Field(default=None, ge=1)
+    persistent: bool | None = None
+
+    def timeout_ms_or_default(self) -> int:
+        """The monitor's lifetime in milliseconds (default 10 minutes, at most an hour)."""
+        return min(self.timeout_ms or MONITOR_DEFAULT_TIMEOUT_MS, MONITOR_MAX_TIMEOUT_MS)
+
+
+async def monitor(p: MonitorInput, ctx: ToolContext) -> ToolOutcome:
+    """Guard, then start the command as a monitor: its new output lines reach the session
+    as notifications, batched, until it ends, its timeout passes or TaskStop ends it."""
+    decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
+    if isinstance(decision, Deny):
+        return tool_error(decision.reason)
+    timeout_ms = p.timeout_ms_or_default()
+    deadline = None if p.persistent else datetime.now(UTC) + timedelta(milliseconds=timeout_ms)
+
+    def started(task_id: str, path: str) -> str:
+        if p.persistent:
+            head = f"Monitor started (task {task_id}, persistent — runs until TaskStop)."
+        else:
+            head = f"Monitor started (task {task_id}, timeout {timeout_ms}ms)."
+        return f"{head} You will be notified on each event. Its output is written to: {path}"
+
+    return await start_in_background(
+        ctx, p.command, p.description, kind="monitor", deadline_at=deadline, started=started
+    )
+
+
+MONITOR = ModelTool(
+    name="Monitor",
+    description=(
+        "Watch a command's output without waiting for it: the command (a log tail, a "
+        "polling loop printing one line per check) runs in the background in this "
+        "session's sandbox, and its new output lines are delivered to you as notifications, "
+        "a few seconds' worth at a time, until it exits, its timeout passes, or TaskStop "
+        "ends it. Between notifications you may keep working or end your turn. timeout_ms "
+        "defaults to 600000 (10 minutes, at most an hour); persistent: true runs until "
+        "TaskStop. Print only lines worth reading (filter with grep --line-buffered)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command whose output to watch."},
+            "description": {
+                "type": "string",
+                "description": "What is watched, in a few words (shown to the team).",
+            },
+            "timeout_ms": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How long to watch, in milliseconds (default 600000).",
+            },
+            "persistent": {
+                "type": "boolean",
+                "description": "Watch until TaskStop instead of until the timeout.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    params=MonitorInput,
+    runner=monitor,
+    recoverer=monitor,  # get-or-start by name: redoing it starts nothing new
+)
 
 
 class TaskStopInput(BaseModel):
@@ -223,7 +367,7 @@ def _stopped(task: BackgroundTask) -> ToolOutcome:
     message = {
         "message": f"Successfully stopped task: {task.task_id} ({task.description})",
         "task_id": task.task_id,
-        "task_type": "local_bash",
+        "task_type": "monitor" if task.kind == "monitor" else "local_bash",
     }
     record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")
     return ToolOutcome(json.dumps(message), task=record)

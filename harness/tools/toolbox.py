@@ -19,7 +19,7 @@ from typing import Any, Literal, overload
 from harness.errors import WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused
 from harness.mcp.names import is_mcp
 from harness.model.adapter import ToolSpec
-from harness.tools.background import KILL_SHELL, TASK_STOP
+from harness.tools.background import KILL_SHELL, MONITOR, TASK_STOP
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
 from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
@@ -46,7 +46,19 @@ __all__ = [
 
 TOOLS: Mapping[str, Tool] = {
     tool.name: tool
-    for tool in (BASH, GLOB, GREP, READ, EDIT, WRITE, TODO_WRITE, SKILL, TASK_STOP, SCHEDULE_WAKEUP)
+    for tool in (
+        BASH,
+        GLOB,
+        GREP,
+        READ,
+        EDIT,
+        WRITE,
+        TODO_WRITE,
+        SKILL,
+        MONITOR,
+        TASK_STOP,
+        SCHEDULE_WAKEUP,
+    )
 }
 ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
 """Tools run when called but not offered (Claude Code's older names)."""

@@ -24,7 +24,7 @@ from memory_store.upsert import insert
 
 _T = background_tasks.c
 RUNNING = "running"
-ENDED_STATES = ("completed", "failed", "killed", "lost")
+ENDED_STATES = ("completed", "failed", "killed", "lost", "expired")
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,13 @@ class BackgroundTask:
         sandbox_id, handle: the sandbox it runs in (``SandboxHandle`` JSON).
         description: what the model said it does (shown to the team and the model).
         output_path: the sandbox file its output goes to.
-        state: ``running``, or how it ended (``ENDED_STATES``).
+        state: ``running``, or how it ended (``ENDED_STATES``; ``expired``: a monitor
+            whose deadline passed).
         exit_code: its exit status once ended normally, else None.
         started_at, ended_at: aware UTC times.
+        deadline_at: a monitor's deadline (None: none, or not a monitor).
+        delivered_bytes, delivered_at: how much of a monitor's output was delivered to
+            the session, and when last.
     """
 
     session_id: str
@@ -56,6 +60,9 @@ class BackgroundTask:
     exit_code: int | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    deadline_at: datetime | None = None
+    delivered_bytes: int = 0
+    delivered_at: datetime | None = None
 
     @property
     def running(self) -> bool:
@@ -93,6 +100,9 @@ class BackgroundTasks:
                 started_at=now,
                 ended_at=None,
                 check_at=now,
+                deadline_at=task.deadline_at,
+                delivered_bytes=0,
+                delivered_at=None,
             )
             .on_conflict_do_nothing(index_elements=["session_id", "task_id"])
             .returning(_T.task_id)
@@ -174,6 +184,33 @@ class BackgroundTasks:
         )
         return ended[0] if ended else None
 
+    async def delivered(
+        self, session_id: str, task_id: str, *, from_bytes: int, upto_bytes: int
+    ) -> bool:
+        """Record that a running monitor's output from ``from_bytes`` up to
+        ``upto_bytes`` was delivered; False (nothing changed) when it is not running or its
+        delivered mark is no longer ``from_bytes`` (another watcher delivered it).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        now = self._clock()
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    background_tasks.update()
+                    .where(
+                        _T.session_id == session_id,
+                        _T.task_id == task_id,
+                        _T.state == RUNNING,
+                        _T.delivered_bytes == from_bytes,
+                    )
+                    .values(delivered_bytes=upto_bytes, delivered_at=now)
+                    .returning(_T.task_id)
+                )
+            ).one_or_none()
+        return row is not None
+
     async def kill_all(self, session_id: str) -> tuple[BackgroundTask, ...]:
         """End every running task of the session as ``killed`` (``stop``); returns them,
         for the caller to kill their processes. Raises DatabaseUnavailable."""
@@ -221,4 +258,7 @@ def _task(row: RowMapping) -> BackgroundTask:
         exit_code=row["exit_code"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
+        deadline_at=row["deadline_at"],
+        delivered_bytes=int(row["delivered_bytes"]),
+        delivered_at=row["delivered_at"],
     )

@@ -5,13 +5,15 @@ A row is written when a session starts a command in the background (Bash with
 until a watcher sees the process end (``completed``, ``failed``), the model or ``stop``
 ends it (``killed``), or its sandbox is gone (``lost``). ``check_at`` is when a watcher
 looks at it next: claiming a row moves it on, so several workers share the polling
-without looking at one process twice. While a row of a sandbox is ``running`` no
-worker suspends or destroys that sandbox (``SandboxLedgerStore``).
+without looking at one process twice. A monitor (``kind`` ``monitor``) also has a
+``deadline_at`` (None: it runs until stopped) and ``delivered_bytes``, how much of its
+output file was already delivered (``delivered_at``: when). While a row of a sandbox is
+``running`` no worker suspends or destroys that sandbox (``SandboxLedgerStore``).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import BigInteger, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
 
 from memory_store.files.tables import metadata
 from memory_store.sessions.tables import UtcDateTime
@@ -32,6 +34,9 @@ background_tasks = Table(
     Column("started_at", UtcDateTime, nullable=False),
     Column("ended_at", UtcDateTime, nullable=True),
     Column("check_at", UtcDateTime, nullable=False),
+    Column("deadline_at", UtcDateTime, nullable=True),
+    Column("delivered_bytes", BigInteger, nullable=False, server_default="0"),
+    Column("delivered_at", UtcDateTime, nullable=True),
     PrimaryKeyConstraint("session_id", "task_id", name="pk_background_tasks"),
     Index("ix_background_tasks_state_check_at", "state", "check_at"),
     Index("ix_background_tasks_sandbox_id", "sandbox_id"),

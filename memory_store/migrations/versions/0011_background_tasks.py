@@ -34,6 +34,9 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("check_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("deadline_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("delivered_bytes", sa.BigInteger(), nullable=False, server_default="0"),
+        sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("session_id", "task_id", name="pk_background_tasks"),
     )
     op.create_index(

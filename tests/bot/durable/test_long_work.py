@@ -96,6 +96,7 @@ def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes)
         "WARROOM_BACKGROUND_POLL_S": "0.2",
         "WARROOM_SANDBOX_IDLE_SUSPEND_S": "0.3",
         "WARROOM_MIN_WAKEUP_S": "1",
+        "WARROOM_MONITOR_BATCH_S": "1",
         "dramatiq_worker_timeout": "100",
         "PYTHONUNBUFFERED": "1",
     }
@@ -285,9 +286,14 @@ async def test_stop_kills_the_background_processes_and_nothing_is_notified(
     )
     try:
         await cancel_running(manager, cancelled, rig.tasks)
-        # Then both tasks are ended, the sandbox (and the processes) are gone
+        # Then both tasks are ended, the sandbox (and the processes) are gone: destroyed
+        # here, or by a worker's sweep when one was suspending it at that moment
         assert [t.state for t in await rig.tasks.of_session(session_id)] == ["killed", "killed"]
-        assert await provider.health(handle) is Health.GONE
+
+        async def gone() -> bool:
+            return await provider.health(handle) is Health.GONE
+
+        await poll(gone, timeout_s=20, what="the stopped session's sandbox to be destroyed")
     finally:
         await manager.aclose()
         await provider.aclose()
@@ -367,3 +373,41 @@ async def test_stop_cancels_a_pending_wake_up(rig: Rig) -> None:
 
     await poll(past_due, timeout_s=15, what="the wake-up's time to pass")
     assert len(probe.fakes.script.requests_for(session_id)) == 2
+
+
+async def test_a_monitor_delivers_batched_lines_and_holds_no_worker_between_them(
+    rig: Rig,
+) -> None:
+    probe = rig.probe
+    session_id = f"mon-{uuid.uuid4().hex[:6]}"
+    command = "for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.5; done"
+    call = {"command": command, "description": "ticks", "timeout_ms": 60_000}
+    await probe.start(session_id, [Reply.tool("Monitor", call), Reply.text("Watching.")])
+    started = await probe.wait_event(session_id, "tool_result")
+    task_id = task_id_for(str(json.loads(started.payload_json)["tool_use_id"]))
+    idle_samples = 0
+
+    async def ended() -> bool:
+        nonlocal idle_samples
+        task = await rig.tasks.get(session_id, task_id)
+        assert task is not None
+        session = await probe.session(session_id)
+        if task.running and session.status is SessionStatus.WAITING:
+            idle_samples += probe.queue.in_flight() == 0
+        return not task.running
+
+    await poll(ended, timeout_s=30, what="the monitor to end")
+    await probe.wait_status(session_id, SessionStatus.WAITING, timeout_s=30)
+    events = [n.text for n in await notifications(probe, session_id)]
+    lines = [
+        line.removeprefix("<event>").removesuffix("</event>")
+        for text in events
+        for line in text.splitlines()
+    ]
+    ticks = [line for line in lines if line.startswith("tick ")]
+    assert ticks == [f"tick {i}" for i in range(1, 9)], "every line is delivered once, in order"
+    batches = [t for t in events if "<event>" in t]
+    assert 2 <= len(batches) < 8, f"{len(batches)} deliveries: not batched by time"
+    assert all('<summary>Monitor event: "ticks"</summary>' in t for t in batches)
+    assert "<status>completed</status>" in events[-1]
+    assert idle_samples > 0, "a worker was busy all along: the session held one between events"

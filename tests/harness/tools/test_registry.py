@@ -41,6 +41,7 @@ CLAUDE_CODE_PARAMETERS = {
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
+    "Monitor": ["command", "description", "timeout_ms", "persistent"],
     "TaskStop": ["task_id", "shell_id"],
     "ScheduleWakeup": ["delaySeconds", "reason", "prompt"],
 }
