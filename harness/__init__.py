@@ -26,8 +26,10 @@ from harness.errors import (
 )
 from harness.guard.check import Allow, Deny, GuardDecision, check_bash
 from harness.loop.checkpoint import (
+    AgentRecord,
     Checkpoint,
     Inbound,
+    ParentLink,
     ReadRecord,
     Requester,
     ScheduledWakeup,
@@ -113,6 +115,12 @@ from harness.sandbox.workspace import (
     StepWorkspace,
     Workspace,
     WorkspaceSource,
+)
+from harness.tools.agent import (
+    AGENT_RESULT_KIND,
+    AgentSpawner,
+    agent_notification,
+    agent_result_text,
 )
 from harness.tools.background import (
     NOTIFICATION_KIND,
@@ -209,6 +217,12 @@ __all__ = [
     "Inbound",
     "ReadRecord",
     "Requester",
+    "AgentRecord",
+    "ParentLink",
+    "AGENT_RESULT_KIND",
+    "AgentSpawner",
+    "agent_notification",
+    "agent_result_text",
     "ScheduledWakeup",
     "TaskRecord",
     "NOTIFICATION_KIND",

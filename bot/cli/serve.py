@@ -117,14 +117,15 @@ async def slack_deps(
 
     manager = make_sandbox_manager(settings, db, provider)  # the workers' shared ledger
     tasks = BackgroundTasks(db)
+    sessions = SessionStore(db)
 
     async def stop_running(cancelled: Cancelled) -> None:
         """Kill the stopped step's command and the session's background processes, and
         destroy its sandbox (errors are logged)."""
-        await cancel_running(manager, cancelled, tasks)
+        await cancel_running(manager, cancelled, tasks, sessions)
 
     return SlackDeps(
-        sessions=SessionStore(db),
+        sessions=sessions,
         dedupe=InboundDedupe(db),
         files=files,
         client=client,

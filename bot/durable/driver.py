@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
+from bot.durable.agents import ChildSessions, answer_parent
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
@@ -40,6 +41,7 @@ from bot.logs import log_context
 from bot.metrics import StepOutcome, StepReport, default_metrics
 from bot.slack.spend import spend_text
 from harness import (
+    AgentSpawner,
     Checkpoint,
     Collaborators,
     Event,
@@ -257,7 +259,7 @@ class StepDriver:
             cp = await self._with_sandbox_for_bash(cp)
         if isinstance(self.poster, LiveReporter):
             self.poster.step_started(session_id=claim.session_id, kind=kind.value)
-        deps = self._collaborators(claim, stored, await self._spent(claim, kind))
+        deps = self._collaborators(claim, stored, cp, await self._spent(claim, kind))
         result = await advance(cp, deps, inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
@@ -280,6 +282,8 @@ class StepDriver:
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         assert cp.answer is not None
+        if cp.parent is not None:
+            return await self._answer_parent(claim, cp, stored, lease)
         started = time.monotonic()
         key = f"{claim.session_id}:answer:{len(cp.messages)}"
         posting = self.crash_hooks.posting(
@@ -308,6 +312,27 @@ class StepDriver:
         )
         if next_token is None:
             await self._park(done)
+        self._observe(StepKind.POST, StepOutcome.POSTED, started)
+        return StepOutcome.POSTED, next_token, None
+
+    async def _answer_parent(
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        """A subagent's answer goes to its parent's inbox (once, by key), not to Slack;
+        then the subagent ends ``done`` (its shared sandbox stays the parent's)."""
+        assert cp.answer is not None
+        started = time.monotonic()
+        await answer_parent(self.sessions, self.enqueue, cp, cp.answer, failed=False)
+        done = answer_posted(cp)
+        lease.committing()
+        next_token = await self._commit(
+            claim,
+            stored,
+            done,
+            outcome=Finish(SessionStatus.DONE),
+            events=(NewEvent("post_done", json.dumps({"key": "parent", "ts": ""})),),
+            consumed_inbox_upto=claim.inbox_upto,
+        )
         self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
 
@@ -412,7 +437,7 @@ class StepDriver:
         return Spent(session_nanousd=mine, org_day_nanousd=org)
 
     def _collaborators(
-        self, claim: Claim, stored: StoredTranscript, spent: Spent | None = None
+        self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, spent: Spent | None = None
     ) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
             delta = stored.delta(cp.messages)
@@ -439,12 +464,23 @@ class StepDriver:
             spent=spent,
             record=self.record,
             tasks=self.tasks,
+            agents=None if cp.parent is not None else self._spawner(claim, cp),
         )
+
+    def _spawner(self, claim: Claim, cp: Checkpoint) -> AgentSpawner:
+        """Starts the subagents of this step (``bot.durable.agents``)."""
+        return ChildSessions(self.sessions, self.enqueue, cp, claim.key, self.origin)
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:
         """Give the session a sandbox before a Bash intent is saved (see the module doc)."""
         call = cp.next_call()
-        if self.sandboxes is None or cp.sandbox is not None or call is None or call.name != "Bash":
+        needs = ("Bash", "Monitor", "Agent")  # a subagent shares its parent's sandbox
+        if (
+            self.sandboxes is None
+            or cp.sandbox is not None
+            or call is None
+            or call.name not in needs
+        ):
             return cp
         return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))
 
@@ -453,12 +489,16 @@ class StepDriver:
         of the session runs in it (it must go on; the ledger refuses the idle sweep too)."""
         if self.sandboxes is None or cp.sandbox is None or cp.running_tasks():
             return
+        if cp.parent is not None or any(a.running for a in cp.agents):
+            return  # the sandbox is shared with a parent or with running subagents
         try:
             await self.sandboxes.park(cp.sandbox)
         except Exception:  # parking saves resources; the idle sweep catches a miss
             log.exception("session %s: could not suspend its sandbox", cp.session_id)
 
     async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
+        if cp.parent is not None:  # a subagent shows in its parent's status message
+            return
         try:
             await self.poster.show_progress(
                 session_id=claim.session_id,

@@ -90,7 +90,7 @@ class SandboxKeeping:
         """Destroy the sandbox of a session that ended (done, failed, cancelled), unless a
         command runs in it (then a later sweep does). Failures are logged."""
         session = await self._sessions.get(session_id)
-        if session is not None:
+        if session is not None and not _is_subagent(session.checkpoint):
             await self.end(_handle_of(session.checkpoint) or session.sandbox)
 
     async def end(self, handle_json: str | None) -> None:
@@ -110,6 +110,14 @@ class SandboxKeeping:
         except Exception:
             log.exception("sandbox shutdown failed")
             return ()
+
+
+def _is_subagent(checkpoint_json: str) -> bool:
+    """Whether the stored checkpoint is a subagent's (its sandbox is its parent's)."""
+    try:
+        return Checkpoint.from_json(checkpoint_json).parent is not None
+    except ValueError:
+        return False
 
 
 def _handle_of(checkpoint_json: str) -> str | None:

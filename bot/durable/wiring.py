@@ -20,6 +20,7 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.durable.agents import answer_parent
 from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import Enqueue, StepDriver, ThreadPoster
@@ -282,15 +283,29 @@ async def _kill_when_started(
 
 
 async def cancel_running(
-    manager: SandboxManager, cancelled: Cancelled, tasks: BackgroundTasks | None = None
+    manager: SandboxManager,
+    cancelled: Cancelled,
+    tasks: BackgroundTasks | None = None,
+    sessions: SessionStore | None = None,
 ) -> str | None:
-    """After ``SessionStore.cancel`` (``stop``): kill the stopped step's sandbox process
-    and the session's background processes (``tasks``), then destroy the sandbox; the
-    step's own commit is fenced off by the cancel.
+    """After ``SessionStore.cancel`` (``stop``): cancel the session's running subagents
+    (with ``sessions``), kill the stopped step's sandbox process and the session's
+    background processes (``tasks``), then destroy the sandbox (not a subagent's: it is
+    its parent's); the step's own commit is fenced off by the cancel.
 
     Returns the killed process's name (the ``tool_use`` id), or None when none ran.
     Sandbox failures are logged, not raised: the session is cancelled either way.
     """
+    cp = Checkpoint.from_json(cancelled.checkpoint)
+    if sessions is not None:
+        for child in (a for a in cp.agents if a.running):
+            try:
+                stopped = await sessions.cancel(child.session_id, actor="parent stopped")
+            except DatabaseUnavailable:
+                log.exception("session %s: could not stop subagent", cancelled.session_id)
+                continue
+            if stopped is not None:
+                await cancel_running(manager, stopped, tasks, sessions)
     if tasks is not None:
         try:
             await kill_session_tasks(tasks, manager, cancelled.session_id)
@@ -301,8 +316,8 @@ async def cancel_running(
         killed = await kill_in_flight(manager.provider, cancelled)
     except SandboxError:
         log.exception("session %s: could not kill its running command", cancelled.session_id)
-    handle_json = Checkpoint.from_json(cancelled.checkpoint).sandbox or cancelled.sandbox
-    if handle_json is not None:  # the session ended: its sandbox goes (a reply gets a new one)
+    handle_json = cp.sandbox or cancelled.sandbox
+    if handle_json is not None and cp.parent is None:  # it ends: its sandbox goes
         try:
             await manager.retire(SandboxHandle.from_json(handle_json))
         except SandboxError:
@@ -448,7 +463,7 @@ class Runtime:
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
-        await cancel_running(self.manager, cancelled, self.tasks)
+        await cancel_running(self.manager, cancelled, self.tasks, self.sessions)
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
@@ -477,9 +492,18 @@ class Runtime:
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
-        """Say in the thread, once, that the session was given up (best effort)."""
+        """Say in the thread, once, that the session was given up (best effort); a
+        subagent's failure is its parent's answer instead."""
         session = await self.sessions.get(session_id)
-        if session is None or self.slack is None:
+        if session is None:
+            return
+        cp = Checkpoint.from_json(session.checkpoint)
+        if cp.parent is not None:
+            crashes = self.settings.max_crashes
+            text = f"The subagent failed: its step crashed its worker {crashes} times."
+            await answer_parent(self.sessions, self.driver.enqueue, cp, text, failed=True)
+            return
+        if self.slack is None:
             return
         thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
         message = render_session_failed(crashes=self.settings.max_crashes)

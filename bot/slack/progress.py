@@ -96,7 +96,9 @@ class ThreadReporter:
             await self._close_earlier(session_id, channel_id, checkpoint.turns - 1)
         elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
         spend = checkpoint_spend(checkpoint, self._model) if self._model else None
-        long_work = long_work_lines(checkpoint.tasks, checkpoint.wakeup, now_s=time.time())
+        long_work = long_work_lines(
+            checkpoint.tasks, checkpoint.wakeup, now_s=time.time(), agents=checkpoint.agents
+        )
         progress = Progress(
             session_id, step, _todos(checkpoint), elapsed_s, finished, spend, long_work
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from harness import ScheduledWakeup, TaskRecord, Todo, TodoStatus
+from harness import AgentRecord, ScheduledWakeup, TaskRecord, Todo, TodoStatus
 
 MAX_MARKDOWN_CHARS = 12_000
 MAX_SECTION_CHARS = 3_000
@@ -396,19 +396,32 @@ _KIND_LABELS = {"bash": ":gear: Background", "monitor": ":eyes: Monitor"}
 
 
 def long_work_lines(
-    tasks: Sequence[TaskRecord], wakeup: ScheduledWakeup | None, *, now_s: float
+    tasks: Sequence[TaskRecord],
+    wakeup: ScheduledWakeup | None,
+    *,
+    now_s: float,
+    agents: Sequence[AgentRecord] = (),
 ) -> tuple[str, ...]:
     """The status message's lines for work going on between steps: each running
-    background command with its elapsed time, then the next scheduled check (UTC).
+    subagent, background command and monitor with its elapsed time, then the next
+    scheduled check (UTC).
 
     >>> t = TaskRecord("b1", "toolu_1", "bash", "Wait for the rollout", 1000.0)
     >>> w = ScheduledWakeup(1_764_685_920.0, "error rate", "check it")
-    >>> for line in long_work_lines([t], w, now_s=1072.0):
+    >>> a = AgentRecord("toolu_2", "s-child", "Check the pods", False, 1060.0)
+    >>> for line in long_work_lines([t], w, now_s=1072.0, agents=[a]):
     ...     print(line)
+    :robot_face: Subagent: Check the pods · running 12s
     :gear: Background: Wait for the rollout · running 1m 12s
     :alarm_clock: Next check at 14:32 UTC · error rate
     """
     lines = [
+        f":robot_face: Subagent: {escape_mrkdwn(a.description)} · running "
+        f"{format_elapsed(now_s - a.started_at)}"
+        for a in agents
+        if a.running
+    ]
+    lines += [
         f"{_KIND_LABELS.get(t.kind, ':gear: Background')}: {escape_mrkdwn(t.description)} · "
         f"running {format_elapsed(now_s - t.started_at)}"
         for t in tasks

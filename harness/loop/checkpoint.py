@@ -92,6 +92,41 @@ class TaskRecord:
 
 
 @dataclass(frozen=True)
+class AgentRecord:
+    """A subagent this session started (``Agent``): a child session of its own.
+
+    ``tool_use_id`` is the ``Agent`` call (its ``tool_result`` is the child's answer,
+    unless ``background``: then the call returned at once and the answer comes as a
+    notification); ``session_id`` the child's; ``status`` ``running`` until the answer
+    (or the child's failure) reached this session.
+    """
+
+    tool_use_id: str
+    session_id: str
+    description: str
+    background: bool
+    started_at: float
+    status: str = "running"
+
+    @property
+    def running(self) -> bool:
+        """Whether its answer has not reached this session yet."""
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class ParentLink:
+    """What makes a session a subagent: the parent session and the ``Agent`` call that
+    started it (``background``: the parent does not wait for it; ``description``: the
+    call's few words)."""
+
+    session_id: str
+    tool_use_id: str
+    background: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class ScheduledWakeup:
     """A ``ScheduleWakeup`` the session waits for: at ``due_at`` (seconds since the
     epoch) the session is resumed with ``prompt``; ``reason`` is shown to the team."""
@@ -171,6 +206,9 @@ class Checkpoint:
         tasks: the background processes this session started, oldest first.
         wakeup: the pending ``ScheduleWakeup`` (one at a time: a new one replaces it),
             or None.
+        agents: the subagents this session started, oldest first.
+        parent: set when this session is a subagent (its answer goes to the parent,
+            not to Slack; it may not start subagents of its own).
     """
 
     session_id: str
@@ -199,6 +237,12 @@ class Checkpoint:
     mcp_servers: tuple[str, ...] | None = None
     tasks: tuple[TaskRecord, ...] = ()
     wakeup: ScheduledWakeup | None = None
+    agents: tuple[AgentRecord, ...] = ()
+    parent: ParentLink | None = None
+
+    def awaited_calls(self) -> frozenset[str]:
+        """The ``Agent`` calls whose answer this session waits for (no result yet)."""
+        return frozenset(a.tool_use_id for a in self.agents if a.running and not a.background)
 
     def running_tasks(self) -> tuple[TaskRecord, ...]:
         """The background processes not yet known to have ended."""
@@ -223,13 +267,18 @@ class Checkpoint:
             b for b in self.messages[-1].content if isinstance(b, ToolUseBlock) and b.id not in done
         )
 
+    def runnable_calls(self) -> tuple[ToolUseBlock, ...]:
+        """``unanswered_calls`` less those waiting for a subagent's answer."""
+        awaited = self.awaited_calls()
+        return tuple(b for b in self.unanswered_calls() if b.id not in awaited)
+
     def next_call(self) -> ToolUseBlock | None:
         """The tool call the next tool step runs, if any (the one place that decides it).
 
         >>> Checkpoint("s1", "T1", "C1", Requester("U1")).next_call() is None
         True
         """
-        calls = self.unanswered_calls()
+        calls = self.runnable_calls()
         return calls[0] if calls else None
 
     def with_read(self, path: str, record: ReadRecord) -> Checkpoint:
@@ -341,6 +390,18 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "wakeup": None
         if cp.wakeup is None
         else [cp.wakeup.due_at, cp.wakeup.reason, cp.wakeup.prompt],
+        "agents": [
+            [a.tool_use_id, a.session_id, a.description, a.background, a.started_at, a.status]
+            for a in cp.agents
+        ],
+        "parent": None
+        if cp.parent is None
+        else [
+            cp.parent.session_id,
+            cp.parent.tool_use_id,
+            cp.parent.background,
+            cp.parent.description,
+        ],
     }
 
 
@@ -386,6 +447,11 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
             for i, u, k, desc, at, st in d.get("tasks", ())
         ),
         wakeup=_wakeup(d.get("wakeup")),
+        agents=tuple(
+            AgentRecord(str(t), str(c), str(desc), bool(bg), float(at), str(st))
+            for t, c, desc, bg, at, st in d.get("agents", ())
+        ),
+        parent=None if d.get("parent") is None else ParentLink(*d["parent"]),
     )
 
 

@@ -27,6 +27,7 @@ from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
+from harness.tools.agent import AGENT_RESULT_KIND, AgentSpawner, parse_agent_result
 from harness.tools.background import NOTIFICATION_KIND, notified_status, notified_task_id
 from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
 from memory_store import BackgroundTasks, FileStore
@@ -80,6 +81,8 @@ def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
         return StepKind.RECOVER
     if cp.next_call() is not None:
         return StepKind.TOOL
+    if cp.awaited_calls() & {b.id for b in cp.unanswered_calls()}:
+        return StepKind.WAIT  # subagents' answers are due first (the API needs every result)
     idle = not (inbox or cp.pending_input or cp.pending_results)
     if idle and (_turn_ended(cp) or not cp.messages):
         return StepKind.WAIT
@@ -101,7 +104,8 @@ class Collaborators:
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
     org have spent (read when ``limits`` has a spending cap; None: caps not checked);
     ``record`` generates ``/incident/timeline.md`` (None: not served); ``tasks`` holds
-    the background tasks' rows (None: background commands are refused)."""
+    the background tasks' rows (None: background commands are refused); ``agents``
+    starts subagents (None: ``Agent`` is refused)."""
 
     store: FileStore
     model: Model
@@ -112,6 +116,7 @@ class Collaborators:
     spent: Spent | None = None
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
+    agents: AgentSpawner | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -138,11 +143,12 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
         memory_store.Fenced (via ``save``): another worker owns the session now.
         ValueError: ``cp.answer`` is set: posting it is the durable layer's step.
     """
+    cp, inbox = _agent_results(cp, inbox)
     kind = next_kind(cp, inbox)
     if kind is StepKind.POST:
         raise ValueError("the answer is not posted yet: post it, then advance answer_posted(cp)")
     if kind is StepKind.WAIT:
-        return StepResult(cp, (), Next.WAIT)
+        return StepResult(_with_inbox(cp, inbox), (), Next.WAIT)
     if kind is StepKind.RECOVER:
         return _taking(await _recover(cp, deps), inbox)
     if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
@@ -174,9 +180,49 @@ def _with_inbox(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
         status = notified_status(item.text)
         if known is not None and status is not None:  # None: a monitor's event
             cp = cp.with_task(replace(known, status=status))
+        child = next((a for a in cp.agents if a.session_id == task_id and a.running), None)
+        if child is not None and status is not None:  # a background subagent ended
+            cp = replace(
+                cp, agents=tuple(replace(a, status=status) if a is child else a for a in cp.agents)
+            )
     if cp.wakeup is not None and _wakeup_spent(cp, cp.wakeup, inbox):
         cp = replace(cp, wakeup=None)
     return replace(cp, pending_input=cp.pending_input + tuple(inbox))
+
+
+def _agent_results(
+    cp: Checkpoint, inbox: Sequence[Inbound]
+) -> tuple[Checkpoint, tuple[Inbound, ...]]:
+    """Subagents' answers in ``inbox`` (kind ``agent``) made their calls' ``tool_result``s,
+    in call order; the rest of the inbox. An answer for a call that already has a result
+    (a repeat, or a call a limit answered) is dropped."""
+    rest: list[Inbound] = []
+    for item in inbox:
+        parsed = parse_agent_result(item.text) if item.kind == AGENT_RESULT_KIND else None
+        if item.kind != AGENT_RESULT_KIND:
+            rest.append(item)
+            continue
+        if parsed is None:
+            continue
+        tool_use_id, answer, failed = parsed
+        known = next((a for a in cp.agents if a.tool_use_id == tool_use_id), None)
+        if known is None or not known.running:
+            continue
+        status = "failed" if failed else "completed"
+        agents = tuple(replace(a, status=status) if a is known else a for a in cp.agents)
+        cp = replace(cp, agents=agents)
+        if tool_use_id in {b.id for b in cp.unanswered_calls()}:
+            block = ToolResultBlock(tool_use_id, answer or "(the subagent said nothing)", failed)
+            cp = replace(cp, pending_results=(*cp.pending_results, block))
+    order = {b.id: n for n, b in enumerate(_last_calls(cp))}
+    results = sorted(cp.pending_results, key=lambda r: order.get(r.tool_use_id, len(order)))
+    return replace(cp, pending_results=tuple(results)), tuple(rest)
+
+
+def _last_calls(cp: Checkpoint) -> tuple[ToolUseBlock, ...]:
+    if not cp.messages or cp.messages[-1].role != "assistant":
+        return ()
+    return tuple(b for b in cp.messages[-1].content if isinstance(b, ToolUseBlock))
 
 
 def _wakeup_spent(cp: Checkpoint, wakeup: ScheduledWakeup, inbox: Sequence[Inbound]) -> bool:
@@ -232,11 +278,13 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         cp = _with_task(cp, outcome.task)
     if outcome.wakeup is not None:
         cp = replace(cp, wakeup=outcome.wakeup)
+    if outcome.agent is not None:
+        cp = replace(cp, agents=(*cp.agents, outcome.agent))
     result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),
         in_flight=None,
-        pending_results=(*cp.pending_results, result),
+        pending_results=cp.pending_results if outcome.pending else (*cp.pending_results, result),
         read_state={**cp.read_state, **outcome.read_updates},
         steps=cp.steps + 1,
         tool_time_s=cp.tool_time_s + elapsed_s,
@@ -277,6 +325,7 @@ def _context(
         mcp=deps.mcp,
         record=deps.record,
         tasks=deps.tasks,
+        agents=deps.agents,
     )
 
 
@@ -346,10 +395,13 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
         if recovered.task is not None:
             cp = _with_task(cp, recovered.task)
+        if recovered.agent is not None and not any(a.tool_use_id == call.id for a in cp.agents):
+            cp = replace(cp, agents=(*cp.agents, recovered.agent))
+    pending = recovered is not None and recovered.pending
     cp = replace(
         _with_sandbox(cp, workspace),
         in_flight=None,
-        pending_results=(*cp.pending_results, result),
+        pending_results=cp.pending_results if pending else (*cp.pending_results, result),
         steps=cp.steps + 1,
         tool_time_s=cp.tool_time_s + elapsed_s,
     )

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from harness.loop.checkpoint import Checkpoint, ReadRecord, ScheduledWakeup, TaskRecord, Todo
+from harness.loop.checkpoint import (
+    AgentRecord,
+    Checkpoint,
+    ReadRecord,
+    ScheduledWakeup,
+    TaskRecord,
+    Todo,
+)
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import ToolSpec
@@ -29,6 +36,7 @@ from memory_store import BackgroundTasks, FileStore, Namespace, Origin, Scope
 
 if TYPE_CHECKING:
     from harness.mcp.servers import McpServers
+    from harness.tools.agent import AgentSpawner
 
 AGENT_ACTOR = "agent"
 _SCOPES = {Mount.MEMORY: Scope.MEMORY, Mount.SKILLS: Scope.SKILLS, Mount.INCIDENT: Scope.INCIDENT}
@@ -69,6 +77,7 @@ class ToolContext:
             file is not served).
         tasks: the background tasks' rows (None: background commands are refused).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
+        agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
     """
 
     store: FileStore
@@ -86,6 +95,7 @@ class ToolContext:
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
     min_wakeup_s: float = 60.0
+    agents: AgentSpawner | None = None
 
     @classmethod
     def for_session(
@@ -99,6 +109,7 @@ class ToolContext:
         mcp: McpServers | None = None,
         record: IncidentRecord | None = None,
         tasks: BackgroundTasks | None = None,
+        agents: AgentSpawner | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -119,6 +130,7 @@ class ToolContext:
             record=record,
             tasks=tasks,
             min_wakeup_s=limits.min_wakeup_s,
+            agents=agents if cp.parent is None else None,
         )
 
     def namespace(self, mount: Mount) -> Namespace:
@@ -154,6 +166,8 @@ class ToolOutcome:
         task: a background task the call started or stopped (recorded in the
             checkpoint), or None.
         wakeup: a wake-up the call scheduled (replaces the checkpoint's), or None.
+        agent: a subagent the call started, or None.
+        pending: the call has no result yet (a subagent's answer will be its result).
     """
 
     content: str
@@ -163,6 +177,8 @@ class ToolOutcome:
     tool_references: tuple[str, ...] = ()
     task: TaskRecord | None = None
     wakeup: ScheduledWakeup | None = None
+    agent: AgentRecord | None = None
+    pending: bool = False
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

@@ -19,6 +19,7 @@ from typing import Any, Literal, overload
 from harness.errors import WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused
 from harness.mcp.names import is_mcp
 from harness.model.adapter import ToolSpec
+from harness.tools.agent import AGENT
 from harness.tools.background import KILL_SHELL, MONITOR, TASK_STOP
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
@@ -58,8 +59,10 @@ TOOLS: Mapping[str, Tool] = {
         MONITOR,
         TASK_STOP,
         SCHEDULE_WAKEUP,
+        AGENT,
     )
 }
+AGENT_TOOL = AGENT.name
 ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
 """Tools run when called but not offered (Claude Code's older names)."""
 

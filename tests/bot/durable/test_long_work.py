@@ -30,8 +30,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from bot.durable.agents import child_session_id
 from bot.durable.wiring import cancel_running
-from bot.fakes.anthropic_api import Reply
+from bot.fakes.anthropic_api import Reply, ToolCall
 from harness import Checkpoint
 from harness.tools.background import task_id_for
 from memory_store import (
@@ -411,3 +412,84 @@ async def test_a_monitor_delivers_batched_lines_and_holds_no_worker_between_them
     assert all('<summary>Monitor event: "ticks"</summary>' in t for t in batches)
     assert "<status>completed</status>" in events[-1]
     assert idle_samples > 0, "a worker was busy all along: the session held one between events"
+
+
+def subagents(
+    parent: str, names: list[str], *, background: bool = False
+) -> tuple[Reply, dict[str, str]]:
+    """One assistant message calling ``Agent`` once per name; the children's session ids."""
+    calls, ids = [], {}
+    for name in names:
+        tool_use_id = f"toolu_{name}_{uuid.uuid4().hex[:8]}"
+        child = child_session_id(parent, tool_use_id)
+        ids[name] = child
+        prompt = f"[session:{child}] Check {name} and report in one line."
+        call: dict[str, object] = {"description": f"Check {name}", "prompt": prompt}
+        if background:
+            call["run_in_background"] = True
+        calls.append(ToolCall("Agent", call, id=tool_use_id))
+    return Reply(tuple(calls)), ids
+
+
+async def test_parallel_subagents_run_at_once_and_each_answer_reaches_the_parent_once(
+    rig: Rig,
+) -> None:
+    probe = rig.probe
+    parent = f"agents-{uuid.uuid4().hex[:6]}"
+    names = ["pods", "deploys", "database"]
+    fan_out, children = subagents(parent, names)
+    plan = [fan_out, Reply.text("All three checked.")]
+    for name, child in children.items():
+        probe.fakes.script.plans[child] = [
+            Reply.tool("Bash", {"command": f"sleep 2; echo {name}-ok"}),
+            Reply.text(f"{name}: healthy"),
+        ]
+    await probe.start(parent, plan)
+    await probe.wait_answered(parent, timeout_s=60)
+    # Each child ran its own session and ended done
+    spans = []
+    for child in children.values():
+        assert (await probe.session(child)).status is SessionStatus.DONE
+        intent = await probe.wait_event(child, "tool_intent")
+        result = [e for e in await probe.events(child, "tool_result")]
+        assert len(result) == 1
+        spans.append((intent.created_at, result[0].created_at))
+    # (each one's 2 s command holds a worker thread: two ran at once at least, and all
+    # three took less time than one after another)
+    overlapping = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+    assert overlapping >= 2, f"the subagents ran one by one: {spans}"
+    wall_s = (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds()
+    assert wall_s < 0.8 * sum((e - s).total_seconds() for s, e in spans)
+    # The parent got each answer once, as its call's tool_result, in call order
+    second = probe.fakes.script.requests_for(parent)[1].messages[-1]["content"]
+    results = [b for b in second if b["type"] == "tool_result"]
+    assert [b["content"] for b in results] == [f"{n}: healthy" for n in names]
+    agent_inputs = [i for i in await probe.sessions.inbox(parent) if i.kind == "agent"]
+    assert len(agent_inputs) == 3
+    cp = Checkpoint.from_json((await probe.session(parent)).checkpoint)
+    assert [a.status for a in cp.agents] == ["completed"] * 3
+    # A subagent is offered no Agent tool (no grandchildren)
+    child_request = probe.fakes.script.requests_for(children["pods"])[0]
+    assert "Agent" not in [t["name"] for t in child_request.body["tools"]]
+
+
+async def test_stop_cascades_to_the_subagents(rig: Rig) -> None:
+    probe = rig.probe
+    parent = f"agents-stop-{uuid.uuid4().hex[:6]}"
+    fan_out, children = subagents(parent, ["a", "b"])
+    for child in children.values():
+        probe.fakes.script.plans[child] = [Reply.tool("Bash", {"command": "sleep 30"})]
+    await probe.start(parent, [fan_out, Reply.text("done")])
+    for child in children.values():
+        await probe.wait_running_command(child)
+    cancelled = await probe.sessions.cancel(parent, actor="U0FAKEBOB")
+    assert cancelled is not None
+    provider = probe.provider()
+    manager = SandboxManager(provider, ledger=SandboxLedgerStore(rig.db), scope="local:test")
+    try:
+        await cancel_running(manager, cancelled, rig.tasks, probe.sessions)
+    finally:
+        await manager.aclose()
+        await provider.aclose()
+    for child in children.values():
+        assert (await probe.session(child)).status is SessionStatus.CANCELLED

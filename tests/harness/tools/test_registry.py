@@ -44,6 +44,7 @@ CLAUDE_CODE_PARAMETERS = {
     "Monitor": ["command", "description", "timeout_ms", "persistent"],
     "TaskStop": ["task_id", "shell_id"],
     "ScheduleWakeup": ["delaySeconds", "reason", "prompt"],
+    "Agent": ["description", "prompt", "subagent_type", "run_in_background"],
 }
 
 
