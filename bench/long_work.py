@@ -9,7 +9,12 @@ waiting sessions cost. Prints one JSON line:
     busy_worker_steps_while_waiting      steps enqueued or leases held while they wait, over
         ``--watch-s`` seconds of the sweeper and the watcher running (goal 0)
     watch_poll_ms, sweep_ms              one watcher poll and one sweep with them all waiting
-    subagents_parallel_vs_sequential     null: subagents (``Agent``) are not built yet
+    subagents_parallel_s, subagents_sequential_s, subagents_parallel_vs_sequential
+        a parent session's three subagents, each running a 2 s command then answering, on
+        two real ``dramatiq`` worker processes of two threads each (as ``warroom worker``
+        runs them, over Redis ``--redis-url``) with the fake model answering at once: the
+        three ``Agent`` calls in one message, against one after another (goal ≤ 0.5), after
+        one unmeasured parallel run that warms the workers up
 
 The sessions are opened on PostgreSQL and parked the way the driver parks them (a
 committed ``Wait``, with ``wake_at`` for the timers). Background commands: ``--commands``
@@ -17,7 +22,7 @@ short ones measured for latency, and ``--waiting-commands`` ``sleep`` processes 
 running while the rest of the ``--sessions`` wait on ``ScheduleWakeup`` timers an hour out.
 
     .venv/bin/python bench/long_work.py [--commands 20] [--sessions 1000]
-        [--waiting-commands 50] [--watch-s 5] [--pg-admin-url URL]
+        [--waiting-commands 50] [--watch-s 5] [--pg-admin-url URL] [--redis-url URL]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -37,7 +43,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
+from bot.durable.agents import child_session_id
 from bot.durable.background import BackgroundWatcher
+from bot.fakes.anthropic_api import Reply, ToolCall
 from harness import Checkpoint, Requester
 from harness.tools.background import output_path, task_id_for, wrapped
 from memory_store import (
@@ -52,6 +60,7 @@ from memory_store import (
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager
 from tests import pg_admin
+from tests.bot.durable_support import Fakes, Probe, Sender, WorkerPool, destroy_sandboxes
 
 ORG, CHANNEL = "T0LONG", "C0LONG"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -194,8 +203,66 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
         "busy_worker_steps_while_waiting": busy,
         "watch_poll_ms": round(poll_ms, 1),
         "sweep_ms": round(sweep_ms, 1),
-        "subagents_parallel_vs_sequential": None,
     }
+
+
+async def subagent_runs(url: str, redis_url: str) -> dict[str, float]:
+    """Wall time of three subagents in parallel and one after another (see the doc)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="wr-lw-"))
+    fakes = Fakes.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARROOM_", "dramatiq_"))}
+    env |= {
+        "DATABASE_URL": url,
+        "REDIS_URL": redis_url,
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
+        "ANTHROPIC_BASE_URL": fakes.model.base_url,
+        "SLACK_BOT_TOKEN": fakes.slack.token,
+        "SLACK_API_URL": fakes.slack.base_url,
+        "WARROOM_DATA_DIR": str(data_dir),
+        "dramatiq_worker_timeout": "100",  # what `warroom worker` sets
+        "dramatiq_queue_prefetch": "2",
+    }
+    sender = Sender(redis_url)
+    sender.flush()
+    pool = WorkerPool(env, data_dir, size=2)
+    db = Database.from_url(url, data_dir=data_dir)
+    try:
+        await db.migrate()
+        pool.start()
+        await asyncio.to_thread(pool.wait_ready)
+        probe = Probe(SessionStore(db), fakes, sender, data_dir)
+        figures: dict[str, float] = {}
+        for mode in ("warm-up", "parallel", "sequential"):  # the first run starts things
+            parent = f"bench-{mode}-{uuid.uuid4().hex[:6]}"
+            calls = []
+            for name in ("pods", "deploys", "database"):
+                tool_use_id = f"toolu_{name}_{uuid.uuid4().hex[:8]}"
+                child = child_session_id(parent, tool_use_id)
+                prompt = f"[session:{child}] Check {name}."
+                calls.append(
+                    ToolCall("Agent", {"description": name, "prompt": prompt}, id=tool_use_id)
+                )
+                fakes.script.plans[child] = [
+                    Reply.tool("Bash", {"command": "sleep 2"}),
+                    Reply.text(f"{name} ok"),
+                ]
+            if mode != "sequential":
+                plan = [Reply(tuple(calls)), Reply.text("done")]
+            else:
+                plan = [*(Reply((call,)) for call in calls), Reply.text("done")]
+            started = time.monotonic()
+            await probe.start(parent, plan)
+            await probe.wait_answered(parent, timeout_s=120)
+            figures[mode] = time.monotonic() - started
+    finally:
+        pool.stop_all()
+        fakes.stop()
+        sender.flush()
+        sender.close()
+        await db.dispose()
+        await asyncio.to_thread(destroy_sandboxes, data_dir / "sbx")  # it runs its own loop
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return figures
 
 
 def main() -> None:
@@ -205,16 +272,28 @@ def main() -> None:
     parser.add_argument("--waiting-commands", type=int, default=50)
     parser.add_argument("--watch-s", type=float, default=5.0)
     parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
+    parser.add_argument(
+        "--redis-url", default=os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+    )
     args = parser.parse_args()
-    name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
-    pg_admin.create_database(args.pg_admin_url, name)
+    names = [f"warroom_bench_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for name in names:  # one for the waits, one (fresh) for the workers
+        pg_admin.create_database(args.pg_admin_url, name)
+    admin = urlsplit(args.pg_admin_url)
+    waits_url, agents_url = (
+        urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}")) for name in names
+    )
     try:
-        url = urlunsplit(
-            urlsplit(args.pg_admin_url)._replace(scheme="postgresql+asyncpg", path=f"/{name}")
-        )
-        figures = asyncio.run(measure(url, args))
+        figures = asyncio.run(measure(waits_url, args))
+        runs = asyncio.run(subagent_runs(agents_url, args.redis_url))
+        figures |= {
+            "subagents_parallel_s": round(runs["parallel"], 2),
+            "subagents_sequential_s": round(runs["sequential"], 2),
+            "subagents_parallel_vs_sequential": round(runs["parallel"] / runs["sequential"], 2),
+        }
     finally:
-        pg_admin.drop_database(args.pg_admin_url, name)
+        for name in names:
+            pg_admin.drop_database(args.pg_admin_url, name)
     print(json.dumps(figures))
 
 

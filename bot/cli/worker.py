@@ -56,6 +56,9 @@ def exec_worker(settings: Settings, *, processes: int, threads: int) -> None:
         os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="warroom-metrics-")
     argv = dramatiq_argv(processes=processes, threads=threads, with_metrics=with_metrics)
     os.environ.setdefault("dramatiq_worker_timeout", str(WORKER_TIMEOUT_MS))
+    # a process takes no more messages than it has threads, so a step never waits behind a
+    # busy process's long Bash call while another process is free (parallel subagents)
+    os.environ.setdefault("dramatiq_queue_prefetch", str(threads))
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvp(argv[0], argv)

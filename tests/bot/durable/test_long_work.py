@@ -99,6 +99,7 @@ def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes)
         "WARROOM_MIN_WAKEUP_S": "1",
         "WARROOM_MONITOR_BATCH_S": "1",
         "dramatiq_worker_timeout": "100",
+        "dramatiq_queue_prefetch": "2",  # as `warroom worker` sets it: one per thread
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -454,12 +455,8 @@ async def test_parallel_subagents_run_at_once_and_each_answer_reaches_the_parent
         result = [e for e in await probe.events(child, "tool_result")]
         assert len(result) == 1
         spans.append((intent.created_at, result[0].created_at))
-    # (each one's 2 s command holds a worker thread: two ran at once at least, and all
-    # three took less time than one after another)
-    overlapping = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
-    assert overlapping >= 2, f"the subagents ran one by one: {spans}"
-    wall_s = (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds()
-    assert wall_s < 0.8 * sum((e - s).total_seconds() for s, e in spans)
+    # (each one's 2 s command holds a worker thread; the two workers have four)
+    assert max(s for s, _ in spans) < min(e for _, e in spans), f"not all at once: {spans}"
     # The parent got each answer once, as its call's tool_result, in call order
     second = probe.fakes.script.requests_for(parent)[1].messages[-1]["content"]
     results = [b for b in second if b["type"] == "tool_result"]
