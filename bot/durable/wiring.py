@@ -467,7 +467,8 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), suspend idle sandboxes and destroy those no session needs.
+        thread), end the background processes of sessions whose wait ran out, suspend idle
+        sandboxes and destroy those no session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
         is enqueued again.
@@ -487,6 +488,9 @@ class Runtime:
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
+        if self.tasks is not None:  # a session that is over keeps no process running
+            for session_id in result.expired_waits:
+                await kill_session_tasks(self.tasks, self.manager, session_id)
         if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
             await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)

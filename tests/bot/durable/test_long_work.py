@@ -490,3 +490,45 @@ async def test_stop_cascades_to_the_subagents(rig: Rig) -> None:
         await provider.aclose()
     for child in children.values():
         assert (await probe.session(child)).status is SessionStatus.CANCELLED
+
+
+async def test_a_background_subagent_notifies_its_parent_once(rig: Rig) -> None:
+    probe = rig.probe
+    parent = f"agents-bg-{uuid.uuid4().hex[:6]}"
+    fan_out, children = subagents(parent, ["pods"], background=True)
+    probe.fakes.script.plans[children["pods"]] = [Reply.text("pods: healthy")]
+    await probe.start(parent, [fan_out, Reply.text("Started a check."), Reply.text("Noted.")])
+    await probe.wait_answered(parent, posts=2, timeout_s=60)
+
+    launched = probe.fakes.script.requests_for(parent)[1].messages[-1]["content"][0]
+    assert launched["content"].startswith(
+        f"Async agent launched successfully\nagentId: {children['pods']}"
+    )
+    notified = await notifications(probe, parent)
+    assert len(notified) == 1
+    assert '<summary>Agent "Check pods" completed</summary>' in notified[0].text
+    assert "<result>pods: healthy</result>" in notified[0].text
+    cp = Checkpoint.from_json((await probe.session(parent)).checkpoint)
+    assert [a.status for a in cp.agents] == ["completed"]
+
+
+async def test_the_session_is_told_which_background_commands_a_dead_sandbox_lost(
+    rig: Rig,
+) -> None:
+    probe = rig.probe
+    session_id = f"bg-lost-{uuid.uuid4().hex[:6]}"
+    plan = [background("sleep 60", "Tail the logs"), Reply.text("Tailing."), Reply.text("Lost.")]
+    await probe.start(session_id, plan)
+    await probe.wait_answered(session_id)
+    # When the sandbox dies under the command
+    provider = probe.provider()
+    try:
+        await provider.destroy(await probe.sandbox(session_id))
+    finally:
+        await provider.aclose()
+    # Then the session is woken and told the command was lost
+    await probe.wait_answered(session_id, posts=2, timeout_s=30)
+    notified = await notifications(probe, session_id)
+    assert len(notified) == 1
+    assert "<status>failed</status>" in notified[0].text
+    assert 'Background command "Tail the logs" was lost: its sandbox stopped' in notified[0].text
