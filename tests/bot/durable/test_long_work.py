@@ -465,6 +465,11 @@ async def test_parallel_subagents_run_at_once_and_each_answer_reaches_the_parent
     assert len(agent_inputs) == 3
     cp = Checkpoint.from_json((await probe.session(parent)).checkpoint)
     assert [a.status for a in cp.agents] == ["completed"] * 3
+    # They worked in the parent's sandbox
+    shared = {
+        Checkpoint.from_json((await probe.session(c)).checkpoint).sandbox for c in children.values()
+    }
+    assert shared == {cp.sandbox}
     # A subagent is offered no Agent tool (no grandchildren)
     child_request = probe.fakes.script.requests_for(children["pods"])[0]
     assert "Agent" not in [t["name"] for t in child_request.body["tools"]]
