@@ -23,6 +23,7 @@ from typing import Any
 
 from harness import (
     DEFAULT_MODEL,
+    AgentSpawner,
     AnthropicModel,
     Checkpoint,
     Collaborators,
@@ -147,13 +148,20 @@ class SessionRun:
     limits: Limits = field(default_factory=Limits)
     mcp: McpServers | None = None
     saves: Saves = field(default_factory=Saves)
+    spawner: AgentSpawner | None = None
     events: list[Event] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
 
     def deps(self) -> Collaborators:
         """The collaborators of one step."""
         return Collaborators(
-            self.store, self.model, self.workspaces, self.saves, self.limits, mcp=self.mcp
+            self.store,
+            self.model,
+            self.workspaces,
+            self.saves,
+            self.limits,
+            mcp=self.mcp,
+            agents=self.spawner,
         )
 
     async def step(self, inbox: Sequence[Inbound] = ()) -> StepResult:

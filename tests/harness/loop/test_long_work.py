@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import Inbound, Limits, TaskRecord, next_wake
-from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
+from harness import Inbound, Limits, StepKind, TaskRecord, agent_result_text, next_kind, next_wake
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, ToolCall
 from tests.harness.step_support import Kit, open_kit
 
 
@@ -109,3 +109,54 @@ async def test_a_notification_marks_its_task_ended_in_the_checkpoint(
     assert run.cp.running_tasks() == ()
     assert fake.requests[1].messages[-1]["content"][-1]["text"] == text
     assert datetime.now(UTC).timestamp() >= run.cp.tasks[0].started_at
+
+
+class Spawner:
+    """Records the subagents a step starts (the durable layer's part, in memory)."""
+
+    def __init__(self) -> None:
+        self.spawned: list[tuple[str, str, bool]] = []
+
+    async def spawn(
+        self, *, tool_use_id: str, description: str, prompt: str, background: bool
+    ) -> str:
+        self.spawned.append((tool_use_id, prompt, background))
+        return f"child-{tool_use_id}"
+
+
+async def test_agent_calls_park_the_session_until_each_answer_arrives_as_its_result(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    calls = tuple(
+        ToolCall("Agent", {"description": f"Check {n}", "prompt": f"check {n}"}, id=f"toolu_{n}")
+        for n in ("a", "b")
+    )
+    fake.push(Reply(calls), Reply.text("Both checked."))
+    run = kit.session(fake.base_url)
+    spawner = Spawner()
+    run.spawner = spawner
+    await run.run((Inbound("U-ALICE", "check a and b", "Alice"),))
+
+    # Both subagents started, and the session waits without a result for either
+    assert [s[0] for s in spawner.spawned] == ["toolu_a", "toolu_b"]
+    assert run.cp.awaited_calls() == {"toolu_a", "toolu_b"}
+    assert next_kind(run.cp) is StepKind.WAIT
+    # When the answers arrive out of order (and one twice), with a teammate's message
+    await run.run((Inbound("", agent_result_text("toolu_b", "b is fine"), kind="agent"),))
+    assert len(fake.requests) == 1, "the model was asked with an answer missing"
+    await run.run(
+        (
+            Inbound("", agent_result_text("toolu_a", "a is fine"), kind="agent"),
+            Inbound("", agent_result_text("toolu_b", "b again"), kind="agent"),
+            Inbound("U-BOB", "also check c", "Bob"),
+        )
+    )
+    # Then the model gets each answer once, in call order, then the message
+    content = fake.requests[1].messages[-1]["content"]
+    assert [(b["type"], b.get("tool_use_id")) for b in content[:2]] == [
+        ("tool_result", "toolu_a"),
+        ("tool_result", "toolu_b"),
+    ]
+    assert [b["content"] for b in content[:2]] == ["a is fine", "b is fine"]
+    assert "also check c" in content[-1]["text"]
+    assert [a.status for a in run.cp.agents] == ["completed", "completed"]
