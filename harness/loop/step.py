@@ -26,7 +26,13 @@ from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
-from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
+from harness.tools.toolbox import (
+    ToolContext,
+    call_detail,
+    reruns_safely,
+    run_tool,
+    summarize_call,
+)
 from memory_store import FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
@@ -93,7 +99,9 @@ class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
     org have spent (read when ``limits`` has a spending cap; None: caps not checked);
-    ``record`` generates ``/incident/timeline.md`` (None: not served)."""
+    ``record`` generates ``/incident/timeline.md`` (None: not served); ``announce`` is
+    told of a tool call starting whose intent is not saved mid-step (one that is simply
+    run again after a crash: ``reruns_safely``), so a live display can show it."""
 
     store: FileStore
     model: Model
@@ -103,6 +111,7 @@ class Collaborators:
     mcp: McpServers | None = None
     spent: Spent | None = None
     record: IncidentRecord | None = None
+    announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -179,8 +188,12 @@ def _canonical(call: ToolUseBlock) -> str:
 async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult:
     summary = summarize_call(call.name, call.input)
     intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
-    cp = replace(cp, in_flight=call.id)
-    await deps.save(cp, (intent,))
+    rerun = reruns_safely(call.name)
+    if rerun:  # a crash now just runs it again: the intent is committed with the result
+        deps.announce((intent,))
+    else:  # intent before side effect (docs/architecture.md §5)
+        cp = replace(cp, in_flight=call.id)
+        await deps.save(cp, (intent,))
     workspace = _open_workspace(cp, deps)
     ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
@@ -193,7 +206,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             f"You have made this exact {call.name} call {repeats} times in a row with the same "
             "input. Its result will not change; try a different approach."
         )
-    events: list[Event] = [*workspace.events()]
+    events: list[Event] = [intent] if rerun else []
+    events.extend(workspace.events())
     if outcome.todos is not None:
         cp = replace(cp, todos=outcome.todos)
         events.append(outcome.todos_event())
