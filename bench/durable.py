@@ -9,6 +9,10 @@ Prints one JSON line:
   ``complete``. The tool is ``TodoWrite`` (no I/O); its time is the median of the
   same call run alone, subtracted from every tool step. Also per kind (``_model_``,
   ``_tool_``).
+- ``carried_step_overhead_p50_ms``: the same, when the worker carries the session on
+  (``carry_on_s``, as the production worker does for quick steps): one ``run`` takes a
+  session's steps back to back for ``CARRY_ON_S``, each claimed by the previous commit;
+  the median over runs of (wall − model and tool time) / steps.
 - ``resume_after_sigkill_s``: median over ``--kills`` rounds, with production settings
   (lease, sweep interval, broker tuning): two ``dramatiq bot.durable.worker_main`` processes;
   the one holding a session is SIGKILLed while its Bash command runs; time from the
@@ -29,7 +33,8 @@ Prints one JSON line:
 - with ``--dbos-python PATH`` (a Python with ``dbos`` installed, e.g. a separate venv:
   it is not a Warroom dependency): ``dbos`` holds ``durable_dbos_peer.py``'s figures on
   a fresh database of the same server, ``in_process_vs_dbos`` the ratio of
-  ``step_overhead_p50_ms`` to DBOS's step, ``worker_vs_dbos`` that of
+  ``step_overhead_p50_ms`` to DBOS's step, ``carried_vs_dbos`` that of
+  ``carried_step_overhead_p50_ms``, ``worker_vs_dbos`` that of
   ``worker_step_ms`` (DBOS runs a workflow's steps in one process, with no hop).
 
 ``--kills 0`` and ``--parked 0`` skip those parts.
@@ -80,6 +85,7 @@ from harness import (
     ModelReply,
     Requester,
     SandboxWorkspaces,
+    StepKind,
     ToolContext,
     ToolSpec,
     ToolUseBlock,
@@ -93,6 +99,8 @@ from tests import pg_admin
 ORG, CHANNEL = "T0BENCH", "C0BENCH"
 TODOS = {"todos": [{"content": "Check pods", "status": "in_progress", "activeForm": "Checking"}]}
 READY_LINE = "Worker process is ready for action."
+CARRY_ON_S = 0.25
+"""The carried-on measurement's budget per run (production's default is 1 s)."""
 _MARKER = re.compile(r"\[session:([A-Za-z0-9_-]+)\]")
 _CHAIN = re.compile(r"\[chain:(\d+)\]")
 
@@ -193,12 +201,13 @@ async def step_overhead(db: Database, redis_url: str, data_dir: Path, steps: int
         worker_id="bench:0:overhead",
     )
     tool_s = await _tool_time_s(files, workspaces)
+    run_id = uuid.uuid4().hex[:6]
     per_session = 20
     by_kind: dict[str, list[float]] = {"model": [], "tool": []}
     in_order: list[float] = []
     try:
         for n in range(-(-steps // per_session) + 1):  # the first session warms up
-            session_id = f"overhead-{n}"
+            session_id = f"overhead-{run_id}-{n}"
             pending[session_id] = await _open(sessions, session_id)
             for _ in range(per_session):
                 calls, spent = model.calls, model.spent_s
@@ -222,6 +231,59 @@ async def step_overhead(db: Database, redis_url: str, data_dir: Path, steps: int
         "step_overhead_tool_p50_ms": _ms(statistics.median(by_kind["tool"])),
         "tool_time_subtracted_ms": _ms(tool_s),
         "steps": len(every),
+    }
+
+
+async def carried_overhead(db: Database, data_dir: Path, steps: int) -> dict[str, Any]:
+    """Per-step overhead when the worker carries a session on (``carry_on_s``): one
+    ``StepDriver.run`` runs a session's steps back to back, each claimed by the previous
+    commit; per run, (wall − the model's and the tool's own time) / steps taken."""
+    sessions, files = SessionStore(db), FileStore(db)
+    manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx-carried")))
+    workspaces = SandboxWorkspaces(manager)
+    model, reports = InstantModel(), []
+
+    async def enqueue(session_id: str, token: str) -> None:
+        return None  # the run ends when its budget does; the bench opens a new session
+
+    driver = StepDriver(
+        sessions=sessions,
+        files=files,
+        model=model,
+        workspaces=workspaces,
+        poster=QuietThread(),
+        enqueue=enqueue,
+        worker_id="bench:0:carried",
+        carry_on_s=CARRY_ON_S,
+        observe=reports.append,
+    )
+    tool_s = await _tool_time_s(files, workspaces)
+    run_id = uuid.uuid4().hex[:6]
+    per_step: list[float] = []
+    taken = 0
+    try:
+        for n in itertools.count():
+            if taken >= steps:
+                break
+            session_id = f"carried-{run_id}-{n}"
+            token = await _open(sessions, session_id)
+            before, spent = len(reports), model.spent_s
+            started = time.perf_counter()
+            await driver.run(session_id, token)
+            elapsed = time.perf_counter() - started
+            kinds = [r.kind for r in reports[before:] if r.kind is not None]
+            tools = sum(1 for k in kinds if k is StepKind.TOOL)
+            own_s = (model.spent_s - spent) + tools * tool_s
+            if n == 0:
+                continue  # warm-up
+            per_step.append((elapsed - own_s) / len(kinds))
+            taken += len(kinds)
+    finally:
+        await manager.aclose()
+    return {
+        "carried_step_overhead_p50_ms": _ms(statistics.median(per_step)),
+        "carried_steps": taken,
+        "carried_runs": len(per_step),
     }
 
 
@@ -508,6 +570,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await db.migrate()
         figures = await step_overhead(db, args.redis_url, data_dir, args.steps)
+        figures |= await carried_overhead(db, data_dir, args.steps)
         client.flushdb()
         sessions = SessionStore(db)
         async with FakeAnthropicAPI(Script()) as model_api:
@@ -592,6 +655,9 @@ def main() -> None:
         figures["dbos"] = dbos
         figures["in_process_vs_dbos"] = round(
             figures["step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
+        )
+        figures["carried_vs_dbos"] = round(
+            figures["carried_step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
         )
         figures["worker_vs_dbos"] = round(figures["worker_step_ms"] / dbos["step_p50_ms"], 2)
     print(json.dumps(figures))

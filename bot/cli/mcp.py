@@ -8,6 +8,10 @@ down shows why, with the last lines it wrote to stderr.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
 from bot.mcp_servers import open_mcp_servers
 from bot.settings import Settings
 from harness import McpServers, ServerState
@@ -66,7 +70,8 @@ async def list_servers(settings: Settings) -> tuple[str, bool] | None:
     Raises:
         OSError, McpConfigError: the configuration could not be read or is invalid.
     """
-    servers = await open_mcp_servers(settings)
+    with _quiet("harness.mcp.servers"):  # the listing says why a server is down, once
+        servers = await open_mcp_servers(settings)
     if servers is None:
         return None
     try:
@@ -74,3 +79,15 @@ async def list_servers(settings: Settings) -> tuple[str, bool] | None:
         return render_servers(servers), down
     finally:
         await servers.aclose()
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Keep ``logger_name``'s warnings off stderr for the block (errors still show)."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

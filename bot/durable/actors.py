@@ -175,9 +175,12 @@ class RuntimeHolder:
         self.draining = False  # the worker is stopping: take no new step
 
     def drain(self) -> None:
-        """From now on take no new step: wake-ups are handed back to the queue unrun
-        (safe from a signal handler: it only sets a flag)."""
+        """From now on take no new step: wake-ups are handed back to the queue unrun, and a
+        running message carries on to no further step (safe from a signal handler: it
+        only sets flags)."""
         self.draining = True
+        if self._runtime is not None:
+            self._runtime.driver.draining = True
 
     async def get(self) -> Runtime:
         """The runtime (opened on first call). Raises what ``Runtime.open`` raises."""

@@ -17,7 +17,11 @@ message only names a pending token (docs/architecture.md §5):
 - the answer is posted in its own step, idempotently (outbox + message metadata),
   and the session then waits holding nothing: its sandbox is suspended;
 - the next message is enqueued only after the commit, and before the thread's
-  progress is shown (a Slack call the next step need not wait for).
+  progress is shown (a Slack call the next step need not wait for);
+- for ``carry_on_s`` from a message's first step, a step that continues is followed by
+  the next in this worker: the commit claims it (``SessionStore.commit_then_claim``), so
+  there is no queue round trip between steps; its lease is an ordinary lease, so a
+  worker that dies there is recovered by the sweeper as any other.
 """
 
 from __future__ import annotations
@@ -121,7 +125,8 @@ class LiveReporter(Protocol):
         ...
 
     def events_saved(self, *, session_id: str, events: Sequence[Event]) -> None:
-        """Events committed mid-step (a tool call's intent: it starts now)."""
+        """A tool call starts now: its intent event (saved mid-step, or, for a call that is
+        simply run again after a crash, committed later with its result)."""
         ...
 
 
@@ -161,6 +166,10 @@ class StepDriver:
             and the spending caps are checked against; None: calls are not metered.
         record: the incident record behind ``/incident/timeline.md`` (None: not served).
         tasks: the background tasks' rows (None: background commands are refused).
+        carry_on_s: for this long from a message's first step, a step that continues is
+            followed by the next in this worker, claimed by its commit, with no queue
+            message between (docs/architecture.md §5); 0: one step per message.
+        draining: the worker is stopping: carry on no further (set by ``drain``).
     """
 
     sessions: SessionStore
@@ -184,13 +193,16 @@ class StepDriver:
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
+    carry_on_s: float = 0.0
+    draining: bool = False
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.crash_hooks = CrashHooks(self.crash)
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
-        """Advance ``session_id`` by one step if ``token`` is still its pending token.
+        """Advance ``session_id`` by one step if ``token`` is still its pending token, and
+        by the steps that follow it while ``carry_on_s`` lasts; returns the last outcome.
 
         Raises:
             ModelError, WorkspaceUnavailable, DatabaseUnavailable: transient failures;
@@ -211,22 +223,51 @@ class StepDriver:
             return StepOutcome.SKIPPED
         key = claim.key
         with log_context(session_id=session_id, org_id=key.org_id, channel_id=key.channel_id):
-            return await self._run_claimed(claim)
+            return await self._run_from(claim)
 
-    async def _run_claimed(self, claim: Claim) -> StepOutcome:
+    async def _run_from(self, claim: Claim) -> StepOutcome:
+        """Run the claimed step, then, while ``carry_on_s`` lasts, the steps that follow
+        it, each claimed by the previous one's commit (no queue message between). The
+        thread's progress is shown in order, each update while the next step runs.
+        Returns the last step's outcome."""
+        started = time.monotonic()
+        shown: asyncio.Task[None] | None = None
+        try:
+            while True:
+                carry = self._may_carry_on(started)
+                outcome, following, report = await self._run_claimed(claim, carry=carry)
+                if report is not None:
+                    shown = asyncio.create_task(self._progress_after(shown, claim, *report))
+                if following is None:
+                    return outcome
+                claim = following
+        finally:
+            if shown is not None:
+                await shown
+
+    def _may_carry_on(self, started: float) -> bool:
+        """Whether the next step may be run here rather than through the queue."""
+        within = time.monotonic() - started < self.carry_on_s
+        return self.carry_on_s > 0 and within and not self.draining
+
+    async def _run_claimed(
+        self, claim: Claim, *, carry: bool
+    ) -> tuple[StepOutcome, Claim | None, _Report | None]:
+        """One claimed step: its outcome, the next step's claim when ``carry`` and the
+        step continues (else its token was enqueued), and the progress to show."""
         session_id, started = claim.session_id, time.monotonic()
         cp: Checkpoint | None = None
         try:
             cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
             async with _Lease(self.sessions, claim, self.lease_s) as lease:
-                outcome, next_token, report = await self._step(
-                    claim, _checkpoint(claim, cp), stored, lease
+                outcome, next_step, report = await self._step(
+                    claim, _checkpoint(claim, cp), stored, lease, carry=carry
                 )
         except Fenced:
             log.warning("session %s: step fenced (stopped, or taken over)", session_id)
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.FENCED, started)
-            return StepOutcome.FENCED
+            return StepOutcome.FENCED, None, None
         except Exception:
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.ERROR, started)
@@ -238,15 +279,21 @@ class StepDriver:
             step=cp.steps if cp is not None else 0,
             attempt=claim.crash_count,
         )
-        if next_token is not None:
-            await self.enqueue(session_id, next_token)
-        if report is not None:  # after the enqueue: the next step need not wait for Slack
-            await self._progress(claim, *report)
-        return outcome
+        if isinstance(next_step, Claim):
+            return outcome, next_step, report
+        if next_step is not None:  # before progress is shown: the next step need not wait
+            await self.enqueue(session_id, next_step)
+        return outcome, None, report
 
     async def _step(
-        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
-    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        self,
+        claim: Claim,
+        cp: Checkpoint,
+        stored: StoredTranscript,
+        lease: _Lease,
+        *,
+        carry: bool = False,
+    ) -> tuple[StepOutcome, str | Claim | None, _Report | None]:
         started = time.monotonic()
         inbox = _inbound(claim)
         kind = next_kind(cp, inbox)
@@ -265,18 +312,20 @@ class StepDriver:
         new = result.checkpoint
         waits = result.next is not Next.CONTINUE
         lease.committing()
-        next_token = await self._commit(
-            claim,
-            stored,
-            new,
-            outcome=self._wait(new) if waits else Continue(),
-            events=_log_events(result.events),
-            consumed_inbox_upto=claim.inbox_upto if inbox else None,
-            usage=_usage_delta(cp, new),
-        )
+        end: dict[str, Any] = {
+            "events": _log_events(result.events),
+            "consumed_inbox_upto": claim.inbox_upto if inbox else None,
+            "usage": _usage_delta(cp, new),
+        }
+        next_step: str | Claim | None
+        if carry and not waits:
+            next_step = await self._commit_then_claim(claim, stored, new, **end)
+        else:
+            outcome = self._wait(new) if waits else Continue()
+            next_step = await self._commit(claim, stored, new, outcome=outcome, **end)
         status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
         self._observe(kind, status, started, result.events)
-        return status, next_token, (new, result.events)
+        return status, next_step, (new, result.events)
 
     async def _post_answer(
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
@@ -425,6 +474,19 @@ class StepDriver:
         self.transcripts.keep(claim.session_id, stored)
         return token
 
+    async def _commit_then_claim(
+        self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, **end: Any
+    ) -> Claim:
+        """``SessionStore.commit_then_claim`` of ``cp`` (as ``_commit``): the next step's
+        claim, for this worker."""
+        delta = stored.delta(cp.messages)
+        following = await self.sessions.commit_then_claim(
+            claim, checkpoint=cp.state_json(), transcript=delta, lease_s=self.lease_s, **end
+        )
+        stored.stored(delta, cp.messages)
+        self.transcripts.keep(claim.session_id, stored)
+        return following
+
     async def _spent(self, claim: Claim, kind: StepKind) -> Spent | None:
         """What the session and its org spent, when a cap needs it for this step."""
         if self.ledger is None or not self.limits.has_cost_caps():
@@ -454,11 +516,17 @@ class StepDriver:
             model = MeteredModel(
                 self.model, self.ledger, claim.session_id, claim.key, observe=count
             )
+
+        def announce(events: Sequence[Event]) -> None:
+            if isinstance(self.poster, LiveReporter):
+                self.poster.events_saved(session_id=claim.session_id, events=events)
+
         return Collaborators(
             store=self.files,
             model=model,
             workspaces=self.workspaces,
             save=save,
+            announce=announce,
             limits=self.limits,
             mcp=self.mcp,
             spent=spent,
@@ -495,6 +563,18 @@ class StepDriver:
             await self.sandboxes.park(cp.sandbox)
         except Exception:  # parking saves resources; the idle sweep catches a miss
             log.exception("session %s: could not suspend its sandbox", cp.session_id)
+
+    async def _progress_after(
+        self,
+        previous: asyncio.Task[None] | None,
+        claim: Claim,
+        cp: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        """Show a step's progress once the previous step's is shown (updates stay in order)."""
+        if previous is not None:
+            await previous
+        await self._progress(claim, cp, events)
 
     async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
         if cp.parent is not None:  # a subagent shows in its parent's status message

@@ -423,6 +423,7 @@ class Runtime:
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
+            carry_on_s=settings.carry_on_s,
             crash=crash,
             sandboxes=ManagedSandboxes(manager, setup),
             origin=origin,

@@ -29,7 +29,13 @@ from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
 from harness.tools.agent import AGENT_RESULT_KIND, AgentSpawner, parse_agent_result
 from harness.tools.background import NOTIFICATION_KIND, notified_status, notified_task_id
-from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
+from harness.tools.toolbox import (
+    ToolContext,
+    call_detail,
+    reruns_safely,
+    run_tool,
+    summarize_call,
+)
 from memory_store import BackgroundTasks, FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
@@ -103,8 +109,10 @@ class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
     org have spent (read when ``limits`` has a spending cap; None: caps not checked);
-    ``record`` generates ``/incident/timeline.md`` (None: not served); ``tasks`` holds
-    the background tasks' rows (None: background commands are refused); ``agents``
+    ``record`` generates ``/incident/timeline.md`` (None: not served); ``announce`` is
+    told of a tool call starting whose intent is not saved mid-step (one that is simply
+    run again after a crash: ``reruns_safely``), so a live display can show it; ``tasks``
+    holds the background tasks' rows (None: background commands are refused); ``agents``
     starts subagents (None: ``Agent`` is refused)."""
 
     store: FileStore
@@ -117,6 +125,7 @@ class Collaborators:
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
     agents: AgentSpawner | None = None
+    announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -256,8 +265,12 @@ def _canonical(call: ToolUseBlock) -> str:
 async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult:
     summary = summarize_call(call.name, call.input)
     intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
-    cp = replace(cp, in_flight=call.id)
-    await deps.save(cp, (intent,))
+    rerun = reruns_safely(call.name)
+    if rerun:  # a crash now just runs it again: the intent is committed with the result
+        deps.announce((intent,))
+    else:  # intent before side effect (docs/architecture.md §5)
+        cp = replace(cp, in_flight=call.id)
+        await deps.save(cp, (intent,))
     workspace = _open_workspace(cp, deps)
     ctx = _context(cp, deps, workspace, call.id)
     started_s = time.monotonic()
@@ -270,7 +283,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             f"You have made this exact {call.name} call {repeats} times in a row with the same "
             "input. Its result will not change; try a different approach."
         )
-    events: list[Event] = [*workspace.events()]
+    events: list[Event] = [intent] if rerun else []
+    events.extend(workspace.events())
     if outcome.todos is not None:
         cp = replace(cp, todos=outcome.todos)
         events.append(outcome.todos_event())

@@ -23,7 +23,7 @@ from harness.tools.agent import AGENT
 from harness.tools.background import KILL_SHELL, MONITOR, TASK_STOP
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
-from harness.tools.contract import Tool, ToolContext, ToolOutcome, tool_error
+from harness.tools.contract import ModelTool, Tool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import EDIT, READ, WRITE
 from harness.tools.mcp_call import run_mcp
 from harness.tools.persisted import cut_middle, keep_in_file
@@ -40,6 +40,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutcome",
+    "reruns_safely",
     "run_tool",
     "summarize_call",
     "tool_specs",
@@ -142,6 +143,21 @@ async def run_tool(
     except (WorkspaceRefused, WorkspaceFileNotFound, WorkspaceIsADirectory) as exc:
         return tool_error(f"{exc}.")
     return None if outcome is None else await _bounded(name, outcome, ctx)
+
+
+def reruns_safely(name: str) -> bool:
+    """Whether a call of ``name`` is simply run again after a crash: it reads, or it is
+    idempotent by ``tool_use_id`` (a built-in tool without a recoverer, or ToolSearch).
+    Such a call needs no intent committed before it runs (docs/architecture.md §5);
+    Bash, Edit and MCP tools do.
+
+    >>> [reruns_safely(n) for n in ("Read", "TodoWrite", "Bash", "Edit", "mcp__x__y")]
+    [True, True, False, False, False]
+    """
+    if name == TOOL_SEARCH:
+        return True
+    tool = TOOLS.get(name)
+    return isinstance(tool, ModelTool) and tool.recoverer is None
 
 
 async def _bounded(name: str, outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, literal, null, or_, true
+from sqlalchemy import ColumnElement, Row, case, literal, null, or_, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
@@ -80,14 +80,38 @@ async def claim(
     row = claimed.one_or_none()
     if row is None:
         return None
-    items: tuple[InboxItem, ...] = ()
-    if row.inbox_seq > row.inbox_consumed:
-        items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
     gen, length = row.transcript_generation, row.transcript_length
     start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
     rows: tuple[str, ...] = ()
     if start is not None and start < length:
         rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
+    return await _claim_of(
+        conn,
+        row,
+        session_id,
+        token,
+        worker_id,
+        rows=rows,
+        transcript_from=length if start is None else start,
+    )
+
+
+async def _claim_of(
+    conn: AsyncConnection,
+    row: Row[Any],
+    session_id: str,
+    token: str,
+    worker_id: str,
+    *,
+    rows: tuple[str, ...],
+    transcript_from: int,
+    checkpoint: str | None = None,
+) -> Claim:
+    """The ``Claim`` a claiming UPDATE's ``RETURNING`` row (``_CLAIM_COLUMNS``) grants,
+    with the inbox items not yet consumed."""
+    items: tuple[InboxItem, ...] = ()
+    if row.inbox_seq > row.inbox_consumed:
+        items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
     return Claim(
         session_id=session_id,
         key=SessionKey(row.org_id, row.channel_id, row.thread_ts),
@@ -96,16 +120,16 @@ async def claim(
         token=token,
         worker_id=worker_id,
         lease_until=row.lease_until,
-        checkpoint=row.checkpoint,
+        checkpoint=row.checkpoint if checkpoint is None else checkpoint,
         inbox=items,
         inbox_upto=row.inbox_seq,
         crash_count=row.crash_count,
         last_seq=row.last_seq,
         sandbox=row.sandbox,
-        transcript_generation=gen,
-        transcript_length=length,
+        transcript_generation=row.transcript_generation,
+        transcript_length=row.transcript_length,
         transcript=rows,
-        transcript_from=length if start is None else start,
+        transcript_from=transcript_from,
     )
 
 
@@ -191,10 +215,7 @@ async def commit(
 
     Returns ``new_token`` when the session stays runnable, else None.
     """
-    consumed: ColumnElement[Any] = _S.inbox_consumed
-    if consumed_inbox_upto is not None:
-        upto = literal(consumed_inbox_upto)
-        consumed = case((_S.inbox_consumed < upto, upto), else_=_S.inbox_consumed)
+    consumed = _consumed(consumed_inbox_upto)
     # Input that arrived during the step and was not consumed keeps the session running:
     # its sender saw "a step is pending" and enqueued nothing.
     runnable = true() if isinstance(outcome, Continue) else _S.inbox_seq > consumed
@@ -213,6 +234,67 @@ async def commit(
     row = await _write(conn, held, values, events, now=now, returning=_S.pending_token, delta=delta)
     token: str | None = row.pending_token
     return token
+
+
+async def commit_then_claim(
+    conn: AsyncConnection,
+    held: Claim,
+    *,
+    checkpoint: str,
+    events: Sequence[NewEvent],
+    consumed_inbox_upto: int | None,
+    usage: TokenUsage,
+    new_token: str,
+    lease_s: float,
+    now: datetime,
+    lease_time: LeaseTime,
+    delta: TranscriptDelta | None = None,
+) -> Claim:
+    """``commit`` with ``Continue``, and the claim of the next step by the same worker,
+    in the one UPDATE: the next token is pending and claimed at once (epoch bumped, a
+    fresh lease), so no message and no second claim are needed. ``enqueued_at`` is set,
+    so once that lease runs out unrenewed the sweeper hands the token out again.
+
+    The claim carries no transcript rows: its holder wrote them (``transcript_from`` is
+    the stored length). Raises Fenced as ``commit``.
+    """
+    values: dict[str, Any] = {
+        "checkpoint": checkpoint,
+        "last_seq": _S.last_seq + len(events),
+        "inbox_consumed": _consumed(consumed_inbox_upto),
+        "epoch": _S.epoch + 1,
+        "lease_owner": held.worker_id,
+        "lease_until": lease_time.now(lease_s),
+        "claimed_token": new_token,
+        "pending_token": new_token,
+        "enqueued_at": lease_time.now(),
+        "crash_count": 0,
+        "status": _RUNNING,
+        "wait_until": null(),
+        "wake_at": null(),
+        "wake_note": null(),
+        "updated_at": now,
+        **_usage_sums(usage),
+    }
+    row = await _write(conn, held, values, events, now=now, returning=_CLAIM_COLUMNS, delta=delta)
+    return await _claim_of(
+        conn,
+        row,
+        held.session_id,
+        new_token,
+        held.worker_id,
+        rows=(),
+        transcript_from=row.transcript_length,
+        checkpoint=checkpoint,
+    )
+
+
+def _consumed(consumed_inbox_upto: int | None) -> ColumnElement[Any]:
+    """``inbox_consumed`` raised to ``consumed_inbox_upto`` (None: left as it is)."""
+    if consumed_inbox_upto is None:
+        return _S.inbox_consumed
+    upto = literal(consumed_inbox_upto)
+    return case((_S.inbox_consumed < upto, upto), else_=_S.inbox_consumed)
 
 
 def _next_state(
@@ -254,12 +336,16 @@ async def _write(
     events: Sequence[NewEvent],
     *,
     now: datetime,
-    returning: ColumnElement[Any] | None = None,
+    returning: ColumnElement[Any] | Sequence[ColumnElement[Any]] | None = None,
     delta: TranscriptDelta | None = None,
 ) -> Any:
-    """The fenced ``UPDATE … RETURNING last_seq``, then the transcript rows and the events
-    at the reserved seqs. A delta whose base is not the stored transcript is fenced too."""
-    columns = [_S.last_seq] if returning is None else [_S.last_seq, returning]
+    """The fenced ``UPDATE … RETURNING last_seq`` (and ``returning``), then the transcript
+    rows and the events at the reserved seqs, written under the claim's epoch. A delta
+    whose base is not the stored transcript is fenced too."""
+    columns: list[ColumnElement[Any]] = [_S.last_seq]
+    if returning is not None:
+        more = list(returning) if isinstance(returning, Sequence) else [returning]
+        columns += [c for c in more if c is not _S.last_seq]
     fence = _fence(held)
     if delta is not None:
         fence = fence & transcript.holds(delta.base)

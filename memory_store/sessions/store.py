@@ -327,6 +327,49 @@ class SessionStore:
         self._count_written(checkpoint, events, transcript)
         return token
 
+    async def commit_then_claim(
+        self,
+        claim: Claim,
+        *,
+        checkpoint: str,
+        lease_s: float,
+        events: Sequence[NewEvent] = (),
+        consumed_inbox_upto: int | None = None,
+        usage: TokenUsage | None = None,
+        transcript: TranscriptDelta | None = None,
+    ) -> Claim:
+        """``commit`` a step whose outcome is ``Continue`` and claim the next step for the
+        same worker in the same transaction (a worker running its session's next step
+        itself, with no queue message between: docs/architecture.md §5).
+
+        The returned claim has a new token and epoch, a lease of ``lease_s`` and the
+        unconsumed inbox; it carries no transcript rows (the caller wrote them). If its
+        holder dies, the sweeper re-enqueues the token once the lease runs out.
+
+        Raises:
+            Fenced, ValueError, DatabaseUnavailable: as ``commit``.
+        """
+        if consumed_inbox_upto is not None and consumed_inbox_upto > claim.inbox_upto:
+            raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
+        _check_positive(lease_s=lease_s)
+        now = self._clock()
+        async with self._fenced(claim) as conn:
+            following = await claims.commit_then_claim(
+                conn,
+                claim,
+                checkpoint=checkpoint,
+                events=events,
+                consumed_inbox_upto=consumed_inbox_upto,
+                usage=usage or TokenUsage(),
+                new_token=new_token(),
+                lease_s=lease_s,
+                now=now,
+                lease_time=self._lease_time(),
+                delta=transcript,
+            )
+        self._count_written(checkpoint, events, transcript)
+        return following
+
     async def cancel(self, session_id: str, *, actor: str | None = None) -> Cancelled | None:
         """Cancel a running or waiting session (``stop``), fencing off its running step.
 

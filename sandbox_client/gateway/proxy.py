@@ -231,6 +231,8 @@ class Gateway:
                 await self._connect(conn, request, reader, writer, caller)
             else:
                 await self._serve(conn, request, reader, writer, caller, scheme="http")
+        except h11.RemoteProtocolError as exc:
+            await self._malformed(conn, writer, exc)
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
         finally:
@@ -473,6 +475,21 @@ class Gateway:
         await self._send(writer, conn, _response(407, headers))
         await self._send(writer, conn, h11.Data(data=body))
         await self._send(writer, conn, h11.EndOfMessage())
+
+    async def _malformed(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, exc: h11.RemoteProtocolError
+    ) -> None:
+        """Answer what is not HTTP/1.1 (a garbage request line, a TLS hello sent to the
+        plain port) with h11's status hint (400, or 431 for huge headers) saying what the
+        gateway is, when a response can still be sent; then the connection closes."""
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        text = (
+            f"Bad request: not an HTTP/1.1 request ({exc}). This is Warroom's egress gateway, "
+            "an HTTP proxy: send requests through it with HTTP_PROXY / HTTPS_PROXY.\n"
+        )
+        with contextlib.suppress(ConnectionError, TimeoutError, h11.ProtocolError):
+            await self._plain_error(conn, writer, exc.error_status_hint, text)
 
     async def _plain_error(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str

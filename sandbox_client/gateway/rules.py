@@ -254,9 +254,7 @@ class Rules:
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f"line {mark.line + 1}: " if mark is not None else ""
-            raise RulesError(source, [f"{line}not valid YAML ({exc})"]) from exc
+            raise RulesError(source, [_yaml_problem(exc)]) from exc
         try:
             parsed = RulesFile.model_validate(data)
         except ValidationError as exc:
@@ -328,3 +326,14 @@ def _lines_of(text: str) -> dict[str, int]:
     if root is not None:
         walk(root, "")
     return found
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a YAML syntax error: where (line and column, 1-based) and what
+    PyYAML found, without its multi-line excerpt of the file."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"{where}not valid YAML: {detail}"

@@ -135,10 +135,13 @@ async def test_mcp_list_shows_why_a_server_died(data_dir: Path) -> None:
     env = warroom_env(data_dir / "data", WARROOM_MCP_CONFIG=str(config))
     listing = await start("mcp", "list", env=env, cwd=data_dir)
     assert listing.stdout is not None
+    assert listing.stderr is not None
     lines = (await listing.stdout.read()).decode().splitlines()
+    err = (await listing.stderr.read()).decode()
     assert await finish(listing) == 1
     assert lines[0].startswith("pagerduty: down (")
     assert lines[1] == "    stderr: error: PAGERDUTY_TOKEN is not set"
+    assert "PAGERDUTY_TOKEN" not in err  # said once, in the listing
 
 
 async def test_mcp_list_with_an_invalid_configuration_exits_2_saying_why(data_dir: Path) -> None:

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from bot.errors import SlackRefused
-from bot.fakes.anthropic_api import FakeAnthropicAPI
+from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import StepOutcome, default_metrics
 from harness import Checkpoint, Event, Message, Requester, TextBlock
 from memory_store import SessionStatus
-from tests.bot.durable.driver_support import CHANNEL, ORG, Workers, open_workers, script
+from tests.bot.durable.driver_support import (
+    CHANNEL,
+    ORG,
+    TODOS,
+    Workers,
+    open_workers,
+    script,
+)
 
 
 class WatchingThread:
@@ -131,3 +140,82 @@ async def test_a_system_input_reaches_the_model_as_recorded_beside_a_users_reply
     assert texts[-2].startswith("Message from")
     assert texts[-2].endswith("pods are down")
     assert texts[-1] == note
+
+
+class StepsThread(WatchingThread):
+    """Notes each progress update's step count and each answer posted."""
+
+    def __init__(self, workers: Workers) -> None:
+        super().__init__(workers)
+        self.steps_shown: list[int] = []
+        self.answers: list[str] = []
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        self.answers.append(markdown)
+        return "1.0"
+
+    async def show_progress(
+        self,
+        *,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        await asyncio.sleep(0)  # a real update awaits Slack: let the next step start first
+        self.steps_shown.append(checkpoint.steps)
+
+
+def three_todos_then_answer(request: RecordedRequest) -> Reply:
+    """``TodoWrite`` three times, then end the turn."""
+    calls = sum(1 for m in request.messages if '"tool_use"' in json.dumps(m))
+    return Reply.tool("TodoWrite", TODOS) if calls < 3 else Reply.text("Pods checked.")
+
+
+async def _run_turn(
+    tmp_path: Path, *, carry_on_s: float, draining: bool
+) -> tuple[StepOutcome, Workers, StepsThread, list[str]]:
+    async with FakeAnthropicAPI(three_todos_then_answer) as fake:
+        workers, db, manager = await open_workers(fake, tmp_path)
+        try:
+            thread = StepsThread(workers)
+            driver = workers.driver("a", thread)
+            driver.carry_on_s, driver.draining = carry_on_s, draining
+            await workers.open("carried")
+            outcome = await driver.run("carried", workers.pending.pop("carried"))
+            kinds = [e.kind for e in await workers.sessions.events("carried")]
+        finally:
+            await workers.model.aclose()
+            await manager.aclose()
+            await db.dispose()
+    return outcome, workers, thread, kinds
+
+
+async def test_a_worker_carries_its_session_through_a_whole_turn_without_a_queue_message(
+    tmp_path: Path,
+) -> None:
+    # When one message starts a turn of three tool calls, with time to carry on
+    outcome, workers, thread, kinds = await _run_turn(tmp_path, carry_on_s=60, draining=False)
+    # Then every step ran in this worker, each claimed by the previous commit: the
+    # answer was posted and the session waits, with nothing ever enqueued
+    assert outcome is StepOutcome.POSTED
+    assert workers.enqueued == []
+    assert thread.answers == ["Pods checked."]
+    assert kinds.count("tool_result") == 3
+    assert "post_done" in kinds
+    # and the thread saw every step's progress, in order
+    assert thread.steps_shown == sorted(thread.steps_shown)
+    assert len(thread.steps_shown) == 7  # 4 model steps and 3 tool steps
+
+
+async def test_a_draining_worker_runs_one_step_and_hands_the_next_to_the_queue(
+    tmp_path: Path,
+) -> None:
+    outcome, workers, thread, kinds = await _run_turn(tmp_path, carry_on_s=60, draining=True)
+    assert outcome is StepOutcome.STEPPED
+    assert len(workers.enqueued) == 1
+    assert thread.answers == []
+    assert kinds.count("tool_result") == 0

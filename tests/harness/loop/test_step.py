@@ -33,6 +33,7 @@ from harness import (
     StepLimitReached,
     TokenLimitReached,
     ToolFinished,
+    ToolIntent,
     ToolTimeLimitReached,
     ToolUnknown,
 )
@@ -287,15 +288,22 @@ async def test_a_system_input_reaches_the_model_as_its_bare_text_not_as_a_teamma
 async def test_steering_during_a_tool_step_that_crashed_reaches_the_model_once(
     fake: FakeAnthropicAPI, kit: Kit
 ) -> None:
-    # Given: a tool step that received a teammate's reply, and whose worker died after
+    # Given: an Edit step that received a teammate's reply, and whose worker died after
     # committing the intent (the durable layer keeps the reply in the inbox until commit)
     await seed_runbook(kit.store)
-    fake.push(read("/memory/payments.md"), Reply.text("ok"))
+    edit = Reply.tool(
+        "Edit",
+        {"file_path": "/memory/payments.md", "old_string": "Payments", "new_string": "Pay"},
+    )
+    fake.push(read("/memory/payments.md"), edit, Reply.text("ok"))
     run = kit.session(fake.base_url)
     await run.step(ask("payments is down"))
+    await run.step()  # Read
+    await run.step()  # the model asks for the Edit
     steer = ask("check the DB pool", "U-BOB", "Bob")
     await run.step(steer)
     intent = run.saves.last_checkpoint()
+    assert intent.in_flight is not None
 
     # When: the next worker recovers from the intent and gets the same inbox again
     run.cp = intent
@@ -303,7 +311,7 @@ async def test_steering_during_a_tool_step_that_crashed_reaches_the_model_once(
     await run.run()
 
     # Then: the model hears the reply once
-    texts = last_user_texts(fake.requests[1])
+    texts = last_user_texts(fake.requests[2])
     assert sum("check the DB pool" in t for t in texts) == 1
     assert intent.pending_input == ()
 
@@ -570,10 +578,24 @@ async def test_a_crashed_bash_call_in_a_sandbox_that_is_gone_is_reported_unknown
     assert recovered.checkpoint.sandbox != crashed.sandbox
 
 
+async def test_a_read_saves_no_intent_mid_step_and_commits_it_with_its_result(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    await seed_runbook(kit.store)
+    fake.push(read("/memory/payments.md"), Reply.text("ok"))
+    run = kit.session(fake.base_url)
+    await run.step(ask("read the runbook"))
+    result = await run.step()
+    assert run.saves.commits == []
+    assert [type(e) for e in result.events] == [ToolIntent, ToolFinished]
+    assert result.checkpoint.in_flight is None
+
+
 async def test_a_crashed_write_is_redone_without_a_second_revision(
     fake: FakeAnthropicAPI, kit: Kit
 ) -> None:
-    # Given: a Write whose intent was committed and that reached the store
+    # Given: a Write that reached the store, whose worker died before committing the
+    # step (a Write is simply run again after a crash: no intent is committed first)
     await seed_runbook(kit.store)
     new_runbook = RUNBOOK + "owner: team-payments\n"
     write = Reply.tool("Write", {"file_path": "/memory/payments.md", "content": new_runbook})
@@ -582,12 +604,12 @@ async def test_a_crashed_write_is_redone_without_a_second_revision(
     await run.step(ask("record the owner"))
     await run.step()
     await run.step()
+    before_write = run.cp
     await run.step()
-    crashed = run.saves.last_checkpoint()
-    assert crashed.in_flight is not None
+    assert run.saves.commits == []  # nothing was saved mid-step
 
-    # When: the next worker recovers the call
-    run.cp = crashed
+    # When: the next worker takes the step again from the last commit
+    run.cp = before_write
     recovered = await run.step()
     await run.run()
 

@@ -235,6 +235,13 @@ def test_a_rules_file_error_names_its_line() -> None:
         Rules.parse(text)
 
 
+def test_a_yaml_syntax_error_is_one_line_naming_where_and_what() -> None:
+    text = "rules:\n  - name: prom\n    hosts: [prom.internal\n"
+    with pytest.raises(ValueError, match=r"line 4, column 1: not valid YAML: expected") as bad:
+        Rules.parse(text)
+    assert "\n" not in str(bad.value).split(":", 1)[1]  # no excerpt of the file
+
+
 def test_a_secret_must_be_given_by_reference() -> None:
     text = (
         "rules:\n  - name: prom\n    hosts: [prom.internal]\n"
@@ -347,6 +354,22 @@ async def test_every_status_the_gateway_writes_has_its_standard_reason_phrase(
         await gateway.aclose()
     # Then each status line carries the phrase RFC 9110 gives its code
     assert lines == [expected for _, expected in requests]
+
+
+async def test_what_is_not_http_gets_a_400_saying_what_the_gateway_is(
+    gateway: Running,
+) -> None:
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    for garbage in (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\r\n\r\n", b"HELLO THERE\r\n\r\n"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(garbage)
+            await writer.drain()
+            reply = await reader.read()  # the gateway answers, then closes
+        finally:
+            writer.close()
+        assert reply.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+        assert b"egress gateway, an HTTP proxy" in reply
 
 
 def test_the_proxys_examples_hold() -> None:
