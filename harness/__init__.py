@@ -60,7 +60,9 @@ from harness.loop.step import (
     StepKind,
     StepResult,
     advance,
+    after_stop,
     answer_posted,
+    holds_long_work,
     next_kind,
 )
 from harness.loop.wakeups import WAKE_KIND, next_wake
@@ -186,6 +188,8 @@ __all__ = [
     "timeline_markdown",
     # the step
     "Collaborators",
+    "after_stop",
+    "holds_long_work",
     "Limits",
     "Next",
     "StepKind",

@@ -59,8 +59,10 @@ from harness import (
     StepKind,
     WorkspaceSource,
     advance,
+    after_stop,
     answer_posted,
     day_start,
+    holds_long_work,
     next_kind,
     next_wake,
 )
@@ -296,6 +298,8 @@ class StepDriver:
     ) -> tuple[StepOutcome, str | Claim | None, _Report | None]:
         started = time.monotonic()
         inbox = _inbound(claim)
+        if holds_long_work(cp) and any(i.from_user for i in inbox) and await self._stopped(claim):
+            cp = after_stop(cp)
         kind = next_kind(cp, inbox)
         if kind is StepKind.POST:  # the inbox stays for the model step after the post
             return await self._post_answer(claim, cp, stored, lease)
@@ -442,6 +446,14 @@ class StepDriver:
         events: Sequence[Event] = (),
     ) -> None:
         self.observe(StepReport(kind, outcome, time.monotonic() - started, tuple(events)))
+
+    async def _stopped(self, claim: Claim) -> bool:
+        """Whether ``stop`` cancelled the session since its last step: then nothing was
+        logged after the cancel's notice (a reply revives a session without an event)."""
+        last = await self.sessions.events(claim.session_id, max(0, claim.last_seq - 1), limit=1)
+        if not last or last[0].kind != "notice":
+            return False
+        return bool(json.loads(last[0].payload_json).get("notice") == "cancelled")
 
     def _wait(self, cp: Checkpoint) -> Wait:
         """The wait ``cp`` parks in: a reply ends it, ``wait_s`` without one ends the

@@ -253,6 +253,42 @@ def _turn_ended(cp: Checkpoint) -> bool:
     return bool(cp.messages) and cp.messages[-1].role == "assistant"
 
 
+STOPPED_SUBAGENT = "The subagent was stopped (someone wrote stop in the thread) before it answered."
+
+
+def after_stop(cp: Checkpoint) -> Checkpoint:
+    """``cp`` of a session that ``stop`` cancelled since its last step, now revived by a
+    reply: the stop ended its background processes, subagents and pending wake-up, so
+    they are recorded as ended, and each ``Agent`` call still waiting gets a result saying
+    its subagent was stopped (else the session would wait for it for ever).
+
+    >>> from harness.loop.checkpoint import Requester, ScheduledWakeup
+    >>> cp = Checkpoint("s1", "T1", "C1", Requester("U1"), wakeup=ScheduledWakeup(1.0, "", "p"))
+    >>> after_stop(cp).wakeup is None
+    True
+    """
+    waiting = {b.id for b in cp.unanswered_calls()} & cp.awaited_calls()
+    stopped = tuple(
+        ToolResultBlock(b.id, STOPPED_SUBAGENT, is_error=True)
+        for b in cp.unanswered_calls()
+        if b.id in waiting
+    )
+    return replace(
+        cp,
+        wakeup=None,
+        tasks=tuple(replace(t, status="killed") if t.running else t for t in cp.tasks),
+        agents=tuple(replace(a, status="stopped") if a.running else a for a in cp.agents),
+        pending_results=(*cp.pending_results, *stopped),
+    )
+
+
+def holds_long_work(cp: Checkpoint) -> bool:
+    """Whether ``cp`` has work a ``stop`` ends: a running background process or
+    subagent, or a pending wake-up."""
+    running = any(t.running for t in cp.tasks) or any(a.running for a in cp.agents)
+    return running or cp.wakeup is not None
+
+
 def answer_posted(cp: Checkpoint) -> Checkpoint:
     """The checkpoint after the durable layer posted ``cp.answer`` (the ``POST`` step)."""
     return replace(cp, answer=None, best_effort=False)

@@ -495,6 +495,19 @@ async def test_stop_cascades_to_the_subagents(rig: Rig) -> None:
         await provider.aclose()
     for child in children.values():
         assert (await probe.session(child)).status is SessionStatus.CANCELLED
+    # When a teammate replies to the stopped session, it goes on: each stopped subagent's
+    # call gets a result saying so (the session does not wait for them)
+    token = await probe.sessions.add_input(
+        parent, user_id="U0FAKEBOB", text="what did you find so far?", source_ts="9.1"
+    )
+    assert token is not None
+    probe.queue.send(parent, token)
+    await probe.wait_answered(parent, timeout_s=30)
+    content = probe.fakes.script.requests_for(parent)[1].messages[-1]["content"]
+    stopped = [b for b in content if b["type"] == "tool_result"]
+    assert len(stopped) == 2
+    assert all(b["is_error"] and "subagent was stopped" in b["content"] for b in stopped)
+    assert "what did you find so far?" in content[-1]["text"]
 
 
 async def test_a_background_subagent_notifies_its_parent_once(rig: Rig) -> None:
@@ -537,3 +550,29 @@ async def test_the_session_is_told_which_background_commands_a_dead_sandbox_lost
     assert len(notified) == 1
     assert "<status>failed</status>" in notified[0].text
     assert 'Background command "Tail the logs" was lost: its sandbox stopped' in notified[0].text
+
+
+async def test_a_reply_after_stop_does_not_re_arm_the_stopped_wake_up(rig: Rig) -> None:
+    probe = rig.probe
+    session_id = f"wake-revive-{uuid.uuid4().hex[:6]}"
+    plan = [wakeup(4, "look again"), Reply.text("Later."), Reply.text("Here.")]
+    await probe.start(session_id, plan)
+    session = await probe.wait_answered(session_id)
+    armed = due_at(session.checkpoint)
+    assert await probe.sessions.cancel(session_id, actor="U0FAKEBOB") is not None
+    # When a teammate replies before the wake-up's time
+    token = await probe.sessions.add_input(
+        session_id, user_id="U0FAKEBOB", text="anything?", source_ts="9.2"
+    )
+    assert token is not None
+    probe.queue.send(session_id, token)
+    answered = await probe.wait_answered(session_id, posts=2, timeout_s=30)
+    assert Checkpoint.from_json(answered.checkpoint).wakeup is None
+
+    # Then, past its time, the stopped wake-up does not fire
+    async def past_due() -> bool:
+        assert await wakes(probe, session_id) == []
+        return datetime.now(UTC) > armed + timedelta(seconds=2)
+
+    await poll(past_due, timeout_s=15, what="the wake-up's time to pass")
+    assert len(probe.fakes.script.requests_for(session_id)) == 3  # two for the turn, one reply
