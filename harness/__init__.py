@@ -126,6 +126,7 @@ from harness.tools.agent import (
 )
 from harness.tools.background import (
     NOTIFICATION_KIND,
+    end_session_tasks,
     event_lines,
     monitor_event,
     notified_task_id,
@@ -234,6 +235,7 @@ __all__ = [
     "event_lines",
     "monitor_event",
     "task_notification",
+    "end_session_tasks",
     "Todo",
     "TodoStatus",
     "holds_messages",

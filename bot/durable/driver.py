@@ -62,6 +62,7 @@ from harness import (
     after_stop,
     answer_posted,
     day_start,
+    end_session_tasks,
     holds_long_work,
     next_kind,
     next_wake,
@@ -372,10 +373,13 @@ class StepDriver:
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         """A subagent's answer goes to its parent's inbox (once, by key), not to Slack;
-        then the subagent ends ``done`` (its shared sandbox stays the parent's)."""
+        then the subagent ends ``done`` (its shared sandbox stays the parent's) and so do
+        its background processes: nothing of an ended subagent runs on (or wakes it)."""
         assert cp.answer is not None
         started = time.monotonic()
         await answer_parent(self.sessions, self.enqueue, cp, cp.answer, failed=False)
+        if self.tasks is not None:
+            await end_session_tasks(self.tasks, self.workspaces.open(cp), claim.session_id)
         done = answer_posted(cp)
         lease.committing()
         next_token = await self._commit(

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
 from harness.loop.checkpoint import TaskRecord
-from harness.sandbox.workspace import BackgroundWorkspace
+from harness.sandbox.workspace import BackgroundWorkspace, StepWorkspace
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
-from memory_store import BackgroundTask
+from memory_store import BackgroundTask, BackgroundTasks
 
 TASKS_DIR = "/workspace/.warroom/tasks"
 NOTIFICATION_KIND = "notification"
@@ -119,6 +119,23 @@ async def start_in_background(
     )
     record = TaskRecord(task_id, ctx.tool_use_id, kind, label, time.time())
     return ToolOutcome(started(task_id, path), task=record)
+
+
+async def end_session_tasks(
+    tasks: BackgroundTasks, workspace: StepWorkspace, session_id: str
+) -> tuple[str, ...]:
+    """End every running background task of a session that is over (a subagent that
+    answered): their rows first (no notification follows), then their process groups in
+    ``workspace``. Returns the task ids ended.
+
+    Raises:
+        WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
+    """
+    ended = await tasks.kill_all(session_id)
+    if ended and isinstance(workspace, BackgroundWorkspace):
+        for task in ended:
+            await workspace.kill(task.tool_use_id)
+    return tuple(t.task_id for t in ended)
 
 
 def task_notification(task: BackgroundTask, tail: str = "") -> str:

@@ -576,3 +576,43 @@ async def test_a_reply_after_stop_does_not_re_arm_the_stopped_wake_up(rig: Rig) 
 
     await poll(past_due, timeout_s=15, what="the wake-up's time to pass")
     assert len(probe.fakes.script.requests_for(session_id)) == 3  # two for the turn, one reply
+
+
+async def test_a_subagent_that_answers_leaves_no_background_process_running(rig: Rig) -> None:
+    # A subagent is done once it answered: nothing of it may keep running in the shared
+    # sandbox (nor keep the sandbox from the idle policy, nor wake the ended subagent)
+    probe = rig.probe
+    parent = f"agents-bgcmd-{uuid.uuid4().hex[:6]}"
+    fan_out, children = subagents(parent, ["logs"])
+    child = children["logs"]
+    marker = f"late-{uuid.uuid4().hex[:8]}"
+    probe.fakes.script.plans[child] = [
+        background(f"sleep 30; echo {marker}", "Tail the logs"),
+        Reply.text("logs: started a tail"),
+    ]
+    await probe.start(parent, [fan_out, Reply.text("Checked.")])
+    await probe.wait_answered(parent, timeout_s=60)
+    assert (await probe.session(child)).status is SessionStatus.DONE
+    (task,) = await rig.tasks.of_session(child)
+
+    async def ended() -> bool:
+        current = await rig.tasks.get(child, task.task_id)
+        return current is not None and not current.running and not _running_with(marker)
+
+    await poll(ended, timeout_s=10, what="the ended subagent's background command to end")
+    current = await rig.tasks.get(child, task.task_id)
+    assert current is not None
+    assert current.state == "killed"
+    assert not [i for i in await probe.sessions.inbox(child) if i.kind == "notification"]
+
+
+def _running_with(marker: str) -> bool:
+    """Whether a process of this host has ``marker`` in its command line (a frozen
+    sandbox's processes included: they still exist)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
