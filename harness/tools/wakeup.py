@@ -27,7 +27,8 @@ class ScheduleWakeupInput(BaseModel):
     """ScheduleWakeup's parameters."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    delay_seconds: float = Field(alias="delaySeconds", ge=0)
+    delay_seconds: float = Field(alias="delaySeconds", allow_inf_nan=False)
+    """Any finite number: out of range (negative too) it is moved into range."""
     reason: str = Field(default="", max_length=500)
     prompt: str = Field(min_length=1, max_length=20_000)
 

@@ -75,6 +75,21 @@ async def test_a_delay_out_of_range_is_moved_into_it(fake: FakeAnthropicAPI, kit
     assert said.endswith("The delay was moved into the allowed range of 60-3600 seconds.")
 
 
+async def test_a_negative_delay_is_moved_into_range_as_the_schema_says(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # The schema tells the model "other values are moved into range": a negative delay too
+    fake.push(wakeup(-30), Reply.text("ok"))
+    run = kit.session(fake.base_url, limits=Limits(min_wakeup_s=60))
+    await run.run((Inbound("U-ALICE", "watch", "Alice"),))
+
+    result = fake.requests[1].messages[-1]["content"][0]
+    assert not result.get("is_error"), result["content"]
+    assert run.cp.wakeup is not None
+    assert 55 <= run.cp.wakeup.due_at - time.time() <= 60
+    assert result["content"].endswith("moved into the allowed range of 60-3600 seconds.")
+
+
 async def test_a_wake_up_missed_while_stopped_is_dropped_when_a_reply_comes(
     fake: FakeAnthropicAPI, kit: Kit
 ) -> None:
