@@ -4,7 +4,8 @@ sessions with a ``<task-notification>`` (docs/architecture.md §5, "Long work").
 No worker waits on a background process. Each worker's event loop runs ``watch_forever``:
 every ``interval_s`` it takes the running tasks due a look in the sandboxes it can reach
 (``BackgroundTasks.due``, which moves each row's next look on, so workers share the
-polling), asks each sandbox for its processes, and for each one that ended:
+polling), asks each sandbox for those tasks' processes (each by name: a listing would
+carry the output of every command the sandbox ran), and for each one that ended:
 
 1. reads the tail of its output file;
 2. ``SessionStore.notify(kind="notification", source_key="bg:<tool_use_id>")``: a second
@@ -119,8 +120,9 @@ class BackgroundWatcher:
             log.error("background task %s: unreadable sandbox handle", tasks[0].task_id)
             return await self._all_lost(tasks)
         client = self.manager.provider.connect(handle)
-        try:
-            records = {p.name: p for p in await client.list_processes()}
+        try:  # each task's own record: a listing would carry every command's output
+            found = await asyncio.gather(*(client.get_process(t.tool_use_id) for t in tasks))
+            records = {r.name: r for r in found if r is not None}
         except SandboxGone:
             return await self._all_lost(tasks)
         except SandboxError:
