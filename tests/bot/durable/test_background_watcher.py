@@ -120,3 +120,19 @@ async def test_a_look_does_not_stall_the_loop_on_other_commands_output(rig: Rig)
     (notified,) = [i for i in await rig.sessions.inbox(SESSION) if i.kind == "notification"]
     assert "<status>completed</status>" in notified.text
     assert max(stalls) < 0.1, f"the event loop stalled {max(stalls):.2f} s in a look"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the watcher reads a monitor's whole output file on each look; past the "
+    "sandbox's 32 MiB read limit it reads nothing and the monitor goes silent",
+)
+async def test_a_monitor_past_the_read_limit_still_delivers_its_new_lines(rig: Rig) -> None:
+    command = (
+        "head -c 34000000 /dev/zero | tr '\\0' a; echo; sleep 0.5; "
+        "for i in 1 2 3; do echo marker $i; sleep 0.3; done; sleep 1"
+    )
+    task_id = await start_task(rig, "toolu_mon_1", command, kind="monitor")
+    await poll_until_ended(rig, task_id, timeout_s=60)
+    texts = [i.text for i in await rig.sessions.inbox(SESSION) if i.kind == "notification"]
+    assert any("marker 3" in t for t in texts), texts
