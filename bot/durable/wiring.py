@@ -468,7 +468,7 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), end the background processes of sessions whose wait ran out, suspend idle
+        thread), end the background processes of sessions failed or whose wait ran out, suspend idle
         sandboxes and destroy those no session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
@@ -484,14 +484,14 @@ class Runtime:
         )
         for wakeup in (*result.requeue, *result.woken):
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
+        if self.tasks is not None:  # a session that is over keeps no process running
+            for session_id in (*result.failed, *result.expired_waits):
+                await kill_session_tasks(self.tasks, self.manager, session_id)
         for session_id in result.failed:
             log.error(
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
-        if self.tasks is not None:  # a session that is over keeps no process running
-            for session_id in result.expired_waits:
-                await kill_session_tasks(self.tasks, self.manager, session_id)
         if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
             await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)

@@ -66,6 +66,7 @@ CRASH_RULES = {
     "crash-after-tool": "after_tool@1",
     "crash-during-post": "during_post@3",
     "crash-loop": "before_model@0!",
+    "crash-loop-bg": "before_model@2!",
 }
 _OWN_VARIABLES = (
     "WARROOM_",
@@ -475,6 +476,42 @@ async def test_a_step_that_crashes_every_attempt_fails_the_session_with_a_notice
     assert len(await poll(told, timeout_s=10, what="the failure notice in the thread")) == 1
     thread = [c.args.get("text", "") for c in probe.fakes.posts() if c.args.get("thread_ts")]
     assert any(f"crashed {MAX_CRASHES} times" in text for text in thread)
+
+
+async def test_a_session_failed_by_a_crash_loop_keeps_no_background_process_running(
+    probe: Probe, cluster: Cluster
+) -> None:
+    # The session starts a background command, then its next model step crashes every
+    # attempt: the failed session is over, so its command must not run on (nor keep its
+    # sandbox from the idle policy) with no one ever to hear of it
+    session_id = "crash-loop-bg"
+    cluster.pool.wait_ready()
+    marker = f"orphan-{uuid.uuid4().hex[:8]}"
+    call = {"command": f"sleep 60; echo {marker}", "run_in_background": True}
+    await probe.start(session_id, [Reply.tool("Bash", call), Reply.text("done")])
+
+    async def running() -> bool:
+        return await asyncio.to_thread(_running_with, marker)
+
+    await poll(running, timeout_s=30, what="the background command")
+    await probe.wait_status(session_id, SessionStatus.FAILED, timeout_s=60)
+
+    async def gone() -> bool:
+        return not await running()
+
+    await poll(gone, timeout_s=10, what="the failed session's background command to end")
+
+
+def _running_with(marker: str) -> bool:
+    """Whether a process of this host has ``marker`` in its command line (a frozen
+    sandbox's processes included: they still exist)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 async def test_sigterm_to_the_dramatiq_parent_lets_the_running_step_finish_and_commit(
