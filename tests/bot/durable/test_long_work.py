@@ -597,7 +597,11 @@ async def test_a_subagent_that_answers_leaves_no_background_process_running(rig:
 
     async def ended() -> bool:
         current = await rig.tasks.get(child, task.task_id)
-        return current is not None and not current.running and not _running_with(marker)
+        return (
+            current is not None
+            and not current.running
+            and not await asyncio.to_thread(_running_with, marker)
+        )
 
     await poll(ended, timeout_s=10, what="the ended subagent's background command to end")
     current = await rig.tasks.get(child, task.task_id)
