@@ -42,7 +42,7 @@ from harness.model.messages import (
     ToolUseBlock,
 )
 from harness.tools.mcp_call import mcp_specs
-from harness.tools.toolbox import AGENT_TOOL, summarize_call, tool_specs
+from harness.tools.toolbox import AGENT_TOOL, WAKEUP_TOOL, summarize_call, tool_specs
 from memory_store import FileStore
 
 
@@ -65,8 +65,9 @@ async def model_step(
         ModelUnavailable, ModelStalled: transient failures after retries (nothing to commit).
     """
     tools = tool_specs(mcp_specs(offered))
-    if cp.parent is not None:  # a subagent starts no subagents of its own
-        tools = tuple(t for t in tools if t.name != AGENT_TOOL)
+    if cp.parent is not None:  # a subagent starts no subagents of its own, and ends
+        # when it answers: a wake-up it scheduled would never fire
+        tools = tuple(t for t in tools if t.name not in (AGENT_TOOL, WAKEUP_TOOL))
     system = system_prompt(limits.services, cp.channel_id)
     cp, told_mcp = note_server_changes(cp, offered)
     events: list[Event] = [*told_mcp]

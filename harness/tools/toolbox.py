@@ -64,6 +64,7 @@ TOOLS: Mapping[str, Tool] = {
     )
 }
 AGENT_TOOL = AGENT.name
+WAKEUP_TOOL = SCHEDULE_WAKEUP.name
 ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
 """Tools run when called but not offered (Claude Code's older names)."""
 

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from harness import Inbound, Limits, StepKind, TaskRecord, agent_result_text, next_kind, next_wake
+from harness import (
+    Inbound,
+    Limits,
+    ParentLink,
+    StepKind,
+    TaskRecord,
+    agent_result_text,
+    next_kind,
+    next_wake,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, ToolCall
 from tests.harness.step_support import Kit, open_kit
 
@@ -88,6 +97,21 @@ async def test_a_negative_delay_is_moved_into_range_as_the_schema_says(
     assert run.cp.wakeup is not None
     assert 55 <= run.cp.wakeup.due_at - time.time() <= 60
     assert result["content"].endswith("moved into the allowed range of 60-3600 seconds.")
+
+
+async def test_a_subagent_is_offered_no_wake_up_it_could_never_get(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # A subagent ends once it answers: a wake-up it scheduled would never fire
+    fake.push(Reply.text("pods: healthy"))
+    run = kit.session(fake.base_url)
+    run.cp = replace(run.cp, parent=ParentLink("s-parent", "toolu_1"))
+    await run.run((Inbound("U-ALICE", "check the pods", "Alice"),))
+
+    offered = [t["name"] for t in fake.requests[0].body["tools"]]
+    assert "Bash" in offered
+    assert "ScheduleWakeup" not in offered
+    assert "Agent" not in offered
 
 
 async def test_a_wake_up_missed_while_stopped_is_dropped_when_a_reply_comes(
