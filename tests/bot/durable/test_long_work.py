@@ -95,7 +95,7 @@ def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes)
         "WARROOM_SWEEP_INTERVAL_S": "0.2",
         "WARROOM_STALE_AFTER_S": "2",
         "WARROOM_BACKGROUND_POLL_S": "0.2",
-        "WARROOM_SANDBOX_IDLE_SUSPEND_S": "0.3",
+        "WARROOM_SANDBOX_IDLE_S": "0.3",
         "WARROOM_MIN_WAKEUP_S": "1",
         "WARROOM_MONITOR_BATCH_S": "1",
         "dramatiq_worker_timeout": "100",
