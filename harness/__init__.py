@@ -59,6 +59,7 @@ from harness.loop.step import (
     answer_posted,
     next_kind,
 )
+from harness.loop.wakeups import WAKE_KIND, next_wake
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
 from harness.mcp.errors import McpApprovalRequired, McpError, McpTimeout, McpUnavailable
 from harness.mcp.policy import Approval, ServerPolicy
@@ -175,6 +176,8 @@ __all__ = [
     "advance",
     "next_kind",
     "answer_posted",
+    "next_wake",
+    "WAKE_KIND",
     # events
     "Answered",
     "Event",

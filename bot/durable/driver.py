@@ -56,6 +56,7 @@ from harness import (
     answer_posted,
     day_start,
     next_kind,
+    next_wake,
 )
 from harness import Model as ModelProtocol
 from memory_store import (
@@ -242,7 +243,7 @@ class StepDriver:
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         started = time.monotonic()
-        inbox = tuple(Inbound(i.user_id, i.text) for i in claim.inbox)
+        inbox = _inbound(claim)
         kind = next_kind(cp, inbox)
         if kind is StepKind.POST:  # the inbox stays for the model step after the post
             return await self._post_answer(claim, cp, stored, lease)
@@ -263,7 +264,7 @@ class StepDriver:
             claim,
             stored,
             new,
-            outcome=self._wait() if waits else Continue(),
+            outcome=self._wait(new) if waits else Continue(),
             events=_log_events(result.events),
             consumed_inbox_upto=claim.inbox_upto if inbox else None,
             usage=_usage_delta(cp, new),
@@ -299,7 +300,7 @@ class StepDriver:
             claim,
             stored,
             done,
-            outcome=self._wait(),
+            outcome=self._wait(done),
             events=(NewEvent("post_done", f'{{"key":"{key}","ts":"{ts}"}}'),),
         )
         if next_token is None:
@@ -365,8 +366,15 @@ class StepDriver:
     ) -> None:
         self.observe(StepReport(kind, outcome, time.monotonic() - started, tuple(events)))
 
-    def _wait(self) -> Wait:
-        return Wait(until=utc_now() + timedelta(seconds=self.wait_s))
+    def _wait(self, cp: Checkpoint) -> Wait:
+        """The wait ``cp`` parks in: a reply ends it, ``wait_s`` without one ends the
+        session, and the checkpoint's earliest deadline (``next_wake``) wakes it."""
+        until = utc_now() + timedelta(seconds=self.wait_s)
+        wake = next_wake(cp)
+        if wake is None:
+            return Wait(until=until)
+        wake_at, note = wake
+        return Wait(until=max(until, wake_at), wake_at=wake_at, wake_note=note)
 
     def _point(self, claim: Claim, cp: Checkpoint) -> Callable[[CrashPoint], None]:
         """``CrashHooks.reached`` for this claimed step."""
@@ -527,7 +535,13 @@ def _kind(claim: Claim, cp: Checkpoint | None) -> StepKind | None:
     """What the claimed step was to do (for a failed step's metrics); None: no checkpoint."""
     if cp is None:
         return None
-    return next_kind(cp, tuple(Inbound(i.user_id, i.text) for i in claim.inbox))
+    return next_kind(cp, _inbound(claim))
+
+
+def _inbound(claim: Claim) -> tuple[Inbound, ...]:
+    """The claim's inbox as the harness takes it (kind kept: a user's reply or a system
+    input such as a fired wake-up)."""
+    return tuple(Inbound(i.user_id, i.text, kind=i.kind) for i in claim.inbox)
 
 
 def _log_events(events: Sequence[Event]) -> tuple[NewEvent, ...]:

@@ -440,7 +440,7 @@ class Runtime:
             origin=self.driver.origin,
             session_ids=self.owned,
         )
-        for wakeup in result.requeue:
+        for wakeup in (*result.requeue, *result.woken):
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
         for session_id in result.failed:
             log.error(

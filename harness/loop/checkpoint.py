@@ -77,11 +77,20 @@ class Requester:
 
 @dataclass(frozen=True)
 class Inbound:
-    """A user message waiting to be given to the model (the request, or steering)."""
+    """An input waiting to be given to the model: a user's message (the request, or
+    steering; ``kind`` ``user``) or one the system recorded (``wake``, ``notification``,
+    ``approval``…: ``memory_store.SessionStore.notify`` and timed wake-ups), which reaches
+    the model as its bare text."""
 
     user_id: str
     text: str
     display_name: str = ""
+    kind: str = "user"
+
+    @property
+    def from_user(self) -> bool:
+        """Whether a person wrote it (else the system recorded it)."""
+        return self.kind == "user"
 
     def user_label(self) -> str:
         """How the model sees the author: the display name, else a Slack mention."""
@@ -252,7 +261,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
     if with_messages:
         head["messages"] = [m.to_dict() for m in cp.messages]
     return head | {
-        "pending_input": [[i.user_id, i.text, i.display_name] for i in cp.pending_input],
+        "pending_input": [_inbound(i) for i in cp.pending_input],
         "pending_results": [block_to_dict(b) for b in cp.pending_results],
         "in_flight": cp.in_flight,
         "read_state": {
@@ -274,6 +283,11 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "turn_base": list(cp.turn_base),
         "mcp_servers": None if cp.mcp_servers is None else list(cp.mcp_servers),
     }
+
+
+def _inbound(item: Inbound) -> list[str]:
+    fields = [item.user_id, item.text, item.display_name]
+    return fields if item.from_user else [*fields, item.kind]
 
 
 def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:

@@ -149,9 +149,8 @@ async def build_user_message(
     for item in cp.pending_input:
         text, cut = bounded_input(item.text, max_chars)
         text = text if text.strip() else "(an empty message)"  # the API refuses blank text
-        blocks.append(
-            TextBlock(text if not cp.messages else steering_text(item.user_label(), text))
-        )
+        steering = cp.messages and item.from_user
+        blocks.append(TextBlock(steering_text(item.user_label(), text) if steering else text))
         if cut is not None:
             blocks.append(TextBlock(reminder(cut + " Tell the user you only read that part.")))
             events.append(Notice(topic=NoticeTopic.INPUT, text=cut))

@@ -218,11 +218,13 @@ async def commit(
 def _next_state(
     outcome: Outcome, runnable: ColumnElement[bool], new_token: str, now: ColumnElement[datetime]
 ) -> dict[str, Any]:
+    wake_at, wake_note = None, None
     if isinstance(outcome, Continue):
         end_status = _RUNNING
         until = None
     elif isinstance(outcome, Wait):
         end_status, until = SessionStatus.WAITING.value, outcome.until
+        wake_at, wake_note = outcome.wake_at, outcome.wake_note
     else:
         end_status, until = outcome.status.value, None
     return {
@@ -230,6 +232,9 @@ def _next_state(
         "pending_token": case((runnable, new_token), else_=null()),
         "enqueued_at": case((runnable, now), else_=null()),
         "wait_until": null() if until is None else case((runnable, null()), else_=at(until)),
+        # kept while runnable too: the next step's wait rewrites them from its checkpoint
+        "wake_at": null() if wake_at is None else at(wake_at),
+        "wake_note": null() if wake_note is None else wake_note,
     }
 
 

@@ -29,11 +29,13 @@ class DuplicateInput(Exception):
 
 @dataclass(frozen=True)
 class Message:
-    """One inbound user message."""
+    """One inbound input: a user's message (``kind`` ``user``), or one the system
+    records (``user_id`` empty, ``source_ts`` its de-duplication key)."""
 
     user_id: str
     text: str
     source_ts: str
+    kind: str = "user"
 
 
 async def record(
@@ -97,6 +99,7 @@ async def insert_item(
             text=message.text,
             source_ts=message.source_ts,
             created_at=now,
+            kind=message.kind,
         )
         .on_conflict_do_nothing(index_elements=["session_id", "source_ts"])
         .returning(session_inbox.c.position)
@@ -126,4 +129,5 @@ def _item(row: Row[Any]) -> InboxItem:
         text=m["text"],
         source_ts=m["source_ts"],
         created_at=m["created_at"],
+        kind=m["kind"],
     )

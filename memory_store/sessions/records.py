@@ -87,13 +87,19 @@ class Opened:
 
 @dataclass(frozen=True)
 class InboxItem:
-    """A user message waiting for the model; ``position`` counts from 1 per session."""
+    """An input waiting for the model; ``position`` counts from 1 per session.
+
+    ``kind`` is ``user`` for a person's message (``user_id`` says who); anything else
+    (``wake``, ``notification``, ``approval``…) was recorded by the system, with an empty
+    ``user_id`` and ``source_ts`` holding its de-duplication key.
+    """
 
     position: int
     user_id: str
     text: str
     source_ts: str
     created_at: datetime
+    kind: str = "user"
 
 
 @dataclass(frozen=True)
@@ -225,9 +231,23 @@ class Continue:
 
 @dataclass(frozen=True)
 class Wait:
-    """Outcome: wait for a reply, until ``until`` (None: no deadline); holds nothing."""
+    """Outcome: wait for a reply, until ``until`` (None: no deadline); holds nothing.
+
+    ``wake_at``: the sweeper wakes the session then (see ``SessionStore.sweep``) with
+    ``wake_note`` as an inbox item of kind ``wake``; None: no timed wake. A wake-up never
+    ends the session; ``until`` does.
+
+    Raises:
+        ValueError: ``wake_at`` without ``wake_note``, or a note without a time.
+    """
 
     until: datetime | None = None
+    wake_at: datetime | None = None
+    wake_note: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.wake_at is None) != (self.wake_note is None):
+            raise ValueError("a timed wake-up needs both wake_at and wake_note")
 
 
 @dataclass(frozen=True)
@@ -302,11 +322,13 @@ class Wakeup:
 @dataclass(frozen=True)
 class SweepResult:
     """What one ``sweep`` did: sessions to re-enqueue (with their existing token),
-    sessions failed for crash loops, and waits ended past their deadline."""
+    sessions failed for crash loops, waits ended past their deadline, and waiting
+    sessions woken at their ``wake_at`` (each with a new token to enqueue)."""
 
     requeue: tuple[Wakeup, ...] = ()
     failed: tuple[str, ...] = ()
     expired_waits: tuple[str, ...] = ()
+    woken: tuple[Wakeup, ...] = ()
 
 
 @dataclass(frozen=True)

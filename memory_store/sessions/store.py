@@ -150,6 +150,38 @@ class SessionStore:
         except inbox.DuplicateInput:
             return None
 
+    async def notify(self, session_id: str, *, kind: str, text: str, source_key: str) -> str | None:
+        """Record a system input for the session (a finished background command, a
+        decision on an approval…) and wake it as a reply would (``add_input``).
+
+        Args:
+            kind: what the harness is told (not ``user``; at most 16 characters).
+            text: the input's text (its meaning is the harness's, by ``kind``).
+            source_key: unique per session: a repeat is a no-op, so a doubled
+                notification or a second click is recorded once.
+
+        Returns:
+            The token to enqueue, or None (a step is pending, or a repeat).
+
+        Raises:
+            ValueError: ``kind`` is ``user`` or longer than 16 characters.
+            SessionNotFound: no such session.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if kind == "user" or not 0 < len(kind) <= 16:
+            raise ValueError(f"a system input's kind must be 1-16 characters, not user: {kind!r}")
+        if not 0 < len(source_key) <= 64:
+            raise ValueError(f"source_key must be 1-64 characters: {source_key!r}")
+        message = inbox.Message("", text, source_key, kind=kind)
+        now = self._clock()
+        try:
+            async with self._db.write() as conn:
+                return await inbox.record(
+                    conn, session_id, message, new_token=new_token(), now=now, is_postgres=self._pg
+                )
+        except inbox.DuplicateInput:
+            return None
+
     async def claim(
         self,
         session_id: str,
@@ -371,7 +403,10 @@ class SessionStore:
         event, epoch bumped); returns running sessions nobody holds for re-enqueueing
         with their existing token — lease expired since their last enqueue, or last
         enqueued more than ``stale_after_s`` ago (a lost message); moves ``waiting``
-        sessions past ``wait_until`` to ``done`` (with a ``notice`` event). On
+        sessions past ``wait_until`` to ``done`` (with a ``notice`` event); wakes
+        ``waiting`` sessions whose ``wake_at`` passed (``Wait``), recording their note
+        as an inbox item of kind ``wake`` and returning them with a new token in
+        ``woken`` (re-enqueue and wake only in scope). On
         PostgreSQL a sweep that finds another holding the advisory lock returns an
         empty result at once.
 
@@ -399,6 +434,7 @@ class SessionStore:
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
                 is_postgres=self._pg,
+                new_token=new_token,
                 scope=sweeper.scope(origin, session_ids),
             )
 

@@ -1,22 +1,25 @@
-"""The recovery sweep: re-enqueue lost steps, fail crash loops, end expired waits (§5).
+"""The recovery sweep: re-enqueue lost steps, fail crash loops, end expired waits, fire
+timed wake-ups (§5).
 
 One sweep at a time: on PostgreSQL through ``pg_try_advisory_xact_lock`` (a sweep that
 finds it taken does nothing), on SQLite through the database write lock. Each part is
 one ``UPDATE … RETURNING`` over every matching session, so a sweep is a handful of
-statements however many sessions it touches.
+statements however many sessions it touches. Wake-ups are the exception (each needs its
+own token and inbox row): at most ``WAKE_BATCH`` per sweep, oldest first; the rest are
+fired by the next sweep.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, null, or_, text, true
+from sqlalchemy import ColumnElement, Row, and_, null, or_, select, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memory_store.sessions import event_log
+from memory_store.sessions import event_log, inbox
 from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     EventKind,
@@ -31,6 +34,9 @@ from memory_store.sessions.tables import sessions
 SWEEPER_LOCK_KEY = 7220417212
 """The PostgreSQL advisory lock key sweeps take (transaction-scoped)."""
 
+WAKE_BATCH = 500
+"""Timed wake-ups one sweep fires at most (each is an UPDATE and an INSERT)."""
+
 _S = sessions.c
 
 
@@ -42,10 +48,11 @@ async def sweep(
     max_crashes: int,
     stale_after_s: float,
     is_postgres: bool,
+    new_token: Callable[[], str],
     scope: ColumnElement[bool] | None = None,
 ) -> SweepResult:
     """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``);
-    ``scope`` (``scope()``) limits the sessions re-enqueued and failed."""
+    ``scope`` (``scope()``) limits the sessions re-enqueued, failed and woken."""
     if is_postgres and not await _try_lock(conn):
         return SweepResult()
     mine = true() if scope is None else scope
@@ -53,8 +60,11 @@ async def sweep(
         conn, now=now, lease_time=lease_time, max_crashes=max_crashes, mine=mine
     )
     requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s, mine=mine)
+    woken = await _fire_wakes(
+        conn, now=now, mine=mine, new_token=new_token, is_postgres=is_postgres
+    )
     expired = await _end_waits(conn, now=now)
-    return SweepResult(requeue=requeue, failed=failed, expired_waits=expired)
+    return SweepResult(requeue=requeue, failed=failed, expired_waits=expired, woken=woken)
 
 
 def scope(
@@ -156,6 +166,65 @@ async def _requeue(
     )
     wakeups = (Wakeup(row.id, row.pending_token) for row in result.all())
     return tuple(sorted(wakeups, key=lambda w: w.session_id))
+
+
+async def _fire_wakes(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    mine: ColumnElement[bool],
+    new_token: Callable[[], str],
+    is_postgres: bool,
+) -> tuple[Wakeup, ...]:
+    """Wake waiting sessions whose ``wake_at`` passed: each gets its ``wake_note`` as an
+    inbox item of kind ``wake`` and a new pending token (returned, to enqueue).
+
+    Runs before ``_end_waits``: a wake-up due before the wait's deadline is not lost to
+    it. A session a concurrent reply already woke is left alone (the row's status is
+    checked again in its UPDATE).
+    """
+    due = (
+        select(_S.id, _S.wake_note)
+        .where(
+            mine,
+            _S.status == SessionStatus.WAITING.value,
+            _S.wake_at.is_not(None),
+            _S.wake_at <= now,
+        )
+        .order_by(_S.wake_at)
+        .limit(WAKE_BATCH)
+    )
+    if is_postgres:
+        due = due.with_for_update(skip_locked=True)
+    woken = []
+    for row in (await conn.execute(due)).all():
+        token = new_token()
+        bumped = await conn.execute(
+            sessions.update()
+            .where(_S.id == row.id, _S.status == SessionStatus.WAITING.value)
+            .values(
+                status=SessionStatus.RUNNING.value,
+                pending_token=token,
+                enqueued_at=now,
+                crash_count=0,
+                wait_until=null(),
+                wake_at=null(),
+                wake_note=null(),
+                inbox_seq=_S.inbox_seq + 1,
+                updated_at=now,
+            )
+            .returning(_S.inbox_seq)
+        )
+        fired = bumped.one_or_none()
+        if fired is None:
+            continue
+        text = str(row.wake_note or "")
+        note = inbox.Message("", text, f"wake:{fired.inbox_seq}", kind="wake")
+        await inbox.insert_item(
+            conn, row.id, fired.inbox_seq, note, now=now, is_postgres=is_postgres
+        )
+        woken.append(Wakeup(row.id, token))
+    return tuple(woken)
 
 
 async def _end_waits(conn: AsyncConnection, *, now: datetime) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""SQLAlchemy Core tables of durable sessions (their schema is made by migrations 0002, 0003, 0005).
+"""SQLAlchemy Core tables of durable sessions (their schema is made by migrations 0002, 0003,
+0005 and 0010).
 
 ``sessions`` holds one row per Slack thread: status, fencing state (``epoch``, lease,
 ``pending_token``), the opaque checkpoint, counters. The other tables hang off it:
@@ -16,7 +17,8 @@
 
 Counters on the session row make hot-path writes one locked ``UPDATE … RETURNING``:
 ``last_seq`` (the last event's seq), ``inbox_seq`` (the last inbox position) and
-``inbox_consumed`` (positions up to it were given to the model).
+``inbox_consumed`` (positions up to it were given to the model). ``wake_at`` and
+``wake_note`` (migration 0010) index a waiting session's next timed wake-up.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ sessions = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("origin", String(16), nullable=False, server_default="slack"),  # migration 0005
+    Column("wake_at", UtcDateTime, nullable=True),  # migration 0010
+    Column("wake_note", Text, nullable=True),  # migration 0010
     PrimaryKeyConstraint("id", name="pk_sessions"),
     UniqueConstraint("org_id", "channel_id", "thread_ts", name="uq_sessions_key"),
     CheckConstraint(f"status IN {STATUSES!r}", name="ck_sessions_status"),
@@ -140,6 +144,7 @@ session_inbox = Table(
     Column("text", Text, nullable=False),
     Column("source_ts", String(64), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    Column("kind", String(16), nullable=False, server_default="user"),  # migration 0010
     PrimaryKeyConstraint("session_id", "position", name="pk_session_inbox"),
     UniqueConstraint("session_id", "source_ts", name="uq_session_inbox_source"),
 )

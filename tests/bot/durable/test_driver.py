@@ -10,7 +10,7 @@ import pytest
 from bot.errors import SlackRefused
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.metrics import StepOutcome, default_metrics
-from harness import Checkpoint, Event, Requester
+from harness import Checkpoint, Event, Message, Requester, TextBlock
 from memory_store import SessionStatus
 from tests.bot.durable.driver_support import CHANNEL, ORG, Workers, open_workers, script
 
@@ -100,3 +100,34 @@ async def test_an_answer_refused_for_good_fails_the_session_once_and_is_counted(
         "warroom_slack_posts_refused_total", {"error": "is_archived"}
     )
     assert (after or 0.0) == (counted or 0.0) + 1
+
+
+async def test_a_system_input_reaches_the_model_as_recorded_beside_a_users_reply(
+    tmp_path: Path,
+) -> None:
+    # Given a session that has talked before, with a user's reply in its inbox
+    async with FakeAnthropicAPI(script) as fake:
+        workers, db, manager = await open_workers(fake, tmp_path)
+        try:
+            talked = (
+                Message("user", (TextBlock("start"),)),
+                Message("assistant", (TextBlock("ok"),)),
+            )
+            await workers.open("notified", talked)
+            # When the system records an input for it before its step runs
+            note = "<task-notification>exit 0</task-notification>"
+            token = await workers.sessions.notify(
+                "notified", kind="notification", text=note, source_key="bg:toolu_1"
+            )
+            await workers.step(workers.driver("a"), "notified")
+        finally:
+            await workers.model.aclose()
+            await manager.aclose()
+            await db.dispose()
+    # Then no new token was needed (a step was pending), and the model got the reply
+    # labelled as a teammate's and the note as it was recorded
+    assert token is None
+    texts = [b["text"] for b in fake.requests[0].messages[-1]["content"]]
+    assert texts[-2].startswith("Message from")
+    assert texts[-2].endswith("pods are down")
+    assert texts[-1] == note

@@ -46,6 +46,21 @@ def test_the_state_names_the_tool_in_flight_for_readers_without_the_transcript()
     assert in_flight_tool(idle.state_json()) is None
 
 
+def test_pending_inputs_keep_their_kind_and_older_checkpoints_read_as_user_input() -> None:
+    cp = Checkpoint(
+        "s1",
+        "T1",
+        "C1",
+        Requester("U1"),
+        pending_input=(Inbound("U2", "hi", "Bob"), Inbound("", "woke", kind="wake")),
+    )
+    back = Checkpoint.from_json(cp.to_json())
+    assert [(i.kind, i.from_user) for i in back.pending_input] == [("user", True), ("wake", False)]
+    older = json.loads(cp.to_json())
+    older["pending_input"] = [["U2", "hi", "Bob"]]  # as written before kinds existed
+    assert Checkpoint.from_json(json.dumps(older)).pending_input == (Inbound("U2", "hi", "Bob"),)
+
+
 def test_a_whole_checkpoint_keeps_its_own_messages() -> None:
     cp = Checkpoint("s1", "T1", "C1", Requester("U1"), messages=MESSAGES)
     assert holds_messages(cp.to_json())

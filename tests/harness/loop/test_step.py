@@ -265,6 +265,25 @@ async def test_steering_given_while_a_tool_call_is_pending_follows_the_tool_resu
     assert_every_request_valid(fake)
 
 
+async def test_a_system_input_reaches_the_model_as_its_bare_text_not_as_a_teammates_message(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # Given: a session whose turn ended
+    fake.push(Reply.text("Rollout started; I will check back."), Reply.text("It finished."))
+    run = kit.session(fake.base_url)
+    await run.step(ask("watch the rollout"))
+    await run.run()
+
+    # When: the system wakes it (a timed wake-up's note)
+    note = "<task-notification>rollout done</task-notification>"
+    await run.step((Inbound("", note, kind="wake"),))
+    await run.run()
+
+    # Then: the model reads the note itself, with no "Message from" label
+    assert [b["text"] for b in fake.requests[1].messages[-1]["content"]] == [note]
+    assert_every_request_valid(fake)
+
+
 async def test_steering_during_a_tool_step_that_crashed_reaches_the_model_once(
     fake: FakeAnthropicAPI, kit: Kit
 ) -> None:

@@ -161,6 +161,10 @@ async def test_bash_keeps_the_event_loop_running_while_the_guard_analyses(
     finally:
         ticker.cancel()
 
-    # Then it is refused, and the loop kept beating while the guard worked in a thread
-    assert "too complex" in error_text(outcome)
+    # Then it is refused (as too complex when the parse outlasts the guard's time budget,
+    # else for the read it then finds: which depends on the machine's speed), and the loop
+    # kept beating while the guard worked in a thread
+    assert outcome.is_error
+    text = error_text(outcome)
+    assert "too complex" in text or "would read /mem*/x" in text
     assert beats >= 20
