@@ -197,6 +197,11 @@ class WorkerEgress:
         """What the model is told it can reach through this gateway (``services_of``)."""
         return services_of(self.gateway.rules)
 
+    def credential_rule(self, method: str, url: str) -> str | None:
+        """The credential rule a request to ``url`` would go through (any method: one the
+        rule does not list is refused at the gateway anyway), or None (§13)."""
+        return credential_rule_of(self.gateway.rules, url)
+
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
     ) -> Mapping[str, str]:
@@ -288,3 +293,29 @@ def _cached_owner(tokens: EgressTokens) -> TokenResolver:
         return Caller(owner.session_id, owner.channel_id, tool_use_id=lambda: tool_use_id or None)
 
     return resolve
+
+
+def credential_rule_of(rules: Rules, url: str) -> str | None:
+    """The name of the first credential rule (one that injects a secret) covering ``url``'s
+    host, port and path, or None.
+
+    >>> rules = Rules.parse(
+    ...     "rules:\n- name: pd\n  hosts: [api.pagerduty.com]\n"
+    ...     "  inject: {type: bearer, token: {env: PD}}\n"
+    ... )
+    >>> credential_rule_of(rules, "https://api.pagerduty.com/incidents"), credential_rule_of(
+    ...     rules, "https://example.com/")
+    ('pd', None)
+    """
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    path = parts.path or "/"
+    for rule in rules.rules:
+        covers = rule.matches_host(host, port) and any(map(path.startswith, rule.paths))
+        if rule.inject is not None and covers:
+            return rule.name
+    return None

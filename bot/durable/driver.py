@@ -40,6 +40,8 @@ from bot.logs import log_context
 from bot.metrics import StepOutcome, StepReport, default_metrics
 from bot.slack.spend import spend_text
 from harness import (
+    ApprovalDecided,
+    ApprovalGate,
     Checkpoint,
     Collaborators,
     Event,
@@ -49,11 +51,13 @@ from harness import (
     McpServers,
     MeteredModel,
     Next,
+    PendingApproval,
     Spent,
     StepKind,
     WorkspaceSource,
     advance,
     answer_posted,
+    approval_posted,
     day_start,
     next_kind,
     next_wake,
@@ -122,6 +126,30 @@ class LiveReporter(Protocol):
         ...
 
 
+@runtime_checkable
+class ApprovalPoster(Protocol):
+    """A poster that can ask for approval in the thread (docs/architecture.md §13)."""
+
+    async def ask_approval(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        approval: PendingApproval,
+        requester_id: str,
+    ) -> str:
+        """Post the approval message once per ``key`` (retries find it); returns its ts."""
+        ...
+
+    async def show_decision(
+        self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
+    ) -> None:
+        """Update the approval message with the decision (best effort)."""
+        ...
+
+
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
@@ -157,6 +185,8 @@ class StepDriver:
         ledger: the model-call ledger every answered call is written to, priced (§14),
             and the spending caps are checked against; None: calls are not metered.
         record: the incident record behind ``/incident/timeline.md`` (None: not served).
+        approvals: the approval policy every tool call passes (§13); the poster must then
+            be an ``ApprovalPoster``. None: every call runs.
     """
 
     sessions: SessionStore
@@ -179,10 +209,13 @@ class StepDriver:
     mcp: McpServers | None = None
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
+    approvals: ApprovalGate | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.crash_hooks = CrashHooks(self.crash)
+        if self.approvals is not None and not isinstance(self.poster, ApprovalPoster):
+            raise ValueError("approvals need a poster that can ask for them (ApprovalPoster)")
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
         """Advance ``session_id`` by one step if ``token`` is still its pending token.
@@ -236,6 +269,7 @@ class StepDriver:
         if next_token is not None:
             await self.enqueue(session_id, next_token)
         if report is not None:  # after the enqueue: the next step need not wait for Slack
+            await self._show_decision(claim, *report)
             await self._progress(claim, *report)
         return outcome
 
@@ -247,6 +281,8 @@ class StepDriver:
         kind = next_kind(cp, inbox)
         if kind is StepKind.POST:  # the inbox stays for the model step after the post
             return await self._post_answer(claim, cp, stored, lease)
+        if kind is StepKind.ASK:  # likewise: what arrives is held until it is decided
+            return await self._ask(claim, cp, stored, lease)
         point = self._point(claim, cp)
         if kind is StepKind.MODEL:
             point(CrashPoint.BEFORE_MODEL)
@@ -307,6 +343,55 @@ class StepDriver:
             await self._park(done)
         self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
+
+    async def _ask(
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        """Post the pending approval with its buttons, then wait holding nothing: no
+        worker, the sandbox suspended, woken by a decision or by the expiry (``wake_at``)."""
+        approval = cp.approval
+        assert approval is not None
+        assert isinstance(self.poster, ApprovalPoster)
+        started = time.monotonic()
+        key = f"{claim.session_id}:approval:{approval.tool_use_id}"
+        ts = await self.poster.ask_approval(
+            key=key,
+            session_id=claim.session_id,
+            channel_id=claim.key.channel_id,
+            thread_ts=claim.key.thread_ts,
+            approval=approval,
+            requester_id=cp.requester.user_id,
+        )
+        asked = approval_posted(cp, ts)
+        lease.committing()
+        detail = json.dumps({"key": key, "ts": ts, "tool_use_id": approval.tool_use_id})
+        next_token = await self._commit(
+            claim,
+            stored,
+            asked,
+            outcome=self._wait(asked),
+            events=(NewEvent("approval_posted", detail),),
+        )
+        if next_token is None:
+            await self._park(asked)
+        self._observe(StepKind.ASK, StepOutcome.WAITING, started)
+        return StepOutcome.WAITING, next_token, None
+
+    async def _show_decision(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
+        """After a step that settled an approval: the thread message says who and when."""
+        if cp.approval is None or not any(isinstance(e, ApprovalDecided) for e in events):
+            return
+        if not isinstance(self.poster, ApprovalPoster):
+            return
+        try:
+            await self.poster.show_decision(
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                approval=cp.approval,
+                requester_id=cp.requester.user_id,
+            )
+        except Exception:  # the decision is committed; the message is best effort
+            log.exception("session %s: approval message not updated", claim.session_id)
 
     async def _with_footer(self, claim: Claim, answer: str) -> str:
         """The answer with the session's spend so far (from the ledger) as its footer."""
@@ -435,6 +520,7 @@ class StepDriver:
             mcp=self.mcp,
             spent=spent,
             record=self.record,
+            approvals=self.approvals,
         )
 
     async def _with_sandbox_for_bash(self, cp: Checkpoint) -> Checkpoint:

@@ -67,6 +67,8 @@ class ToolContext:
             results in its transcript).
         record: the incident record that generates ``/incident/timeline.md`` (None: the
             file is not served).
+        approved: a human approved this very call in the thread (docs/architecture.md
+            §13): an MCP tool the org asks approval for may run.
     """
 
     store: FileStore
@@ -82,6 +84,7 @@ class ToolContext:
     mcp: McpServers | None = None
     loaded_tools: frozenset[str] = frozenset()
     record: IncidentRecord | None = None
+    approved: bool = False
 
     @classmethod
     def for_session(
@@ -94,6 +97,7 @@ class ToolContext:
         *,
         mcp: McpServers | None = None,
         record: IncidentRecord | None = None,
+        approved: bool = False,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -112,6 +116,7 @@ class ToolContext:
             mcp=mcp,
             loaded_tools=loaded_tools(cp),
             record=record,
+            approved=approved,
         )
 
     def namespace(self, mount: Mount) -> Namespace:
