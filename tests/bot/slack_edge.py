@@ -30,6 +30,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.app import SlackDeps, build_app
+from bot.slack.approvals import Approvers
 from bot.slack.background import Background
 from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, RunningSlack, start
@@ -196,6 +197,7 @@ async def running_edge(
     limits: Limits = DEFAULT_LIMITS,
     external_may_start: bool = False,
     installation: Installation | None = None,
+    approvers: Approvers | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
@@ -232,6 +234,7 @@ async def running_edge(
         ledger=ModelCallLog(database),
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
         egress=EgressLog(database),
+        approvers=approvers or Approvers(),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))
