@@ -39,9 +39,10 @@ from harness import (
     ApprovalGate,
     ApprovalStatus,
     Checkpoint,
+    IncidentRecord,
     SandboxWorkspaces,
 )
-from memory_store import Outbox, SessionStatus, utc_now
+from memory_store import IncidentLog, Outbox, SessionStatus, utc_now
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager, SetupStep
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import CHANNEL, SlackEdge, event, running_edge
@@ -281,9 +282,14 @@ async def test_approve_runs_exactly_that_command_once_and_says_who_approved(
     assert f"Approved by <@{BOB}>" in decided
     assert _buttons(rig.approval_message()) == []
     assert (await rig.checkpoint(session_id)).answer is None
-    kinds = [e.kind for e in await rig.edge.sessions.events(session_id)]
-    assert "approval_requested" in kinds
-    assert "approval_decided" in kinds
+    # The incident's record has who asked, who approved, and the command's outcome
+    record = IncidentRecord(IncidentLog(rig.edge.database))
+    timeline = await record.timeline(TEAM_ID, CHANNEL)
+    lines = [(e.kind.value, e.actor.label, e.summary) for e in timeline.entries]
+    asked = next(i for i, line in enumerate(lines) if line[2].startswith("asked approval"))
+    assert "changes the cluster's resources" in lines[asked][2]
+    assert ("approval", f"<@{BOB}>", f"approved `{RESTART}`") in lines[asked:]
+    assert ("command", lines[asked][1], f"`{RESTART}` → exit 0") in lines[asked:]
 
 
 async def test_deny_gives_the_model_claude_codes_rejection_and_nothing_runs(
@@ -300,6 +306,9 @@ async def test_deny_gives_the_model_claude_codes_rejection_and_nothing_runs(
     assert restart.get("is_error") is True
     assert _result_text(count).strip() == "0"
     assert f"Denied by <@{BOB}>" in _decision(rig.approval_message())
+    timeline = await IncidentRecord(IncidentLog(rig.edge.database)).timeline(TEAM_ID, CHANNEL)
+    decided = [e for e in timeline.entries if e.summary.startswith("denied")]
+    assert [(e.actor.label, e.summary) for e in decided] == [(f"<@{BOB}>", f"denied `{RESTART}`")]
 
 
 async def test_an_unanswered_request_expires_as_a_rejection(rig_factory: RigFactory) -> None:
