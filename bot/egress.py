@@ -20,10 +20,18 @@ from urllib.parse import urlsplit
 
 from bot.metrics import Metrics, default_metrics
 from bot.settings import MissingSetting, Settings
-from harness import Service
-from memory_store import Database, EgressEntry, EgressLog, EgressTokens, TokenOwner
+from harness import ApprovalStatus, Checkpoint, InvalidMessage, Service
+from memory_store import (
+    Database,
+    EgressEntry,
+    EgressLog,
+    EgressTokens,
+    SessionStore,
+    TokenOwner,
+)
 from sandbox_client import JailEgress, SandboxHandle, SetupStep, egress_socket
 from sandbox_client.gateway import (
+    ApprovalCheck,
     Caller,
     CertificateAuthority,
     EgressRecord,
@@ -189,7 +197,8 @@ class WorkerEgress:
             except Exception:  # the audit never breaks a request; the log says it was lost
                 log.exception("egress audit row lost: %s %s", record.method, record.host)
 
-        options = GatewayOptions(upstream_verify=trust)
+        approved = approval_check(SessionStore(db)) if settings.approvals else None
+        options = GatewayOptions(upstream_verify=trust, approved=approved)
         gateway = Gateway(rules, authority, secrets, audit, options)
         return cls(gateway, EgressTokens(db), settings.gateway_url)
 
@@ -319,3 +328,28 @@ def credential_rule_of(rules: Rules, url: str) -> str | None:
         if rule.inject is not None and covers:
             return rule.name
     return None
+
+
+def approval_check(sessions: SessionStore) -> ApprovalCheck:
+    """The gateway's question "is this call an approved one, running now?" (§13), answered
+    from the session's committed checkpoint: its approval is approved, for this ``tool_use``,
+    and that call's intent is committed without a result (it is in flight). The database is
+    the truth, so the answer holds across workers, deploys and the remote gateway."""
+
+    async def approved(session_id: str, tool_use_id: str) -> bool:
+        session = await sessions.get(session_id)
+        if session is None:
+            return False
+        try:
+            cp = Checkpoint.from_json(session.checkpoint)
+        except InvalidMessage:
+            return False
+        approval = cp.approval
+        return (
+            approval is not None
+            and approval.status is ApprovalStatus.APPROVED
+            and approval.tool_use_id == tool_use_id
+            and cp.in_flight == tool_use_id
+        )
+
+    return approved
