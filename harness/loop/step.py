@@ -47,6 +47,7 @@ from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
+from harness.tools.contract import tool_error
 from harness.tools.toolbox import ToolContext, call_detail, run_tool, summarize_call
 from memory_store import FileStore
 
@@ -307,7 +308,7 @@ async def _gate(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> Step
             "run, and no approval can allow it. Do not retry it or work around it; tell the "
             "user what you wanted to do and why."
         )
-        result = ToolResultBlock(call.id, text, is_error=True)
+        result = ToolResultBlock(call.id, tool_error(text).content, is_error=True)
         cp = replace(cp, pending_results=(*cp.pending_results, result), steps=cp.steps + 1)
         blocked = ToolBlocked(call.id, call.name, detail, decision.reason)
         return StepResult(cp, (blocked,), Next.CONTINUE)
