@@ -18,7 +18,7 @@ import hmac
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,10 +198,12 @@ async def running_edge(
     external_may_start: bool = False,
     installation: Installation | None = None,
     approvers: Approvers | None = None,
+    enqueue: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
-    SQLite lives in ``tmp_path / "warroom.sqlite3"``.
+    SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
+    worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
     """
     slack_api = FakeSlackApi()
     await slack_api.start()
@@ -217,6 +219,7 @@ async def running_edge(
 
     outbox = Outbox(database)
     files = FileStore(database)
+    enqueued = Enqueued(sessions)
     deps = SlackDeps(
         sessions=sessions,
         dedupe=InboundDedupe(database),
@@ -224,7 +227,7 @@ async def running_edge(
         client=client,
         signing_secret=SIGNING_SECRET,
         bot_user_id=BOT_USER_ID,
-        enqueue=(enqueued := Enqueued(sessions)),
+        enqueue=enqueue or enqueued,
         cancel_running=cancel_running,
         skills=SkillsCommands(files, client, EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
