@@ -354,14 +354,17 @@ class StepDriver:
         assert isinstance(self.poster, ApprovalPoster)
         started = time.monotonic()
         key = f"{claim.session_id}:approval:{approval.tool_use_id}"
-        ts = await self.poster.ask_approval(
-            key=key,
-            session_id=claim.session_id,
-            channel_id=claim.key.channel_id,
-            thread_ts=claim.key.thread_ts,
-            approval=approval,
-            requester_id=cp.requester.user_id,
-        )
+        try:
+            ts = await self.poster.ask_approval(
+                key=key,
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                approval=approval,
+                requester_id=cp.requester.user_id,
+            )
+        except SlackRefused as refused:  # nobody can be asked in that thread: never retried
+            return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
         asked = approval_posted(cp, ts)
         lease.committing()
         detail = json.dumps({"key": key, "ts": ts, "tool_use_id": approval.tool_use_id})
@@ -410,8 +413,9 @@ class StepDriver:
         refused: SlackRefused,
         started: float,
     ) -> tuple[StepOutcome, str | None, _Report | None]:
-        """Slack refused the answer for good (archived channel, revoked token, …): end
-        the session ``failed`` with a ``post_failed`` event, no retry, no crash.
+        """Slack refused the answer (or an approval request) for good (archived channel,
+        revoked token, …): end the session ``failed`` with a ``post_failed`` event, no
+        retry, no crash.
 
         Replies already in the inbox are consumed with it: nothing can be posted to that
         thread any more, and an unconsumed reply would keep the session running into the
@@ -426,7 +430,7 @@ class StepDriver:
             refused.method,
         )
         lease.committing()
-        done = answer_posted(cp)
+        done = answer_posted(cp) if cp.answer is not None else cp
         detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
         next_token = await self._commit(
             claim,

@@ -487,3 +487,22 @@ async def test_stop_while_waiting_denies_it_and_the_model_hears_so_on_the_next_r
     restart = rig.results()[0]
     assert _result_text(restart).startswith(REJECTED)
     assert "stopped" in _result_text(restart)
+
+
+async def test_a_thread_slack_refuses_for_good_ends_the_session_without_retrying(
+    rig_factory: RigFactory,
+) -> None:
+    rig = await rig_factory()
+    # Given a channel archived once the session has started
+    await rig.edge.post_event(event(TOP, ts=ROOT_TS))
+    await rig.edge.settle()
+    rig.edge.slack_api.break_channel(CHANNEL, "is_archived")
+
+    await rig.drive()
+
+    session = await rig.edge.session(ROOT_TS)
+    assert session is not None
+    assert session.status is SessionStatus.FAILED
+    kinds = [e.kind for e in await rig.edge.sessions.events(session.id)]
+    assert "post_failed" in kinds
+    assert "approval_posted" not in kinds
