@@ -135,7 +135,7 @@ class ApprovalButtons:
             return
         first = await self._recorded(session.id, key)
         if first is not None and first.to_text() != decision.to_text():
-            verb = "approved" if first.approve else "denied"
+            verb = "approved" if first.approve else "stopped" if first.stopped else "denied"
             text = f"<@{first.user_id}> already {verb} this request. Nothing more was done."
             await self._tell(channel_id, user_id, thread_ts, text)
 

@@ -473,10 +473,11 @@ async def test_stop_while_waiting_denies_it_and_the_model_hears_so_on_the_next_r
     assert session is not None
     assert session.status is SessionStatus.CANCELLED
     assert "Stopped by" in _decision(rig.approval_message())
-    # A click now changes nothing
+    # A click now changes nothing, and says why
     await rig.click(APPROVE_ACTION_ID, value)
     await rig.drive()
     assert len(rig.fake.requests) == 1
+    assert "already stopped" in rig.ephemerals()[-1]
     # A reply revives the session: the call is answered with the rejection
     await rig.edge.post_event(
         event(
