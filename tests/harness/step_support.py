@@ -24,6 +24,7 @@ from typing import Any
 from harness import (
     DEFAULT_MODEL,
     AnthropicModel,
+    ApprovalGate,
     Checkpoint,
     Collaborators,
     Event,
@@ -148,12 +149,19 @@ class SessionRun:
     mcp: McpServers | None = None
     saves: Saves = field(default_factory=Saves)
     events: list[Event] = field(default_factory=list)
+    approvals: ApprovalGate | None = None
     answers: list[str] = field(default_factory=list)
 
     def deps(self) -> Collaborators:
         """The collaborators of one step."""
         return Collaborators(
-            self.store, self.model, self.workspaces, self.saves, self.limits, mcp=self.mcp
+            self.store,
+            self.model,
+            self.workspaces,
+            self.saves,
+            self.limits,
+            mcp=self.mcp,
+            approvals=self.approvals,
         )
 
     async def step(self, inbox: Sequence[Inbound] = ()) -> StepResult:
