@@ -161,6 +161,7 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
         memory_store.Fenced (via ``save``): another worker owns the session now.
         ValueError: ``cp.answer`` is set: posting it is the durable layer's step.
     """
+    inbox = tuple(item for item in inbox if not _stale_decision(cp, item))
     kind = next_kind(cp, inbox)
     if kind is StepKind.POST:
         raise ValueError("the answer is not posted yet: post it, then advance answer_posted(cp)")
@@ -271,6 +272,16 @@ def _settle(cp: Checkpoint, inbox: Sequence[Inbound], deps: Collaborators) -> St
         result = ToolResultBlock(approval.tool_use_id, rejected_text(approval), is_error=True)
         cp = replace(cp, pending_results=(*cp.pending_results, result), steps=cp.steps + 1)
     return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _stale_decision(cp: Checkpoint, item: Inbound) -> bool:
+    """A decision or an expiry that arrived when no approval waits (a click that lost the
+    race with the expiry, a wake-up for a request already settled): it is dropped, never
+    given to the model."""
+    pending = cp.approval is not None and cp.approval.pending
+    if item.kind == APPROVAL_KIND:
+        return not pending
+    return item.kind == WAKE_KIND and expired_call(item.text) is not None and not pending
 
 
 def _utc_now() -> datetime:

@@ -19,6 +19,7 @@ from harness import (
     Next,
     Requester,
     StepKind,
+    TextBlock,
     ToolUseBlock,
     advance,
     approval_posted,
@@ -163,3 +164,27 @@ async def test_a_blocked_command_is_answered_without_running() -> None:
     assert "credential dumping" in answer.content
     assert result.checkpoint.approval is None
     assert [e.kind for e in result.events] == ["tool_blocked"]
+
+
+async def test_a_decision_that_comes_after_the_request_was_settled_is_dropped() -> None:
+    cp = await _asked()
+    assert cp.approval is not None
+    expired = await advance(cp, _deps(), (Inbound("", expiry_note("toolu_1"), kind="wake"),))
+    late = ApprovalDecision(True, "toolu_1", cp.approval.input_sha256, "U2", NOW)
+    (rejection,) = expired.checkpoint.pending_results
+    answered = (  # the model read the rejection and asked the humans: its turn ended
+        Message("user", (rejection,)),
+        Message("assistant", (TextBlock("Should I restart payments?"),)),
+    )
+    settled = replace(
+        expired.checkpoint,
+        pending_results=(),
+        messages=(*expired.checkpoint.messages, *answered),
+    )
+
+    result = await advance(settled, _deps(), (Inbound("", late.to_text(), kind=APPROVAL_KIND),))
+
+    assert result.next is Next.WAIT  # nothing for the model: the click lost the race
+    assert result.checkpoint.pending_input == ()
+    assert result.checkpoint.approval is not None
+    assert result.checkpoint.approval.status is ApprovalStatus.EXPIRED
