@@ -357,7 +357,9 @@ class Intake:
                 work.approval, session_id=work.thread.session_id, requester_id=work.requester_id
             )
             try:
-                await self.poster.update(work.thread.channel_id, work.approval.message_ts, message)
+                await self.poster.update_status(
+                    work.thread.channel_id, work.approval.message_ts, message, final=True
+                )
             except SlackCallFailed as exc:
                 logger.warning("approval message of %s not updated: %s", work.thread, exc)
         if work.cancelled is not None:

@@ -402,14 +402,6 @@ class SlackPoster:
                 slot.failure = exc
             slot.last_sent_at = self._clock()
 
-    async def update(self, channel_id: str, ts: str, message: SlackMessage) -> None:
-        """Replace message ``ts`` now (``chat.update``; a state-setting write, safe to repeat).
-
-        Raises:
-            SlackCallFailed: Slack refused or could not be reached.
-        """
-        await self._send_update(channel_id, ts, message)
-
     async def _send_update(self, channel_id: str, ts: str, message: SlackMessage) -> None:
         await slack_call(
             "chat.update",

@@ -101,7 +101,7 @@ class ThreadReporter:
         if not approval.message_ts:
             return
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
-        await self._poster.update(channel_id, approval.message_ts, message)
+        await self._poster.update_status(channel_id, approval.message_ts, message, final=True)
 
     async def show_progress(
         self,
