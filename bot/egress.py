@@ -20,10 +20,18 @@ from urllib.parse import urlsplit
 
 from bot.metrics import Metrics, default_metrics
 from bot.settings import MissingSetting, Settings
-from harness import Service
-from memory_store import Database, EgressEntry, EgressLog, EgressTokens, TokenOwner
+from harness import ApprovalStatus, Checkpoint, InvalidMessage, Service
+from memory_store import (
+    Database,
+    EgressEntry,
+    EgressLog,
+    EgressTokens,
+    SessionStore,
+    TokenOwner,
+)
 from sandbox_client import JailEgress, SandboxHandle, SetupStep, egress_socket
 from sandbox_client.gateway import (
+    ApprovalCheck,
     Caller,
     CertificateAuthority,
     EgressRecord,
@@ -189,13 +197,19 @@ class WorkerEgress:
             except Exception:  # the audit never breaks a request; the log says it was lost
                 log.exception("egress audit row lost: %s %s", record.method, record.host)
 
-        options = GatewayOptions(upstream_verify=trust)
+        approved = approval_check(SessionStore(db)) if settings.approvals else None
+        options = GatewayOptions(upstream_verify=trust, approved=approved)
         gateway = Gateway(rules, authority, secrets, audit, options)
         return cls(gateway, EgressTokens(db), settings.gateway_url)
 
     def services(self) -> tuple[Service, ...]:
         """What the model is told it can reach through this gateway (``services_of``)."""
         return services_of(self.gateway.rules)
+
+    def credential_rule(self, method: str, url: str) -> str | None:
+        """The credential rule a request to ``url`` would go through (any method: one the
+        rule does not list is refused at the gateway anyway), or None (§13)."""
+        return credential_rule_of(self.gateway.rules, url)
 
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
@@ -288,3 +302,54 @@ def _cached_owner(tokens: EgressTokens) -> TokenResolver:
         return Caller(owner.session_id, owner.channel_id, tool_use_id=lambda: tool_use_id or None)
 
     return resolve
+
+
+def credential_rule_of(rules: Rules, url: str) -> str | None:
+    """The name of the first credential rule (one that injects a secret) covering ``url``'s
+    host, port and path, or None.
+
+    >>> rules = Rules.parse(
+    ...     "rules:\n- name: pd\n  hosts: [api.pagerduty.com]\n"
+    ...     "  inject: {type: bearer, token: {env: PD}}\n"
+    ... )
+    >>> credential_rule_of(rules, "https://api.pagerduty.com/incidents"), credential_rule_of(
+    ...     rules, "https://example.com/")
+    ('pd', None)
+    """
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    path = parts.path or "/"
+    for rule in rules.rules:
+        covers = rule.matches_host(host, port) and any(map(path.startswith, rule.paths))
+        if rule.inject is not None and covers:
+            return rule.name
+    return None
+
+
+def approval_check(sessions: SessionStore) -> ApprovalCheck:
+    """The gateway's question "is this call an approved one, running now?" (§13), answered
+    from the session's committed checkpoint: its approval is approved, for this ``tool_use``,
+    and that call's intent is committed without a result (it is in flight). The database is
+    the truth, so the answer holds across workers, deploys and the remote gateway."""
+
+    async def approved(session_id: str, tool_use_id: str) -> bool:
+        session = await sessions.get(session_id)
+        if session is None:
+            return False
+        try:
+            cp = Checkpoint.from_json(session.checkpoint)
+        except InvalidMessage:
+            return False
+        approval = cp.approval
+        return (
+            approval is not None
+            and approval.status is ApprovalStatus.APPROVED
+            and approval.tool_use_id == tool_use_id
+            and cp.in_flight == tool_use_id
+        )
+
+    return approved

@@ -123,6 +123,18 @@ class Settings(BaseSettings):
     max_org_day_cost_usd: float | None = Field(
         default=None, gt=0, validation_alias="WARROOM_MAX_ORG_DAY_COST_USD"
     )
+    # approvals (§13): the policy in force, how long a request waits, who may decide
+    approvals: bool = Field(default=True, validation_alias="WARROOM_APPROVALS")
+    approval_policy: FilePath | None = Field(
+        default=None, validation_alias="WARROOM_APPROVAL_POLICY"
+    )
+    approval_timeout_s: float = Field(
+        default=1800.0, gt=0, validation_alias="WARROOM_APPROVAL_TIMEOUT_S"
+    )
+    approvers: str = Field(default="", validation_alias="WARROOM_APPROVERS")
+    approval_not_requester: bool = Field(
+        default=False, validation_alias="WARROOM_APPROVAL_NOT_REQUESTER"
+    )
     skill_editors: str = Field(default="", validation_alias="WARROOM_SKILL_EDITORS")
     external_users_start: bool = Field(
         default=False, validation_alias="WARROOM_EXTERNAL_USERS_START"

@@ -1,5 +1,25 @@
 """harness: the agent (one step of the loop, the model adapter, tools, path routing, bash guard)."""
 
+from harness.approvals.gate import DEFAULT_TIMEOUT_S as APPROVAL_TIMEOUT_S
+from harness.approvals.gate import ApprovalGate
+from harness.approvals.pending import (
+    APPROVAL_KIND,
+    REJECTED,
+    ApprovalDecision,
+    ApprovalStatus,
+    PendingApproval,
+    decision_key,
+    input_sha256,
+)
+from harness.approvals.policy import (
+    Decision,
+    Policy,
+    PolicyError,
+    Verdict,
+    default_policy,
+    request_decision,
+    with_org_policy,
+)
 from harness.cost.caps import Spent, day_start
 from harness.cost.metered import MeteredModel, token_usage
 from harness.cost.pricing import Cost, Price, PriceTable, default_prices, nanousd, parse_prices, usd
@@ -41,12 +61,15 @@ from harness.loop.checkpoint import (
 )
 from harness.loop.events import (
     Answered,
+    ApprovalDecided,
+    ApprovalRequested,
     Event,
     InputGiven,
     ModelResponded,
     Notice,
     NoticeTopic,
     TodosChanged,
+    ToolBlocked,
     ToolFinished,
     ToolIntent,
     ToolUnknown,
@@ -62,6 +85,7 @@ from harness.loop.step import (
     advance,
     after_stop,
     answer_posted,
+    approval_posted,
     holds_long_work,
     next_kind,
 )
@@ -137,6 +161,27 @@ from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
 from harness.vfs import Mount, PathError, Resolved, resolve
 
 __all__ = [
+    # approvals (docs/architecture.md §13)
+    "APPROVAL_KIND",
+    "APPROVAL_TIMEOUT_S",
+    "REJECTED",
+    "ApprovalDecided",
+    "ApprovalDecision",
+    "ApprovalGate",
+    "ApprovalRequested",
+    "ApprovalStatus",
+    "Decision",
+    "PendingApproval",
+    "Policy",
+    "PolicyError",
+    "ToolBlocked",
+    "Verdict",
+    "approval_posted",
+    "decision_key",
+    "default_policy",
+    "input_sha256",
+    "request_decision",
+    "with_org_policy",
     # errors
     "CostLimitReached",
     "HarnessError",

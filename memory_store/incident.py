@@ -20,7 +20,17 @@ from memory_store.db import Database
 from memory_store.egress import egress_requests
 from memory_store.sessions.tables import session_events, session_inbox, sessions, slack_outbox
 
-EVENT_KINDS = ("tool_result", "tool_unknown", "notice", "answer", "post_done", "post_failed")
+EVENT_KINDS = (
+    "tool_result",
+    "tool_unknown",
+    "notice",
+    "answer",
+    "post_done",
+    "post_failed",
+    "approval_requested",
+    "approval_decided",
+    "tool_blocked",
+)
 """The logged event kinds an incident record reads (the rest is the step's machinery)."""
 
 

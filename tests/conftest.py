@@ -87,6 +87,7 @@ SLOW_PATHS = (
     "tests/bot/cli/",  # each test runs the ``warroom`` CLI as a subprocess
     "tests/bot/drill/",  # whole scripted incidents
     "tests/bot/durable/test_workers.py",  # real Dramatiq worker processes
+    "tests/bot/durable/test_approval_workers.py",  # the same, with approvals clicked
     "tests/bot/durable/test_long_work.py",
     "tests/sandbox_client/gateway/",  # a real Prometheus (TLS, basic auth) per test
     "tests/bot/test_egress.py",  # the same, through a session

@@ -67,6 +67,7 @@ def serve() -> None:
     settings = _settings()
     if missing := missing_for_serve(settings):
         _fail("\n".join([*(str(m) for m in missing), "", SLACK_HELP]), CONFIG_ERROR)
+    _check_approval_policy(settings)
     setup_logging()
     _run(lambda: run_serve(settings))
 
@@ -92,6 +93,7 @@ def worker(
         )
     if missing := missing_for_worker(settings):
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
+    _check_approval_policy(settings)
     threads = threads or settings.worker_threads
     _run(lambda: exec_worker(settings, processes=processes, threads=threads))
 
@@ -155,6 +157,7 @@ def chat(
     settings = _settings()
     if missing := missing_for_chat(settings):
         _fail(str(missing[0]), CONFIG_ERROR)
+    _check_approval_policy(settings)
     if verbose:
         setup_logging("WARNING")
     else:
@@ -473,12 +476,21 @@ def _run(work: Callable[[], T]) -> T:
         raise
 
 
+def _check_approval_policy(settings: Settings) -> None:
+    """Read the org's approval policy now, so a malformed one stops start-up naming the
+    problem (the workers read it again when they open)."""
+    from bot.durable.wiring import approval_policy
+
+    if settings.approvals and settings.approval_policy is not None:
+        _run(lambda: approval_policy(settings))
+
+
 def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
     from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
-    from harness import McpConfigError
+    from harness import McpConfigError, PolicyError
     from memory_store import DatabaseUnavailable
     from sandbox_client.gateway import MissingSecret, RulesError
 
@@ -496,6 +508,8 @@ def _explain(exc: Exception) -> None:
         _fail(f"the database is unreachable: {exc}. Check DATABASE_URL; `warroom doctor`.")
     if isinstance(exc, McpConfigError):
         _fail(f"WARROOM_MCP_CONFIG: {exc}", CONFIG_ERROR)
+    if isinstance(exc, PolicyError):
+        _fail(f"approval policy (WARROOM_APPROVAL_POLICY): {exc}", CONFIG_ERROR)
     if isinstance(exc, NoIncident):
         _fail(str(exc))
     if isinstance(exc, OSError):

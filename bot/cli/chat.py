@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TextIO
 
 from bot.cli.credentials import missing_for_chat
@@ -39,7 +39,7 @@ from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
-from harness import Checkpoint, Requester
+from harness import APPROVAL_KIND, ApprovalDecision, Checkpoint, Requester, decision_key
 from memory_store import (
     Database,
     EventKind,
@@ -67,6 +67,8 @@ CHAT_LOG_FILE = "chat.log"
 IDLE_POLL_S = 0.1
 FAILURE_POLL_S = 1.0  # how soon a failed session is reported while the user may type
 WORKER_STOP_TIMEOUT_MS = 10_000
+DECISIONS = ("approve", "deny")
+"""Lines that decide a pending approval instead of steering."""
 BANNER = (
     "Warroom chat: type a message and press Enter. Type again at any time to steer; "
     "end with Ctrl-D.\n"
@@ -92,9 +94,12 @@ class Conversation:
     _said: int = field(default=0, init=False)
 
     async def say(self, text: str) -> None:
-        """Record ``text`` in the session's inbox and wake a worker if none is on it."""
+        """Record ``text`` in the session's inbox and wake a worker if none is on it; while
+        the session waits for an approval, ``approve`` or ``deny`` decides it (§13)."""
         self._said += 1
         source_ts = f"{self.thread_ts}/{self._said}"
+        if text.lower() in DECISIONS and await self._decide(text.lower() == "approve"):
+            return
         if self.session_id is None:
             token = await self._open(text, source_ts)
         else:
@@ -103,6 +108,27 @@ class Conversation:
             )
         if token is not None and self.session_id is not None:
             await self.enqueue(self.session_id, token)
+
+    async def _decide(self, approve: bool) -> bool:
+        """Record the person's decision on the pending approval; False when none waits."""
+        if self.session_id is None:
+            return False
+        session = await self.sessions.get(self.session_id)
+        approval = Checkpoint.from_json(session.checkpoint).approval if session else None
+        if approval is None or not approval.pending:
+            return False
+        decision = ApprovalDecision(
+            approve, approval.tool_use_id, approval.input_sha256, CHAT_USER, datetime.now(UTC)
+        )
+        token = await self.sessions.notify(
+            self.session_id,
+            kind=APPROVAL_KIND,
+            text=decision.to_text(),
+            source_key=decision_key(approval.tool_use_id),
+        )
+        if token is not None:
+            await self.enqueue(self.session_id, token)
+        return True
 
     async def stop_running(self) -> bool:
         """Cancel the session if a step is pending or running (the chat is going away,

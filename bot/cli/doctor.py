@@ -373,6 +373,37 @@ async def check_mcp(settings: Settings) -> CheckResult:
     return CheckResult("mcp", Status.OK, detail)
 
 
+async def check_approvals(settings: Settings) -> CheckResult:
+    """The approval policy in force (§13): on or off, how many rules (shipped and the org's),
+    who may approve and how long a request waits; a malformed org file is a problem."""
+    from bot.durable.wiring import approval_policy
+    from bot.slack.approvals import Approvers
+    from harness import PolicyError
+
+    if not settings.approvals:
+        detail = "off (WARROOM_APPROVALS=false): changes run without asking anyone"
+        return CheckResult("approvals", Status.WARNING, detail, "unset WARROOM_APPROVALS")
+    try:
+        policy = await asyncio.to_thread(approval_policy, settings)
+    except (OSError, PolicyError) as exc:
+        return CheckResult("approvals", Status.PROBLEM, str(exc), "correct WARROOM_APPROVAL_POLICY")
+    shipped = sum(r.shipped for r in policy.rules)
+    org = len(policy.rules) - shipped
+    approvers = Approvers.parse(settings.approvers, not_requester=settings.approval_not_requester)
+    who = (
+        ", ".join(sorted(approvers.user_ids | approvers.group_ids))
+        if approvers.user_ids or approvers.group_ids
+        else "any member of the installing org"
+    )
+    if approvers.not_requester:
+        who += ", never the session's requester"
+    detail = (
+        f"{shipped} shipped rules, {org} of the org's; approvers: {who}; "
+        f"unanswered requests expire after {settings.approval_timeout_s / 60:g} min"
+    )
+    return CheckResult("approvals", Status.OK, detail)
+
+
 QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
@@ -380,6 +411,7 @@ FULL: tuple[Check, ...] = (
     check_sandbox,
     check_sandbox_limits,
     check_egress,
+    check_approvals,
     check_slack,
     check_socket_mode,
     check_anthropic,

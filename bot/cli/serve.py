@@ -29,6 +29,7 @@ from bot.errors import slack_call
 from bot.metrics import start_metrics_server
 from bot.settings import Settings
 from bot.slack.app import SlackDeps, build_app
+from bot.slack.approvals import Approvers
 from bot.slack.background import Background
 from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, SocketMode
@@ -141,6 +142,9 @@ async def slack_deps(
         poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
         egress=EgressLog(db),
         external_may_start=settings.external_users_start,
+        approvers=Approvers.parse(
+            settings.approvers, not_requester=settings.approval_not_requester
+        ),
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
         ledger=ModelCallLog(db),
         record=IncidentRecord(IncidentLog(db), identity.get("url") or None),

@@ -28,6 +28,7 @@ from harness import (
     Event,
     ModelResponded,
     Notice,
+    PendingApproval,
     TodosChanged,
     ToolFinished,
     ToolIntent,
@@ -71,6 +72,36 @@ class TerminalReporter:
                 self._answered.add(key)
                 self._write(f"\n{ANSWER_PREFIX}{markdown.strip()}\n\n")
         return key
+
+    async def ask_approval(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        approval: PendingApproval,
+        requester_id: str,
+    ) -> str:
+        """Print the approval request once per ``key`` and how to answer it; returns ``key``
+        (the chat's ``approve`` / ``deny`` lines decide it: ``Conversation.say``)."""
+        with self._lock:
+            if key not in self._answered:
+                self._answered.add(key)
+                expires = approval.expires_at.strftime("%H:%M UTC")
+                self._write(
+                    f"\n  ✋ Approval needed to run:\n      {approval.action}\n"
+                    f"    why: {approval.reason}\n"
+                    f"    Type `approve` to run it or `deny` (unanswered, it is denied at "
+                    f"{expires}).\n\n"
+                )
+        return key
+
+    async def show_decision(
+        self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
+    ) -> None:
+        """Print how the approval was settled."""
+        self._lines([f"✋ {approval.status.value}: {approval.action}"])
 
     def step_started(self, *, session_id: str, kind: str) -> None:
         """Note when the step began; say that the model is asked."""

@@ -16,12 +16,13 @@ import itertools
 import json
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
 from bot.drill.errors import DrillError
 from bot.drill.scenario import Person
-from bot.fakes.slack_api import BOT_USER_ID, FakeSlackApi
+from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
@@ -79,6 +80,37 @@ class IncidentChannel:
         await self._deliver(self._event("message", person.user_id, person.text, ts, thread_ts))
         return ts
 
+    async def click(
+        self, person: Person, *, action_id: str, value: str, message_ts: str, thread_ts: str
+    ) -> None:
+        """``person`` clicks a button of the bot's message ``message_ts`` in ``thread_ts``:
+        a signed ``block_actions`` interaction, as Slack sends it (form field ``payload``).
+
+        Raises:
+            DrillError: the app refused the request.
+        """
+        payload = {
+            "type": "block_actions",
+            # a member of the installing workspace (the team auth.test names)
+            "user": {"id": person.user_id, "name": person.name, "team_id": TEAM_ID},
+            "api_app_id": "A0DRILL",
+            "team": {"id": self.org_id},
+            "channel": {"id": self.channel_id},
+            "container": {
+                "type": "message",
+                "message_ts": message_ts,
+                "channel_id": self.channel_id,
+                "thread_ts": thread_ts,
+            },
+            "message": {"ts": message_ts, "thread_ts": thread_ts},
+            "actions": [
+                {"action_id": action_id, "type": "button", "value": value,
+                 "action_ts": f"{time.time():.6f}"}
+            ],
+        }  # fmt: skip
+        raw = urlencode({"payload": json.dumps(payload)}).encode()
+        await self._post(raw, "application/x-www-form-urlencoded", "an interaction")
+
     def _event(
         self, kind: str, user: str, text: str, ts: str, thread_ts: str | None
     ) -> dict[str, Any]:
@@ -106,16 +138,18 @@ class IncidentChannel:
         }
 
     async def _deliver(self, body: dict[str, Any]) -> None:
-        raw = json.dumps(body).encode()
+        await self._post(json.dumps(body).encode(), "application/json", "an event")
+
+    async def _post(self, raw: bytes, content_type: str, what: str) -> None:
         now = int(time.time())
         headers = {
-            "Content-Type": "application/json",
+            "Content-Type": content_type,
             "X-Slack-Request-Timestamp": str(now),
             "X-Slack-Signature": signature(self._secret, now, raw),
         }
         try:
             response = await self._http.post(self._url, content=raw, headers=headers)
         except httpx.HTTPError as exc:
-            raise DrillError(f"the Slack app did not answer an event: {exc}") from exc
+            raise DrillError(f"the Slack app did not answer {what}: {exc}") from exc
         if response.status_code != 200:
-            raise DrillError(f"the Slack app refused an event: HTTP {response.status_code}")
+            raise DrillError(f"the Slack app refused {what}: HTTP {response.status_code}")

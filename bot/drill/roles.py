@@ -65,6 +65,8 @@ def alice_plan(t: Transcript) -> list[Step]:
             wanted=steered and t.ran(bash(s.SHOW_DB_CONFIG)) > 0,
         ),
         Step("Confirming it is still happening.", bash(s.SAMPLE_ERRORS)),
+        Step("Rolling back the deploy that shrank the pool (it needs approval).", bash(s.ROLLBACK)),
+        Step("Checking the rollback ran once.", bash(s.COUNT_ROLLBACKS)),
         Step("Saving the lesson to org memory.", write(s.MEMORY_PATH, memory_note(t))),
         Step("", finish),
     ]

@@ -8,7 +8,9 @@
    command runs in the sandbox, the driver SIGKILLs the worker process running that
    step (the lease owner).
 4. While session one's error-rate sample runs, the driver destroys its sandbox from
-   outside, through the provider, by the handle in the session row.
+   outside, through the provider, by the handle in the session row. Session one then asks to
+   roll back the deploy that shrank the pool (a change: it waits for approval, §13), and
+   carol clicks Approve on the message in alice's thread.
 5. Once session one has answered, and it reached Prometheus through the egress gateway
    (where Prometheus runs), the driver reads everything a program in its sandbox could read
    (the environment, every process's, the files of ``/workspace`` and ``/tmp``) for the
@@ -34,7 +36,8 @@ from bot.drill.checks import Kill
 from bot.drill.errors import DrillStalled
 from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, FRANK, Person
 from bot.drill.stage import Stage
-from harness import Checkpoint
+from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
+from harness import Checkpoint, PendingApproval
 from memory_store import Event, Session, SessionKey, SessionStatus
 from sandbox_client import Health, SandboxError, SandboxHandle
 
@@ -99,6 +102,7 @@ class Story:
         )
         await self._running(alice, json.loads(errors.payload_json)["tool_use_id"])
         await self._destroy_sandbox_of(alice)
+        await self._approve(alice, CAROL)
         await self._answered(alice, ALICE)
         if self.stage.egress is not None:
             await self._sweep_sandbox_of(alice)
@@ -132,6 +136,30 @@ class Story:
         await self.stage.narrator.catch_up()
         self._say(f"{person.name} in {owner.name}'s thread: {person.text}")
         await self.stage.channel.reply(person, self.record.threads[owner.name])
+
+    async def _approve(self, session_id: str, person: Person) -> None:
+        """``person`` clicks Approve on the change alice's agent asked to make (§13)."""
+
+        async def asked() -> PendingApproval | None:
+            session = await self.stage.sessions.get(session_id)
+            if session is None:
+                return None
+            approval = Checkpoint.from_json(session.checkpoint).approval
+            posted = approval is not None and approval.pending and approval.message_ts
+            return approval if posted else None
+
+        approval = await self._until(asked, "alice's agent to ask approval for the rollback")
+        await self.stage.narrator.catch_up()
+        self._say(f"{person.name} approves in alice's thread: `{approval.action}`")
+        value = ButtonValue(session_id, approval.tool_use_id, approval.input_sha256).encode()
+        await self.stage.channel.click(
+            person,
+            action_id=APPROVE_ACTION_ID,
+            value=value,
+            message_ts=approval.message_ts,
+            thread_ts=self.record.threads[ALICE.name],
+        )
+        self.record.mark("approved")
 
     # ----- sabotage -------------------------------------------------------------------
 

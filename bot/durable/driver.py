@@ -46,6 +46,8 @@ from bot.metrics import StepOutcome, StepReport, default_metrics
 from bot.slack.spend import spend_text
 from harness import (
     AgentSpawner,
+    ApprovalDecided,
+    ApprovalGate,
     Checkpoint,
     Collaborators,
     Event,
@@ -55,12 +57,14 @@ from harness import (
     McpServers,
     MeteredModel,
     Next,
+    PendingApproval,
     Spent,
     StepKind,
     WorkspaceSource,
     advance,
     after_stop,
     answer_posted,
+    approval_posted,
     day_start,
     end_session_tasks,
     holds_long_work,
@@ -133,6 +137,30 @@ class LiveReporter(Protocol):
         ...
 
 
+@runtime_checkable
+class ApprovalPoster(Protocol):
+    """A poster that can ask for approval in the thread (docs/architecture.md §13)."""
+
+    async def ask_approval(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        approval: PendingApproval,
+        requester_id: str,
+    ) -> str:
+        """Post the approval message once per ``key`` (retries find it); returns its ts."""
+        ...
+
+    async def show_decision(
+        self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
+    ) -> None:
+        """Update the approval message with the decision (best effort)."""
+        ...
+
+
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
@@ -173,6 +201,8 @@ class StepDriver:
             followed by the next in this worker, claimed by its commit, with no queue
             message between (docs/architecture.md §5); 0: one step per message.
         draining: the worker is stopping: carry on no further (set by ``drain``).
+        approvals: the approval policy every tool call passes (§13); the poster must then
+            be an ``ApprovalPoster``. None: every call runs.
     """
 
     sessions: SessionStore
@@ -198,10 +228,13 @@ class StepDriver:
     tasks: BackgroundTasks | None = None
     carry_on_s: float = 0.0
     draining: bool = False
+    approvals: ApprovalGate | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.crash_hooks = CrashHooks(self.crash)
+        if self.approvals is not None and not isinstance(self.poster, ApprovalPoster):
+            raise ValueError("approvals need a poster that can ask for them (ApprovalPoster)")
 
     async def run(self, session_id: str, token: str) -> StepOutcome:
         """Advance ``session_id`` by one step if ``token`` is still its pending token, and
@@ -304,6 +337,8 @@ class StepDriver:
         kind = next_kind(cp, inbox)
         if kind is StepKind.POST:  # the inbox stays for the model step after the post
             return await self._post_answer(claim, cp, stored, lease)
+        if kind is StepKind.ASK:  # likewise: what arrives is held until it is decided
+            return await self._ask(claim, cp, stored, lease)
         point = self._point(claim, cp)
         if kind is StepKind.MODEL:
             point(CrashPoint.BEFORE_MODEL)
@@ -393,6 +428,58 @@ class StepDriver:
         self._observe(StepKind.POST, StepOutcome.POSTED, started)
         return StepOutcome.POSTED, next_token, None
 
+    async def _ask(
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        """Post the pending approval with its buttons, then wait holding nothing: no
+        worker, the sandbox suspended, woken by a decision or by the expiry (``wake_at``)."""
+        approval = cp.approval
+        assert approval is not None
+        assert isinstance(self.poster, ApprovalPoster)
+        started = time.monotonic()
+        key = f"{claim.session_id}:approval:{approval.tool_use_id}"
+        try:
+            ts = await self.poster.ask_approval(
+                key=key,
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                approval=approval,
+                requester_id=cp.requester.user_id,
+            )
+        except SlackRefused as refused:  # nobody can be asked in that thread: never retried
+            return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
+        asked = approval_posted(cp, ts)
+        lease.committing()
+        detail = json.dumps({"key": key, "ts": ts, "tool_use_id": approval.tool_use_id})
+        next_token = await self._commit(
+            claim,
+            stored,
+            asked,
+            outcome=self._wait(asked),
+            events=(NewEvent("approval_posted", detail),),
+        )
+        if next_token is None:
+            await self._park(asked)
+        self._observe(StepKind.ASK, StepOutcome.WAITING, started)
+        return StepOutcome.WAITING, next_token, None
+
+    async def _show_decision(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
+        """After a step that settled an approval: the thread message says who and when."""
+        if cp.approval is None or not any(isinstance(e, ApprovalDecided) for e in events):
+            return
+        if not isinstance(self.poster, ApprovalPoster):
+            return
+        try:
+            await self.poster.show_decision(
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                approval=cp.approval,
+                requester_id=cp.requester.user_id,
+            )
+        except Exception:  # the decision is committed; the message is best effort
+            log.exception("session %s: approval message not updated", claim.session_id)
+
     async def _with_footer(self, claim: Claim, answer: str) -> str:
         """The answer with the session's spend so far (from the ledger) as its footer."""
         if self.ledger is None:
@@ -410,8 +497,9 @@ class StepDriver:
         refused: SlackRefused,
         started: float,
     ) -> tuple[StepOutcome, str | None, _Report | None]:
-        """Slack refused the answer for good (archived channel, revoked token, …): end
-        the session ``failed`` with a ``post_failed`` event, no retry, no crash.
+        """Slack refused the answer (or an approval request) for good (archived channel,
+        revoked token, …): end the session ``failed`` with a ``post_failed`` event, no
+        retry, no crash.
 
         Replies already in the inbox are consumed with it: nothing can be posted to that
         thread any more, and an unconsumed reply would keep the session running into the
@@ -426,7 +514,7 @@ class StepDriver:
             refused.method,
         )
         lease.committing()
-        done = answer_posted(cp)
+        done = answer_posted(cp) if cp.answer is not None else cp
         detail = json.dumps({"key": key, "method": refused.method, "error": refused.error})
         next_token = await self._commit(
             claim,
@@ -549,6 +637,7 @@ class StepDriver:
             record=self.record,
             tasks=self.tasks,
             agents=None if cp.parent is not None else self._spawner(claim, cp),
+            approvals=self.approvals,
         )
 
     def _spawner(self, claim: Claim, cp: Checkpoint) -> AgentSpawner:
@@ -587,9 +676,11 @@ class StepDriver:
         cp: Checkpoint,
         events: Sequence[Event],
     ) -> None:
-        """Show a step's progress once the previous step's is shown (updates stay in order)."""
+        """Show a step's progress (and an approval's decision, when the step settled one)
+        once the previous step's is shown (updates stay in order)."""
         if previous is not None:
             await previous
+        await self._show_decision(claim, cp, events)
         await self._progress(claim, cp, events)
 
     async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:

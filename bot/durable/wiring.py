@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.durable.agents import answer_parent
 from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
-from bot.durable.driver import Enqueue, StepDriver, ThreadPoster
+from bot.durable.driver import ApprovalPoster, Enqueue, StepDriver, ThreadPoster
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -37,14 +37,18 @@ from bot.slack.progress import ThreadReporter
 from bot.slack.render import render_session_failed
 from harness import (
     AnthropicModel,
+    ApprovalGate,
     Checkpoint,
     IncidentRecord,
     Limits,
     McpServers,
     Model,
+    Policy,
     SandboxWorkspaces,
     WorkspaceUnavailable,
+    default_policy,
     in_flight_tool,
+    with_org_policy,
 )
 from memory_store import (
     BackgroundTasks,
@@ -170,6 +174,20 @@ def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:
         SetupStep.file(f"/workspace/{path.relative_to(directory).as_posix()}", path.read_bytes())
         for path in files
     )
+
+
+def approval_policy(settings: Settings) -> Policy:
+    """The approval policy in force: the shipped rules, extended by the org's file
+    (``WARROOM_APPROVAL_POLICY``) when set (blocking I/O: call it in a thread).
+
+    Raises:
+        PolicyError: the org's file is malformed (start-up stops, naming the problem).
+        OSError: the file could not be read.
+    """
+    path = settings.approval_policy
+    if path is None:
+        return default_policy()
+    return with_org_policy(path.read_text(encoding="utf-8"), source=str(path))
 
 
 def make_worker_id() -> str:
@@ -404,6 +422,13 @@ class Runtime:
             slack = SlackPoster(client, posts, update_budget=budget)
             reporter = ThreadReporter(slack, model=settings.model)
             workspace_url = await slack_workspace_url(client)
+        approvals = None
+        if settings.approvals and isinstance(reporter, ApprovalPoster):
+            approvals = ApprovalGate(
+                policy=await asyncio.to_thread(approval_policy, settings),
+                timeout_s=settings.approval_timeout_s,
+                credential_rule=egress.credential_rule if egress is not None else None,
+            )
         driver = StepDriver(
             sessions=sessions,
             files=files,
@@ -430,6 +455,7 @@ class Runtime:
             mcp=mcp,
             ledger=ModelCallLog(db),
             record=IncidentRecord(IncidentLog(db), workspace_url),
+            approvals=approvals,
             tasks=tasks,
         )
         if hook is not None:

@@ -12,7 +12,9 @@ bot's own events itself. Listeners:
   each replying through the command's ``response_url``; anything else gets the usage in
   the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
-- the ``warroom_stop`` button: ack, then cancel and reply.
+- the ``warroom_stop`` button: ack, then cancel and reply;
+- the ``warroom_approve`` / ``warroom_deny`` buttons of an approval message: ack, then
+  record the decision once and wake the session, or tell the clicker why not (§13).
 
 Record, then ack (docs/architecture.md §3): a message event is deduped and recorded in
 the inbox before the ack, so an acked input is never lost; what is slow (the enqueue,
@@ -32,7 +34,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -40,6 +42,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.logs import log_context
+from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
+from bot.slack.approvals import ApprovalButtons, Approvers
 from bot.slack.background import Background
 from bot.slack.egress import USAGE as EGRESS_USAGE
 from bot.slack.egress import EgressCommands
@@ -108,6 +112,8 @@ class SlackDeps:
         ledger: the model-call ledger ``/agent usage`` reads (None: the command is off).
         record: the incident record ``/agent timeline`` posts (None: the command is off).
         egress: the egress gateway's audit log, for ``/agent egress`` (None: not offered).
+        approvers: who may decide approvals (``WARROOM_APPROVERS``; default: any member
+            of the installing org).
     """
 
     sessions: SessionStore
@@ -127,6 +133,7 @@ class SlackDeps:
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
     egress: EgressLog | None = None
+    approvers: Approvers = field(default_factory=Approvers)
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -159,6 +166,8 @@ def build_app(*, deps: SlackDeps, background: Background | None = None) -> Async
     app.command("/agent")(listeners.on_agent)
     app.view(SKILL_VIEWS)(listeners.on_skill_view)
     app.action(STOP_ACTION_ID)(listeners.on_stop)
+    app.action(APPROVE_ACTION_ID)(listeners.on_approve)
+    app.action(DENY_ACTION_ID)(listeners.on_deny)
     return app
 
 
@@ -171,6 +180,13 @@ class _Listeners:
         self._background = background
         self._input_slots = asyncio.Semaphore(MAX_CONCURRENT_INPUTS)
         self._recorder = Recorder(intake, background)
+        self._approvals = ApprovalButtons(
+            sessions=deps.sessions,
+            client=deps.client,
+            enqueue=deps.enqueue,
+            approvers=deps.approvers,
+            installation=deps.installation,
+        )
 
     async def on_message(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         message = parse_message_event(body, bot_user_id=self._deps.bot_user_id)
@@ -185,6 +201,18 @@ class _Listeners:
     async def on_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         self._background.spawn(self._stop(body), name="stop button")
+
+    async def on_approve(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self._background.spawn(self._decide(body, approve=True), name="approve button")
+
+    async def on_deny(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self._background.spawn(self._decide(body, approve=False), name="deny button")
+
+    async def _decide(self, body: dict[str, Any], *, approve: bool) -> None:
+        async with self._input_slots:
+            await self._approvals.press(body, approve=approve, org_id=_interaction_org(body))
 
     async def on_agent(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         words = str(body.get("text", "")).split()

@@ -27,18 +27,31 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
+from bot.slack.approval_messages import render_approval
 from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
 from bot.slack.routing import Ignore, Start, Steer, Stop, Usage, route
 from bot.slack.thread_context import earlier_messages
-from harness import Checkpoint, Requester, is_postmortem_request, postmortem_request
+from harness import (
+    APPROVAL_KIND,
+    ApprovalDecision,
+    ApprovalStatus,
+    Checkpoint,
+    InvalidMessage,
+    PendingApproval,
+    Requester,
+    decision_key,
+    is_postmortem_request,
+    postmortem_request,
+)
 from memory_store import Cancelled, DatabaseUnavailable, InboundDedupe, SessionKey, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -102,12 +115,16 @@ class Stopped:
     """``stop`` was asked: kill the cancelled step (``cancelled`` None: nothing ran) and say so.
 
     ``request_ts`` (the message or button press) keys the reply, so it is posted once.
+    ``approval``: the approval the session waited for, settled as stopped (its message is
+    updated to say so; the model gets the rejection when the session next runs).
     """
 
     cancelled: Cancelled | None
     thread: Thread
     user_id: str
     request_ts: str
+    approval: PendingApproval | None = None
+    requester_id: str = ""
 
 
 FollowUp = Wake | WakeWithContext | ReplyUsage | Stopped
@@ -247,8 +264,38 @@ class Intake:
         return Wake(opened.session_id, opened.token, message.files, message.ts, message.user_id)
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
+        stopped = await self._stop_approval(session_id, user_id)
         cancelled = await _retrying(lambda: self.sessions.cancel(session_id, actor=user_id))
-        return Stopped(cancelled, Thread(session_id, key.channel_id, key.thread_ts), user_id, ts)
+        thread = Thread(session_id, key.channel_id, key.thread_ts)
+        approval, requester_id = stopped or (None, "")
+        return Stopped(cancelled, thread, user_id, ts, approval, requester_id)
+
+    async def _stop_approval(
+        self, session_id: str, user_id: str
+    ) -> tuple[PendingApproval, str] | None:
+        """``stop`` settles a pending approval as stopped (recorded once, like a Deny click,
+        before the cancel); returns it settled, and who asked the session."""
+        session = await _retrying(lambda: self.sessions.get(session_id))
+        try:
+            approval = Checkpoint.from_json(session.checkpoint).approval if session else None
+        except InvalidMessage:
+            approval = None
+        if session is None or approval is None or not approval.pending:
+            return None
+        now = datetime.now(UTC)
+        decision = ApprovalDecision(
+            False, approval.tool_use_id, approval.input_sha256, user_id, now, stopped=True
+        )
+        recorded = decision.to_text()
+        await _retrying(
+            lambda: self.sessions.notify(
+                session_id,
+                kind=APPROVAL_KIND,
+                text=recorded,
+                source_key=decision_key(approval.tool_use_id),
+            )
+        )
+        return approval.decided(ApprovalStatus.STOPPED, user_id, now), session.requester_id
 
     # ----- the Slack and queue part --------------------------------------------------
 
@@ -305,6 +352,16 @@ class Intake:
             logger.warning("usage reply in %s failed: %s", work.channel_id, exc)
 
     async def _finish_stop(self, work: Stopped) -> None:
+        if work.approval is not None and work.approval.message_ts:
+            message = render_approval(
+                work.approval, session_id=work.thread.session_id, requester_id=work.requester_id
+            )
+            try:
+                await self.poster.update_status(
+                    work.thread.channel_id, work.approval.message_ts, message, final=True
+                )
+            except SlackCallFailed as exc:
+                logger.warning("approval message of %s not updated: %s", work.thread, exc)
         if work.cancelled is not None:
             await self.cancel_running(work.cancelled)
             message = render_stopped(user_id=work.user_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from bot.slack.approval_messages import render_approval
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import Progress, long_work_lines, render_status
 from bot.slack.spend import checkpoint_spend
@@ -22,6 +23,7 @@ from harness import (
     ModelResponded,
     Notice,
     NoticeTopic,
+    PendingApproval,
     Todo,
     ToolIntent,
 )
@@ -74,6 +76,32 @@ class ThreadReporter:
         posted = await self._poster.post_answer(thread, key, markdown)
         await self._poster.set_thinking(thread, "")
         return posted.message_ts[0] if posted.message_ts else ""
+
+    async def ask_approval(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        approval: PendingApproval,
+        requester_id: str,
+    ) -> str:
+        """Post the approval message with its buttons once per ``key``; returns its ts."""
+        thread = Thread(session_id, channel_id, thread_ts)
+        message = render_approval(approval, session_id=session_id, requester_id=requester_id)
+        ts = await self._poster.post(thread, key, message, kind="approval")
+        await self._poster.set_thinking(thread, "")
+        return ts
+
+    async def show_decision(
+        self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
+    ) -> None:
+        """Update the approval message: buttons gone, who decided and when."""
+        if not approval.message_ts:
+            return
+        message = render_approval(approval, session_id=session_id, requester_id=requester_id)
+        await self._poster.update_status(channel_id, approval.message_ts, message, final=True)
 
     async def show_progress(
         self,

@@ -16,11 +16,13 @@ from __future__ import annotations
 from harness.guard.budget import Budget
 from harness.guard.invocation import Finding
 from harness.guard.source import prepare_source
-from harness.guard.state import UNKNOWN_STREAM, ShellState
+from harness.guard.state import UNKNOWN_STREAM, ShellState, Stream
 from harness.guard.walker import Refused, Walker
 
 
-def analyse(command: str, *, cwd: str, home: str) -> Finding | None:
+def analyse(
+    command: str, *, cwd: str, home: str, budget: Budget | None = None, stdin: Stream | None = None
+) -> Finding | None:
     """Walk ``command`` as bash would run it from ``cwd`` with ``HOME=home``.
 
     Returns:
@@ -29,14 +31,17 @@ def analyse(command: str, *, cwd: str, home: str) -> Finding | None:
         time, or a word with too many values); else None (the command stays off the
         virtual namespaces). ``check`` decides what a give-up means.
 
+    ``budget`` (default: a fresh one) may carry an observer (``calls``); ``stdin`` is the
+    command's standard input (default: unknown).
+
     Raises:
         RecursionError: nesting deeper than Python's stack allows (``check`` catches it).
     """
     state = ShellState.initial(cwd, home)
-    budget = Budget(command, start=next(iter(state.cwd)))
+    budget = budget or Budget(command, start=next(iter(state.cwd)))
     try:
         walker = Walker(prepare_source(command), depth=0, technique=None, budget=budget)
-        walker.program(state, UNKNOWN_STREAM)
+        walker.program(state, UNKNOWN_STREAM if stdin is None else stdin)
     except Refused as refusal:
         return refusal.finding
     if budget.gave_up is not None:

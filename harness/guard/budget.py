@@ -13,6 +13,7 @@ guard's policy for that is in ``check``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_STEPS = 20_000
@@ -36,6 +37,10 @@ class Budget:
         gave_up: why part of the command could not be followed (a word with more
             values than the guard keeps), or None; the walk goes on to find a
             definite touch, and the give-up decides only if none is found.
+        observe: told of every program call the walk dispatches, wrappers and nested
+            code included, as ``(name, args, stdin)``: the base name ("" when it is
+            not known), the plain argument texts (``fields.UNKNOWN`` marks text the
+            guard cannot know) and the standard input's text when known (``calls``).
     """
 
     command: str
@@ -44,6 +49,7 @@ class Budget:
     calls: int = 0
     deadline: float = field(default_factory=lambda: time.monotonic() + MAX_ANALYSIS_S)
     gave_up: str | None = None
+    observe: Callable[[str, tuple[str, ...], str | None], None] | None = None
 
     def charge(self, steps: int = 1) -> str | None:
         """Take ``steps``; return why the budget is exhausted, or None while it lasts."""

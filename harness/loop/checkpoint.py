@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from harness.approvals.pending import PendingApproval
 from harness.errors import InvalidMessage
 from harness.model.messages import (
     Message,
@@ -203,6 +204,8 @@ class Checkpoint:
             apply per turn, so a reply after a best-effort answer gets a fresh budget.
         mcp_servers: the MCP servers whose tools the last model call offered, sorted;
             None before the first model call (``mcp_reminder``).
+        approval: the approval of the next tool call: pending while the session waits for
+            a human (docs/architecture.md §13), then how it was settled; None: none asked.
         tasks: the background processes this session started, oldest first.
         wakeup: the pending ``ScheduleWakeup`` (one at a time: a new one replaces it),
             or None.
@@ -235,6 +238,7 @@ class Checkpoint:
     turns: int = 0
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
     mcp_servers: tuple[str, ...] | None = None
+    approval: PendingApproval | None = None
     tasks: tuple[TaskRecord, ...] = ()
     wakeup: ScheduledWakeup | None = None
     agents: tuple[AgentRecord, ...] = ()
@@ -383,6 +387,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "turns": cp.turns,
         "turn_base": list(cp.turn_base),
         "mcp_servers": None if cp.mcp_servers is None else list(cp.mcp_servers),
+        "approval": None if cp.approval is None else cp.approval.to_dict(),
         "tasks": [
             [t.task_id, t.tool_use_id, t.kind, t.description, t.started_at, t.status]
             for t in cp.tasks
@@ -442,6 +447,7 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
         turns=int(d["turns"]),
         turn_base=_turn_base(d.get("turn_base")),
         mcp_servers=_names(d.get("mcp_servers")),
+        approval=PendingApproval.from_dict(d["approval"]) if d.get("approval") else None,
         tasks=tuple(
             TaskRecord(str(i), str(u), str(k), str(desc), float(at), str(st))
             for i, u, k, desc, at, st in d.get("tasks", ())

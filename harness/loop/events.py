@@ -125,3 +125,42 @@ class Answered(Event):
     kind: ClassVar[str] = "answer"
     text: str
     best_effort: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalRequested(Event):
+    """A tool call needs a human's approval before it runs (docs/architecture.md §13):
+    ``action`` is exactly what would run, ``reason`` the policy's, ``expires_at`` ISO UTC."""
+
+    kind: ClassVar[str] = "approval_requested"
+    tool_use_id: str
+    name: str
+    action: str
+    reason: str
+    input_sha256: str
+    expires_at: str
+
+
+@dataclass(frozen=True)
+class ApprovalDecided(Event):
+    """An approval was settled: ``status`` approved, denied, expired or stopped, by the
+    Slack user ``decided_by`` ("" for an expiry) at ``decided_at`` (ISO UTC)."""
+
+    kind: ClassVar[str] = "approval_decided"
+    tool_use_id: str
+    name: str
+    action: str
+    status: str
+    decided_by: str
+    decided_at: str
+
+
+@dataclass(frozen=True)
+class ToolBlocked(Event):
+    """A tool call the approval policy blocks: it did not run (``reason`` says why)."""
+
+    kind: ClassVar[str] = "tool_blocked"
+    tool_use_id: str
+    name: str
+    detail: str
+    reason: str

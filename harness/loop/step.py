@@ -12,12 +12,32 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from harness.approvals.gate import ApprovalGate
+from harness.approvals.pending import (
+    APPROVAL_KIND,
+    ApprovalDecision,
+    ApprovalStatus,
+    PendingApproval,
+    expired_call,
+    input_sha256,
+    rejected_text,
+)
+from harness.approvals.policy import Verdict
 from harness.cost.caps import Spent
 from harness.errors import CostLimitReached, LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound, ScheduledWakeup, TaskRecord
-from harness.loop.events import Event, ToolFinished, ToolIntent, ToolUnknown
+from harness.loop.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    ToolBlocked,
+    ToolFinished,
+    ToolIntent,
+    ToolUnknown,
+)
 from harness.loop.limits import Limits
 from harness.loop.model_step import capped, model_step
 from harness.loop.prompt import reminder
@@ -29,6 +49,7 @@ from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
 from harness.tools.agent import AGENT_RESULT_KIND, AgentSpawner, parse_agent_result
 from harness.tools.background import NOTIFICATION_KIND, notified_status, notified_task_id
+from harness.tools.contract import tool_error
 from harness.tools.toolbox import (
     ToolContext,
     call_detail,
@@ -60,11 +81,14 @@ class Next(StrEnum):
 class StepKind(StrEnum):
     """The session's next unit of work (see ``next_kind``): the one state machine.
 
-    ``POST`` is the durable layer's (only it talks to Slack): it posts ``cp.answer``,
-    then commits ``answer_posted(cp)``. Every other kind is ``advance``'s.
+    ``POST`` and ``ASK`` are the durable layer's (only it talks to Slack): it posts
+    ``cp.answer`` then commits ``answer_posted(cp)``, or posts ``cp.approval`` with its
+    buttons then commits ``approval_posted(cp, ts)`` and waits. Every other kind is
+    ``advance``'s.
     """
 
     POST = "post"  # the turn's answer is set and not yet posted
+    ASK = "ask"  # an approval is requested and its thread message not yet posted (§13)
     MODEL = "model"
     TOOL = "tool"
     RECOVER = "recover"  # a tool whose intent is committed and result is not
@@ -85,6 +109,11 @@ def next_kind(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> StepKind:
         return StepKind.POST
     if cp.in_flight is not None:
         return StepKind.RECOVER
+    approval = cp.approval
+    if approval is not None and approval.pending:
+        if not approval.message_ts:
+            return StepKind.ASK
+        return StepKind.TOOL if inbox else StepKind.WAIT  # a decision, or input to hold
     if cp.next_call() is not None:
         return StepKind.TOOL
     if cp.awaited_calls() & {b.id for b in cp.unanswered_calls()}:
@@ -109,7 +138,9 @@ class Collaborators:
     """What a step may touch. ``save`` commits mid-step (intent before side effect);
     ``mcp`` is the process's MCP servers, if any; ``spent`` is what the session and its
     org have spent (read when ``limits`` has a spending cap; None: caps not checked);
-    ``record`` generates ``/incident/timeline.md`` (None: not served); ``announce`` is
+    ``record`` generates ``/incident/timeline.md`` (None: not served); ``approvals`` is the
+    approval policy every tool call passes (None: every call runs, docs/architecture.md §13);
+    ``announce`` is
     told of a tool call starting whose intent is not saved mid-step (one that is simply
     run again after a crash: ``reruns_safely``), so a live display can show it; ``tasks``
     holds the background tasks' rows (None: background commands are refused); ``agents``
@@ -126,6 +157,7 @@ class Collaborators:
     tasks: BackgroundTasks | None = None
     agents: AgentSpawner | None = None
     announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
+    approvals: ApprovalGate | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -153,13 +185,18 @@ async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] 
         ValueError: ``cp.answer`` is set: posting it is the durable layer's step.
     """
     cp, inbox = _agent_results(cp, inbox)
+    inbox = tuple(item for item in inbox if not _stale_decision(cp, item))
     kind = next_kind(cp, inbox)
     if kind is StepKind.POST:
         raise ValueError("the answer is not posted yet: post it, then advance answer_posted(cp)")
+    if kind is StepKind.ASK:
+        raise ValueError("the approval is not posted yet: post it, then approval_posted(cp, ts)")
     if kind is StepKind.WAIT:
         return StepResult(_with_inbox(cp, inbox), (), Next.WAIT)
     if kind is StepKind.RECOVER:
         return _taking(await _recover(cp, deps), inbox)
+    if cp.approval is not None and cp.approval.pending:
+        return _settle(cp, inbox, deps)
     if kind is StepKind.MODEL and not cp.pending_results and _turn_ended(cp):
         cp = replace(cp, turn_base=(cp.steps, cp.usage.total(), cp.tool_time_s))
     try:
@@ -294,11 +331,157 @@ def answer_posted(cp: Checkpoint) -> Checkpoint:
     return replace(cp, answer=None, best_effort=False)
 
 
+def approval_posted(cp: Checkpoint, message_ts: str) -> Checkpoint:
+    """The checkpoint after the durable layer posted ``cp.approval`` as the thread message
+    ``message_ts`` (the ``ASK`` step); the session then waits for a decision.
+
+    Raises:
+        ValueError: no pending approval, or an empty ``message_ts``.
+    """
+    if cp.approval is None or not cp.approval.pending or not message_ts:
+        raise ValueError("approval_posted needs a pending approval and its message ts")
+    return replace(cp, approval=replace(cp.approval, message_ts=message_ts))
+
+
+def _settle(cp: Checkpoint, inbox: Sequence[Inbound], deps: Collaborators) -> StepResult:
+    """Apply what arrived for the pending approval: a decision bound to its call and input
+    (``approval`` inputs), or its expiry (the ``wake`` the sweeper fires at ``expires_at``).
+    A decision for another call or another input (a stale button) is dropped. Approved,
+    the call runs at the next step; denied, expired or stopped, it is answered with Claude
+    Code's rejected-tool-use result. Anything else is held for the next model step; with
+    no decision the session waits on."""
+    approval = cp.approval
+    assert approval is not None
+    now = deps.approvals.clock() if deps.approvals is not None else _utc_now()
+    held: list[Inbound] = []
+    for item in inbox:
+        if item.kind == APPROVAL_KIND:
+            decision = ApprovalDecision.from_text(item.text)
+            bound = (
+                decision is not None
+                and decision.tool_use_id == approval.tool_use_id
+                and decision.input_sha256 == approval.input_sha256
+            )
+            if decision is not None and bound and approval.pending:
+                status = (
+                    ApprovalStatus.APPROVED
+                    if decision.approve
+                    else ApprovalStatus.STOPPED
+                    if decision.stopped
+                    else ApprovalStatus.DENIED
+                )
+                approval = approval.decided(status, decision.user_id, decision.at)
+        elif item.kind == WAKE_KIND and expired_call(item.text) is not None:
+            if expired_call(item.text) == approval.tool_use_id and approval.pending:
+                approval = approval.decided(ApprovalStatus.EXPIRED, "", now)
+        else:
+            held.append(item)
+    cp = _with_inbox(replace(cp, approval=approval), held)
+    if approval.pending:
+        return StepResult(cp, (), Next.WAIT)
+    assert approval.decided_at is not None
+    events: list[Event] = [
+        ApprovalDecided(
+            tool_use_id=approval.tool_use_id,
+            name=approval.tool,
+            action=approval.action,
+            status=approval.status.value,
+            decided_by=approval.decided_by,
+            decided_at=approval.decided_at.isoformat(),
+        )
+    ]
+    if approval.status is not ApprovalStatus.APPROVED:
+        result = ToolResultBlock(approval.tool_use_id, rejected_text(approval), is_error=True)
+        cp = replace(cp, pending_results=(*cp.pending_results, result), steps=cp.steps + 1)
+    return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+def _stale_decision(cp: Checkpoint, item: Inbound) -> bool:
+    """A decision or an expiry that arrived when no approval waits (a click that lost the
+    race with the expiry, a wake-up for a request already settled): it is dropped, never
+    given to the model."""
+    pending = cp.approval is not None and cp.approval.pending
+    if item.kind == APPROVAL_KIND:
+        return not pending
+    return item.kind == WAKE_KIND and expired_call(item.text) is not None and not pending
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _approved(cp: Checkpoint, call: ToolUseBlock) -> bool:
+    """Whether a human approved exactly this call: its id and the hash of its input."""
+    approval = cp.approval
+    return (
+        approval is not None
+        and approval.status is ApprovalStatus.APPROVED
+        and approval.tool_use_id == call.id
+        and approval.input_sha256 == input_sha256(call.name, call.input)
+    )
+
+
+async def _gate(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult | None:
+    """The approval policy's say on ``call`` before it runs: None to run it now; else the
+    step that blocks it (an error result, not run) or asks a human (the session parks)."""
+    gate = deps.approvals
+    if gate is None or _approved(cp, call):
+        return None
+    mcp_approval = None
+    if deps.mcp is not None and call.name.startswith("mcp__"):
+        offered = {t.name: t.approval for t in deps.mcp.tools(cp.channel_id)}
+        mcp_approval = offered.get(call.name)
+    decision = await gate.decide(call.name, call.input, mcp_approval=mcp_approval)
+    if decision.verdict is Verdict.ALLOWED:
+        return None
+    detail = call_detail(call.name, call.input)
+    if decision.verdict is Verdict.BLOCKED:
+        text = (
+            f"Blocked by the organisation's approval policy: {decision.reason}. It was not "
+            "run, and no approval can allow it. Do not retry it or work around it; tell the "
+            "user what you wanted to do and why."
+        )
+        result = ToolResultBlock(call.id, tool_error(text).content, is_error=True)
+        cp = replace(cp, pending_results=(*cp.pending_results, result), steps=cp.steps + 1)
+        blocked = ToolBlocked(call.id, call.name, detail, decision.reason)
+        return StepResult(cp, (blocked,), Next.CONTINUE)
+    now = gate.clock()
+    approval = PendingApproval(
+        tool_use_id=call.id,
+        tool=call.name,
+        input_sha256=input_sha256(call.name, call.input),
+        action=_action(call),
+        reason=decision.reason,
+        requested_at=now,
+        expires_at=now + timedelta(seconds=gate.timeout_s),
+    )
+    requested = ApprovalRequested(
+        tool_use_id=call.id,
+        name=call.name,
+        action=approval.action,
+        reason=approval.reason,
+        input_sha256=approval.input_sha256,
+        expires_at=approval.expires_at.isoformat(),
+    )
+    return StepResult(replace(cp, approval=approval), (requested,), Next.CONTINUE)
+
+
+def _action(call: ToolUseBlock) -> str:
+    """Exactly what would run: the Bash command, else the tool and its input as JSON."""
+    command = call.input.get("command") if call.name == "Bash" else None
+    if isinstance(command, str):
+        return command
+    return f"{call.name} {json.dumps(dict(call.input), sort_keys=True, ensure_ascii=False)}"
+
+
 def _canonical(call: ToolUseBlock) -> str:
     return json.dumps(call.input, sort_keys=True, separators=(",", ":"))
 
 
 async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> StepResult:
+    gated = await _gate(cp, call, deps)
+    if gated is not None:
+        return gated
     summary = summarize_call(call.name, call.input)
     intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
     rerun = reruns_safely(call.name)
@@ -308,7 +491,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         cp = replace(cp, in_flight=call.id)
         await deps.save(cp, (intent,))
     workspace = _open_workspace(cp, deps)
-    ctx = _context(cp, deps, workspace, call.id)
+    ctx = _context(cp, deps, workspace, call.id, approved=_approved(cp, call))
     started_s = time.monotonic()
     outcome = await run_tool(call.name, call.input, ctx)
     elapsed_s = time.monotonic() - started_s
@@ -363,7 +546,12 @@ def _with_task(cp: Checkpoint, task: TaskRecord) -> Checkpoint:
 
 
 def _context(
-    cp: Checkpoint, deps: Collaborators, workspace: StepWorkspace, tool_use_id: str
+    cp: Checkpoint,
+    deps: Collaborators,
+    workspace: StepWorkspace,
+    tool_use_id: str,
+    *,
+    approved: bool = False,
 ) -> ToolContext:
     limits = _call_limits(cp, deps)
     return ToolContext.for_session(
@@ -376,6 +564,7 @@ def _context(
         record=deps.record,
         tasks=deps.tasks,
         agents=deps.agents,
+        approved=approved,
     )
 
 
@@ -415,7 +604,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     if call is None or call.id != cp.in_flight:
         return StepResult(replace(cp, in_flight=None), (), Next.CONTINUE)
     workspace = _open_workspace(cp, deps)
-    ctx = _context(cp, deps, workspace, call.id)
+    ctx = _context(cp, deps, workspace, call.id, approved=_approved(cp, call))
     started_s = time.monotonic()
     recovered = await run_tool(call.name, call.input, ctx, recovering=True)
     elapsed_s = time.monotonic() - started_s

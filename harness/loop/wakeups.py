@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from harness.approvals.pending import expiry_note
 from harness.loop.checkpoint import Checkpoint
 
 WAKE_KIND = "wake"
@@ -25,6 +26,8 @@ def next_wake(cp: Checkpoint) -> tuple[datetime, str] | None:
     True
     """
     candidates: list[tuple[datetime, str]] = []
+    if cp.approval is not None and cp.approval.pending:  # unanswered, it expires (§13)
+        candidates.append((cp.approval.expires_at, expiry_note(cp.approval.tool_use_id)))
     if cp.wakeup is not None:
         due = datetime.fromtimestamp(cp.wakeup.due_at, UTC)
         candidates.append((due, cp.wakeup.prompt))

@@ -187,9 +187,15 @@ class McpServers:
         return False
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], *, timeout_s: float | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout_s: float | None = None,
+        approved: bool = False,
     ) -> McpResult:
-        """Call the tool the model names ``name``.
+        """Call the tool the model names ``name`` (``approved``: a human approved this
+        call in the thread, so an ``ask`` tool may run).
 
         Raises:
             McpUnavailable: no such tool (or one the org denies), or its server is down (a
@@ -198,7 +204,7 @@ class McpServers:
             McpTimeout: no result within ``timeout_s`` (default ``call_timeout_s``).
         """
         server, tool = self._find(name)
-        if tool.approval is Approval.ASK:
+        if tool.approval is Approval.ASK and not approved:
             raise McpApprovalRequired(name)
         client = server.client
         if server.state is not ServerState.UP or client is None:

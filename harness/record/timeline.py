@@ -49,6 +49,7 @@ class EntryKind(StrEnum):
     MCP = "mcp"  # an MCP tool call
     FILE = "file"  # a file written under /incident/ or /memory/
     NOTICE = "notice"  # something the session was told (sandbox replaced, a limit, …)
+    APPROVAL = "approval"  # an approval asked for, or decided (who, when, what; §13)
 
 
 class ActorKind(StrEnum):
@@ -220,6 +221,8 @@ def _event_draft(row: IncidentRow, thread: _Thread, link: _Linker) -> _Draft | N
     if row.kind == "post_failed":
         text = f"Slack refused the answer for good ({payload.get('error', 'error')})"
         return _agent_draft(row, thread, link, EntryKind.NOTICE, text, f"event:{row.seq}")
+    if row.kind in ("approval_requested", "approval_decided", "tool_blocked"):
+        return _approval_draft(row, payload, thread, link)
     if row.kind == "notice":
         if str(payload.get("topic", "")) not in NOTICE_TOPICS:
             return None
@@ -253,6 +256,31 @@ def _tool_draft(
         verb = "wrote" if name == "Write" else "edited"
         return _agent_draft(row, thread, link, EntryKind.FILE, f"{verb} {detail}", tool_use_id)
     return None
+
+
+def _approval_draft(
+    row: IncidentRow, payload: dict[str, Any], thread: _Thread, link: _Linker
+) -> _Draft:
+    """An approval asked for (the agent), decided (the person who decided; an expiry is the
+    agent's), or a call the policy blocked."""
+    action = str(payload.get("action") or payload.get("detail") or payload.get("name") or "")
+    ref = f"approval:{payload.get('tool_use_id', '')}"
+    if row.kind == "tool_blocked":
+        summary = _line(f"blocked `{action}`: {payload.get('reason', '')}")
+        return _agent_draft(row, thread, link, EntryKind.APPROVAL, summary, ref)
+    if row.kind == "approval_requested":
+        summary = _line(f"asked approval to run `{action}`: {payload.get('reason', '')}")
+        return _agent_draft(row, thread, link, EntryKind.APPROVAL, summary, ref)
+    status = str(payload.get("status", ""))
+    decided_by = str(payload.get("decided_by", ""))
+    if not decided_by:
+        summary = _line(f"approval of `{action}` expired unanswered")
+        return _agent_draft(row, thread, link, EntryKind.APPROVAL, summary, ref)
+    human = Actor(ActorKind.HUMAN, decided_by, f"<@{decided_by}>")
+    summary = _line(f"{status} `{action}`")
+    return _Draft(
+        row.at, human, EntryKind.APPROVAL, summary, link.to(thread.status_ts), row.session_id, ref
+    )
 
 
 def _agent_draft(

@@ -75,6 +75,8 @@ class ToolContext:
             results in its transcript).
         record: the incident record that generates ``/incident/timeline.md`` (None: the
             file is not served).
+        approved: a human approved this very call in the thread (docs/architecture.md
+            §13): an MCP tool the org asks approval for may run.
         tasks: the background tasks' rows (None: background commands are refused).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
         agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
@@ -93,6 +95,7 @@ class ToolContext:
     mcp: McpServers | None = None
     loaded_tools: frozenset[str] = frozenset()
     record: IncidentRecord | None = None
+    approved: bool = False
     tasks: BackgroundTasks | None = None
     min_wakeup_s: float = 60.0
     agents: AgentSpawner | None = None
@@ -108,6 +111,7 @@ class ToolContext:
         *,
         mcp: McpServers | None = None,
         record: IncidentRecord | None = None,
+        approved: bool = False,
         tasks: BackgroundTasks | None = None,
         agents: AgentSpawner | None = None,
     ) -> ToolContext:
@@ -128,6 +132,7 @@ class ToolContext:
             mcp=mcp,
             loaded_tools=loaded_tools(cp),
             record=record,
+            approved=approved,
             tasks=tasks,
             min_wakeup_s=limits.min_wakeup_s,
             agents=agents if cp.parent is None else None,

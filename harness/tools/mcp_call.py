@@ -59,7 +59,7 @@ async def run_mcp(name: str, tool_input: Mapping[str, Any], ctx: ToolContext) ->
         return not_loaded(name)
     timeout_s = min(servers.call_timeout_s, ctx.bash_max_timeout_ms / 1000)
     try:
-        result = await servers.call(name, tool_input, timeout_s=timeout_s)
+        result = await servers.call(name, tool_input, timeout_s=timeout_s, approved=ctx.approved)
     except McpApprovalRequired:
         return tool_error(approval_needed_text(name))
     except McpTimeout as exc:

@@ -8,6 +8,7 @@ HTTP proxy itself), ``upstream`` (its kept-alive connections to the systems it r
 from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles
 from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
 from sandbox_client.gateway.proxy import (
+    ApprovalCheck,
     AuditSink,
     Caller,
     EgressRecord,
@@ -26,6 +27,7 @@ from sandbox_client.gateway.rules import (
 )
 
 __all__ = [
+    "ApprovalCheck",
     # rules
     "Decision",
     "Outcome",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import ssl
 import time
 import zlib
@@ -31,8 +32,16 @@ import h11
 
 from sandbox_client.gateway.ca import CertificateAuthority
 from sandbox_client.gateway.credentials import Injected, Scrubber
-from sandbox_client.gateway.rules import Decision, Outcome, RequestLine, Rules
+from sandbox_client.gateway.rules import (
+    READ_ONLY_METHODS,
+    Decision,
+    Outcome,
+    RequestLine,
+    Rules,
+)
 from sandbox_client.gateway.upstream import Upstream, UpstreamError
+
+logger = logging.getLogger(__name__)
 
 HOP_BY_HOP = frozenset(
     {
@@ -96,15 +105,28 @@ TokenResolver = Callable[[str, str], Awaitable["Caller | None"]]
 """``(token, tool_use_id) -> Caller`` for a remote sandbox's proxy credentials, None if invalid."""
 
 
+ApprovalCheck = Callable[[str, str], Awaitable[bool]]
+"""``(session_id, tool_use_id) -> bool``: a human approved that call and it is running now."""
+
+APPROVAL_HINT = (
+    "a request that changes something through a credential rule runs only as part of a "
+    "command a human approved in the thread: run it as its own command, which asks for approval"
+)
+
+
 @dataclass(frozen=True)
 class GatewayOptions:
     """Limits and trust: ``upstream_verify`` is what upstream certificates are checked against
-    (True: the system's trust store; a context: a private CA, for tests)."""
+    (True: the system's trust store; a context: a private CA, for tests). ``approved``: when
+    set, a request with a method other than GET or HEAD through a credential rule passes only
+    while the caller's ``tool_use`` is an approved call in flight (docs/architecture.md §13),
+    whatever the command looked like to the policy; None: not checked."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
     max_request_bytes: int = 16 * 1024 * 1024
+    approved: ApprovalCheck | None = None
 
 
 class Gateway:
@@ -329,6 +351,13 @@ class Gateway:
             await self._refuse(conn, writer, decision, line, caller, started, query=path_query)
             return
         assert decision.rule is not None
+        if not await self._may_change(decision, method, caller):
+            reason = f"{method} through the credential rule {decision.rule.name} without approval"
+            refused = Decision(Outcome.BLOCKED, decision.rule, reason)
+            await self._refuse(
+                conn, writer, refused, line, caller, started, query=path_query, hint=APPROVAL_HINT
+            )
+            return
         injected = self._injected.get(decision.rule.name)
         await self._forward(
             conn, writer, request, body, decision, line, caller, started,
@@ -446,6 +475,23 @@ class Gateway:
             up_writer.close()
             await self._record(caller, line, 200, counted[0], started, decision)
 
+    async def _may_change(self, decision: Decision, method: str, caller: Caller) -> bool:
+        """Whether this request may go: anything but a changing method through a credential
+        rule goes; that one only within an approved call in flight (``GatewayOptions``)."""
+        check = self.options.approved
+        if check is None or decision.outcome is not Outcome.INJECTED:
+            return True
+        if method in READ_ONLY_METHODS:
+            return True
+        tool_use_id = caller.tool_use_id()
+        if tool_use_id is None:
+            return False
+        try:
+            return await check(caller.session_id, tool_use_id)
+        except Exception:  # an answer we cannot get is a no: the request changes things
+            logger.exception("approval check for %s failed; refusing", caller.session_id)
+            return False
+
     async def _refuse(
         self,
         conn: h11.Connection,
@@ -456,8 +502,9 @@ class Gateway:
         started: float,
         *,
         query: str = "",
+        hint: str = ADMIN_HINT,
     ) -> None:
-        text = f"Blocked by the warroom egress gateway: {decision.reason}; {ADMIN_HINT}.\n"
+        text = f"Blocked by the warroom egress gateway: {decision.reason}; {hint}.\n"
         await self._plain_error(conn, writer, 403, text)
         await self._record(caller, line, 403, len(text), started, decision, query=_query_of(query))
 

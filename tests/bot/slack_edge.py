@@ -18,7 +18,7 @@ import hmac
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.app import SlackDeps, build_app
+from bot.slack.approvals import Approvers
 from bot.slack.background import Background
 from bot.slack.installation import Installation
 from bot.slack.modes import HttpMode, RunningSlack, start
@@ -196,10 +197,13 @@ async def running_edge(
     limits: Limits = DEFAULT_LIMITS,
     external_may_start: bool = False,
     installation: Installation | None = None,
+    approvers: Approvers | None = None,
+    enqueue: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
-    SQLite lives in ``tmp_path / "warroom.sqlite3"``.
+    SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
+    worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
     """
     slack_api = FakeSlackApi()
     await slack_api.start()
@@ -215,6 +219,7 @@ async def running_edge(
 
     outbox = Outbox(database)
     files = FileStore(database)
+    enqueued = Enqueued(sessions)
     deps = SlackDeps(
         sessions=sessions,
         dedupe=InboundDedupe(database),
@@ -222,7 +227,7 @@ async def running_edge(
         client=client,
         signing_secret=SIGNING_SECRET,
         bot_user_id=BOT_USER_ID,
-        enqueue=(enqueued := Enqueued(sessions)),
+        enqueue=enqueue or enqueued,
         cancel_running=cancel_running,
         skills=SkillsCommands(files, client, EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
@@ -232,6 +237,7 @@ async def running_edge(
         ledger=ModelCallLog(database),
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
         egress=EgressLog(database),
+        approvers=approvers or Approvers(),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -10,6 +10,8 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,25 @@ from bot.egress import WorkerEgress
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import Metrics
 from bot.settings import Settings
-from harness import Checkpoint, Requester, SandboxWorkspaces
+from harness import (
+    ApprovalStatus,
+    Checkpoint,
+    Message,
+    PendingApproval,
+    Requester,
+    SandboxWorkspaces,
+    ToolUseBlock,
+    input_sha256,
+)
 from harness.loop.prompt import SYSTEM_PROMPT
-from memory_store import Database, EgressLog, EgressTokens, SessionKey, TokenOwner
+from memory_store import (
+    Database,
+    EgressLog,
+    EgressTokens,
+    SessionKey,
+    SessionStore,
+    TokenOwner,
+)
 from sandbox_client import SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
 from tests.memory_store.test_egress import live_session
@@ -311,3 +329,67 @@ async def test_doctor_shows_what_applies_to_a_tunnel_rule(tmp_path: Path) -> Non
         "status-page: status.example.com:443 in C0INC (tunnel: HTTPS passes untouched, any "
         "method and path; http:// / GET,HEAD)"
     )
+
+
+async def test_a_hidden_post_through_a_credential_rule_passes_only_within_an_approved_call(
+    data_dir: Path, prometheus: Prometheus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_bwrap()
+    # Given a credential rule that lists POST, and approvals on (the default)
+    monkeypatch.setenv("PROM_PASSWORD", PASSWORD)
+    internal_ca = data_dir / "internal-ca.pem"
+    internal_ca.write_bytes(prometheus.ca_pem)
+    rules = _rules_file(data_dir, prometheus)
+    rules.write_text(rules.read_text() + "    methods: [GET, POST]\n")
+    settings = _settings(data_dir, rules, internal_ca)
+    db = Database.from_url(None, data_dir=data_dir)
+    await db.migrate()
+    sessions = SessionStore(db)
+    egress = await WorkerEgress.open(settings, db, Metrics())
+    assert egress is not None
+    provider = make_provider(settings)
+    manager = SandboxManager(provider)
+    workspaces = SandboxWorkspaces(manager, (), egress)
+    call = ToolUseBlock("toolu_ok", "Bash", {"command": "sh ./query.sh"})
+    cp = Checkpoint(session_id="s-post", org_id="T1", channel_id="C-INC", requester=Requester("U1"))
+    url = f"{prometheus.base_url}/api/v1/query"
+    script = f"curl -sS -o /dev/null -w '%{{http_code}}' -X POST -d query=up {shlex.quote(url)}\n"
+    try:
+        workspace = workspaces.open(cp)
+        # A script the policy cannot read (written in one call, run in another)
+        write = f"printf %s {shlex.quote(script)} > query.sh"
+        assert (await workspace.exec("toolu_w", write, timeout_s=30)).exit_code == 0
+        # When it runs outside any approved call
+        refused = await workspace.exec("toolu_plain", "sh ./query.sh", timeout_s=30)
+        # And inside the approved call, in flight (as the driver commits it)
+        now = datetime.now(UTC)
+        sha = input_sha256("Bash", call.input)
+        approval = PendingApproval(
+            "toolu_ok", "Bash", sha, "sh ./query.sh", "r", now, now + timedelta(minutes=30)
+        ).decided(ApprovalStatus.APPROVED, "U2", now)
+        running = replace(
+            cp,
+            messages=(Message("assistant", (call,)),),
+            approval=approval,
+            in_flight="toolu_ok",
+        )
+        await sessions.open_or_join(
+            SessionKey("T1", "C-INC", "1.0"),
+            requester_id="U1",
+            initial_checkpoint=running.state_json(),
+            text="query",
+            source_ts="1.0",
+            session_id="s-post",
+        )
+        passed = await workspace.exec("toolu_ok", "sh ./query.sh", timeout_s=30)
+    finally:
+        await manager.aclose()
+        await provider.destroy_all()  # type: ignore[attr-defined]  # the local provider
+        await egress.aclose()
+    # Then the gateway refused the first with a 403 and let the approved one through
+    assert refused.stdout.strip() == "403", refused
+    assert passed.stdout.strip() == "200", passed
+    entries = await EgressLog(db).recent("s-post")
+    outcomes = {e.tool_use_id: (e.method, e.outcome) for e in entries}
+    assert outcomes == {"toolu_plain": ("POST", "blocked"), "toolu_ok": ("POST", "injected")}
+    await db.dispose()

@@ -25,6 +25,7 @@ from harness import (
     DEFAULT_MODEL,
     AgentSpawner,
     AnthropicModel,
+    ApprovalGate,
     Checkpoint,
     Collaborators,
     Event,
@@ -150,6 +151,7 @@ class SessionRun:
     saves: Saves = field(default_factory=Saves)
     spawner: AgentSpawner | None = None
     events: list[Event] = field(default_factory=list)
+    approvals: ApprovalGate | None = None
     answers: list[str] = field(default_factory=list)
 
     def deps(self) -> Collaborators:
@@ -162,6 +164,7 @@ class SessionRun:
             self.limits,
             mcp=self.mcp,
             agents=self.spawner,
+            approvals=self.approvals,
         )
 
     async def step(self, inbox: Sequence[Inbound] = ()) -> StepResult:

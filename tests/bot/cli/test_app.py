@@ -440,3 +440,22 @@ def test_docstring_examples_hold(module: ModuleType) -> None:
 
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_a_malformed_approval_policy_stops_the_worker_naming_the_variable_and_entry(
+    home: Path,
+) -> None:
+    policy = home / "approvals.toml"
+    policy.write_text('[[rule]]\nprograms = ["deployctl"]\ndecision = "maybe"\nreason = "r"\n')
+    env = {
+        "REDIS_URL": "redis://127.0.0.1:6379/11",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "WARROOM_APPROVAL_POLICY": str(policy),
+    }
+
+    result = CliRunner().invoke(app, ["worker"], env=env)
+
+    assert result.exit_code == 2, result.output
+    assert "WARROOM_APPROVAL_POLICY" in result.output
+    assert "rule 1: decision must be allowed, approval or blocked" in result.output

@@ -275,3 +275,50 @@ async def test_chat_shows_a_command_while_it_runs_then_its_time_and_output_witho
     assert "│ pods: 1 crashloop\n" in out.text
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out.text)
     assert "]0;pwned" in out.text  # shown as text, no longer a terminal command
+
+
+def restarter(request: RecordedRequest) -> Reply:
+    """Ask to restart a service (a change: it needs approval), then say what came back."""
+    turns = sum(1 for m in request.messages if m.get("role") == "assistant")
+    if turns == 0:
+        command = "systemctl restart payments 2>/dev/null; echo restarted-once"
+        return Reply.tool("Bash", {"command": command, "description": "Restart payments"})
+    results = [
+        block
+        for m in request.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for block in m["content"]
+        if block.get("type") == "tool_result"
+    ]
+    content = results[-1]["content"] if results else ""
+    return Reply.text(f"Result: {json.dumps(content)[:200]}")
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.parametrize(
+    ("decision", "shown"), [("approve", "restarted-once"), ("deny", "rejected")]
+)
+async def test_chat_asks_before_a_change_and_the_person_decides_by_typing(
+    tmp_path: Path, decision: str, shown: str
+) -> None:
+    async with FakeAnthropicAPI(restarter, api_key="fake-key") as fake:
+        env = warroom_env(
+            tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
+        )
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        # Given a request that leads the agent to a change
+        chat.stdin.write(b"payments is stuck, restart it\n")
+        # Then it asks first, with the exact command
+        await out.until(lambda text: "Type `approve` to run it" in text)
+        assert "systemctl restart payments" in out.text
+        assert len(fake.requests) == 1  # waiting: the model is not asked again
+        # When the person types their decision
+        chat.stdin.write(f"{decision}\n".encode())
+        await out.until(lambda text: "warroom> Result:" in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+    assert shown in out.text.split("warroom> Result:")[1]

@@ -17,6 +17,7 @@ from bot.cli.doctor import (
     CheckResult,
     Status,
     check_anthropic,
+    check_approvals,
     check_database,
     check_redis,
     check_sandbox,
@@ -460,3 +461,34 @@ async def test_the_limits_check_says_each_limit_and_how_this_host_enforces_it(
     # And a Blaxel deployment is skipped: Blaxel sets its own
     blaxel = await check_sandbox_limits(settings(data_dir, sandbox_provider="blaxel"))
     assert blaxel.status is Status.SKIPPED
+
+
+# ----- approvals --------------------------------------------------------------------------
+
+
+async def test_approvals_check_says_what_is_in_force_and_names_a_malformed_org_file(
+    data_dir: Path,
+) -> None:
+    default = await check_approvals(settings(data_dir))
+    org_file = data_dir / "approvals.toml"
+    org_file.write_text(
+        '[[rule]]\nprograms = ["deployctl"]\nwords = "promote"\n'
+        'decision = "approval"\nreason = "changes what runs"\n'
+    )
+    with_org = await check_approvals(
+        settings(data_dir, approval_policy=org_file, approvers="U1 S2", approval_timeout_s=600)
+    )
+    org_file.write_text('[[rule]]\nprograms = ["x"]\ndecision = "maybe"\nreason = "r"\n')
+    broken = await check_approvals(settings(data_dir, approval_policy=org_file))
+    off = await check_approvals(settings(data_dir, approvals=False))
+
+    assert default.status is Status.OK
+    assert "0 of the org's; approvers: any member of the installing org" in default.detail
+    assert "expire after 30 min" in default.detail
+    assert with_org.status is Status.OK
+    assert "1 of the org's; approvers: S2, U1; unanswered requests expire after 10 min" in (
+        with_org.detail
+    )
+    assert broken.status is Status.PROBLEM
+    assert "decision must be allowed, approval or blocked" in broken.detail
+    assert off.status is Status.WARNING

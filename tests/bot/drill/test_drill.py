@@ -72,6 +72,7 @@ PROPERTIES = (
     "each session's final answer posted to Slack exactly once",
     "session three's memory index lists session one's memory",
     "a scripted model called an MCP tool outside the sandbox",
+    "the rollback waited for approval, carol approved, it ran once",
     "the incident timeline lists messages, commands and writes, linked",
     "the postmortem draft cites timeline entries that exist",
     "session one found the 500s rising at 14:02 in the real Prometheus, via the gateway",
@@ -80,7 +81,7 @@ PROPERTIES = (
 KILL = PROPERTIES[5]
 MCP = PROPERTIES[9]
 MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
-PROMETHEUS_SCENE = PROPERTIES[12:]
+PROMETHEUS_SCENE = PROPERTIES[13:]
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -128,7 +129,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
         "GET /api/v1/query_range?query&start&end&step injected by rule prometheus (200)"
     ) in checklist
     assert "the Prometheus password found in: none" in checklist
-    verdict = "12 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "13 passed, 0 failed, 1 skipped"
+    verdict = "13 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "14 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0
@@ -327,6 +328,8 @@ def test_the_scripted_investigation_reads_the_playbook_then_gathers_evidence_the
         s.SAMPLE_POOL,
         s.FINDINGS_PATH,
         s.SAMPLE_ERRORS,
+        s.ROLLBACK,
+        s.COUNT_ROLLBACKS,
         s.MEMORY_PATH,
         "",
     ]

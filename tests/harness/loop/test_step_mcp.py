@@ -9,18 +9,25 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from harness import (
+    APPROVAL_KIND,
+    ApprovalDecision,
+    ApprovalGate,
     Checkpoint,
     Inbound,
     McpServers,
     McpTool,
     Notice,
     ServerState,
+    StepKind,
     ToolUnknown,
+    approval_posted,
+    next_kind,
     tool_specs,
 )
 from harness.loop import mcp_reminder
@@ -37,6 +44,7 @@ from tests.harness.step_support import (
 )
 
 ECHO = "mcp__everything__echo"
+NOW = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 LONG = "mcp__everything__trigger-long-running-operation"
 
 
@@ -175,3 +183,32 @@ def test_the_reminder_module_doctests_pass() -> None:
     result = doctest.testmod(mcp_reminder)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+async def test_an_mcp_tool_the_org_asks_approval_for_waits_then_runs_once_approved(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # Given a server whose echo tool the org marks "ask", and the approval policy on
+    policy = {"warroom": {"tools": {"echo": "ask"}}}
+    async with running(config_text(everything=everything(**policy))) as servers:
+        fake.push(Reply.tool(ECHO, {"message": "resolve INC-42"}), Reply.text("Resolved."))
+        run = kit.session(fake.base_url, mcp=servers)
+        run.approvals = ApprovalGate()
+        # When the model calls it
+        await run.step(ask("resolve it"))
+        await run.step()
+        # Then it is not called: the session asks, bound to the call and its input
+        approval = run.cp.approval
+        assert approval is not None
+        assert approval.pending
+        assert approval.action == f'{ECHO} {{"message": "resolve INC-42"}}'
+        assert "asks a human to approve" in approval.reason
+        assert next_kind(run.cp) is StepKind.ASK
+        # And once approved in the thread it is called, with the server's own result
+        run.cp = approval_posted(run.cp, "1.0")
+        yes = ApprovalDecision(True, approval.tool_use_id, approval.input_sha256, "U2", NOW)
+        await run.step((Inbound("", yes.to_text(), kind=APPROVAL_KIND),))
+        await run.run()
+    result = fake.requests[1].messages[-1]["content"][0]
+    assert (result["content"], result.get("is_error", False)) == ("Echo: resolve INC-42", False)
+    assert run.answers == ["Resolved."]

@@ -544,3 +544,55 @@ async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -
     assert len(big.content) == 8 * 1024 * 1024 - len(TOKEN) + len(REDACTED)
     assert TOKEN.encode() not in big.content
     assert big.content[INFLATE_STEP_BYTES - len(TOKEN) // 2 :].startswith(REDACTED)
+
+
+async def test_a_change_through_a_credential_rule_passes_only_within_an_approved_call(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway that asks whether the caller's running call was approved (§13)
+    rules = _rules(upstream)
+    approved: set[tuple[str, str]] = set()
+    asked: list[tuple[str, str]] = []
+
+    async def check(session_id: str, tool_use_id: str) -> bool:
+        asked.append((session_id, tool_use_id))
+        return (session_id, tool_use_id) in approved
+
+    authority = CertificateAuthority.create()
+    audit = Audit()
+    options = GatewayOptions(upstream_verify=upstream.trust, approved=check)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    gateway = Gateway(rules, authority, prepare(rules.rules, environ), audit, options)
+    running_call = ["toolu_plain"]
+    caller = Caller("s-1", "C-INC", tool_use_id=lambda: running_call[0])
+    server = await gateway.serve_tcp("127.0.0.1", 0, caller)
+    port = server.sockets[0].getsockname()[1]
+    trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
+    url = f"http://{HOST}:{upstream.http_port}/api/dashboards/db"
+    try:
+        async with httpx.AsyncClient(
+            proxy=f"http://127.0.0.1:{port}", verify=trust, trust_env=False
+        ) as client:
+            # When a command the policy let through POSTs to a credential rule allowing POST
+            refused = await client.post(url, content=b"{}")
+            # A GET still goes
+            read = await client.get(url)
+            # And within an approved call the same POST goes
+            approved.add(("s-1", "toolu_approved"))
+            running_call[0] = "toolu_approved"
+            passed = await client.post(url, content=b"{}")
+    finally:
+        await gateway.aclose()
+    # Then the unapproved POST was refused saying why, never reaching the upstream
+    assert refused.status_code == 403
+    assert "POST through the credential rule grafana without approval" in refused.text
+    assert "approved in the thread" in refused.text
+    assert read.status_code == 200
+    assert passed.status_code == 200
+    assert passed.json()["method"] == "POST"
+    assert asked == [("s-1", "toolu_plain"), ("s-1", "toolu_approved")]  # only changes ask
+    assert [r.outcome for r in audit.records] == [
+        Outcome.BLOCKED,
+        Outcome.INJECTED,
+        Outcome.INJECTED,
+    ]

@@ -1,0 +1,69 @@
+"""The gate a tool call passes before it runs: the policy's decision for that call.
+
+``ApprovalGate`` is what the loop is given (``Collaborators.approvals``): the policy in force,
+how long an approval may wait (``timeout_s``), and how to tell a URL's credential rule (for
+``curl``-style requests in a command). ``decide`` classifies one ``tool_use``:
+
+- ``Bash``: the command through the guard first (a command the guard refuses is left to the
+  tool, which refuses it: nobody is asked to approve what cannot run), then the policy, off
+  the event loop (both walk the parse);
+- an MCP tool: the org's allow/ask/deny for it (``mcp_decision``);
+- every other tool (Read, Write, Edit, Glob, Grep, TodoWrite, Skill, ToolSearch): allowed;
+  they touch only the org's files and the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harness.approvals.pending import utc_now
+from harness.approvals.policy import ALLOWED, Decision, Policy, default_policy, mcp_decision
+from harness.guard.check import Deny, check_bash
+from harness.mcp.policy import Approval
+
+DEFAULT_TIMEOUT_S = 30 * 60.0
+"""Seconds an approval waits for a decision before it is denied (``WARROOM_APPROVAL_TIMEOUT_S``)."""
+
+
+@dataclass(frozen=True)
+class ApprovalGate:
+    """The approval policy as the loop applies it.
+
+    Attributes:
+        policy: the rules in force (shipped and the org's).
+        timeout_s: seconds an approval waits before it expires (denied).
+        credential_rule: ``(method, url)`` → the egress credential rule a request would
+            use, or None; None: requests in commands are left to the gateway.
+        clock: the current time (aware UTC).
+    """
+
+    policy: Policy = field(default_factory=default_policy)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    credential_rule: Callable[[str, str], str | None] | None = None
+    clock: Callable[[], datetime] = utc_now
+
+    async def decide(
+        self, name: str, tool_input: Mapping[str, Any], *, mcp_approval: Approval | None = None
+    ) -> Decision:
+        """The decision for a call of tool ``name`` with ``tool_input`` (unvalidated).
+
+        ``mcp_approval``: the org's decision for an MCP tool (None: not an MCP tool, or
+        one the session cannot call, which the tool itself refuses).
+        """
+        if name == "Bash":
+            command = tool_input.get("command")
+            if not isinstance(command, str) or not command:
+                return ALLOWED  # the tool refuses malformed input itself
+            return await asyncio.to_thread(self._bash, command)  # CPU-bound: off the loop
+        if mcp_approval is not None:
+            return mcp_decision(mcp_approval, name)
+        return ALLOWED
+
+    def _bash(self, command: str) -> Decision:
+        if isinstance(check_bash(command), Deny):
+            return ALLOWED  # the Bash tool refuses it with the guard's reason
+        return self.policy.bash(command, credential_rule=self.credential_rule)
