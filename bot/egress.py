@@ -305,7 +305,7 @@ def _cached_owner(tokens: EgressTokens) -> TokenResolver:
 
 
 def credential_rule_of(rules: Rules, url: str) -> str | None:
-    """The name of the first credential rule (one that injects a secret) covering ``url``'s
+    r"""The name of the first credential rule (one that injects a secret) covering ``url``'s
     host, port and path, or None.
 
     >>> rules = Rules.parse(
