@@ -26,7 +26,15 @@ from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_err
 
 AGENT_RESULT_KIND = "agent"
 """The ``Inbound.kind`` of a foreground subagent's answer (becomes its ``tool_result``)."""
-SUBAGENT_TYPES = ("general-purpose",)
+SUBAGENT_TYPES = ("general-purpose", "Explore", "Plan")
+"""The ``subagent_type`` names Claude Code's model knows that Warroom runs; the first is
+the default. ``Explore`` and ``Plan`` are general-purpose subagents told to change nothing
+(``READ_ONLY_NOTE``): the approval policy and the guard still bound what they run."""
+
+READ_ONLY_NOTE = (
+    "<system-reminder>You are a {kind} subagent: investigate and report what you find. Change "
+    "nothing: do not write or edit files, and run only commands that read.</system-reminder>\n\n"
+)
 
 
 class AgentSpawner(Protocol):
@@ -64,10 +72,11 @@ async def agent(p: AgentInput, ctx: ToolContext) -> ToolOutcome:
             f"Agent type '{kind}' not found. Available agents: {', '.join(SUBAGENT_TYPES)}"
         )
     background = bool(p.run_in_background)
+    prompt = p.prompt if kind == SUBAGENT_TYPES[0] else READ_ONLY_NOTE.format(kind=kind) + p.prompt
     child = await ctx.agents.spawn(
         tool_use_id=ctx.tool_use_id,
         description=p.description,
-        prompt=p.prompt,
+        prompt=prompt,
         background=background,
     )
     record = AgentRecord(ctx.tool_use_id, child, p.description, background, time.time())
@@ -132,7 +141,8 @@ AGENT = ModelTool(
         "message run in parallel, so split independent checks (three hypotheses, three "
         "services) across them. The prompt must say everything the subagent needs: it does "
         "not see this conversation. With run_in_background the call returns at once and you "
-        "are notified when it finishes. subagent_type: general-purpose (the default)."
+        "are notified when it finishes. subagent_type: general-purpose (the default); Explore "
+        "and Plan run the same subagent told to only read and report."
     ),
     input_schema={
         "type": "object",
@@ -144,7 +154,7 @@ AGENT = ModelTool(
             "prompt": {"type": "string", "description": "The task, in full."},
             "subagent_type": {
                 "type": "string",
-                "description": "The kind of subagent: general-purpose.",
+                "description": "The kind of subagent: general-purpose, Explore or Plan.",
             },
             "run_in_background": {
                 "type": "boolean",

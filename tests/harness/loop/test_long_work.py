@@ -199,3 +199,40 @@ async def test_agent_calls_park_the_session_until_each_answer_arrives_as_its_res
     assert [b["content"] for b in content[:2]] == ["a is fine", "b is fine"]
     assert "also check c" in content[-1]["text"]
     assert [a.status for a in run.cp.agents] == ["completed", "completed"]
+
+
+@pytest.mark.parametrize("kind", ["Explore", "Plan"])
+async def test_an_explore_or_plan_subagent_is_told_to_only_read_and_report(
+    fake: FakeAnthropicAPI, kit: Kit, kind: str
+) -> None:
+    call = ToolCall(
+        "Agent",
+        {"description": "Find the pool", "prompt": "find the pool size", "subagent_type": kind},
+        id="toolu_x",
+    )
+    fake.push(Reply((call,)))
+    run = kit.session(fake.base_url)
+    spawner = Spawner()
+    run.spawner = spawner
+    await run.run((Inbound("U-ALICE", "where is the pool set?", "Alice"),))
+    [(_, prompt, _)] = spawner.spawned
+    assert prompt.startswith(f"<system-reminder>You are a {kind} subagent")
+    assert "Change nothing" in prompt
+    assert prompt.endswith("find the pool size")
+
+
+async def test_an_unknown_subagent_type_is_refused_naming_the_known_ones(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    call = ToolCall(
+        "Agent",
+        {"description": "x", "prompt": "y", "subagent_type": "statusline-setup"},
+        id="toolu_y",
+    )
+    fake.push(Reply((call,)), Reply.text("ok"))
+    run = kit.session(fake.base_url)
+    run.spawner = Spawner()
+    await run.run((Inbound("U-ALICE", "go", "Alice"),))
+    [result] = fake.requests[1].messages[-1]["content"]
+    assert result["is_error"] is True
+    assert "Available agents: general-purpose, Explore, Plan" in str(result["content"])
