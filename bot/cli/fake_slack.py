@@ -6,13 +6,16 @@ variables that point ``serve`` at it. With ``--events-url`` it also plays the
 channel: each line typed is a message in ``#incident`` (the first @mentions the bot
 and opens a thread, later ones reply in it), stored in the fake and delivered to
 the app as a signed Events API request, as Slack would; what the bot posts or
-edits there is printed (``warroom:``).
+edits there is printed (``warroom:``). A line that is just ``approve`` or ``deny``
+clicks that button of the bot's latest approval request in the thread (§13), as a
+signed ``block_actions`` interaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 
@@ -20,6 +23,7 @@ from bot.drill.channel import IncidentChannel
 from bot.drill.errors import DrillError
 from bot.drill.scenario import Person
 from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
 
 __all__ = ["CHANNEL", "SIGNING_SECRET", "deliver_lines", "exports", "watch_channel"]
 
@@ -57,13 +61,52 @@ async def deliver_lines(
             if not line.strip():
                 continue
             you = Person(YOU, "you", line.strip())
+            word = line.strip().lower()
             try:
                 if thread_ts is None:
                     thread_ts = await channel.mention(you)
+                elif word in CLICKS:
+                    await _click(fake, channel, you, CLICKS[word], thread_ts, say)
                 else:
                     await channel.reply(you, thread_ts)
             except DrillError as exc:
                 say(f"not delivered: {exc}")
+
+
+CLICKS = {"approve": APPROVE_ACTION_ID, "deny": DENY_ACTION_ID}
+"""The lines that click a button of the latest approval request, and the button."""
+
+
+async def _click(
+    fake: FakeSlackApi,
+    channel: IncidentChannel,
+    you: Person,
+    action_id: str,
+    thread_ts: str,
+    say: Callable[[str], None],
+) -> None:
+    """Click ``action_id`` on the bot's latest message in the thread that has it."""
+    for message in reversed(fake.state.messages.get(CHANNEL, [])):
+        button = _button(message, action_id)
+        if message.get("thread_ts") == thread_ts and button is not None:
+            await channel.click(
+                you,
+                action_id=action_id,
+                value=str(button.get("value", "")),
+                message_ts=str(message["ts"]),
+                thread_ts=thread_ts,
+            )
+            return
+    say("no approval request waits in the thread: nothing to click")
+
+
+def _button(message: dict[str, Any], action_id: str) -> dict[str, Any] | None:
+    """The button ``action_id`` in ``message``'s blocks, or None."""
+    for block in message.get("blocks") or []:
+        for element in block.get("elements") or () if isinstance(block, dict) else ():
+            if isinstance(element, dict) and element.get("action_id") == action_id:
+                return element
+    return None
 
 
 async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:

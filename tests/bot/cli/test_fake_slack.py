@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from aiohttp import web
+
+from bot.cli.fake_slack import CHANNEL, deliver_lines
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.anthropic_script import echo_reply
 from bot.fakes.slack_api import FakeSlackApi
@@ -74,3 +79,55 @@ async def test_the_fake_slacks_message_ts_is_the_time_it_was_posted() -> None:
     ts = fake.add_message("C1", "hello")
 
     assert abs(float(ts) - before) < 5
+
+
+async def test_typing_approve_clicks_the_latest_approval_request_in_the_thread() -> None:
+    # Given the app's Request URL (recording what it is sent) and the fake Slack
+    received: list[dict[str, str]] = []
+
+    async def events(request: web.Request) -> web.Response:
+        if request.content_type == "application/x-www-form-urlencoded":
+            received.append({k: str(v) for k, v in (await request.post()).items()})
+        else:
+            received.append({"json": await request.text()})
+        return web.Response(text="")
+
+    app = web.Application()
+    app.router.add_post("/slack/events", events)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}/slack/events"
+    fake = FakeSlackApi()
+    await fake.start()
+    said: list[str] = []
+    button = {"type": "button", "action_id": "warroom_approve", "value": '{"s":"S1"}'}
+
+    async def lines() -> AsyncIterator[str]:
+        yield "rollback the pool change"
+        thread_ts = str(fake.state.messages[CHANNEL][-1]["ts"])
+        yield "deny"  # no approval request yet: nothing is clicked
+        fake.state.messages[CHANNEL].append(
+            {"ts": "99.000001", "thread_ts": thread_ts, "bot_id": "B1", "text": "approve?",
+             "blocks": [{"type": "actions", "elements": [button]}]}
+        )  # fmt: skip
+        yield "Approve"
+
+    try:
+        # When the mention, then "deny" and "Approve", are typed
+        await deliver_lines(fake, url, lines(), said.append)
+    finally:
+        await fake.stop()
+        await runner.cleanup()
+    # Then the mention went as an event, "deny" clicked nothing, and "Approve" clicked
+    # the request's button, signed as Slack sends an interaction
+    assert said == ["no approval request waits in the thread: nothing to click"]
+    clicks = [r for r in received if "payload" in r]
+    assert len(clicks) == 1
+    assert received[-1] is clicks[0]
+    payload = json.loads(clicks[0]["payload"])
+    assert payload["type"] == "block_actions"
+    assert payload["actions"][0]["action_id"] == "warroom_approve"
+    assert payload["actions"][0]["value"] == '{"s":"S1"}'
+    assert payload["container"]["message_ts"] == "99.000001"
