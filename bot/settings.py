@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     )
     # approvals (§13): the policy in force, how long a request waits, who may decide
     approvals: bool = Field(default=True, validation_alias="WARROOM_APPROVALS")
-    approval_policy: FilePath | None = Field(
+    approval_policy: FilePath | DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_APPROVAL_POLICY"
     )
     approval_timeout_s: float = Field(

@@ -479,10 +479,10 @@ def _run(work: Callable[[], T]) -> T:
 def _check_approval_policy(settings: Settings) -> None:
     """Read the org's approval policy now, so a malformed one stops start-up naming the
     problem (the workers read it again when they open)."""
-    from bot.durable.wiring import approval_policy
+    from bot.durable.wiring import approval_policies
 
     if settings.approvals and settings.approval_policy is not None:
-        _run(lambda: approval_policy(settings))
+        _run(lambda: approval_policies(settings))
 
 
 def _explain(exc: Exception) -> None:

@@ -376,7 +376,7 @@ async def check_mcp(settings: Settings) -> CheckResult:
 async def check_approvals(settings: Settings) -> CheckResult:
     """The approval policy in force (§13): on or off, how many rules (shipped and the org's),
     who may approve and how long a request waits; a malformed org file is a problem."""
-    from bot.durable.wiring import approval_policy
+    from bot.durable.wiring import approval_policies
     from bot.slack.approvals import Approvers
     from harness import PolicyError
 
@@ -384,7 +384,7 @@ async def check_approvals(settings: Settings) -> CheckResult:
         detail = "off (WARROOM_APPROVALS=false): changes run without asking anyone"
         return CheckResult("approvals", Status.WARNING, detail, "unset WARROOM_APPROVALS")
     try:
-        policy = await asyncio.to_thread(approval_policy, settings)
+        policy, by_org = await asyncio.to_thread(approval_policies, settings)
     except (OSError, PolicyError) as exc:
         return CheckResult("approvals", Status.PROBLEM, str(exc), "correct WARROOM_APPROVAL_POLICY")
     shipped = sum(r.shipped for r in policy.rules)
@@ -397,8 +397,9 @@ async def check_approvals(settings: Settings) -> CheckResult:
     )
     if approvers.not_requester:
         who += ", never the session's requester"
+    own = f"; own policies for {len(by_org)} orgs ({', '.join(sorted(by_org))})" if by_org else ""
     detail = (
-        f"{shipped} shipped rules, {org} of the org's; approvers: {who}; "
+        f"{shipped} shipped rules, {org} of the org's{own}; approvers: {who}; "
         f"unanswered requests expire after {settings.approval_timeout_s / 60:g} min"
     )
     return CheckResult("approvals", Status.OK, detail)

@@ -177,17 +177,42 @@ def workspace_seed(directory: Path | None) -> tuple[SetupStep, ...]:
 
 
 def approval_policy(settings: Settings) -> Policy:
-    """The approval policy in force: the shipped rules, extended by the org's file
-    (``WARROOM_APPROVAL_POLICY``) when set (blocking I/O: call it in a thread).
+    """The approval policy in force for every org without its own: the shipped rules,
+    extended by ``WARROOM_APPROVAL_POLICY`` (a file; or, for a directory, its
+    ``default.toml`` if any) (blocking I/O: call it in a thread).
 
     Raises:
-        PolicyError: the org's file is malformed (start-up stops, naming the problem).
+        PolicyError: the file is malformed (start-up stops, naming the problem).
         OSError: the file could not be read.
+    """
+    return approval_policies(settings)[0]
+
+
+def approval_policies(settings: Settings) -> tuple[Policy, dict[str, Policy]]:
+    """The deployment's approval policy and each org's own (org id → policy).
+
+    ``WARROOM_APPROVAL_POLICY`` is a file (one policy for every org) or a directory: there
+    ``default.toml`` is the policy of every org without its own, and ``<org id>.toml``
+    (``T…`` or ``E…``: the Slack ``enterprise_id or team_id``) that org's; each extends
+    or tightens the shipped rules in the same format (harness/approvals/README.md).
+    Blocking I/O: call it in a thread.
+
+    Raises:
+        PolicyError: a file is malformed (start-up stops, naming the file and problem).
+        OSError: a file could not be read.
     """
     path = settings.approval_policy
     if path is None:
-        return default_policy()
-    return with_org_policy(path.read_text(encoding="utf-8"), source=str(path))
+        return default_policy(), {}
+    if not path.is_dir():
+        return with_org_policy(path.read_text(encoding="utf-8"), source=str(path)), {}
+    policies = {
+        file.stem: with_org_policy(file.read_text(encoding="utf-8"), source=str(file))
+        for file in sorted(path.glob("*.toml"))
+        if file.is_file()
+    }
+    default = policies.pop("default", None) or default_policy()
+    return default, policies
 
 
 def make_worker_id() -> str:
@@ -424,8 +449,10 @@ class Runtime:
             workspace_url = await slack_workspace_url(client)
         approvals = None
         if settings.approvals and isinstance(reporter, ApprovalPoster):
+            policies = await asyncio.to_thread(approval_policies, settings)
             approvals = ApprovalGate(
-                policy=await asyncio.to_thread(approval_policy, settings),
+                policy=policies[0],
+                org_policies=policies[1],
                 timeout_s=settings.approval_timeout_s,
                 credential_rule=egress.credential_rule if egress is not None else None,
             )

@@ -34,7 +34,9 @@ class ApprovalGate:
     """The approval policy as the loop applies it.
 
     Attributes:
-        policy: the rules in force (shipped and the org's).
+        policy: the rules in force (shipped and the deployment's) for every org without
+            its own policy in ``org_policies``.
+        org_policies: org id (``enterprise_id or team_id``) → that org's policy.
         timeout_s: seconds an approval waits before it expires (denied).
         credential_rule: ``(method, url)`` → the egress credential rule a request would
             use, or None; None: requests in commands are left to the gateway.
@@ -42,14 +44,25 @@ class ApprovalGate:
     """
 
     policy: Policy = field(default_factory=default_policy)
+    org_policies: Mapping[str, Policy] = field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
     credential_rule: Callable[[str, str], str | None] | None = None
     clock: Callable[[], datetime] = utc_now
 
+    def policy_for(self, org_id: str | None) -> Policy:
+        """The policy of ``org_id``: its own, else the deployment's (None: the latter)."""
+        return self.org_policies.get(org_id, self.policy) if org_id else self.policy
+
     async def decide(
-        self, name: str, tool_input: Mapping[str, Any], *, mcp_approval: Approval | None = None
+        self,
+        name: str,
+        tool_input: Mapping[str, Any],
+        *,
+        mcp_approval: Approval | None = None,
+        org_id: str | None = None,
     ) -> Decision:
-        """The decision for a call of tool ``name`` with ``tool_input`` (unvalidated).
+        """The decision for a call of tool ``name`` with ``tool_input`` (unvalidated), by
+        the policy of ``org_id`` (``policy_for``).
 
         ``mcp_approval``: the org's decision for an MCP tool (None: not an MCP tool, or
         one the session cannot call, which the tool itself refuses).
@@ -58,12 +71,13 @@ class ApprovalGate:
             command = tool_input.get("command")
             if not isinstance(command, str) or not command:
                 return ALLOWED  # the tool refuses malformed input itself
-            return await asyncio.to_thread(self._bash, command)  # CPU-bound: off the loop
+            policy = self.policy_for(org_id)
+            return await asyncio.to_thread(self._bash, command, policy)  # CPU-bound
         if mcp_approval is not None:
             return mcp_decision(mcp_approval, name)
         return ALLOWED
 
-    def _bash(self, command: str) -> Decision:
+    def _bash(self, command: str, policy: Policy) -> Decision:
         if isinstance(check_bash(command), Deny):
             return ALLOWED  # the Bash tool refuses it with the guard's reason
-        return self.policy.bash(command, credential_rule=self.credential_rule)
+        return policy.bash(command, credential_rule=self.credential_rule)

@@ -431,7 +431,7 @@ async def _gate(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) -> Step
     if deps.mcp is not None and call.name.startswith("mcp__"):
         offered = {t.name: t.approval for t in deps.mcp.tools(cp.channel_id)}
         mcp_approval = offered.get(call.name)
-    decision = await gate.decide(call.name, call.input, mcp_approval=mcp_approval)
+    decision = await gate.decide(call.name, call.input, mcp_approval=mcp_approval, org_id=cp.org_id)
     if decision.verdict is Verdict.ALLOWED:
         return None
     detail = call_detail(call.name, call.input)

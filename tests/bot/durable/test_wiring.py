@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import SecretStr
 
-from bot.durable.wiring import make_slack_client
+from bot.durable.wiring import approval_policies, make_slack_client
 from bot.errors import SlackUnreachable, slack_call
 from bot.settings import Settings
+from harness import ApprovalGate, PolicyError, Verdict
 from tests.fakes.slack_api import FakeSlackApi
 
 
@@ -25,3 +28,48 @@ async def test_the_workers_slack_client_never_resends_a_post_after_a_connection_
 
     assert len(slack_api.calls_to("chat.postMessage")) == 1
     assert (await client.auth_test())["ok"]
+
+
+DEPLOY_RULE = """
+[[rule]]
+programs = ["deployctl"]
+decision = "approval"
+reason = "deployctl changes what runs"
+"""
+STRICT_RULE = """
+[[rule]]
+programs = ["kubectl"]
+words = "logs"
+decision = "approval"
+reason = "logs may hold customer data"
+"""
+
+
+async def test_a_policy_directory_gives_each_org_its_own_and_the_rest_the_default(
+    tmp_path: Path,
+) -> None:
+    # Given a directory with a default policy and one org's own
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "default.toml").write_text(DEPLOY_RULE)
+    (tmp_path / "policies" / "T0STRICT.toml").write_text(STRICT_RULE)
+    settings = Settings(_env_file=None, approval_policy=tmp_path / "policies")  # type: ignore[call-arg]
+    default, by_org = approval_policies(settings)
+    gate = ApprovalGate(policy=default, org_policies=by_org)
+
+    async def verdict(command: str, org_id: str) -> Verdict:
+        return (await gate.decide("Bash", {"command": command}, org_id=org_id)).verdict
+
+    # Then the strict org needs approval to read logs and the others do not; the default's
+    # rule applies only to orgs without their own file, and the shipped rules to all
+    assert await verdict("kubectl logs api", "T0STRICT") is Verdict.APPROVAL
+    assert await verdict("kubectl logs api", "T0OTHER") is Verdict.ALLOWED
+    assert await verdict("deployctl promote api", "T0OTHER") is Verdict.APPROVAL
+    assert await verdict("deployctl promote api", "T0STRICT") is Verdict.ALLOWED
+    assert await verdict("kubectl delete pod x", "T0STRICT") is Verdict.APPROVAL
+
+
+def test_a_malformed_org_file_in_the_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "T0BAD.toml").write_text("[[rule]]\nprograms = ['x']\ndecision = 'maybe'\n")
+    settings = Settings(_env_file=None, approval_policy=tmp_path)  # type: ignore[call-arg]
+    with pytest.raises(PolicyError, match=r"T0BAD\.toml"):
+        approval_policies(settings)
