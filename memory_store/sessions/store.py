@@ -14,10 +14,12 @@ nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -45,6 +47,8 @@ from memory_store.sessions.records import (
     TranscriptMark,
 )
 from memory_store.sessions.tables import sessions
+
+_T = TypeVar("_T")
 
 
 def new_token() -> str:
@@ -307,25 +311,15 @@ class SessionStore:
             ValueError: ``consumed_inbox_upto`` is beyond ``claim.inbox_upto``.
             DatabaseUnavailable: the database could not be reached or timed out.
         """
-        if consumed_inbox_upto is not None and consumed_inbox_upto > claim.inbox_upto:
-            raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
-        now = self._clock()
-        async with self._fenced(claim) as conn:
-            token = await claims.commit(
-                conn,
-                claim,
-                checkpoint=checkpoint,
-                events=events,
-                outcome=outcome,
-                consumed_inbox_upto=consumed_inbox_upto,
-                usage=usage or TokenUsage(),
-                new_token=new_token(),
-                now=now,
-                delta=transcript,
-                lease_time=self._lease_time(),
-            )
-        self._count_written(checkpoint, events, transcript)
-        return token
+        step = functools.partial(
+            claims.commit,
+            outcome=outcome,
+            new_token=new_token(),
+            lease_time=self._lease_time(),
+        )
+        return await self._end_step(
+            step, claim, checkpoint, events, consumed_inbox_upto, usage, transcript
+        )
 
     async def commit_then_claim(
         self,
@@ -349,26 +343,45 @@ class SessionStore:
         Raises:
             Fenced, ValueError, DatabaseUnavailable: as ``commit``.
         """
+        _check_positive(lease_s=lease_s)
+        step = functools.partial(
+            claims.commit_then_claim,
+            new_token=new_token(),
+            lease_s=lease_s,
+            lease_time=self._lease_time(),
+        )
+        return await self._end_step(
+            step, claim, checkpoint, events, consumed_inbox_upto, usage, transcript
+        )
+
+    async def _end_step(
+        self,
+        step: Callable[..., Awaitable[_T]],
+        claim: Claim,
+        checkpoint: str,
+        events: Sequence[NewEvent],
+        consumed_inbox_upto: int | None,
+        usage: TokenUsage | None,
+        transcript: TranscriptDelta | None,
+    ) -> _T:
+        """Run ``step`` (``claims.commit`` or ``commit_then_claim``, with its own arguments
+        bound) in one fenced transaction, after checking what it may mark consumed."""
         if consumed_inbox_upto is not None and consumed_inbox_upto > claim.inbox_upto:
             raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
-        _check_positive(lease_s=lease_s)
         now = self._clock()
         async with self._fenced(claim) as conn:
-            following = await claims.commit_then_claim(
+            result = await step(
                 conn,
                 claim,
                 checkpoint=checkpoint,
                 events=events,
                 consumed_inbox_upto=consumed_inbox_upto,
                 usage=usage or TokenUsage(),
-                new_token=new_token(),
-                lease_s=lease_s,
                 now=now,
-                lease_time=self._lease_time(),
                 delta=transcript,
             )
         self._count_written(checkpoint, events, transcript)
-        return following
+        return result
 
     async def cancel(self, session_id: str, *, actor: str | None = None) -> Cancelled | None:
         """Cancel a running or waiting session (``stop``), fencing off its running step.

@@ -19,16 +19,20 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import redis
@@ -40,6 +44,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
 from harness import Checkpoint, Message, Requester
 from memory_store import (
+    Database,
     Event,
     SandboxLedgerStore,
     Session,
@@ -48,6 +53,8 @@ from memory_store import (
     SessionStore,
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
+from tests import pg_admin
+from tests.conftest import PG_ADMIN_URL, require_service
 
 T = TypeVar("T")
 
@@ -583,3 +590,96 @@ def _postgres_ports(pid: int) -> list[int]:
                 if inode in inodes and int(remote.split(":")[1], 16) == POSTGRES_PORT:
                     ports.append(int(local.split(":")[1], 16))
     return ports
+
+
+OWN_VARIABLES = (
+    "WARROOM_",
+    "SLACK_",
+    "ANTHROPIC_",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "BL_",
+    "dramatiq_",
+)
+"""Variables of the test process the workers must not inherit (they get their own)."""
+
+
+@dataclass
+class Cluster:
+    """What a module's workers share: a fresh database, the fakes, the running pool."""
+
+    database_url: str
+    redis_url: str
+    data_dir: Path
+    fakes: Fakes
+    pool: WorkerPool
+
+
+def worker_env(
+    database_url: str,
+    redis_url: str,
+    data_dir: Path,
+    fakes: Fakes,
+    settings: Mapping[str, str],
+) -> dict[str, str]:
+    """The environment of a worker process: this process's, less ``OWN_VARIABLES``, then
+    the database, Redis, the fakes and the data directory, then ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_VARIABLES)}
+    return (
+        env
+        | {
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "ANTHROPIC_BASE_URL": fakes.model.base_url,
+            "SLACK_BOT_TOKEN": fakes.slack.token,
+            "SLACK_API_URL": fakes.slack.base_url,
+            "WARROOM_DATA_DIR": str(data_dir),
+            "PYTHONUNBUFFERED": "1",
+        }
+        | dict(settings)
+    )
+
+
+async def migrate(url: str, data_dir: Path) -> None:
+    """Bring the database at ``url`` to the newest schema."""
+    db = Database.from_url(url, data_dir=data_dir)
+    try:
+        await db.migrate()
+    finally:
+        await db.dispose()
+
+
+@contextlib.contextmanager
+def running_cluster(
+    redis_url: str, *, name: str, workers: int, settings: Mapping[str, str]
+) -> Iterator[Cluster]:
+    """A fresh database ``<name>_<random>``, the fakes and ``workers`` running worker
+    processes with ``settings`` (``worker_env``), for a module; all removed after."""
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    database = f"{name}_{uuid.uuid4().hex[:12]}"
+    pg_admin.create_database(PG_ADMIN_URL, database)
+    admin = urlsplit(PG_ADMIN_URL)
+    database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{database}"))
+    data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
+    fakes: Fakes | None = None
+    pool: WorkerPool | None = None
+    try:
+        asyncio.run(migrate(database_url, data_dir))
+        fakes = Fakes.start()
+        env = worker_env(database_url, redis_url, data_dir, fakes, settings)
+        pool = WorkerPool(env, data_dir, size=workers)
+        pool.start()
+        pool.wait_ready()
+        yield Cluster(database_url, redis_url, data_dir, fakes, pool)
+    finally:
+        if pool is not None:
+            pool.stop_all()
+        if fakes is not None:
+            fakes.stop()
+        destroy_sandboxes(data_dir / "sbx")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        pg_admin.drop_database(PG_ADMIN_URL, database)
+        sender = Sender(redis_url)
+        sender.flush()
+        sender.close()

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -28,20 +25,17 @@ from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
 from bot.slack.installation import Installation
 from harness import Checkpoint
 from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionStore
-from tests import pg_admin
 from tests.bot.conftest import load_case
-from tests.bot.durable.test_workers import _migrate, _worker_env
+from tests.bot.durable.test_workers import WORKER_SETTINGS
 from tests.bot.durable_support import (
     EFFECTS_FILE,
-    Fakes,
+    Cluster,
     Probe,
     Sender,
-    WorkerPool,
-    destroy_sandboxes,
     poll,
+    running_cluster,
 )
 from tests.bot.slack_edge import SlackEdge, running_edge
-from tests.conftest import PG_ADMIN_URL, require_service
 from tests.fakes.slack_api import TEAM_ID
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.bwrap]
@@ -49,44 +43,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.
 RESTART = f"systemctl restart payments 2>/dev/null; echo ran >> {EFFECTS_FILE}; echo restarted"
 
 
-@dataclass
-class Cluster:
-    database_url: str
-    redis_url: str
-    data_dir: Path
-    fakes: Fakes
-    pool: WorkerPool
-
-
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
     """A fresh database, the fakes and two running workers, for the whole module."""
-    require_service("PostgreSQL", PG_ADMIN_URL)
-    name = f"warroom_approvals_{uuid.uuid4().hex[:12]}"
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    admin = urlsplit(PG_ADMIN_URL)
-    database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
-    data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
-    fakes: Fakes | None = None
-    pool: WorkerPool | None = None
-    try:
-        asyncio.run(_migrate(database_url, data_dir))
-        fakes = Fakes.start()
-        pool = WorkerPool(_worker_env(database_url, redis_url, data_dir, fakes), data_dir, size=2)
-        pool.start()
-        pool.wait_ready()
-        yield Cluster(database_url, redis_url, data_dir, fakes, pool)
-    finally:
-        if pool is not None:
-            pool.stop_all()
-        if fakes is not None:
-            fakes.stop()
-        destroy_sandboxes(data_dir / "sbx")
-        shutil.rmtree(data_dir, ignore_errors=True)
-        pg_admin.drop_database(PG_ADMIN_URL, name)
-        sender = Sender(redis_url)
-        sender.flush()
-        sender.close()
+    with running_cluster(
+        redis_url, name="warroom_approvals", workers=2, settings=WORKER_SETTINGS
+    ) as made:
+        yield made
 
 
 @dataclass

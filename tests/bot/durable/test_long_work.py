@@ -18,15 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -44,105 +41,39 @@ from memory_store import (
     SessionStore,
 )
 from sandbox_client import Health, SandboxManager
-from tests import pg_admin
 from tests.bot.durable_support import (
     CHANNEL,
-    Fakes,
+    Cluster,
     Probe,
     Sender,
-    WorkerPool,
-    destroy_sandboxes,
     poll,
+    running_cluster,
 )
-from tests.conftest import PG_ADMIN_URL, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 WORKERS = 2
-_OWN_VARIABLES = (
-    "WARROOM_",
-    "SLACK_",
-    "ANTHROPIC_",
-    "DATABASE_URL",
-    "REDIS_URL",
-    "BL_",
-    "dramatiq_",
-)
-
-
-@dataclass
-class Cluster:
-    """What the module's workers share."""
-
-    database_url: str
-    redis_url: str
-    data_dir: Path
-    fakes: Fakes
-    pool: WorkerPool
-
-
-def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_VARIABLES)}
-    return env | {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "ANTHROPIC_API_KEY": "sk-ant-test",
-        "ANTHROPIC_BASE_URL": fakes.model.base_url,
-        "SLACK_BOT_TOKEN": fakes.slack.token,
-        "SLACK_API_URL": fakes.slack.base_url,
-        "WARROOM_DATA_DIR": str(data_dir),
-        "WARROOM_LEASE_S": "3",
-        "WARROOM_SWEEP_INTERVAL_S": "0.2",
-        "WARROOM_STALE_AFTER_S": "2",
-        "WARROOM_BACKGROUND_POLL_S": "0.2",
-        "WARROOM_SANDBOX_IDLE_S": "0.3",
-        "WARROOM_MIN_WAKEUP_S": "1",
-        "WARROOM_MONITOR_BATCH_S": "1",
-        "dramatiq_worker_timeout": "100",
-        "dramatiq_queue_prefetch": "2",  # as `warroom worker` sets it: one per thread
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-async def _migrate(url: str, data_dir: Path) -> None:
-    db = Database.from_url(url, data_dir=data_dir)
-    try:
-        await db.migrate()
-    finally:
-        await db.dispose()
+SETTINGS = {
+    "WARROOM_LEASE_S": "3",
+    "WARROOM_SWEEP_INTERVAL_S": "0.2",
+    "WARROOM_STALE_AFTER_S": "2",
+    "WARROOM_BACKGROUND_POLL_S": "0.2",
+    "WARROOM_SANDBOX_IDLE_S": "0.3",
+    "WARROOM_MIN_WAKEUP_S": "1",
+    "WARROOM_MONITOR_BATCH_S": "1",
+    "dramatiq_worker_timeout": "100",
+    "dramatiq_queue_prefetch": "2",  # as `warroom worker` sets it: one per thread
+}
+"""The workers' settings: short leases, sweeps, polls and batches."""
 
 
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
     """A fresh database, the fakes and two running workers, for the whole module."""
-    require_service("PostgreSQL", PG_ADMIN_URL)
-    name = f"warroom_long_{uuid.uuid4().hex[:12]}"
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    admin = urlsplit(PG_ADMIN_URL)
-    database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
-    data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
-    fakes: Fakes | None = None
-    pool: WorkerPool | None = None
-    try:
-        asyncio.run(_migrate(database_url, data_dir))
-        fakes = Fakes.start()
-        pool = WorkerPool(
-            _worker_env(database_url, redis_url, data_dir, fakes), data_dir, size=WORKERS
-        )
-        pool.start()
-        pool.wait_ready()
-        yield Cluster(database_url, redis_url, data_dir, fakes, pool)
-    finally:
-        if pool is not None:
-            pool.stop_all()
-        if fakes is not None:
-            fakes.stop()
-        destroy_sandboxes(data_dir / "sbx")
-        shutil.rmtree(data_dir, ignore_errors=True)
-        pg_admin.drop_database(PG_ADMIN_URL, name)
-        sender = Sender(redis_url)
-        sender.flush()
-        sender.close()
+    with running_cluster(
+        redis_url, name="warroom_long", workers=WORKERS, settings=SETTINGS
+    ) as made:
+        yield made
 
 
 @dataclass

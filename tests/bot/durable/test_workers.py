@@ -21,16 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -38,21 +34,20 @@ from bot.durable.wiring import cancel_running
 from bot.fakes.anthropic_api import Reply
 from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionStore
 from sandbox_client import Health, SandboxManager
-from tests import pg_admin
 from tests.bot.durable_support import (
     CHANNEL,
     FENCED_LINE,
-    Fakes,
+    Cluster,
     Probe,
     Sender,
     Worker,
     WorkerPool,
-    destroy_sandboxes,
     frozen,
     poll,
+    running_cluster,
     standard_plan,
 )
-from tests.conftest import PG_ADMIN_URL, require_service
+from tests.conftest import PG_ADMIN_URL
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -68,89 +63,31 @@ CRASH_RULES = {
     "crash-loop": "before_model@0!",
     "crash-loop-bg": "before_model@2!",
 }
-_OWN_VARIABLES = (
-    "WARROOM_",
-    "SLACK_",
-    "ANTHROPIC_",
-    "DATABASE_URL",
-    "REDIS_URL",
-    "BL_",
-    "dramatiq_",
-)
 
 
-@dataclass
-class Cluster:
-    """What the module's workers share."""
-
-    database_url: str
-    redis_url: str
-    data_dir: Path
-    fakes: Fakes
-    pool: WorkerPool
-
-
-def _worker_env(database_url: str, redis_url: str, data_dir: Path, fakes: Fakes) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_VARIABLES)}
+def _settings() -> dict[str, str]:
+    """The workers' settings: short leases and sweeps, and the crash rules."""
     rules = ",".join(f"{rule}:{session_id}" for session_id, rule in CRASH_RULES.items())
-    return env | {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "ANTHROPIC_API_KEY": "sk-ant-test",
-        "ANTHROPIC_BASE_URL": fakes.model.base_url,
-        "SLACK_BOT_TOKEN": fakes.slack.token,
-        "SLACK_API_URL": fakes.slack.base_url,
-        "WARROOM_DATA_DIR": str(data_dir),
+    return {
         "WARROOM_LEASE_S": str(LEASE_S),
         "WARROOM_SWEEP_INTERVAL_S": "0.25",
         "WARROOM_STALE_AFTER_S": "2",
         "WARROOM_MAX_CRASHES": str(MAX_CRASHES),
         "WARROOM_CRASH_AT": rules,
         "dramatiq_worker_timeout": "100",  # Dramatiq's idle poll (ms): fast pick-up in tests
-        "PYTHONUNBUFFERED": "1",
     }
 
 
-async def _migrate(url: str, data_dir: Path) -> None:
-    db = Database.from_url(url, data_dir=data_dir)
-    try:
-        await db.migrate()
-    finally:
-        await db.dispose()
+WORKER_SETTINGS = _settings()
 
 
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
     """A fresh database, the fakes and three running workers, for the whole module."""
-    require_service("PostgreSQL", PG_ADMIN_URL)
-    name = f"warroom_durable_{uuid.uuid4().hex[:12]}"
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    admin = urlsplit(PG_ADMIN_URL)
-    database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
-    data_dir = Path(tempfile.mkdtemp(prefix="wr-"))  # short: sandbox socket paths ≤ 107 bytes
-    queue_url = redis_url  # WARROOM_TEST_REDIS_URL: flushed before each test
-    fakes: Fakes | None = None
-    pool: WorkerPool | None = None
-    try:
-        asyncio.run(_migrate(database_url, data_dir))
-        fakes = Fakes.start()
-        pool = WorkerPool(
-            _worker_env(database_url, queue_url, data_dir, fakes), data_dir, size=WORKERS
-        )
-        pool.start()
-        pool.wait_ready()
-        yield Cluster(database_url, queue_url, data_dir, fakes, pool)
-    finally:
-        if pool is not None:
-            pool.stop_all()
-        if fakes is not None:
-            fakes.stop()
-        destroy_sandboxes(data_dir / "sbx")
-        shutil.rmtree(data_dir, ignore_errors=True)
-        pg_admin.drop_database(PG_ADMIN_URL, name)
-        sender = Sender(queue_url)
-        sender.flush()
-        sender.close()
+    with running_cluster(
+        redis_url, name="warroom_durable", workers=WORKERS, settings=WORKER_SETTINGS
+    ) as made:
+        yield made
 
 
 @pytest.fixture
