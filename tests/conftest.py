@@ -7,7 +7,7 @@ which case they fail (a CI run must never silently skip them).
 Environment:
     WARROOM_TEST_PG_ADMIN_URL  admin DSN (default postgresql://postgres@127.0.0.1:5432/postgres)
     WARROOM_TEST_REDIS_URL     (default redis://127.0.0.1:6379/15); under pytest-xdist
-                               (``-n 2``) worker ``gwN`` uses the database N below it, so
+                               (``-n 4``) worker ``gwN`` uses the database N below it, so
                                parallel workers never flush each other's data
 """
 
