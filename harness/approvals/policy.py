@@ -27,6 +27,7 @@ org file drops the shipped rules altogether.
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 import shlex
 import tomllib
@@ -418,9 +419,19 @@ def _starts(pattern: Sequence[str], operands: Sequence[str]) -> _Match:
 
 def _operand(operand: str, patterns: Iterable[str]) -> _Match:
     text = operand.replace(UNKNOWN, "")
-    if not any(_path_pattern(pattern).fullmatch(text) for pattern in patterns):
+    spellings = {text, _normal_path(text)}
+    if not any(_path_pattern(p).fullmatch(t) for p in patterns for t in spellings):
         return _Match.NO
     return _Match.UNSURE if UNKNOWN in operand else _Match.YES
+
+
+def _normal_path(text: str) -> str:
+    """An absolute path without repeated slashes, ``.``, ``..`` or a trailing slash, so that
+    ``/etc/``, ``//`` and ``/usr/../etc`` meet the patterns written for ``/etc`` and ``/``;
+    any other word is returned as it is."""
+    if not text.startswith("/"):
+        return text
+    return posixpath.normpath(re.sub("/+", "/", text))
 
 
 @cache

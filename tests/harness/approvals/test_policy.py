@@ -290,3 +290,10 @@ def test_the_shipped_policy_parses_and_has_every_rule_the_issue_lists() -> None:
     policy = default_policy()
     assert len(policy.rules) > 10
     assert {"kubectl", "helm", "systemctl", "psql"} <= set(policy.programs)
+
+
+@pytest.mark.parametrize(
+    "command", ["rm -rf /etc/", "rm -rf //", "rm -rf /./", "rm -rf /etc//", "rm -rf /usr/../etc"]
+)
+def test_a_system_directory_spelled_another_way_is_still_blocked(command: str) -> None:
+    assert verdict(command) is BLOCKED
