@@ -297,3 +297,17 @@ def test_the_shipped_policy_parses_and_has_every_rule_the_issue_lists() -> None:
 )
 def test_a_system_directory_spelled_another_way_is_still_blocked(command: str) -> None:
     assert verdict(command) is BLOCKED
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kubectl --v 9 delete pod x",
+        "oc --v 9 delete pod x",
+        "oc adm drain node-1",
+        "oc adm cordon node-1",
+        "oc adm taint nodes node-1 k=v:NoSchedule",
+    ],
+)
+def test_kubectl_verbosity_and_oc_adm_node_changes_need_approval(command: str) -> None:
+    assert verdict(command) is APPROVAL
