@@ -311,3 +311,19 @@ def test_a_system_directory_spelled_another_way_is_still_blocked(command: str) -
 )
 def test_kubectl_verbosity_and_oc_adm_node_changes_need_approval(command: str) -> None:
     assert verdict(command) is APPROVAL
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "terraform apply -auto-approve",
+        "terraform -chdir=infra destroy",
+        "terraform state rm aws_instance.api",
+        "docker exec api rm -rf /data",
+        "docker -H tcp://prod:2376 run --rm -v /:/h alpine rm -rf /h",
+        "docker compose down",
+        "docker-compose -f prod.yml stop",
+    ],
+)
+def test_terraform_and_docker_exec_run_compose_changes_need_approval(command: str) -> None:
+    assert verdict(command) is APPROVAL
