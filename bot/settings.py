@@ -125,9 +125,7 @@ class Settings(BaseSettings):
     )
     # approvals (§13): the policy in force, how long a request waits, who may decide
     approvals: bool = Field(default=True, validation_alias="WARROOM_APPROVALS")
-    approval_policy: FilePath | DirectoryPath | None = Field(
-        default=None, validation_alias="WARROOM_APPROVAL_POLICY"
-    )
+    approval_policy: Path | None = Field(default=None, validation_alias="WARROOM_APPROVAL_POLICY")
     approval_timeout_s: float = Field(
         default=1800.0, gt=0, validation_alias="WARROOM_APPROVAL_TIMEOUT_S"
     )
@@ -177,6 +175,14 @@ class Settings(BaseSettings):
         if urlsplit(value).scheme not in REDIS_SCHEMES:
             raise ValueError("must start with redis://, rediss:// or unix:// (redis://host:6379/0)")
         parse_url(value)  # type: ignore[no-untyped-call]  # ValueError: a bad port, …
+        return value
+
+    @field_validator("approval_policy")
+    @classmethod
+    def _existing_policy(cls, value: Path | None) -> Path | None:
+        """A file, or a directory of ``<org id>.toml`` files; it must exist."""
+        if value is not None and not (value.is_file() or value.is_dir()):
+            raise ValueError(f"{value} does not exist: give a policy file or a directory of them")
         return value
 
     @field_validator("data_dir")

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Collection
@@ -44,6 +45,7 @@ from harness import (
     McpServers,
     Model,
     Policy,
+    PolicyError,
     SandboxWorkspaces,
     WorkspaceUnavailable,
     default_policy,
@@ -188,6 +190,10 @@ def approval_policy(settings: Settings) -> Policy:
     return approval_policies(settings)[0]
 
 
+ORG_ID = re.compile(r"[TE][A-Z0-9]+")
+"""A Slack ``team_id`` or ``enterprise_id``, as a policy file in a directory is named."""
+
+
 def approval_policies(settings: Settings) -> tuple[Policy, dict[str, Policy]]:
     """The deployment's approval policy and each org's own (org id → policy).
 
@@ -206,11 +212,14 @@ def approval_policies(settings: Settings) -> tuple[Policy, dict[str, Policy]]:
         return default_policy(), {}
     if not path.is_dir():
         return with_org_policy(path.read_text(encoding="utf-8"), source=str(path)), {}
-    policies = {
-        file.stem: with_org_policy(file.read_text(encoding="utf-8"), source=str(file))
-        for file in sorted(path.glob("*.toml"))
-        if file.is_file()
-    }
+    policies = {}
+    for file in sorted(f for f in path.glob("*.toml") if f.is_file()):
+        if file.stem != "default" and not ORG_ID.fullmatch(file.stem):
+            raise PolicyError(
+                f"{file}: a policy file here is named after the org it is for, as Slack writes "
+                "its id (T… or E…, upper case: T0123ABCD.toml), or default.toml"
+            )
+        policies[file.stem] = with_org_policy(file.read_text(encoding="utf-8"), source=str(file))
     default = policies.pop("default", None) or default_policy()
     return default, policies
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from bot.durable.wiring import approval_policies, make_slack_client
 from bot.errors import SlackUnreachable, slack_call
@@ -73,3 +73,19 @@ def test_a_malformed_org_file_in_the_directory_is_refused_naming_it(tmp_path: Pa
     settings = Settings(_env_file=None, approval_policy=tmp_path)  # type: ignore[call-arg]
     with pytest.raises(PolicyError, match=r"T0BAD\.toml"):
         approval_policies(settings)
+
+
+@pytest.mark.parametrize("name", ["notanorg.toml", "t0123abcd.toml"])
+def test_a_policy_file_not_named_after_an_org_id_is_refused(tmp_path: Path, name: str) -> None:
+    # a name no org id can match would be loaded and never apply
+    (tmp_path / name).write_text(STRICT_RULE)
+    settings = Settings(_env_file=None, approval_policy=tmp_path)  # type: ignore[call-arg]
+    with pytest.raises(PolicyError, match=r"named after the org it is for"):
+        approval_policies(settings)
+
+
+def test_a_policy_path_that_does_not_exist_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None, approval_policy=tmp_path / "nope.toml")  # type: ignore[call-arg]
+    [error] = refused.value.errors()
+    assert "does not exist: give a policy file or a directory of them" in error["msg"]
