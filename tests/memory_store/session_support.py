@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from memory_store import SessionKey, SessionStore
+from memory_store import Claim, SessionKey, SessionStore
 
 
 class ManualClock:
@@ -41,3 +41,12 @@ async def open_session(store: SessionStore, text: str = "hi") -> tuple[str, str]
     )
     assert opened.token is not None
     return opened.session_id, opened.token
+
+
+async def claimed(
+    store: SessionStore, session_id: str, token: str, worker: str = "w", lease_s: float = 15.0
+) -> Claim:
+    """``store.claim`` that must succeed."""
+    claim = await store.claim(session_id, token, worker_id=worker, lease_s=lease_s)
+    assert claim is not None, f"{worker} could not claim {session_id}"
+    return claim

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from memory_store import Claim, Continue, Database, Fenced, SessionStore, Wakeup
-from tests.memory_store.session_support import ManualClock, open_session
+from memory_store import Continue, Fenced, SessionStore, Wakeup
+from tests.memory_store.session_support import ManualClock, claimed, open_session
 
 LEASE_S = 15.0
-
-
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
-
-
-async def _claim(store: SessionStore, session_id: str, token: str, worker: str = "w") -> Claim:
-    claim = await store.claim(session_id, token, worker_id=worker, lease_s=LEASE_S)
-    assert claim is not None
-    return claim
 
 
 async def test_the_next_step_is_claimed_with_the_commit_and_the_old_claim_is_fenced(
     store: SessionStore,
 ) -> None:
     session_id, token = await open_session(store)
-    first = await _claim(store, session_id, token)
+    first = await claimed(store, session_id, token)
     second = await store.commit_then_claim(
         first, checkpoint='{"step":1}', lease_s=LEASE_S, consumed_inbox_upto=first.inbox_upto
     )
@@ -49,7 +38,7 @@ async def test_a_reply_that_arrived_during_the_step_is_in_the_next_claims_inbox(
     store: SessionStore,
 ) -> None:
     session_id, token = await open_session(store)
-    first = await _claim(store, session_id, token)
+    first = await claimed(store, session_id, token)
     assert await store.add_input(session_id, user_id="U2", text="db?", source_ts="2.0") is None
     second = await store.commit_then_claim(
         first, checkpoint="{}", lease_s=LEASE_S, consumed_inbox_upto=first.inbox_upto
@@ -62,7 +51,7 @@ async def test_a_carried_on_step_whose_worker_died_is_handed_out_again_after_its
 ) -> None:
     session_id, token = await open_session(store)
     second = await store.commit_then_claim(
-        await _claim(store, session_id, token), checkpoint="{}", lease_s=LEASE_S
+        await claimed(store, session_id, token), checkpoint="{}", lease_s=LEASE_S
     )
     alive = await store.sweep(max_crashes=3, stale_after_s=60)
     clock.advance(LEASE_S + 1)
@@ -71,5 +60,5 @@ async def test_a_carried_on_step_whose_worker_died_is_handed_out_again_after_its
     assert [w for w in dead.requeue if w.session_id == session_id] == [
         Wakeup(session_id, second.token)
     ]
-    again = await _claim(store, session_id, second.token, worker="w2")
+    again = await claimed(store, session_id, second.token, worker="w2")
     assert again.crash_count == 1  # the re-claim counts as another attempt of that step

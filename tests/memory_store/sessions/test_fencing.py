@@ -9,7 +9,6 @@ import pytest
 from memory_store import (
     Claim,
     Continue,
-    Database,
     Fenced,
     NewEvent,
     SessionStatus,
@@ -19,11 +18,6 @@ from memory_store import (
 from tests.memory_store.session_support import ManualClock, open_session
 
 LEASE_S = 15.0
-
-
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
 
 
 async def _claim(store: SessionStore, session_id: str, token: str, worker: str) -> Claim:

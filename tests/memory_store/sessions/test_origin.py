@@ -3,17 +3,10 @@ own (issue #12, item 7)."""
 
 from __future__ import annotations
 
-import pytest
-
-from memory_store import Database, SessionOrigin, SessionStore
+from memory_store import SessionOrigin, SessionStore
 from tests.memory_store.session_support import ManualClock, new_key
 
 LEASE_S = 5.0
-
-
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
 
 
 async def _open(store: SessionStore, origin: SessionOrigin) -> tuple[str, str]:

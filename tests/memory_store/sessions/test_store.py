@@ -10,7 +10,6 @@ import pytest
 from memory_store import (
     Claim,
     Continue,
-    Database,
     Finish,
     NewEvent,
     SessionKey,
@@ -23,11 +22,6 @@ from memory_store import (
 from tests.memory_store.session_support import ManualClock, new_key, open_session
 
 LEASE_S = 15.0
-
-
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
 
 
 async def _claim(store: SessionStore, session_id: str, token: str, worker: str = "w1") -> Claim:

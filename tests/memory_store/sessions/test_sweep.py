@@ -31,11 +31,6 @@ LEASE_S = 15.0
 STALE_S = 60.0
 
 
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
-
-
 async def _claim(store: SessionStore, session_id: str, token: str) -> Claim:
     claim = await store.claim(session_id, token, worker_id="w", lease_s=LEASE_S)
     assert claim is not None

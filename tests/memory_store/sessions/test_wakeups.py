@@ -12,29 +12,16 @@ from datetime import timedelta
 import pytest
 
 from memory_store import (
-    Claim,
-    Database,
     SessionStatus,
     SessionStore,
     SweepResult,
     Wait,
     Wakeup,
 )
-from tests.memory_store.session_support import ManualClock, open_session
+from tests.memory_store.session_support import ManualClock, claimed, open_session
 
 LEASE_S = 15.0
 STALE_S = 60.0
-
-
-@pytest.fixture
-def store(file_db: Database, clock: ManualClock) -> SessionStore:
-    return SessionStore(file_db, clock=clock, lease_clock=clock)
-
-
-async def _claim(store: SessionStore, session_id: str, token: str) -> Claim:
-    claim = await store.claim(session_id, token, worker_id="w", lease_s=LEASE_S)
-    assert claim is not None
-    return claim
 
 
 async def _sweep(store: SessionStore) -> SweepResult:
@@ -50,7 +37,7 @@ async def _park(
 ) -> str:
     session_id, token = await open_session(store)
     await store.commit(
-        await _claim(store, session_id, token),
+        await claimed(store, session_id, token),
         checkpoint="{}",
         outcome=Wait(
             until=clock.now + timedelta(seconds=until_s),
@@ -76,7 +63,7 @@ async def test_a_waiting_session_is_woken_once_at_its_time_with_its_note_in_the_
     session = await store.get(session_id)
     assert session is not None
     assert session.status is SessionStatus.RUNNING
-    claim = await _claim(store, session_id, wakeup.token)
+    claim = await claimed(store, session_id, wakeup.token)
     assert [(i.kind, i.user_id, i.text) for i in claim.inbox] == [("wake", "", "check the rollout")]
 
 
@@ -98,7 +85,7 @@ async def test_a_reply_before_the_wake_runs_the_session_and_its_next_wait_rewrit
     assert token is not None
     clock.advance(31)
     assert _woken(await _sweep(store), session_id) == []  # running: not woken under a step
-    claim = await _claim(store, session_id, token)
+    claim = await claimed(store, session_id, token)
     await store.commit(claim, checkpoint="{}", outcome=Wait(until=clock.now + timedelta(hours=1)))
     clock.advance(3000)
     assert _woken(await _sweep(store), session_id) == []  # the new wait has no wake-up
@@ -112,7 +99,7 @@ async def test_notify_records_a_system_input_once_per_source_key_and_wakes_the_s
     second = await store.notify(session_id, kind="notification", text="done", source_key="bg:t1")
     assert first is not None
     assert second is None
-    claim = await _claim(store, session_id, first)
+    claim = await claimed(store, session_id, first)
     assert [(i.kind, i.text) for i in claim.inbox] == [("notification", "done")]
 
 
