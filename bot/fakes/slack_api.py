@@ -785,6 +785,34 @@ def _one_block_problems(i: int, block: JsonDict) -> list[str]:
     element = block.get("element")
     if kind == "input" and isinstance(element, dict):
         problems.extend(_input_problems(i, element))
+    if kind == "actions":
+        problems.extend(_actions_problems(i, block.get("elements") or []))
+    return problems
+
+
+def _actions_problems(i: int, elements: list[Any]) -> list[str]:
+    """An actions block: at most 25 elements; each button's text plain_text ≤ 75
+    characters, ``action_id`` ≤ 255, ``value`` ≤ 2,000, ``style`` primary or danger (Block
+    Kit reference, "Button element" and "Actions block")."""
+    problems = []
+    if len(elements) > 25:
+        problems.append(f"must have at most 25 items [json-pointer:/blocks/{i}/elements]")
+    for j, button in enumerate(elements):
+        if not isinstance(button, dict) or button.get("type") != "button":
+            continue
+        at = f"/blocks/{i}/elements/{j}"
+        raw = button.get("text")
+        text: JsonDict = raw if isinstance(raw, dict) else {}
+        if text.get("type") != "plain_text":
+            problems.append(f"must be plain_text [json-pointer:{at}/text/type]")
+        limits = (("text", str(text.get("text", "")), 75), ("action_id", "", 255))
+        for name, value, most in (*limits, ("value", "", 2000)):
+            value = value or str(button.get(name, ""))
+            if len(value) > most:
+                pointer = f"{at}/text/text" if name == "text" else f"{at}/{name}"
+                problems.append(f"must be less than {most + 1} characters [json-pointer:{pointer}]")
+        if button.get("style") not in (None, "primary", "danger"):
+            problems.append(f"must be one of primary, danger [json-pointer:{at}/style]")
     return problems
 
 

@@ -36,6 +36,44 @@ async def test_limits_are_enforced_with_slacks_error_codes(slack_client: AsyncWe
     )
 
 
+def _button(**fields: object) -> dict[str, object]:
+    return {"type": "button", "text": {"type": "plain_text", "text": "Approve"}} | fields
+
+
+@pytest.mark.parametrize(
+    "button",
+    [
+        _button(value="v" * 2_001),
+        _button(action_id="a" * 256),
+        _button(text={"type": "plain_text", "text": "t" * 76}),
+        _button(text={"type": "mrkdwn", "text": "*Approve*"}),
+        _button(style="warning"),
+    ],
+    ids=["value", "action_id", "text", "mrkdwn-text", "style"],
+)
+async def test_a_button_past_block_kits_limits_is_refused(
+    slack_client: AsyncWebClient, button: dict[str, object]
+) -> None:
+    blocks = [{"type": "actions", "elements": [button]}]
+    refused = slack_client.chat_postMessage(channel="C1", text="x", blocks=blocks)
+    assert await error_of(refused) == "invalid_blocks"
+
+
+async def test_buttons_within_the_limits_and_25_to_a_block_are_taken(
+    slack_client: AsyncWebClient,
+) -> None:
+    fine = _button(action_id="a" * 255, value="v" * 2_000, style="danger")
+    posted = await slack_client.chat_postMessage(
+        channel="C1", text="x", blocks=[{"type": "actions", "elements": [fine] * 25}]
+    )
+    assert posted["ok"] is True
+    too_many = [{"type": "actions", "elements": [fine] * 26}]
+    assert (
+        await error_of(slack_client.chat_postMessage(channel="C1", text="x", blocks=too_many))
+        == "invalid_blocks"
+    )
+
+
 async def test_rate_limit_answers_429_with_retry_after_and_slacks_body(
     slack_api: FakeSlackApi, slack_client: AsyncWebClient
 ) -> None:
