@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, case, literal, null, or_, true
+from sqlalchemy import ColumnElement, Row, TextClause, case, literal, null, or_, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.errors import Fenced
-from memory_store.sessions import event_log, inbox, transcript
+from memory_store.sessions import event_log, inbox, one_statement, transcript
 from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     Claim,
@@ -57,6 +57,52 @@ async def claim(
     The claim carries the transcript rows the claimer lacks (all, unless ``cached``
     is a mark of the current generation: see ``transcript.first_missing``).
     """
+    if _is_postgres(conn):
+        params = {
+            "id": session_id,
+            "token": token,
+            "worker_id": worker_id,
+            "lease_s": lease_s,
+            "now": now,
+            "origin": None if origin is None else origin.value,
+            **one_statement.lease_params(lease_time),
+        }
+        row = await one_statement.run(conn, one_statement.CLAIM, params)
+    else:
+        row = await _claim_row(conn, session_id, token, worker_id, lease_s, now, lease_time, origin)
+    if row is None:
+        return None
+    gen, length = row.transcript_generation, row.transcript_length
+    start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
+    rows: tuple[str, ...] = ()
+    if start is not None and start < length:
+        rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
+    return await _claim_of(
+        conn,
+        row,
+        session_id,
+        token,
+        worker_id,
+        rows=rows,
+        transcript_from=length if start is None else start,
+    )
+
+
+def _is_postgres(conn: AsyncConnection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+async def _claim_row(
+    conn: AsyncConnection,
+    session_id: str,
+    token: str,
+    worker_id: str,
+    lease_s: float,
+    now: datetime,
+    lease_time: LeaseTime,
+    origin: SessionOrigin | None,
+) -> Row[Any] | None:
+    """The claiming UPDATE in SQLAlchemy Core (SQLite): ``_CLAIM_COLUMNS`` or None."""
     same_origin = true() if origin is None else _S.origin == origin.value
     claimed = await conn.execute(
         sessions.update()
@@ -77,23 +123,7 @@ async def claim(
         )
         .returning(*_CLAIM_COLUMNS)
     )
-    row = claimed.one_or_none()
-    if row is None:
-        return None
-    gen, length = row.transcript_generation, row.transcript_length
-    start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
-    rows: tuple[str, ...] = ()
-    if start is not None and start < length:
-        rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
-    return await _claim_of(
-        conn,
-        row,
-        session_id,
-        token,
-        worker_id,
-        rows=rows,
-        transcript_from=length if start is None else start,
-    )
+    return claimed.one_or_none()
 
 
 async def _claim_of(
@@ -111,7 +141,9 @@ async def _claim_of(
     with the inbox items not yet consumed."""
     items: tuple[InboxItem, ...] = ()
     if row.inbox_seq > row.inbox_consumed:
-        items = await inbox.read(conn, session_id, after_position=row.inbox_consumed)
+        items = await inbox.read(
+            conn, session_id, after_position=row.inbox_consumed, upto=row.inbox_seq
+        )
     return Claim(
         session_id=session_id,
         key=SessionKey(row.org_id, row.channel_id, row.thread_ts),
@@ -190,6 +222,10 @@ async def save(
     delta: TranscriptDelta | None = None,
 ) -> None:
     """Write the checkpoint (None: keep), the transcript delta and events; keep the lease."""
+    if _is_postgres(conn):
+        params = _write_params(held, checkpoint, events, now, delta)
+        await _run_fenced(conn, held, one_statement.SAVE, params)
+        return
     values: dict[str, Any] = {"last_seq": _S.last_seq + len(events), "updated_at": now}
     if checkpoint is not None:
         values["checkpoint"] = checkpoint
@@ -215,6 +251,23 @@ async def commit(
 
     Returns ``new_token`` when the session stays runnable, else None.
     """
+    if _is_postgres(conn):
+        until, wake_at, wake_note, end_status = _ending(outcome)
+        params = _write_params(held, checkpoint, events, now, delta) | {
+            **one_statement.usage_params(usage),
+            **one_statement.lease_params(lease_time),
+            "consumed_upto": consumed_inbox_upto,
+            "continues": isinstance(outcome, Continue),
+            "end_status": end_status,
+            "new_token": new_token,
+            "until": until,
+            "wake_at": wake_at,
+            "wake_note": wake_note,
+        }
+        token: str | None = (
+            await _run_fenced(conn, held, one_statement.COMMIT, params)
+        ).pending_token
+        return token
     consumed = _consumed(consumed_inbox_upto)
     # Input that arrived during the step and was not consumed keeps the session running:
     # its sender saw "a step is pending" and enqueued nothing.
@@ -232,8 +285,8 @@ async def commit(
         **_usage_sums(usage),
     }
     row = await _write(conn, held, values, events, now=now, returning=_S.pending_token, delta=delta)
-    token: str | None = row.pending_token
-    return token
+    pending: str | None = row.pending_token
+    return pending
 
 
 async def commit_then_claim(
@@ -258,6 +311,56 @@ async def commit_then_claim(
     The claim carries no transcript rows: its holder wrote them (``transcript_from`` is
     the stored length). Raises Fenced as ``commit``.
     """
+    if _is_postgres(conn):
+        params = _write_params(held, checkpoint, events, now, delta) | {
+            **one_statement.usage_params(usage),
+            **one_statement.lease_params(lease_time),
+            "consumed_upto": consumed_inbox_upto,
+            "worker_id": held.worker_id,
+            "lease_s": lease_s,
+            "new_token": new_token,
+        }
+        row = await _run_fenced(conn, held, one_statement.COMMIT_THEN_CLAIM, params)
+    else:
+        row = await _commit_then_claim_row(
+            conn,
+            held,
+            checkpoint,
+            events,
+            consumed_inbox_upto,
+            usage,
+            new_token,
+            lease_s,
+            now,
+            lease_time,
+            delta,
+        )
+    return await _claim_of(
+        conn,
+        row,
+        held.session_id,
+        new_token,
+        held.worker_id,
+        rows=(),
+        transcript_from=row.transcript_length,
+        checkpoint=checkpoint,
+    )
+
+
+async def _commit_then_claim_row(
+    conn: AsyncConnection,
+    held: Claim,
+    checkpoint: str,
+    events: Sequence[NewEvent],
+    consumed_inbox_upto: int | None,
+    usage: TokenUsage,
+    new_token: str,
+    lease_s: float,
+    now: datetime,
+    lease_time: LeaseTime,
+    delta: TranscriptDelta | None,
+) -> Row[Any]:
+    """``commit_then_claim``'s write in SQLAlchemy Core (SQLite): the claim's row."""
     values: dict[str, Any] = {
         "checkpoint": checkpoint,
         "last_seq": _S.last_seq + len(events),
@@ -276,17 +379,48 @@ async def commit_then_claim(
         "updated_at": now,
         **_usage_sums(usage),
     }
-    row = await _write(conn, held, values, events, now=now, returning=_CLAIM_COLUMNS, delta=delta)
-    return await _claim_of(
-        conn,
-        row,
-        held.session_id,
-        new_token,
-        held.worker_id,
-        rows=(),
-        transcript_from=row.transcript_length,
+    row: Row[Any] = await _write(
+        conn, held, values, events, now=now, returning=_CLAIM_COLUMNS, delta=delta
+    )
+    return row
+
+
+def _write_params(
+    held: Claim,
+    checkpoint: str | None,
+    events: Sequence[NewEvent],
+    now: datetime,
+    delta: TranscriptDelta | None,
+) -> dict[str, Any]:
+    return one_statement.write_params(
+        session_id=held.session_id,
+        epoch=held.epoch,
+        token=held.token,
+        events=events,
+        now=now,
+        delta=delta,
         checkpoint=checkpoint,
     )
+
+
+async def _run_fenced(
+    conn: AsyncConnection, held: Claim, statement: TextClause, params: dict[str, Any]
+) -> Row[Any]:
+    """Run a fenced single statement; its row. Raises Fenced when it matched none."""
+    row = await one_statement.run(conn, statement, params)
+    if row is None:
+        raise Fenced(held.session_id, held.epoch)
+    return row
+
+
+def _ending(outcome: Outcome) -> tuple[datetime | None, datetime | None, str | None, str]:
+    """A commit's ``until``, ``wake_at``, ``wake_note`` and the status it ends in when
+    nothing keeps the session runnable."""
+    if isinstance(outcome, Continue):
+        return None, None, None, _RUNNING
+    if isinstance(outcome, Wait):
+        return outcome.until, outcome.wake_at, outcome.wake_note, SessionStatus.WAITING.value
+    return None, None, None, outcome.status.value
 
 
 def _consumed(consumed_inbox_upto: int | None) -> ColumnElement[Any]:
@@ -341,7 +475,8 @@ async def _write(
 ) -> Any:
     """The fenced ``UPDATE … RETURNING last_seq`` (and ``returning``), then the transcript
     rows and the events at the reserved seqs, written under the claim's epoch. A delta
-    whose base is not the stored transcript is fenced too."""
+    whose base is not the stored transcript is fenced too. (SQLite; PostgreSQL runs
+    ``one_statement``'s single statements instead.)"""
     columns: list[ColumnElement[Any]] = [_S.last_seq]
     if returning is not None:
         more = list(returning) if isinstance(returning, Sequence) else [returning]

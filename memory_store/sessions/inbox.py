@@ -109,15 +109,19 @@ async def insert_item(
 
 
 async def read(
-    conn: AsyncConnection, session_id: str, *, after_position: int
+    conn: AsyncConnection, session_id: str, *, after_position: int, upto: int | None = None
 ) -> tuple[InboxItem, ...]:
-    """Inbox items with ``position > after_position``, oldest first."""
+    """Inbox items with ``after_position < position <= upto`` (None: no upper bound),
+    oldest first. A claim reads up to the ``inbox_seq`` it saw, so an item recorded
+    after it (read in a later snapshot) waits for the next step."""
     query = (
         select(session_inbox)
         .where(session_inbox.c.session_id == session_id)
         .where(session_inbox.c.position > after_position)
         .order_by(session_inbox.c.position)
     )
+    if upto is not None:
+        query = query.where(session_inbox.c.position <= upto)
     return tuple(_item(row) for row in await conn.execute(query))
 
 

@@ -216,7 +216,8 @@ class SessionStore:
         """
         _check_positive(lease_s=lease_s)
         now = self._clock()
-        async with self._db.write() as conn:
+        # PostgreSQL: the claim is one statement; what it reads after is immutable rows
+        async with self._db.autocommit() if self._pg else self._db.write() as conn:
             held = await claims.claim(
                 conn,
                 session_id,
@@ -513,10 +514,12 @@ class SessionStore:
 
     @asynccontextmanager
     async def _fenced(self, claim: Claim) -> AsyncIterator[AsyncConnection]:
-        """``Database.write()`` where a refused event row (the log's primary key, the
-        last line of defence) means another writer got there: ``Fenced``."""
+        """A connection for a fenced write, where a refused row (the event log's or the
+        transcript's primary key, the last line of defence) means another writer got
+        there: ``Fenced``. On PostgreSQL an autocommit connection: the fenced write is
+        one statement (``claims``), atomic on its own, and what follows it only reads."""
         try:
-            async with self._db.write() as conn:
+            async with self._db.autocommit() if self._pg else self._db.write() as conn:
                 yield conn
         except WriteConflict as exc:
             raise Fenced(claim.session_id, claim.epoch) from exc
