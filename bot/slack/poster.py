@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,6 +48,9 @@ logger = logging.getLogger(__name__)
 METADATA_EVENT_TYPE = "warroom_post"
 _REPLIES_PAGE = 200
 _MAX_REPLY_PAGES = 50
+POSTED_MEMO_SIZE = 4096
+"""Post keys whose recorded ``ts`` a poster remembers (a key's ts never changes once
+recorded, so a remembered one spares the outbox read of every later progress update)."""
 
 
 class PostRecord(Protocol):
@@ -140,6 +144,7 @@ class SlackPoster:
         self._max_answer_messages = max_answer_messages
         self._clock = clock
         self._slots: dict[tuple[str, str], _StatusSlot] = {}
+        self._posted: OrderedDict[str, str] = OrderedDict()
         retries.install(client)
 
     # ----- idempotent posts ----------------------------------------------------------
@@ -171,12 +176,22 @@ class SlackPoster:
         )
         ts = str(response["ts"])
         await self._outbox.post_done(key, ts)
-        return ts
+        return self._remember(key, ts)
 
     async def recorded_ts(self, key: str) -> str | None:
         """The ``ts`` (or file id) the outbox recorded for ``key``, or None."""
+        if (known := self._posted.get(key)) is not None:
+            return known
         record = await self._outbox.get_post(key)
-        return record.ts if record is not None and record.ts else None
+        return self._remember(key, record.ts) if record is not None and record.ts else None
+
+    def _remember(self, key: str, ts: str) -> str:
+        """Keep ``key``'s recorded ``ts`` (the most recent ``POSTED_MEMO_SIZE`` keys)."""
+        self._posted[key] = ts
+        self._posted.move_to_end(key)
+        if len(self._posted) > POSTED_MEMO_SIZE:
+            self._posted.popitem(last=False)
+        return ts
 
     async def post_file(
         self,
@@ -216,7 +231,7 @@ class SlackPoster:
         )
         file_id = str(response["files"][0]["id"])
         await self._outbox.post_done(key, file_id)
-        return file_id
+        return self._remember(key, file_id)
 
     async def _recorded_or_recovered(
         self,
@@ -226,9 +241,11 @@ class SlackPoster:
         payload_json: str,
         matches: Callable[[Mapping[str, Any]], str | None],
     ) -> str | None:
+        if (known := self._posted.get(key)) is not None:
+            return known
         record = await self._outbox.get_post(key)
         if record is not None and record.ts:
-            return record.ts
+            return self._remember(key, record.ts)
         if record is None:
             await self._outbox.post_intent(
                 thread.session_id,
@@ -243,6 +260,7 @@ class SlackPoster:
         if found is not None:
             logger.info("post %s was made before a crash; recorded %s", key, found)
             await self._outbox.post_done(key, found)
+            self._remember(key, found)
         return found
 
     async def _search_thread(

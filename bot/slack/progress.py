@@ -10,7 +10,8 @@ turn gets a new status message and the previous one is closed (no "Working", no 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 
 from bot.slack.approval_messages import render_approval
 from bot.slack.poster import SlackPoster, Thread
@@ -55,6 +56,12 @@ def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
 
 
 CONTINUED_STEP = "New input arrived: continued in the status message below"
+THINKING_REFRESH_S = 60.0
+"""How long a turn's "is thinking…" status is taken to stand before it is set again.
+Slack removes it after two minutes without a message (``assistant.threads.setStatus``:
+"A two minute timeout applies"), and a post in the thread clears it; within a turn the
+only post is the status message, made before the status is set."""
+_THINKING_MEMO_SIZE = 4096
 
 
 class ThreadReporter:
@@ -64,9 +71,18 @@ class ThreadReporter:
     tokens and their cost at that model's price.
     """
 
-    def __init__(self, poster: SlackPoster, *, model: str | None = None) -> None:
+    def __init__(
+        self,
+        poster: SlackPoster,
+        *,
+        model: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock``: monotonic seconds, for ``THINKING_REFRESH_S``."""
         self._poster = poster
         self._model = model
+        self._clock = clock
+        self._thinking: OrderedDict[tuple[str, int], float] = OrderedDict()
 
     async def post_answer(
         self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
@@ -74,7 +90,7 @@ class ThreadReporter:
         """Post the answer once per ``key``; returns the first message's ts."""
         thread = Thread(session_id, channel_id, thread_ts)
         posted = await self._poster.post_answer(thread, key, markdown)
-        await self._poster.set_thinking(thread, "")
+        await self._clear_thinking(thread)
         return posted.message_ts[0] if posted.message_ts else ""
 
     async def ask_approval(
@@ -91,7 +107,7 @@ class ThreadReporter:
         thread = Thread(session_id, channel_id, thread_ts)
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
         ts = await self._poster.post(thread, key, message, kind="approval")
-        await self._poster.set_thinking(thread, "")
+        await self._clear_thinking(thread)
         return ts
 
     async def show_decision(
@@ -132,7 +148,26 @@ class ThreadReporter:
         )
         await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
         if not finished:
-            await self._poster.set_thinking(thread)
+            await self._show_thinking(thread, checkpoint.turns)
+
+    async def _show_thinking(self, thread: Thread, turn: int) -> None:
+        """Set the "is thinking…" status, unless this turn set it under
+        ``THINKING_REFRESH_S`` ago (one Slack call a minute, not one a step)."""
+        key, now = (thread.session_id, turn), self._clock()
+        shown = self._thinking.get(key)
+        if shown is not None and now - shown < THINKING_REFRESH_S:
+            return
+        if await self._poster.set_thinking(thread):
+            self._thinking[key] = now
+            self._thinking.move_to_end(key)
+            if len(self._thinking) > _THINKING_MEMO_SIZE:
+                self._thinking.popitem(last=False)
+
+    async def _clear_thinking(self, thread: Thread) -> None:
+        """Clear the status (the answer or a question was posted): the next turn sets it."""
+        for key in [k for k in self._thinking if k[0] == thread.session_id]:
+            del self._thinking[key]
+        await self._poster.set_thinking(thread, "")
 
     async def _close_earlier(self, session_id: str, channel_id: str, turn: int) -> None:
         """The previous turn's status message: no longer "Working", no Stop button (a

@@ -38,6 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.types import TypeEngine
 
 from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import NewEvent, TokenUsage, TranscriptDelta
@@ -86,7 +87,7 @@ logged AS (
   FROM stepped, unnest(:kinds, :payloads) WITH ORDINALITY AS e(kind, payload, ord))
 SELECT * FROM stepped"""
 
-_TYPES = {
+_TYPES: dict[str, TypeEngine[Any] | type[TypeEngine[Any]]] = {
     "id": String,
     "epoch": BigInteger,
     "token": String,
