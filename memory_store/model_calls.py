@@ -86,6 +86,9 @@ class Spend:
     unpriced_calls: int = 0
 
 
+_INSERT = insert(model_calls)
+
+
 class ModelCallLog:
     """The ledger over ``Database``; one statement per call."""
 
@@ -119,8 +122,9 @@ class ModelCallLog:
             "cost_nanousd": call.cost_nanousd,
             "priced": call.priced,
         }
-        async with self._db.write() as conn:
-            await conn.execute(insert(model_calls).values(**row))
+        # one INSERT: atomic on its own, so on PostgreSQL no BEGIN/COMMIT round trips
+        async with self._db.autocommit() if self._db.is_postgres else self._db.write() as conn:
+            await conn.execute(_INSERT, row)
 
     async def session(self, session_id: str) -> Spend:
         """Everything one session spent.

@@ -83,8 +83,8 @@ async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Check
     every step, summaries only of a tree that has such a file."""
     items: list[Item] = []
     known: dict[str, int] = {}
-    for root, scope in _SCOPES:
-        versions = await store.versions(namespace(cp, scope))
+    trees = await store.versions_of([namespace(cp, scope) for _, scope in _SCOPES])
+    for (root, scope), versions in zip(_SCOPES, trees, strict=True):
         known |= {root + path: version for path, version in versions.items()}
         if all(root + p in cp.known_files or root + p in cp.read_state for p in versions):
             continue

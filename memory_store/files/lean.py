@@ -8,10 +8,12 @@ candidate contents cross the wire.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, false, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, bindparam, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.files.rows import IN_NAMESPACE, aware, ns_params
@@ -26,7 +28,6 @@ _INDEX = select(
     _f.path, _f.summary, _f.version, _f.updated_at, _f.listed, _f.mode, _f.size_bytes
 ).where(*_LIVE)
 
-_VERSIONS = select(_f.path, _f.version).where(*_LIVE)
 PathRow = tuple[str, int, int, datetime, int]
 """(path, version, size_bytes, updated_at, mode)"""
 
@@ -88,10 +89,40 @@ async def contents(
     return [(r[0], r[1] or "", aware(r[2])) for r in found.all()]
 
 
-async def versions(conn: AsyncConnection, ns: Namespace) -> dict[str, int]:
-    """Path → version of every live file of ``ns``."""
-    found = await conn.execute(_VERSIONS, ns_params(ns))
-    return {r[0]: r[1] for r in found.all()}
+async def versions_of(
+    conn: AsyncConnection, namespaces: Sequence[Namespace]
+) -> list[dict[str, int]]:
+    """Path → version of every live file of each of ``namespaces``, in their order, in
+    one statement."""
+    params: dict[str, str] = {}
+    for i, ns in enumerate(namespaces):
+        params |= {f"org{i}": ns.org_id, f"scope{i}": ns.scope.value, f"channel{i}": ns.channel_id}
+    found: dict[tuple[str, str, str], dict[str, int]] = {
+        (ns.org_id, ns.scope.value, ns.channel_id): {} for ns in namespaces
+    }
+    if namespaces:
+        for org_id, scope, channel_id, path, version in await conn.execute(
+            _versions_in(len(namespaces)), params
+        ):
+            found[(org_id, scope, channel_id)][path] = version
+    return [found[(ns.org_id, ns.scope.value, ns.channel_id)] for ns in namespaces]
+
+
+@functools.cache
+def _versions_in(count: int) -> Select[Any]:
+    """The statement of ``versions_of`` for ``count`` namespaces (built once per count)."""
+    in_any = or_(
+        *(
+            and_(
+                _f.org_id == bindparam(f"org{i}"),
+                _f.scope == bindparam(f"scope{i}"),
+                _f.channel_id == bindparam(f"channel{i}"),
+            )
+            for i in range(count)
+        )
+    )
+    live = select(_f.org_id, _f.scope, _f.channel_id, _f.path, _f.version)
+    return live.where(in_any, _f.deleted == false())
 
 
 async def index(conn: AsyncConnection, ns: Namespace) -> list[IndexEntry]:

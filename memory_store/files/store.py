@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 
 from memory_store.db import Database
@@ -228,10 +228,14 @@ class FileStore:
         async with self._db.read() as conn:
             return await lean.index(conn, ns)
 
-    async def versions(self, ns: Namespace) -> dict[str, int]:
-        """Path → version of every live file (what ``index`` lists, without summaries)."""
+    async def versions_of(self, namespaces: Sequence[Namespace]) -> list[dict[str, int]]:
+        """Path → version of every live file (what ``index`` lists, without summaries) of
+        each namespace, in the order given, read in one statement (a model step asks for
+        its session's three trees at once).
+
+        Raises DatabaseUnavailable."""
         async with self._db.read() as conn:
-            return await lean.versions(conn, ns)
+            return await lean.versions_of(conn, namespaces)
 
     async def history(
         self,

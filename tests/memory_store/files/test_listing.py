@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_store import Entry, FileStore, GrepMatch, InvalidPath, Namespace
+from memory_store import Entry, FileStore, GrepMatch, InvalidPath, Namespace, Scope
 from tests.memory_store.file_support import who
 
 TREE = {
@@ -226,3 +226,34 @@ async def test_a_limited_glob_matches_as_the_unlimited_one_does(
 
     assert [e.path for e in limited] == [e.path for e in unlimited] == expected
     assert [e.path for e in first] == expected[:1]
+
+
+async def test_versions_of_reads_each_namespace_apart_in_the_order_asked(
+    tree: FileStore, memory: Namespace
+) -> None:
+    # Given a tree in one org's memory, an edited file, a deleted one, and files of the
+    # same paths in another channel's incident notes and in another org
+    await tree.write(memory, "/README.md", "top, again\n", who(), expected_version=1)
+    await tree.delete(memory, "/teams/search.md", who(), expected_version=1)
+    incident = Namespace(memory.org_id, Scope.INCIDENT, "C0INCIDENT")
+    await tree.write(incident, "/README.md", "notes\n", who(), expected_version=0)
+    other_org = Namespace("T0OTHER", memory.scope, memory.channel_id)
+    await tree.write(other_org, "/other.md", "theirs\n", who(), expected_version=0)
+    empty = Namespace(memory.org_id, Scope.INCIDENT, "C0QUIET")
+
+    # When the versions of four namespaces are read at once
+    found = await tree.versions_of([incident, empty, memory, other_org])
+
+    # Then each namespace has its own live files and versions, nothing of the others
+    assert found == [
+        {"/README.md": 1},
+        {},
+        {
+            "/README.md": 2,
+            "/teams/payments.md": 1,
+            "/teams/old/legacy.txt": 1,
+            "/runbooks/db.md": 1,
+        },
+        {"/other.md": 1},
+    ]
+    assert await tree.versions_of([]) == []
