@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from memory_store import (
     Claim,
     Continue,
     Database,
     Fenced,
+    NewEvent,
     SessionStore,
     TranscriptDelta,
     TranscriptMark,
 )
+from memory_store.sessions.tables import session_transcript
 from tests.memory_store.session_support import ManualClock, open_session
 
 LEASE_S = 15.0
@@ -93,7 +96,7 @@ async def test_a_stale_cache_of_the_same_generation_reads_only_the_rows_it_lacks
 
 
 async def test_compaction_stores_a_new_generation_that_replaces_the_old_rows(
-    store: SessionStore,
+    store: SessionStore, file_db: Database
 ) -> None:
     # Given a session with three messages
     session_id, token = await open_session(store)
@@ -109,6 +112,44 @@ async def test_compaction_stores_a_new_generation_that_replaces_the_old_rows(
     assert third.transcript == ('{"summary":1}', '{"ack":1}')
     assert (third.transcript_generation, third.transcript_from) == (1, 0)
     assert await store.transcript(session_id) == third.transcript
+    # And the older generation's rows are gone from the table
+    assert await stored_rows(file_db, session_id) == [(1, 0), (1, 1)]
+
+
+async def stored_rows(db: Database, session_id: str) -> list[tuple[int, int]]:
+    """(generation, position) of every transcript row of the session, in order."""
+    query = (
+        select(session_transcript.c.generation, session_transcript.c.position)
+        .where(session_transcript.c.session_id == session_id)
+        .order_by(session_transcript.c.generation, session_transcript.c.position)
+    )
+    async with db.read() as conn:
+        return [(g, p) for g, p in await conn.execute(query)]
+
+
+async def test_a_fenced_commit_writes_no_transcript_row_and_no_event(
+    store: SessionStore, file_db: Database
+) -> None:
+    # Given a claim whose session was stopped meanwhile (the stop bumps the epoch)
+    session_id, token = await open_session(store)
+    stale = await _claim(store, session_id, token)
+    assert await store.cancel(session_id, actor="U0CAROL") is not None
+    events_before = await store.events(session_id)
+    # When the stale claim commits a message and an event
+    with pytest.raises(Fenced):
+        await store.commit(
+            stale,
+            checkpoint='{"v": "stale"}',
+            outcome=Continue(),
+            events=(NewEvent("note", "{}"),),
+            transcript=_append(stale, '{"m":"stale"}'),
+        )
+    # Then nothing of it was stored
+    assert await stored_rows(file_db, session_id) == []
+    assert await store.events(session_id) == events_before
+    session = await store.get(session_id)
+    assert session is not None
+    assert session.checkpoint != '{"v": "stale"}'
 
 
 async def test_a_delta_from_a_transcript_that_moved_on_is_fenced_and_writes_nothing(
