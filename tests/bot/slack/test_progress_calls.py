@@ -106,7 +106,7 @@ async def test_the_status_message_is_looked_up_once_then_remembered(
     slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
 ) -> None:
     counting = CountingOutbox(outbox)
-    poster = SlackPoster(slack_client, counting, min_update_interval_s=0.0)  # type: ignore[arg-type]
+    poster = SlackPoster(slack_client, counting, min_update_interval_s=0.0)
     reporter = ThreadReporter(poster, clock=Clock())
     cp = Checkpoint(thread.session_id, "T0FAKETEAM", thread.channel_id, Requester("U0FAKEALICE"))
 
