@@ -126,6 +126,16 @@ class Message:
     def _json(self) -> str:
         return dumps(self.to_dict())
 
+    @cached_property
+    def referenced_tools(self) -> frozenset[str]:
+        """Names of the tools its tool results reference (``tool_reference`` blocks)."""
+        return frozenset(
+            name
+            for block in self.content
+            if isinstance(block, ToolResultBlock)
+            for name in block.tool_references
+        )
+
     @classmethod
     def from_json(cls, text: str | bytes) -> Message:
         """Inverse of ``to_json``. Raises InvalidMessage on malformed input."""

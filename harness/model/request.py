@@ -100,14 +100,9 @@ def build_request(
     """
     tool_defs = [tool.to_dict() for tool in tools]
     system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
-    wire = _resolvable(to_wire(messages), tools)
     static = system_blocks or [d for d in tool_defs if not d.get("defer_loading")]
     if static:
         static[-1]["cache_control"] = dict(_EPHEMERAL)
-    for message in (wire[:1] + wire[-1:]) if wire else []:
-        markable = [b for b in message["content"] if b.get("type") not in _UNMARKABLE]
-        if markable:
-            markable[-1]["cache_control"] = dict(_EPHEMERAL)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     body |= thinking_options(model, max_tokens, effort)
     body["stream"] = True
@@ -115,8 +110,33 @@ def build_request(
         body["tools"] = tool_defs
     if system_blocks:
         body["system"] = system_blocks
-    body["messages"] = wire
-    return dumps(body).encode()
+    head = dumps(body)  # ``{…}``: the messages go in last, as ``dumps`` would put them
+    return f'{head[:-1]},"messages":[{",".join(_message_parts(messages, tools))}]}}'.encode()
+
+
+def _message_parts(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
+    """Each message's canonical JSON as this request sends it.
+
+    A message between the first and the last, with no ``tool_reference`` to rewrite, is
+    sent as it is stored: its ``Message.to_json``, computed once per message, so a long
+    session's request costs a join of those strings, not a new serialisation of its
+    whole history at every model call. The first and last carry the cache breakpoints,
+    and a message with a reference to rewrite is built anew (``_resolvable``).
+    """
+    deferred = {t.name for t in tools if t.defer_loading}
+    last = len(messages) - 1
+    parts: list[str] = []
+    for i, message in enumerate(messages):
+        if 0 < i < last and message.referenced_tools <= deferred:
+            parts.append(message.to_json())
+            continue
+        (wire,) = _resolvable(to_wire((message,)), tools)
+        if i in (0, last):
+            markable = [b for b in wire["content"] if b.get("type") not in _UNMARKABLE]
+            if markable:
+                markable[-1]["cache_control"] = dict(_EPHEMERAL)
+        parts.append(dumps(wire))
+    return parts
 
 
 def _resolvable(wire: list[dict[str, Any]], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

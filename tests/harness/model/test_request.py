@@ -109,3 +109,81 @@ def test_a_reference_stays_a_reference_only_while_its_tool_is_deferred() -> None
     assert loaded_content(SEARCH) == [
         {"type": "text", "text": "(The tool mcp__k8s__pods is no longer available.)"}
     ]
+
+
+def whole_body(
+    *, system: str, tools: tuple[ToolSpec, ...], messages: tuple[Message, ...]
+) -> dict[str, object]:
+    """The body as one JSON value built from scratch: what the spliced bytes must parse to."""
+    deferred = {t.name for t in tools if t.defer_loading}
+    wire = [m.to_dict() for m in messages]
+    for message in wire:
+        for block in message["content"]:
+            if block["type"] == "tool_result" and isinstance(block["content"], list):
+                block["content"] = [
+                    item
+                    if item["type"] != "tool_reference" or item["tool_name"] in deferred
+                    else {
+                        "type": "text",
+                        "text": f"(The tool {item['tool_name']} "
+                        + (
+                            "is in the tool list now.)"
+                            if any(t.name == item["tool_name"] for t in tools)
+                            else "is no longer available.)"
+                        ),
+                    }
+                    for item in block["content"]
+                ]
+    for message in (wire[:1] + wire[-1:]) if wire else []:
+        markable = [b for b in message["content"] if b["type"] not in ("thinking",)]
+        if markable:
+            markable[-1]["cache_control"] = {"type": "ephemeral"}
+    tool_defs = [t.to_dict() for t in tools]
+    static: list[dict[str, object]] = [{"type": "text", "text": system}] if system else []
+    marked: list[dict[str, object]] = static or [d for d in tool_defs if not d.get("defer_loading")]
+    if marked:
+        marked[-1]["cache_control"] = {"type": "ephemeral"}
+    body: dict[str, object] = {"model": "claude-sonnet-5-5", "max_tokens": 100}
+    body["thinking"] = {"type": "adaptive", "display": "summarized"}
+    body["stream"] = True
+    if tool_defs:
+        body["tools"] = tool_defs
+    if static:
+        body["system"] = static
+    body["messages"] = wire
+    return body
+
+
+def long_transcript() -> tuple[Message, ...]:
+    """A session's history: thinking, tool calls with nested input, results with
+    references to a deferred and to a no longer deferred tool, non-ASCII text."""
+    messages = [Message("user", (TextBlock("Pourquoi le paiement échoue-t-il ? ✓"),))]
+    for n in range(40):
+        call = ToolUseBlock(f"toolu_{n:04d}", "Bash", {"z": [n, {"b": 1, "a": None}], "a": "é"})
+        messages.append(
+            Message("assistant", (ThinkingBlock(f"step {n}", f"sig{n}"), TextBlock("…"), call))
+        )
+        refs = ("mcp__k8s__pods",) if n % 7 == 3 else ("mcp__db__query",) if n % 7 == 5 else ()
+        messages.append(Message("user", (ToolResultBlock(call.id, f"out {n}\n", False, refs),)))
+    return tuple(messages)
+
+
+@pytest.mark.parametrize("system", ["", "You help with incidents."])
+@pytest.mark.parametrize("count", [0, 1, 2, 81])
+def test_the_spliced_body_is_the_whole_body_byte_for_byte(system: str, count: int) -> None:
+    # Given a history whose middle messages are sent as stored, and a tool list where one
+    # referenced tool is deferred and another is sent whole
+    tools = (SEARCH, replace(PODS, defer_loading=True), ToolSpec("mcp__db__query", "Q.", {}))
+    messages = long_transcript()[:count]
+
+    body = build_request(
+        model="claude-sonnet-5-5", max_tokens=100, system=system, tools=tools, messages=messages
+    )
+
+    # Then the bytes are the canonical serialisation of the whole body
+    expected = whole_body(system=system, tools=tools, messages=messages)
+    assert body == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
+    # and a middle message with a reference to a tool sent whole was rewritten
+    if count == 81:
+        assert b"(The tool mcp__db__query is in the tool list now.)" in body
+        assert b'"tool_name":"mcp__k8s__pods"' in body
