@@ -449,9 +449,13 @@ async def duplicates(
     for session_id in session_ids:
         cp = Checkpoint.from_json((await sessions.get(session_id)).checkpoint)  # type: ignore[union-attr]
         assert cp.sandbox is not None
-        state_dir = SandboxHandle.from_json(cp.sandbox).state_dir
-        effects = Path(str(state_dir)) / "workspace" / "effects.log"
-        runs = len(effects.read_text().splitlines()) if effects.exists() else 0
+        # /workspace is a tmpfs inside the jail: read it through the jail's root (a frozen
+        # jail too), as tests/bot/durable_support.py does
+        pid = SandboxHandle.from_json(cp.sandbox).pid
+        effects = Path(f"/proc/{pid}/root/workspace/effects.log")
+        if not effects.exists():
+            raise RuntimeError(f"{session_id}: no effects.log in its jail (pid {pid})")
+        runs = len(effects.read_text().splitlines())
         extra += abs(runs - 1)  # a missing run would be a lost step: count it too
     return extra
 
