@@ -452,12 +452,17 @@ async def duplicates(
         # /workspace is a tmpfs inside the jail: read it through the jail's root (a frozen
         # jail too), as tests/bot/durable_support.py does
         pid = SandboxHandle.from_json(cp.sandbox).pid
-        effects = Path(f"/proc/{pid}/root/workspace/effects.log")
-        if not effects.exists():
-            raise RuntimeError(f"{session_id}: no effects.log in its jail (pid {pid})")
-        runs = len(effects.read_text().splitlines())
+        runs = await asyncio.to_thread(_effect_runs, session_id, pid)
         extra += abs(runs - 1)  # a missing run would be a lost step: count it too
     return extra
+
+
+def _effect_runs(session_id: str, pid: int | None) -> int:
+    """Lines of ``effects.log`` in the jail's tmpfs /workspace (read through its root)."""
+    effects = Path(f"/proc/{pid}/root/workspace/effects.log")
+    if not effects.exists():
+        raise RuntimeError(f"{session_id}: no effects.log in its jail (pid {pid})")
+    return len(effects.read_text().splitlines())
 
 
 # --- parked sessions ---------------------------------------------------------------------

@@ -6,8 +6,8 @@ their results, as a long investigation leaves them), then one ``StepDriver`` (on
 worker, in this process) advances the sessions in turns, one step each per turn, so
 the machine's load hits every size alike: a few warm-up turns, then ``--steps``
 measured ones (half tool steps, half model steps). The model is an
-in-process ``Model`` that builds the real request body (``build_request``, as the
-Anthropic adapter does for every call) and answers at once with the next
+in-process ``Model`` that builds the real request body (``build_request`` with a
+``MessagesMemo``, as the Anthropic adapter does for every call) and answers at once with the next
 ``TodoWrite`` call; only its answer is subtracted, the request building counts as
 overhead. Bytes are the payload handed to and returned by ``SessionStore`` (every
 string in the arguments of ``save``/``commit`` and in the ``Claim``), so the figure
@@ -46,6 +46,7 @@ from harness import (
     Checkpoint,
     Limits,
     Message,
+    MessagesMemo,
     ModelReply,
     Requester,
     SandboxWorkspaces,
@@ -78,6 +79,7 @@ class RequestBuildingModel:
         self.answer_s = 0.0
         self.calls = 0
         self._ids = itertools.count(1)
+        self._memo = MessagesMemo()  # as the adapter keeps one
 
     async def complete(
         self,
@@ -94,6 +96,7 @@ class RequestBuildingModel:
             system=system,
             tools=tools,
             messages=messages,
+            memo=self._memo,
         )
         started = time.perf_counter()
         self.calls += 1

@@ -122,6 +122,7 @@ from harness.model.messages import (
     to_wire,
 )
 from harness.model.request import ToolSpec, build_request
+from harness.model.spliced import MessagesMemo
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.links import permalink
 from harness.record.postmortem import (
@@ -304,6 +305,7 @@ __all__ = [
     "RefusalDetails",
     "ToolSpec",
     "build_request",
+    "MessagesMemo",
     # model catalogue
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_MODEL",

@@ -42,6 +42,7 @@ from harness.model.messages import (
 )
 from harness.model.request import ToolSpec as ToolSpec  # re-exported: tools import it here
 from harness.model.request import build_request, thinking_options
+from harness.model.spliced import MessagesMemo
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _CONNECT_TIMEOUT_S = 5.0  # the anthropic SDK's own default (DEFAULT_TIMEOUT.connect)
@@ -179,6 +180,7 @@ class AnthropicModel:
         self._model = model
         self._max_tokens = max_tokens
         self._effort = effort
+        self._memo = MessagesMemo()  # sessions' joined histories, between their calls
         self._max_attempts = max_attempts
         self._stall_timeout_s = stall_timeout_s
         self._backoff_base_s = backoff_base_s
@@ -212,6 +214,7 @@ class AnthropicModel:
             tools=tools,
             messages=messages,
             effort=self._effort,
+            memo=self._memo,
         )
         failure: _Failure | None = None
         for attempt in range(1, self._max_attempts + 1):

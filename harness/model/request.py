@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.model.catalog import MODELS, Effort
 from harness.model.messages import Message, dumps, to_wire
+from harness.model.spliced import MessagesMemo
 
 _EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
 _MIN_BUDGET_TOKENS = 1024  # SDK ThinkingConfigEnabledParam: budget_tokens >= 1024, < max_tokens
@@ -84,6 +85,7 @@ def build_request(
     tools: Sequence[ToolSpec],
     messages: Sequence[Message],
     effort: Effort | None = None,
+    memo: MessagesMemo | None = None,
 ) -> bytes:
     """The streaming Messages API request body, as canonical UTF-8 JSON bytes.
 
@@ -93,7 +95,8 @@ def build_request(
     the first message — the session's frozen context; the last block of the last
     message — the rolling breakpoint (its last block that is not thinking). A
     ``tool_reference`` to a tool this request does not defer becomes a text block. Equal
-    arguments give equal bytes.
+    arguments give equal bytes, with or without ``memo`` (the session's earlier requests'
+    joined history, reused: ``harness.model.spliced``).
 
     Raises:
         ValueError: ``effort`` is not a level ``model`` accepts.
@@ -111,32 +114,45 @@ def build_request(
     if system_blocks:
         body["system"] = system_blocks
     head = dumps(body)  # ``{…}``: the messages go in last, as ``dumps`` would put them
-    return f'{head[:-1]},"messages":[{",".join(_message_parts(messages, tools))}]}}'.encode()
+    return f'{head[:-1]},"messages":[{_messages_json(messages, tools, memo)}]}}'.encode()
 
 
-def _message_parts(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
-    """Each message's canonical JSON as this request sends it.
+def _messages_json(
+    messages: Sequence[Message], tools: Sequence[ToolSpec], memo: MessagesMemo | None
+) -> str:
+    """The elements of the ``messages`` array, joined (``harness.model.spliced``).
 
     A message between the first and the last, with no ``tool_reference`` to rewrite, is
-    sent as it is stored: its ``Message.to_json``, computed once per message, so a long
-    session's request costs a join of those strings, not a new serialisation of its
-    whole history at every model call. The first and last carry the cache breakpoints,
-    and a message with a reference to rewrite is built anew (``_resolvable``).
+    sent as it is stored (``Message.to_json``); with ``memo``, the middle messages an
+    earlier request of the session joined are not joined again. The first and last carry
+    the cache breakpoints; they and a message with a reference to rewrite are built anew
+    (``_resolvable``).
     """
-    deferred = {t.name for t in tools if t.defer_loading}
-    last = len(messages) - 1
-    parts: list[str] = []
-    for i, message in enumerate(messages):
-        if 0 < i < last and message.referenced_tools <= deferred:
-            parts.append(message.to_json())
-            continue
+    deferred = frozenset(t.name for t in tools if t.defer_loading)
+    sent_whole = frozenset(t.name for t in tools if not t.defer_loading)
+
+    def render(message: Message, *, marked: bool = False) -> str:
+        if not marked and message.referenced_tools <= deferred:
+            return message.to_json()
         (wire,) = _resolvable(to_wire((message,)), tools)
-        if i in (0, last):
+        if marked:
             markable = [b for b in wire["content"] if b.get("type") not in _UNMARKABLE]
             if markable:
                 markable[-1]["cache_control"] = dict(_EPHEMERAL)
-        parts.append(dumps(wire))
-    return parts
+        return dumps(wire)
+
+    if not messages:
+        return ""
+    if len(messages) == 1:
+        return render(messages[0], marked=True)
+    middle = messages[1:-1]
+    joined = (
+        memo.join(middle, (deferred, sent_whole), render)
+        if memo is not None
+        else ",".join(render(m) for m in middle)
+    )
+    parts = (render(messages[0], marked=True), joined, render(messages[-1], marked=True))
+    return ",".join(p for p in parts if p)
 
 
 def _resolvable(wire: list[dict[str, Any]], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

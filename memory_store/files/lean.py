@@ -13,7 +13,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, false, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    bindparam,
+    false,
+    func,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.files.rows import IN_NAMESPACE, aware, ns_params
@@ -109,20 +119,22 @@ async def versions_of(
 
 
 @functools.cache
-def _versions_in(count: int) -> Select[Any]:
-    """The statement of ``versions_of`` for ``count`` namespaces (built once per count)."""
-    in_any = or_(
+def _versions_in(count: int) -> CompoundSelect[Any]:
+    """The statement of ``versions_of`` for ``count`` namespaces (built once per count):
+    one ``SELECT`` a namespace under ``UNION ALL``, so each is an index range of its own
+    (an ``OR`` of namespaces is planned as a scan of the whole org's files)."""
+    live = select(_f.org_id, _f.scope, _f.channel_id, _f.path, _f.version)
+    return union_all(
         *(
-            and_(
+            live.where(
                 _f.org_id == bindparam(f"org{i}"),
                 _f.scope == bindparam(f"scope{i}"),
                 _f.channel_id == bindparam(f"channel{i}"),
+                _f.deleted == false(),
             )
             for i in range(count)
         )
     )
-    live = select(_f.org_id, _f.scope, _f.channel_id, _f.path, _f.version)
-    return live.where(in_any, _f.deleted == false())
 
 
 async def index(conn: AsyncConnection, ns: Namespace) -> list[IndexEntry]:

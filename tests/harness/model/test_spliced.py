@@ -1,0 +1,85 @@
+"""A session's request joins only the messages added since its last request."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness import (
+    Message,
+    MessagesMemo,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    build_request,
+)
+
+PODS = ToolSpec("mcp__k8s__pods", "List pods.", {"type": "object"})
+
+
+def history(n: int) -> list[Message]:
+    messages = [Message("user", (TextBlock("checkout 500s"),))]
+    for i in range(n):
+        call = ToolUseBlock(f"toolu_{i:05d}", "Bash", {"command": f"echo {i}"})
+        messages.append(Message("assistant", (call,)))
+        refs = (PODS.name,) if i % 9 == 4 else ()
+        messages.append(Message("user", (ToolResultBlock(call.id, f"{i}", False, refs),)))
+    return messages
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.rendered = 0
+
+    def __call__(self, message: Message) -> str:
+        self.rendered += 1
+        return message.to_json()
+
+
+def test_a_longer_history_of_the_same_messages_renders_only_the_new_ones() -> None:
+    memo, render = MessagesMemo(), Counting()
+    messages = history(40)
+
+    first = memo.join(messages, "tools", render)
+    second = memo.join([*messages, *history(2)[1:]], "tools", render)
+
+    assert render.rendered == len(messages) + 4
+    assert first == ",".join(m.to_json() for m in messages)
+    assert second == first + "," + ",".join(m.to_json() for m in history(2)[1:])
+
+
+def test_other_tools_another_history_or_a_rewritten_message_render_afresh() -> None:
+    memo, render = MessagesMemo(), Counting()
+    messages = history(40)
+    memo.join(messages, "tools", render)
+
+    memo.join(messages, "other tools", render)  # what render depends on changed
+    rewritten = [messages[0], Message("assistant", (TextBlock("compacted"),)), *messages[2:]]
+    memo.join(rewritten, "other tools", render)  # same first message, another second
+    memo.join(history(40), "other tools", render)  # equal messages, other objects
+
+    assert render.rendered == 4 * len(messages)
+
+
+def body(
+    messages: list[Message], tools: tuple[ToolSpec, ...], memo: MessagesMemo | None = None
+) -> bytes:
+    return build_request(
+        model="claude-sonnet-5-5",
+        max_tokens=100,
+        system="S",
+        tools=tools,
+        messages=messages,
+        memo=memo,
+    )
+
+
+def test_requests_of_a_growing_session_are_the_same_bytes_with_a_memo_and_without() -> None:
+    memo = MessagesMemo()
+    messages = history(60)
+    for tools in [(PODS,), (replace(PODS, defer_loading=True),), (PODS,)]:
+        for end in range(70, len(messages) + 1, 7):
+            assert body(messages[:end], tools, memo) == body(messages[:end], tools)
+    # and after a compaction rewrote the history
+    compacted = [Message("user", (TextBlock("summary"),)), *messages[50:]]
+    assert body(compacted, (PODS,), memo) == body(compacted, (PODS,))
