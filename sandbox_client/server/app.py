@@ -19,6 +19,8 @@ from .http import (
 from .process import Process
 from .table import ProcessTable
 
+KILL_WAIT_S = 2.0
+"""How long a kill waits for its process group to be gone before it answers anyway."""
 _FILESYSTEM = "/filesystem/"
 _PROCESS = "/process/"
 
@@ -78,7 +80,7 @@ class App:
             if method == "POST":
                 return await self._start_and_wait(request)
         if path.startswith(_PROCESS):
-            return self._process_call(method, path[len(_PROCESS) :])
+            return await self._process_call(method, path[len(_PROCESS) :])
         raise HttpError(404 if method in ("GET", "POST", "PUT", "DELETE") else 405, "not found")
 
     def _filesystem(self, request: Request, raw: str) -> Reply:
@@ -88,7 +90,7 @@ class App:
             raise HttpError(405, f"method {request.method} not allowed on /filesystem")
         return handler(request, raw)
 
-    def _process_call(self, method: str, rest: str) -> Reply:
+    async def _process_call(self, method: str, rest: str) -> Reply:
         identifier, _, action = rest.partition("/")
         process = self.processes.find(identifier)
         if method == "GET" and action == "":
@@ -97,6 +99,8 @@ class App:
             return Reply.of_json(process.logs())
         if method == "DELETE" and action in ("", "kill"):
             process.signal(9 if action == "kill" else 15)
+            if action == "kill":  # the reply says they are gone: a pgrep after it finds none
+                await process.group_gone(timeout_s=KILL_WAIT_S)
             verb = "killed" if action == "kill" else "stopped"
             return Reply.of_json({"message": f"Process {verb} successfully"})
         raise HttpError(404, "not found")

@@ -15,6 +15,9 @@ from .capture import HeadTail
 from .child import spawn, wait_exit
 from .pipe import PipeReader
 
+_GONE_POLL_S = 0.005
+"""How often a kill looks whether its group is gone (the kernel has no wait for a group)."""
+
 Event = tuple[str, str]  # ("stdout" | "stderr", text)
 
 
@@ -154,6 +157,22 @@ class Process:
             self._signal_sent = signum
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
+
+    async def group_gone(self, *, timeout_s: float) -> bool:
+        """Wait until no process of the group is left, reaped ones included (a killed
+        process lingers until its parent, or the jail's init, reaps it); False when some
+        still are after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                os.killpg(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(_GONE_POLL_S)
 
     @property
     def retained_bytes(self) -> int:
