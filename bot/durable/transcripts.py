@@ -114,10 +114,13 @@ class TranscriptCache:
 
 
 def _extends(messages: Sequence[Message], prefix: Sequence[Message]) -> bool:
-    """Whether ``messages`` starts with ``prefix`` (identity first: steps append)."""
+    """Whether ``messages`` starts with ``prefix`` (identity first: steps append).
+
+    A tuple comparison: element by element, identity before equality, at C speed, so a
+    long session's step does not walk its history in Python."""
     if len(messages) < len(prefix):
         return False
-    return all(a is b or a == b for a, b in zip(prefix, messages, strict=False))
+    return tuple(messages[: len(prefix)]) == tuple(prefix)
 
 
 def _encoded(messages: Sequence[Message]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ is retried, not reported to the model.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -148,14 +149,20 @@ class ToolContext:
 
 
 def loaded_tools(cp: Checkpoint) -> frozenset[str]:
-    """The deferred tools the transcript of ``cp`` loaded (``tool_reference``s in results)."""
-    results = [b for m in cp.messages if m.role == "user" for b in m.content]
-    return frozenset(
+    """The deferred tools the transcript of ``cp`` loaded (``tool_reference``s in results).
+
+    Each message's references are computed once (``Message.referenced_tools``), so a
+    long session's tool call does not walk every block of its history."""
+    pending = (
         name
-        for block in (*results, *cp.pending_results)
+        for block in cp.pending_results
         if isinstance(block, ToolResultBlock)
         for name in block.tool_references
     )
+    return frozenset(pending).union(*map(_REFERENCED, cp.messages))
+
+
+_REFERENCED = operator.attrgetter("referenced_tools")
 
 
 @dataclass(frozen=True)
