@@ -127,6 +127,11 @@ class Message:
         return dumps(self.to_dict())
 
     @cached_property
+    def json_bytes(self) -> bytes:
+        """``to_json`` as UTF-8, encoded once per message (a request splices these)."""
+        return self._json.encode()
+
+    @cached_property
     def referenced_tools(self) -> frozenset[str]:
         """Names of the tools its tool results reference (``tool_reference`` blocks)."""
         return frozenset(

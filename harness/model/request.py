@@ -113,17 +113,17 @@ def build_request(
         body["tools"] = tool_defs
     if system_blocks:
         body["system"] = system_blocks
-    head = dumps(body)  # ``{…}``: the messages go in last, as ``dumps`` would put them
-    return f'{head[:-1]},"messages":[{_messages_json(messages, tools, memo)}]}}'.encode()
+    head = dumps(body).encode()  # ``{…}``: the messages go in last, as ``dumps`` would
+    return b'%b,"messages":[%b]}' % (head[:-1], _messages_json(messages, tools, memo))
 
 
 def _messages_json(
     messages: Sequence[Message], tools: Sequence[ToolSpec], memo: MessagesMemo | None
-) -> str:
-    """The elements of the ``messages`` array, joined (``harness.model.spliced``).
+) -> bytes:
+    """The elements of the ``messages`` array, joined, as UTF-8 (``harness.model.spliced``).
 
     A message between the first and the last, with no ``tool_reference`` to rewrite, is
-    sent as it is stored (``Message.to_json``); with ``memo``, the middle messages an
+    sent as it is stored (``Message.json_bytes``); with ``memo``, the middle messages an
     earlier request of the session joined are not joined again. The first and last carry
     the cache breakpoints; they and a message with a reference to rewrite are built anew
     (``_resolvable``).
@@ -131,28 +131,28 @@ def _messages_json(
     deferred = frozenset(t.name for t in tools if t.defer_loading)
     sent_whole = frozenset(t.name for t in tools if not t.defer_loading)
 
-    def render(message: Message, *, marked: bool = False) -> str:
+    def render(message: Message, *, marked: bool = False) -> bytes:
         if not marked and message.referenced_tools <= deferred:
-            return message.to_json()
+            return message.json_bytes
         (wire,) = _resolvable(to_wire((message,)), tools)
         if marked:
             markable = [b for b in wire["content"] if b.get("type") not in _UNMARKABLE]
             if markable:
                 markable[-1]["cache_control"] = dict(_EPHEMERAL)
-        return dumps(wire)
+        return dumps(wire).encode()
 
     if not messages:
-        return ""
+        return b""
     if len(messages) == 1:
         return render(messages[0], marked=True)
     middle = messages[1:-1]
     joined = (
         memo.join(middle, (deferred, sent_whole), render)
         if memo is not None
-        else ",".join(render(m) for m in middle)
+        else b",".join(render(m) for m in middle)
     )
     parts = (render(messages[0], marked=True), joined, render(messages[-1], marked=True))
-    return ",".join(p for p in parts if p)
+    return b",".join(p for p in parts if p)
 
 
 def _resolvable(wire: list[dict[str, Any]], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

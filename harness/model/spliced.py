@@ -2,7 +2,7 @@
 
 A session's requests repeat their history: request *n+1* sends request *n*'s messages
 and a few more. Each message between the first and the last goes out as the canonical
-JSON it was stored as (``Message.to_json``, computed once per message); the first and
+JSON it was stored as (``Message.json_bytes``, encoded once per message); the first and
 the last carry cache breakpoints and are built per call (``request.build_request``).
 ``MessagesMemo`` keeps the joined text of a request's middle messages, so the next
 request of the same session joins only the messages added since: a model call costs
@@ -26,11 +26,11 @@ MIN_MEMO_MESSAGES = 32
 
 @dataclass(frozen=True)
 class _Joined:
-    """The joined JSON ``text`` of ``messages``, as rendered for the tool set ``tools``."""
+    """The joined JSON ``text`` (UTF-8) of ``messages``, as rendered for ``tools``."""
 
     messages: tuple[Message, ...]
     tools: object
-    text: str
+    text: bytes
 
 
 class MessagesMemo:
@@ -49,25 +49,24 @@ class MessagesMemo:
         self._lock = threading.Lock()
 
     def join(
-        self, middle: Sequence[Message], tools: object, render: Callable[[Message], str]
-    ) -> str:
-        """``",".join(render(m) for m in middle)``, reusing a kept prefix of ``middle``.
+        self, middle: Sequence[Message], tools: object, render: Callable[[Message], bytes]
+    ) -> bytes:
+        """``b",".join(render(m) for m in middle)``, reusing a kept prefix of ``middle``.
 
-        ``tools`` is any value, compared with ``==``, that stands for what
-        ``render`` depends on besides the message (the request's tool names).
+        ``tools`` is any value, compared with ``==``, that stands for what ``render``
+        depends on besides the message (the request's tool names).
         """
         if len(middle) < MIN_MEMO_MESSAGES:
-            return ",".join(render(m) for m in middle)
+            return b",".join(render(m) for m in middle)
         messages = tuple(middle)
         key = id(messages[0])
         with self._lock:
             kept = self._kept.get(key)
-        text = ""
-        start = 0
+        text, start = b"", 0
         if kept is not None and _extends(kept, messages, tools):
             text, start = kept.text, len(kept.messages)
-        added = ",".join(render(m) for m in messages[start:])
-        text = f"{text},{added}" if text and added else text or added
+        added = b",".join(render(m) for m in messages[start:])
+        text = text + b"," + added if text and added else text or added
         with self._lock:
             self._kept[key] = _Joined(messages, tools, text)
             self._kept.move_to_end(key)

@@ -31,9 +31,9 @@ class Counting:
     def __init__(self) -> None:
         self.rendered = 0
 
-    def __call__(self, message: Message) -> str:
+    def __call__(self, message: Message) -> bytes:
         self.rendered += 1
-        return message.to_json()
+        return message.json_bytes
 
 
 def test_a_longer_history_of_the_same_messages_renders_only_the_new_ones() -> None:
@@ -44,8 +44,8 @@ def test_a_longer_history_of_the_same_messages_renders_only_the_new_ones() -> No
     second = memo.join([*messages, *history(2)[1:]], "tools", render)
 
     assert render.rendered == len(messages) + 4
-    assert first == ",".join(m.to_json() for m in messages)
-    assert second == first + "," + ",".join(m.to_json() for m in history(2)[1:])
+    assert first == b",".join(m.json_bytes for m in messages)
+    assert second == first + b"," + b",".join(m.json_bytes for m in history(2)[1:])
 
 
 def test_other_tools_another_history_or_a_rewritten_message_render_afresh() -> None:
