@@ -30,12 +30,15 @@ Prints one JSON line:
   ``TodoWrite`` calls and their results each, median of 3), the fake model included;
   the workers poll Redis with ``--worker-timeout-ms`` (production's
   ``WORKER_TIMEOUT_MS`` unless told; Dramatiq's default is 1,000).
-- with ``--dbos-python PATH`` (a Python with ``dbos`` installed, e.g. a separate venv:
-  it is not a Warroom dependency): ``dbos`` holds ``durable_dbos_peer.py``'s figures on
-  a fresh database of the same server, ``in_process_vs_dbos`` the ratio of
-  ``step_overhead_p50_ms`` to DBOS's step, ``carried_vs_dbos`` that of
-  ``carried_step_overhead_p50_ms``, ``worker_vs_dbos`` that of
-  ``worker_step_ms`` (DBOS runs a workflow's steps in one process, with no hop).
+- with ``--dbos-python PATH`` (a Python with ``dbos`` and ``anthropic`` installed, e.g. a
+  separate venv: neither is a Warroom dependency here): ``dbos`` holds
+  ``durable_dbos_peer.py``'s figures on a fresh database of the same server,
+  ``in_process_vs_dbos`` the ratio of ``step_overhead_p50_ms`` to DBOS's bare step,
+  ``carried_vs_dbos`` that of ``carried_step_overhead_p50_ms``; ``worker_vs_dbos`` that of
+  ``worker_step_ms`` to DBOS doing the same work (its agent loop: the same 25 streamed
+  calls to a fake Messages API answering with the same script, each followed by its tool
+  step, in one process with no hop: ``agent_step_p50_ms``), and ``worker_vs_dbos_bare``
+  that of ``worker_step_ms`` to DBOS's bare step (which calls no model).
 
 ``--kills 0`` and ``--parked 0`` skip those parts.
 
@@ -505,14 +508,23 @@ async def worker_step_ms(
     return _ms((steps[-1].created_at - steps[0].created_at).total_seconds() / (len(steps) - 1))
 
 
-def dbos_peer(python: str, admin_url: str, steps: int) -> dict[str, Any]:
-    """``durable_dbos_peer.py`` run by ``python`` (which has ``dbos``) on a fresh database."""
+async def dbos_figures(python: str, admin_url: str, steps: int) -> dict[str, Any]:
+    """The peer's figures, its agent loop calling a fake Messages API with the script
+    the real workers' fake answers with (``[chain:N]``: N ``TodoWrite`` calls)."""
+    async with FakeAnthropicAPI(Script()) as model_api:
+        return await asyncio.to_thread(dbos_peer, python, admin_url, steps, model_api.base_url)
+
+
+def dbos_peer(python: str, admin_url: str, steps: int, model_url: str) -> dict[str, Any]:
+    """``durable_dbos_peer.py`` run by ``python`` (which has ``dbos`` and ``anthropic``)
+    on a fresh database, its agent loop against ``model_url``."""
     name = f"warroom_bench_dbos_{uuid.uuid4().hex[:8]}"
     pg_admin.create_database(admin_url, name)
     try:
         peer = Path(__file__).with_name("durable_dbos_peer.py")
         url = _with_path(admin_url, f"/{name}")
         command = [python, str(peer), "--database-url", url, "--steps", str(steps)]
+        command += ["--model-url", model_url, "--turns", "25"]
         done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
         figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         return figures
@@ -660,7 +672,7 @@ def main() -> None:
     args = parser.parse_args()
     figures = asyncio.run(run(args))
     if args.dbos_python:
-        dbos = dbos_peer(args.dbos_python, args.pg_admin_url, args.steps)
+        dbos = asyncio.run(dbos_figures(args.dbos_python, args.pg_admin_url, args.steps))
         figures["dbos"] = dbos
         figures["in_process_vs_dbos"] = round(
             figures["step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
@@ -668,7 +680,9 @@ def main() -> None:
         figures["carried_vs_dbos"] = round(
             figures["carried_step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
         )
-        figures["worker_vs_dbos"] = round(figures["worker_step_ms"] / dbos["step_p50_ms"], 2)
+        worker_ms = figures["worker_step_ms"]
+        figures["worker_vs_dbos"] = round(worker_ms / dbos["agent_step_p50_ms"], 2)
+        figures["worker_vs_dbos_bare"] = round(worker_ms / dbos["step_p50_ms"], 2)
     print(json.dumps(figures))
 
 

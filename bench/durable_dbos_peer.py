@@ -11,6 +11,14 @@ records it: DBOS writes each step's output to its system database before the nex
 step runs. Per-step time is the workflow's wall time over its steps (after a warm-up
 workflow); CPU is this process's. Prints one JSON line: ``step_p50_ms`` (median over
 ``--rounds`` workflows of the mean step time), ``step_cpu_ms``.
+
+With ``--model-url URL`` (a Messages API: ``bench/durable.py`` passes its fake, the one its
+real workers call) it also runs the work a worker's session does, as a DBOS workflow:
+``--turns`` model steps, each one streaming Messages API call through the ``anthropic``
+SDK with the conversation so far (the answer is a ``TodoWrite`` call), each followed by a
+tool step that returns its result, every step's output recorded by DBOS before the next.
+``agent_step_p50_ms`` is its mean time per step (median over ``--rounds``), the peer of
+``worker_step_ms``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import statistics
 import time
 from typing import Any
 
+import anthropic
 from dbos import DBOS, DBOSConfig
 
 TODOS = [{"content": "Check pods", "status": "in_progress", "activeForm": "Checking"}]
@@ -46,6 +55,65 @@ async def session(steps: int) -> int:
     return total
 
 
+TODO_WRITE = {
+    "name": "TodoWrite",
+    "description": "Update the todo list.",
+    "input_schema": {"type": "object", "properties": {"todos": {"type": "array"}}},
+}
+_client: anthropic.AsyncAnthropic | None = None
+
+
+@DBOS.step()
+async def model_step(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One model call, streamed, as Warroom's adapter makes it; the assistant message."""
+    assert _client is not None
+    async with _client.messages.stream(
+        model="claude-sonnet-5-5", max_tokens=1024, messages=messages, tools=[TODO_WRITE]
+    ) as stream:
+        reply = await stream.get_final_message()
+    return {"role": "assistant", "content": [b.model_dump(mode="json") for b in reply.content]}
+
+
+@DBOS.step()
+async def result_step(call_id: str) -> dict[str, Any]:
+    """One tool step: the TodoWrite call's result (the tool does no I/O)."""
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "Todos updated"}],
+    }
+
+
+@DBOS.workflow()
+async def agent(turns: int) -> int:
+    """``turns`` model steps, each followed by its tool step; returns the steps taken."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"[chain:{turns}] go"}]
+    steps = 0
+    while True:
+        reply = await model_step(messages)
+        messages.append(reply)
+        steps += 1
+        calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not calls:
+            return steps
+        messages.append(await result_step(calls[0]["id"]))
+        steps += 1
+
+
+async def agent_rounds(model_url: str, turns: int, count: int) -> list[float]:
+    global _client
+    _client = anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=model_url)
+    try:
+        await agent(2)  # warm-up
+        walls = []
+        for _ in range(count):
+            wall = time.perf_counter()
+            steps = await agent(turns)
+            walls.append((time.perf_counter() - wall) / steps)
+        return walls
+    finally:
+        await _client.close()
+
+
 async def rounds(steps: int, count: int) -> tuple[list[float], list[float]]:
     await session(5)  # warm-up
     walls, cpus = [], []
@@ -57,29 +125,40 @@ async def rounds(steps: int, count: int) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
+async def measure(args: argparse.Namespace) -> tuple[list[float], list[float], list[float]]:
+    """The bare steps' wall and CPU times, then (with ``--model-url``) the agent loop's."""
+    walls, cpus = await rounds(args.steps, args.rounds)
+    agent_walls: list[float] = []
+    if args.model_url:
+        agent_walls = await agent_rounds(args.model_url, args.turns, args.rounds)
+    return walls, cpus, agent_walls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model-url", default=None, help="a Messages API for the agent loop")
+    parser.add_argument("--turns", type=int, default=25)
     args = parser.parse_args()
     config: DBOSConfig = {"name": "warroom-bench-peer", "system_database_url": args.database_url}
     DBOS(config=config)
     DBOS.launch()
     try:
-        walls, cpus = asyncio.run(rounds(args.steps, args.rounds))
+        walls, cpus, agent_walls = asyncio.run(measure(args))
     finally:
         DBOS.destroy()
-    print(
-        json.dumps(
-            {
-                "step_p50_ms": round(statistics.median(walls) * 1000, 3),
-                "step_cpu_ms": round(statistics.median(cpus) * 1000, 3),
-                "steps": args.steps,
-                "rounds": args.rounds,
-            }
-        )
-    )
+    figures: dict[str, Any] = {
+        "step_p50_ms": round(statistics.median(walls) * 1000, 3),
+        "step_cpu_ms": round(statistics.median(cpus) * 1000, 3),
+        "steps": args.steps,
+        "rounds": args.rounds,
+    }
+    if agent_walls:
+        figures["agent_step_p50_ms"] = round(statistics.median(agent_walls) * 1000, 3)
+        figures["agent_turns"] = args.turns
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
