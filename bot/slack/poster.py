@@ -82,7 +82,7 @@ class Outbox(Protocol):
         payload_json: str,
     ) -> PostRecord: ...
 
-    async def post_done(self, key: str, ts: str) -> Any: ...
+    async def post_done(self, key: str, ts: str) -> PostRecord: ...
 
     async def get_post(self, key: str) -> PostRecord | None: ...
 
@@ -174,9 +174,7 @@ class SlackPoster:
                 unfurl_media=False,
             ),
         )
-        ts = str(response["ts"])
-        await self._outbox.post_done(key, ts)
-        return self._remember(key, ts)
+        return await self._recorded(key, str(response["ts"]))
 
     async def recorded_ts(self, key: str) -> str | None:
         """The ``ts`` (or file id) the outbox recorded for ``key``, or None."""
@@ -184,6 +182,12 @@ class SlackPoster:
             return known
         record = await self._outbox.get_post(key)
         return self._remember(key, record.ts) if record is not None and record.ts else None
+
+    async def _recorded(self, key: str, ts: str) -> str:
+        """Record ``ts`` as ``key``'s post; returns (and remembers) the ts the outbox
+        keeps: the first recorded, which is another worker's when two posted at once."""
+        item = await self._outbox.post_done(key, ts)
+        return self._remember(key, item.ts or ts)
 
     def _remember(self, key: str, ts: str) -> str:
         """Keep ``key``'s recorded ``ts`` (the most recent ``POSTED_MEMO_SIZE`` keys)."""
@@ -229,9 +233,7 @@ class SlackPoster:
                 initial_comment=comment,
             ),
         )
-        file_id = str(response["files"][0]["id"])
-        await self._outbox.post_done(key, file_id)
-        return self._remember(key, file_id)
+        return await self._recorded(key, str(response["files"][0]["id"]))
 
     async def _recorded_or_recovered(
         self,
@@ -259,8 +261,7 @@ class SlackPoster:
         found = await self._search_thread(thread, matches)
         if found is not None:
             logger.info("post %s was made before a crash; recorded %s", key, found)
-            await self._outbox.post_done(key, found)
-            self._remember(key, found)
+            return await self._recorded(key, found)
         return found
 
     async def _search_thread(

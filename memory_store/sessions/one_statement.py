@@ -12,9 +12,10 @@ step, each is instead one fixed statement, written once below and bound per call
 - empty arrays and NULLs stand for "no delta", "no events", "keep the checkpoint", so
   one statement serves every call of its kind and is compiled once.
 
-On an autocommit connection each is one round trip and atomic (PostgreSQL runs a
-statement as its own transaction): no ``BEGIN``, no ``COMMIT``, and no statement
-building on the client. Measured by ``bench/session_step.py`` and ``bench/durable.py``.
+``SAVE`` and ``COMMIT`` run on an autocommit connection: one round trip each, atomic
+(PostgreSQL runs a statement as its own transaction), no ``BEGIN``/``COMMIT``. ``CLAIM``
+and ``COMMIT_THEN_CLAIM`` run in a transaction, since the claim's reads follow them
+(transcript rows, inbox items) and must fail with them. None is built on the client. Measured by ``bench/session_step.py`` and ``bench/durable.py``.
 The semantics are those of the Core form in ``claims`` (the conformance tests run both).
 """
 

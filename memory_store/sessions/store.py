@@ -216,8 +216,9 @@ class SessionStore:
         """
         _check_positive(lease_s=lease_s)
         now = self._clock()
-        # PostgreSQL: the claim is one statement; what it reads after is immutable rows
-        async with self._db.autocommit() if self._pg else self._db.write() as conn:
+        # a transaction: the claim is one statement, but the reads after it (transcript
+        # rows, inbox) must fail with it, leaving nothing claimed
+        async with self._db.write() as conn:
             held = await claims.claim(
                 conn,
                 session_id,
@@ -275,7 +276,7 @@ class SessionStore:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         now = self._clock()
-        async with self._fenced(claim) as conn:
+        async with self._fenced(claim, alone=True) as conn:
             await claims.save(
                 conn, claim, checkpoint=checkpoint, events=events, now=now, delta=transcript
             )
@@ -319,7 +320,7 @@ class SessionStore:
             lease_time=self._lease_time(),
         )
         return await self._end_step(
-            step, claim, checkpoint, events, consumed_inbox_upto, usage, transcript
+            step, claim, checkpoint, events, consumed_inbox_upto, usage, transcript, alone=True
         )
 
     async def commit_then_claim(
@@ -364,13 +365,16 @@ class SessionStore:
         consumed_inbox_upto: int | None,
         usage: TokenUsage | None,
         transcript: TranscriptDelta | None,
+        *,
+        alone: bool = False,
     ) -> _T:
         """Run ``step`` (``claims.commit`` or ``commit_then_claim``, with its own arguments
-        bound) in one fenced transaction, after checking what it may mark consumed."""
+        bound) in one fenced transaction, after checking what it may mark consumed
+        (``alone``: the step is a single statement with nothing after it)."""
         if consumed_inbox_upto is not None and consumed_inbox_upto > claim.inbox_upto:
             raise ValueError(f"consumed_inbox_upto {consumed_inbox_upto} > {claim.inbox_upto}")
         now = self._clock()
-        async with self._fenced(claim) as conn:
+        async with self._fenced(claim, alone=alone) as conn:
             result = await step(
                 conn,
                 claim,
@@ -513,13 +517,14 @@ class SessionStore:
         return self._db.is_postgres
 
     @asynccontextmanager
-    async def _fenced(self, claim: Claim) -> AsyncIterator[AsyncConnection]:
+    async def _fenced(self, claim: Claim, *, alone: bool) -> AsyncIterator[AsyncConnection]:
         """A connection for a fenced write, where a refused row (the event log's or the
         transcript's primary key, the last line of defence) means another writer got
-        there: ``Fenced``. On PostgreSQL an autocommit connection: the fenced write is
-        one statement (``claims``), atomic on its own, and what follows it only reads."""
+        there: ``Fenced``. With ``alone`` on PostgreSQL, an autocommit connection: the
+        write is one statement (``one_statement``), atomic on its own, with nothing after
+        it; otherwise a transaction, so a read after the write fails with it."""
         try:
-            async with self._db.autocommit() if self._pg else self._db.write() as conn:
+            async with self._db.autocommit() if alone and self._pg else self._db.write() as conn:
                 yield conn
         except WriteConflict as exc:
             raise Fenced(claim.session_id, claim.epoch) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -311,3 +312,48 @@ async def test_five_sessions_status_updates_stay_within_the_workspaces_chat_upda
     for ts, final in zip(statuses, done, strict=True):
         (message,) = [m for m in slack_api.state.messages[CHANNEL] if m["ts"] == ts]
         assert message["blocks"] == list(final.blocks)
+
+
+class RacingOutbox:
+    """Worker B's outbox: between B finding no record and recording its intent, worker A
+    posts the same key (a turn's status message, shown by two workers at once)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.before_intent: Callable[[], Awaitable[None]] | None = None
+
+    async def post_intent(self, session_id: str, key: str, **fields: Any) -> Any:
+        if self.before_intent is not None:
+            hook, self.before_intent = self.before_intent, None
+            await hook()
+        return await self.outbox.post_intent(session_id, key, **fields)
+
+    async def post_done(self, key: str, ts: str) -> Any:
+        return await self.outbox.post_done(key, ts)
+
+    async def get_post(self, key: str) -> Any:
+        return await self.outbox.get_post(key)
+
+
+async def test_the_loser_of_a_post_race_remembers_the_recorded_ts_not_its_own(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    key = f"{thread.session_id}:status:0"
+    a = SlackPoster(slack_client, outbox, min_update_interval_s=0.0)
+    racing = RacingOutbox(outbox)
+    b = SlackPoster(slack_client, racing, min_update_interval_s=0.0)
+    won: list[str] = []
+
+    async def a_posts() -> None:
+        won.append(await a.post(thread, key, notice("Working…"), kind="status"))
+
+    # Given A posting the key while B is about to post it too
+    racing.before_intent = a_posts
+    lost = await b.post(thread, key, notice("Working…"), kind="status")
+
+    # Then B answers, and goes on addressing, the message the outbox recorded: A's
+    record = await outbox.get_post(key)
+    assert record is not None
+    assert won == [record.ts] == [lost]
+    assert await b.recorded_ts(key) == record.ts
+    assert await b.post(thread, key, notice("Working…"), kind="status") == record.ts

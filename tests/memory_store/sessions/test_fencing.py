@@ -9,12 +9,14 @@ import pytest
 from memory_store import (
     Claim,
     Continue,
+    DatabaseUnavailable,
     Fenced,
     NewEvent,
     SessionStatus,
     SessionStore,
     Wait,
 )
+from memory_store.sessions import inbox
 from tests.memory_store.session_support import ManualClock, open_session
 
 LEASE_S = 15.0
@@ -161,3 +163,50 @@ async def test_a_reply_after_stop_revives_the_session(store: SessionStore) -> No
     assert token is not None
     claim = await _claim(store, session_id, token, "w1")
     assert [i.text for i in claim.inbox] == ["hi", "go on"]
+
+
+async def _connection_lost(*_: object, **__: object) -> None:
+    """Stands for the database connection lost between a claim's write and its read.
+
+    Nothing outside can time a drop between two statements of one call, so the inbox
+    read is replaced by this (the one patch here): it fails as a dropped connection
+    does (``OSError``, which the store reports as ``DatabaseUnavailable``).
+    """
+    raise OSError("connection reset by peer")
+
+
+async def test_a_claim_whose_read_fails_claims_nothing(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session with input, whose claim reads its inbox after taking the step
+    session_id, token = await open_session(store)
+    # When the connection is lost after the claiming write
+    with monkeypatch.context() as patch:
+        patch.setattr(inbox, "read", _connection_lost)
+        with pytest.raises(DatabaseUnavailable):
+            await store.claim(session_id, token, worker_id="w1", lease_s=15.0)
+    # Then the step was not taken: its message's retry claims it, as a first attempt
+    again = await store.claim(session_id, token, worker_id="w1", lease_s=15.0)
+    assert again is not None
+    assert again.crash_count == 0
+
+
+async def test_a_commit_then_claim_whose_read_fails_writes_nothing(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a claimed step, and a reply that arrived while it ran
+    session_id, token = await open_session(store)
+    held = await store.claim(session_id, token, worker_id="w1", lease_s=15.0)
+    assert held is not None
+    await store.add_input(session_id, user_id="U1", text="more", source_ts="2.2")
+    # When the connection is lost after the commit, as the next claim reads that reply
+    with monkeypatch.context() as patch:
+        patch.setattr(inbox, "read", _connection_lost)
+        with pytest.raises(DatabaseUnavailable):
+            await store.commit_then_claim(
+                held, checkpoint='{"v": 1}', lease_s=15.0, consumed_inbox_upto=held.inbox_upto
+            )
+    # Then nothing was committed: the step is still held as it was
+    session = await store.get(session_id)
+    assert session is not None
+    assert (session.epoch, session.checkpoint) == (held.epoch, held.checkpoint)
