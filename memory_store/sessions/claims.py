@@ -57,26 +57,70 @@ async def claim(
     The claim carries the transcript rows the claimer lacks (all, unless ``cached``
     is a mark of the current generation: see ``transcript.first_missing``).
     """
-    if _is_postgres(conn):
-        params = {
-            "id": session_id,
-            "token": token,
-            "worker_id": worker_id,
-            "lease_s": lease_s,
-            "now": now,
-            "origin": None if origin is None else origin.value,
-            **one_statement.lease_params(lease_time),
-        }
-        row = await one_statement.run(conn, one_statement.CLAIM, params)
-    else:
-        row = await _claim_row(conn, session_id, token, worker_id, lease_s, now, lease_time, origin)
+    row = await take(
+        conn,
+        session_id,
+        token,
+        worker_id=worker_id,
+        lease_s=lease_s,
+        now=now,
+        lease_time=lease_time,
+        origin=origin,
+    )
     if row is None:
         return None
+    return await claimed(conn, row, session_id, token, worker_id, cached=cached)
+
+
+async def take(
+    conn: AsyncConnection,
+    session_id: str,
+    token: str,
+    *,
+    worker_id: str,
+    lease_s: float,
+    now: datetime,
+    lease_time: LeaseTime,
+    origin: SessionOrigin | None = None,
+) -> Row[Any] | None:
+    """The claiming write of ``claim`` alone: the session row's ``_CLAIM_COLUMNS`` once
+    taken, or None. On PostgreSQL one statement (``one_statement.CLAIM``)."""
+    if not _is_postgres(conn):
+        return await _claim_row(
+            conn, session_id, token, worker_id, lease_s, now, lease_time, origin
+        )
+    params = {
+        "id": session_id,
+        "token": token,
+        "worker_id": worker_id,
+        "lease_s": lease_s,
+        "now": now,
+        "origin": None if origin is None else origin.value,
+        **one_statement.lease_params(lease_time),
+    }
+    return await one_statement.run(conn, one_statement.CLAIM, params)
+
+
+async def claimed(
+    conn: AsyncConnection,
+    row: Row[Any],
+    session_id: str,
+    token: str,
+    worker_id: str,
+    *,
+    cached: TranscriptMark | None,
+) -> Claim | None:
+    """The ``Claim`` that ``take``'s ``row`` grants, with the transcript rows ``cached``
+    lacks and the unconsumed inbox. None when fewer rows than the claim counted on are
+    left: read after a committed ``take``, that means another claim or a stop has
+    moved the session on (a compaction dropped them), and this claim is stale."""
     gen, length = row.transcript_generation, row.transcript_length
     start = transcript.first_missing(cached, epoch=row.epoch, generation=gen, length=length)
     rows: tuple[str, ...] = ()
     if start is not None and start < length:
         rows = await transcript.read(conn, session_id, generation=gen, from_position=start)
+        if len(rows) < length - start:
+            return None
     return await _claim_of(
         conn,
         row,
@@ -86,6 +130,14 @@ async def claim(
         rows=rows,
         transcript_from=length if start is None else start,
     )
+
+
+async def give_back(conn: AsyncConnection, session_id: str, *, epoch: int, worker_id: str) -> None:
+    """Undo a committed ``take`` whose reads then failed (PostgreSQL): no lease, no
+    claimed token, as if the step had not been taken (its crash count, raised only by a
+    re-claim of a crashed step, stays). Nothing when the session moved on."""
+    params = {"id": session_id, "epoch": epoch, "worker_id": worker_id}
+    await one_statement.run_write(conn, one_statement.GIVE_BACK, params)
 
 
 def _is_postgres(conn: AsyncConnection) -> bool:

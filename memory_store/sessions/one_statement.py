@@ -12,10 +12,11 @@ step, each is instead one fixed statement, written once below and bound per call
 - empty arrays and NULLs stand for "no delta", "no events", "keep the checkpoint", so
   one statement serves every call of its kind and is compiled once.
 
-``SAVE`` and ``COMMIT`` run on an autocommit connection: one round trip each, atomic
-(PostgreSQL runs a statement as its own transaction), no ``BEGIN``/``COMMIT``. ``CLAIM``
-and ``COMMIT_THEN_CLAIM`` run in a transaction, since the claim's reads follow them
-(transcript rows, inbox items) and must fail with them. None is built on the client. Measured by ``bench/session_step.py`` and ``bench/durable.py``.
+``CLAIM``, ``SAVE`` and ``COMMIT`` run on an autocommit connection: one round trip each,
+atomic (PostgreSQL runs a statement as its own transaction), no ``BEGIN``/``COMMIT``.
+A claim whose reads then fail (transcript rows, inbox items) is undone by ``GIVE_BACK``.
+``COMMIT_THEN_CLAIM`` runs in a transaction with the inbox read that follows it. None is
+built on the client. Measured by ``bench/session_step.py`` and ``bench/durable.py``.
 The semantics are those of the Core form in ``claims`` (the conformance tests run both).
 """
 
@@ -142,6 +143,12 @@ CLAIM = _statement(
 )
 """Take a pending step (``claims.claim``)."""
 
+GIVE_BACK = _statement(
+    """UPDATE sessions SET lease_owner = NULL, lease_until = NULL, claimed_token = NULL
+    WHERE id = :id AND epoch = :epoch AND lease_owner = :worker_id"""
+)
+"""Undo a claim whose reads failed after it was committed (``claims.give_back``)."""
+
 SAVE = _statement(
     f"""WITH stepped AS (
     UPDATE sessions SET
@@ -255,3 +262,8 @@ async def run(
             (``Database`` maps it to ``WriteConflict``); nothing was written.
     """
     return (await conn.execute(statement, params)).one_or_none()
+
+
+async def run_write(conn: AsyncConnection, statement: TextClause, params: dict[str, Any]) -> None:
+    """Execute one of the statements above that returns no row (``GIVE_BACK``)."""
+    await conn.execute(statement, params)

@@ -14,18 +14,20 @@ nothing. A duplicate or stale wake-up claims nothing (``claim`` returns None).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database, WriteConflict
-from memory_store.errors import Fenced
+from memory_store.errors import DatabaseUnavailable, Fenced
 from memory_store.sessions import claims, event_log, inbox, sweeper, transcript
 from memory_store.sessions import rows as session_rows
 from memory_store.sessions.lease_time import LeaseTime
@@ -216,24 +218,58 @@ class SessionStore:
         """
         _check_positive(lease_s=lease_s)
         now = self._clock()
-        # a transaction: the claim is one statement, but the reads after it (transcript
-        # rows, inbox) must fail with it, leaving nothing claimed
-        async with self._db.write() as conn:
-            held = await claims.claim(
-                conn,
-                session_id,
-                token,
-                worker_id=worker_id,
-                lease_s=lease_s,
-                now=now,
-                cached=cached,
-                lease_time=self._lease_time(),
-                origin=origin,
-            )
+        take = functools.partial(
+            claims.take,
+            session_id=session_id,
+            token=token,
+            worker_id=worker_id,
+            lease_s=lease_s,
+            now=now,
+            lease_time=self._lease_time(),
+            origin=origin,
+        )
+        if self._pg:
+            held = await self._claim_in_autocommit(take, session_id, token, worker_id, cached)
+        else:
+            async with self._db.write() as conn:  # SQLite: the claim and its reads, one transaction
+                row = await take(conn)
+                held = None
+                if row is not None:
+                    held = await claims.claimed(
+                        conn, row, session_id, token, worker_id, cached=cached
+                    )
         if held is not None:
             texts = (held.checkpoint, *held.transcript, *(i.text for i in held.inbox))
             self.io.read_bytes += _size(*texts)
         return held
+
+    async def _claim_in_autocommit(
+        self,
+        take: Callable[[AsyncConnection], Awaitable[Row[Any] | None]],
+        session_id: str,
+        token: str,
+        worker_id: str,
+        cached: TranscriptMark | None,
+    ) -> Claim | None:
+        """PostgreSQL: the claiming statement commits on its own; the reads that follow
+        it run after. When they fail the claim is given back (best effort: if that fails
+        too, the lease runs out as a crashed worker's would) before the error is raised,
+        so the message's retry can take the step again."""
+        row: Row[Any] | None = None
+        try:
+            async with self._db.autocommit() as conn:
+                row = await take(conn)
+                if row is None:
+                    return None
+                return await claims.claimed(conn, row, session_id, token, worker_id, cached=cached)
+        except DatabaseUnavailable:
+            if row is not None:
+                with contextlib.suppress(DatabaseUnavailable):
+                    async with self._db.autocommit() as conn:
+                        await claims.give_back(
+                            conn, session_id, epoch=row.epoch, worker_id=worker_id
+                        )
+            raise
 
     async def renew(self, claim: Claim, *, lease_s: float) -> None:
         """Extend the claim's lease to now + ``lease_s`` (call well within the lease).
