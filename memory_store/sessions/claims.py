@@ -38,40 +38,6 @@ _S = sessions.c
 _RUNNING = SessionStatus.RUNNING.value
 
 
-async def claim(
-    conn: AsyncConnection,
-    session_id: str,
-    token: str,
-    *,
-    worker_id: str,
-    lease_s: float,
-    now: datetime,
-    lease_time: LeaseTime,
-    origin: SessionOrigin | None = None,
-    cached: TranscriptMark | None = None,
-) -> Claim | None:
-    """Take the step named by ``token`` if it is pending, no live lease holds it and
-    the session is of ``origin`` (None: any) (leases by ``lease_time``: the database's
-    clock on PostgreSQL).
-
-    The claim carries the transcript rows the claimer lacks (all, unless ``cached``
-    is a mark of the current generation: see ``transcript.first_missing``).
-    """
-    row = await take(
-        conn,
-        session_id,
-        token,
-        worker_id=worker_id,
-        lease_s=lease_s,
-        now=now,
-        lease_time=lease_time,
-        origin=origin,
-    )
-    if row is None:
-        return None
-    return await claimed(conn, row, session_id, token, worker_id, cached=cached)
-
-
 async def take(
     conn: AsyncConnection,
     session_id: str,
@@ -83,22 +49,43 @@ async def take(
     lease_time: LeaseTime,
     origin: SessionOrigin | None = None,
 ) -> Row[Any] | None:
-    """The claiming write of ``claim`` alone: the session row's ``_CLAIM_COLUMNS`` once
-    taken, or None. On PostgreSQL one statement (``one_statement.CLAIM``)."""
-    if not _is_postgres(conn):
-        return await _claim_row(
-            conn, session_id, token, worker_id, lease_s, now, lease_time, origin
+    """Take the step named by ``token`` if it is pending, no live lease holds it and
+    the session is of ``origin`` (None: any) (leases by ``lease_time``: the database's
+    clock on PostgreSQL): the session row's ``_CLAIM_COLUMNS``, or None. On PostgreSQL
+    one statement (``one_statement.CLAIM``); ``claimed`` then reads what the claim
+    carries (the transcript rows the claimer lacks: ``transcript.first_missing``)."""
+    if _is_postgres(conn):
+        params = {
+            "id": session_id,
+            "token": token,
+            "worker_id": worker_id,
+            "lease_s": lease_s,
+            "now": now,
+            "origin": None if origin is None else origin.value,
+            **one_statement.lease_params(lease_time),
+        }
+        return await one_statement.run(conn, one_statement.CLAIM, params)
+    same_origin = true() if origin is None else _S.origin == origin.value
+    taken = await conn.execute(
+        sessions.update()
+        .where(
+            same_origin,
+            _S.id == session_id,
+            _S.pending_token == token,
+            _S.status == _RUNNING,
+            or_(_S.lease_until.is_(None), _S.lease_until < lease_time.now()),
         )
-    params = {
-        "id": session_id,
-        "token": token,
-        "worker_id": worker_id,
-        "lease_s": lease_s,
-        "now": now,
-        "origin": None if origin is None else origin.value,
-        **one_statement.lease_params(lease_time),
-    }
-    return await one_statement.run(conn, one_statement.CLAIM, params)
+        .values(
+            epoch=_S.epoch + 1,
+            lease_owner=worker_id,
+            lease_until=lease_time.now(lease_s),
+            crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
+            claimed_token=token,
+            updated_at=now,
+        )
+        .returning(*_CLAIM_COLUMNS)
+    )
+    return taken.one_or_none()
 
 
 async def claimed(
@@ -142,40 +129,6 @@ async def give_back(conn: AsyncConnection, session_id: str, *, epoch: int, worke
 
 def _is_postgres(conn: AsyncConnection) -> bool:
     return conn.dialect.name == "postgresql"
-
-
-async def _claim_row(
-    conn: AsyncConnection,
-    session_id: str,
-    token: str,
-    worker_id: str,
-    lease_s: float,
-    now: datetime,
-    lease_time: LeaseTime,
-    origin: SessionOrigin | None,
-) -> Row[Any] | None:
-    """The claiming UPDATE in SQLAlchemy Core (SQLite): ``_CLAIM_COLUMNS`` or None."""
-    same_origin = true() if origin is None else _S.origin == origin.value
-    claimed = await conn.execute(
-        sessions.update()
-        .where(
-            same_origin,
-            _S.id == session_id,
-            _S.pending_token == token,
-            _S.status == _RUNNING,
-            or_(_S.lease_until.is_(None), _S.lease_until < lease_time.now()),
-        )
-        .values(
-            epoch=_S.epoch + 1,
-            lease_owner=worker_id,
-            lease_until=lease_time.now(lease_s),
-            crash_count=case((_S.claimed_token == token, _S.crash_count + 1), else_=_S.crash_count),
-            claimed_token=token,
-            updated_at=now,
-        )
-        .returning(*_CLAIM_COLUMNS)
-    )
-    return claimed.one_or_none()
 
 
 async def _claim_of(
@@ -374,18 +327,26 @@ async def commit_then_claim(
         }
         row = await _run_fenced(conn, held, one_statement.COMMIT_THEN_CLAIM, params)
     else:
-        row = await _commit_then_claim_row(
-            conn,
-            held,
-            checkpoint,
-            events,
-            consumed_inbox_upto,
-            usage,
-            new_token,
-            lease_s,
-            now,
-            lease_time,
-            delta,
+        values: dict[str, Any] = {
+            "checkpoint": checkpoint,
+            "last_seq": _S.last_seq + len(events),
+            "inbox_consumed": _consumed(consumed_inbox_upto),
+            "epoch": _S.epoch + 1,
+            "lease_owner": held.worker_id,
+            "lease_until": lease_time.now(lease_s),
+            "claimed_token": new_token,
+            "pending_token": new_token,
+            "enqueued_at": lease_time.now(),
+            "crash_count": 0,
+            "status": _RUNNING,
+            "wait_until": null(),
+            "wake_at": null(),
+            "wake_note": null(),
+            "updated_at": now,
+            **_usage_sums(usage),
+        }
+        row = await _write(
+            conn, held, values, events, now=now, returning=_CLAIM_COLUMNS, delta=delta
         )
     return await _claim_of(
         conn,
@@ -397,44 +358,6 @@ async def commit_then_claim(
         transcript_from=row.transcript_length,
         checkpoint=checkpoint,
     )
-
-
-async def _commit_then_claim_row(
-    conn: AsyncConnection,
-    held: Claim,
-    checkpoint: str,
-    events: Sequence[NewEvent],
-    consumed_inbox_upto: int | None,
-    usage: TokenUsage,
-    new_token: str,
-    lease_s: float,
-    now: datetime,
-    lease_time: LeaseTime,
-    delta: TranscriptDelta | None,
-) -> Row[Any]:
-    """``commit_then_claim``'s write in SQLAlchemy Core (SQLite): the claim's row."""
-    values: dict[str, Any] = {
-        "checkpoint": checkpoint,
-        "last_seq": _S.last_seq + len(events),
-        "inbox_consumed": _consumed(consumed_inbox_upto),
-        "epoch": _S.epoch + 1,
-        "lease_owner": held.worker_id,
-        "lease_until": lease_time.now(lease_s),
-        "claimed_token": new_token,
-        "pending_token": new_token,
-        "enqueued_at": lease_time.now(),
-        "crash_count": 0,
-        "status": _RUNNING,
-        "wait_until": null(),
-        "wake_at": null(),
-        "wake_note": null(),
-        "updated_at": now,
-        **_usage_sums(usage),
-    }
-    row: Row[Any] = await _write(
-        conn, held, values, events, now=now, returning=_CLAIM_COLUMNS, delta=delta
-    )
-    return row
 
 
 def _write_params(

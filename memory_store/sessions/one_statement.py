@@ -74,6 +74,12 @@ _USAGE = """input_tokens = input_tokens + :input_tokens,
 _CONSUMED = "GREATEST(inbox_consumed, COALESCE(:consumed_upto, inbox_consumed))"
 _RUNNABLE = f"(:continues OR inbox_seq > {_CONSUMED})"
 
+_ENDING = f"""checkpoint = :checkpoint,
+      {_COUNTERS},
+      {_USAGE},
+      inbox_consumed = {_CONSUMED}"""
+"""What every end of a step sets: its checkpoint, counters, usage and consumed inbox."""
+
 _WRITES = """,
 dropped AS (
   DELETE FROM session_transcript
@@ -162,10 +168,7 @@ SAVE = _statement(
 COMMIT = _statement(
     f"""WITH stepped AS (
     UPDATE sessions SET
-      checkpoint = :checkpoint,
-      {_COUNTERS},
-      {_USAGE},
-      inbox_consumed = {_CONSUMED},
+      {_ENDING},
       lease_owner = NULL, lease_until = NULL, claimed_token = NULL, crash_count = 0,
       status = CASE WHEN {_RUNNABLE} THEN 'running' ELSE :end_status END,
       pending_token = CASE WHEN {_RUNNABLE} THEN :new_token END,
@@ -181,10 +184,7 @@ COMMIT = _statement(
 COMMIT_THEN_CLAIM = _statement(
     f"""WITH stepped AS (
     UPDATE sessions SET
-      checkpoint = :checkpoint,
-      {_COUNTERS},
-      {_USAGE},
-      inbox_consumed = {_CONSUMED},
+      {_ENDING},
       epoch = epoch + 1,
       lease_owner = :worker_id,
       lease_until = {_LEASE_NOW} + make_interval(secs => :lease_s),
