@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from memory_store import (
     SessionStore,
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
-from tests import pg_admin
+from tests import leaks, pg_admin
 from tests.conftest import PG_ADMIN_URL, require_service
 
 T = TypeVar("T")
@@ -657,7 +656,7 @@ def running_cluster(
     """A fresh database ``<name>_<random>``, the fakes and ``workers`` running worker
     processes with ``settings`` (``worker_env``), for a module; all removed after."""
     require_service("PostgreSQL", PG_ADMIN_URL)
-    database = f"{name}_{uuid.uuid4().hex[:12]}"
+    database = leaks.database_name(name)
     pg_admin.create_database(PG_ADMIN_URL, database)
     admin = urlsplit(PG_ADMIN_URL)
     database_url = urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{database}"))
