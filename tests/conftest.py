@@ -162,6 +162,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     lines = [f"  {item.kind}: {item.what}" for item in found]
     message = "\n".join(["the test run left these behind (now removed):", *lines])
     if reporter is not None:
+        reporter.ensure_newline()
         reporter.write_sep("!", "leftovers", red=True)
         reporter.write_line(message)
     else:
