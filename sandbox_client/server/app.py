@@ -71,7 +71,7 @@ class App:
     async def _dispatch(self, request: Request) -> Reply:
         method, path = request.method, request.path
         if path == "/health" and method == "GET":
-            return Reply.of_json({"status": "ok"})
+            return Reply.of_json({"status": "ok", "isolated": self.processes.isolation.available})
         if path.startswith(_FILESYSTEM):
             return self._filesystem(request, path[len(_FILESYSTEM) :])
         if path in ("/process", "/process/"):
