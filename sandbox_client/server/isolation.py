@@ -26,6 +26,7 @@ import ctypes
 import errno
 import os
 import resource
+import socket
 import struct
 
 SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture (Linux ≥ 5.13)
@@ -82,3 +83,23 @@ class Isolation:
         if self._libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, self._fd, 0) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"landlock_restrict_self: {os.strerror(code)}")
+
+
+def from_inside(sock: socket.socket | None) -> bool:
+    """Whether the peer of a Unix socket connection is a process of this jail.
+
+    The server runs in the jail's own pid namespace, and ``SO_PEERCRED`` gives the peer's pid
+    as this namespace sees it: 0 for a process outside it (the worker on the host), the pid
+    for one inside (socket(7), "SO_PEERCRED"; pid_namespaces(7)). The sandbox's API shows
+    every command's output and starts commands, so it is served to the host only: a command
+    must not read another's output (a call's proxy credential, printed by ``curl -v``).
+    A connection whose peer cannot be told counts as inside.
+    """
+    if sock is None or sock.family != socket.AF_UNIX:
+        return True
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return True
+    pid, _, _ = struct.unpack("3i", creds)
+    return pid != 0

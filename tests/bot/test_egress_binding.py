@@ -299,3 +299,40 @@ async def _claim(scene: Scene) -> Claim:
     claim = await scene.sessions.claim(SESSION, scene.token, worker_id="w-test", lease_s=60)
     assert claim is not None
     return claim
+
+
+# A planted process that reads the approved call's output through the sandbox's own API (the
+# server's socket is in the jail), hoping for ``curl -v``'s ``Proxy-Authorization`` line.
+READ_LOGS = r"""
+cd /workspace
+until [ -e approved-running ]; do sleep 0.02; done
+curl -s --unix-socket /run/warroom/sbx.sock "http://sbx/process/$APPROVED/logs" > logs.json
+echo "api: $(curl -s -o /dev/null -w '%{http_code}' --unix-socket /run/warroom/sbx.sock http://sbx/health)"
+basic=$(grep -o 'Proxy-Authorization: Basic [A-Za-z0-9+/=]*' logs.json | head -1 | cut -d' ' -f3)
+if [ -n "$basic" ]; then
+  stolen="http://$(printf %s "$basic" | base64 -d)@127.0.0.1:$PORT"
+  echo "with-logs: $(curl -s -o /dev/null -w '%{http_code}' --proxy "$stolen" -X DELETE "$URL/l")"
+fi
+touch planted-done
+"""
+
+
+async def test_the_sandbox_api_is_not_served_to_the_jails_own_processes(scene: Scene) -> None:
+    url = f"https://{HOST}:{scene.upstream.tls_port}/items"
+    # Given a planted process that waits for the approved call and reads its output
+    variables = f"URL={url} PORT={scene.egress_port} APPROVED={APPROVED}"
+    await scene.workspace.start(
+        PLANTER, f"{variables} bash -c {shlex.quote(READ_LOGS)} > /workspace/planted.log 2>&1"
+    )
+    # When the approved call runs curl -v, which prints the proxy credential it sends
+    approved = (
+        "touch /workspace/approved-running; "
+        f"curl -sS -v -o /dev/null {url}/probe; i=0; "
+        "until [ -e /workspace/planted-done ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done"
+    )
+    await scene.run(APPROVED, approved)
+    log = await scene.run("toolu_look", "cat /workspace/planted.log")
+    # Then the planted process could not use the sandbox's API, so got nothing to replay
+    assert "api: 403" in log, log
+    assert "with-logs" not in log, log
+    assert [m for m, _, _ in scene.upstream.seen] == ["GET"]
