@@ -101,5 +101,5 @@ def from_inside(sock: socket.socket | None) -> bool:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
         return True
-    pid, _, _ = struct.unpack("3i", creds)
+    pid: int = struct.unpack("3i", creds)[0]
     return pid != 0
