@@ -4,8 +4,10 @@ Everything is real: a worker's gateway built from its settings, a bubblewrap jai
 upstream with its own CA on loopback, the session's checkpoint in the database that the
 gateway's approval check reads. A process planted by an earlier, unapproved call waits in the
 jail for the approved call and tries what an attacker would: its own proxy variables, none,
-the approved call's id without its credential, the approved process's environment, memory,
-open files and ``ptrace``. Only the approved ``curl``'s request reaches the upstream.
+the approved call's id without its credential or with a guessed one, the approved process's
+environment, memory, open files and ``ptrace`` (also from a user namespace of its own), the
+approved call's output through the sandbox's API, a credential replayed after its call ended.
+Only the approved ``curl``'s request reaches the upstream.
 """
 
 from __future__ import annotations
@@ -215,6 +217,14 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
             tried.append(f"{what}={exc.errno}")
     attached = libc.ptrace(16, int(pid), None, None)  # PTRACE_ATTACH
     tried.append(f"ptrace={0 if attached == 0 else ctypes.get_errno()}")
+    if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: every capability, in a new namespace
+        try:
+            open(f"/proc/{pid}/environ", "rb").read()
+            tried.append("userns-environ=read")
+        except OSError as exc:
+            tried.append(f"userns-environ={exc.errno}")
+    else:
+        tried.append(f"userns={ctypes.get_errno()}")
 print("tried:", " ".join(tried) or "nothing found")
 print("stolen:", found or "none")
 if found:
@@ -248,6 +258,7 @@ async def test_a_planted_process_gets_403s_while_the_approved_curl_deletes(scene
     for way_in in ("environ", "mem", "fd"):  # EACCES, whatever the program
         assert f"{way_in}=13" in log, log
     assert "ptrace=1" in log, log  # EPERM
+    assert "userns-environ=13" in log or "userns=" in log, log  # refused, or no nested userns
     assert "stolen: none" in log, log
     # And the audit says who did what: the planted process under its own call or none
     audit = {(e.path, e.method): (e.tool_use_id, e.status, e.outcome) for e in await scene.audit()}
