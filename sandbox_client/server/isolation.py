@@ -22,17 +22,38 @@ and ``Isolation.available`` says so.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import resource
 import socket
 import struct
+from typing import Any
 
 SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture (Linux ≥ 5.13)
 SYS_LANDLOCK_RESTRICT_SELF = 446
 ACCESS_FS_MAKE_BLOCK = 1 << 11  # LANDLOCK_ACCESS_FS_MAKE_BLOCK, ABI 1
 PR_SET_NO_NEW_PRIVS = 38  # landlock_restrict_self needs it (or CAP_SYS_ADMIN)
+CREATE_RULESET_VERSION = 1  # LANDLOCK_CREATE_RULESET_VERSION: ask for the ABI version
+
+
+def _libc() -> Any:
+    """The C library, for the system calls Python has no wrapper for (``ctypes`` is imported
+    here, not at start-up: the server's start is part of every sandbox's provision time)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """This kernel's Landlock ABI version (0: no Landlock, so commands are not isolated)."""
+    import ctypes
+
+    libc = _libc()
+    version = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                           CREATE_RULESET_VERSION)  # fmt: skip
+    return max(int(version), 0)
 
 
 class Isolation:
@@ -41,8 +62,7 @@ class Isolation:
 
     def __init__(self, ruleset_fd: int | None) -> None:
         self._fd = ruleset_fd
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self._libc.syscall.restype = ctypes.c_long
+        self._libc = _libc()
 
     @classmethod
     def open(cls) -> Isolation:
@@ -51,8 +71,9 @@ class Isolation:
         Raises:
             OSError: Landlock is there but refuses the ruleset (not a missing feature).
         """
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
+        import ctypes
+
+        libc = _libc()
         attr = ctypes.create_string_buffer(struct.pack("=Q", ACCESS_FS_MAKE_BLOCK), 8)
         fd = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, ctypes.c_size_t(8), 0)
         if fd >= 0:
@@ -74,6 +95,8 @@ class Isolation:
         Raises:
             OSError: the kernel refused (the command must then not run).
         """
+        import ctypes  # already loaded by ``open``: this only binds the name
+
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self._fd is None:
             return

@@ -25,8 +25,15 @@ class ProcessTable:
 
     def __init__(self, config: ServerConfig, isolation: Isolation | None = None) -> None:
         self._config = config
-        self.isolation = isolation if isolation is not None else Isolation.open()
+        self._isolation = isolation
         self._by_name: dict[str, Process] = {}
+
+    @property
+    def isolation(self) -> Isolation:
+        """How commands are kept apart; prepared at the first use, not at start-up."""
+        if self._isolation is None:
+            self._isolation = Isolation.open()
+        return self._isolation
 
     def start(self, name: str, command: str, working_dir: str, env: dict[str, str]) -> Process:
         """Start ``command`` under ``name`` (a generated name when empty).
