@@ -38,6 +38,8 @@ from harness import (
     SandboxWorkspaces,
     SessionWorkspace,
     ToolUseBlock,
+    Verdict,
+    default_policy,
     input_sha256,
 )
 from memory_store import Claim, Database, EgressEntry, EgressLog, SessionKey, SessionStore
@@ -70,6 +72,7 @@ class Scene:
     sessions: SessionStore
     egress_port: int
     token: str
+    egress: WorkerEgress
 
     async def run(self, name: str, command: str) -> str:
         result = await self.workspace.exec(name, command, timeout_s=60)
@@ -161,7 +164,8 @@ async def scene(
     manager = SandboxManager(provider)
     try:
         workspace = SandboxWorkspaces(manager, (), egress).open(cp)
-        yield Scene(upstream, workspace, db, sessions, settings.egress_port, opened.token)
+        port = settings.egress_port
+        yield Scene(upstream, workspace, db, sessions, port, opened.token, egress)
     finally:
         await manager.aclose()
         await provider.destroy_all()  # type: ignore[attr-defined]  # the local provider
@@ -347,3 +351,22 @@ async def test_the_sandbox_api_is_not_served_to_the_jails_own_processes(scene: S
     assert "api: 403" in log, log
     assert "with-logs" not in log, log
     assert [m for m, _, _ in scene.upstream.seen] == ["GET"]
+
+
+async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene: Scene) -> None:
+    # Given the worker's egress, as the approval gate is given it (bot.durable.wiring)
+    egress = scene.egress
+    policy = default_policy()
+    hook = f"http://{HOST}:{scene.upstream.plain_port}/hooks/deploy"
+    svc = f"https://{HOST}:{scene.upstream.tls_port}/items/1"
+    # When commands reach the write rule without a credential, and the credential rule
+    decisions = {
+        command: policy.bash(command, credential_rule=egress.credential_rule).verdict
+        for command in (
+            f"curl -X POST {hook}",
+            f"curl {hook}",
+            f"curl -X DELETE {svc}",
+        )
+    }
+    # Then a change through either needs approval, a read does not
+    assert list(decisions.values()) == [Verdict.APPROVAL, Verdict.ALLOWED, Verdict.APPROVAL]
