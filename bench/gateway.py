@@ -13,6 +13,10 @@ connections, so the figures are ratios of like with like on a noisy machine:
 * ``rps_50_clients``/``direct_rps_50_clients``: requests a second with 50 concurrent clients
   through the credential rule, and direct; ``errors``: failed requests in the whole run.
 Goals (issue #14): added p50 ≤ 1 ms for tunnels, ≤ 3 ms with TLS termination, 0 errors.
+
+The per-call binding is on, as in a worker (issue #24): every client's proxy URL carries a
+call's per-call credential, checked by the gateway on each connection, and an approval check
+is configured (reads do not consult it).
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from collections.abc import Awaitable, Callable
 import httpx
 from aiohttp import web
 
-from sandbox_client.gateway import Caller, CertificateAuthority, Gateway, GatewayOptions, Rules
+from sandbox_client.gateway import (
+    CallCredentials,
+    Caller,
+    CertificateAuthority,
+    Gateway,
+    GatewayOptions,
+    Rules,
+)
 from sandbox_client.gateway import prepare as prepare_secrets
 
 HOST = "localhost"
@@ -90,15 +101,21 @@ rules:
     async def audit(_: object) -> None:
         return None
 
+    async def approved(_session_id: str, _tool_use_id: str) -> bool:
+        return True
+
+    calls = CallCredentials.derived_from(authority.key)
+
     gateway = Gateway(
         rules,
         authority,
         prepare_secrets(rules.rules, {"TOKEN": "bench-token-0123456789"}),
         audit,
-        GatewayOptions(upstream_verify=upstream_trust),
+        GatewayOptions(upstream_verify=upstream_trust, approved=approved, calls=calls),
     )
     server = await gateway.serve_tcp("127.0.0.1", 0, Caller("bench"))
-    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    userinfo = calls.userinfo("bench", "toolu_bench")
+    proxy = f"http://{userinfo}@127.0.0.1:{server.sockets[0].getsockname()[1]}"
     gateway_trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
     # the tunnel goes to 127.0.0.1, whose certificate the upstream CA must name
     tunnel_trust = ssl.create_default_context(cadata=upstream_ca.cert_pem().decode())
@@ -148,6 +165,12 @@ rules:
             total = sum(await asyncio.gather(*(worker() for _ in range(50))))
             out[label] = round(total / (time.perf_counter() - started), 1)
         out["errors"] = len(errors)
+        out["goal_tunnel_added_p50_ms"], out["goal_tls_inject_added_p50_ms"] = 1.0, 3.0
+        out["goals_met"] = int(
+            out["tunnel_added_p50_ms"] <= 1.0
+            and out["tls_inject_added_p50_ms"] <= 3.0
+            and not errors
+        )
     finally:
         for client in (direct_plain, direct_tls, via_plain, via_tunnel, direct_tunnel, via_tls):
             await client.aclose()

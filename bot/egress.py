@@ -31,7 +31,9 @@ from memory_store import (
 )
 from sandbox_client import JailEgress, SandboxHandle, SetupStep, egress_socket
 from sandbox_client.gateway import (
+    READ_ONLY_METHODS,
     ApprovalCheck,
+    CallCredentials,
     Caller,
     CertificateAuthority,
     EgressRecord,
@@ -144,16 +146,31 @@ def remote_setup(settings: Settings) -> tuple[SetupStep, ...]:
     )
 
 
-def remote_env(gateway_url: str, token: str, tool_use_id: str) -> dict[str, str]:
-    """A remote sandbox command's proxy and trust variables: the session's token in the proxy
-    URL, the ``tool_use`` id as its user name (so the audit names the call).
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 
-    >>> remote_env("http://gw.internal:3128", "tok", "toolu_1")["HTTPS_PROXY"]
-    'http://toolu_1:tok@gw.internal:3128'
+
+def local_env(port: int, userinfo: str) -> dict[str, str]:
+    """A local jail command's proxy variables: the jail's loopback proxy port, with the call's
+    per-call credential as user info (``CallCredentials.userinfo``); the jail's session-wide
+    variables (no credential) stay for processes started otherwise.
+
+    >>> local_env(3128, "toolu_1:c")["HTTPS_PROXY"]
+    'http://toolu_1:c@127.0.0.1:3128'
+    """
+    return {name: f"http://{userinfo}@127.0.0.1:{port}" for name in PROXY_VARIABLES}
+
+
+def remote_env(gateway_url: str, userinfo: str) -> dict[str, str]:
+    """A remote sandbox command's proxy and trust variables: the call's id and its session's
+    token with the per-call credential in the proxy URL (``CallCredentials.userinfo`` with the
+    token and a ``.`` as prefix), so the gateway knows the session and proves the call.
+
+    >>> remote_env("http://gw.internal:3128", "toolu_1:tok.c")["HTTPS_PROXY"]
+    'http://toolu_1:tok.c@gw.internal:3128'
     """
     parts = urlsplit(gateway_url)
-    proxy = f"{parts.scheme}://{tool_use_id}:{token}@{parts.netloc}"
-    env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    proxy = f"{parts.scheme}://{userinfo}@{parts.netloc}"
+    env = {name: proxy for name in PROXY_VARIABLES}
     env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
     bundle = f"{REMOTE_TRUST_DIR}/ca-bundle.pem"
     env |= {n: bundle for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
@@ -166,9 +183,12 @@ class WorkerEgress:
 
     Local jails are served by this worker's gateway through their socket; remote sandboxes
     reach the deployment's ``warroom gateway`` at ``gateway_url`` with their session's token.
+    Each command gets its call's own proxy credential (``calls``) in its environment.
     """
 
     gateway: Gateway
+    calls: CallCredentials
+    egress_port: int
     tokens: EgressTokens | None = None
     gateway_url: str | None = None
     _issued: dict[str, str] = field(default_factory=dict)
@@ -198,34 +218,39 @@ class WorkerEgress:
                 log.exception("egress audit row lost: %s %s", record.method, record.host)
 
         approved = approval_check(SessionStore(db)) if settings.approvals else None
-        options = GatewayOptions(upstream_verify=trust, approved=approved)
+        calls = CallCredentials.derived_from(authority.key)
+        options = GatewayOptions(upstream_verify=trust, approved=approved, calls=calls)
         gateway = Gateway(rules, authority, secrets, audit, options)
-        return cls(gateway, EgressTokens(db), settings.gateway_url)
+        port = settings.egress_port
+        return cls(gateway, calls, port, EgressTokens(db), settings.gateway_url)
 
     def services(self) -> tuple[Service, ...]:
         """What the model is told it can reach through this gateway (``services_of``)."""
         return services_of(self.gateway.rules)
 
     def credential_rule(self, method: str, url: str) -> str | None:
-        """The credential rule a request to ``url`` would go through (any method: one the
-        rule does not list is refused at the gateway anyway), or None (§13)."""
-        return credential_rule_of(self.gateway.rules, url)
+        """The rule through which a changing request to ``url`` would need an approved call at
+        the gateway (any method: one the rule does not list is refused there anyway), or
+        None (§13): a credential rule, or one that allows a changing method."""
+        return changing_rule_of(self.gateway.rules, url)
 
     async def __call__(
         self, handle: SandboxHandle, *, session_id: str, channel_id: str, tool_use_id: str
     ) -> Mapping[str, str]:
         """Route ``handle``'s requests for ``tool_use_id``: bind a local jail's socket here, or
-        give a remote sandbox's command its proxy variables."""
+        give a remote sandbox's command its proxy variables; either way the command's proxy
+        URL carries its call's credential (the jail's own variables carry none)."""
         if handle.provider == "local" and handle.socket_path is not None:
-            caller = Caller(session_id, channel_id, tool_use_id=lambda: tool_use_id)
+            caller = Caller(session_id, channel_id)
             await self.gateway.bind(egress_socket(Path(handle.socket_path)), caller)
-            return {}
+            return local_env(self.egress_port, self.calls.userinfo(session_id, tool_use_id))
         if self.gateway_url is None or self.tokens is None:
             return {}
         token = self._issued.get(session_id)
         if token is None:
             token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
-        return remote_env(self.gateway_url, token, tool_use_id)
+        userinfo = self.calls.userinfo(session_id, tool_use_id, password_prefix=f"{token}.")
+        return remote_env(self.gateway_url, userinfo)
 
     async def aclose(self, grace_s: float = 5.0) -> None:
         """Stop serving every jail; requests in flight get ``grace_s`` to finish."""
@@ -287,11 +312,11 @@ TOKEN_CACHE_S = 5.0
 
 
 def _cached_owner(tokens: EgressTokens) -> TokenResolver:
-    """Token → caller, remembered for ``TOKEN_CACHE_S`` so a busy sandbox costs no query per
-    connection."""
+    """Token → caller (its session; the call is proved by the gateway), remembered for
+    ``TOKEN_CACHE_S`` so a busy sandbox costs no query per connection."""
     seen: dict[str, tuple[float, TokenOwner | None]] = {}
 
-    async def resolve(token: str, tool_use_id: str) -> Caller | None:
+    async def resolve(token: str) -> Caller | None:
         now = time.monotonic()
         hit = seen.get(token)
         if hit is None or now - hit[0] > TOKEN_CACHE_S:
@@ -299,22 +324,26 @@ def _cached_owner(tokens: EgressTokens) -> TokenResolver:
         owner = hit[1]
         if owner is None:
             return None
-        return Caller(owner.session_id, owner.channel_id, tool_use_id=lambda: tool_use_id or None)
+        return Caller(owner.session_id, owner.channel_id)
 
     return resolve
 
 
-def credential_rule_of(rules: Rules, url: str) -> str | None:
-    r"""The name of the first credential rule (one that injects a secret) covering ``url``'s
-    host, port and path, or None.
+def changing_rule_of(rules: Rules, url: str) -> str | None:
+    r"""The name of the first rule covering ``url``'s host, port and path through which a
+    change needs an approved call at the gateway: one that injects a secret or allows a
+    method other than GET and HEAD (tunnel rules' HTTPS passes unseen, so they are not
+    named), or None.
 
     >>> rules = Rules.parse(
     ...     "rules:\n- name: pd\n  hosts: [api.pagerduty.com]\n"
     ...     "  inject: {type: bearer, token: {env: PD}}\n"
+    ...     "- name: hook\n  hosts: [hooks.example.com]\n  methods: [GET, POST]\n"
+    ...     "- name: read\n  hosts: [example.com]\n"
     ... )
-    >>> credential_rule_of(rules, "https://api.pagerduty.com/incidents"), credential_rule_of(
-    ...     rules, "https://example.com/")
-    ('pd', None)
+    >>> [changing_rule_of(rules, f"https://{h}/x") for h in
+    ...     ("api.pagerduty.com", "hooks.example.com", "example.com")]
+    ['pd', 'hook', None]
     """
     parts = urlsplit(url if "://" in url else "http://" + url)
     host = (parts.hostname or "").lower()
@@ -325,7 +354,8 @@ def credential_rule_of(rules: Rules, url: str) -> str | None:
     path = parts.path or "/"
     for rule in rules.rules:
         covers = rule.matches_host(host, port) and any(map(path.startswith, rule.paths))
-        if rule.inject is not None and covers:
+        changes = rule.inject is not None or not set(rule.methods) <= set(READ_ONLY_METHODS)
+        if covers and changes and not rule.tunnel:
             return rule.name
     return None
 

@@ -42,6 +42,7 @@ from sandbox_client.records import (
     SandboxHandle,
     SandboxUsage,
 )
+from sandbox_client.server.isolation import landlock_abi
 from sandbox_client.setup import Loss, SetupStep, StepFailure, StepKind
 from sandbox_client.transport import ClientOptions
 
@@ -61,6 +62,7 @@ __all__ = [
     "JailLimits",
     "LocalConfig",
     "egress_socket",
+    "landlock_abi",
     "LocalProvider",
     "NO_LIMITS",
     "SandboxHandle",

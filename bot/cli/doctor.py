@@ -37,7 +37,7 @@ from bot.mcp_servers import open_mcp_servers
 from bot.settings import MissingSetting, Settings
 from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, McpConfigError, ServerState, current_models
 from memory_store import Database, DatabaseUnavailable
-from sandbox_client import LocalConfig, LocalProvider, SandboxError
+from sandbox_client import LocalConfig, LocalProvider, SandboxError, landlock_abi
 from sandbox_client.gateway import MissingSecret, RulesError, prepare
 
 __all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
@@ -348,7 +348,17 @@ async def check_egress(settings: Settings) -> CheckResult:
     if missing:
         fix = "set on this host: " + ", ".join(m.where for m in missing)
         return CheckResult("egress", Status.PROBLEM, "; ".join(str(m) for m in missing), fix)
-    return CheckResult("egress", Status.OK, "; ".join(describe_rule(r) for r in rules.rules))
+    described = "; ".join(describe_rule(r) for r in rules.rules)
+    if settings.sandbox_provider == "local" and landlock_abi() == 0:
+        return CheckResult(
+            "egress",
+            Status.WARNING,
+            f"{described}; this kernel has no Landlock, so a sandbox's commands are not "
+            "isolated from each other: while an approved call runs, another process in its "
+            "sandbox can read its proxy credential and make changes with it",
+            "run workers on Linux ≥ 5.13 with Landlock enabled (lsm=…,landlock)",
+        )
+    return CheckResult("egress", Status.OK, described)
 
 
 async def check_mcp(settings: Settings) -> CheckResult:

@@ -1,11 +1,13 @@
 """The egress gateway: the sandbox's only way out, holding the credentials (§11).
 
 ``rules`` (what may pass, and what is injected), ``ca`` (the deployment's CA and host
-certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``proxy`` (the
-HTTP proxy itself), ``upstream`` (its kept-alive connections to the systems it reaches).
+certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``calls``
+(per-call proxy credentials: which call a request comes from), ``proxy`` (the HTTP proxy
+itself), ``upstream`` (its kept-alive connections to the systems it reaches).
 """
 
 from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles
+from sandbox_client.gateway.calls import CallCredentials
 from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
 from sandbox_client.gateway.proxy import (
     ApprovalCheck,
@@ -17,6 +19,7 @@ from sandbox_client.gateway.proxy import (
     TokenResolver,
 )
 from sandbox_client.gateway.rules import (
+    READ_ONLY_METHODS,
     Decision,
     Outcome,
     RequestLine,
@@ -27,8 +30,8 @@ from sandbox_client.gateway.rules import (
 )
 
 __all__ = [
-    "ApprovalCheck",
     # rules
+    "READ_ONLY_METHODS",
     "Decision",
     "Outcome",
     "RequestLine",
@@ -42,6 +45,9 @@ __all__ = [
     "MissingSecret",
     "Scrubber",
     "prepare",
+    # calls and approvals
+    "ApprovalCheck",
+    "CallCredentials",
     # the proxy
     "AuditSink",
     "Caller",

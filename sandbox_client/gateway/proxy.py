@@ -15,14 +15,13 @@ HTTP parsing is ``h11``'s on both sides; upstream connections are kept alive and
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import ssl
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
@@ -31,6 +30,11 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 import h11
 
 from sandbox_client.gateway.ca import CertificateAuthority
+from sandbox_client.gateway.calls import (
+    BadProxyAuthorization,
+    CallCredentials,
+    proxy_authorization,
+)
 from sandbox_client.gateway.credentials import Injected, Scrubber
 from sandbox_client.gateway.rules import (
     READ_ONLY_METHODS,
@@ -67,23 +71,26 @@ ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_E
 
 @dataclass(frozen=True)
 class Caller:
-    """Whose sandbox a listener serves: every request on it is theirs.
+    """Whose sandbox a request comes from, and from which of its calls.
 
-    ``tool_use_id`` returns the ``tool_use`` running in that sandbox now (None between calls).
+    A listener serves one session (``tool_use_id`` None); a request carrying a valid per-call
+    proxy credential (``calls.CallCredentials``) is then that call's: ``tool_use_id`` is set
+    only from a credential checked by the gateway, never from what the sandbox claims.
     """
 
     session_id: str
     channel_id: str | None = None
-    tool_use_id: Callable[[], str | None] = field(default=lambda: None)
+    tool_use_id: str | None = None
 
 
 @dataclass(frozen=True)
 class EgressRecord:
     """One request through the gateway, for the audit log (no query values, no secrets).
 
-    ``path`` keeps query parameter names only (``/api/v1/query?query``); ``bytes`` counts the
-    response body sent to the sandbox; ``duration_ms`` runs from the request line to the end of
-    the response.
+    ``tool_use_id`` is the call whose per-call proxy credential the request carried (None: it
+    carried none, so it came from no call's own environment); ``path`` keeps query parameter
+    names only (``/api/v1/query?query``); ``bytes`` counts the response body sent to the
+    sandbox; ``duration_ms`` runs from the request line to the end of the response.
     """
 
     at: datetime
@@ -101,16 +108,17 @@ class EgressRecord:
 
 
 AuditSink = Callable[[EgressRecord], Awaitable[None]]
-TokenResolver = Callable[[str, str], Awaitable["Caller | None"]]
-"""``(token, tool_use_id) -> Caller`` for a remote sandbox's proxy credentials, None if invalid."""
+TokenResolver = Callable[[str], Awaitable["Caller | None"]]
+"""``token -> Caller`` (its session, no call) for a remote sandbox's session token, None if
+unknown or revoked."""
 
 
 ApprovalCheck = Callable[[str, str], Awaitable[bool]]
 """``(session_id, tool_use_id) -> bool``: a human approved that call and it is running now."""
 
 APPROVAL_HINT = (
-    "a request that changes something through a credential rule runs only as part of a "
-    "command a human approved in the thread: run it as its own command, which asks for approval"
+    "a request that changes something goes out only from the processes of a command a human "
+    "approved in the thread, while it runs: run it as its own command, which asks for approval"
 )
 
 
@@ -118,15 +126,18 @@ APPROVAL_HINT = (
 class GatewayOptions:
     """Limits and trust: ``upstream_verify`` is what upstream certificates are checked against
     (True: the system's trust store; a context: a private CA, for tests). ``approved``: when
-    set, a request with a method other than GET or HEAD through a credential rule passes only
-    while the caller's ``tool_use`` is an approved call in flight (docs/architecture.md §13),
-    whatever the command looked like to the policy; None: not checked."""
+    set, a request with a method other than GET or HEAD through any rule passes only when it
+    carries the per-call credential of a call that is approved and in flight
+    (docs/architecture.md §13), whatever the command looked like to the policy; None: not
+    checked. ``calls`` checks per-call credentials (None: a request carrying one is refused
+    407, so none is from a call)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
     max_request_bytes: int = 16 * 1024 * 1024
     approved: ApprovalCheck | None = None
+    calls: CallCredentials | None = None
 
 
 class Gateway:
@@ -202,9 +213,10 @@ class Gateway:
     async def serve_tokens(self, host: str, port: int, resolve: TokenResolver) -> asyncio.Server:
         """Listen on ``host:port`` for remote sandboxes, each naming itself by a token.
 
-        A sandbox's proxy URL is ``http://<tool_use_id>:<token>@host:port``: clients send it as
-        ``Proxy-Authorization: Basic …``. ``resolve`` maps the token to its session (None:
-        unknown or revoked, answered 407).
+        A sandbox's proxy URL is ``http://<tool_use_id>:<token>.<credential>@host:port``:
+        clients send it as ``Proxy-Authorization: Basic …``. ``resolve`` maps the session token
+        to its session (None: unknown or revoked, answered 407); the per-call credential, when
+        there, must be that call's (else 407) and makes the request the call's.
         """
         server = await asyncio.start_server(
             lambda r, w: self._handle(r, w, None, resolve), host=host, port=port
@@ -244,11 +256,14 @@ class Gateway:
             request = await self._next_request(conn, reader)
             if request is None:
                 return
-            if caller is None:
-                caller = await _authenticate(request, resolve)
-                if caller is None:
-                    await self._unauthenticated(conn, writer)
-                    return
+            started = time.monotonic()
+            caller, proved = await self._identify(request, caller, resolve)
+            if caller is None or not proved:
+                await self._unauthenticated(conn, writer)
+                if caller is not None:  # a session's request with a credential not its call's
+                    refused = Decision(Outcome.BLOCKED, None, "a per-call credential not valid")
+                    await self._record(caller, _line_of(request, caller), 407, 0, started, refused)
+                return
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
             else:
@@ -351,8 +366,8 @@ class Gateway:
             await self._refuse(conn, writer, decision, line, caller, started, query=path_query)
             return
         assert decision.rule is not None
-        if not await self._may_change(decision, method, caller):
-            reason = f"{method} through the credential rule {decision.rule.name} without approval"
+        if not await self._may_change(method, caller):
+            reason = f"{method} through the rule {decision.rule.name} outside an approved call"
             refused = Decision(Outcome.BLOCKED, decision.rule, reason)
             await self._refuse(
                 conn, writer, refused, line, caller, started, query=path_query, hint=APPROVAL_HINT
@@ -475,19 +490,44 @@ class Gateway:
             up_writer.close()
             await self._record(caller, line, 200, counted[0], started, decision)
 
-    async def _may_change(self, decision: Decision, method: str, caller: Caller) -> bool:
-        """Whether this request may go: anything but a changing method through a credential
-        rule goes; that one only within an approved call in flight (``GatewayOptions``)."""
+    async def _identify(
+        self, request: h11.Request, caller: Caller | None, resolve: TokenResolver | None
+    ) -> tuple[Caller | None, bool]:
+        """Who sent a connection's first request, and whether that is proved (else: 407).
+
+        The session is the listener's, or the one a remote token names; the call is the one
+        whose per-call credential the request carries, checked (a request without one is
+        the session's, from no call; one with a wrong one is not proved).
+        """
+        try:
+            auth = proxy_authorization(request)
+        except BadProxyAuthorization:
+            return caller, False
+        credential = auth.password if auth is not None else ""
+        if caller is None:  # a remote sandbox: the password is ``<token>[.<credential>]``
+            if resolve is None or auth is None:
+                return None, False
+            token, _, credential = auth.password.partition(".")
+            caller = await resolve(token) if token else None
+            if caller is None:
+                return None, False
+        if auth is None or not credential:
+            return caller, True
+        calls = self.options.calls
+        if calls is None or not calls.verify(caller.session_id, auth.user, credential):
+            return caller, False
+        return replace(caller, tool_use_id=auth.user), True
+
+    async def _may_change(self, method: str, caller: Caller) -> bool:
+        """Whether this request may go: a read goes; a changing method, through whatever
+        rule, only from an approved call in flight (``GatewayOptions``)."""
         check = self.options.approved
-        if check is None or decision.outcome is not Outcome.INJECTED:
+        if check is None or method in READ_ONLY_METHODS:
             return True
-        if method in READ_ONLY_METHODS:
-            return True
-        tool_use_id = caller.tool_use_id()
-        if tool_use_id is None:
+        if caller.tool_use_id is None:
             return False
         try:
-            return await check(caller.session_id, tool_use_id)
+            return await check(caller.session_id, caller.tool_use_id)
         except Exception:  # an answer we cannot get is a no: the request changes things
             logger.exception("approval check for %s failed; refusing", caller.session_id)
             return False
@@ -604,7 +644,7 @@ class Gateway:
         record = EgressRecord(
             at=datetime.now(UTC),
             session_id=caller.session_id,
-            tool_use_id=caller.tool_use_id(),
+            tool_use_id=caller.tool_use_id,
             method=line.method,
             host=line.host,
             port=line.port,
@@ -628,21 +668,20 @@ class _Binding:
     inode: int = 0
 
 
-async def _authenticate(request: h11.Request, resolve: TokenResolver | None) -> Caller | None:
-    """The caller a request's ``Proxy-Authorization: Basic`` names, if its token is live."""
-    if resolve is None:
-        return None
-    for name, value in request.headers:
-        if name.lower() == b"proxy-authorization":
-            scheme, _, encoded = value.decode("latin-1").partition(" ")
-            if scheme.lower() != "basic":
-                return None
-            try:
-                user, _, token = base64.b64decode(encoded, validate=True).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                return None
-            return await resolve(token, user) if token else None
-    return None
+def _line_of(request: h11.Request, caller: Caller) -> RequestLine:
+    """What the audit shows of a request refused before it was read (no query)."""
+    method = request.method.decode("ascii", "replace").upper()
+    target = request.target.decode("latin-1")
+    if method == "CONNECT":
+        host, port = _authority(target, default_port=443)
+        return RequestLine(method, host, port, "", caller.channel_id)
+    parts = urlsplit(target)
+    try:
+        port = parts.port or 80
+    except ValueError:
+        port = 0
+    path = (parts.path or "/")[:256]
+    return RequestLine(method, (parts.hostname or "")[:256], port, path, caller.channel_id)
 
 
 def _response(

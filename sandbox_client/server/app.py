@@ -16,6 +16,7 @@ from .http import (
     encode_reply,
     read_request,
 )
+from .isolation import from_inside
 from .process import Process
 from .table import ProcessTable
 
@@ -36,8 +37,16 @@ class App:
     async def handle_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """Serve requests on one connection until the peer closes it."""
+        """Serve requests on one connection until the peer closes it; a process of the jail
+        itself gets one 403 (``isolation.from_inside``)."""
         try:
+            if from_inside(writer.get_extra_info("socket")):
+                with contextlib.suppress(HttpError):  # read it, so the client gets the reply
+                    await read_request(reader, self._config.max_body_bytes)
+                reply = Reply.error(403, "the sandbox's API is served to the host only")
+                writer.write(encode_reply(reply, keep_alive=False))
+                await writer.drain()
+                return
             while await self._serve_one(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -71,7 +80,7 @@ class App:
     async def _dispatch(self, request: Request) -> Reply:
         method, path = request.method, request.path
         if path == "/health" and method == "GET":
-            return Reply.of_json({"status": "ok"})
+            return Reply.of_json({"status": "ok", "isolated": self.processes.isolation.available})
         if path.startswith(_FILESYSTEM):
             return self._filesystem(request, path[len(_FILESYSTEM) :])
         if path in ("/process", "/process/"):

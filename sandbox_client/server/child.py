@@ -5,25 +5,37 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from collections.abc import Callable
 
 
 def spawn(
-    argv: list[str], cwd: str, env: dict[str, str], stdout: int, stderr: int
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    stdout: int,
+    stderr: int,
+    enter: Callable[[], None] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as leader of a new session and process group, stdin from /dev/null.
+    """Start ``argv`` as leader of a new session and process group, stdin from /dev/null;
+    ``enter`` runs in the child before ``exec`` (``isolation.Isolation.enter``).
 
     Raises:
-        OSError: the program or the working directory is unusable.
+        OSError: the program or the working directory is unusable, or ``enter`` failed (the
+            program did not run).
     """
-    return subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-    )
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=enter,
+        )
+    except subprocess.SubprocessError as exc:  # what Popen raises when ``enter`` raised
+        raise OSError(f"cannot isolate the command: {exc}") from exc
 
 
 async def wait_exit(child: subprocess.Popen[bytes]) -> int:

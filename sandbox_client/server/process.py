@@ -78,16 +78,24 @@ class Process:
         self._signal_sent: int | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, shell: str, env: dict[str, str], drain_s: float) -> None:
-        """Spawn the command and begin collecting its output.
+    def start(
+        self,
+        shell: str,
+        env: dict[str, str],
+        drain_s: float,
+        enter: Callable[[], None] | None = None,
+    ) -> None:
+        """Spawn the command (``enter`` run in its process before ``exec``: ``child.spawn``)
+        and begin collecting its output.
 
         Raises:
-            OSError: the shell or the working directory is unusable.
+            OSError: the shell or the working directory is unusable, or ``enter`` failed.
         """
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        argv = [shell, "-c", self.command]
         try:
-            child = spawn([shell, "-c", self.command], self.working_dir, env, out_w, err_w)
+            child = spawn(argv, self.working_dir, env, out_w, err_w, enter)
         except BaseException:
             os.close(out_r)
             os.close(err_r)

@@ -7,6 +7,7 @@ import signal
 
 from .config import ServerConfig
 from .http import HttpError
+from .isolation import Isolation
 from .process import Process
 
 MAX_NAME_CHARS = 256
@@ -18,12 +19,21 @@ class ProcessTable:
     A name that is running cannot be started again (400, as Blaxel answers); a
     finished name can (the new run replaces the old record). At most
     ``max_processes`` finished records, holding ``max_retained_bytes`` of output, are
-    kept.
+    kept. Each command runs in its own Landlock domain (``isolation``), out of reach of the
+    others' processes.
     """
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, isolation: Isolation | None = None) -> None:
         self._config = config
+        self._isolation = isolation
         self._by_name: dict[str, Process] = {}
+
+    @property
+    def isolation(self) -> Isolation:
+        """How commands are kept apart; prepared at the first use, not at start-up."""
+        if self._isolation is None:
+            self._isolation = Isolation.open()
+        return self._isolation
 
     def start(self, name: str, command: str, working_dir: str, env: dict[str, str]) -> Process:
         """Start ``command`` under ``name`` (a generated name when empty).
@@ -39,7 +49,8 @@ class ProcessTable:
             raise HttpError(400, f"process with name '{name}' already exists and is running")
         process = Process(name, command, working_dir, self._config.max_output_bytes)
         try:
-            process.start(self._config.shell, {**self._config.env, **env}, self._config.drain_s)
+            environ = {**self._config.env, **env}
+            process.start(self._config.shell, environ, self._config.drain_s, self.isolation.enter)
         except OSError as exc:
             raise HttpError(422, f"cannot start process: {exc.strerror or exc}") from exc
         self._by_name.pop(name, None)

@@ -195,10 +195,13 @@ async def test_a_remote_sandbox_gets_its_sessions_token_in_the_proxy_url(tmp_pat
     first = await egress(handle, session_id="s-r", channel_id="C-1", tool_use_id="toolu_1")
     second = await egress(handle, session_id="s-r", channel_id="C-1", tool_use_id="toolu_2")
     await egress.aclose()
-    # Then both carry the session's one token, each under its own tool_use id
-    token = first["HTTPS_PROXY"].split(":")[2].split("@")[0]
-    assert first["HTTPS_PROXY"] == f"http://toolu_1:{token}@gateway.internal:3128"
-    assert second["HTTPS_PROXY"] == f"http://toolu_2:{token}@gateway.internal:3128"
+    # Then both carry the session's one token, each under its own call with that call's
+    # own credential (which the gateway checks: a call id alone proves nothing)
+    token = first["HTTPS_PROXY"].split(":")[2].split(".")[0]
+    one, two = (egress.calls.issue("s-r", call) for call in ("toolu_1", "toolu_2"))
+    assert first["HTTPS_PROXY"] == f"http://toolu_1:{token}.{one}@gateway.internal:3128"
+    assert second["HTTPS_PROXY"] == f"http://toolu_2:{token}.{two}@gateway.internal:3128"
+    assert one != two
     assert first["SSL_CERT_FILE"] == "/workspace/.warroom/ca-bundle.pem"
     assert await EgressTokens(db).owner(token) == TokenOwner("s-r", "C-1")
     await db.dispose()

@@ -11,7 +11,10 @@ import httpx
 import pytest
 from aiohttp import web
 
+from bot.egress import gateway_dir
+from bot.settings import Settings
 from memory_store import Database, EgressLog, EgressTokens
+from sandbox_client.gateway import CallCredentials, CertificateAuthority
 from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.memory_store.test_egress import live_session
 
@@ -39,28 +42,39 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     env = warroom_env(
         data, WARROOM_EGRESS_RULES=str(rules), WARROOM_GATEWAY_LISTEN=f"127.0.0.1:{port}"
     )
+    # And the deployment's CA, which the workers share with the gateway (as their key)
+    settings = Settings(_env_file=None, data_dir=data)  # type: ignore[call-arg]
+    authority = CertificateAuthority.load_or_create(gateway_dir(settings))
+    calls = CallCredentials.derived_from(authority.key)
     # When the gateway runs as its own process
     gateway = await start("gateway", env=env, cwd=tmp_path)
     assert gateway.stderr is not None
     await Output(gateway.stderr).until(lambda text: "egress gateway listening" in text)
+    statuses = []
     try:
-        async with httpx.AsyncClient(
-            proxy=f"http://toolu_7:{live}@127.0.0.1:{port}", trust_env=False
-        ) as client:
-            allowed = await client.get("http://status.internal:9/")
-        async with httpx.AsyncClient(
-            proxy=f"http://toolu_8:{dead}@127.0.0.1:{port}", trust_env=False
-        ) as client:
-            refused = await client.get("http://status.internal:9/")
+        for userinfo in (
+            calls.userinfo("s-live", "toolu_7", password_prefix=f"{live}."),  # a worker's
+            f"toolu_8:{live}",  # a call id named, without its credential
+            f"toolu_9:{live}.{calls.issue('s-live', 'toolu_8')}",  # another call's credential
+            calls.userinfo("s-dead", "toolu_1", password_prefix=f"{dead}."),  # revoked
+        ):
+            async with httpx.AsyncClient(
+                proxy=f"http://{userinfo}@127.0.0.1:{port}", trust_env=False
+            ) as client:
+                statuses.append((await client.get("http://status.internal:9/")).status_code)
     finally:
         gateway.send_signal(signal.SIGTERM)
         code = await finish(gateway)
-    # Then the live token's request was decided by the rules (port 9 has no rule: 403) and
-    # audited under its session and tool_use; the revoked one never got that far
-    assert allowed.status_code == 403
-    assert refused.status_code == 407
-    (entry,) = await EgressLog(db).recent("s-live")
-    assert entry.tool_use_id == "toolu_7"
+    # Then the live token's requests were decided by the rules (port 9 has no rule: 403) and
+    # audited under the call its credential proves, or none; a credential not the named
+    # call's, and a revoked token, never got that far
+    assert statuses == [403, 403, 407, 407]
+    entries = await EgressLog(db).recent("s-live")
+    assert [(e.tool_use_id, e.status) for e in entries] == [
+        ("toolu_7", 403),
+        (None, 403),
+        (None, 407),
+    ]
     assert await EgressLog(db).recent("s-dead") == []
     assert code == 0
     await db.dispose()

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 
-from sandbox_client.gateway import Caller, CertificateAuthority, EgressRecord, Gateway, Rules
+from sandbox_client.gateway import (
+    CallCredentials,
+    Caller,
+    CertificateAuthority,
+    EgressRecord,
+    Gateway,
+    GatewayOptions,
+    Rules,
+)
 from sandbox_client.server.egress import start_forwarder
 
 
@@ -50,10 +59,15 @@ async def test_without_a_gateway_the_forwarder_answers_502_in_plain_words() -> N
     assert "egress gateway is not reachable" in response.text
 
 
-async def _get_through_socket(socket_path: Path) -> bytes:
-    """One proxy request (absolute form) straight to the socket, as the forwarder sends it."""
+async def _get_through_socket(socket_path: Path, userinfo: str) -> bytes:
+    """One proxy request (absolute form) straight to the socket, as the forwarder sends it,
+    with a call's proxy credential (``user:password``)."""
     reader, writer = await asyncio.open_unix_connection(str(socket_path))
-    writer.write(b"GET http://metrics.internal/x HTTP/1.1\r\nHost: metrics.internal\r\n\r\n")
+    auth = base64.b64encode(userinfo.encode())
+    writer.write(
+        b"GET http://metrics.internal/x HTTP/1.1\r\nHost: metrics.internal\r\n"
+        b"Proxy-Authorization: Basic " + auth + b"\r\n\r\n"
+    )
     await writer.drain()
     reply = await reader.read()
     writer.close()
@@ -72,18 +86,21 @@ async def test_the_process_running_the_current_command_serves_the_sandbox_socket
 
         return audit
 
-    one = Gateway(Rules(), CertificateAuthority.create(), {}, audit_for("one"))
-    two = Gateway(Rules(), CertificateAuthority.create(), {}, audit_for("two"))
+    authority = CertificateAuthority.create()  # one deployment's: both derive one key
+    calls = CallCredentials.derived_from(authority.key)
+    options = GatewayOptions(calls=CallCredentials.derived_from(authority.key))
+    one = Gateway(Rules(), authority, {}, audit_for("one"), options)
+    two = Gateway(Rules(), authority, {}, audit_for("two"), options)
     try:
         # When the first runs toolu_1, then toolu_2, then the second runs toolu_3
-        await one.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_1"))
-        await _get_through_socket(path)
-        await one.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_2"))
-        await _get_through_socket(path)
-        await two.bind(path, Caller("s-1", tool_use_id=lambda: "toolu_3"))
-        await _get_through_socket(path)
+        await one.bind(path, Caller("s-1"))
+        await _get_through_socket(path, calls.userinfo("s-1", "toolu_1"))
+        await one.bind(path, Caller("s-1"))
+        await _get_through_socket(path, calls.userinfo("s-1", "toolu_2"))
+        await two.bind(path, Caller("s-1"))
+        await _get_through_socket(path, calls.userinfo("s-1", "toolu_3"))
     finally:
         await one.aclose()
         await two.aclose()
-    # Then each request was served by the process running it, under its tool_use id
+    # Then each request was served by the process running it, under the call it proved
     assert seen == {"one": ["toolu_1", "toolu_2"], "two": ["toolu_3"]}

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from sandbox_client.gateway import (
     REDACTED,
+    CallCredentials,
     Caller,
     CertificateAuthority,
     EgressRecord,
@@ -38,6 +39,7 @@ from sandbox_client.gateway.proxy import INFLATE_STEP_BYTES
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
+CALLS = CallCredentials.generate()
 HOST = "localhost"
 
 
@@ -133,14 +135,14 @@ async def gateway(upstream: Upstream) -> AsyncIterator[Running]:
         authority,
         prepare(rules.rules, environ),
         audit,
-        GatewayOptions(upstream_verify=upstream.trust),
+        GatewayOptions(upstream_verify=upstream.trust, calls=CALLS),
     )
-    caller = Caller("s-1", "C-INC", tool_use_id=lambda: "toolu_1")
-    server = await gateway.serve_tcp("127.0.0.1", 0, caller)
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
     port = server.sockets[0].getsockname()[1]
     trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
+    userinfo = CALLS.userinfo("s-1", "toolu_1")
     try:
-        yield Running(gateway, audit, f"http://127.0.0.1:{port}", trust)
+        yield Running(gateway, audit, f"http://{userinfo}@127.0.0.1:{port}", trust)
     finally:
         await gateway.aclose()
 
@@ -549,9 +551,9 @@ async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -
 async def test_a_change_through_a_credential_rule_passes_only_within_an_approved_call(
     upstream: Upstream,
 ) -> None:
-    # Given a gateway that asks whether the caller's running call was approved (§13)
+    # Given a gateway that asks whether the call a request proves it comes from was approved
     rules = _rules(upstream)
-    approved: set[tuple[str, str]] = set()
+    approved = {("s-1", "toolu_approved")}
     asked: list[tuple[str, str]] = []
 
     async def check(session_id: str, tool_use_id: str) -> bool:
@@ -560,39 +562,38 @@ async def test_a_change_through_a_credential_rule_passes_only_within_an_approved
 
     authority = CertificateAuthority.create()
     audit = Audit()
-    options = GatewayOptions(upstream_verify=upstream.trust, approved=check)
+    options = GatewayOptions(upstream_verify=upstream.trust, approved=check, calls=CALLS)
     environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
     gateway = Gateway(rules, authority, prepare(rules.rules, environ), audit, options)
-    running_call = ["toolu_plain"]
-    caller = Caller("s-1", "C-INC", tool_use_id=lambda: running_call[0])
-    server = await gateway.serve_tcp("127.0.0.1", 0, caller)
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
     port = server.sockets[0].getsockname()[1]
     trust = ssl.create_default_context(cadata=authority.cert_pem().decode())
     url = f"http://{HOST}:{upstream.http_port}/api/dashboards/db"
+
+    def client(tool_use_id: str) -> httpx.AsyncClient:
+        proxy = f"http://{CALLS.userinfo('s-1', tool_use_id)}@127.0.0.1:{port}"
+        return httpx.AsyncClient(proxy=proxy, verify=trust, trust_env=False)
+
     try:
-        async with httpx.AsyncClient(
-            proxy=f"http://127.0.0.1:{port}", verify=trust, trust_env=False
-        ) as client:
+        async with client("toolu_plain") as plain, client("toolu_approved") as approved_call:
             # When a command the policy let through POSTs to a credential rule allowing POST
-            refused = await client.post(url, content=b"{}")
+            refused = await plain.post(url, content=b"{}")
             # A GET still goes
-            read = await client.get(url)
-            # And within an approved call the same POST goes
-            approved.add(("s-1", "toolu_approved"))
-            running_call[0] = "toolu_approved"
-            passed = await client.post(url, content=b"{}")
+            read = await plain.get(url)
+            # And from the approved call the same POST goes
+            passed = await approved_call.post(url, content=b"{}")
     finally:
         await gateway.aclose()
     # Then the unapproved POST was refused saying why, never reaching the upstream
     assert refused.status_code == 403
-    assert "POST through the credential rule grafana without approval" in refused.text
+    assert "POST through the rule grafana outside an approved call" in refused.text
     assert "approved in the thread" in refused.text
     assert read.status_code == 200
     assert passed.status_code == 200
     assert passed.json()["method"] == "POST"
     assert asked == [("s-1", "toolu_plain"), ("s-1", "toolu_approved")]  # only changes ask
-    assert [r.outcome for r in audit.records] == [
-        Outcome.BLOCKED,
-        Outcome.INJECTED,
-        Outcome.INJECTED,
+    assert [(r.outcome, r.tool_use_id) for r in audit.records] == [
+        (Outcome.BLOCKED, "toolu_plain"),
+        (Outcome.INJECTED, "toolu_plain"),
+        (Outcome.INJECTED, "toolu_approved"),
     ]

@@ -1,5 +1,6 @@
 """Remote sandboxes reach the gateway over the network with a per-session token in their proxy
-URL: a live token names its session, anything else is answered 407."""
+URL: a live token names its session, anything else is answered 407; the call is proved by its
+per-call credential after the token, never taken from the user name alone."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from sandbox_client.gateway import Caller, CertificateAuthority, EgressRecord, Gateway, Rules
+from sandbox_client.gateway import (
+    CallCredentials,
+    Caller,
+    CertificateAuthority,
+    EgressRecord,
+    Gateway,
+    GatewayOptions,
+    Rules,
+)
 
 LIVE = "live-token-Zb1"
+CALLS = CallCredentials.generate()
 
 
 @dataclass
@@ -23,16 +33,15 @@ class Audit:
         self.records.append(record)
 
 
-async def _resolve(token: str, tool_use_id: str) -> Caller | None:
-    if token != LIVE:
-        return None
-    return Caller("s-remote", "C-INC", tool_use_id=lambda: tool_use_id or None)
+async def _resolve(token: str) -> Caller | None:
+    return Caller("s-remote", "C-INC") if token == LIVE else None
 
 
 @pytest.fixture
 async def gateway() -> AsyncIterator[tuple[str, Audit]]:
     audit = Audit()
-    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, audit)
+    options = GatewayOptions(calls=CALLS)
+    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, audit, options)
     server = await gateway.serve_tokens("127.0.0.1", 0, _resolve)
     yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}", audit
     await gateway.aclose()
@@ -43,14 +52,49 @@ async def _get(proxy: str) -> httpx.Response:
         return await client.get("http://metrics.internal/api")
 
 
-async def test_a_live_token_names_its_session_and_the_tool_use_in_the_user_name(
+async def test_a_live_token_names_its_session_and_the_call_its_credential_proves(
     gateway: tuple[str, Audit],
 ) -> None:
     address, audit = gateway
-    response = await _get(f"http://toolu_9:{LIVE}@{address}")
+    userinfo = CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.")
+    response = await _get(f"http://{userinfo}@{address}")
     assert response.status_code == 403  # authenticated; no rule for the host
     (record,) = audit.records
     assert (record.session_id, record.tool_use_id) == ("s-remote", "toolu_9")
+
+
+async def test_a_call_id_in_the_user_name_without_its_credential_proves_no_call(
+    gateway: tuple[str, Audit],
+) -> None:
+    # Given a process that knows the session token and the approved call's id
+    address, audit = gateway
+    # When it names the call in the proxy URL's user name, as the old URL form did
+    response = await _get(f"http://toolu_approved:{LIVE}@{address}")
+    # Then the request is the session's, from no call: the user name is not believed
+    assert response.status_code == 403
+    (record,) = audit.records
+    assert (record.session_id, record.tool_use_id) == ("s-remote", None)
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        "A" * 43,  # a guess of the right length
+        CALLS.issue("s-remote", "toolu_other"),  # another call's
+        CALLS.issue("s-other", "toolu_approved"),  # the same call id in another session
+        CallCredentials.generate().issue("s-remote", "toolu_approved"),  # another key's
+    ],
+    ids=["guessed", "another-call", "another-session", "another-key"],
+)
+async def test_a_credential_not_the_calls_own_is_answered_407_and_audited(
+    gateway: tuple[str, Audit], credential: str
+) -> None:
+    address, audit = gateway
+    response = await _get(f"http://toolu_approved:{LIVE}.{credential}@{address}")
+    assert response.status_code == 407
+    (record,) = audit.records
+    assert (record.session_id, record.tool_use_id, record.status) == ("s-remote", None, 407)
+    assert (record.method, record.host, record.path) == ("GET", "metrics.internal", "/api")
 
 
 @pytest.mark.parametrize("credentials", ["", "toolu_9:revoked-or-guessed@"])
