@@ -11,7 +11,10 @@
 # or WARROOM_SANDBOX_PROVIDER=blaxel). A step may run a 10-minute command: give the container
 # time to finish it on stop (docker stop -t 660, compose stop_grace_period: 11m).
 
-FROM python:3.11-slim-bookworm
+# The base image: Python 3.11 with pip on Debian bookworm. CI builds with a stand-in made by
+# debootstrap (.ci/image), since it reaches no image registry.
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
