@@ -1,12 +1,15 @@
 """The egress gateway: the sandbox's only way out, holding the credentials (§11).
 
-``rules`` (what may pass, and what is injected), ``ca`` (the deployment's CA and host
+``rules`` (what may pass, and what is injected), ``paths`` and ``methods`` (a request's path
+and method as judged: one normal form, overrides seen), ``ca`` (the deployment's CA and host
 certificates), ``credentials`` (secrets by reference, injection, scrubbing), ``proxy`` (the
 HTTP proxy itself), ``upstream`` (its kept-alive connections to the systems it reaches).
 """
 
 from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles
 from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
+from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
+from sandbox_client.gateway.paths import AmbiguousPath, normalise
 from sandbox_client.gateway.proxy import (
     ApprovalCheck,
     AuditSink,
@@ -36,6 +39,12 @@ __all__ = [
     "Rules",
     "RulesError",
     "SecretRef",
+    # requests as judged
+    "AmbiguousMethod",
+    "AmbiguousPath",
+    "effective_method",
+    "judged_method",
+    "normalise",
     # credentials
     "REDACTED",
     "Injected",

@@ -32,12 +32,15 @@ import h11
 
 from sandbox_client.gateway.ca import CertificateAuthority
 from sandbox_client.gateway.credentials import Injected, Scrubber
+from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
+from sandbox_client.gateway.paths import AmbiguousPath, after_authority, origin_form, split_target
 from sandbox_client.gateway.rules import (
     READ_ONLY_METHODS,
     Decision,
     Outcome,
     RequestLine,
     Rules,
+    decide_override,
 )
 from sandbox_client.gateway.upstream import Upstream, UpstreamError
 
@@ -336,15 +339,26 @@ class Gateway:
                 await self._record(caller, line, 400, len(text), started, decision)
                 return
             host, port = parts.hostname, parts.port or 80
-            path_query = parts.path or "/"
-            if parts.query:
-                path_query += "?" + parts.query
+            path_query = after_authority(target, parts.scheme, parts.netloc)
         else:
             host, port = at
-            path_query = target if target.startswith("/") else "/" + target
+            path_query = origin_form(target, scheme, host, port)
         body = await self._body(conn, reader)
-        line = RequestLine(method, host, port, path_query.split("?", 1)[0], caller.channel_id)
-        decision = self.rules.decide(line)
+        verb = method
+        try:
+            path, query = split_target(path_query)
+            effective = effective_method(verb, request.headers, query, body or b"")
+        except (AmbiguousPath, AmbiguousMethod) as exc:
+            shown = path_query.split("?", 1)[0][:256]
+            line = RequestLine(method, host, port, shown, caller.channel_id, scheme)
+            refused = Decision(Outcome.BLOCKED, None, str(exc))
+            hint = "send it in one plain form"
+            await self._refuse(conn, writer, refused, line, caller, started, hint=hint)
+            return
+        path_query = f"{path}?{query}" if query else path
+        method = judged_method(verb, effective)
+        line = RequestLine(method, host, port, path, caller.channel_id, scheme)
+        decision = decide_override(self.rules, line, verb, effective)
         if decision.outcome is Outcome.BLOCKED or body is None:
             if body is None:
                 decision = Decision(Outcome.BLOCKED, None, "the request body is too large")
@@ -391,7 +405,8 @@ class Gateway:
         headers.append((b"accept-encoding", b"identity"))
         query = _query_of(target)
         try:
-            exchange = await self._upstream.send(origin, line.method, target, headers, body)
+            verb = request.method.decode("ascii", "replace").upper()  # an override is kept
+            exchange = await self._upstream.send(origin, verb, target, headers, body)
         except UpstreamError as exc:
             reason = f"could not reach {line.host}:{line.port} ({exc})"
             await self._plain_error(conn, writer, 502, f"The warroom egress gateway {reason}.")
