@@ -7,7 +7,7 @@ HTTP proxy itself), ``upstream`` (its kept-alive connections to the systems it r
 """
 
 from sandbox_client.gateway.ca import CertificateAuthority, TrustFiles
-from sandbox_client.gateway.credentials import REDACTED, Injected, MissingSecret, Scrubber, prepare
+from sandbox_client.gateway.credentials import Injected, MissingSecret, prepare
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import AmbiguousPath, normalise
 from sandbox_client.gateway.proxy import (
@@ -28,6 +28,7 @@ from sandbox_client.gateway.rules import (
     RulesError,
     SecretRef,
 )
+from sandbox_client.gateway.scrubber import REDACTED, Scrubber, SecretForms
 
 __all__ = [
     "ApprovalCheck",
@@ -50,6 +51,7 @@ __all__ = [
     "Injected",
     "MissingSecret",
     "Scrubber",
+    "SecretForms",
     "prepare",
     # the proxy
     "AuditSink",

@@ -20,8 +20,7 @@ import contextlib
 import logging
 import ssl
 import time
-import zlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -31,9 +30,10 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 import h11
 
 from sandbox_client.gateway.ca import CertificateAuthority
-from sandbox_client.gateway.credentials import Injected, Scrubber
+from sandbox_client.gateway.credentials import Injected
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import AmbiguousPath, after_authority, origin_form, split_target
+from sandbox_client.gateway.replies import ReplyBody, UnreadableBody
 from sandbox_client.gateway.rules import (
     READ_ONLY_METHODS,
     Decision,
@@ -42,6 +42,7 @@ from sandbox_client.gateway.rules import (
     Rules,
     decide_override,
 )
+from sandbox_client.gateway.scrubber import Scrubber
 from sandbox_client.gateway.upstream import Upstream, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -414,8 +415,8 @@ class Gateway:
             return
         answer, sent = exchange.answer, 0
         try:
-            decoder = _decoder(answer.headers)
-        except ValueError as exc:  # a body it cannot read is a body it cannot scrub
+            reply = ReplyBody(answer.headers, scrubber)
+        except UnreadableBody as exc:  # a body it cannot read is a body it cannot scrub
             await exchange.aclose()
             await self._plain_error(conn, writer, 502, f"The warroom egress gateway {exc}.")
             await self._record(caller, line, 502, 0, started, decision, query=query)
@@ -426,24 +427,20 @@ class Gateway:
             # the message with the last (fewer TLS records and system calls per request).
             pending = conn.send(_response(answer.status, out, answer.reason)) or b""
             async for raw, last in exchange.body():
-                pieces = [raw] if decoder is None else _inflated(decoder, raw, last)
-                for piece in pieces:  # bounded: a small gzip read may inflate to megabytes
-                    data = scrubber.feed(piece)
-                    sent += len(data)
+                for data in reply.feed(raw, last):  # bounded pieces: a small gzip read may
+                    sent += len(data)  # inflate to megabytes
                     if data:
                         pending += conn.send(h11.Data(data=data)) or b""
-                    if pending:
+                    if pending and (not last or len(pending) >= READ_CHUNK):
                         writer.write(pending)
                         pending = b""
                         await writer.drain()
                 if last:
-                    data = scrubber.flush()
-                    sent += len(data)
-                    if data:
-                        pending += conn.send(h11.Data(data=data)) or b""
                     writer.write(pending + (conn.send(h11.EndOfMessage()) or b""))
                     pending = b""
                     await writer.drain()
+        except UnreadableBody as exc:  # begun: the reply is cut here, the connection closed
+            logger.warning("reply from %s:%s cut off: %s", line.host, line.port, exc)
         finally:
             await exchange.aclose()
             await self._record(caller, line, answer.status, sent, started, decision, query=query)
@@ -695,41 +692,6 @@ def _authority(target: str, *, default_port: int) -> tuple[str, int]:
     """``host:port`` of a CONNECT target (IPv6 in brackets)."""
     parts = urlsplit(f"//{target}")
     return (parts.hostname or "").lower(), parts.port or default_port
-
-
-INFLATE_STEP_BYTES = 256 * 1024
-"""The most one decompression call produces: the event loop is never held for long, and a
-small compressed read that inflates to gigabytes (a "zip bomb") is streamed, not held."""
-
-
-def _inflated(decoder: zlib._Decompress, raw: bytes, last: bool) -> Iterator[bytes]:
-    """``raw`` decompressed in pieces of at most ``INFLATE_STEP_BYTES``; the decoder's
-    remainder after the body's last read."""
-    data = raw
-    while data:
-        yield decoder.decompress(data, INFLATE_STEP_BYTES)
-        data = decoder.unconsumed_tail
-    if last:
-        yield decoder.flush()
-
-
-def _decoder(headers: Sequence[tuple[bytes, bytes]]) -> zlib._Decompress | None:
-    """What undoes the response's ``Content-Encoding`` (None: nothing to undo), so the body
-    can be scrubbed; the gateway asks for ``identity``, but a server may send gzip anyway.
-
-    Raises:
-        ValueError: an encoding other than gzip or deflate (its body cannot be scrubbed).
-    """
-    codings = [
-        c.strip().lower() for k, v in headers if k == b"content-encoding" for c in v.split(b",")
-    ]
-    codings = [c for c in codings if c and c != b"identity"]
-    if not codings:
-        return None
-    if len(codings) == 1 and codings[0] in (b"gzip", b"x-gzip", b"deflate"):
-        return zlib.decompressobj(wbits=32 + zlib.MAX_WBITS)  # a gzip or zlib header, either
-    shown = b", ".join(codings).decode("latin-1")
-    raise ValueError(f"cannot read the upstream's content-encoding {shown}, so cannot scrub it")
 
 
 def _with_params(target: str, params: Sequence[tuple[str, str]]) -> str:

@@ -161,7 +161,7 @@ async def raw(
     """Send ``request`` (a whole request, head and body, as bytes) through the gateway and
     read its answer: on the plain connection, or after ``CONNECT connect`` and TLS with the
     gateway (``connect`` is ``host:port``). ``method`` tells the parser whether a body follows
-    (HEAD)."""
+    (HEAD). A reply cut off is returned as far as it came (``status`` 0 if no head came)."""
     reader, writer = await asyncio.open_connection(*gw.address)
     try:
         if connect is not None:
@@ -181,9 +181,13 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> Response:
     conn = h11.Connection(h11.CLIENT)
     conn.send(h11.Request(method=method, target="/", headers=[("host", "x")]))
     conn.send(h11.EndOfMessage())
-    status, headers, body = 0, {}, b""
+    status, body = 0, b""
+    headers: dict[str, str] = {}
     while True:
-        event = conn.next_event()
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError:  # cut off: what arrived so far (status 0: no head)
+            return Response(status, headers, body)
         if event is h11.NEED_DATA:
             conn.receive_data(await reader.read(65_536))
         elif isinstance(event, h11.Response):

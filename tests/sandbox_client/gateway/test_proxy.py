@@ -34,7 +34,7 @@ from sandbox_client.gateway import (
     prepare,
 )
 from sandbox_client.gateway import proxy as proxy_module
-from sandbox_client.gateway.proxy import INFLATE_STEP_BYTES
+from sandbox_client.gateway.replies import INFLATE_STEP_BYTES
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
