@@ -6,7 +6,9 @@ headers (Google's and Microsoft's APIs, Symfony, Express's ``method-override``) 
 ``_method`` parameter in the query string or a form body (Rails' ``Rack::MethodOverride``,
 Laravel, Symfony). A read-only rule is only read-only if the gateway judges the method the
 upstream will act on, so it judges the override: ``GET`` with ``X-HTTP-Method-Override: DELETE``
-is a ``DELETE``. Overrides that disagree with each other are refused (``AmbiguousMethod``).
+is a ``DELETE``. Header names are compared as CGI servers do (case and ``_``/``-`` alike),
+parameters are split at ``&`` and ``;``. Overrides that disagree with each other are refused
+(``AmbiguousMethod``).
 
 Not seen: an override inside a JSON body or under another name a server was configured with.
 """
@@ -96,7 +98,7 @@ def method_override(
     found: dict[str, str] = {}
     content_type = ""
     for raw_name, raw_value in headers:
-        name, value = _text(raw_name).lower(), _text(raw_value)
+        name, value = _text(raw_name).lower().replace("_", "-"), _text(raw_value)
         if name in OVERRIDE_HEADERS:
             for part in value.split(","):
                 if part.strip():
@@ -104,7 +106,7 @@ def method_override(
         elif name == "content-type":
             content_type = value
     if query and _MAYBE_PARAMETER.search(query.encode("latin-1", "replace")):
-        for value in _parameters(parse_qsl(query, keep_blank_values=True)):
+        for value in _parameters(_pairs(query)):
             found.setdefault(value, f"{OVERRIDE_PARAMETER} in the query")
     if body and _MAYBE_PARAMETER.search(body):
         for value in _body_parameters(content_type, body):
@@ -132,7 +134,12 @@ def _body_parameters(content_type: str, body: bytes) -> Iterable[str]:
                 yield from _parameters([(name, payload.decode("latin-1"))])
         return
     if kind in (_FORM, ""):  # a form body sent without its type is still read as one by some
-        yield from _parameters(parse_qsl(body.decode("latin-1"), keep_blank_values=True))
+        yield from _parameters(_pairs(body.decode("latin-1")))
+
+
+def _pairs(form: str) -> list[tuple[str, str]]:
+    """A query or form body's pairs, split at ``&`` and at ``;`` (as older parsers do)."""
+    return parse_qsl(form.replace(";", "&"), keep_blank_values=True)
 
 
 def _text(value: str | bytes) -> str:

@@ -8,13 +8,15 @@ different ways after that is refused, with the reason (``AmbiguousPath.reason``)
 ``/`` or ``\\``, a raw ``\\``, ``;`` path parameters (raw or encoded: Java servers drop them
 before matching, so ``/public/..;/x`` climbs), an escaped ``%`` before two hex digits (double
 encoding, which a server that decodes twice turns into ``.`` or ``/``), control characters,
-escapes that are not valid UTF-8 (overlong ``%c0%ae`` is a ``.`` to some decoders), a malformed
-escape, and a fragment.
+escapes that are not valid UTF-8 (overlong ``%c0%ae`` is a ``.`` to some decoders), characters
+that Unicode normalisation (NFKC) turns into ``.``, ``/``, ``\\``, ``;`` or ``%`` (fullwidth
+``．．／``), a malformed escape, and a fragment.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import unquote_to_bytes, urlsplit
 
 UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -94,10 +96,19 @@ def normalise(path: str) -> str:
     if _CONTROL.search(decoded):
         raise AmbiguousPath(path, "an encoded control character")
     try:
-        unquote_to_bytes(decoded).decode("utf-8")
+        text = unquote_to_bytes(decoded).decode("utf-8")
     except UnicodeDecodeError:
         raise AmbiguousPath(path, "escapes that are not valid UTF-8") from None
+    if not text.isascii() and _folds_to_syntax(text):
+        raise AmbiguousPath(path, "characters Unicode normalisation turns into . / \\ ; or %")
     return remove_dot_segments(decoded)
+
+
+def _folds_to_syntax(text: str) -> bool:
+    """Whether NFKC (which some servers apply to paths) makes path syntax out of other
+    characters: a fullwidth ``．．／`` is ``../`` to them."""
+    folded = unicodedata.normalize("NFKC", text)
+    return any(folded.count(c) != text.count(c) for c in "./\\;%")
 
 
 def origin_form(target: str, scheme: str, host: str, port: int) -> str:

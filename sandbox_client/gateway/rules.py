@@ -31,6 +31,8 @@ from pydantic import (
     model_validator,
 )
 
+from sandbox_client.gateway.paths import AmbiguousPath, normalise
+
 READ_ONLY_METHODS = ("GET", "HEAD")
 
 
@@ -166,7 +168,10 @@ class Rule(BaseModel):
     def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if any(not p.startswith("/") for p in value):
             raise ValueError("a path prefix starts with /")
-        return value
+        try:  # requests are matched in their normal form: so are prefixes
+            return tuple(normalise(p) for p in value)
+        except AmbiguousPath as exc:
+            raise ValueError(f"path prefix {exc.path!r}: {exc.reason}") from None
 
     @field_validator("methods")
     @classmethod

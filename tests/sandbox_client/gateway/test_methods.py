@@ -49,6 +49,8 @@ OVERRIDES = [
     ("HEAD", "/api/x", "X-HTTP-Method-Override: DELETE\r\n", b""),
     ("GET", "/api/x", "X-HTTP-Method-Override: GET, DELETE\r\n", b""),
     ("GET", "/api/x", "X-HTTP-Method-Override: GET\r\nX-HTTP-Method-Override: DELETE\r\n", b""),
+    ("GET", "/api/x", "X_HTTP_METHOD_OVERRIDE: DELETE\r\n", b""),
+    ("GET", "/api/x?a=1;_method=DELETE", "", b""),
     ("GET", "/api/x?_method=DELETE", "", b""),
     ("GET", "/api/x?%5Fmethod=delete", "", b""),
     ("GET", "/api/x?%5fMETHOD=Delete", "", b""),
@@ -62,6 +64,7 @@ OVERRIDES = [
         b"a=1&%5Fmethod=put",
     ),
     ("POST", "/forms/x", "", b"_method=PATCH"),
+    ("POST", "/forms/x", "Content-Type: application/x-www-form-urlencoded\r\n", b"a=1;_method=PUT"),
     (
         "POST",
         "/forms/x",

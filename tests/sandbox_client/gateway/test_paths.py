@@ -11,7 +11,7 @@ import doctest
 
 import pytest
 
-from sandbox_client.gateway import paths
+from sandbox_client.gateway import Rules, paths
 from tests.sandbox_client.gateway.echo import HOST, Echo, Front, front, raw
 
 TOKEN = "tok-paths-3b9f0e51"
@@ -65,6 +65,11 @@ ESCAPES = [
     "/public/%0d%0aX-Injected:%201",
     "/public/x#/../../private",
     "/public/%",
+    "/public/%EF%BC%8E%EF%BC%8E%EF%BC%8Fprivate",
+    "/public/%ef%bc%8e%ef%bc%8e/private",
+    "/public/%E2%80%A4%E2%80%A4/private",
+    "/public/%C0%AF../private",
+    "/public/..%c0%af/private",
 ]
 
 
@@ -174,6 +179,47 @@ async def test_both_content_length_and_chunked_are_not_forwarded(echo: Echo) -> 
     async with front(echo, rules, {"API_TOKEN": TOKEN}) as gw:
         await raw(gw, head, connect=f"{HOST}:{echo.https_port}")
     assert all(s.target == "/public/x" for s in echo.seen)
+
+
+async def test_an_upper_case_scheme_or_no_path_in_absolute_form_is_read_the_same(
+    echo: Echo,
+) -> None:
+    async with front(echo, _rules(echo), {"API_TOKEN": TOKEN}) as gw:
+        climbing = (
+            f"GET HTTP://{HOST}:{echo.http_port}/public/../private HTTP/1.1\r\nHost: a\r\n\r\n"
+        )
+        bare = f"GET http://{HOST}:{echo.http_port}?x=1 HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+        statuses = [(await raw(gw, line.encode())).status for line in (climbing, bare)]
+    # Then the climb is refused and the bare authority is the root, outside /public/
+    assert statuses == [403, 403]
+    assert echo.seen == []
+
+
+async def test_a_connect_inside_a_terminated_connection_is_refused(echo: Echo) -> None:
+    async with front(echo, _rules(echo), {"API_TOKEN": TOKEN}) as gw:
+        inner = "CONNECT elsewhere.example:443 HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n"
+        response = await raw(gw, inner.encode(), connect=f"{HOST}:{echo.https_port}")
+    assert response.status == 403
+    assert echo.seen == []
+
+
+async def test_a_rules_path_prefix_is_matched_in_its_normal_form(echo: Echo) -> None:
+    # Given a rule whose prefix is written with an escape of an unreserved character
+    rules = (
+        f"rules:\n  - name: home\n    hosts: [{HOST}]\n    ports: [{echo.https_port}]\n"
+        "    paths: [/%7Euser/]\n"
+    )
+    async with front(echo, rules, {}) as gw:
+        head = f"GET /~user/notes HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+        response = await raw(gw, head.encode(), connect=f"{HOST}:{echo.https_port}")
+    assert response.status == 200
+    assert [s.target for s in echo.seen] == ["/~user/notes"]
+
+
+def test_an_ambiguous_path_prefix_in_a_rule_is_refused() -> None:
+    text = "rules:\n  - name: p\n    hosts: [h]\n    paths: [/public/..%2f]\n"
+    with pytest.raises(ValueError, match=r"line 4: .*an encoded / \(%2F\)"):
+        Rules.parse(text)
 
 
 def test_the_paths_examples_hold() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import doctest
 import gzip
+import io
 import json
 import re
 import zlib
@@ -53,6 +54,10 @@ FORMS: dict[str, Callable[[bytes], bytes]] = {
     "percent, twice": lambda s: quote(quote(s.decode(), safe=""), safe="").encode(),
     "HTML decimal": lambda s: "".join(f"&#{b};" for b in s).encode(),
     "HTML hex": lambda s: "".join(f"&#x{b:x};" for b in s).encode(),
+    "HTML named": lambda s: (
+        s.replace(b"/", b"&sol;").replace(b"+", b"&plus;").replace(b"=", b"&equals;")
+    ),
+    "\\x escapes": lambda s: "".join(f"\\x{b:02x}" for b in s).encode(),
     "mixed escapes": lambda s: b"tok%2f7Qz\\u002be9_kM2b~L&#61;x",
 }
 
@@ -170,6 +175,17 @@ async def test_a_corrupt_gzip_body_is_cut_before_anything_unscrubbed(echo: Echo)
     assert response.status in (0, 200)
     inflated = zlib.decompressobj(wbits=31).decompress(response.body)
     assert SECRET not in inflated
+
+
+async def test_a_secret_in_a_gzip_files_name_does_not_survive(echo: Echo) -> None:
+    # Given a gzip body whose header names the file after the secret (RFC 1952 FNAME)
+    holder = io.BytesIO()
+    with gzip.GzipFile(filename=TOKEN.replace("/", "_"), mode="wb", fileobj=holder) as out:
+        out.write(b"contents")
+    echo.replies["/named.gz"] = _gzip_reply(holder.getvalue())
+    body = await _get(echo, "/named.gz")
+    assert TOKEN.replace("/", "_").encode() not in body
+    assert gzip.decompress(body) == b"contents"
 
 
 def test_the_scrubbers_examples_hold() -> None:
