@@ -422,10 +422,15 @@ class Gateway:
             await self._record(caller, line, 502, 0, started, decision, query=query)
             return
         try:
-            out = [(k, scrubber.whole(v)) for k, v in answer.headers if k not in HOP_BY_HOP_BYTES]
+            out = [  # a header named after a secret is dropped (a name cannot be rewritten)
+                (k, scrubber.whole(v))
+                for k, v in answer.headers
+                if k not in HOP_BY_HOP_BYTES and scrubber.whole(k) == k
+            ]
             # One write per upstream read: the head goes with the first bytes, the end of
             # the message with the last (fewer TLS records and system calls per request).
-            pending = conn.send(_response(answer.status, out, answer.reason)) or b""
+            phrase = scrubber.whole(answer.reason)
+            pending = conn.send(_response(answer.status, out, phrase)) or b""
             async for raw, last in exchange.body():
                 for data in reply.feed(raw, last):  # bounded pieces: a small gzip read may
                     sent += len(data)  # inflate to megabytes

@@ -8,6 +8,7 @@ form per path; and the scrubber alone, split at every byte.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import doctest
 import gzip
@@ -186,6 +187,30 @@ async def test_a_secret_in_a_gzip_files_name_does_not_survive(echo: Echo) -> Non
     body = await _get(echo, "/named.gz")
     assert TOKEN.replace("/", "_").encode() not in body
     assert gzip.decompress(body) == b"contents"
+
+
+async def test_a_secret_in_the_reason_phrase_or_a_header_name_does_not_reach_the_sandbox(
+    echo: Echo,
+) -> None:
+    async def reply(request: web.Request) -> web.StreamResponse:
+        sent = request.headers["Authorization"].removeprefix("Bearer ")
+        headers = {f"X-{sent.encode().hex()}": "1", "X-Seen": sent}
+        return web.Response(status=401, reason=f"Invalid token {sent}", headers=headers)
+
+    echo.replies["/reason"] = reply
+    async with front(echo, _rules(echo), {"API_TOKEN": TOKEN}) as gw:
+        head = f"GET /reason HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n"
+        reader, writer = await asyncio.open_connection(*gw.address)
+        writer.write(f"CONNECT {HOST}:{echo.https_port} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await reader.readuntil(b"\r\n\r\n")
+        await writer.start_tls(gw.trust, server_hostname=HOST)
+        writer.write(head.encode())
+        answer = await reader.read(-1)
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 401 Invalid token " + REDACTED)
+    assert SECRET not in answer
+    assert SECRET.hex().encode() not in answer.lower()
+    assert b"x-seen: " + REDACTED.lower() in answer.lower()
 
 
 def test_the_scrubbers_examples_hold() -> None:
