@@ -149,6 +149,23 @@ async def test_an_override_a_rule_allows_is_judged_a_change_for_approval(echo: E
     assert echo.seen == []
 
 
+async def test_inside_a_connect_to_an_allow_rule_methods_and_overrides_are_checked(
+    echo: Echo,
+) -> None:
+    # Given an allow rule (no credential, not a tunnel): the gateway terminates its TLS too
+    rules = f"rules:\n  - name: open\n    hosts: [{HOST}]\n    ports: [{echo.https_port}]\n"
+    async with front(echo, rules, {}) as gw:
+        # When the sandbox sends a DELETE, a GET overridden to DELETE, and OPTIONS *
+        statuses = [
+            await _send(gw, echo, "DELETE", "/x"),
+            await _send(gw, echo, "GET", "/x", "X-HTTP-Method-Override: DELETE\r\n"),
+            await _send(gw, echo, "OPTIONS", "*"),
+        ]
+    # Then each was refused inside the tunnel, and nothing reached the upstream
+    assert statuses == [403, 403, 403]
+    assert echo.seen == []
+
+
 def test_effective_method_is_the_override_for_others_to_call() -> None:
     assert effective_method("GET", [("X-HTTP-Method-Override", "delete")]) == "DELETE"
     assert effective_method("get") == "GET"
