@@ -3,10 +3,13 @@
 Plain HTTP requests arrive in absolute form (``GET http://host/path``); HTTPS arrives as
 ``CONNECT host:443``. For a tunnel rule the bytes pass untouched. Otherwise the gateway answers
 the ``CONNECT`` itself, terminates TLS with a certificate for the host minted by its own CA,
-reads each request inside, decides it by method and path, adds the rule's credential, sends it
-upstream over a normally verified TLS connection, and scrubs the credential from the response
-before the sandbox sees it. Blocked requests get a 403 whose body says which rule is missing.
-Every request is reported to the audit sink.
+reads each request inside, decides it by method and path as the upstream will read them (the
+path in one normal form, ``paths``; the method with any override, ``methods``), adds the
+rule's credential, sends it upstream over a normally verified TLS connection, and scrubs the
+credential from the response before the sandbox sees it (``scrubber``, ``replies``). A plain
+``http://`` request gets a credential only from a rule that says ``allow_plaintext``. Blocked
+requests get a 403 whose body says which rule is missing. Every request is reported to the
+audit sink.
 
 HTTP parsing is ``h11``'s on both sides; upstream connections are kept alive and reused
 (``upstream.Upstream``), and the host's proxy variables are never consulted.
