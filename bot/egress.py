@@ -88,7 +88,9 @@ def describe_rule(rule: Rule) -> str:
         secret = getattr(rule.inject, "token", None) or getattr(rule.inject, "password", None)
         secret = secret or getattr(rule.inject, "value", None)
         source = secret.describe() if secret is not None else "?"
-        return f"{rule.name}: {hosts} {what}{channels} (injects {rule.inject.type} from {source})"
+        clear = ", also over plain http" if rule.allow_plaintext else ""
+        injects = f"injects {rule.inject.type} from {source}{clear}"
+        return f"{rule.name}: {hosts} {what}{channels} ({injects})"
     return f"{rule.name}: {hosts} {what}{channels} (allowed)"
 
 

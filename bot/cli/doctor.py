@@ -321,8 +321,8 @@ def _anthropic_refusal(base: str, response: httpx.Response) -> CheckResult:
 
 
 async def check_egress(settings: Settings) -> CheckResult:
-    """The egress rules parse, every secret they name exists (never shown), and the network
-    policy is not the host's."""
+    """The egress rules parse, every secret they name exists (never shown), no rule sends its
+    secret over plain http (a warning), and the network policy is not the host's."""
     if settings.sandbox_network == "host":
         return CheckResult(
             "egress",
@@ -349,6 +349,12 @@ async def check_egress(settings: Settings) -> CheckResult:
         fix = "set on this host: " + ", ".join(m.where for m in missing)
         return CheckResult("egress", Status.PROBLEM, "; ".join(str(m) for m in missing), fix)
     described = "; ".join(describe_rule(r) for r in rules.rules)
+    plaintext = [r.name for r in rules.rules if r.allow_plaintext]
+    if plaintext:
+        names = ", ".join(plaintext)
+        detail = f"{names} send their secret over plain http (allow_plaintext); {described}"
+        fix = f"serve {names} over https and drop allow_plaintext, unless the network is yours"
+        return CheckResult("egress", Status.WARNING, detail, fix)
     if settings.sandbox_provider == "local" and landlock_abi() == 0:
         return CheckResult(
             "egress",

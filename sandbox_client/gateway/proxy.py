@@ -3,10 +3,13 @@
 Plain HTTP requests arrive in absolute form (``GET http://host/path``); HTTPS arrives as
 ``CONNECT host:443``. For a tunnel rule the bytes pass untouched. Otherwise the gateway answers
 the ``CONNECT`` itself, terminates TLS with a certificate for the host minted by its own CA,
-reads each request inside, decides it by method and path, adds the rule's credential, sends it
-upstream over a normally verified TLS connection, and scrubs the credential from the response
-before the sandbox sees it. Blocked requests get a 403 whose body says which rule is missing.
-Every request is reported to the audit sink.
+reads each request inside, decides it by method and path as the upstream will read them (the
+path in one normal form, ``paths``; the method with any override, ``methods``), adds the
+rule's credential, sends it upstream over a normally verified TLS connection, and scrubs the
+credential from the response before the sandbox sees it (``scrubber``, ``replies``). A plain
+``http://`` request gets a credential only from a rule that says ``allow_plaintext``. Blocked
+requests get a 403 whose body says which rule is missing. Every request is reported to the
+audit sink.
 
 HTTP parsing is ``h11``'s on both sides; upstream connections are kept alive and reused
 (``upstream.Upstream``), and the host's proxy variables are never consulted.
@@ -19,8 +22,7 @@ import contextlib
 import logging
 import ssl
 import time
-import zlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -35,14 +37,19 @@ from sandbox_client.gateway.calls import (
     CallCredentials,
     proxy_authorization,
 )
-from sandbox_client.gateway.credentials import Injected, Scrubber
+from sandbox_client.gateway.credentials import Injected
+from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
+from sandbox_client.gateway.paths import AmbiguousPath, after_authority, origin_form, split_target
+from sandbox_client.gateway.replies import ReplyBody, UnreadableBody
 from sandbox_client.gateway.rules import (
     READ_ONLY_METHODS,
     Decision,
     Outcome,
     RequestLine,
     Rules,
+    decide_override,
 )
+from sandbox_client.gateway.scrubber import Scrubber
 from sandbox_client.gateway.upstream import Upstream, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -351,15 +358,26 @@ class Gateway:
                 await self._record(caller, line, 400, len(text), started, decision)
                 return
             host, port = parts.hostname, parts.port or 80
-            path_query = parts.path or "/"
-            if parts.query:
-                path_query += "?" + parts.query
+            path_query = after_authority(target, parts.scheme, parts.netloc)
         else:
             host, port = at
-            path_query = target if target.startswith("/") else "/" + target
+            path_query = origin_form(target, scheme, host, port)
         body = await self._body(conn, reader)
-        line = RequestLine(method, host, port, path_query.split("?", 1)[0], caller.channel_id)
-        decision = self.rules.decide(line)
+        verb = method
+        try:
+            path, query = split_target(path_query)
+            effective = effective_method(verb, request.headers, query, body or b"")
+        except (AmbiguousPath, AmbiguousMethod) as exc:
+            shown = path_query.split("?", 1)[0][:256]
+            line = RequestLine(method, host, port, shown, caller.channel_id, scheme)
+            refused = Decision(Outcome.BLOCKED, None, str(exc))
+            hint = "send it in one plain form"
+            await self._refuse(conn, writer, refused, line, caller, started, hint=hint)
+            return
+        path_query = f"{path}?{query}" if query else path
+        method = judged_method(verb, effective)
+        line = RequestLine(method, host, port, path, caller.channel_id, scheme)
+        decision = decide_override(self.rules, line, verb, effective)
         if decision.outcome is Outcome.BLOCKED or body is None:
             if body is None:
                 decision = Decision(Outcome.BLOCKED, None, "the request body is too large")
@@ -406,7 +424,8 @@ class Gateway:
         headers.append((b"accept-encoding", b"identity"))
         query = _query_of(target)
         try:
-            exchange = await self._upstream.send(origin, line.method, target, headers, body)
+            verb = request.method.decode("ascii", "replace").upper()  # an override is kept
+            exchange = await self._upstream.send(origin, verb, target, headers, body)
         except UpstreamError as exc:
             reason = f"could not reach {line.host}:{line.port} ({exc})"
             await self._plain_error(conn, writer, 502, f"The warroom egress gateway {reason}.")
@@ -414,36 +433,37 @@ class Gateway:
             return
         answer, sent = exchange.answer, 0
         try:
-            decoder = _decoder(answer.headers)
-        except ValueError as exc:  # a body it cannot read is a body it cannot scrub
+            reply = ReplyBody(answer.headers, scrubber)
+        except UnreadableBody as exc:  # a body it cannot read is a body it cannot scrub
             await exchange.aclose()
             await self._plain_error(conn, writer, 502, f"The warroom egress gateway {exc}.")
             await self._record(caller, line, 502, 0, started, decision, query=query)
             return
         try:
-            out = [(k, scrubber.whole(v)) for k, v in answer.headers if k not in HOP_BY_HOP_BYTES]
+            out = [  # a header named after a secret is dropped (a name cannot be rewritten)
+                (k, scrubber.whole(v))
+                for k, v in answer.headers
+                if k not in HOP_BY_HOP_BYTES and scrubber.whole(k) == k
+            ]
             # One write per upstream read: the head goes with the first bytes, the end of
             # the message with the last (fewer TLS records and system calls per request).
-            pending = conn.send(_response(answer.status, out, answer.reason)) or b""
+            phrase = scrubber.whole(answer.reason)
+            pending = conn.send(_response(answer.status, out, phrase)) or b""
             async for raw, last in exchange.body():
-                pieces = [raw] if decoder is None else _inflated(decoder, raw, last)
-                for piece in pieces:  # bounded: a small gzip read may inflate to megabytes
-                    data = scrubber.feed(piece)
-                    sent += len(data)
+                for data in reply.feed(raw, last):  # bounded pieces: a small gzip read may
+                    sent += len(data)  # inflate to megabytes
                     if data:
                         pending += conn.send(h11.Data(data=data)) or b""
-                    if pending:
+                    if pending and (not last or len(pending) >= READ_CHUNK):
                         writer.write(pending)
                         pending = b""
                         await writer.drain()
                 if last:
-                    data = scrubber.flush()
-                    sent += len(data)
-                    if data:
-                        pending += conn.send(h11.Data(data=data)) or b""
                     writer.write(pending + (conn.send(h11.EndOfMessage()) or b""))
                     pending = b""
                     await writer.drain()
+        except UnreadableBody as exc:  # begun: the reply is cut here, the connection closed
+            logger.warning("reply from %s:%s cut off: %s", line.host, line.port, exc)
         finally:
             await exchange.aclose()
             await self._record(caller, line, answer.status, sent, started, decision, query=query)
@@ -719,41 +739,6 @@ def _authority(target: str, *, default_port: int) -> tuple[str, int]:
     """``host:port`` of a CONNECT target (IPv6 in brackets)."""
     parts = urlsplit(f"//{target}")
     return (parts.hostname or "").lower(), parts.port or default_port
-
-
-INFLATE_STEP_BYTES = 256 * 1024
-"""The most one decompression call produces: the event loop is never held for long, and a
-small compressed read that inflates to gigabytes (a "zip bomb") is streamed, not held."""
-
-
-def _inflated(decoder: zlib._Decompress, raw: bytes, last: bool) -> Iterator[bytes]:
-    """``raw`` decompressed in pieces of at most ``INFLATE_STEP_BYTES``; the decoder's
-    remainder after the body's last read."""
-    data = raw
-    while data:
-        yield decoder.decompress(data, INFLATE_STEP_BYTES)
-        data = decoder.unconsumed_tail
-    if last:
-        yield decoder.flush()
-
-
-def _decoder(headers: Sequence[tuple[bytes, bytes]]) -> zlib._Decompress | None:
-    """What undoes the response's ``Content-Encoding`` (None: nothing to undo), so the body
-    can be scrubbed; the gateway asks for ``identity``, but a server may send gzip anyway.
-
-    Raises:
-        ValueError: an encoding other than gzip or deflate (its body cannot be scrubbed).
-    """
-    codings = [
-        c.strip().lower() for k, v in headers if k == b"content-encoding" for c in v.split(b",")
-    ]
-    codings = [c for c in codings if c and c != b"identity"]
-    if not codings:
-        return None
-    if len(codings) == 1 and codings[0] in (b"gzip", b"x-gzip", b"deflate"):
-        return zlib.decompressobj(wbits=32 + zlib.MAX_WBITS)  # a gzip or zlib header, either
-    shown = b", ".join(codings).decode("latin-1")
-    raise ValueError(f"cannot read the upstream's content-encoding {shown}, so cannot scrub it")
 
 
 def _with_params(target: str, params: Sequence[tuple[str, str]]) -> str:

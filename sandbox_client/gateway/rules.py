@@ -4,7 +4,8 @@ Rules are data, in a YAML file named by a setting. A request is matched against 
 the first rule whose host, port, path prefix, method and channel all match decides it:
 
 - a rule with ``inject`` is a *credential rule*: the gateway terminates TLS, adds the secret,
-  and scrubs it from the response;
+  and scrubs it from the response; it matches ``https://`` requests only (the secret goes over
+  a verified TLS connection), unless it says ``allow_plaintext: true``;
 - a rule without ``inject`` is an *allow rule*: the request passes untouched (HTTPS tunnels);
 - no rule matches: the request is *blocked* with a 403 naming the host.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from sandbox_client.gateway.paths import AmbiguousPath, normalise
 
 READ_ONLY_METHODS = ("GET", "HEAD")
 
@@ -126,7 +129,9 @@ class Rule(BaseModel):
     (default: every channel). ``base_url`` and ``description`` are what the model is told.
     ``tunnel: true`` (allow rules only) passes HTTPS through untouched: the gateway then sees
     only the host and port, so methods and paths cannot be checked; by default the gateway
-    terminates TLS for every rule so that they are.
+    terminates TLS for every rule so that they are. ``allow_plaintext: true`` (credential rules
+    only) lets the rule match ``http://`` requests too, sending its secret unencrypted to a
+    server nobody verified: by default a credential rule matches ``https://`` only.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -138,6 +143,7 @@ class Rule(BaseModel):
     channels: tuple[str, ...] = ()
     inject: Injection | None = None
     tunnel: bool = False
+    allow_plaintext: bool = False
     description: str = ""
     base_url: str | None = None
 
@@ -162,7 +168,10 @@ class Rule(BaseModel):
     def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if any(not p.startswith("/") for p in value):
             raise ValueError("a path prefix starts with /")
-        return value
+        try:  # requests are matched in their normal form: so are prefixes
+            return tuple(normalise(p) for p in value)
+        except AmbiguousPath as exc:
+            raise ValueError(f"path prefix {exc.path!r}: {exc.reason}") from None
 
     @field_validator("methods")
     @classmethod
@@ -180,6 +189,19 @@ class Rule(BaseModel):
             raise ValueError("a credential rule cannot tunnel: the gateway must see the request")
         return self
 
+    @model_validator(mode="after")
+    def _plaintext_with_secret(self) -> Rule:
+        if self.allow_plaintext and self.inject is None:
+            raise ValueError(
+                "allow_plaintext is for credential rules (an allow rule passes http:// already)"
+            )
+        return self
+
+    def matches_scheme(self, scheme: str) -> bool:
+        """Whether this rule covers a request over ``scheme`` (``http`` or ``https``): a
+        credential goes over ``http`` only where the rule says ``allow_plaintext``."""
+        return scheme == "https" or self.inject is None or self.allow_plaintext
+
     def matches_host(self, host: str, port: int) -> bool:
         """Whether this rule covers ``host:port`` (before the request line is known)."""
         host = host.lower().rstrip(".")
@@ -189,6 +211,7 @@ class Rule(BaseModel):
         """Whether this rule covers the whole request."""
         return (
             self.matches_host(request.host, request.port)
+            and self.matches_scheme(request.scheme)
             and request.method in self.methods
             and any(request.path.startswith(p) for p in self.paths)
             and (not self.channels or request.channel_id in self.channels)
@@ -208,8 +231,9 @@ class RequestLine:
     method: str
     host: str
     port: int
-    path: str  # without the query
+    path: str  # without the query, normalised (``paths.normalise``)
     channel_id: str | None
+    scheme: str = "http"  # how the request reached the gateway: http, or https (CONNECT)
 
 
 @dataclass(frozen=True)
@@ -219,6 +243,22 @@ class Decision:
     outcome: Outcome
     rule: Rule | None
     reason: str
+
+
+def decide_override(rules: Rules, line: RequestLine, verb: str, effective: str) -> Decision:
+    """The decision on a request whose verb ``verb`` may ask for ``effective`` by a method
+    override (``methods.effective_method``): a server may act on either, so a rule must
+    allow both. ``line.method`` is the method judged for approval (``methods.judged_method``).
+    """
+    if verb == effective:
+        return rules.decide(line)
+    decisions = [rules.decide(replace(line, method=m)) for m in (effective, verb)]
+    blocked = next((d for d in decisions if d.outcome is Outcome.BLOCKED), None)
+    if blocked is None:
+        return decisions[0]
+    override = f"a {verb} asking for {effective} by a method override: both must be allowed"
+    why = f"{blocked.reason} ({override})"
+    return Decision(Outcome.BLOCKED, blocked.rule, why)
 
 
 class RulesError(ValueError):
@@ -286,6 +326,14 @@ def _why_blocked(rules: Sequence[Rule], request: RequestLine) -> str:
     hosted = [r for r in rules if r.matches_host(request.host, request.port)]
     if not hosted:
         return f"no rule allows {request.host}:{request.port}"
+    secured = [r for r in hosted if not r.matches_scheme(request.scheme)]
+    hosted = [r for r in hosted if r.matches_scheme(request.scheme)]
+    if secured and not hosted:
+        names = ", ".join(r.name for r in secured)
+        return (
+            f"the credential rule {names} sends its secret over https only: "
+            f"use https://{request.host}:{request.port}{request.path}"
+        )
     if not any(request.method in r.methods for r in hosted):
         allowed = sorted({m for r in hosted for m in r.methods})
         return f"{request.method} is not allowed to {request.host} (only {', '.join(allowed)})"

@@ -142,6 +142,22 @@ async def test_doctor_lists_the_rules_and_where_each_secret_comes_from(
     assert "glsa_secret_value" not in result.detail
 
 
+async def test_doctor_warns_about_a_rule_that_sends_its_secret_in_clear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = tmp_path / "egress.yml"
+    rules.write_text(
+        "rules:\n  - name: grafana\n    hosts: [grafana.internal]\n    ports: [3000]\n"
+        "    inject: {type: bearer, token: {env: GRAFANA_TOKEN}}\n    allow_plaintext: true\n"
+    )
+    monkeypatch.setenv("GRAFANA_TOKEN", "glsa_secret_value")
+    result = await check_egress(_settings(tmp_path, rules))
+    assert result.status is Status.WARNING
+    assert "grafana send their secret over plain http (allow_plaintext)" in result.detail
+    assert "injects bearer from env GRAFANA_TOKEN, also over plain http" in result.detail
+    assert "drop allow_plaintext" in result.fix
+
+
 async def test_doctor_names_a_missing_secret_and_a_bad_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,7 +35,7 @@ from sandbox_client.gateway import (
     prepare,
 )
 from sandbox_client.gateway import proxy as proxy_module
-from sandbox_client.gateway.proxy import INFLATE_STEP_BYTES
+from sandbox_client.gateway.replies import INFLATE_STEP_BYTES
 
 TOKEN = "prom-token-5f1c2a9e"
 PASSWORD = "s3cret-basic-pass"
@@ -112,6 +112,7 @@ rules:
     ports: [{up.http_port}]
     methods: [GET, POST]
     inject: {{type: basic, username: viewer, password: {{env: GRAFANA_PASSWORD}}}}
+    allow_plaintext: true
 """
     )
 
@@ -474,6 +475,7 @@ async def test_a_query_credential_replaces_the_clients_and_is_scrubbed_from_the_
     rules = Rules.parse(
         f"rules:\n  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.http_port}]\n"
         "    inject: {type: query, name: api_key, value: {env: STATUS_KEY}}\n"
+        "    allow_plaintext: true\n"
     )
     audit = Audit()
     gateway = Gateway(
@@ -521,6 +523,7 @@ async def test_a_compressed_reply_is_decoded_so_the_secret_in_it_is_scrubbed() -
     rules = Rules.parse(
         f"rules:\n  - name: gz\n    hosts: [127.0.0.1]\n    ports: [{port}]\n"
         "    inject: {type: bearer, token: {env: GZ_TOKEN}}\n"
+        "    allow_plaintext: true\n"
     )
     gateway = Gateway(
         rules, CertificateAuthority.create(), prepare(rules.rules, {"GZ_TOKEN": TOKEN}), Audit()
