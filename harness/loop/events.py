@@ -52,12 +52,14 @@ class ModelResponded(Event):
 
 @dataclass(frozen=True)
 class ToolIntent(Event):
-    """A tool call is about to run (committed before the side effect)."""
+    """A tool call is about to run (committed before the side effect); ``detail`` is what
+    it acts on, as in ``ToolFinished`` (what a stop cut short is named by it)."""
 
     kind: ClassVar[str] = "tool_intent"
     tool_use_id: str
     name: str
     summary: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)

@@ -483,7 +483,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     if gated is not None:
         return gated
     summary = summarize_call(call.name, call.input)
-    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
+    detail = call_detail(call.name, call.input)
+    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary, detail=detail)
     rerun = reruns_safely(call.name)
     if rerun:  # a crash now just runs it again: the intent is committed with the result
         deps.announce((intent,))
