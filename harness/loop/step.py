@@ -29,6 +29,7 @@ from harness.approvals.policy import Verdict
 from harness.cost.caps import Spent
 from harness.errors import CostLimitReached, LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound, ScheduledWakeup, TaskRecord
+from harness.loop.cited import checked
 from harness.loop.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -663,7 +664,14 @@ async def _model_step(
     cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
 ) -> StepResult:
     """Ask the model (``model_step``) with the MCP tools up for the session's channel;
-    at a ``limit``, for a final answer without tools."""
+    at a ``limit``, for a final answer without tools. An answer's citations are checked
+    against the timeline before it is posted (``cited.checked``)."""
     offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
-    cp, events = await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
+
+    async def ask(cp: Checkpoint) -> tuple[Checkpoint, list[Event]]:
+        return await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
+
+    cp, events = await ask(cp)
+    if cp.answer is not None and limit is None and deps.record is not None:
+        cp, events = await checked(cp, events, deps.record, deps.store, ask)
     return StepResult(cp, tuple(events), Next.CONTINUE)
