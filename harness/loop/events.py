@@ -65,7 +65,8 @@ class ToolIntent(Event):
 @dataclass(frozen=True)
 class ToolFinished(Event):
     """A tool call's result, recorded after it ran; ``detail`` is what the call acted on
-    (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``)."""
+    (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``);
+    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions)."""
 
     kind: ClassVar[str] = "tool_result"
     tool_use_id: str
@@ -75,6 +76,7 @@ class ToolFinished(Event):
     output_chars: int
     output_head: str
     detail: str = ""
+    elapsed_ms: int = 0
 
 
 @dataclass(frozen=True)

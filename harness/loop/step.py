@@ -534,6 +534,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             output_chars=len(content),
             output_head=content[:500],
             detail=call_detail(call.name, call.input),
+            elapsed_ms=round(elapsed_s * 1000),
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
@@ -632,6 +633,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             output_chars=len(recovered.content),
             output_head=recovered.content[:500],
             detail=call_detail(call.name, call.input),
+            elapsed_ms=round(elapsed_s * 1000),
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
         if recovered.task is not None:
