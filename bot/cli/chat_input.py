@@ -60,7 +60,7 @@ def typed_input(stdin: TextIO, out: TextIO) -> Iterator[Typed]:
 async def _edited(session: PromptSession[str]) -> AsyncIterator[str]:
     while True:
         try:
-            text = await session.prompt_async()
+            text = await session.prompt_async(handle_sigint=False)  # ours stays installed
         except EOFError:
             return
         except KeyboardInterrupt:  # raw mode: Ctrl-C is a key, not the terminal's SIGINT

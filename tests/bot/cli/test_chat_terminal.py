@@ -175,3 +175,20 @@ async def test_chat_says_at_start_that_a_configured_mcp_server_is_down(
     line = next(line for line in shown.splitlines() if "MCP server grafana" in line)
     assert "bad token" in line
     assert "its tools are not offered until it comes back" in line
+
+
+async def test_ctrl_c_on_a_terminal_takes_the_clean_up_path_and_exits_130(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    env = warroom_env(
+        data_dir, ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL="http://127.0.0.1:9"
+    )
+    chat = await PtyCommand.start("chat", env=env, cwd=tmp_path)
+    try:
+        await chat.until(lambda text: READY in text)
+        # (the line editor holds the terminal in raw mode: Ctrl-C arrives as a key)
+        await chat.type(b"\x03")
+        assert await chat.finish() == 130
+    finally:
+        chat.close()
+    assert "Traceback" not in chat.text
