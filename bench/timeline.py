@@ -80,7 +80,7 @@ def _step_events(session: int, step: int) -> list[NewEvent]:
             Usage(900, 80, 40_000, 600),
             1,
         ),
-        ToolIntent(tool_use_id, "Bash", f"Bash: {command}"),
+        ToolIntent(tool_use_id, "Bash", f"Bash: {command}", command),
         ToolFinished(
             tool_use_id, "Bash", f"Bash: {command}", step % 7 == 0, 1200, "x" * 500, command
         ),

@@ -124,6 +124,7 @@ from harness.model.messages import (
 from harness.model.request import ToolSpec, build_request
 from harness.model.spliced import MessagesMemo
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
+from harness.record.kinds import Actor, ActorKind, EntryKind
 from harness.record.links import permalink
 from harness.record.postmortem import (
     NO_EVIDENCE,
@@ -132,9 +133,10 @@ from harness.record.postmortem import (
     citations,
     is_postmortem_request,
     postmortem_request,
+    request_for_model,
 )
 from harness.record.render import timeline_json, timeline_markdown
-from harness.record.timeline import Actor, ActorKind, Entry, EntryKind, Timeline, build_timeline
+from harness.record.timeline import Entry, Timeline, build_timeline
 from harness.sandbox.session import EgressBinder, SandboxWorkspaces, SessionWorkspace
 from harness.sandbox.workspace import (
     CommandResult,
@@ -221,6 +223,7 @@ __all__ = [
     "Citations",
     "NO_EVIDENCE",
     "citations",
+    "request_for_model",
     "is_postmortem_request",
     "postmortem_request",
     "Actor",

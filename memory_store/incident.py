@@ -21,6 +21,7 @@ from memory_store.egress import egress_requests
 from memory_store.sessions.tables import session_events, session_inbox, sessions, slack_outbox
 
 EVENT_KINDS = (
+    "tool_intent",
     "tool_result",
     "tool_unknown",
     "notice",
@@ -51,8 +52,10 @@ class IncidentRow:
     ``source`` says where it comes from, and so what the other fields hold:
 
     - ``event``: ``kind`` is the event kind, ``text`` its JSON payload, ``seq`` its seq;
-    - ``input``: a person's message: ``text``, ``extra`` the user id, ``ref`` the
-      message's Slack ``ts``, ``seq`` its inbox position;
+    - ``input``: an inbox item: ``kind`` ``user`` for a person's message (else what
+      the system recorded: ``approval``, ``notification``, ``wake``…), ``text``,
+      ``extra`` the user id (empty for the system's), ``ref`` the message's Slack ``ts``
+      (or the system's source key), ``seq`` its inbox position;
     - ``egress``: ``kind`` the outcome, ``text`` ``"METHOD host/path"``, ``extra`` the
       HTTP status, ``ref`` the ``tool_use`` id, ``seq`` the audit row id;
     - ``status``: a status message: ``text`` its outbox key, ``ref`` its Slack ``ts``.
@@ -128,7 +131,7 @@ def _union(ids: list[str]) -> Any:
         i.created_at,
         i.session_id,
         i.position,
-        literal("message", text),
+        i.kind,
         i.text,
         cast(i.user_id, text),
         cast(i.source_ts, text),

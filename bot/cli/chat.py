@@ -1,7 +1,9 @@
 """``warroom chat``: one incident thread in the terminal, against the real harness and store.
 
-Each line read from stdin is a message in one session (org ``local``, channel
-``chat``, a thread ts made at start): the first opens it, later ones join its inbox,
+Each message typed is a message in one session (org ``local``, channel ``chat``, a
+thread ts made at start; on a terminal a message is edited with no length limit and a
+paste is part of it, from a pipe each line is one: ``chat_input``): the first opens it,
+later ones join its inbox,
 so a line typed while the agent works steers it at the next step boundary, and a
 line typed after an answer starts the next turn. Steps run on an in-process Dramatiq
 worker over the in-memory broker (whatever ``REDIS_URL`` says), with the same
@@ -15,6 +17,11 @@ ended failed, the chat prints why: the last error a step raised (logged by the
 worker; the terminal gets no traceback unless ``warroom chat --verbose``), else the
 last ``notice`` event.
 
+``approve`` or ``deny`` decides a pending approval; with none waiting the chat says so
+and sends nothing. Input that ends (Ctrl-D) while an approval waits settles it as
+stopped and stops the session, saying so: the call never runs. At start the chat says
+which configured MCP servers are down (``chat_mcp``).
+
 Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
 ``warroom fake-anthropic``).
 """
@@ -25,21 +32,29 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TextIO
 
+from bot.cli.chat_input import stdin_lines, typed_input
+from bot.cli.chat_mcp import report_mcp_down
 from bot.cli.credentials import missing_for_chat
 from bot.cli.signals import run_interruptible
 from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
-from harness import APPROVAL_KIND, ApprovalDecision, Checkpoint, Requester, decision_key
+from harness import (
+    APPROVAL_KIND,
+    ApprovalDecision,
+    Checkpoint,
+    PendingApproval,
+    Requester,
+    decision_key,
+)
 from memory_store import (
     Database,
     EventKind,
@@ -69,6 +84,11 @@ FAILURE_POLL_S = 1.0  # how soon a failed session is reported while the user may
 WORKER_STOP_TIMEOUT_MS = 10_000
 DECISIONS = ("approve", "deny")
 """Lines that decide a pending approval instead of steering."""
+NOTHING_WAITING = "Nothing is waiting for approval (that line was not sent to the agent)."
+ABANDONED = (
+    "Leaving with an approval unanswered: `{action}` was not run; the approval is settled as "
+    "stopped and the session stopped."
+)
 BANNER = (
     "Warroom chat: type a message and press Enter. Type again at any time to steer; "
     "end with Ctrl-D.\n"
@@ -93,13 +113,18 @@ class Conversation:
     owned: set[str] = field(default_factory=set)
     _said: int = field(default=0, init=False)
 
-    async def say(self, text: str) -> None:
+    async def say(self, text: str) -> str | None:
         """Record ``text`` in the session's inbox and wake a worker if none is on it; while
-        the session waits for an approval, ``approve`` or ``deny`` decides it (§13)."""
+        the session waits for an approval, ``approve`` or ``deny`` decides it (§13).
+
+        Returns what to tell the person instead when the line is not a message:
+        ``approve`` or ``deny`` with no approval waiting (``NOTHING_WAITING``); else None.
+        """
         self._said += 1
         source_ts = f"{self.thread_ts}/{self._said}"
-        if text.lower() in DECISIONS and await self._decide(text.lower() == "approve"):
-            return
+        if text.lower() in DECISIONS:
+            decided = await self._decide(text.lower() == "approve")
+            return None if decided else NOTHING_WAITING
         if self.session_id is None:
             token = await self._open(text, source_ts)
         else:
@@ -108,17 +133,20 @@ class Conversation:
             )
         if token is not None and self.session_id is not None:
             await self.enqueue(self.session_id, token)
+        return None
 
-    async def _decide(self, approve: bool) -> bool:
+    async def _decide(self, approve: bool, *, stopped: bool = False) -> bool:
         """Record the person's decision on the pending approval; False when none waits."""
-        if self.session_id is None:
-            return False
-        session = await self.sessions.get(self.session_id)
-        approval = Checkpoint.from_json(session.checkpoint).approval if session else None
-        if approval is None or not approval.pending:
+        approval = await self.pending_approval()
+        if approval is None or self.session_id is None:
             return False
         decision = ApprovalDecision(
-            approve, approval.tool_use_id, approval.input_sha256, CHAT_USER, datetime.now(UTC)
+            approve,
+            approval.tool_use_id,
+            approval.input_sha256,
+            CHAT_USER,
+            datetime.now(UTC),
+            stopped=stopped,
         )
         token = await self.sessions.notify(
             self.session_id,
@@ -129,6 +157,25 @@ class Conversation:
         if token is not None:
             await self.enqueue(self.session_id, token)
         return True
+
+    async def pending_approval(self) -> PendingApproval | None:
+        """The approval the session waits for, or None."""
+        if self.session_id is None:
+            return None
+        session = await self.sessions.get(self.session_id)
+        approval = Checkpoint.from_json(session.checkpoint).approval if session else None
+        return approval if approval is not None and approval.pending else None
+
+    async def abandon_approval(self) -> PendingApproval | None:
+        """At end of input, stop the session if it waits for an approval: the approval is
+        settled as stopped (its call never runs) and the session cancelled, as ``stop``
+        does in Slack. Returns the approval, or None when none waited."""
+        approval = await self.pending_approval()
+        if approval is None or self.session_id is None:
+            return None
+        await self._decide(False, stopped=True)
+        await self.sessions.cancel(self.session_id, actor=CHAT_USER)
+        return approval
 
     async def stop_running(self) -> bool:
         """Cancel the session if a step is pending or running (the chat is going away,
@@ -167,22 +214,6 @@ class Conversation:
         return opened.token
 
 
-async def stdin_lines(stream: TextIO) -> AsyncIterator[str]:
-    """Lines of ``stream`` (without the newline), read by a daemon thread so that a
-    pending read never keeps the process alive."""
-    loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-    def read() -> None:
-        for line in stream:
-            loop.call_soon_threadsafe(lines.put_nowait, line.rstrip("\n"))
-        loop.call_soon_threadsafe(lines.put_nowait, None)
-
-    threading.Thread(target=read, name="chat-stdin", daemon=True).start()
-    while (line := await lines.get()) is not None:
-        yield line
-
-
 def run_chat(settings: Settings, *, stdin: TextIO, out: TextIO) -> SessionStatus | None:
     """Run the chat until end of input and the session is idle; returns its last status.
 
@@ -218,25 +249,38 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
         owned: set[str] = set()
         reporter = TerminalReporter(out)
-        broker, actors, _holder = setup(
+        broker, actors, holder = setup(
             settings, reporter=reporter, origin=SessionOrigin.CHAT, owned=owned
         )
         worker = EmbeddedWorker(broker, threads=max(1, min(settings.worker_threads, 4)))
         worker.start()
         conversation = Conversation(SessionStore(db), actors.enqueue, owned=owned)
-        out.write(BANNER)
-        out.flush()
-        reported: set[datetime] = set()
-        watcher = asyncio.create_task(_report_failures(conversation, out, last_error, reported))
-        try:
-            async for line in stdin_lines(stdin):
-                if line.strip():
-                    await conversation.say(line.strip())
-            status = await conversation.wait_idle()
-        finally:
-            await _stop(watcher)
-        await _report_failure(conversation, out, last_error, reported)
-        return status
+        with typed_input(stdin, out) as typed:
+            reporter.out = shown = typed.out
+            shown.write(BANNER)
+            shown.flush()
+            reported: set[datetime] = set()
+            watchers = [
+                asyncio.create_task(_report_failures(conversation, shown, last_error, reported)),
+                asyncio.create_task(report_mcp_down(holder, shown)),
+            ]
+            try:
+                async for text in typed.messages:
+                    if text.strip() and (note := await conversation.say(text.strip())):
+                        shown.write(f"  {note}\n")
+                        shown.flush()
+                abandoned = await conversation.abandon_approval()
+                if abandoned is not None:
+                    shown.write(ABANDONED.format(action=abandoned.action) + "\n")
+                    shown.flush()
+                    return SessionStatus.CANCELLED
+                status = await conversation.wait_idle()
+            finally:
+                for watcher in watchers:
+                    await _stop(watcher)
+                reporter.out = out  # the prompt's proxy goes with the prompt
+            await _report_failure(conversation, shown, last_error, reported)
+            return status
     finally:
         if conversation is not None and await conversation.stop_running():
             out.write("\nStopped: the turn in progress was cancelled.\n")

@@ -3,11 +3,12 @@
 While a step runs: ``… thinking`` when a model call starts, ``→ Running `cmd```
 when a tool call starts (its intent is committed), then ``… still running (N s)``
 every ``TICK_S``. After each committed step: the
-model's interim text (``│``), each tool call's outcome with its elapsed time (``✓``,
-or ``✗`` when it failed) and the head of its output (``│``), ``?`` when a crash lost
-an outcome, the todo list when it changes (``☐`` pending, ``▸`` in progress, ``☑``
-done) and notices (``!``). The answer is printed once per key, as the Slack poster
-posts it once.
+model's interim text (``│``), each tool call's outcome with how long it ran (``✓``,
+or ``✗`` when it failed) and the head of its output (``│``), ``⛔`` for a call the
+approval policy blocked, ``?`` when a crash lost an outcome, a subagent started (``→``)
+and, once its answer is in, ended (``✓``), the todo list when it changes (``☐`` pending,
+``▸`` in progress, ``☑`` done) and notices (``!``). The answer is printed once per key,
+as the Slack poster posts it once.
 
 Everything printed passes through ``printable``: tool output and model text may hold
 terminal control sequences (an OSC title or clipboard write, a cursor move), so C0
@@ -30,6 +31,7 @@ from harness import (
     Notice,
     PendingApproval,
     TodosChanged,
+    ToolBlocked,
     ToolFinished,
     ToolIntent,
     ToolUnknown,
@@ -40,6 +42,8 @@ __all__ = ["TerminalReporter", "printable"]
 ANSWER_PREFIX = "warroom> "
 HEAD_LINES = 5
 HEAD_CHARS = 400
+AGENT_WORKS_ON = "started; it works on, its answer follows when it is done"
+"""An ``Agent`` call whose subagent still works: not done, so no ``✓`` yet."""
 TICK_S = 10.0  # how often a long step's elapsed time is shown
 _TODO_MARKS = {"pending": "☐", "in_progress": "▸", "completed": "☑"}
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -58,10 +62,11 @@ class TerminalReporter:
     """Prints a session's progress and answers to ``out`` (safe from any thread)."""
 
     def __init__(self, out: TextIO) -> None:
-        self._out = out
+        self.out = out  # where it prints (the chat puts its prompt's proxy here)
         self._lock = threading.Lock()
         self._answered: set[str] = set()
         self._started: dict[str, float] = {}  # session id → monotonic start of its step
+        self._agents: dict[tuple[str, str], float] = {}  # (session, call) → when first seen
 
     async def post_answer(
         self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
@@ -136,9 +141,32 @@ class TerminalReporter:
         events: Sequence[Event],
     ) -> None:
         """Print interim text, outcomes, todo changes and notices of a committed step."""
-        started = self._started.pop(session_id, None)
-        elapsed_s = None if started is None else time.monotonic() - started
-        self._lines([line for event in events for line in _lines(event, elapsed_s)])
+        self._started.pop(session_id, None)
+        working = {a.tool_use_id: a.description for a in checkpoint.agents if a.running}
+        lines = [
+            line
+            for event in events
+            for line in (
+                [f"→ Agent: {working[event.tool_use_id]}: {AGENT_WORKS_ON}"]
+                if isinstance(event, ToolFinished) and event.tool_use_id in working
+                else _lines(event)
+            )
+        ]
+        self._lines([*lines, *self._agents_ended(checkpoint)])
+
+    def _agents_ended(self, checkpoint: Checkpoint) -> list[str]:
+        """A line for each subagent whose answer reached the session since the last
+        progress (``✓``, or ``✗`` when it failed), with how long it worked."""
+        ended = []
+        for agent in checkpoint.agents:
+            key = (checkpoint.session_id, agent.tool_use_id)
+            if agent.running:
+                self._agents.setdefault(key, time.monotonic())
+            elif (started := self._agents.pop(key, None)) is not None:
+                mark = "✗" if agent.status == "failed" else "✓"
+                took = time.monotonic() - started
+                ended.append(f"{mark} Agent: {agent.description} ({took:.1f} s)")
+        return ended
 
     def _lines(self, lines: list[str]) -> None:
         if lines:
@@ -146,16 +174,15 @@ class TerminalReporter:
                 self._write("".join(f"  {line}\n" for line in lines))
 
     def _write(self, text: str) -> None:
-        self._out.write(printable(text))
-        self._out.flush()
+        self.out.write(printable(text))
+        self.out.flush()
 
 
 def _what(name: str, summary: str) -> str:
     return f"Running `{summary}`" if name == "Bash" else summary
 
 
-def _lines(event: Event, elapsed_s: float | None) -> list[str]:
-    took = "" if elapsed_s is None else f" ({elapsed_s:.1f} s)"
+def _lines(event: Event) -> list[str]:
     if isinstance(event, ModelResponded):
         if not event.tool_calls:
             return []
@@ -164,7 +191,10 @@ def _lines(event: Event, elapsed_s: float | None) -> list[str]:
         return [*summary, *_quoted(event.text.strip())]
     if isinstance(event, ToolFinished):
         mark = "✗" if event.is_error else "✓"
+        took = f" ({event.elapsed_ms / 1000:.1f} s)" if event.elapsed_ms else ""
         return [f"{mark} {_what(event.name, event.summary)}{took}", *_quoted(event.output_head)]
+    if isinstance(event, ToolBlocked):
+        return [f"⛔ Blocked (not run): {event.detail}", f"│ {event.reason}"]
     if isinstance(event, ToolUnknown):
         return [f"? {event.summary}: the outcome was lost in a crash"]
     if isinstance(event, TodosChanged):

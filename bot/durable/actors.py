@@ -182,6 +182,11 @@ class RuntimeHolder:
         if self._runtime is not None:
             self._runtime.driver.draining = True
 
+    @property
+    def opened(self) -> Runtime | None:
+        """The runtime once opened (by ``get``), else None."""
+        return self._runtime
+
     async def get(self) -> Runtime:
         """The runtime (opened on first call). Raises what ``Runtime.open`` raises."""
         if self._lock is None:

@@ -49,8 +49,6 @@ from harness import (
     PendingApproval,
     Requester,
     decision_key,
-    is_postmortem_request,
-    postmortem_request,
 )
 from memory_store import Cancelled, DatabaseUnavailable, InboundDedupe, SessionKey, SessionStore
 
@@ -221,7 +219,7 @@ class Intake:
                 lambda: self.sessions.add_input(
                     steer.session_id,
                     user_id=message.user_id,
-                    text=_requested(steer.text),
+                    text=steer.text,
                     source_ts=message.source_ts,
                 )
             )
@@ -250,7 +248,7 @@ class Intake:
                 key,
                 requester_id=message.user_id,
                 initial_checkpoint=checkpoint.to_json(),
-                text=_requested(message.text),
+                text=message.text,
                 source_ts=message.ts,
                 session_id=session_id,
             )
@@ -402,9 +400,3 @@ def _worth_a_look(message: InboundMessage) -> bool:
 def _needs_session(message: InboundMessage) -> bool:
     """A new top-level mention cannot have a session yet (``open_or_join`` joins if it does)."""
     return message.in_thread or message.kind is MessageKind.EDITED or not message.mentions_bot
-
-
-def _requested(text: str) -> str:
-    """What a message asks of its session: ``postmortem`` alone stands for the postmortem
-    request (§15); any other text is given as it is."""
-    return postmortem_request() if is_postmortem_request(text) else text

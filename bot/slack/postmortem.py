@@ -1,8 +1,9 @@
 """``/agent postmortem``: start the session that drafts this incident's postmortem (§15).
 
 A slash command has no thread, so the bot opens one: it posts a short message in the
-channel and starts a session on it, whose request is ``harness.postmortem_request()``
-(read the timeline and the notes, write ``/incident/postmortem.md``, cite every claim).
+channel and starts a session on it with what the person typed, ``/agent postmortem``
+(the record shows it so; the harness asks the model ``harness.postmortem_request()``:
+read the timeline and the notes, write ``/incident/postmortem.md``, cite every claim).
 The session runs like any other; its progress and its answer go to that thread.
 ``@warroom postmortem`` in a thread does the same without the extra message.
 """
@@ -16,10 +17,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
-from harness import POSTMORTEM_PATH, Checkpoint, Requester, postmortem_request
+from harness import POSTMORTEM_PATH, Checkpoint, Requester
 from memory_store import SessionKey, SessionStore
 
 NOT_IN_CHANNEL = ("not_in_channel", "channel_not_found")
+SLASH_REQUEST = "/agent postmortem"
+"""What the person typed, recorded as their message (``harness.is_postmortem_request``)."""
 
 
 class PostmortemCommand:
@@ -73,7 +76,7 @@ class PostmortemCommand:
             SessionKey(command.org_id, command.channel_id, ts),
             requester_id=command.user_id,
             initial_checkpoint=checkpoint.to_json(),
-            text=postmortem_request(),
+            text=SLASH_REQUEST,
             source_ts=ts,
             session_id=session_id,
         )

@@ -138,6 +138,7 @@ def _file_preview(markdown: str) -> SlackMessage:
 # Slack's own markup (mentions ``<@U…>``, channels ``<#C…|name>``, ``<!here>``, links
 # ``<url|label>``) is kept whole in the fallback: only Markdown emphasis around it goes.
 _SLACK_ENTITY = re.compile(r"(<(?:[@#!]|https?:|mailto:)[^<>\n]*>)")
+_MARKDOWN_LINK = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^()\s<>|]+)\)")
 _EMPHASIS = re.compile(r"[*_~`]+")
 _LINE_MARKER = re.compile(r"^\s*(?:>\s*|#{1,6}\s+|[-*+]\s+)*")
 
@@ -146,10 +147,20 @@ def _fallback(markdown: str, max_chars: int) -> str:
     for line in markdown.splitlines():
         if _fence_of(line) is not None:
             continue
-        words = _plain_line(line)
+        words = _plain_line(mrkdwn_links(line))
         if words:
             return _cut_outside_entities(words, max_chars)
     return "Answer"
+
+
+def mrkdwn_links(text: str) -> str:
+    """Markdown links (``[label](https://…)``, what the ``markdown`` block renders) as
+    Slack mrkdwn links (``<https://…|label>``, what a message's ``text`` renders).
+
+    >>> mrkdwn_links("Reported [[T1](https://acme.slack.com/archives/C1/p1)].")
+    'Reported [<https://acme.slack.com/archives/C1/p1|T1>].'
+    """
+    return _MARKDOWN_LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", text)
 
 
 def _plain_line(line: str) -> str:

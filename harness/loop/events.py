@@ -52,18 +52,21 @@ class ModelResponded(Event):
 
 @dataclass(frozen=True)
 class ToolIntent(Event):
-    """A tool call is about to run (committed before the side effect)."""
+    """A tool call is about to run (committed before the side effect); ``detail`` is what
+    it acts on, as in ``ToolFinished`` (what a stop cut short is named by it)."""
 
     kind: ClassVar[str] = "tool_intent"
     tool_use_id: str
     name: str
     summary: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
 class ToolFinished(Event):
     """A tool call's result, recorded after it ran; ``detail`` is what the call acted on
-    (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``)."""
+    (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``);
+    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions)."""
 
     kind: ClassVar[str] = "tool_result"
     tool_use_id: str
@@ -73,6 +76,7 @@ class ToolFinished(Event):
     output_chars: int
     output_head: str
     detail: str = ""
+    elapsed_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,10 @@ incident chatter.
 - /incident/ holds this incident's notes, shared by every thread in this channel. Record \
 findings, timelines and hypotheses there as you go, so teammates and parallel sessions see them.
 /incident/timeline.md is generated from the event log each time it is read (read-only): every \
-message, command with its exit code, request, file written and answer of this channel's \
-sessions, numbered T1, T2, … with Slack links. Cite entries as [T<n>].
+message, command and how it ended, request, file written, approval, stop and answer of this \
+channel's sessions, numbered T1, T2, … with Slack links. Cite entries as [T<n>], only entries \
+you read there: each citation becomes a link to its Slack message, and an answer citing an \
+entry that does not exist is sent back to you.
 - These three trees are virtual: they live in a database, not on the sandbox filesystem. Use \
 Read/Write/Edit/Glob/Grep on them; Bash cannot see them and commands that name them are refused.
 - Other sessions may change shared files at any time. When a file you read changes, you are \
@@ -50,7 +52,9 @@ as user messages, possibly arriving while you work.
 - Prefer read-only commands. Never run destructive or production-changing commands unless an \
 engineer in the thread explicitly asked for exactly that.
 - When you are done, answer in Markdown: what you found, the evidence, what you recommend next. \
-Be brief; the thread is busy.
+Say nothing you cannot point to: each finding rests on a command's output, a file or a timeline \
+entry you cite; where the evidence is missing, say so rather than guess. Be brief; the thread \
+is busy.
 """
 
 

@@ -29,6 +29,7 @@ from harness.approvals.policy import Verdict
 from harness.cost.caps import Spent
 from harness.errors import CostLimitReached, LimitReached
 from harness.loop.checkpoint import Checkpoint, Inbound, ScheduledWakeup, TaskRecord
+from harness.loop.cited import checked
 from harness.loop.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -483,7 +484,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
     if gated is not None:
         return gated
     summary = summarize_call(call.name, call.input)
-    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary)
+    detail = call_detail(call.name, call.input)
+    intent = ToolIntent(tool_use_id=call.id, name=call.name, summary=summary, detail=detail)
     rerun = reruns_safely(call.name)
     if rerun:  # a crash now just runs it again: the intent is committed with the result
         deps.announce((intent,))
@@ -532,6 +534,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             output_chars=len(content),
             output_head=content[:500],
             detail=call_detail(call.name, call.input),
+            elapsed_ms=round(elapsed_s * 1000),
         )
     )
     return StepResult(cp, tuple(events), Next.CONTINUE)
@@ -630,6 +633,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             output_chars=len(recovered.content),
             output_head=recovered.content[:500],
             detail=call_detail(call.name, call.input),
+            elapsed_ms=round(elapsed_s * 1000),
         )
         cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
         if recovered.task is not None:
@@ -662,7 +666,14 @@ async def _model_step(
     cp: Checkpoint, deps: Collaborators, limit: LimitReached | None = None
 ) -> StepResult:
     """Ask the model (``model_step``) with the MCP tools up for the session's channel;
-    at a ``limit``, for a final answer without tools."""
+    at a ``limit``, for a final answer without tools. An answer's citations are checked
+    against the timeline before it is posted (``cited.checked``)."""
     offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
-    cp, events = await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
+
+    async def ask(cp: Checkpoint) -> tuple[Checkpoint, list[Event]]:
+        return await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
+
+    cp, events = await ask(cp)
+    if cp.answer is not None and limit is None and deps.record is not None:
+        cp, events = await checked(cp, events, deps.record, deps.store, ask)
     return StepResult(cp, tuple(events), Next.CONTINUE)

@@ -34,6 +34,7 @@ from harness.model.messages import (
     ToolUseBlock,
     dumps,
 )
+from harness.record.postmortem import request_for_model
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
@@ -147,7 +148,9 @@ async def build_user_message(
         events.extend(Notice(topic=NoticeTopic.FILES, text=t) for t in (*changed, *added))
     max_chars = (limits or Limits()).max_input_chars
     for item in cp.pending_input:
-        text, cut = bounded_input(item.text, max_chars)
+        text, cut = bounded_input(
+            request_for_model(item.text) if item.from_user else item.text, max_chars
+        )
         text = text if text.strip() else "(an empty message)"  # the API refuses blank text
         steering = cp.messages and item.from_user
         blocks.append(TextBlock(steering_text(item.user_label(), text) if steering else text))

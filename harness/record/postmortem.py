@@ -1,13 +1,16 @@
 """The postmortem draft (§15): what a postmortem session is asked, and checking its citations.
 
-``@warroom postmortem`` (or ``/agent postmortem``) starts a session whose request is
-``postmortem_request()``: read ``/incident/timeline.md`` and the notes, write
+``@warroom postmortem`` (or ``/agent postmortem``) starts a session with what the person
+typed (so the record shows it); the model is asked ``postmortem_request()`` in its place
+(``request_for_model``): read ``/incident/timeline.md`` and the notes, write
 ``/incident/postmortem.md`` in a standard shape, every claim citing timeline entries as
 ``[T<n>]``. The draft is an ordinary file afterwards: people edit it like any other, and
 its revisions are kept. ``citations`` checks a draft against the timeline it cites.
 
 >>> is_postmortem_request("postmortem"), is_postmortem_request(" Post-mortem, please ")
 (True, True)
+>>> is_postmortem_request("/agent postmortem")
+True
 >>> is_postmortem_request("what caused the postmortem delay?")
 False
 """
@@ -22,13 +25,19 @@ from harness.record.timeline import Timeline
 POSTMORTEM_PATH = "/incident/postmortem.md"
 NO_EVIDENCE = "(not in the record)"
 SECTIONS = ("Summary", "Impact", "Timeline", "Root cause", "Resolution", "Action items")
-_REQUEST = re.compile(r"\s*post[- ]?mortem[\s,.!]*(please)?[\s.!]*", re.IGNORECASE)
+_REQUEST = re.compile(r"\s*(/agent\s+)?post[- ]?mortem[\s,.!]*(please)?[\s.!]*", re.IGNORECASE)
 _CITE = re.compile(r"\[(T\d+(?:\s*,\s*T\d+)*)\]")
 
 
 def is_postmortem_request(text: str) -> bool:
     """Whether a mention's cleaned ``text`` asks for the postmortem (the word alone)."""
     return _REQUEST.fullmatch(text) is not None
+
+
+def request_for_model(text: str) -> str:
+    """What a person's message ``text`` asks the model: ``postmortem_request()`` for the
+    word alone (``is_postmortem_request``), else ``text`` itself."""
+    return postmortem_request() if is_postmortem_request(text) else text
 
 
 def postmortem_request() -> str:

@@ -72,9 +72,9 @@ async def test_an_incident_reads_its_channels_rows_in_time_order(
     assert [r.at for r in found.rows] == sorted(r.at for r in found.rows)
     shape = {(r.source, r.kind, r.text) for r in found.rows}
     assert shape == {
-        ("input", "message", "help in C1"),
+        ("input", "user", "help in C1"),
         ("event", "tool_result", '{"name":"Bash"}'),
-        ("input", "message", "check the pool"),
+        ("input", "user", "check the pool"),
         ("egress", "allowed", "GET grafana/api"),
         ("status", "status", f"{first}:status:1"),
     }

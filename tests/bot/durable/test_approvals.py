@@ -39,6 +39,7 @@ from harness import (
     ApprovalGate,
     ApprovalStatus,
     Checkpoint,
+    EntryKind,
     IncidentRecord,
     SandboxWorkspaces,
 )
@@ -55,6 +56,7 @@ ROOT_TS = "1767225600.000100"
 OTHER_TS = "1767225700.000100"
 ALICE, BOB, CAROL = "U0FAKEALICE", "U0FAKEBOB", "U0FAKECAROL"
 RESTART = "PATH=/workspace/bin:$PATH kubectl rollout restart deploy/payments"
+_MENTION_TEXT = "payments-api p99 is 4s since 09:00, can you investigate?"
 COUNT = "cat /workspace/effects.log 2>/dev/null | wc -l"
 FAKE_KUBECTL = (
     b'#!/bin/sh\necho "$*" >> /workspace/effects.log\necho "deployment.apps/payments restarted"\n'
@@ -290,6 +292,9 @@ async def test_approve_runs_exactly_that_command_once_and_says_who_approved(
     assert "changes the cluster's resources" in lines[asked][2]
     assert ("approval", f"<@{BOB}>", f"approved `{RESTART}`") in lines[asked:]
     assert ("command", lines[asked][1], f"`{RESTART}` → exit 0") in lines[asked:]
+    # and the click is that approval, not a message (from nobody, of raw JSON)
+    messages = [e for e in timeline.entries if e.kind is EntryKind.MESSAGE]
+    assert [(e.actor.label, e.summary) for e in messages] == [(f"<@{ALICE}>", _MENTION_TEXT)]
 
 
 async def test_deny_gives_the_model_claude_codes_rejection_and_nothing_runs(
@@ -488,6 +493,18 @@ async def test_stop_while_waiting_denies_it_and_the_model_hears_so_on_the_next_r
     restart = rig.results()[0]
     assert _result_text(restart).startswith(REJECTED)
     assert "stopped" in _result_text(restart)
+    # The record has the stop, by who wrote it, when it was written, and the approval it
+    # ended then (not when the reply revived the session)
+    timeline = await IncidentRecord(IncidentLog(rig.edge.database)).timeline(TEAM_ID, CHANNEL)
+    lines = [(e.kind.value, e.actor.label, e.summary) for e in timeline.entries]
+    stop = lines.index(("stop", f"<@{BOB}>", "stopped the session"))
+    assert lines[stop + 1] == (
+        "approval",
+        f"<@{BOB}>",
+        f"stopped `{RESTART}` while it awaited approval (not run)",
+    )
+    assert lines[stop + 2] == ("message", f"<@{BOB}>", "what now?")
+    assert [line for line in lines if RESTART in line[2]] == [lines[stop - 1], lines[stop + 1]]
 
 
 async def test_a_thread_slack_refuses_for_good_ends_the_session_without_retrying(

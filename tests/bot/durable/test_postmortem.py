@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
-from harness import IncidentRecord, citations, postmortem_request
+from harness import EntryKind, IncidentRecord, citations
 from memory_store import IncidentLog, Namespace, Scope
 from tests.bot.durable.cost_support import close_metered, open_metered
 
@@ -75,9 +75,8 @@ async def test_the_postmortem_draft_cites_timeline_entries_that_exist(
             # Given an incident thread: a report, a command, notes written, an answer
             await metered.open("1796100000.000100", "checkout-api 500s", "1796100000.000100")
             await metered.run_until_idle(driver, "1796100000.000100")
-            # When someone asks for the postmortem in a new thread
-            request = postmortem_request()
-            await metered.open("1796100900.000100", request, "1796100900.000100")
+            # When someone asks for the postmortem in a new thread (`@warroom postmortem`)
+            await metered.open("1796100900.000100", "postmortem", "1796100900.000100")
             await metered.run_until_idle(driver, "1796100900.000100")
             # Then the draft is a file of the incident's notes
             notes = Namespace(metered.org, Scope.INCIDENT, metered.channel)
@@ -90,6 +89,9 @@ async def test_the_postmortem_draft_cites_timeline_entries_that_exist(
     assert found.sound, found
     kinds = {timeline.get(c).kind.value for c in found.cited}  # type: ignore[union-attr]
     assert kinds == {"message", "command", "file"}
+    # and the record shows the request as the person typed it
+    asked = [e.summary for e in timeline.entries if e.kind is EntryKind.MESSAGE]
+    assert asked == ["checkout-api 500s", "postmortem"]
     # and the session answered in its thread
     assert metered.answers.posted["1796100900.000100"][0].startswith(
         "The draft is in /incident/postmortem.md."

@@ -16,7 +16,7 @@ import pytest
 from bot.slack.app import AGENT_USAGE
 from bot.slack.installation import Installation
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
-from harness import postmortem_request
+from harness import postmortem_request, request_for_model
 from memory_store import (
     EgressEntry,
     EgressLog,
@@ -308,11 +308,13 @@ async def test_agent_postmortem_opens_a_thread_and_starts_the_drafting_session(
     (post,) = [c for c in edge.slack_api.calls_to("chat.postMessage") if c.status == 200]
     assert post.args["channel"] == body["channel_id"]
     assert "/incident/postmortem.md" in post.args["text"]
-    # and a session on that thread, asked to draft it, is woken
+    # and a session on that thread is woken with what the person typed (the record's
+    # message), which asks the model to draft it
     session = await edge.session(str(post.response["ts"]), org="E0FAKEORG")
     assert session is not None
     assert session.requester_id == body["user_id"]
-    assert await edge.inbox_texts(session.id) == [postmortem_request()]
+    assert await edge.inbox_texts(session.id) == ["/agent postmortem"]
+    assert request_for_model("/agent postmortem") == postmortem_request()
     assert [call[0] for call in edge.enqueued.calls] == [session.id]
 
 
@@ -324,7 +326,8 @@ async def test_a_mention_saying_postmortem_starts_the_drafting_session(edge: Sla
 
     session = await edge.session(str(mention["event"]["ts"]))
     assert session is not None
-    assert await edge.inbox_texts(session.id) == [postmortem_request()]
+    assert await edge.inbox_texts(session.id) == ["postmortem"]  # as typed, for the record
+    assert request_for_model("postmortem") == postmortem_request()
 
 
 ORG = "E0FAKEORG"  # the command's enterprise_id: sessions of this org are the command's

@@ -58,6 +58,16 @@ def test_short_answer_is_one_message_with_one_markdown_block() -> None:
     assert message.text == "Root cause: the DB pool is exhausted."
 
 
+def test_a_cited_entry_links_to_its_message_in_the_block_and_in_the_notification_text() -> None:
+    link = "https://acme.slack.com/archives/C1/p1796100000000100"
+    answer = render_answer(f"**Reported** at 14:02 [[T1]({link})].")
+
+    assert isinstance(answer, InlineAnswer)
+    (message,) = answer.messages
+    assert markdown_blocks(message) == [f"**Reported** at 14:02 [[T1]({link})]."]
+    assert message.text == f"Reported at 14:02 [<{link}|T1>]."
+
+
 def test_long_answer_is_split_at_paragraphs_into_blocks_of_at_most_12000_chars() -> None:
     text = paragraphs(25)  # ~33,000 chars
 
