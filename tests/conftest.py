@@ -200,7 +200,15 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    """The Redis URL for tests (database 15 by default)."""
+def redis_url() -> Iterator[str]:
+    """The Redis URL for tests (database 15 by default), emptied when the run is done with it
+    (Dramatiq's brokers leave their consumers' heartbeats behind)."""
     require_service("Redis", REDIS_URL)
-    return REDIS_URL
+    yield REDIS_URL
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
