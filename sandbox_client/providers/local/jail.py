@@ -2,8 +2,9 @@
 
 Inside the jail: new user, pid, ipc, uts and cgroup namespaces (and net, unless the
 policy is ``host``); no capabilities; an environment holding only what the config
-allows; the host's system directories read-only; ``/workspace`` a writable tmpfs of
-``limits.workspace_max_bytes`` (see ``limits`` for why a tmpfs); read-only
+allows; the host's system directories read-only; ``/workspace``, ``/tmp`` and
+``/dev/shm`` writable tmpfs of the sizes ``limits`` gives (see ``limits`` for why a
+tmpfs), and nothing else writable (the root and ``/dev`` are remounted read-only); read-only
 ``/memory``, ``/skills``, ``/incident`` holding only a note that Warroom's file tools
 serve those paths.
 
@@ -27,6 +28,8 @@ from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.server.config import ServerConfig
 
 WORKSPACE = "/workspace"
+TMP = "/tmp"
+SHM = "/dev/shm"
 RUN_DIR = "/run/warroom"
 RUN_SUBDIR = "run"  # the host directory bound read-only at RUN_DIR, in the sandbox's
 SERVER_DIR = "/opt/warroom/sbx_server"
@@ -142,8 +145,9 @@ def bwrap_argv(
         *_namespaces(config.network),
         *_environment(sandbox_env(config, shell)),
         *_system_binds(config),
-        *_workspace(config.limits.workspace_max_bytes),
+        *_tmpfs(WORKSPACE, config.limits.workspace_max_bytes),
         *_sandbox_binds(paths),
+        "--remount-ro", "/",
         "--chdir", WORKSPACE,
         "--info-fd", str(info_fd),
         "--",
@@ -178,8 +182,11 @@ def _system_binds(config: LocalConfig) -> list[str]:
     for name in _ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # the jail's own /proc, /dev and /tmp first: a bind below /tmp (an interpreter or a
-    # directory the settings name) must land on the tmpfs, not be hidden by it
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # directory the settings name) must land on the tmpfs, not be hidden by it. /dev is
+    # read-only but for its devices and a sized /dev/shm.
+    limits = config.limits
+    args += ["--proc", "/proc", "--dev", "/dev", *_tmpfs(SHM, limits.shm_max_bytes)]
+    args += ["--remount-ro", "/dev", *_tmpfs(TMP, limits.tmp_max_bytes)]
     for extra in (*_python_dirs(config.python), *config.ro_binds):
         args += ["--ro-bind", extra, extra]
     if config.egress is not None:  # the system bundle too: some programs read only that
@@ -195,10 +202,10 @@ def _python_dirs(python: str) -> list[str]:
     return sorted(p for p in prefixes if p != "/" and not (p + "/").startswith("/usr/"))
 
 
-def _workspace(max_bytes: int) -> list[str]:
-    """``/workspace``: a tmpfs of ``max_bytes`` (the kernel's default size for 0)."""
+def _tmpfs(where: str, max_bytes: int) -> list[str]:
+    """A tmpfs of ``max_bytes`` at ``where`` (the kernel's default size for 0)."""
     size = ["--size", str(max_bytes)] if max_bytes else []
-    return [*size, "--tmpfs", WORKSPACE]
+    return [*size, "--tmpfs", where]
 
 
 def _sandbox_binds(paths: JailPaths) -> list[str]:

@@ -24,6 +24,8 @@ from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
 from sandbox_client.providers.local.jail import (
+    SHM,
+    TMP,
     VIRTUAL_MOUNTS,
     WORKSPACE,
     JailPaths,
@@ -78,6 +80,8 @@ class LocalProvider:
     @property
     def enforcer(self) -> Enforcer:
         """Where this host enforces each limit (detected on first use)."""
+        if self._enforcer is None and self.config.enforce == "rlimit":
+            self._enforcer = Enforcer()
         if self._enforcer is None:
             freezer = self.freezer
             v2_parent = freezer.parent if freezer.kind == "cgroup2" else None
@@ -246,14 +250,18 @@ class LocalProvider:
         limits = self.config.limits
         dirs = [Path(d) for d in (handle.cgroup, *handle.limit_cgroups) if d]
         oom_kills, pids_refusals = await asyncio.to_thread(cgroups.counters, dirs)
-        free = await asyncio.to_thread(_workspace_free_bytes, handle.pid)
+        free = await asyncio.to_thread(_free_bytes, handle.pid, (WORKSPACE, TMP, SHM))
         return SandboxUsage(
             memory_max_bytes=limits.memory_max_bytes or None,
             pids_max=limits.pids_max or None,
             workspace_max_bytes=limits.workspace_max_bytes or None,
             oom_kills=oom_kills,
             pids_refusals=pids_refusals,
-            workspace_free_bytes=free,
+            workspace_free_bytes=free[0],
+            tmp_max_bytes=limits.tmp_max_bytes or None,
+            tmp_free_bytes=free[1],
+            shm_max_bytes=limits.shm_max_bytes or None,
+            shm_free_bytes=free[2],
         )
 
     async def suspend(self, handle: SandboxHandle) -> None:
@@ -361,12 +369,15 @@ async def _wait_dead(handle: SandboxHandle, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(poll_s)
 
 
-def _workspace_free_bytes(pid: int | None) -> int | None:
-    """Room left in the jail's ``/workspace`` tmpfs, seen through its root in ``/proc``."""
-    if pid is None:
-        return None
+def _free_bytes(pid: int | None, paths: tuple[str, ...]) -> list[int | None]:
+    """Room left in each of the jail's tmpfs at ``paths``, seen through its root in
+    ``/proc`` (None where unreadable). The jail cannot move them: its root is read-only."""
+    return [_free_at(f"/proc/{pid}/root{path}") if pid is not None else None for path in paths]
+
+
+def _free_at(path: str) -> int | None:
     try:
-        info = os.statvfs(f"/proc/{pid}/root{WORKSPACE}")
+        info = os.statvfs(path)
     except OSError:
         return None
     return info.f_bavail * info.f_frsize
