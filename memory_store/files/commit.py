@@ -277,8 +277,8 @@ async def _check_stored(
 
 _FREE_NOTE = (
     " (every kept version of every file counts); delete files that are no longer useful"
-    " (`/agent memory rm PATH` in Slack, `warroom memory rm`): a deleted file keeps only its"
-    " last version"
+    " (`/agent memory rm /memory/<path>` in Slack, `warroom memory rm` from a shell): while"
+    " storage is this full, a deleted file keeps only its last version"
 )
 _RESERVE_NOTE = (
     " (the rest is kept for /incident notes); delete files from /memory that are no longer"

@@ -103,7 +103,7 @@ async def test_a_write_past_the_storage_quota_is_refused_and_says_how_to_make_ro
     assert [o.is_error for o in outcomes] == [False] * 10 + [True] * 2
     refusal = outcomes[10].content
     assert "over their stored bytes quota (1000000 of 1000000)" in refusal
-    assert "/agent memory rm PATH" in refusal
+    assert "/agent memory rm /memory/<path>" in refusal
     assert (await session.store.read(memory, "/notes.md")).version == 10
     counter, counted = await stored_bytes(database, session.org_id)
     assert counter == counted == 10 * 100 * KB
@@ -115,3 +115,33 @@ async def test_a_write_past_the_storage_quota_is_refused_and_says_how_to_make_ro
     again = await session.call("Write", {"file_path": "/memory/other.md", "content": "z" * 1000})
     assert not again.is_error, again.content
     await session.store.restore(memory, "/notes.md", 10, HUMAN)
+
+
+async def test_the_stored_bytes_counter_stays_exact_through_every_kind_of_change(
+    database: Database, tmp_path: Path
+) -> None:
+    # Given a short history (3 revisions a file) and every way a file changes
+    session = agent(database, tmp_path, Limits(keep_revisions=3))
+    memory = Namespace(session.org_id, Scope.MEMORY)
+    incident = Namespace(session.org_id, Scope.INCIDENT, "C1")
+    for i in range(5):  # the one-statement write on PostgreSQL, after the first
+        await session.call("Write", {"file_path": "/memory/a.md", "content": f"line {i}\n" * 50})
+    await session.call("Read", {"file_path": "/memory/a.md"})
+    edited = await session.call(
+        "Edit", {"file_path": "/memory/a.md", "old_string": "line 4\n" * 50, "new_string": "b"}
+    )
+    assert not edited.is_error, edited.content
+    await session.store.write(incident, "/notes.md", "n" * 5000, HUMAN, expected_version=None)
+    await session.store.delete(memory, "/a.md", HUMAN)  # not under pressure: history kept
+    await session.store.restore(memory, "/a.md", 5, HUMAN)
+
+    # Then the counter is the sum of what is kept, /incident included, and history is
+    # the newest 3 revisions
+    counter, counted = await stored_bytes(database, session.org_id)
+    assert counter == counted > 5000
+    history = await session.store.history(memory, "/a.md")
+    assert [(r.version, r.operation) for r in history] == [
+        (6, "edit"),
+        (7, "delete"),
+        (8, "restore"),
+    ]
