@@ -134,3 +134,67 @@ async def test_shared_memory_lives_in_the_sized_dev_shm(
     assert hits == (
         "No space left on /dev/shm: it is full (2 MiB); delete files there to make room.",
     )
+
+
+async def test_many_small_files_fill_the_size_too(
+    limited: LocalProvider, jail: tuple[SandboxHandle, SandboxClient]
+) -> None:
+    handle, client = jail
+    # each file with data takes at least a page of the tmpfs: 4 MiB hold about a
+    # thousand (empty files take no page: see the README on inodes)
+    small = (
+        "python3 -c 'n = 0\ntry:\n"
+        "    while n < 100000:\n"
+        '        with open(f"/tmp/f{n}", "w") as f: f.write("x")\n'
+        "        n += 1\n"
+        "except OSError as e: print(n, e.errno)'"
+    )
+
+    record = await client.exec("small", small, timeout_s=60)
+
+    count, errno = map(int, record.stdout.split())
+    assert errno == 28  # ENOSPC
+    assert count <= 4 * MIB // 4096
+    assert (await limited.usage(handle)).full_filesystems() == {"/tmp": 4 * MIB}
+
+
+async def test_mounts_cannot_add_writable_space(
+    jail: tuple[SandboxHandle, SandboxClient],
+) -> None:
+    _, client = jail
+    attempts = {
+        "tmpfs": "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m",
+        "bind": "mount --bind /workspace /run/warroom",
+        "remount": "mount -o remount,size=1G /tmp",
+        "namespace": "unshare -rm sh -c 'mount -t tmpfs none /opt && touch /opt/x'",
+    }
+
+    for what, command in attempts.items():
+        record = await client.exec(f"m-{what}", command, timeout_s=10)
+        assert record.exit_code != 0, (what, record)
+    assert (await client.exec("df", "df -k /tmp | tail -1", timeout_s=10)).stdout.split()[
+        1
+    ] == "4096"
+
+
+async def test_posix_message_queues_stay_small(
+    jail: tuple[SandboxHandle, SandboxClient],
+) -> None:
+    _, client = jail
+    # message queues are kernel memory outside every tmpfs: RLIMIT_MSGQUEUE (800 KiB by
+    # default) and the jail's own IPC namespace bound them
+    grab = (
+        "python3 -c 'import ctypes, os\n"
+        'rt = ctypes.CDLL("librt.so.1", use_errno=True)\n'
+        "n = 0\n"
+        "flags = os.O_CREAT | os.O_RDWR\n"
+        'while n < 10000 and rt.mq_open(f"/q{n}".encode(), flags, 0o600, None) >= 0:'
+        " n += 1\n"
+        "print(n, ctypes.get_errno())'"
+    )
+
+    record = await client.exec("mq", grab, timeout_s=30)
+
+    count, errno = map(int, record.stdout.split())
+    assert count < 300, record  # at most the namespace's queues_max (256)
+    assert errno in (12, 24, 28)  # ENOMEM (the rlimit), EMFILE, ENOSPC (queues_max)
