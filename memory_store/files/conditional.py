@@ -12,8 +12,8 @@ outside an explicit transaction (no BEGIN/COMMIT round trips)::
                      stored_bytes = stored_bytes + :size …)
     INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed RETURNING file_id
 
-then, when the file has more revisions than it keeps, one more statement drops the
-oldest and takes their bytes off ``stored_bytes`` (``retention``).
+then, at every tenth version past what the file keeps, one more statement drops the
+oldest revisions and takes their bytes off ``stored_bytes`` (``retention``).
 
 (The self-join gives the size before the update, for the org's byte counter.)
 
@@ -172,7 +172,7 @@ async def conditional_write(
             return None
         # the retention rule, in one statement of its own: revisions and counter together
         oldest_dropped = change.version - retention.keeps(limits.keep_revisions)
-        if oldest_dropped >= 1:
+        if oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0:
             drop = {"file_id": file_id, "oldest_dropped": oldest_dropped, "b_org": target.ns.org_id}
             await conn.execute(_DROP_OLDER, drop)
     return outcome(target.path, change, created=False)

@@ -20,6 +20,10 @@ from memory_store.files.tables import file_revisions
 
 _r = file_revisions.c
 DELETED_KEEPS = 2  # the deletion and the content before it
+FAST_PATH_EVERY = 10
+"""PostgreSQL's one-statement write drops old revisions at every tenth version only (then
+all that are due at once): a file keeps up to ``keep_revisions + 9`` between two, and
+every change on the locked path drops what is due."""
 PRESSURE = 0.9
 _OLDER = (_r.file_id == bindparam("file_id"), _r.version <= bindparam("oldest_dropped"))
 _SIZE = select(func.coalesce(func.sum(_r.size_bytes), 0)).where(*_OLDER)
