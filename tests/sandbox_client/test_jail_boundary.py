@@ -156,3 +156,16 @@ async def test_a_jail_cannot_write_the_hosts_log_through_its_first_processes_des
     assert after.stdout == "alive\n"
     size = log.stat().st_size if log.exists() else 0
     assert size - before < MIB, f"the host's {LOG_FILE} grew by {size - before} bytes"
+
+
+async def test_a_command_holds_no_descriptor_of_the_server_or_the_host(
+    jailed: tuple[SandboxHandle, SandboxClient],
+) -> None:
+    _, client = jailed
+    # a command inherits only its standard streams: not the server's listening socket
+    # (which would let it answer the worker), nor any host file
+    record = await client.exec("fds", "ls /proc/self/fd | sort -n | tr '\\n' ' '", timeout_s=10)
+    listing = await client.exec("run", "ls -A /run/warroom", timeout_s=10)
+
+    assert record.stdout == "0 1 2 3 "  # 3: the directory ls is reading
+    assert "sbx.sock" not in listing.stdout  # the server's socket is not in the jail at all
