@@ -24,7 +24,14 @@ from tests.conftest import require_bwrap
 from tests.harness.tool_support import SessionDriver, open_store
 
 MIB = 1024 * 1024
-LIMITS = JailLimits(memory_max_bytes=64 * MIB, pids_max=32, cpus=1.0, workspace_max_bytes=4 * MIB)
+LIMITS = JailLimits(
+    memory_max_bytes=64 * MIB,
+    pids_max=32,
+    cpus=1.0,
+    workspace_max_bytes=4 * MIB,
+    tmp_max_bytes=4 * MIB,
+    shm_max_bytes=2 * MIB,
+)
 
 
 @pytest.fixture
@@ -71,6 +78,18 @@ async def test_a_full_workspace_is_named_in_the_result_until_room_is_made(
     assert full.is_error
     assert "No space left on /workspace: it is full (4 MiB)" in full.content
     assert "No space left on /workspace" in still.content
+    assert freed.content == "freed"
+
+
+@pytest.mark.parametrize(("path", "size"), [("/tmp", "4 MiB"), ("/dev/shm", "2 MiB")])
+async def test_a_full_tmp_or_dev_shm_is_named_in_the_bash_result(
+    agent: SessionDriver, path: str, size: str
+) -> None:
+    full = await agent.call("Bash", {"command": f"head -c 8M /dev/zero > {path}/big"})
+    freed = await agent.call("Bash", {"command": f"rm {path}/big && echo freed"})
+
+    assert full.is_error
+    assert f"No space left on {path}: it is full ({size})" in full.content
     assert freed.content == "freed"
 
 
