@@ -19,6 +19,7 @@ the arguments as ``UNKNOWN``; a program name it cannot know is "".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.guard.analysis import analyse
@@ -41,11 +42,17 @@ class ProgramCall:
             the guard cannot know.
         stdin: the program's standard input, when the guard knows it (a heredoc, an
             ``echo`` piped in); None when it cannot tell.
+        path: the program as typed, when that differs from ``name`` (``/tmp/k``,
+            ``./run.sh``); "" for a name looked up in ``PATH``.
+        environment: the variables this command gives the program (exported, or assigned
+            before it; ``PATH`` also when set unexported; ``HOME`` only when changed).
     """
 
     name: str
     args: tuple[str, ...]
     stdin: str | None
+    path: str = ""
+    environment: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,17 @@ def program_calls(command: str, *, cwd: str = "/workspace", home: str = "/root")
     if len(command) > MAX_COMMAND_CHARS:
         return ProgramCalls((), complete=False)
 
-    def observe(name: str, args: tuple[str, ...], stdin: str | None) -> None:
+    def observe(
+        name: str,
+        args: tuple[str, ...],
+        stdin: str | None,
+        typed: str,
+        environment: Mapping[str, frozenset[str]],
+    ) -> None:
         known = tuple(arg.replace(TAINT, UNKNOWN) for arg in args)  # downloaded: unknown
-        seen.append(ProgramCall(name.replace(TAINT, UNKNOWN), known, stdin))
+        path = typed.replace(TAINT, UNKNOWN) if "/" in typed else ""
+        given = frozenset(n for n, v in environment.items() if n != "HOME" or v != {home})
+        seen.append(ProgramCall(name.replace(TAINT, UNKNOWN), known, stdin, path, given))
 
     budget = Budget(command, start=cwd, observe=observe)
     try:

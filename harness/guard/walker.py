@@ -261,7 +261,12 @@ class Walker:
             self._check_environment(name, state, env)
         call = Call(self, base if UNKNOWN not in base else "", tuple(argv[1:]), state, env, stdin)
         if self.budget.observe is not None:
-            self.budget.observe(call.name, tuple(plain(a) for a in call.args), stdin.text)
+            environment = {**state.exported(), **env}
+            if "PATH" not in environment and state.is_set("PATH"):
+                environment["PATH"] = state.lookup("PATH")
+            self.budget.observe(
+                call.name, tuple(plain(a) for a in call.args), stdin.text, name, environment
+            )
         touch_listed(call)
         handler_for(call.name)(call)
         return call.stdout if call.stdout is not None else Stream(None, stdin.taint)
