@@ -38,6 +38,7 @@ _CURL = spec(
     "--user-agent -e --referer -b --cookie -c --cookie-jar -x --proxy -m --max-time",
     "--connect-timeout -w --write-out --retry -K --config --url -r --range --cacert --cert",
     "--key -E --resolve --limit-rate -U --proxy-user --retry-delay --retry-max-time",
+    "--url-query --variable",
 )
 _CURL_DATA = tuple(
     names(
@@ -63,6 +64,8 @@ OVERRIDE_HEADERS = frozenset({"x-http-method-override", "x-http-method", "x-meth
 """Headers that tell an upstream to act as another method (the effective method)."""
 OVERRIDE_PARAMETER = "_method"
 _NEXT = frozenset({"--next", "-:"})
+_CURL_EXPANDS = ("--variable", "--expand-")
+"""curl 8.3's variables: ``--expand-request '{{m}}'`` is any method (curl(1) --variable)."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,10 @@ def _curl_segment(args: Sequence[str]) -> list[HttpCall]:
     else:
         method = "GET"
     overrides = _header_overrides(option_values(parsed, "-H", "--header"))
-    if has_option(parsed, "-K", "--config"):
-        overrides.append(UNKNOWN)  # a config file may set any method or header
+    if has_option(parsed, "-K", "--config") or any(a.startswith(_CURL_EXPANDS) for a in args):
+        overrides.append(UNKNOWN)  # a config file or a variable may set any method or header
+    for query in option_values(parsed, "--url-query"):
+        overrides += _parameter_overrides(query.lstrip("+"))
     if get:  # the data becomes the query
         overrides += _parameter_overrides("&".join(data))
         overrides += [UNKNOWN for value in data if value.startswith("@")]

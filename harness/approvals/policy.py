@@ -181,7 +181,7 @@ class Policy:
         if change is not None and worst.verdict is Verdict.ALLOWED:
             if not seen.complete:
                 return _unseen("the policy could not follow the whole command", change)
-            why = unseen_text(command)
+            why = unseen_text(command, seen.written)
             if why is not None:
                 return _unseen(f"the command {why}", change)
         if not seen.complete and worst.verdict is Verdict.ALLOWED:

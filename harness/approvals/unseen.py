@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from harness.guard.calls import UNKNOWN, ProgramCall
 from harness.guard.options import names
@@ -41,7 +41,9 @@ LOADING_VARIABLES = names(
 )
 """Variables that make a program load or run something other than what the command shows
 (bash(1), ld.so(8), python(1), node(1), perlrun(1), ruby(1), git(1), curl(1), wget(1),
-less(1)); ``GIT_*`` too (git(1) ENVIRONMENT VARIABLES)."""
+less(1)); so do those starting with ``_LOADING_PREFIXES``."""
+_LOADING_PREFIXES = ("GIT_", "BASH_FUNC_")
+"""git(1) ENVIRONMENT VARIABLES; the functions bash imports from its environment."""
 
 GIT_READS = names(
     """log show diff status blame grep ls-files ls-tree rev-parse rev-list describe cat-file
@@ -60,13 +62,17 @@ _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
 _AWK_RUNS = re.compile(r"system|(?<![|])[|](?![|])|@load|ENVIRON")
 
 CONFIG_TEXT = re.compile(
-    r"curlrc|wgetrc|gitconfig|\.git/(config|hooks|info)|hooksPath|\.gitattributes|"
-    r"customize\.py|site-packages|\.pth\b|\.npmrc|\.yarnrc|\.bashrc|\.bash_profile|\.profile\b|"
-    r"\.kube/|/httpie|\.netrc|\.ssh/|pip\.conf|\.pypirc|\.gemrc|/dev/(tcp|udp)/"
+    r"curlrc|wgetrc|gitconfig|\.git/(config|hooks|info)|\.git\b.*\bhooks\b|hooksPath|"
+    r"\.gitattributes|customize\.py|site-packages|\.pth\b|\.npmrc|\.yarnrc|\.bashrc|"
+    r"\.bash_profile|\.profile\b|\.kube\b|\.aws\b|\.azure\b|\.config/|/httpie|\.netrc|"
+    r"\.ssh\b|pip\.conf|\.pypirc|\.gemrc|psqlrc|my\.cnf|mylogin\.cnf|sqliterc|lesskey|"
+    r"terraformrc|\.terraform\b|command_not_found_handle|/dev/(tcp|udp)/"
 )
-"""Names in a command's text of files that make a later command run or send something else
-(an HTTP client's defaults, git's aliases, hooks and filters, Python's start-up code, a
-kubeconfig's exec plugin, ssh's ProxyCommand) and of bash's raw network redirections."""
+"""Names, in a command's text or among the paths it writes, of files that make a later
+command run or send something else (an HTTP client's defaults, git's aliases, hooks and
+filters, Python's start-up code, a kubeconfig's exec plugin, an AWS ``credential_process``,
+``~/.psqlrc``'s ``\\!``, ssh's ProxyCommand, Terraform's providers), bash's hook for unknown
+commands, and bash's raw network redirections."""
 
 
 def unseen(call: ProgramCall) -> str | None:
@@ -75,16 +81,23 @@ def unseen(call: ProgramCall) -> str | None:
         return "runs a program whose name is only known when it runs"
     if call.path and not posixpath.normpath(call.path).startswith(SYSTEM_DIRS):
         return f"runs {call.path}, a program of unknown origin"
-    loading = sorted(n for n in call.environment if n in LOADING_VARIABLES or n.startswith("GIT_"))
+    if call.name in call.environment:
+        return (
+            f"runs {call.name}, a shell function exported to it, which the policy does not follow"
+        )
+    loading = sorted(
+        n for n in call.environment if n in LOADING_VARIABLES or n.startswith(_LOADING_PREFIXES)
+    )
     if loading:
         return f"is given {', '.join(loading)}, which change what it loads or runs"
     check = _BY_PROGRAM.get(call.name)
     return check(call) if check is not None else None
 
 
-def unseen_text(command: str) -> str | None:
-    """Why ``command``'s text may set up what a later command runs or sends, or None."""
-    found = CONFIG_TEXT.search(command)
+def unseen_text(command: str, written: Sequence[str] = ()) -> str | None:
+    """Why ``command`` (its text, and the paths ``written`` that its walk saw written) may
+    set up what a later command runs or sends, or None."""
+    found = CONFIG_TEXT.search(command) or CONFIG_TEXT.search("\n".join(written))
     if found is None:
         return None
     return f"names {found.group(0)}, which can make later commands run or send something else"
@@ -129,6 +142,20 @@ def _source(call: ProgramCall) -> str | None:
 def _enable(call: ProgramCall) -> str | None:
     if any(arg.startswith("-") and "f" in arg for arg in call.args):
         return "loads a builtin from a shared object the policy cannot read"
+    return None
+
+
+def _hash(call: ProgramCall) -> str | None:
+    if any(arg.startswith("-") and "p" in arg for arg in call.args):
+        return "binds a command name to a program the policy cannot see"
+    return None
+
+
+def _declare(call: ProgramCall) -> str | None:
+    if any(arg.startswith("-") and "f" in arg for arg in call.args):
+        return (
+            "exports a shell function to the programs it starts, which the policy does not follow"
+        )
     return None
 
 
@@ -190,5 +217,7 @@ _BY_PROGRAM: dict[str, Callable[[ProgramCall], str | None]] = {
     ".": _source,
     "alias": _alias,
     "enable": _enable,
+    "hash": _hash,
+    **{name: _declare for name in ("export", "declare", "typeset", "readonly")},
     "git": _git,
 }

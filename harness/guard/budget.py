@@ -48,6 +48,8 @@ class Budget:
             program as typed (``/tmp/k``, ``./run.sh``, ``kubectl``) and the variables
             the command gave it (exported or assigned before it; ``PATH`` also when set
             unexported), each with its possible encoded values (``calls``).
+        observe_write: told of every path the walk sees written or edited (a redirection's
+            target, ``cp``'s destination, ``sed -i``'s files), as its plain text (``calls``).
     """
 
     command: str
@@ -57,6 +59,7 @@ class Budget:
     deadline: float = field(default_factory=lambda: time.monotonic() + MAX_ANALYSIS_S)
     gave_up: str | None = None
     observe: Observer | None = None
+    observe_write: Callable[[str], None] | None = None
 
     def charge(self, steps: int = 1) -> str | None:
         """Take ``steps``; return why the budget is exhausted, or None while it lasts."""

@@ -65,10 +65,14 @@ class ProgramCalls:
         complete: the walk followed the whole command; False when it gave up on part of
             it (too long, too complex, a parse error, or a namespace touch that stopped
             it), so some programs may be missing from ``calls``.
+        written: the paths the walk saw written or edited (redirections, ``cp``/``tee``
+            destinations, ``sed -i``), as typed after expansion (``UNKNOWN`` marks text it
+            cannot know).
     """
 
     calls: tuple[ProgramCall, ...]
     complete: bool
+    written: tuple[str, ...] = ()
 
 
 def program_calls(command: str, *, cwd: str = "/workspace", home: str = "/root") -> ProgramCalls:
@@ -93,9 +97,14 @@ def program_calls(command: str, *, cwd: str = "/workspace", home: str = "/root")
         given = frozenset(n for n, v in environment.items() if n != "HOME" or v != {home})
         seen.append(ProgramCall(name.replace(TAINT, UNKNOWN), known, stdin, path, given))
 
-    budget = Budget(command, start=cwd, observe=observe)
+    written: list[str] = []
+
+    def observe_write(path: str) -> None:
+        written.append(path.replace(TAINT, UNKNOWN))
+
+    budget = Budget(command, start=cwd, observe=observe, observe_write=observe_write)
     try:
         finding = analyse(command, cwd=cwd, home=home, budget=budget, stdin=Stream(""))
     except Exception:  # RecursionError or a bug: what was seen so far, marked incomplete
-        return ProgramCalls(tuple(seen), complete=False)
-    return ProgramCalls(tuple(seen), complete=finding is None)
+        return ProgramCalls(tuple(seen), complete=False, written=tuple(written))
+    return ProgramCalls(tuple(seen), complete=finding is None, written=tuple(written))

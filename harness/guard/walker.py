@@ -328,6 +328,8 @@ class Walker:
         """Refuse when ``field`` (a path, or a ``file:`` URL) resolves into a namespace."""
         if plain(field).startswith("file:"):
             field = "/" + field[len("file:") :].lstrip("/")
+        if self.budget.observe_write is not None and access in (Access.WRITE, Access.EDIT):
+            self.budget.observe_write(plain(field))
         cwds = state.cwd if base is None else resolve_directory(base, state.cwd)
         hit = virtual_target(field, cwds)
         if hit is not None:

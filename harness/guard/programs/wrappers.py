@@ -28,7 +28,8 @@ from harness.guard.words import words_of
 
 Handler = Callable[[Invocation], None]
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_ASSIGNMENT = re.compile(r"^([^=]+)=(.*)$", re.DOTALL)
+"""A NAME=VALUE word before the command: GNU env and sudo take any name without "="."""
 
 _SIMPLE: dict[str, OptionSpec] = {
     "nohup": spec(stop_at_operand=True),
