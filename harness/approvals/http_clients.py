@@ -77,14 +77,19 @@ class HttpCall:
 
 
 def http_calls(call: ProgramCall) -> tuple[HttpCall, ...]:
-    """The requests ``call`` makes; () for a program that is not an HTTP client."""
+    """The requests ``call`` makes; () for a program that is not an HTTP client. A word only
+    known when it runs that may be an option (``xargs curl``) makes every method ``?``."""
     if call.name == "curl":
-        return _curl(call)
-    if call.name == "wget":
-        return _wget(call)
-    if call.name in _HTTPIE_PROGRAMS:
-        return _httpie(call)
-    return ()
+        found = _curl(call)
+    elif call.name == "wget":
+        found = _wget(call)
+    elif call.name in _HTTPIE_PROGRAMS:
+        found = _httpie(call)
+    else:
+        return ()
+    if any(arg.startswith(UNKNOWN) for arg in call.args):
+        found = tuple(HttpCall("?", r.url) for r in found) or (HttpCall("?", "…"),)
+    return found
 
 
 def _curl(call: ProgramCall) -> tuple[HttpCall, ...]:

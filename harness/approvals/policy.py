@@ -413,7 +413,9 @@ def _matches(rule: Rule, call: ProgramCall, parsed: Sequence[Arg], program: Prog
     if rule.words:
         found = min(found, max((_starts(p, operands) for p in rule.words), default=_Match.NO))
     if rule.options and not any(arg.option in rule.options for arg in parsed):
-        return _Match.NO
+        if not any(a.startswith(UNKNOWN) for a in call.args):
+            return _Match.NO
+        found = min(found, _Match.UNSURE)  # a word only known when it runs may be one
     if rule.operands:
         found = min(found, max((_operand(o, rule.operands) for o in operands), default=_Match.NO))
     if found is not _Match.NO and rule.sql and not _sql_changes(call, parsed, program):

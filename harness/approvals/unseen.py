@@ -27,6 +27,9 @@ from collections.abc import Callable, Sequence
 from harness.guard.calls import UNKNOWN, ProgramCall
 from harness.guard.options import names
 
+HOMES = frozenset({".", "/workspace", "/root", "~"})
+"""The sandbox's home and working directory, as a walk spells them (its ``HOME`` is
+``/workspace``; the walk assumes ``/root``)."""
 PLACEHOLDER = "{}"
 """What ``find -exec`` and ``xargs -I{}`` replace with their input (the walk keeps it as typed)."""
 SYSTEM_DIRS = ("/usr/local/sbin/", "/usr/local/bin/", "/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/")
@@ -96,11 +99,15 @@ def unseen(call: ProgramCall) -> str | None:
 
 def unseen_text(command: str, written: Sequence[str] = ()) -> str | None:
     """Why ``command`` (its text, and the paths ``written`` that its walk saw written) may
-    set up what a later command runs or sends, or None."""
+    set up what a later command runs or sends, or None. Writing into the home directory
+    itself (``cp -r x/. ~``) puts there files the policy cannot name."""
     found = CONFIG_TEXT.search(command) or CONFIG_TEXT.search("\n".join(written))
-    if found is None:
-        return None
-    return f"names {found.group(0)}, which can make later commands run or send something else"
+    if found is not None:
+        return f"names {found.group(0)}, which can make later commands run or send something else"
+    home = next((p for p in written if posixpath.normpath(p or ".") in HOMES), None)
+    if home is not None:
+        return f"writes into {home}, the home directory, files that later commands may load"
+    return None
 
 
 def _shell(call: ProgramCall) -> str | None:

@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from harness.guard.fields import plain
+from harness.guard.fields import UNKNOWN, plain
 from harness.guard.invocation import Access, Invocation
 from harness.guard.options import (
     Arg,
@@ -155,6 +155,8 @@ def _xargs(inv: Invocation) -> None:
     if has_option(parsed, "-0", "--null"):
         delimiters.append("\\0")
     items = xargs_items(text, plain(delimiters[-1]) if delimiters else None) if text else []
+    if text is None:  # an input the walk cannot know: arguments only known when it runs
+        items = [UNKNOWN]
     replace = option_values(parsed, "-I", "--replace") + (["{}"] if _bare_i(parsed) else [])
     _run_items(inv, operands(parsed) or ["echo"], items, plain(replace[-1]) if replace else None)
 
