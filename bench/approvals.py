@@ -26,7 +26,10 @@ Prints one JSON line:
   of its corpora (the disguised changes, the reads, the guard's labelled commands); the floor
   in the same run, ``walk_p99_us``, is the guard's walk alone (``program_calls``), which the
   policy runs first. The issue's goal: p99 ≤ 1 ms (``policy_goal_met``); ``load_1m`` is the
-  machine's load average when it ran (timings on a shared machine are as good as its load).
+  machine's load average when it ran. On a machine with more runnable threads than cores a
+  wall-clock p99 measures the scheduler's time slices, so the same figures are also given in
+  the thread's CPU time (``policy_cpu_p99_us``, ``walk_cpu_p99_us``), which only the work
+  itself advances; ``policy_goal_met_cpu`` judges that one.
 
 Run:
     .venv/bin/python bench/approvals.py [--rounds 30] [--parked 10000] [--policy-rounds 20]
@@ -290,29 +293,33 @@ def policy_figures(rounds: int) -> dict[str, Any]:
     ]
     policy, reach = default_policy(), EgressReach(Rules.parse(RULES))
 
-    def timed(run: Callable[[str], object]) -> list[float]:
+    def timed(run: Callable[[str], object]) -> tuple[list[float], list[float]]:
         for command in commands:  # warm-up: parser, caches
             run(command)
-        samples = []
+        wall, cpu = [], []
         for _ in range(rounds):
             for command in commands:
-                started = time.perf_counter_ns()
+                started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
                 run(command)
-                samples.append((time.perf_counter_ns() - started) / 1000)
-        return samples
+                cpu.append((time.thread_time_ns() - started_cpu) / 1000)
+                wall.append((time.perf_counter_ns() - started) / 1000)
+        return wall, cpu
 
     gc.collect()
     gc.freeze()  # the corpus's garbage is not the policy's cost
-    walk = timed(program_calls)
-    decided = timed(lambda command: policy.bash(command, reach=reach))
-    p99 = _pct(decided, 0.99)
+    walk, walk_cpu = timed(program_calls)
+    decided, decided_cpu = timed(lambda command: policy.bash(command, reach=reach))
+    p99, p99_cpu = _pct(decided, 0.99), _pct(decided_cpu, 0.99)
     return {
         "policy_commands": len(commands),
         "policy_p50_us": round(statistics.median(decided), 1),
         "policy_p99_us": round(p99, 1),
         "walk_p99_us": round(_pct(walk, 0.99), 1),
+        "policy_cpu_p99_us": round(p99_cpu, 1),
+        "walk_cpu_p99_us": round(_pct(walk_cpu, 0.99), 1),
         "policy_goal_us": POLICY_GOAL_US,
         "policy_goal_met": p99 <= POLICY_GOAL_US,
+        "policy_goal_met_cpu": p99_cpu <= POLICY_GOAL_US,
         "load_1m": round(os.getloadavg()[0], 2),
     }
 

@@ -52,6 +52,8 @@ from harness.mcp.policy import Approval
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD"})
 CHANGING_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_MAX_NAMES = 4096
+"""Program names whose rules a policy remembers (then it starts again)."""
 
 
 class Verdict(IntEnum):
@@ -134,7 +136,7 @@ class Rule:
         """Whether the rule is about ``program`` ("" — unknown — only for rules with words)."""
         if not program:
             return bool(self.words)
-        return any(fnmatch.fnmatchcase(program, pattern) for pattern in self.programs)
+        return _any_of(self.programs).fullmatch(program) is not None
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,9 @@ class Policy:
 
     programs: Mapping[str, ProgramSpec] = field(default_factory=dict)
     rules: tuple[Rule, ...] = ()
+    _naming: dict[str, tuple[Rule, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def bash(self, command: str, *, reach: Reach | None = None) -> Decision:
         """Classify a Bash ``command`` (the tool's exact ``command`` text).
@@ -200,8 +205,13 @@ class Policy:
         parsed = parse_args(call.args, spec(*program.value_options))
         shipped = ALLOWED
         org: Decision | None = None
-        for rule in self.rules:
-            if (rule.reach and change is None) or not rule.names(call.name):
+        naming = self._naming.get(call.name)
+        if naming is None:  # the rules about a program, in order, found once per name
+            if len(self._naming) >= _MAX_NAMES:
+                self._naming.clear()
+            naming = self._naming[call.name] = tuple(r for r in self.rules if r.names(call.name))
+        for rule in naming:
+            if rule.reach and change is None:
                 continue
             match = _matches(rule, call, parsed, program)
             if match is _Match.NO:
@@ -421,6 +431,12 @@ def _matches(rule: Rule, call: ProgramCall, parsed: Sequence[Arg], program: Prog
     if found is not _Match.NO and rule.sql and not _sql_changes(call, parsed, program):
         return _Match.NO
     return found
+
+
+@cache
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for ``fnmatch`` patterns (case-sensitive, as ``fnmatchcase``)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
 def _starts(pattern: Sequence[str], operands: Sequence[str]) -> _Match:
