@@ -114,18 +114,20 @@ def unseen_text(command: str, written: Sequence[str] = ()) -> str | None:
 
 
 def _shell(call: ProgramCall) -> str | None:
-    args = list(call.args)
-    for index, arg in enumerate(args):
-        if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
-            rest = args[index + 1 :] if arg == "--" else args[index:]
+    args, index = list(call.args), 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            index += 1
             break
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg:
-            code = args[index + 1] if index + 1 < len(args) else ""
-            return _unknown_code(code)
-        if arg in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+        if arg in ("-", "+") or not arg.startswith(("-", "+")):
+            break
+        if arg in ("--rcfile", "--init-file"):
             return f"changes what the shell runs ({arg})"
-    else:
-        rest = []
+        if arg[0] == "-" and not arg.startswith("--") and "c" in arg:
+            return _unknown_code(args[index + 1] if index + 1 < len(args) else "")
+        index += 2 if arg in ("-o", "+o", "-O", "+O") else 1
+    rest = args[index:]
     if rest and rest[0] != "-":
         return f"runs the script {rest[0]}, which the policy cannot read"
     if call.stdin is None or UNKNOWN in call.stdin:
