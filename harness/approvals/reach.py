@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from sandbox_client.gateway import Outcome, RequestLine, Rules
+from sandbox_client.gateway import AmbiguousPath, Outcome, RequestLine, Rules, normalise
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD"})
 
@@ -120,8 +120,17 @@ class EgressReach:
             tunnel = next((r for r in self._rules.for_host(host, port) if r.tunnel), None)
             if tunnel is not None:
                 return Route(passes=True, via=f"the egress rule {tunnel.name!r} (a tunnel)")
+        try:
+            path = normalise(parts.path or "/")
+        except AmbiguousPath as exc:  # the gateway refuses it the same way
+            return Route(passes=False, refused=f"{url}: {exc.reason}")
         line = RequestLine(
-            method=method, host=host, port=port, path=parts.path or "/", channel_id=None
+            method=method,
+            host=host,
+            port=port,
+            path=path,
+            channel_id=None,
+            scheme=parts.scheme,  # a credential rule passes https only, as the gateway decides
         )
         decision = self._rules.decide(line)
         if decision.outcome is Outcome.BLOCKED or decision.rule is None:

@@ -32,6 +32,7 @@ from bot.settings import Settings
 from harness import (
     ApprovalStatus,
     Checkpoint,
+    EgressReach,
     Message,
     PendingApproval,
     Requester,
@@ -347,8 +348,10 @@ async def test_the_sandbox_api_is_not_served_to_the_jails_own_processes(scene: S
     )
     await scene.run(APPROVED, approved)
     log = await scene.run("toolu_look", "cat /workspace/planted.log")
-    # Then the planted process could not use the sandbox's API, so got nothing to replay
-    assert "api: 403" in log, log
+    # Then the planted process could not use the sandbox's API, so got nothing to replay: its
+    # socket is not in the jail at all (the host holds it), and the server refuses a peer
+    # from the jail's pid namespace besides (403)
+    assert log.startswith(("api: 000", "api: 403")), log
     assert "with-logs" not in log, log
     assert [m for m, _, _ in scene.upstream.seen] == ["GET"]
 
@@ -361,7 +364,7 @@ async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene:
     svc = f"https://{HOST}:{scene.upstream.tls_port}/items/1"
     # When commands reach the write rule without a credential, and the credential rule
     decisions = {
-        command: policy.bash(command, credential_rule=egress.credential_rule).verdict
+        command: policy.bash(command, reach=EgressReach(egress.gateway.rules)).verdict
         for command in (
             f"curl -X POST {hook}",
             f"curl {hook}",
