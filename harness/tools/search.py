@@ -104,9 +104,9 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
-        entries = await ctx.store.glob(
-            ctx.namespace(where.mount), pattern, where.path, limit=search_output.GLOB_MAX_FILES + 1
-        )
+        # every match: the listing shows the oldest 100 and counts them all (the store
+        # orders newest first, so a limit there would keep the wrong end)
+        entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     oldest_first = [_shown(where, e.path) for e in reversed(entries)]

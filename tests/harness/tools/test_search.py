@@ -93,6 +93,24 @@ async def test_glob_shows_the_100_oldest_paths_then_says_how_many_were_left_out(
     )
 
 
+async def test_glob_over_many_matches_lists_the_oldest_100_and_counts_them_all(
+    agent: SessionDriver,
+) -> None:
+    # Given 121 notes written oldest first
+    await seed(agent, {f"/n{i:03}.md": "x" for i in range(121)})
+
+    # When the model globs them
+    outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
+
+    # Then it sees the 100 oldest, in order, and the true count
+    lines = outcome.content.split("\n")
+    assert lines[:100] == [f"/memory/n{i:03}.md" for i in range(100)]
+    assert lines[100] == (
+        "(Showing 100 of 121 matching files; 21 more are not listed. Narrow the pattern or path "
+        "to see the rest.)"
+    )
+
+
 # ---------------------------------------------------------------- Grep, virtual
 
 
