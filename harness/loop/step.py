@@ -513,6 +513,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         cp = replace(cp, wakeup=outcome.wakeup)
     if outcome.agent is not None:
         cp = replace(cp, agents=(*cp.agents, outcome.agent))
+    if outcome.cwd is not None:
+        cp = replace(cp, cwd=outcome.cwd)
     result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import generated_here
-from harness.vfs import WORKSPACE, Resolved, resolve
+from harness.vfs import Resolved, resolve
 from memory_store import GrepMatch, SearchTimeout
 
 SEARCH_TIMEOUT_S = 60.0
@@ -90,16 +90,16 @@ class GrepInput(BaseModel):
 
 async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     """Files matching a glob pattern, oldest modification first (Claude Code 2.1.332)."""
-    root, pattern = split_pattern(p.pattern, p.path)
+    root, pattern = split_pattern(p.pattern, ctx.absolute(p.path) if p.path else ctx.cwd)
     where = resolve(root)
     if not where.is_virtual:
         result = await ctx.workspace.exec(
             ctx.tool_use_id, ripgrep.files_command(pattern, where.path), timeout_s=SEARCH_TIMEOUT_S
         )
         paths = ripgrep.parse_files(result.stdout)
-        problem = ripgrep.failure(result, where.path, produced=bool(paths))
+        problem = ripgrep.failure(result, where.path, produced=bool(paths), cwd=ctx.cwd)
         if problem is not None:
-            return tool_error(problem)
+            return _failed(problem)
         return ToolOutcome(search_output.glob_listing(paths[::-1]))
     if "/" not in pattern:
         pattern = "**/" + pattern
@@ -107,12 +107,28 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
         # every match: the listing shows the oldest 100 and counts them all (the store
         # orders newest first, so a limit there would keep the wrong end)
         entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
+        if not entries and not await _exists(ctx, where):
+            missing = ripgrep.missing_directory(where.display(), ctx.cwd)
+            return ToolOutcome(missing, is_error=True)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     oldest_first = [_shown(where, e.path) for e in reversed(entries)]
     generated = [n for n in generated_here(where, ctx) if _glob_matches(pattern, n)]
     oldest_first += [_shown(where, "/" + name) for name in generated]  # made now: newest
     return ToolOutcome(search_output.glob_listing(oldest_first))
+
+
+async def _exists(ctx: ToolContext, where: Resolved) -> bool:
+    """Whether a virtual directory holds anything (a mount root always exists)."""
+    if where.path == "/":
+        return True
+    return bool(await ctx.store.listdir(ctx.namespace(where.mount), where.path))
+
+
+def _failed(problem: ripgrep.Failure) -> ToolOutcome:
+    if problem.wrapped:
+        return tool_error(problem.text)
+    return ToolOutcome(problem.text, is_error=True)
 
 
 def _glob_matches(pattern: str, name: str) -> bool:
@@ -123,18 +139,18 @@ def _glob_matches(pattern: str, name: str) -> bool:
     )
 
 
-def split_pattern(pattern: str, path: str | None) -> tuple[str, str]:
+def split_pattern(pattern: str, path: str) -> tuple[str, str]:
     """(directory to search, pattern relative to it); an absolute pattern names its root.
 
-    >>> split_pattern("/memory/**/*.md", None)
+    >>> split_pattern("/memory/**/*.md", "/workspace")
     ('/memory', '**/*.md')
-    >>> split_pattern("*.py", None)
+    >>> split_pattern("*.py", "/workspace")
     ('/workspace', '*.py')
     >>> split_pattern("/incident/timeline.md", "/ignored")
     ('/incident', 'timeline.md')
     """
     if not pattern.startswith("/"):
-        return path or WORKSPACE, pattern
+        return path, pattern
     parts = pattern.split("/")
     for i, part in enumerate(parts):
         if _GLOB_CHARS.intersection(part):
@@ -151,7 +167,7 @@ def _shown(where: Resolved, path: str) -> str:
 
 async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
     """Search file contents for a regex; three output modes."""
-    where = resolve(p.path or WORKSPACE)
+    where = resolve(ctx.absolute(p.path) if p.path else ctx.cwd)
     if where.is_virtual:
         found = await _grep_virtual(p, where, ctx)
     else:
@@ -234,9 +250,9 @@ async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
     result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=SEARCH_TIMEOUT_S)
     matches = [] if files_mode else ripgrep.parse_json(result.stdout)
     paths = ripgrep.parse_files(result.stdout) if files_mode else []
-    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths))
+    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths), cwd=ctx.cwd)
     if problem is not None:
-        return tool_error(problem)
+        return _failed(problem)
     return matches, paths or search_output.matched_paths(matches)
 
 
