@@ -23,12 +23,19 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from shlex import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
 from harness.loop.checkpoint import TaskRecord
-from harness.sandbox.workspace import BackgroundWorkspace, StepWorkspace
+from harness.sandbox.workspace import (
+    BackgroundWorkspace,
+    StepWorkspace,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceRefused,
+)
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from memory_store import BackgroundTask, BackgroundTasks
 
@@ -60,23 +67,31 @@ def output_path(task_id: str) -> str:
     return f"{TASKS_DIR}/{task_id}.output"
 
 
-def wrapped(command: str, path: str) -> str:
+def wrapped(command: str, path: str, label: str | None = None) -> str:
     """``command`` with its standard output and error sent to ``path`` (the shell's own
-    ``exec`` redirection, so the command's text is run as written).
+    ``exec`` redirection, so the command's text is run as written), ``label`` (the
+    command as the model wrote it) kept beside it for TaskStop (``command_path``).
 
-    >>> print(wrapped("echo hi", "/workspace/.warroom/tasks/b1.output"))
-    mkdir -p /workspace/.warroom/tasks && exec >/workspace/.warroom/tasks/b1.output 2>&1
+    >>> print(wrapped("echo hi", "/w/t/b1.output", "echo hi"))
+    mkdir -p /w/t && printf %s 'echo hi' >/w/t/b1.command && exec >/w/t/b1.output 2>&1
     echo hi
     """
     directory = path.rsplit("/", 1)[0]
-    return f"mkdir -p {directory} && exec >{path} 2>&1\n{command}"
+    keep = f"printf %s {quote(command if label is None else label)} >{command_path(path)}"
+    return f"mkdir -p {directory} && {keep} && exec >{path} 2>&1\n{command}"
+
+
+def command_path(output: str) -> str:
+    """Where the command of the task writing to ``output`` is kept."""
+    return output.removesuffix(".output") + ".command"
 
 
 def started_text(task_id: str, path: str) -> str:
     """The tool result of a background call (Claude Code 2.1.332's words)."""
     return (
         f"Command running in background with ID: {task_id}. Output is being written to: "
-        f"{path}. You will be notified when it completes."
+        f"{path}. You will be notified when it completes. To check interim output, use Read "
+        "on that file path."
     )
 
 
@@ -88,9 +103,11 @@ async def start_in_background(
     kind: str = "bash",
     deadline_at: datetime | None = None,
     started: Callable[[str, str], str] = started_text,
+    label: str | None = None,
 ) -> ToolOutcome:
     """Start ``command`` (already past the guard) as a background task of the session;
-    ``started(task_id, output_path)`` is the tool result.
+    ``started(task_id, output_path)`` is the tool result. ``label``: the command as the
+    model wrote it, when ``command`` wraps it (TaskStop names it).
 
     Raises:
         WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
@@ -100,7 +117,7 @@ async def start_in_background(
         return tool_error("Background commands are not available in this session.")
     task_id = task_id_for(ctx.tool_use_id)
     path = output_path(task_id)
-    sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path))
+    sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path, label))
     handle = workspace.handle_json()
     assert handle is not None  # start ensured the sandbox
     label = " ".join((description or command).split())[:200]
@@ -363,7 +380,7 @@ async def task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(f"Task {task_id} is not running (status: {task.state})")
     if isinstance(ctx.workspace, BackgroundWorkspace):
         await ctx.workspace.kill(task.tool_use_id)
-    return _stopped(stopped)
+    return _stopped(stopped, await _command_of(ctx, stopped))
 
 
 async def recover_task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
@@ -377,17 +394,28 @@ async def recover_task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
         return await task_stop(p, ctx)
     if isinstance(ctx.workspace, BackgroundWorkspace):
         await ctx.workspace.kill(task.tool_use_id)
-    return _stopped(task)
+    return _stopped(task, await _command_of(ctx, task))
 
 
-def _stopped(task: BackgroundTask) -> ToolOutcome:
+async def _command_of(ctx: ToolContext, task: BackgroundTask) -> str:
+    """The task's command as the model wrote it (its description when not kept)."""
+    try:
+        data = await ctx.workspace.read_file(command_path(task.output_path))
+    except (WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused):
+        return task.description
+    return data.decode(errors="replace")
+
+
+def _stopped(task: BackgroundTask, command: str) -> ToolOutcome:
+    """TaskStop's result: Claude Code 2.1.336's JSON, compact, naming the command."""
     message = {
-        "message": f"Successfully stopped task: {task.task_id} ({task.description})",
+        "message": f"Successfully stopped task: {task.task_id} ({command})",
         "task_id": task.task_id,
         "task_type": "monitor" if task.kind == "monitor" else "local_bash",
+        "command": command,
     }
     record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")
-    return ToolOutcome(json.dumps(message), task=record)
+    return ToolOutcome(json.dumps(message, separators=(",", ":")), task=record)
 
 
 _TASK_STOP_SCHEMA = {

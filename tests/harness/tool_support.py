@@ -134,6 +134,7 @@ class SessionDriver:
     agent_may_write_skills: bool = False
     last_tool_use_id: str = ""
     tasks: BackgroundTasks | None = None
+    cwd: str = "/workspace"
 
     def context(self, tool_use_id: str | None = None) -> ToolContext:
         """The context for a call; a fresh ``tool_use`` id unless one is given."""
@@ -149,12 +150,14 @@ class SessionDriver:
             read_state=dict(self.read_state),
             agent_may_write_skills=self.agent_may_write_skills,
             tasks=self.tasks,
+            cwd=self.cwd,
         )
 
     async def call(self, name: str, tool_input: dict[str, Any], **ids: str) -> ToolOutcome:
         """Run one tool call and keep the read-state it returns."""
         outcome = await run_tool(name, tool_input, self.context(ids.get("tool_use_id")))
         self.read_state.update(outcome.read_updates)
+        self.cwd = outcome.cwd or self.cwd
         return outcome
 
     @property
