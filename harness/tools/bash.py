@@ -46,10 +46,13 @@ def in_directory(command: str, cwd: str, *, record: bool) -> str:
     >>> print(in_directory("pwd", "/workspace/sub", record=False))
     cd /workspace/sub 2>/dev/null || cd /workspace
     pwd
+    >>> in_directory("pwd", "/workspace", record=False)
+    'pwd'
     """
-    lines = [f"cd {quote(cwd)} 2>/dev/null || cd {WORKSPACE}"]
+    lines = [] if cwd == WORKSPACE else [f"cd {quote(cwd)} 2>/dev/null || cd {WORKSPACE}"]
     if record:
-        lines.append(f"trap 'pwd >| {CWD_FILE} 2>/dev/null' EXIT")
+        directory = CWD_FILE.rsplit("/", 1)[0]
+        lines.append(f"trap 'mkdir -p {directory} 2>/dev/null; pwd 2>/dev/null >|{CWD_FILE}' EXIT")
     return "\n".join([*lines, command])
 
 

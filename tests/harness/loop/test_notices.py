@@ -78,18 +78,20 @@ async def test_a_later_change_is_told_as_the_diff_since_the_last_notice(
     )
 
 
-async def test_a_notice_is_not_a_read_so_write_still_needs_a_fresh_read(
+async def test_a_notice_counts_as_seeing_the_change_so_write_may_follow(
     agent: SessionDriver,
 ) -> None:
+    # Claude Code 2.1.336: once a notice showed the change, Write replaces the file
     await change(agent, "/x.md", "a\n")
     await agent.call("Read", {"file_path": "/memory/x.md"})
     await change(agent, "/x.md", "b\n", 2)
+    unseen = await agent.call("Write", {"file_path": "/memory/x.md", "content": "c\n"})
     await agent.next_step_notices()
 
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "c\n"})
 
-    assert outcome.is_error
-    assert "File has been modified since read" in outcome.content
+    assert "File has been modified since read" in unseen.content
+    assert not outcome.is_error, outcome.content
 
 
 async def test_a_deleted_file_is_said_deleted_and_may_then_be_written_again(
@@ -108,7 +110,10 @@ async def test_a_deleted_file_is_said_deleted_and_may_then_be_written_again(
         "was intentional; do not recreate it unless the user asks you to.\n</system-reminder>"
     ]
     assert again == []
-    assert recreated.content == "File created successfully at: /memory/x.md"
+    assert (
+        recreated.content
+        == "File created successfully at: /memory/x.md (file state is current in your context — no need to Read it back)"
+    )
 
 
 async def test_the_sessions_own_writes_are_not_told_back_to_it(agent: SessionDriver) -> None:

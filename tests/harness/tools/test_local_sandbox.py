@@ -68,12 +68,15 @@ async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriv
     read = await agent.call("Read", {"file_path": "/workspace/conf/app.yaml"})
     missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
 
-    assert created.content == "File created successfully at: /workspace/conf/app.yaml"
-    assert edited.content.startswith(
-        "The file /workspace/conf/app.yaml has been updated successfully."
+    assert (
+        created.content
+        == "File created successfully at: /workspace/conf/app.yaml (file state is current in your context — no need to Read it back)"
     )
-    assert read.content == "1\treplicas: 2\n2\timage: v2"
-    assert error_text(missing) == "File does not exist."
+    assert edited.content.startswith(
+        "The file /workspace/conf/app.yaml has been updated successfully. (file state is current in your context — no need to Read it back)"
+    )
+    assert read.content == "1\treplicas: 2\n2\timage: v2\n3"
+    assert missing.content.startswith("File does not exist.")
 
 
 async def test_glob_and_grep_run_ripgrep_inside_the_real_sandbox(agent: SessionDriver) -> None:

@@ -36,7 +36,7 @@ CLAUDE_CODE_PARAMETERS = {
         "offset",
         "multiline",
     ],
-    "Read": ["file_path", "offset", "limit"],
+    "Read": ["file_path", "offset", "limit", "pages", "allow_large"],
     "Edit": ["file_path", "old_string", "new_string", "replace_all"],
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],

@@ -71,7 +71,7 @@ async def test_disjoint_edits_from_two_sessions_both_land(
     assert "pool: 50" in current
     assert "timeout: 2s" in current
     assert "another session changed this file" not in alpha_says
-    assert "Note: another session changed this file after you read it" in beta_says
+    assert "Another session changed this file after you read it" in beta_says
     assert "-     3\tpool: 10\n+     3\tpool: 50" in beta_says
 
 
@@ -106,7 +106,10 @@ async def test_a_stale_write_is_refused_and_the_change_notice_reaches_the_writer
         "Write",
         {"file_path": "/memory/runbook.md", "content": await current_content(alpha) + "x: 1\n"},
     )
-    assert accepted.content == "The file /memory/runbook.md has been updated successfully."
+    assert (
+        accepted.content
+        == "The file /memory/runbook.md has been updated successfully. (file state is current in your context — no need to Read it back)"
+    )
 
 
 async def current_content(session: SessionDriver) -> str:
@@ -127,7 +130,7 @@ async def test_a_compacted_away_file_must_be_read_again_before_it_is_overwritten
     compacted = await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})
     # Then Write refuses until the file is read again
     assert error_text(cleared) == "File has not been read yet. Read it first before writing to it."
-    assert error_text(compacted).startswith("File has not been read in full")
+    assert error_text(compacted).startswith("File has not been read since the conversation was compacted")
     await read(alpha)
     assert not (
         await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})
