@@ -187,6 +187,10 @@ class SessionDriver:
         self.read_state = {p: replace(r, full=False) for p, r in self.read_state.items()}
 
 
+STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+"""The suffix of Write's and Edit's confirmations (Claude Code 2.1.336)."""
+
+
 def error_text(outcome: ToolOutcome) -> str:
     """The text inside ``<tool_use_error>…</tool_use_error>`` (asserts the wrapping)."""
     assert outcome.is_error, outcome.content

@@ -9,7 +9,7 @@ import pytest
 
 from harness import ReadRecord, change_notices
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, open_store
+from tests.harness.tool_support import STATE_CURRENT, JailWorkspace, SessionDriver, open_store
 
 ORG = "T-NOTICE"
 MEMORY = Namespace(ORG, Scope.MEMORY)
@@ -110,10 +110,7 @@ async def test_a_deleted_file_is_said_deleted_and_may_then_be_written_again(
         "was intentional; do not recreate it unless the user asks you to.\n</system-reminder>"
     ]
     assert again == []
-    assert (
-        recreated.content
-        == "File created successfully at: /memory/x.md (file state is current in your context — no need to Read it back)"
-    )
+    assert recreated.content == "File created successfully at: /memory/x.md" + STATE_CURRENT
 
 
 async def test_the_sessions_own_writes_are_not_told_back_to_it(agent: SessionDriver) -> None:

@@ -128,7 +128,7 @@ async def test_a_background_command_returns_at_once_and_writes_its_output_file(r
     assert not await rig.manager.ledger.claim_idle(row.sandbox_id, idle_s=0.0, hold_s=5.0)
     assert await rig.process_finished("toolu_bg_one") == ProcessStatus.COMPLETED.value
     read = await rig.agent.call("Read", {"file_path": path})
-    assert read.content == "1\tfirst\n2\tdone"
+    assert read.content == "1\tfirst\n2\tdone\n3"
 
 
 async def test_a_background_call_redone_after_a_crash_starts_nothing_new(rig: Rig) -> None:

@@ -18,7 +18,7 @@ from harness import Checkpoint, Requester, WorkspaceRefused, run_tool, tool_spec
 from harness.sandbox.session import SandboxWorkspaces
 from sandbox_client import LocalConfig, LocalProvider, SandboxError, SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
-from tests.harness.tool_support import SessionDriver, error_text, open_store
+from tests.harness.tool_support import STATE_CURRENT, SessionDriver, error_text, open_store
 
 
 @pytest.fixture
@@ -69,11 +69,10 @@ async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriv
     missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
 
     assert (
-        created.content
-        == "File created successfully at: /workspace/conf/app.yaml (file state is current in your context — no need to Read it back)"
+        created.content == "File created successfully at: /workspace/conf/app.yaml" + STATE_CURRENT
     )
     assert edited.content.startswith(
-        "The file /workspace/conf/app.yaml has been updated successfully. (file state is current in your context — no need to Read it back)"
+        "The file /workspace/conf/app.yaml has been updated successfully." + STATE_CURRENT
     )
     assert read.content == "1\treplicas: 2\n2\timage: v2\n3"
     assert missing.content.startswith("File does not exist.")

@@ -157,7 +157,8 @@ async def test_incident_files_belong_to_their_channel(agent: SessionDriver) -> N
     unseen = await other.call("Read", {"file_path": "/incident/notes.md"})
     # Then only the same incident sees it
     assert seen.content == "1\tdb pool\n2"
-    assert unseen.is_error and unseen.content.startswith("File does not exist.")
+    assert unseen.is_error
+    assert unseen.content.startswith("File does not exist.")
 
 
 async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: SessionDriver) -> None:
@@ -169,7 +170,8 @@ async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: Sessi
         "1\tlesson\n2"
     )
     unseen = await other_org.call("Read", {"file_path": "/memory/shared.md"})
-    assert unseen.is_error and unseen.content.startswith("File does not exist.")
+    assert unseen.is_error
+    assert unseen.content.startswith("File does not exist.")
 
 
 async def test_a_partial_read_after_a_full_read_of_the_same_version_stays_full(

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness import run_tool
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 
 @pytest.fixture
@@ -78,7 +84,8 @@ async def test_read_of_sandbox_edge_cases_uses_the_same_wording(agent: SessionDr
     assert empty.content == (
         "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"
     )
-    assert missing.is_error and directory.is_error
+    assert missing.is_error
+    assert directory.is_error
     assert missing.content == (
         "File does not exist. Note: your current working directory is /workspace."
     )
@@ -102,14 +109,11 @@ async def test_write_in_the_sandbox_creates_freely_and_overwrites_after_a_full_r
     updated = await agent.call("Write", {"file_path": path, "content": "x"})
     same = await agent.call("Write", {"file_path": path, "content": "x"})
 
-    assert (
-        created.content
-        == "File created successfully at: /workspace/sub/new.txt (file state is current in your context — no need to Read it back)"
-    )
+    assert created.content == "File created successfully at: /workspace/sub/new.txt" + STATE_CURRENT
     assert error_text(unread) == "File has not been read yet. Read it first before writing to it."
     assert (
         updated.content
-        == "The file /workspace/existing.txt has been updated successfully. (file state is current in your context — no need to Read it back)"
+        == "The file /workspace/existing.txt has been updated successfully." + STATE_CURRENT
     )
     assert same.content == updated.content
     assert host(agent, "sub/new.txt").read_text() == "n\n"
@@ -194,7 +198,8 @@ async def test_a_partly_read_sandbox_file_may_be_edited_and_overwritten(
     edit = await agent.call("Edit", {"file_path": path, "old_string": "one", "new_string": "1"})
     write = await agent.call("Write", {"file_path": path, "content": "x\n"})
 
-    assert not edit.is_error and not write.is_error
+    assert not edit.is_error
+    assert not write.is_error
     assert host(agent, "p.txt").read_text() == "x\n"
 
 

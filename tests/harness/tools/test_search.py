@@ -323,7 +323,8 @@ async def test_grep_in_the_sandbox_reports_bad_regexes_and_missing_paths(
     bad = await agent.call("Grep", {"pattern": "(unclosed"})
     missing = await agent.call("Grep", {"pattern": "a", "path": "/workspace/nope"})
 
-    assert bad.is_error and missing.is_error  # both unwrapped, as Claude Code gives them
+    assert bad.is_error
+    assert missing.is_error
     assert bad.content == (
         "Search failed \u2014 ripgrep rejected the pattern, glob, or file type without "
         "searching:\nrg: regex parse error:\n    (?:(unclosed)\n    ^\nerror: unclosed group"

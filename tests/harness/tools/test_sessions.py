@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 RUNBOOK = "# Checkout runbook\nowner: payments\npool: 10\ncache: redis\ntimeout: 5s\n"
 MODIFIED = (
@@ -108,7 +114,7 @@ async def test_a_stale_write_is_refused_and_the_change_notice_reaches_the_writer
     )
     assert (
         accepted.content
-        == "The file /memory/runbook.md has been updated successfully. (file state is current in your context — no need to Read it back)"
+        == "The file /memory/runbook.md has been updated successfully." + STATE_CURRENT
     )
 
 
@@ -130,7 +136,9 @@ async def test_a_compacted_away_file_must_be_read_again_before_it_is_overwritten
     compacted = await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})
     # Then Write refuses until the file is read again
     assert error_text(cleared) == "File has not been read yet. Read it first before writing to it."
-    assert error_text(compacted).startswith("File has not been read since the conversation was compacted")
+    assert error_text(compacted).startswith(
+        "File has not been read since the conversation was compacted"
+    )
     await read(alpha)
     assert not (
         await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})

@@ -10,7 +10,13 @@ import pytest
 
 from harness import ReadRecord, run_tool
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 ORG = "T-WRITE"
 HUMAN = Origin("U-HUMAN")
@@ -46,10 +52,7 @@ async def stored(agent: SessionDriver, path: str) -> str:
 async def test_write_creates_a_new_file_and_counts_as_a_full_read(agent: SessionDriver) -> None:
     outcome = await agent.call("Write", {"file_path": "/memory/new.md", "content": "hello\n"})
 
-    assert (
-        outcome.content
-        == "File created successfully at: /memory/new.md (file state is current in your context — no need to Read it back)"
-    )
+    assert outcome.content == "File created successfully at: /memory/new.md" + STATE_CURRENT
     assert await stored(agent, "/new.md") == "hello\n"
     assert agent.read_state["/memory/new.md"] == ReadRecord(1, full=True, notified_version=1)
 
@@ -71,10 +74,7 @@ async def test_write_replaces_a_file_read_in_full(agent: SessionDriver) -> None:
 
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "new\n"})
 
-    assert (
-        outcome.content
-        == "The file /memory/x.md has been updated successfully. (file state is current in your context — no need to Read it back)"
-    )
+    assert outcome.content == "The file /memory/x.md has been updated successfully." + STATE_CURRENT
     assert await stored(agent, "/x.md") == "new\n"
     assert agent.read_state["/memory/x.md"] == ReadRecord(2, full=True, notified_version=2)
 
@@ -147,7 +147,7 @@ async def test_a_retried_write_with_the_same_tool_use_id_is_a_no_op(agent: Sessi
     assert (
         again.content
         == first.content
-        == "The file /memory/x.md has been updated successfully. (file state is current in your context — no need to Read it back)"
+        == "The file /memory/x.md has been updated successfully." + STATE_CURRENT
     )
     assert [r.version for r in await agent.store.history(MEMORY, "/x.md")] == [1, 2]
 
@@ -165,8 +165,7 @@ async def test_write_under_skills_is_refused_unless_the_org_lets_agents_edit_ski
         "a change, say what to change in your answer, or record the lesson under /memory/."
     )
     assert (
-        allowed.content
-        == "File created successfully at: /skills/deploys/SKILL.md (file state is current in your context — no need to Read it back)"
+        allowed.content == "File created successfully at: /skills/deploys/SKILL.md" + STATE_CURRENT
     )
 
 
@@ -218,8 +217,7 @@ async def test_a_skill_without_frontmatter_is_written_and_listed(agent: SessionD
     )
 
     assert (
-        outcome.content
-        == "File created successfully at: /skills/restart/SKILL.md (file state is current in your context — no need to Read it back)"
+        outcome.content == "File created successfully at: /skills/restart/SKILL.md" + STATE_CURRENT
     )
     assert [(e.path, e.summary) for e in await agent.store.index(SKILLS)] == [
         ("/restart/SKILL.md", "# Restart")
@@ -360,7 +358,7 @@ async def test_edit_with_replace_all_replaces_every_occurrence(agent: SessionDri
 
     assert outcome.content == (
         "The file /memory/x.md has been updated. All occurrences were successfully replaced."
-        " (file state is current in your context — no need to Read it back)"
+        "" + STATE_CURRENT
     )
     assert await stored(agent, "/x.md") == "fine\nfine\n"
 
