@@ -511,6 +511,8 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         cp = _with_task(cp, outcome.task)
     if outcome.wakeup is not None:
         cp = replace(cp, wakeup=outcome.wakeup)
+    if outcome.cancel_wakeup:
+        cp = replace(cp, wakeup=None)
     if outcome.agent is not None:
         cp = replace(cp, agents=(*cp.agents, outcome.agent))
     if outcome.cwd is not None:

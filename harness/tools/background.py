@@ -287,9 +287,9 @@ class MonitorInput(BaseModel):
     """Monitor's parameters."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    command: str = Field(min_length=1)
-    description: str | None = None
-    timeout_ms: int | None = Field(default=None, ge=1)
+    description: str
+    timeout_ms: int = Field(ge=1)
+    command: str | None = Field(default=None, min_length=1)
     persistent: bool | None = None
 
     def timeout_ms_or_default(self) -> int:
@@ -300,6 +300,11 @@ class MonitorInput(BaseModel):
 async def monitor(p: MonitorInput, ctx: ToolContext) -> ToolOutcome:
     """Guard, then start the command as a monitor: its new output lines reach the session
     as notifications, batched, until it ends, its timeout passes or TaskStop ends it."""
+    if p.command is None:
+        return tool_error(
+            "Monitor needs a command here (watching a WebSocket with ws is not available in "
+            "Warroom): give the command whose output lines to watch."
+        )
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
@@ -332,22 +337,22 @@ MONITOR = ModelTool(
     input_schema={
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "The command whose output to watch."},
             "description": {
                 "type": "string",
                 "description": "What is watched, in a few words (shown to the team).",
             },
             "timeout_ms": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 1,
-                "description": "How long to watch, in milliseconds (default 600000).",
+                "description": "How long to watch, in milliseconds (at most 3600000).",
             },
+            "command": {"type": "string", "description": "The command whose output to watch."},
             "persistent": {
                 "type": "boolean",
                 "description": "Watch until TaskStop instead of until the timeout.",
             },
         },
-        "required": ["command"],
+        "required": ["description", "timeout_ms"],
         "additionalProperties": False,
     },
     params=MonitorInput,

@@ -157,7 +157,7 @@ BASH = ModelTool(
         "properties": {
             "command": {"type": "string", "description": "The command to run."},
             "timeout": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 1,
                 "description": (
                     "Timeout in milliseconds (default 120000, max 600000; larger values are "

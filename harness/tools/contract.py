@@ -200,6 +200,7 @@ class ToolOutcome:
         agent: a subagent the call started, or None.
         pending: the call has no result yet (a subagent's answer will be its result).
         cwd: the working directory the call left (Bash's ``cd``), or None: unchanged.
+        cancel_wakeup: the call cancelled the pending wake-up (ScheduleWakeup ``stop``).
     """
 
     content: str
@@ -212,6 +213,7 @@ class ToolOutcome:
     agent: AgentRecord | None = None
     pending: bool = False
     cwd: str | None = None
+    cancel_wakeup: bool = False
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

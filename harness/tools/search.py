@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +71,9 @@ class GrepInput(BaseModel):
     after: int | None = Field(default=None, alias="-A", ge=0)
     before: int | None = Field(default=None, alias="-B", ge=0)
     context: int | None = Field(default=None, alias="-C", ge=0)
+    context_long: int | None = Field(default=None, alias="context", ge=0)
+    """Claude Code's other name of ``-C``."""
+    only_matching: bool = Field(default=False, alias="-o")
     head_limit: int = Field(default=250, ge=0)
     offset: int = Field(default=0, ge=0)
     multiline: bool = False
@@ -78,7 +82,7 @@ class GrepInput(BaseModel):
         """(before, after) for content mode; ``-A``/``-B`` override ``-C``."""
         if self.output_mode != "content":
             return 0, 0
-        around = self.context or 0
+        around = self.context if self.context is not None else (self.context_long or 0)
         return (
             self.before if self.before is not None else around,
             self.after if self.after is not None else around,
@@ -181,6 +185,8 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome(search_output.files_listing(shown, p.head_limit, p.offset))
     if p.output_mode == "count":
         return ToolOutcome(search_output.count_listing(matches, p.head_limit, p.offset, prefix))
+    if p.only_matching:
+        matches = only_matching(matches, p.pattern, ignore_case=p.ignore_case)
     text = search_output.content_listing(
         matches,
         line_numbers=p.line_numbers,
@@ -193,6 +199,28 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
 
 
 Found = tuple[list[GrepMatch], list[str]] | ToolOutcome
+
+
+def only_matching(matches: list[GrepMatch], pattern: str, *, ignore_case: bool) -> list[GrepMatch]:
+    """``-o``: each match line replaced by the parts of it that match (one entry each),
+    context lines dropped. The parts are found with Python's ``re`` (ripgrep's syntax is
+    mostly the same); a pattern ``re`` cannot compile keeps its whole lines.
+
+    >>> found = only_matching([GrepMatch("/a", 1, "x=1 y=22")], r"\\d+", ignore_case=False)
+    >>> [m.line for m in found]
+    ['1', '22']
+    """
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return [m for m in matches if not m.is_context]
+    parts: list[GrepMatch] = []
+    for m in matches:
+        if m.is_context:
+            continue
+        found = [f.group(0) for f in regex.finditer(m.line) if f.group(0)]
+        parts += [GrepMatch(m.path, m.line_number, text) for text in found or [m.line]]
+    return parts
 
 
 def _mount_root(where: Resolved) -> str:
@@ -312,16 +340,21 @@ GREP = ModelTool(
             },
             "-i": {"type": "boolean", "description": "Case-insensitive search."},
             "-n": {"type": "boolean", "description": "Line numbers (content mode; default on)."},
-            "-A": {"type": "integer", "minimum": 0, "description": "Lines after each match."},
-            "-B": {"type": "integer", "minimum": 0, "description": "Lines before each match."},
-            "-C": {"type": "integer", "minimum": 0, "description": "Lines around each match."},
+            "-A": {"type": "number", "minimum": 0, "description": "Lines after each match."},
+            "-B": {"type": "number", "minimum": 0, "description": "Lines before each match."},
+            "-C": {"type": "number", "minimum": 0, "description": "Lines around each match."},
+            "context": {"type": "number", "minimum": 0, "description": "Same as -C."},
+            "-o": {
+                "type": "boolean",
+                "description": "Content mode: show only the matching part of each line.",
+            },
             "head_limit": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 0,
                 "description": "Show at most this many lines/files/counts (default 250; 0 = all).",
             },
             "offset": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 0,
                 "description": "Skip this many lines/files/counts before head_limit (default 0).",
             },

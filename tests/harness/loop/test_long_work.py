@@ -236,3 +236,20 @@ async def test_an_unknown_subagent_type_is_refused_naming_the_known_ones(
     [result] = fake.requests[1].messages[-1]["content"]
     assert result["is_error"] is True
     assert "Available agents: general-purpose, Explore, Plan" in str(result["content"])
+
+
+async def test_schedule_wakeup_with_stop_cancels_the_pending_wake_up(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # Given a session that scheduled a wake-up
+    fake.push(wakeup(300), Reply.text("Will check."))
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "watch checkout", "Alice"),))
+    assert next_wake(run.cp) is not None
+    # When the model calls ScheduleWakeup with Claude Code's stop
+    fake.push(Reply.tool("ScheduleWakeup", {"stop": True}), Reply.text("Stopped watching."))
+    await run.run((Inbound("U-ALICE", "no need to watch any more", "Alice"),))
+    # Then nothing is armed
+    assert next_wake(run.cp) is None
+    result = fake.requests[-1].messages[-1]["content"][0]
+    assert result["content"] == "Stopped: no wakeup is scheduled now."

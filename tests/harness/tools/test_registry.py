@@ -32,6 +32,8 @@ CLAUDE_CODE_PARAMETERS = {
         "-A",
         "-B",
         "-C",
+        "context",
+        "-o",
         "head_limit",
         "offset",
         "multiline",
@@ -41,10 +43,10 @@ CLAUDE_CODE_PARAMETERS = {
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
-    "Monitor": ["command", "description", "timeout_ms", "persistent"],
+    "Monitor": ["description", "timeout_ms", "command", "persistent"],
     "TaskStop": ["task_id", "shell_id"],
-    "ScheduleWakeup": ["delaySeconds", "reason", "prompt"],
-    "Agent": ["description", "prompt", "subagent_type", "run_in_background"],
+    "ScheduleWakeup": ["delaySeconds", "reason", "prompt", "stop", "noop"],
+    "Agent": ["description", "prompt", "subagent_type", "run_in_background", "model", "effort"],
 }
 
 
