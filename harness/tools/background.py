@@ -67,18 +67,28 @@ def output_path(task_id: str) -> str:
     return f"{TASKS_DIR}/{task_id}.output"
 
 
-def wrapped(command: str, path: str, label: str | None = None) -> str:
-    """``command`` with its standard output and error sent to ``path`` (the shell's own
-    ``exec`` redirection, so the command's text is run as written), ``label`` (the
-    command as the model wrote it) kept beside it for TaskStop (``command_path``).
+def wrapped(command: str, path: str) -> str:
+    """``command`` with its standard output and error appended to ``path`` (the shell's
+    own ``exec`` redirection, so the command's text is run as written).
 
-    >>> print(wrapped("echo hi", "/w/t/b1.output", "echo hi"))
-    mkdir -p /w/t && printf %s 'echo hi' >/w/t/b1.command && exec >/w/t/b1.output 2>&1
+    >>> print(wrapped("echo hi", "/w/t/b1.output"))
+    mkdir -p /w/t && exec >>/w/t/b1.output 2>&1
     echo hi
     """
     directory = path.rsplit("/", 1)[0]
-    keep = f"printf %s {quote(command if label is None else label)} >{command_path(path)}"
-    return f"mkdir -p {directory} && {keep} && exec >{path} 2>&1\n{command}"
+    return f"mkdir -p {directory} && exec >>{path} 2>&1\n{command}"
+
+
+def prepared(path: str, label: str) -> str:
+    """The command that makes a task's output file (empty, never truncated) and keeps
+    ``label`` (the command as the model wrote it) beside it for TaskStop, before the task
+    starts: a Read or TaskStop right after the start finds both.
+
+    >>> print(prepared("/w/t/b1.output", "sleep 30"))
+    mkdir -p /w/t && : >>/w/t/b1.output && printf %s 'sleep 30' >/w/t/b1.command
+    """
+    directory = path.rsplit("/", 1)[0]
+    return f"mkdir -p {directory} && : >>{path} && printf %s {quote(label)} >{command_path(path)}"
 
 
 def command_path(output: str) -> str:
@@ -117,7 +127,12 @@ async def start_in_background(
         return tool_error("Background commands are not available in this session.")
     task_id = task_id_for(ctx.tool_use_id)
     path = output_path(task_id)
-    sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path, label))
+    setup = await ctx.workspace.exec(
+        f"{ctx.tool_use_id}.setup", prepared(path, label or command), timeout_s=30
+    )
+    if setup.exit_code != 0:
+        return tool_error(f"Could not prepare the task's output file: {setup.stderr.strip()}")
+    sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path))
     handle = workspace.handle_json()
     assert handle is not None  # start ensured the sandbox
     label = " ".join((description or command).split())[:200]
