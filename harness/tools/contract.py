@@ -84,6 +84,7 @@ class ToolContext:
         agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
         cwd: the session's working directory in the sandbox (where the last Bash call's
             ``cd`` left it): relative paths of the file tools are taken from it.
+        todos: the session's todo list (TodoWrite's, which the Task tools also edit).
     """
 
     store: FileStore
@@ -104,6 +105,7 @@ class ToolContext:
     min_wakeup_s: float = 60.0
     agents: AgentSpawner | None = None
     cwd: str = WORKSPACE
+    todos: tuple[Todo, ...] = ()
 
     @classmethod
     def for_session(
@@ -142,6 +144,7 @@ class ToolContext:
             min_wakeup_s=limits.min_wakeup_s,
             agents=agents if cp.parent is None else None,
             cwd=cp.cwd,
+            todos=cp.todos,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

@@ -27,6 +27,7 @@ from harness import (
     CommandResult,
     ReadRecord,
     Requester,
+    Todo,
     ToolContext,
     ToolOutcome,
     Workspace,
@@ -135,6 +136,7 @@ class SessionDriver:
     last_tool_use_id: str = ""
     tasks: BackgroundTasks | None = None
     cwd: str = "/workspace"
+    todos: tuple[Todo, ...] = ()
 
     def context(self, tool_use_id: str | None = None) -> ToolContext:
         """The context for a call; a fresh ``tool_use`` id unless one is given."""
@@ -151,6 +153,7 @@ class SessionDriver:
             agent_may_write_skills=self.agent_may_write_skills,
             tasks=self.tasks,
             cwd=self.cwd,
+            todos=self.todos,
         )
 
     async def call(self, name: str, tool_input: dict[str, Any], **ids: str) -> ToolOutcome:
@@ -158,6 +161,7 @@ class SessionDriver:
         outcome = await run_tool(name, tool_input, self.context(ids.get("tool_use_id")))
         self.read_state.update(outcome.read_updates)
         self.cwd = outcome.cwd or self.cwd
+        self.todos = self.todos if outcome.todos is None else outcome.todos
         return outcome
 
     @property
