@@ -21,6 +21,7 @@ from harness.sandbox.workspace import Workspace
 from harness.tools.listing import page
 from harness.tools.roots import in_workspace
 from harness.tools.sandbox_files import fingerprint
+from harness.tools.wording import CHANGE_NOTICE_TAIL, RELEVANT_CHANGES
 
 MAX_CHECKED_FILES = 20
 MAX_SHOWN_LINES = 200
@@ -64,13 +65,9 @@ def notice(path: str, content: str) -> tuple[str, bool]:
     >>> notice("/workspace/a", "one\\ntwo")[0].endswith("numbers):\\n1\\tone\\n2\\ttwo")
     True
     """
-    head = (
-        f"Note: {path} changed on disk since you last read it. That's usually deliberate, so "
-        "take it as the current state rather than reverting it; if the change looks wrong, "
-        "say so rather than undoing it yourself \u2014 otherwise no need to call it out."
-    )
+    head = f"Note: {path} changed on disk since you last read it. {CHANGE_NOTICE_TAIL}"
     lines = content.removesuffix("\n")
     if lines.count("\n") >= MAX_SHOWN_LINES or len(lines) > MAX_SHOWN_CHARS:
         return f"{head} It is too long to show here: Read it before changing it.", False
     shown = page(lines, None, None).text if lines else "(the file is now empty)"
-    return f"{head} Here are the relevant changes (shown with line numbers):\n{shown}", True
+    return f"{head} {RELEVANT_CHANGES}\n{shown}", True

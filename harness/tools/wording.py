@@ -39,6 +39,15 @@ CHANGED_SINCE_READ_NOTE = (
 """Edit's suffix when the file changed after the model read it (Claude Code 2.1.336)."""
 
 
+CHANGE_NOTICE_TAIL = (
+    "That's usually deliberate, so take it as the current state rather than reverting it; if "
+    "the change looks wrong, say so rather than undoing it yourself \u2014 otherwise no need "
+    "to call it out."
+)
+"""What a change notice asks of the model (Claude Code 2.1.336), after its first sentence."""
+RELEVANT_CHANGES = "Here are the relevant changes (shown with line numbers):"
+
+
 def file_missing(cwd: str) -> str:
     """Read's and Edit's error for a missing file, with the working directory (Claude
     Code 2.1.336: Read gives it unwrapped, Edit inside ``<tool_use_error>``).

@@ -38,13 +38,13 @@ async def test_a_changed_file_is_told_with_a_numbered_diff_and_not_to_revert_it(
     # When the next model step is prepared
     texts = await agent.next_step_notices()
     # Then exactly this reminder is added
-    assert texts == [
-        "<system-reminder>\nNote: /memory/x.md was modified by another agent session "
-        "(s-teammate) since you last saw it (version 1 → 2). This change was intentional, so "
-        "take it into account as you proceed and do not revert it unless the user asks you "
-        "to. Read the file again before overwriting it with Write. Here are the changes (with "
-        "line numbers):\n"
-        "@@ -1,3 +1,3 @@\n      1\ta\n-     2\tb\n+     2\tB\n      3\tc\n</system-reminder>"
+    assert texts == [  # Claude Code 2.1.336's sentence, naming who changed it
+        "<system-reminder>\nNote: /memory/x.md was changed by another agent session "
+        "(s-teammate) since you last read it (version 1 → 2). That's usually deliberate, so "
+        "take it as the current state rather than reverting it; if the change looks wrong, "
+        "say so rather than undoing it yourself \u2014 otherwise no need to call it out. Here "
+        "are the relevant changes (shown with line numbers):\n"
+        "1\ta\n2\tB\n3\tc\n</system-reminder>"
     ]
 
 
@@ -73,9 +73,7 @@ async def test_a_later_change_is_told_as_the_diff_since_the_last_notice(
     (text,) = await agent.next_step_notices()
 
     assert "(version 2 → 3)" in text
-    assert text.endswith(
-        "@@ -1,2 +1,3 @@\n      1\tone\n      2\ttwo\n+     3\tthree\n</system-reminder>"
-    )
+    assert text.endswith("1\tone\n2\ttwo\n3\tthree\n</system-reminder>")
 
 
 async def test_a_notice_counts_as_seeing_the_change_so_write_may_follow(

@@ -223,11 +223,10 @@ async def test_each_request_repeats_the_previous_one_while_another_session_chang
     assert_every_request_valid(fake)
     # And: each notice is told once, appended where it happened
     final = [t for m in requests[-1].messages for t in texts_of(m)]
-    changed = [t for t in final if "/memory/payments.md was modified by" in t]
+    changed = [t for t in final if "/memory/payments.md was changed by" in t]
     added = [t for t in final if "New shared files were added" in t]
     assert len(changed) == 1
-    assert "-     3\tpool: 20" in changed[0]
-    assert "+     3\tpool: 50" in changed[0]
+    assert changed[0].endswith("\n3\tpool: 50\n</system-reminder>")
     assert changed[0].startswith("<system-reminder>")
     assert len(added) == 1
     assert "/incident/db-notes.md: DB pool graphs" in added[0]
@@ -749,10 +748,10 @@ async def test_two_sessions_on_one_memory_file_edit_disjointly_and_are_told(
     assert not write.is_error
     assert (await kit.store.read(MEMORY, "/payments.md")).content == "# wiped\n"
     # And: Alice heard of Bob's edit at her next model step, once
-    [told] = [t for t in last_user_texts(told_in) if "was modified by" in t]
+    [told] = [t for t in last_user_texts(told_in) if "was changed by" in t]
     assert "another agent session (s-bob)" in told
-    assert "+     1\t# Payments runbook (owner: team-pay)" in told
-    later = [t for m in fake.requests[-1].messages for t in texts_of(m) if "was modified by" in t]
+    assert "1\t# Payments runbook (owner: team-pay)" in told
+    later = [t for m in fake.requests[-1].messages for t in texts_of(m) if "was changed by" in t]
     assert later == [told]
 
 
