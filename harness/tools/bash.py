@@ -89,7 +89,8 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
 async def _after(outcome: ToolOutcome, ctx: ToolContext, moved: bool) -> ToolOutcome:
     """The outcome with the directory the call left and the files it changed."""
     cwd = await _ended_in(ctx) if moved else None
-    notices, updates = await sandbox_changes(ctx.workspace, ctx.read_state)
+    checking = f"{ctx.tool_use_id}.changes"
+    notices, updates = await sandbox_changes(ctx.workspace, ctx.read_state, checking)
     content = f"{outcome.content}\n\n{notices}" if notices else outcome.content
     return replace(outcome, content=content, read_updates=updates, cwd=cwd)
 
