@@ -2,10 +2,11 @@
 
 Virtual paths (``/memory``, ``/skills``, ``/incident``) go to the ``FileStore`` and
 keep the session's read-state: Write and Edit refuse a file this session has not
-read, Write refuses one changed since (one conditional write), Edit applies to the
-current content and says when other lines changed (docs/architecture.md §6). Sandbox
-paths go to the ``Workspace`` (``sandbox_files``) with no read-state: the sandbox is
-this session's own, so nobody else changes its files behind its back.
+read, Write refuses one changed since it last saw it (read, wrote, or was shown by a
+change notice: one conditional write), Edit applies to the current content and says
+when other lines changed (docs/architecture.md §6). Sandbox paths go to the
+``Workspace`` (``sandbox_files``), with the same rules over content fingerprints.
+A relative path is taken from the session's working directory.
 """
 
 from __future__ import annotations

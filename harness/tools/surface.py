@@ -1,7 +1,7 @@
 """Which Claude Code release the model-facing tool surface tracks.
 
 Names, parameters, formats and the short sentences the model parses follow this
-release (docs/tools.md lists them); ``tests/harness/conformance`` checks every result
+release (docs/tools.md lists them); ``tests/harness/tools/conformance`` checks every result
 against the results Claude Code gave for the same calls, per captured release.
 
 A newer release: the newest ship only in the native package
@@ -11,7 +11,7 @@ A newer release: the newest ship only in the native package
 and run the conformance kit's ``capture/capture_release.sh`` on its ``claude`` binary:
 it replays the scenario through that release against a scripted local stand-in of the
 Messages API and writes the release's results. Copy its opt-in ``results.json`` to
-``tests/harness/conformance/captures/cc-VERSION-optin.json``, run the conformance test,
+``tests/harness/tools/conformance/captures/cc-VERSION-optin.json``, run the conformance test,
 change what moved (or list it with its reason in ``known_differences.toml``), and bump
 the constants below. Never commit the capture's raw requests (they hold Claude Code's
 prompt and tool descriptions).

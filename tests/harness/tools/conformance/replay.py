@@ -35,8 +35,8 @@ from memory_store import (
     Scope,
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager
-from tests.harness.conformance.fixture import SKILL_PATH, make_fixture
 from tests.harness.tool_support import SessionDriver
+from tests.harness.tools.conformance.fixture import SKILL_PATH, make_fixture
 
 HERE = Path(__file__).parent
 ORG, SESSION, CHANNEL = "T-FID", "s-fid", "C-INCIDENT"

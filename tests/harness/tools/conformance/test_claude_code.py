@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_bwrap
-from tests.harness.conformance.replay import HERE, Step, replay
-from tests.harness.conformance.score import same
+from tests.harness.tools.conformance.replay import HERE, Step, replay
+from tests.harness.tools.conformance.score import same
 
 pytestmark = pytest.mark.bwrap
 CAPTURES = sorted((HERE / "captures").glob("*.json"))
