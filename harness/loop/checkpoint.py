@@ -214,6 +214,7 @@ class Checkpoint:
             not to Slack; it may not start subagents of its own).
         cwd: the sandbox working directory Bash calls start in, and relative paths are
             taken from (a ``cd`` persists between calls, as in Claude Code).
+        follow_ups: text blocks to give after the pending results (``ToolOutcome.follow_up``).
     """
 
     session_id: str
@@ -246,6 +247,7 @@ class Checkpoint:
     agents: tuple[AgentRecord, ...] = ()
     parent: ParentLink | None = None
     cwd: str = "/workspace"
+    follow_ups: tuple[str, ...] = ()
 
     def awaited_calls(self) -> frozenset[str]:
         """The ``Agent`` calls whose answer this session waits for (no result yet)."""
@@ -411,6 +413,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
             cp.parent.description,
         ],
         "cwd": cp.cwd,
+        "follow_ups": list(cp.follow_ups),
     }
 
 
@@ -463,6 +466,7 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
         ),
         parent=None if d.get("parent") is None else ParentLink(*d["parent"]),
         cwd=str(d.get("cwd", "/workspace")),
+        follow_ups=tuple(str(t) for t in d.get("follow_ups", ())),
     )
 
 

@@ -204,6 +204,8 @@ class ToolOutcome:
         pending: the call has no result yet (a subagent's answer will be its result).
         cwd: the working directory the call left (Bash's ``cd``), or None: unchanged.
         cancel_wakeup: the call cancelled the pending wake-up (ScheduleWakeup ``stop``).
+        follow_up: text blocks the model gets after the call's result, in the same user
+            message (Claude Code sends a loaded skill's body so, apart from the result).
     """
 
     content: str
@@ -217,6 +219,7 @@ class ToolOutcome:
     pending: bool = False
     cwd: str | None = None
     cancel_wakeup: bool = False
+    follow_up: tuple[str, ...] = ()
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""
