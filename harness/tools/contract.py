@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import posixpath
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -309,7 +310,8 @@ def validation_message(tool_name: str, exc: ValidationError) -> str:
     InputValidationError: Read failed due to the following issue:
     The required parameter `file_path` is missing
     """
-    issues = [_issue(error) for error in exc.errors()]
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "missing")  # missing first
+    issues = [_issue(error) for error in errors]
     noun = "issue" if len(issues) == 1 else "issues"
     return f"InputValidationError: {tool_name} failed due to the following {noun}:\n" + "\n".join(
         issues
@@ -342,7 +344,20 @@ def _issue(error: ErrorDetails) -> str:
             f"The parameter `{name}` type is expected as `{expected}` "
             f"but provided as `{_json_type(error)}`"
         )
+    if kind == "literal_error":
+        return f"The parameter `{name}` is invalid: {_invalid_option(error)}"
     return f"The parameter `{name}` is invalid: {error['msg']}"
+
+
+def _invalid_option(error: ErrorDetails) -> str:
+    """Claude Code's sentence for a value outside an enum.
+
+    >>> _invalid_option({"ctx": {"expected": "'a', 'b' or 'c'"}})
+    'Invalid option: expected one of "a"|"b"|"c"'
+    """
+    expected = str((error.get("ctx") or {}).get("expected", ""))
+    options = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
+    return "Invalid option: expected one of " + "|".join(f'"{o}"' for o in options)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
