@@ -161,7 +161,7 @@ from harness.tools.background import (
     task_notification,
 )
 from harness.tools.contract import Tool, ToolContext, ToolOutcome
-from harness.tools.toolbox import TOOLS, run_tool, summarize_call, tool_specs
+from harness.tools.toolbox import TOOLS, canonical_name, run_tool, summarize_call, tool_specs
 from harness.vfs import Mount, PathError, Resolved, resolve
 
 __all__ = [
@@ -326,6 +326,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutcome",
+    "canonical_name",
     "change_notices",
     "run_tool",
     "summarize_call",

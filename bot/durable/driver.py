@@ -65,6 +65,7 @@ from harness import (
     after_stop,
     answer_posted,
     approval_posted,
+    canonical_name,
     day_start,
     end_session_tasks,
     holds_long_work,
@@ -652,7 +653,7 @@ class StepDriver:
             self.sandboxes is None
             or cp.sandbox is not None
             or call is None
-            or call.name not in needs
+            or canonical_name(call.name) not in needs
         ):
             return cp
         return replace(cp, sandbox=await self.sandboxes.provision(cp.session_id))

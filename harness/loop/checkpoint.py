@@ -212,6 +212,9 @@ class Checkpoint:
         agents: the subagents this session started, oldest first.
         parent: set when this session is a subagent (its answer goes to the parent,
             not to Slack; it may not start subagents of its own).
+        cwd: the sandbox working directory Bash calls start in, and relative paths are
+            taken from (a ``cd`` persists between calls, as in Claude Code).
+        follow_ups: text blocks to give after the pending results (``ToolOutcome.follow_up``).
     """
 
     session_id: str
@@ -243,6 +246,8 @@ class Checkpoint:
     wakeup: ScheduledWakeup | None = None
     agents: tuple[AgentRecord, ...] = ()
     parent: ParentLink | None = None
+    cwd: str = "/workspace"
+    follow_ups: tuple[str, ...] = ()
 
     def awaited_calls(self) -> frozenset[str]:
         """The ``Agent`` calls whose answer this session waits for (no result yet)."""
@@ -407,6 +412,8 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
             cp.parent.background,
             cp.parent.description,
         ],
+        "cwd": cp.cwd,
+        "follow_ups": list(cp.follow_ups),
     }
 
 
@@ -458,6 +465,8 @@ def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
             for t, c, desc, bg, at, st in d.get("agents", ())
         ),
         parent=None if d.get("parent") is None else ParentLink(*d["parent"]),
+        cwd=str(d.get("cwd", "/workspace")),
+        follow_ups=tuple(str(t) for t in d.get("follow_ups", ())),
     )
 
 

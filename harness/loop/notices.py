@@ -3,8 +3,9 @@
 Before each model call the harness asks the store, in one ``changed_since`` call,
 which of the session's read virtual files moved on, and tells the model about each
 change once, with a numbered diff, inside ``<system-reminder>`` (docs/architecture.md §6.5,
-docs/tools.md "Errors and notices"). A notice does not count as a read: Write still needs
-a fresh Read, Edit still applies against the current content.
+docs/tools.md "Errors and notices"), in Claude Code 2.1.336's sentence and with its
+numbering (the new lines around each change, as Read numbers them). As in Claude Code,
+a notice counts as seeing the change: Write may then replace the file.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import replace
 from harness.loop.checkpoint import Checkpoint, ReadRecord
 from harness.loop.prompt import reminder
 from harness.tools.contract import namespace_for
-from harness.tools.diff import numbered_diff
-from harness.tools.wording import author
+from harness.tools.diff import changed_lines
+from harness.tools.wording import CHANGE_NOTICE_TAIL, RELEVANT_CHANGES, author
 from harness.vfs import PathError, resolve
 from memory_store import Change, FileKey, FileStore, InvalidPath, Namespace
 
@@ -101,11 +102,10 @@ async def _describe(
     key = change.key
     before, after = await contents_at(store, key.ns, key.path, (base, change.version))
     head = (
-        f"Note: {shown} was modified by {who} since you last saw it (version {base} → "
-        f"{change.version}). This change was intentional, so take it into account as you "
-        "proceed and do not revert it unless the user asks you to. Read the file again before "
-        "overwriting it with Write."
+        f"Note: {shown} was changed by {who} since you last read it (version {base} → "
+        f"{change.version}). {CHANGE_NOTICE_TAIL}"
     )
-    if before is None or after is None:
+    shown_lines = changed_lines(before, after) if before is not None and after is not None else ""
+    if not shown_lines:
         return head + " Read the file to see the current content."
-    return f"{head} Here are the changes (with line numbers):\n{numbered_diff(before, after)}"
+    return f"{head} {RELEVANT_CHANGES}\n{shown_lines}"

@@ -513,8 +513,14 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
         cp = _with_task(cp, outcome.task)
     if outcome.wakeup is not None:
         cp = replace(cp, wakeup=outcome.wakeup)
+    if outcome.cancel_wakeup:
+        cp = replace(cp, wakeup=None)
     if outcome.agent is not None:
         cp = replace(cp, agents=(*cp.agents, outcome.agent))
+    if outcome.cwd is not None:
+        cp = replace(cp, cwd=outcome.cwd)
+    if outcome.follow_up:
+        cp = replace(cp, follow_ups=(*cp.follow_ups, *outcome.follow_up))
     result = ToolResultBlock(call.id, content, outcome.is_error, outcome.tool_references)
     cp = replace(
         _with_sandbox(cp, workspace),
@@ -635,7 +641,11 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             detail=call_detail(call.name, call.input),
             elapsed_ms=round(elapsed_s * 1000),
         )
-        cp = replace(cp, read_state={**cp.read_state, **recovered.read_updates})
+        cp = replace(
+            cp,
+            read_state={**cp.read_state, **recovered.read_updates},
+            follow_ups=(*cp.follow_ups, *recovered.follow_up),
+        )
         if recovered.task is not None:
             cp = _with_task(cp, recovered.task)
         if recovered.agent is not None and not any(a.tool_use_id == call.id for a in cp.agents):

@@ -134,7 +134,7 @@ async def build_user_message(
     Raises:
         memory_store.StoreError: the store could not be read.
     """
-    blocks: list[ContentBlock] = list(cp.pending_results)
+    blocks: list[ContentBlock] = [*cp.pending_results, *map(TextBlock, cp.follow_ups)]
     events: list[Event] = []
     if not cp.messages:
         first, cp = await _first_message(cp, store)
@@ -165,7 +165,7 @@ async def build_user_message(
         blocks.append(TextBlock(final_reminder(limit)))
     if not blocks:
         blocks.append(TextBlock("Continue."))
-    cp = replace(cp, notices=())
+    cp = replace(cp, notices=(), follow_ups=())
     return Message(role="user", content=tuple(blocks)), cp, events
 
 
@@ -192,7 +192,11 @@ async def compact(
     Raises:
         ModelError: the summary call failed.
     """
-    request_blocks: Sequence[ContentBlock] = (*cp.pending_results, TextBlock(SUMMARY_REQUEST))
+    request_blocks: Sequence[ContentBlock] = (
+        *cp.pending_results,
+        *map(TextBlock, cp.follow_ups),
+        TextBlock(SUMMARY_REQUEST),
+    )
     messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
     tools = tool_specs() if tools is None else tools
     system = system_prompt(limits.services, cp.channel_id)
@@ -242,6 +246,7 @@ async def compact(
         cp,
         messages=(new_first, ack),
         pending_results=(),
+        follow_ups=(),
         read_state=read_state,
         usage=cp.usage + reply.usage,
         last_input_tokens=0,

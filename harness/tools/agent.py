@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 import time
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,6 +60,10 @@ class AgentInput(BaseModel):
     prompt: str = Field(min_length=1, max_length=100_000)
     subagent_type: str | None = None
     run_in_background: bool | None = None
+    model: Literal["sonnet", "opus", "haiku", "fable"] | None = None
+    """Accepted (Claude Code's names); the subagent runs on the session's model."""
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    """Accepted (Claude Code's names); the subagent uses the session's settings."""
 
 
 async def agent(p: AgentInput, ctx: ToolContext) -> ToolOutcome:
@@ -159,6 +163,16 @@ AGENT = ModelTool(
             "run_in_background": {
                 "type": "boolean",
                 "description": "Return at once and be notified when the subagent finishes.",
+            },
+            "model": {
+                "type": "string",
+                "enum": ["sonnet", "opus", "haiku", "fable"],
+                "description": "Accepted; the subagent runs on this session's model.",
+            },
+            "effort": {
+                "type": "string",
+                "enum": ["low", "medium", "high", "xhigh", "max"],
+                "description": "Accepted; the subagent uses this session's settings.",
             },
         },
         "required": ["description", "prompt"],

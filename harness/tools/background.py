@@ -23,12 +23,19 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from shlex import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
 from harness.loop.checkpoint import TaskRecord
-from harness.sandbox.workspace import BackgroundWorkspace, StepWorkspace
+from harness.sandbox.workspace import (
+    BackgroundWorkspace,
+    StepWorkspace,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceRefused,
+)
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from memory_store import BackgroundTask, BackgroundTasks
 
@@ -61,22 +68,40 @@ def output_path(task_id: str) -> str:
 
 
 def wrapped(command: str, path: str) -> str:
-    """``command`` with its standard output and error sent to ``path`` (the shell's own
-    ``exec`` redirection, so the command's text is run as written).
+    """``command`` with its standard output and error appended to ``path`` (the shell's
+    own ``exec`` redirection, so the command's text is run as written).
 
-    >>> print(wrapped("echo hi", "/workspace/.warroom/tasks/b1.output"))
-    mkdir -p /workspace/.warroom/tasks && exec >/workspace/.warroom/tasks/b1.output 2>&1
+    >>> print(wrapped("echo hi", "/w/t/b1.output"))
+    mkdir -p /w/t && exec >>/w/t/b1.output 2>&1
     echo hi
     """
     directory = path.rsplit("/", 1)[0]
-    return f"mkdir -p {directory} && exec >{path} 2>&1\n{command}"
+    return f"mkdir -p {directory} && exec >>{path} 2>&1\n{command}"
+
+
+def prepared(path: str, label: str) -> str:
+    """The command that makes a task's output file (empty, never truncated) and keeps
+    ``label`` (the command as the model wrote it) beside it for TaskStop, before the task
+    starts: a Read or TaskStop right after the start finds both.
+
+    >>> print(prepared("/w/t/b1.output", "sleep 30"))
+    mkdir -p /w/t && : >>/w/t/b1.output && printf %s 'sleep 30' >/w/t/b1.command
+    """
+    directory = path.rsplit("/", 1)[0]
+    return f"mkdir -p {directory} && : >>{path} && printf %s {quote(label)} >{command_path(path)}"
+
+
+def command_path(output: str) -> str:
+    """Where the command of the task writing to ``output`` is kept."""
+    return output.removesuffix(".output") + ".command"
 
 
 def started_text(task_id: str, path: str) -> str:
     """The tool result of a background call (Claude Code 2.1.332's words)."""
     return (
         f"Command running in background with ID: {task_id}. Output is being written to: "
-        f"{path}. You will be notified when it completes."
+        f"{path}. You will be notified when it completes. To check interim output, use Read "
+        "on that file path."
     )
 
 
@@ -88,9 +113,11 @@ async def start_in_background(
     kind: str = "bash",
     deadline_at: datetime | None = None,
     started: Callable[[str, str], str] = started_text,
+    label: str | None = None,
 ) -> ToolOutcome:
     """Start ``command`` (already past the guard) as a background task of the session;
-    ``started(task_id, output_path)`` is the tool result.
+    ``started(task_id, output_path)`` is the tool result. ``label``: the command as the
+    model wrote it, when ``command`` wraps it (TaskStop names it).
 
     Raises:
         WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
@@ -100,6 +127,11 @@ async def start_in_background(
         return tool_error("Background commands are not available in this session.")
     task_id = task_id_for(ctx.tool_use_id)
     path = output_path(task_id)
+    setup = await ctx.workspace.exec(
+        f"{ctx.tool_use_id}.setup", prepared(path, label or command), timeout_s=30
+    )
+    if setup.exit_code != 0:
+        return tool_error(f"Could not prepare the task's output file: {setup.stderr.strip()}")
     sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path))
     handle = workspace.handle_json()
     assert handle is not None  # start ensured the sandbox
@@ -270,9 +302,9 @@ class MonitorInput(BaseModel):
     """Monitor's parameters."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    command: str = Field(min_length=1)
-    description: str | None = None
-    timeout_ms: int | None = Field(default=None, ge=1)
+    description: str
+    timeout_ms: int = Field(ge=1)
+    command: str | None = Field(default=None, min_length=1)
     persistent: bool | None = None
 
     def timeout_ms_or_default(self) -> int:
@@ -283,6 +315,11 @@ class MonitorInput(BaseModel):
 async def monitor(p: MonitorInput, ctx: ToolContext) -> ToolOutcome:
     """Guard, then start the command as a monitor: its new output lines reach the session
     as notifications, batched, until it ends, its timeout passes or TaskStop ends it."""
+    if p.command is None:
+        return tool_error(
+            "Monitor needs a command here (watching a WebSocket with ws is not available in "
+            "Warroom): give the command whose output lines to watch."
+        )
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
@@ -315,22 +352,22 @@ MONITOR = ModelTool(
     input_schema={
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "The command whose output to watch."},
             "description": {
                 "type": "string",
                 "description": "What is watched, in a few words (shown to the team).",
             },
             "timeout_ms": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 1,
-                "description": "How long to watch, in milliseconds (default 600000).",
+                "description": "How long to watch, in milliseconds (at most 3600000).",
             },
+            "command": {"type": "string", "description": "The command whose output to watch."},
             "persistent": {
                 "type": "boolean",
                 "description": "Watch until TaskStop instead of until the timeout.",
             },
         },
-        "required": ["command"],
+        "required": ["description", "timeout_ms"],
         "additionalProperties": False,
     },
     params=MonitorInput,
@@ -363,7 +400,7 @@ async def task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(f"Task {task_id} is not running (status: {task.state})")
     if isinstance(ctx.workspace, BackgroundWorkspace):
         await ctx.workspace.kill(task.tool_use_id)
-    return _stopped(stopped)
+    return _stopped(stopped, await _command_of(ctx, stopped))
 
 
 async def recover_task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
@@ -377,17 +414,28 @@ async def recover_task_stop(p: TaskStopInput, ctx: ToolContext) -> ToolOutcome:
         return await task_stop(p, ctx)
     if isinstance(ctx.workspace, BackgroundWorkspace):
         await ctx.workspace.kill(task.tool_use_id)
-    return _stopped(task)
+    return _stopped(task, await _command_of(ctx, task))
 
 
-def _stopped(task: BackgroundTask) -> ToolOutcome:
+async def _command_of(ctx: ToolContext, task: BackgroundTask) -> str:
+    """The task's command as the model wrote it (its description when not kept)."""
+    try:
+        data = await ctx.workspace.read_file(command_path(task.output_path))
+    except (WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused):
+        return task.description
+    return data.decode(errors="replace")
+
+
+def _stopped(task: BackgroundTask, command: str) -> ToolOutcome:
+    """TaskStop's result: Claude Code 2.1.336's JSON, compact, naming the command."""
     message = {
-        "message": f"Successfully stopped task: {task.task_id} ({task.description})",
+        "message": f"Successfully stopped task: {task.task_id} ({command})",
         "task_id": task.task_id,
         "task_type": "monitor" if task.kind == "monitor" else "local_bash",
+        "command": command,
     }
     record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")
-    return ToolOutcome(json.dumps(message), task=record)
+    return ToolOutcome(json.dumps(message, separators=(",", ":")), task=record)
 
 
 _TASK_STOP_SCHEMA = {

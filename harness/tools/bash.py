@@ -2,25 +2,58 @@
 
 Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000),
 output over 30,000 characters cut in the middle, the exit code shown when it is not
-0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` in ``/workspace``: files
-persist between calls, shell state (cd, variables) does not. The process is named
-after the ``tool_use`` id, so a call is never run twice (docs/architecture.md §5, §8).
+0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` started in the session's
+working directory: files and the directory a ``cd`` left (``Checkpoint.cwd``, as in
+Claude Code) persist between calls, other shell state (variables) does not. After a
+call, files the model read that changed are announced (``sandbox_changes``). The
+process is named after the ``tool_use`` id, so a call is never run twice
+(docs/architecture.md §5, §8).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import replace
+from shlex import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.guard.check import Deny, check_bash
-from harness.sandbox.workspace import CommandResult
+from harness.sandbox.workspace import (
+    CommandResult,
+    WorkspaceFileNotFound,
+    WorkspaceIsADirectory,
+    WorkspaceRefused,
+)
 from harness.tools.background import start_in_background
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.sandbox_changes import sandbox_changes
+from harness.vfs import WORKSPACE
 
 NO_OUTPUT = "(Bash completed with no output)"  # Claude Code 2.1.332
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
+CWD_FILE = "/workspace/.warroom/cwd"
+"""Where a Bash call leaves the directory it ended in (read after calls that may ``cd``)."""
+_MAY_CHANGE_DIRECTORY = re.compile(r"\b(cd|pushd|popd)\b")
+
+
+def in_directory(command: str, cwd: str, *, record: bool) -> str:
+    """``command`` started in ``cwd`` (``/workspace`` when it is gone); with ``record``,
+    the directory it ends in is written to ``CWD_FILE`` on exit.
+
+    >>> print(in_directory("pwd", "/workspace/sub", record=False))
+    cd /workspace/sub 2>/dev/null || cd /workspace
+    pwd
+    >>> in_directory("pwd", "/workspace", record=False)
+    'pwd'
+    """
+    lines = [] if cwd == WORKSPACE else [f"cd {quote(cwd)} 2>/dev/null || cd {WORKSPACE}"]
+    if record:
+        directory = CWD_FILE.rsplit("/", 1)[0]
+        lines.append(f"trap 'mkdir -p {directory} 2>/dev/null; pwd 2>/dev/null >|{CWD_FILE}' EXIT")
+    return "\n".join([*lines, command])
 
 
 class BashInput(BaseModel):
@@ -44,10 +77,30 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
     if p.run_in_background:
-        return await start_in_background(ctx, p.command, p.description)
+        command = in_directory(p.command, ctx.cwd, record=False)
+        return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
-    result = await ctx.workspace.exec(ctx.tool_use_id, p.command, timeout_s=timeout_ms / 1000)
-    return report(result, timeout_ms)
+    moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
+    command = in_directory(p.command, ctx.cwd, record=moves)
+    result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=timeout_ms / 1000)
+    return await _after(report(result, timeout_ms), ctx, moves)
+
+
+async def _after(outcome: ToolOutcome, ctx: ToolContext, moved: bool) -> ToolOutcome:
+    """The outcome with the directory the call left and the files it changed."""
+    cwd = await _ended_in(ctx) if moved else None
+    checking = f"{ctx.tool_use_id}.changes"
+    notices, updates = await sandbox_changes(ctx.workspace, ctx.read_state, checking)
+    content = f"{outcome.content}\n\n{notices}" if notices else outcome.content
+    return replace(outcome, content=content, read_updates=updates, cwd=cwd)
+
+
+async def _ended_in(ctx: ToolContext) -> str | None:
+    try:
+        ended = (await ctx.workspace.read_file(CWD_FILE)).decode(errors="replace").strip()
+    except (WorkspaceFileNotFound, WorkspaceIsADirectory, WorkspaceRefused):
+        return None
+    return ended if ended.startswith("/") and ended != ctx.cwd else None
 
 
 async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
@@ -56,10 +109,12 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
     if p.run_in_background:  # get-or-start by name: redoing it starts nothing new
-        return await start_in_background(ctx, p.command, p.description)
+        command = in_directory(p.command, ctx.cwd, record=False)
+        return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
-    return None if result is None else report(result, timeout_ms)
+    moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
+    return None if result is None else await _after(report(result, timeout_ms), ctx, moves)
 
 
 def report(result: CommandResult, timeout_ms: int) -> ToolOutcome:
@@ -83,9 +138,10 @@ BASH = ModelTool(
     description=(
         "Run a bash command in this session's sandbox (a Linux container; working directory "
         "/workspace) and return its stdout and stderr, and the exit code when it is not 0. "
-        "Each call starts a fresh shell in /workspace: files persist between calls, but `cd` "
-        "and variables do not, and anything the command starts with `cmd &` or `nohup cmd &` "
-        "is stopped when the call ends. For long work (a rollout, a log tail, a slow query) "
+        "Each call starts a fresh shell in the working directory: files and the directory a "
+        "`cd` moved to persist between calls, variables do not, and anything the command "
+        "starts with `cmd &` or `nohup cmd &` is stopped when the call ends. For long work "
+        "(a rollout, a log tail, a slow query) "
         "set run_in_background: the call returns at once with a task ID and an output file "
         "you can Read, you may keep working or end your turn, and you are notified when the "
         "command ends; TaskStop ends it early. timeout is in milliseconds (default 120000, "
@@ -102,7 +158,7 @@ BASH = ModelTool(
         "properties": {
             "command": {"type": "string", "description": "The command to run."},
             "timeout": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 1,
                 "description": (
                     "Timeout in milliseconds (default 120000, max 600000; larger values are "

@@ -15,6 +15,7 @@ CHARS_PER_TOKEN = 4  # a rough estimate, for text without a tokenizer at hand
 MAX_GREP_COLUMNS = 500  # Grep replaces longer lines by a marker
 MAX_RESULT_CHARS = 30_000  # any tool result above this is kept in a file
 GREP_MAX_RESULT_CHARS = 20_000  # Grep's own, lower cap
+LARGE_READ_MAX_CHARS = 100_000  # Read with allow_large: at most this much text
 
 
 def human_size(size_bytes: int) -> str:
@@ -33,12 +34,34 @@ def human_size(size_bytes: int) -> str:
 
 
 def file_too_large(size_bytes: int) -> str:
-    """Read's refusal of a whole file over ``MAX_READ_BYTES`` (Claude Code's sentence)."""
+    """Read's refusal of a whole file over ``MAX_READ_BYTES`` (Claude Code 2.1.336's
+    sentences, given unwrapped)."""
     return (
         f"File content ({human_size(size_bytes)}) exceeds maximum allowed size "
         f"({human_size(MAX_READ_BYTES)}). Use offset and limit parameters to read specific "
         "portions of the file, or search for specific content instead of reading the whole "
-        "file."
+        "file. To read it anyway, up to what still fits in your context, call Read again "
+        "with allow_large: true \u2014 only if you genuinely need all of it or the user asked "
+        "for the whole file."
+    )
+
+
+def fit_large(text: str, max_chars: int = LARGE_READ_MAX_CHARS) -> str:
+    """A Read with ``allow_large``: the numbered lines that fit in ``max_chars``, whole,
+    then a line saying where the view stopped.
+
+    >>> fit_large("1\\ta\\n2\\tb\\n3\\tc", 8)
+    '1\\ta\\n2\\tb\\n\\n(Stopped after line 2 to fit in your context; read on with offset 3.)'
+    """
+    if len(text) <= max_chars:
+        return text
+    cut = text.rfind("\n", 0, max_chars + 1)
+    kept = text[:cut] if cut > 0 else text[:max_chars]
+    last = kept.rsplit("\n", 1)[-1].split("\t", 1)[0]
+    following = int(last) + 1 if last.isdigit() else 0
+    return (
+        f"{kept}\n\n(Stopped after line {last} to fit in your context; read on with offset "
+        f"{following}.)"
     )
 
 

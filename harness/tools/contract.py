@@ -11,6 +11,8 @@ is retried, not reported to the model.
 from __future__ import annotations
 
 import operator
+import posixpath
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -32,7 +34,7 @@ from harness.model.adapter import ToolSpec
 from harness.model.messages import ToolResultBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
-from harness.vfs import Mount
+from harness.vfs import WORKSPACE, Mount
 from memory_store import BackgroundTasks, FileStore, Namespace, Origin, Scope
 
 if TYPE_CHECKING:
@@ -81,6 +83,9 @@ class ToolContext:
         tasks: the background tasks' rows (None: background commands are refused).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
         agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
+        cwd: the session's working directory in the sandbox (where the last Bash call's
+            ``cd`` left it): relative paths of the file tools are taken from it.
+        todos: the session's todo list (TodoWrite's, which the Task tools also edit).
     """
 
     store: FileStore
@@ -100,6 +105,8 @@ class ToolContext:
     tasks: BackgroundTasks | None = None
     min_wakeup_s: float = 60.0
     agents: AgentSpawner | None = None
+    cwd: str = WORKSPACE
+    todos: tuple[Todo, ...] = ()
 
     @classmethod
     def for_session(
@@ -137,15 +144,31 @@ class ToolContext:
             tasks=tasks,
             min_wakeup_s=limits.min_wakeup_s,
             agents=agents if cp.parent is None else None,
+            cwd=cp.cwd,
+            todos=cp.todos,
         )
 
     def namespace(self, mount: Mount) -> Namespace:
         """The store namespace behind a virtual mount. Raises KeyError for SANDBOX."""
         return namespace_for(mount, self.org_id, self.channel_id)
 
+    def absolute(self, path: str) -> str:
+        """``path`` taken from the working directory when relative (``absolute_path``)."""
+        return absolute_path(path, self.cwd)
+
     def origin(self) -> Origin:
         """Who makes a change through this call (recorded on the revision)."""
         return Origin(self.actor, self.session_id, self.tool_use_id)
+
+
+def absolute_path(path: str, cwd: str) -> str:
+    """``path`` taken from ``cwd`` when it is relative (Claude Code's rule); an absolute
+    or empty path unchanged.
+
+    >>> absolute_path("a.txt", "/workspace/sub"), absolute_path("/memory/x", "/workspace")
+    ('/workspace/sub/a.txt', '/memory/x')
+    """
+    return path if path.startswith("/") or not path else posixpath.join(cwd, path)
 
 
 def loaded_tools(cp: Checkpoint) -> frozenset[str]:
@@ -180,6 +203,10 @@ class ToolOutcome:
         wakeup: a wake-up the call scheduled (replaces the checkpoint's), or None.
         agent: a subagent the call started, or None.
         pending: the call has no result yet (a subagent's answer will be its result).
+        cwd: the working directory the call left (Bash's ``cd``), or None: unchanged.
+        cancel_wakeup: the call cancelled the pending wake-up (ScheduleWakeup ``stop``).
+        follow_up: text blocks the model gets after the call's result, in the same user
+            message (Claude Code sends a loaded skill's body so, apart from the result).
     """
 
     content: str
@@ -191,6 +218,9 @@ class ToolOutcome:
     wakeup: ScheduledWakeup | None = None
     agent: AgentRecord | None = None
     pending: bool = False
+    cwd: str | None = None
+    cancel_wakeup: bool = False
+    follow_up: tuple[str, ...] = ()
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""
@@ -280,7 +310,8 @@ def validation_message(tool_name: str, exc: ValidationError) -> str:
     InputValidationError: Read failed due to the following issue:
     The required parameter `file_path` is missing
     """
-    issues = [_issue(error) for error in exc.errors()]
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "missing")  # missing first
+    issues = [_issue(error) for error in errors]
     noun = "issue" if len(issues) == 1 else "issues"
     return f"InputValidationError: {tool_name} failed due to the following {noun}:\n" + "\n".join(
         issues
@@ -313,7 +344,20 @@ def _issue(error: ErrorDetails) -> str:
             f"The parameter `{name}` type is expected as `{expected}` "
             f"but provided as `{_json_type(error)}`"
         )
+    if kind == "literal_error":
+        return f"The parameter `{name}` is invalid: {_invalid_option(error)}"
     return f"The parameter `{name}` is invalid: {error['msg']}"
+
+
+def _invalid_option(error: ErrorDetails) -> str:
+    """Claude Code's sentence for a value outside an enum.
+
+    >>> _invalid_option({"ctx": {"expected": "'a', 'b' or 'c'"}})
+    'Invalid option: expected one of "a"|"b"|"c"'
+    """
+    expected = str((error.get("ctx") or {}).get("expected", ""))
+    options = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
+    return "Invalid option: expected one of " + "|".join(f'"{o}"' for o in options)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

@@ -1,15 +1,17 @@
-"""Unified diffs with a line number on every line, for telling the model what changed.
+"""What changed in a file, for telling the model: the new lines around each change
+(``changed_lines``, Claude Code 2.1.336's change notices), or a unified diff with a line
+number on every line (``numbered_diff``).
 
-Hunks have the usual ``@@ -a,b +c,d @@`` header; each line then starts with
+Diff hunks have the usual ``@@ -a,b +c,d @@`` header; each line then starts with
 ``' '`` (unchanged), ``'-'`` (removed: old line number) or ``'+'`` (added: new line
-number), the number right-aligned in 6 columns and a tab, like Read's output.
+number), the number right-aligned in 6 columns and a tab.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from harness.tools.listing import split_lines
+from harness.tools.listing import number_line, split_lines
 
 CONTEXT_LINES = 2
 MAX_DIFF_LINES = 200
@@ -36,6 +38,25 @@ def numbered_diff(old: str, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str
         left = len(out) - max_lines
         out = [*out[:max_lines], f"... ({left} more diff lines not shown; Read the file)"]
     return "\n".join(out)
+
+
+def changed_lines(old: str, new: str, *, max_lines: int = MAX_DIFF_LINES) -> str:
+    """The lines of ``new`` around each change from ``old``, numbered as Read numbers
+    them, groups apart separated by ``...``; "" when nothing changed.
+
+    >>> changed_lines("a\\nb\\nc\\nd\\ne\\nf\\ng\\n", "a\\nB\\nc\\nd\\ne\\nf\\ng\\n").split("\\n")
+    ['1\\ta', '2\\tB', '3\\tc', '4\\td']
+    """
+    a, b = split_lines(old), split_lines(new)
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    groups: list[str] = []
+    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+        first, last = group[0][3], group[-1][4]
+        groups.append("\n".join(number_line(j + 1, b[j]) for j in range(first, last)))
+    lines = "\n...\n".join(g for g in groups if g).split("\n")
+    if len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines; Read the file)"]
+    return "\n".join(lines) if groups else ""
 
 
 def _header(group: list[tuple[str, int, int, int, int]]) -> str:

@@ -2,10 +2,11 @@
 
 Virtual paths (``/memory``, ``/skills``, ``/incident``) go to the ``FileStore`` and
 keep the session's read-state: Write and Edit refuse a file this session has not
-read, Write refuses one changed since (one conditional write), Edit applies to the
-current content and says when other lines changed (docs/architecture.md §6). Sandbox
-paths go to the ``Workspace`` (``sandbox_files``) with no read-state: the sandbox is
-this session's own, so nobody else changes its files behind its back.
+read, Write refuses one changed since it last saw it (read, wrote, or was shown by a
+change notice: one conditional write), Edit applies to the current content and says
+when other lines changed (docs/architecture.md §6). Sandbox paths go to the
+``Workspace`` (``sandbox_files``), with the same rules over content fingerprints.
+A relative path is taken from the session's working directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from harness.record.incident import TIMELINE_PATH
 from harness.tools import bounds, sandbox_files, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.diff import numbered_diff
-from harness.tools.listing import DEFAULT_LIMIT_LINES, MAX_LINE_CHARS, page
+from harness.tools.listing import page
 from harness.tools.roots import in_workspace
 from harness.tools.virtual_dir import list_directory
 from harness.vfs import Mount, Resolved, resolve
@@ -42,6 +43,12 @@ class ReadInput(BaseModel):
     file_path: str
     offset: int | None = Field(default=None, ge=0)
     limit: int | None = Field(default=None, ge=1)
+    pages: str | None = None
+    allow_large: bool = False
+
+    def window(self) -> sandbox_files.ReadWindow:
+        """The part of the file to show."""
+        return sandbox_files.ReadWindow(self.offset, self.limit, self.allow_large)
 
 
 class WriteInput(BaseModel):
@@ -67,9 +74,13 @@ class EditInput(BaseModel):
 
 async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     """Numbered lines of a file; the entries of a virtual directory."""
-    where = resolve(p.file_path)
+    where = resolve(ctx.absolute(p.file_path))
+    if p.pages is not None and not where.path.lower().endswith(".pdf"):
+        return tool_error(
+            f"pages is for PDF files, and {where.display()} is not one: use offset and limit."
+        )
     if not where.is_virtual:
-        return await sandbox_files.read(where.path, p.offset, p.limit, ctx)
+        return await sandbox_files.read(where.path, p.window(), ctx)
     ns, shown = ctx.namespace(where.mount), where.display()
     if _is_timeline(where) and ctx.record is not None:
         return await _read_timeline(p, ctx)
@@ -78,14 +89,15 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
             return await list_directory(ctx.store, ns, where, generated_here(where, ctx))
         current = await ctx.store.read(ns, where.path)
     except FileNotFound:
-        return await list_directory(ctx.store, ns, where)
+        return await list_directory(ctx.store, ns, where, missing=wording.file_missing(ctx.cwd))
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     size_bytes = len(current.content.encode())
-    if p.offset is None and p.limit is None and size_bytes > bounds.MAX_READ_BYTES:
-        return tool_error(bounds.file_too_large(size_bytes))
+    whole = p.offset is None and p.limit is None
+    if whole and size_bytes > bounds.MAX_READ_BYTES and not p.allow_large:
+        return ToolOutcome(bounds.file_too_large(size_bytes), is_error=True)
     window = page(current.content, p.offset, p.limit)  # the store's size cap bounds it
-    record = _seen(ctx.read_state.get(shown), current.version, window.full)
+    record = _seen(ctx.read_state.get(shown), current.version)
     return ToolOutcome(window.text, read_updates={shown: record})
 
 
@@ -107,12 +119,11 @@ async def _read_timeline(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
     return ToolOutcome(page(content, p.offset, p.limit).text)
 
 
-def _seen(previous: ReadRecord | None, version: int, full: bool) -> ReadRecord:
-    """The read-state after showing ``version`` (whole when ``full``)."""
-    if previous is not None and previous.version == version and previous.full:
-        full = True
+def _seen(previous: ReadRecord | None, version: int) -> ReadRecord:
+    """The read-state after showing ``version``: any read counts (Claude Code 2.1.336
+    lets Write follow a partial read)."""
     notified = max(version, previous.notified_version if previous else 0)
-    return ReadRecord(version=version, full=full, notified_version=notified)
+    return ReadRecord(version=version, full=True, notified_version=notified)
 
 
 # ---------------------------------------------------------------- Write
@@ -120,7 +131,7 @@ def _seen(previous: ReadRecord | None, version: int, full: bool) -> ReadRecord:
 
 async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
     """Create or overwrite a file; on virtual mounts only over the version last read."""
-    where = resolve(p.file_path)
+    where = resolve(ctx.absolute(p.file_path))
     if not where.is_virtual:
         return await sandbox_files.write(where.path, p.content, ctx)
     refusal = _refuse_write(where, ctx)
@@ -136,19 +147,22 @@ async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
             where.path,
             p.content,
             ctx.origin(),
-            expected_version=record.version if record else 0,
+            expected_version=_last_seen(record),
         )
     except StaleVersion as exc:
         return _stale_write(where, ctx, exc, record)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
-    if result.created:
-        text = wording.created(shown)
-    elif result.unchanged:
-        text = wording.unchanged(shown)
-    else:
-        text = wording.updated(shown)
+    text = wording.created(shown) if result.created else wording.updated(shown)
     return ToolOutcome(text, read_updates={shown: _written(result.version)})
+
+
+def _last_seen(record: ReadRecord | None) -> int:
+    """The version whose content the model has seen: read, written, or shown by a change
+    notice (Claude Code lets Write replace a file once a notice showed its change)."""
+    if record is None or record.version == 0:
+        return 0
+    return max(record.version, record.notified_version)
 
 
 def _stale_write(
@@ -187,7 +201,7 @@ async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
     """Replace an exact string in a file, against its current content."""
     if p.old_string == p.new_string:
         return tool_error(wording.NO_CHANGES)
-    where = resolve(p.file_path)
+    where = resolve(ctx.absolute(p.file_path))
     if not where.is_virtual:
         return await sandbox_files.edit(where.path, p.old_string, p.new_string, p.replace_all, ctx)
     refusal = _refuse_write(where, ctx)
@@ -196,7 +210,7 @@ async def edit(p: EditInput, ctx: ToolContext) -> ToolOutcome:
     try:
         return await _edit_virtual(p, where, ctx)
     except FileNotFound:
-        return tool_error(wording.FILE_MISSING)
+        return tool_error(wording.file_missing(ctx.cwd))
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
 
@@ -205,7 +219,7 @@ async def recover_edit(p: EditInput, ctx: ToolContext) -> ToolOutcome | None:
     """After a crash: a virtual edit is redone (the store makes a repeated ``tool_use_id``
     a no-op), and so is one the tool refuses before touching anything (a path outside
     the roots); a sandbox edit cannot be told apart from a fresh one, so it is unknown."""
-    where = resolve(p.file_path)
+    where = resolve(ctx.absolute(p.file_path))
     if not where.is_virtual and in_workspace(where.path):
         return None
     return await edit(p, ctx)
@@ -238,16 +252,15 @@ async def _edit_virtual(p: EditInput, where: Resolved, ctx: ToolContext) -> Tool
         if isinstance(exc, AmbiguousMatch):
             return tool_error(wording.ambiguous(exc.count, p.old_string))
         return tool_error(wording.string_not_found(p.old_string))
-    if p.old_string == "":  # created the file, or filled an empty one
-        filled = record is not None and record.version == result.base_version
-        text = wording.updated(shown) if filled else wording.created(shown)
-        return ToolOutcome(text, read_updates={shown: _written(result.version)})
+    if p.old_string == "":  # created the file, or filled an empty one (Claude Code's words)
+        return ToolOutcome(wording.updated(shown), read_updates={shown: _written(result.version)})
     text = wording.edited(shown, p.replace_all, current=not result.concurrent_change)
-    if result.concurrent_change and seen is not None:
+    told = record is not None and record.notified_version >= result.base_version
+    if result.concurrent_change and seen is not None and not told:
         text += "\n\n" + await _concurrent_note(ctx, where, seen, result.base_version)
     updated = ReadRecord(
         version=result.version,
-        full=(record is None or record.full) and not result.concurrent_change,
+        full=record is None or record.full,
         notified_version=result.version,
     )
     return ToolOutcome(text, read_updates={shown: updated})
@@ -256,11 +269,7 @@ async def _edit_virtual(p: EditInput, where: Resolved, ctx: ToolContext) -> Tool
 async def _concurrent_note(ctx: ToolContext, where: Resolved, seen: int, base: int) -> str:
     ns = ctx.namespace(where.mount)
     before, after = await contents_at(ctx.store, ns, where.path, (seen, base))
-    note = (
-        "Note: another session changed this file after you read it; your edit was applied on "
-        "top of those changes, which are kept. Read the file again before overwriting it with "
-        "Write."
-    )
+    note = "Another session changed this file after you read it; those changes are kept."
     if before is None or after is None:
         return note
     return f"{note} Their changes, from the version you read (v{seen}) to v{base}:\n" + (
@@ -287,13 +296,13 @@ READ = ModelTool(
         "number, a tab, then the file's text. Reads files under /workspace (the sandbox's "
         "working directory) and the shared virtual trees /memory/, /skills/ and /incident/; "
         "for other files of the sandbox (/etc, /tmp, ...) use Bash. "
-        f"Returns up to {DEFAULT_LIMIT_LINES} lines from the top by default; use offset (first "
-        "line, 1-based) and limit (number of lines) for longer files. A whole file over "
+        "Returns the whole file by default; use offset (first line, 1-based) and limit "
+        "(number of lines) to read part of a long one. A relative path is taken from the "
+        "working directory (where Bash's `cd` left it). A whole file over "
         f"{bounds.MAX_READ_BYTES // 1024} KB is refused: read it in parts with offset and "
-        "limit, or search it with Grep. Lines longer than "
-        f"{MAX_LINE_CHARS} characters are cut in the view. Reading a directory under "
-        "/memory/, /skills/ or /incident/ lists its entries. Read a file before you change it "
-        "with Write or Edit."
+        "limit, or search it with Grep (allow_large reads it anyway, as much as fits). "
+        "Reading a directory under /memory/, /skills/ or /incident/ lists its entries. Read a "
+        "file before you change it with Write or Edit."
     ),
     input_schema=_schema(
         {
@@ -307,6 +316,14 @@ READ = ModelTool(
                 "type": "integer",
                 "minimum": 1,
                 "description": "How many lines to read. Only for long files.",
+            },
+            "pages": {
+                "type": "string",
+                "description": "Page range of a PDF file (for example 1-5). PDF files only.",
+            },
+            "allow_large": {
+                "type": "boolean",
+                "description": "Read a file over the size cap anyway, as much as fits.",
             },
         },
         ["file_path"],

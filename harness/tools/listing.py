@@ -1,16 +1,16 @@
 """Numbered listings of file content, like ``cat -n`` (Read's output format).
 
 Each line is ``{number}\\t{text}`` (Claude Code 2.1's form: the number unpadded, a
-tab, the text); numbers start at 1. Lines are split on
-``\\n`` only, and a trailing newline does not make an extra empty line.
+tab, the text); numbers start at 1. Lines are split on ``\\n`` after every ``\\r\\n``
+became ``\\n`` (Claude Code removes the CRs); the empty line after a final newline is
+a line of its own, shown as its number alone (so ``"a\\n"`` has 2 lines, as Claude
+Code 2.1.336 counts them). Lines are shown whole: the window's size is bounded by
+the caller (bytes, tokens), not by cutting lines.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-DEFAULT_LIMIT_LINES = 2000  # Claude Code's Read default
-MAX_LINE_CHARS = 2000  # Claude Code cuts longer lines
 
 
 @dataclass(frozen=True)
@@ -22,10 +22,7 @@ class Page:
         first_line: number of the first line shown (1-based).
         shown_lines: how many lines were shown.
         total_lines: lines in the whole file.
-        full: True when every line of the file was shown (from the first to the last),
-            even if some lines longer than ``MAX_LINE_CHARS`` were cut in the display:
-            that counts as a complete read for read-before-write, as in Claude Code;
-            the cut note points to Edit, which leaves those lines as they are.
+        full: True when every line of the file was shown (from the first to the last).
     """
 
     text: str
@@ -69,40 +66,33 @@ def snippet(content: str, new_string: str, *, context_lines: int = 4) -> str:
     first = content.count("\n", 0, at)
     last = first + new_string.count("\n")
     lo, hi = max(0, first - context_lines), min(len(lines), last + context_lines + 1)
-    return "\n".join(number_line(i + 1, lines[i][:MAX_LINE_CHARS]) for i in range(lo, hi))
+    return "\n".join(number_line(i + 1, lines[i]) for i in range(lo, hi))
 
 
 def page(content: str, offset: int | None, limit: int | None) -> Page:
-    """Number lines ``offset`` (1-based; 0 or None = 1) to ``offset + limit - 1``.
+    """Number lines ``offset`` (1-based; 0 or None = 1) to ``offset + limit - 1``
+    (None: to the end).
 
     >>> page("a\\nb\\nc\\n", 2, 5).text
-    '2\\tb\\n3\\tc'
+    '2\\tb\\n3\\tc\\n4'
+    >>> page("one\\r\\ntwo", None, None).text
+    '1\\tone\\n2\\ttwo'
     >>> page("", None, None).text
     '<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>'
     """
-    lines = split_lines(content)
-    first = max(offset or 1, 1)
-    count = limit if limit is not None else DEFAULT_LIMIT_LINES
-    if not lines:
+    if not content:
         return Page(_EMPTY, 1, 0, 0, full=True)
+    lines = content.replace("\r\n", "\n").split("\n")
+    first = max(offset or 1, 1)
     if first > len(lines):
         return Page(_past_end(first, len(lines)), first, 0, len(lines), full=False)
-    window = lines[first - 1 : first - 1 + count]
-    cut = sum(1 for line in window if len(line) > MAX_LINE_CHARS)
-    text = "\n".join(number_line(first + i, line[:MAX_LINE_CHARS]) for i, line in enumerate(window))
+    window = lines[first - 1 :] if limit is None else lines[first - 1 : first - 1 + limit]
+    numbered = [number_line(first + i, line) for i, line in enumerate(window)]
     last = first + len(window) - 1
-    if last < len(lines):
-        text += (
-            f"\n\n(Showing lines {first}-{last} of {len(lines)}. "
-            "Use offset and limit to read the rest.)"
-        )
-    if cut:
-        text += (
-            f"\n\n({cut} line(s) longer than {MAX_LINE_CHARS} characters were cut in this "
-            "view. To change the file without retyping those lines, use Edit.)"
-        )
+    if last == len(lines) and window[-1] == "":
+        numbered[-1] = str(last)  # the empty line after a final newline: its number alone
     full = first == 1 and last == len(lines)
-    return Page(text, first, len(window), len(lines), full)
+    return Page("\n".join(numbered), first, len(window), len(lines), full)
 
 
 _EMPTY = "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"

@@ -58,21 +58,23 @@ def files_command(pattern: str, root: str) -> str:
 def matching_files_command(pattern: str, root: str, options: GrepOptions) -> str:
     """Files under ``root`` with a match, each with its mtime (see ``parse_files``)."""
     args = ["rg", "--files-with-matches", "-0", *_COMMON, *_filters(options)]
-    return "set -o pipefail; " + _join([*args, "-e", pattern, "--", root]) + _WITH_MTIMES
+    return (
+        "set -o pipefail; " + _join([*args, "-e", rg_pattern(pattern), "--", root]) + _WITH_MTIMES
+    )
 
 
 def grep_command(pattern: str, root: str, options: GrepOptions) -> str:
     """``rg --json`` searching ``root`` for ``pattern``, files in path order.
 
     >>> grep_command("a b", "/workspace", GrepOptions(ignore_case=True, after=2))
-    "rg --json --hidden -g '!.git' --sort=path -i -A 2 -e 'a b' -- /workspace"
+    "rg --json --hidden -g '!.git' --sort=path -i -A 2 -e '(?:a b)' -- /workspace"
     """
     args = ["rg", "--json", *_COMMON, "--sort=path", *_filters(options)]
     if options.before:
         args += ["-B", str(options.before)]
     if options.after:
         args += ["-A", str(options.after)]
-    return _join([*args, "-e", pattern, "--", root])
+    return _join([*args, "-e", rg_pattern(pattern), "--", root])
 
 
 def _filters(options: GrepOptions) -> list[str]:
@@ -88,21 +90,60 @@ def _filters(options: GrepOptions) -> list[str]:
     return args
 
 
-def failure(result: CommandResult, root: str, *, produced: bool) -> str | None:
+TIMED_OUT = "The search timed out; search a narrower path or use a more specific pattern."
+REJECTED = (
+    "Search failed \u2014 ripgrep rejected the pattern, glob, or file type without searching:"
+)
+"""Grep's first line when ripgrep refuses its arguments (Claude Code 2.1.336), then
+ripgrep's own error."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What to tell the model when ripgrep failed: ``text``, and whether Claude Code
+    gives it inside ``<tool_use_error>`` (``wrapped``) or as it is."""
+
+    text: str
+    wrapped: bool = True
+
+
+def failure(result: CommandResult, root: str, *, produced: bool, cwd: str) -> Failure | None:
     """The error to report when ripgrep failed and ``produced`` nothing, else None.
 
     ripgrep exits 0 with matches, 1 without, 2 on an error (a bad regex, a missing
     path; also an unreadable file somewhere, when the other results still count).
     """
     if result.timed_out:
-        return "The search timed out; search a narrower path or use a more specific pattern."
+        return Failure(
+            "The search timed out; search a narrower path or use a more specific pattern."
+        )
     if result.exit_code in (0, 1) or produced:
         return None
     message = result.stderr.strip()
     if "(os error 2)" in message:
         guess = meant_root(root)
-        return f"Path does not exist: {root}" + (f". Did you mean {guess}?" if guess else "")
-    return f"ripgrep failed: {message}" if message else "ripgrep failed."
+        if guess is not None:
+            return Failure(f"Path does not exist: {root}. Did you mean {guess}?")
+        return Failure(missing_directory(root, cwd), wrapped=False)
+    if message:  # ripgrep 14 names itself on each error line; 13 did not
+        named = message if message.startswith("rg: ") else f"rg: {message}"
+        return Failure(f"{REJECTED}\n{named}", wrapped=False)
+    return Failure("ripgrep failed.")
+
+
+def missing_directory(root: str, cwd: str) -> str:
+    """Glob's and Grep's error for a path that does not exist (Claude Code 2.1.336)."""
+    return f"Directory does not exist: {root}. Note: your current working directory is {cwd}."
+
+
+def rg_pattern(pattern: str) -> str:
+    """The pattern as ripgrep 14 compiles it, ``(?:PATTERN)``: the same matches, and a
+    bad pattern's error quotes it as Claude Code's ripgrep does.
+
+    >>> rg_pattern("(unclosed")
+    '(?:(unclosed)'
+    """
+    return f"(?:{pattern})"
 
 
 def parse_files(stdout: str) -> list[str]:

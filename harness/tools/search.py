@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import generated_here
-from harness.vfs import WORKSPACE, Resolved, resolve
+from harness.vfs import Resolved, resolve
 from memory_store import GrepMatch, SearchTimeout
 
 SEARCH_TIMEOUT_S = 60.0
@@ -70,6 +71,9 @@ class GrepInput(BaseModel):
     after: int | None = Field(default=None, alias="-A", ge=0)
     before: int | None = Field(default=None, alias="-B", ge=0)
     context: int | None = Field(default=None, alias="-C", ge=0)
+    context_long: int | None = Field(default=None, alias="context", ge=0)
+    """Claude Code's other name of ``-C``."""
+    only_matching: bool = Field(default=False, alias="-o")
     head_limit: int = Field(default=250, ge=0)
     offset: int = Field(default=0, ge=0)
     multiline: bool = False
@@ -78,7 +82,7 @@ class GrepInput(BaseModel):
         """(before, after) for content mode; ``-A``/``-B`` override ``-C``."""
         if self.output_mode != "content":
             return 0, 0
-        around = self.context or 0
+        around = self.context if self.context is not None else (self.context_long or 0)
         return (
             self.before if self.before is not None else around,
             self.after if self.after is not None else around,
@@ -90,29 +94,45 @@ class GrepInput(BaseModel):
 
 async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
     """Files matching a glob pattern, oldest modification first (Claude Code 2.1.332)."""
-    root, pattern = split_pattern(p.pattern, p.path)
+    root, pattern = split_pattern(p.pattern, ctx.absolute(p.path) if p.path else ctx.cwd)
     where = resolve(root)
     if not where.is_virtual:
         result = await ctx.workspace.exec(
             ctx.tool_use_id, ripgrep.files_command(pattern, where.path), timeout_s=SEARCH_TIMEOUT_S
         )
         paths = ripgrep.parse_files(result.stdout)
-        problem = ripgrep.failure(result, where.path, produced=bool(paths))
+        problem = ripgrep.failure(result, where.path, produced=bool(paths), cwd=ctx.cwd)
         if problem is not None:
-            return tool_error(problem)
+            return _failed(problem)
         return ToolOutcome(search_output.glob_listing(paths[::-1]))
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
-        entries = await ctx.store.glob(
-            ctx.namespace(where.mount), pattern, where.path, limit=search_output.GLOB_MAX_FILES + 1
-        )
+        # every match: the listing shows the oldest 100 and counts them all (the store
+        # orders newest first, so a limit there would keep the wrong end)
+        entries = await ctx.store.glob(ctx.namespace(where.mount), pattern, where.path)
+        if not entries and not await _exists(ctx, where):
+            missing = ripgrep.missing_directory(where.display(), ctx.cwd)
+            return ToolOutcome(missing, is_error=True)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     oldest_first = [_shown(where, e.path) for e in reversed(entries)]
     generated = [n for n in generated_here(where, ctx) if _glob_matches(pattern, n)]
     oldest_first += [_shown(where, "/" + name) for name in generated]  # made now: newest
     return ToolOutcome(search_output.glob_listing(oldest_first))
+
+
+async def _exists(ctx: ToolContext, where: Resolved) -> bool:
+    """Whether a virtual directory holds anything (a mount root always exists)."""
+    if where.path == "/":
+        return True
+    return bool(await ctx.store.listdir(ctx.namespace(where.mount), where.path))
+
+
+def _failed(problem: ripgrep.Failure) -> ToolOutcome:
+    if problem.wrapped:
+        return tool_error(problem.text)
+    return ToolOutcome(problem.text, is_error=True)
 
 
 def _glob_matches(pattern: str, name: str) -> bool:
@@ -123,18 +143,18 @@ def _glob_matches(pattern: str, name: str) -> bool:
     )
 
 
-def split_pattern(pattern: str, path: str | None) -> tuple[str, str]:
+def split_pattern(pattern: str, path: str) -> tuple[str, str]:
     """(directory to search, pattern relative to it); an absolute pattern names its root.
 
-    >>> split_pattern("/memory/**/*.md", None)
+    >>> split_pattern("/memory/**/*.md", "/workspace")
     ('/memory', '**/*.md')
-    >>> split_pattern("*.py", None)
+    >>> split_pattern("*.py", "/workspace")
     ('/workspace', '*.py')
     >>> split_pattern("/incident/timeline.md", "/ignored")
     ('/incident', 'timeline.md')
     """
     if not pattern.startswith("/"):
-        return path or WORKSPACE, pattern
+        return path, pattern
     parts = pattern.split("/")
     for i, part in enumerate(parts):
         if _GLOB_CHARS.intersection(part):
@@ -151,7 +171,7 @@ def _shown(where: Resolved, path: str) -> str:
 
 async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
     """Search file contents for a regex; three output modes."""
-    where = resolve(p.path or WORKSPACE)
+    where = resolve(ctx.absolute(p.path) if p.path else ctx.cwd)
     if where.is_virtual:
         found = await _grep_virtual(p, where, ctx)
     else:
@@ -165,6 +185,8 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome(search_output.files_listing(shown, p.head_limit, p.offset))
     if p.output_mode == "count":
         return ToolOutcome(search_output.count_listing(matches, p.head_limit, p.offset, prefix))
+    if p.only_matching:
+        matches = only_matching(matches, p.pattern, ignore_case=p.ignore_case)
     text = search_output.content_listing(
         matches,
         line_numbers=p.line_numbers,
@@ -177,6 +199,28 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
 
 
 Found = tuple[list[GrepMatch], list[str]] | ToolOutcome
+
+
+def only_matching(matches: list[GrepMatch], pattern: str, *, ignore_case: bool) -> list[GrepMatch]:
+    """``-o``: each match line replaced by the parts of it that match (one entry each),
+    context lines dropped. The parts are found with Python's ``re`` (ripgrep's syntax is
+    mostly the same); a pattern ``re`` cannot compile keeps its whole lines.
+
+    >>> found = only_matching([GrepMatch("/a", 1, "x=1 y=22")], r"\\d+", ignore_case=False)
+    >>> [m.line for m in found]
+    ['1', '22']
+    """
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return [m for m in matches if not m.is_context]
+    parts: list[GrepMatch] = []
+    for m in matches:
+        if m.is_context:
+            continue
+        found = [f.group(0) for f in regex.finditer(m.line) if f.group(0)]
+        parts += [GrepMatch(m.path, m.line_number, text) for text in found or [m.line]]
+    return parts
 
 
 def _mount_root(where: Resolved) -> str:
@@ -234,9 +278,9 @@ async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
     result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=SEARCH_TIMEOUT_S)
     matches = [] if files_mode else ripgrep.parse_json(result.stdout)
     paths = ripgrep.parse_files(result.stdout) if files_mode else []
-    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths))
+    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths), cwd=ctx.cwd)
     if problem is not None:
-        return tool_error(problem)
+        return _failed(problem)
     return matches, paths or search_output.matched_paths(matches)
 
 
@@ -296,16 +340,21 @@ GREP = ModelTool(
             },
             "-i": {"type": "boolean", "description": "Case-insensitive search."},
             "-n": {"type": "boolean", "description": "Line numbers (content mode; default on)."},
-            "-A": {"type": "integer", "minimum": 0, "description": "Lines after each match."},
-            "-B": {"type": "integer", "minimum": 0, "description": "Lines before each match."},
-            "-C": {"type": "integer", "minimum": 0, "description": "Lines around each match."},
+            "-A": {"type": "number", "minimum": 0, "description": "Lines after each match."},
+            "-B": {"type": "number", "minimum": 0, "description": "Lines before each match."},
+            "-C": {"type": "number", "minimum": 0, "description": "Lines around each match."},
+            "context": {"type": "number", "minimum": 0, "description": "Same as -C."},
+            "-o": {
+                "type": "boolean",
+                "description": "Content mode: show only the matching part of each line.",
+            },
             "head_limit": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 0,
                 "description": "Show at most this many lines/files/counts (default 250; 0 = all).",
             },
             "offset": {
-                "type": "integer",
+                "type": "number",
                 "minimum": 0,
                 "description": "Skip this many lines/files/counts before head_limit (default 0).",
             },

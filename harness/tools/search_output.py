@@ -1,13 +1,14 @@
 """Glob's and Grep's output text, the same for every mount (Claude Code's formats).
 
-Follows Claude Code 2.1.332. Glob: paths, oldest modification first, at most 100,
+Follows Claude Code 2.1.336. Glob: paths, oldest modification first, at most 100,
 then a line saying how many were left out. Grep: ``files_with_matches`` →
 ``Found N files`` and the paths (newest first); ``content`` → ``path:line:text``
 (context lines ``path-line-text``, ``--`` between groups; a line over 500 columns is
 replaced by an omission marker); ``count`` → ``path:N`` lines then a total line.
 ``offset`` skips entries and ``head_limit`` (default 250, 0 = no limit) keeps the
-next ones, like ``| tail -n +N | head -N``; the result then says
-``[Showing results with pagination = limit: L, offset: O]``.
+next ones, like ``| tail -n +N | head -N``; the result then says, after an empty line,
+``[Showing results with pagination = limit: L, offset: O]``. Count mode's total
+follows an empty line too, also when nothing matched.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def content_listing(
         previous = m
     shown, note = _page(lines, head_limit, offset)
     body = "\n".join(shown) or ("No entries at this offset" if offset else NO_MATCHES)
-    return body + (f"\n{_showing(note)}" if note else "")
+    return body + (f"\n\n{_showing(note)}" if note else "")
 
 
 def count_listing(
@@ -94,16 +95,22 @@ def count_listing(
         if not m.is_context:
             counts[m.path] = counts.get(m.path, 0) + 1
     if not counts:
-        return NO_MATCHES
+        return f"{NO_MATCHES}\n\n{_total(0, 0)}"
     items = list(counts.items())
     shown, note = _page(items, head_limit, offset)
     body = "\n".join(f"{prefix}{path}:{n}" for path, n in shown) or "No entries at this offset"
     total = sum(n for _, n in shown)
-    return (
-        f"{body}\nFound {total} total {'occurrence' if total == 1 else 'occurrences'} across "
-        f"{len(shown)} {'file' if len(shown) == 1 else 'files'}."
-        + (f" with pagination = {note}" if note else "")
-    )
+    return f"{body}\n\n{_total(total, len(shown))}" + (f" with pagination = {note}" if note else "")
+
+
+def _total(occurrences: int, files: int) -> str:
+    """Count mode's last line (Claude Code 2.1.336, after an empty line).
+
+    >>> _total(0, 0)
+    'Found 0 total occurrences across 0 files.'
+    """
+    noun = "occurrence" if occurrences == 1 else "occurrences"
+    return f"Found {occurrences} total {noun} across {files} {'file' if files == 1 else 'files'}."
 
 
 def matched_paths(matches: Sequence[GrepMatch]) -> list[str]:

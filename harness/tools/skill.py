@@ -72,16 +72,17 @@ async def load_skill(p: SkillInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(f"Unknown skill: {name}. {await _known(ctx)}")
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
-    text = (
-        f"Launching skill: {name}\n\nBase directory for this skill: {SKILLS_ROOT}/{name}\n\n"
-        + body_of(current.content).rstrip("\n")
-    )
+    body = f"Base directory for this skill: {SKILLS_ROOT}/{name}\n\n" + body_of(
+        current.content
+    ).rstrip("\n")
     if p.args:
-        text += f"\n\nARGUMENTS: {p.args}"
+        body += f"\n\nARGUMENTS: {p.args}"
     seen = ctx.read_state.get(shown)
     full = seen is not None and seen.full and seen.version == current.version
     record = ReadRecord(version=current.version, full=full, notified_version=current.version)
-    return ToolOutcome(text, read_updates={shown: record})
+    # Claude Code 2.1.336: the result only says so; the instructions follow as a block of
+    # their own in the same message
+    return ToolOutcome(f"Launching skill: {name}", read_updates={shown: record}, follow_up=(body,))
 
 
 async def _known(ctx: ToolContext) -> str:

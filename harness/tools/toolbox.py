@@ -27,8 +27,10 @@ from harness.tools.contract import ModelTool, Tool, ToolContext, ToolOutcome, to
 from harness.tools.files import EDIT, READ, WRITE
 from harness.tools.mcp_call import run_mcp
 from harness.tools.persisted import cut_middle, keep_in_file
+from harness.tools.refused import REFUSED
 from harness.tools.search import GLOB, GREP
 from harness.tools.skill import SKILL
+from harness.tools.tasks import TASK_TOOLS
 from harness.tools.todo import TODO_WRITE
 from harness.tools.tool_search import NAME as TOOL_SEARCH
 from harness.tools.tool_search import run_tool_search
@@ -38,6 +40,7 @@ from harness.vfs import PathError
 __all__ = [
     "TOOLS",
     "Tool",
+    "canonical_name",
     "ToolContext",
     "ToolOutcome",
     "reruns_safely",
@@ -65,8 +68,16 @@ TOOLS: Mapping[str, Tool] = {
 }
 AGENT_TOOL = AGENT.name
 WAKEUP_TOOL = SCHEDULE_WAKEUP.name
-ALIASES: Mapping[str, Tool] = {KILL_SHELL.name: KILL_SHELL}
-"""Tools run when called but not offered (Claude Code's older names)."""
+ALIASES: Mapping[str, Tool] = {
+    KILL_SHELL.name: KILL_SHELL,
+    "KillBash": KILL_SHELL,
+    "Task": AGENT,
+    **{tool.name: tool for tool in TASK_TOOLS},
+}
+"""Tools run when called but not offered: Claude Code's other names (its alias table:
+``Task`` is Agent, ``KillShell``/``KillBash`` are TaskStop) and its default todo tools,
+which edit the list TodoWrite keeps (``tasks``)."""
+_OFFERED_AS = {"Task": AGENT.name, "KillShell": TASK_STOP.name, "KillBash": TASK_STOP.name}
 
 # A result over its tool's cap is kept in a sandbox file behind a preview (Claude Code
 # 2.1.332's per-tool caps). Read bounds itself (its refusals say how to page), and
@@ -132,6 +143,8 @@ async def run_tool(
         if recovering:
             return None
         return await _bounded(name, await run_mcp(name, tool_input, ctx), ctx)
+    if tool is None and name in REFUSED:
+        return tool_error(f"{name} is not available in Warroom. {REFUSED[name]}")
     if tool is None:
         return tool_error(f"Error: No such tool available: {name}")
     try:
@@ -144,6 +157,15 @@ async def run_tool(
     except (WorkspaceRefused, WorkspaceFileNotFound, WorkspaceIsADirectory) as exc:
         return tool_error(f"{exc}.")
     return None if outcome is None else await _bounded(name, outcome, ctx)
+
+
+def canonical_name(name: str) -> str:
+    """The offered tool an alias runs (``Task`` → ``Agent``), else ``name``.
+
+    >>> canonical_name("Task"), canonical_name("KillBash"), canonical_name("Read")
+    ('Agent', 'TaskStop', 'Read')
+    """
+    return _OFFERED_AS.get(name, name)
 
 
 def reruns_safely(name: str) -> bool:

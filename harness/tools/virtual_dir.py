@@ -11,15 +11,21 @@ import posixpath
 from collections.abc import Sequence
 
 from harness.tools import wording
-from harness.tools.contract import ToolOutcome, tool_error
+from harness.tools.contract import ToolOutcome
 from harness.vfs import Resolved
 from memory_store import Entry, FileStore, Namespace
 
 
 async def list_directory(
-    store: FileStore, ns: Namespace, where: Resolved, generated: Sequence[str] = ()
+    store: FileStore,
+    ns: Namespace,
+    where: Resolved,
+    generated: Sequence[str] = (),
+    *,
+    missing: str = wording.FILE_MISSING,
 ) -> ToolOutcome:
-    """The entries under ``where``; "File does not exist." when it holds nothing.
+    """The entries under ``where``; ``missing`` (an error, unwrapped as Claude Code gives
+    Read's) when it holds nothing.
 
     A mount root always exists, so an empty root is reported as empty. ``generated``:
     names of files made on each read (``timeline.md``), listed after the stored ones.
@@ -29,7 +35,7 @@ async def list_directory(
     count = len(entries) + len(generated)
     if not count:
         if where.path != "/":
-            return tool_error(wording.FILE_MISSING)
+            return ToolOutcome(missing, is_error=True)
         return ToolOutcome(f"{shown}/ is an empty directory.")
     noun = "entry" if count == 1 else "entries"
     lines = [f"{shown.rstrip('/')}/ is a directory with {count} {noun}:"]

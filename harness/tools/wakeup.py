@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.loop.checkpoint import ScheduledWakeup
-from harness.tools.contract import ModelTool, ToolContext, ToolOutcome
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 
 MAX_DELAY_S = 3600.0
 
@@ -27,10 +27,14 @@ class ScheduleWakeupInput(BaseModel):
     """ScheduleWakeup's parameters."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    delay_seconds: float = Field(alias="delaySeconds", allow_inf_nan=False)
+    delay_seconds: float | None = Field(default=None, alias="delaySeconds", allow_inf_nan=False)
     """Any finite number: out of range (negative too) it is moved into range."""
     reason: str = Field(default="", max_length=500)
-    prompt: str = Field(min_length=1, max_length=20_000)
+    prompt: str | None = Field(default=None, min_length=1, max_length=20_000)
+    stop: bool = False
+    """Cancel the pending wake-up instead (Claude Code's ``stop``)."""
+    noop: bool = False
+    """Schedule nothing, change nothing (Claude Code's ``noop``)."""
 
 
 def clamp_delay_s(delay_s: float, min_delay_s: float) -> float:
@@ -43,7 +47,15 @@ def clamp_delay_s(delay_s: float, min_delay_s: float) -> float:
 
 
 async def schedule_wakeup(p: ScheduleWakeupInput, ctx: ToolContext) -> ToolOutcome:
-    """Record the wake-up (replacing a pending one) and say when it fires."""
+    """Record the wake-up (replacing a pending one) and say when it fires; ``stop``
+    cancels the pending one."""
+    if p.stop:
+        return ToolOutcome("Stopped: no wakeup is scheduled now.", cancel_wakeup=True)
+    if p.noop:
+        return ToolOutcome("Nothing scheduled; a pending wakeup, if any, is unchanged.")
+    if p.delay_seconds is None or p.prompt is None:
+        missing = "delaySeconds" if p.delay_seconds is None else "prompt"
+        return tool_error(f"The required parameter `{missing}` is missing (unless stop is true)")
     delay_s = clamp_delay_s(p.delay_seconds, ctx.min_wakeup_s)
     due_at = time.time() + delay_s
     when = datetime.fromtimestamp(due_at, UTC).strftime("%H:%M:%S")
@@ -82,8 +94,13 @@ SCHEDULE_WAKEUP = ModelTool(
                 "type": "string",
                 "description": "The message you will be resumed with.",
             },
+            "stop": {
+                "type": "boolean",
+                "description": "Cancel the pending wakeup instead of scheduling one.",
+            },
+            "noop": {"type": "boolean", "description": "Schedule nothing this time."},
         },
-        "required": ["delaySeconds", "prompt"],
+        "required": [],
         "additionalProperties": False,
     },
     params=ScheduleWakeupInput,

@@ -28,10 +28,35 @@ NO_CHANGES = "No changes to make: old_string and new_string are exactly the same
 FILE_MISSING = "File does not exist."
 ALREADY_EXISTS = "Cannot create new file - file already exists."
 PARTIALLY_READ = (
-    "File has not been read in full (only part of it was read, or it was read before the "
-    "conversation was compacted). Read the whole file, without offset or limit, before "
+    "File has not been read since the conversation was compacted. Read it again before "
     "writing to it."
 )
+CHANGED_SINCE_READ_NOTE = (
+    " (note: the file had been modified on disk since you last read it \u2014 the edit applied "
+    "cleanly, but the file contains other changes not in your context. Read it before edits "
+    "that depend on surrounding content.)"
+)
+"""Edit's suffix when the file changed after the model read it (Claude Code 2.1.336)."""
+
+
+CHANGE_NOTICE_TAIL = (
+    "That's usually deliberate, so take it as the current state rather than reverting it; if "
+    "the change looks wrong, say so rather than undoing it yourself \u2014 otherwise no need "
+    "to call it out."
+)
+"""What a change notice asks of the model (Claude Code 2.1.336), after its first sentence."""
+RELEVANT_CHANGES = "Here are the relevant changes (shown with line numbers):"
+
+
+def file_missing(cwd: str) -> str:
+    """Read's and Edit's error for a missing file, with the working directory (Claude
+    Code 2.1.336: Read gives it unwrapped, Edit inside ``<tool_use_error>``).
+
+    >>> file_missing("/workspace")
+    'File does not exist. Note: your current working directory is /workspace.'
+    """
+    return f"{FILE_MISSING} Note: your current working directory is {cwd}."
+
 
 # These error classes are the model's to fix; any other StoreError (the database is
 # down) propagates so the step is retried.
@@ -126,31 +151,32 @@ def store_failure(exc: StoreError, where: Resolved) -> str:
     return str(exc)
 
 
+STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+"""The suffix of Write's and Edit's confirmations (Claude Code 2.1.336)."""
+
+
 def created(path: str) -> str:
-    """Write's (and Edit's) confirmation for a new file (Claude Code 2.1.332)."""
-    return f"File created successfully at: {path}"
+    """Write's confirmation for a new file (Claude Code 2.1.336)."""
+    return f"File created successfully at: {path}{STATE_CURRENT}"
 
 
 def updated(path: str) -> str:
-    """Write's confirmation for a replaced file (Claude Code 2.1.332)."""
-    return f"The file {path} has been updated successfully."
-
-
-def unchanged(path: str) -> str:
-    """Write's confirmation when the file already had the content."""
-    return f"The file {path} already has exactly this content; nothing changed."
-
-
-STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+    """Write's confirmation for a replaced file, also when the content was already there,
+    and Edit's for a file it created (Claude Code 2.1.336)."""
+    return f"The file {path} has been updated successfully.{STATE_CURRENT}"
 
 
 def edited(path: str, replace_all: bool, *, current: bool = True) -> str:
-    """Edit's confirmation (Claude Code 2.1.332's sentences); ``current`` False when the
-    file holds changes the model has not seen (then no "state is current" note).
+    """Edit's confirmation (Claude Code 2.1.336's sentences); ``current`` False when the
+    file holds changes the model has not read (then Claude Code's note instead of the
+    "state is current" suffix).
 
-    >>> edited("/m/a.md", True)
-    'The file /m/a.md has been updated. All occurrences were successfully replaced.'
+    >>> edited("/m/a.md", True).split(". (")[0]
+    'The file /m/a.md has been updated. All occurrences were successfully replaced'
     """
-    if replace_all:
-        return f"The file {path} has been updated. All occurrences were successfully replaced."
-    return f"The file {path} has been updated successfully." + (STATE_CURRENT if current else "")
+    head = (
+        f"The file {path} has been updated. All occurrences were successfully replaced."
+        if replace_all
+        else f"The file {path} has been updated successfully."
+    )
+    return head + (STATE_CURRENT if current else CHANGED_SINCE_READ_NOTE)

@@ -27,6 +27,7 @@ from harness import (
     CommandResult,
     ReadRecord,
     Requester,
+    Todo,
     ToolContext,
     ToolOutcome,
     Workspace,
@@ -134,6 +135,8 @@ class SessionDriver:
     agent_may_write_skills: bool = False
     last_tool_use_id: str = ""
     tasks: BackgroundTasks | None = None
+    cwd: str = "/workspace"
+    todos: tuple[Todo, ...] = ()
 
     def context(self, tool_use_id: str | None = None) -> ToolContext:
         """The context for a call; a fresh ``tool_use`` id unless one is given."""
@@ -149,12 +152,16 @@ class SessionDriver:
             read_state=dict(self.read_state),
             agent_may_write_skills=self.agent_may_write_skills,
             tasks=self.tasks,
+            cwd=self.cwd,
+            todos=self.todos,
         )
 
     async def call(self, name: str, tool_input: dict[str, Any], **ids: str) -> ToolOutcome:
         """Run one tool call and keep the read-state it returns."""
         outcome = await run_tool(name, tool_input, self.context(ids.get("tool_use_id")))
         self.read_state.update(outcome.read_updates)
+        self.cwd = outcome.cwd or self.cwd
+        self.todos = self.todos if outcome.todos is None else outcome.todos
         return outcome
 
     @property
@@ -182,6 +189,10 @@ class SessionDriver:
     def compact(self) -> None:
         """What compaction does to the read-state: every read becomes partial."""
         self.read_state = {p: replace(r, full=False) for p, r in self.read_state.items()}
+
+
+STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
+"""The suffix of Write's and Edit's confirmations (Claude Code 2.1.336)."""
 
 
 def error_text(outcome: ToolOutcome) -> str:

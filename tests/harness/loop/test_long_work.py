@@ -236,3 +236,50 @@ async def test_an_unknown_subagent_type_is_refused_naming_the_known_ones(
     [result] = fake.requests[1].messages[-1]["content"]
     assert result["is_error"] is True
     assert "Available agents: general-purpose, Explore, Plan" in str(result["content"])
+
+
+async def test_schedule_wakeup_with_stop_cancels_the_pending_wake_up(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # Given a session that scheduled a wake-up
+    fake.push(wakeup(300), Reply.text("Will check."))
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "watch checkout", "Alice"),))
+    assert next_wake(run.cp) is not None
+    # When the model calls ScheduleWakeup with Claude Code's stop
+    fake.push(Reply.tool("ScheduleWakeup", {"stop": True}), Reply.text("Stopped watching."))
+    await run.run((Inbound("U-ALICE", "no need to watch any more", "Alice"),))
+    # Then nothing is armed
+    assert next_wake(run.cp) is None
+    result = fake.requests[-1].messages[-1]["content"][0]
+    assert result["content"] == "Stopped: no wakeup is scheduled now."
+
+
+async def test_a_task_call_runs_agent_through_the_loop(fake: FakeAnthropicAPI, kit: Kit) -> None:
+    # Given a model that calls Claude Code's alias of Agent
+    call = ToolCall("Task", {"description": "Check a", "prompt": "check a"}, id="toolu_task")
+    fake.push(Reply((call,)), Reply.text("Checked."))
+    run = kit.session(fake.base_url)
+    spawner = Spawner()
+    run.spawner = spawner
+    await run.run((Inbound("U-ALICE", "check a", "Alice"),))
+    # Then a subagent started and the session waits for its answer, which is the result
+    assert [s[0] for s in spawner.spawned] == ["toolu_task"]
+    assert run.cp.awaited_calls() == {"toolu_task"}
+    await run.run((Inbound("", agent_result_text("toolu_task", "a is fine"), kind="agent"),))
+    assert fake.requests[1].messages[-1]["content"][0]["content"] == "a is fine"
+
+
+async def test_task_tools_through_the_loop_keep_the_sessions_todo_list(
+    fake: FakeAnthropicAPI, kit: Kit
+) -> None:
+    # Given a model that plans with Claude Code's task tools
+    fake.push(
+        Reply.tool("TaskCreate", {"subject": "Check pods", "description": "prod"}),
+        Reply.tool("TaskUpdate", {"taskId": "1", "status": "in_progress"}),
+        Reply.text("On it."),
+    )
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "payments is down", "Alice"),))
+    # Then the checkpoint's todo list (the thread's plan) holds the task, in progress
+    assert [(t.content, t.status.value) for t in run.cp.todos] == [("Check pods", "in_progress")]

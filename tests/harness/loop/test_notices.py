@@ -9,7 +9,7 @@ import pytest
 
 from harness import ReadRecord, change_notices
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, open_store
+from tests.harness.tool_support import STATE_CURRENT, JailWorkspace, SessionDriver, open_store
 
 ORG = "T-NOTICE"
 MEMORY = Namespace(ORG, Scope.MEMORY)
@@ -38,13 +38,13 @@ async def test_a_changed_file_is_told_with_a_numbered_diff_and_not_to_revert_it(
     # When the next model step is prepared
     texts = await agent.next_step_notices()
     # Then exactly this reminder is added
-    assert texts == [
-        "<system-reminder>\nNote: /memory/x.md was modified by another agent session "
-        "(s-teammate) since you last saw it (version 1 → 2). This change was intentional, so "
-        "take it into account as you proceed and do not revert it unless the user asks you "
-        "to. Read the file again before overwriting it with Write. Here are the changes (with "
-        "line numbers):\n"
-        "@@ -1,3 +1,3 @@\n      1\ta\n-     2\tb\n+     2\tB\n      3\tc\n</system-reminder>"
+    assert texts == [  # Claude Code 2.1.336's sentence, naming who changed it
+        "<system-reminder>\nNote: /memory/x.md was changed by another agent session "
+        "(s-teammate) since you last read it (version 1 → 2). That's usually deliberate, so "
+        "take it as the current state rather than reverting it; if the change looks wrong, "
+        "say so rather than undoing it yourself \u2014 otherwise no need to call it out. Here "
+        "are the relevant changes (shown with line numbers):\n"
+        "1\ta\n2\tB\n3\tc\n</system-reminder>"
     ]
 
 
@@ -73,23 +73,23 @@ async def test_a_later_change_is_told_as_the_diff_since_the_last_notice(
     (text,) = await agent.next_step_notices()
 
     assert "(version 2 → 3)" in text
-    assert text.endswith(
-        "@@ -1,2 +1,3 @@\n      1\tone\n      2\ttwo\n+     3\tthree\n</system-reminder>"
-    )
+    assert text.endswith("1\tone\n2\ttwo\n3\tthree\n</system-reminder>")
 
 
-async def test_a_notice_is_not_a_read_so_write_still_needs_a_fresh_read(
+async def test_a_notice_counts_as_seeing_the_change_so_write_may_follow(
     agent: SessionDriver,
 ) -> None:
+    # Claude Code 2.1.336: once a notice showed the change, Write replaces the file
     await change(agent, "/x.md", "a\n")
     await agent.call("Read", {"file_path": "/memory/x.md"})
     await change(agent, "/x.md", "b\n", 2)
+    unseen = await agent.call("Write", {"file_path": "/memory/x.md", "content": "c\n"})
     await agent.next_step_notices()
 
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "c\n"})
 
-    assert outcome.is_error
-    assert "File has been modified since read" in outcome.content
+    assert "File has been modified since read" in unseen.content
+    assert not outcome.is_error, outcome.content
 
 
 async def test_a_deleted_file_is_said_deleted_and_may_then_be_written_again(
@@ -108,7 +108,7 @@ async def test_a_deleted_file_is_said_deleted_and_may_then_be_written_again(
         "was intentional; do not recreate it unless the user asks you to.\n</system-reminder>"
     ]
     assert again == []
-    assert recreated.content == "File created successfully at: /memory/x.md"
+    assert recreated.content == "File created successfully at: /memory/x.md" + STATE_CURRENT
 
 
 async def test_the_sessions_own_writes_are_not_told_back_to_it(agent: SessionDriver) -> None:

@@ -145,11 +145,15 @@ async def test_the_skill_tool_loads_a_listed_skill_and_refuses_an_unknown_one(
     # When: the model loads it, then a skill that does not exist
     await run.run(ask("roll back payments"))
 
-    # Then: the first result carries the instructions; the second is a tool error
+    # Then: the first result says it is launched and the instructions follow it as a block
+    # of their own (Claude Code 2.1.336); the second is a tool error
     loaded, unknown = tool_result(fake, 1), tool_result(fake, 2)
-    assert loaded["content"] == (
-        "Launching skill: deploys\n\nBase directory for this skill: /skills/deploys\n\n"
-        "# Roll back\nRun `kubectl rollout undo`.\n\nARGUMENTS: payments"
+    assert loaded["content"] == "Launching skill: deploys"
+    follow_up = fake.requests[1].messages[-1]["content"][1]
+    assert (follow_up["type"], follow_up["text"]) == (
+        "text",
+        "Base directory for this skill: /skills/deploys\n\n"
+        "# Roll back\nRun `kubectl rollout undo`.\n\nARGUMENTS: payments",
     )
     assert unknown["is_error"] is True
     assert unknown["content"] == (

@@ -76,8 +76,8 @@ async def test_the_next_message_orders_results_then_notices_then_teammates(kit: 
     assert [b["type"] for b in blocks] == ["tool_result", "text", "text", "text", "text"]
     texts = texts_of(message.to_dict())
     assert texts[0] == "     1\tpool: 20"
-    assert texts[1].startswith("<system-reminder>\nNote: /memory/payments.md was modified by")
-    assert "-     1\tpool: 20\n+     1\tpool: 50" in texts[1]
+    assert texts[1].startswith("<system-reminder>\nNote: /memory/payments.md was changed by")
+    assert texts[1].endswith("(shown with line numbers):\n1\tpool: 50\n</system-reminder>")
     assert texts[2] == (
         "<system-reminder>\nNew shared files were added by others since you started:\n"
         "- /incident/db.md: DB graphs\n</system-reminder>"

@@ -18,7 +18,7 @@ from harness import Checkpoint, Requester, WorkspaceRefused, run_tool, tool_spec
 from harness.sandbox.session import SandboxWorkspaces
 from sandbox_client import LocalConfig, LocalProvider, SandboxError, SandboxHandle, SandboxManager
 from tests.conftest import require_bwrap
-from tests.harness.tool_support import SessionDriver, error_text, open_store
+from tests.harness.tool_support import STATE_CURRENT, SessionDriver, error_text, open_store
 
 
 @pytest.fixture
@@ -68,12 +68,14 @@ async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriv
     read = await agent.call("Read", {"file_path": "/workspace/conf/app.yaml"})
     missing = await agent.call("Read", {"file_path": "/workspace/nope.txt"})
 
-    assert created.content == "File created successfully at: /workspace/conf/app.yaml"
-    assert edited.content.startswith(
-        "The file /workspace/conf/app.yaml has been updated successfully."
+    assert (
+        created.content == "File created successfully at: /workspace/conf/app.yaml" + STATE_CURRENT
     )
-    assert read.content == "1\treplicas: 2\n2\timage: v2"
-    assert error_text(missing) == "File does not exist."
+    assert edited.content.startswith(
+        "The file /workspace/conf/app.yaml has been updated successfully." + STATE_CURRENT
+    )
+    assert read.content == "1\treplicas: 2\n2\timage: v2\n3"
+    assert missing.content.startswith("File does not exist.")
 
 
 async def test_glob_and_grep_run_ripgrep_inside_the_real_sandbox(agent: SessionDriver) -> None:

@@ -32,67 +32,58 @@ async def test_read_numbers_lines_like_cat_n_starting_at_one(agent: SessionDrive
     outcome = await agent.call("Read", {"file_path": "/memory/notes.md"})
 
     assert not outcome.is_error
-    assert outcome.content == "1\talpha\n2\tbeta"
+    assert outcome.content == "1\talpha\n2\tbeta\n3"  # the empty line after the last newline
     assert agent.read_state["/memory/notes.md"] == ReadRecord(1, full=True, notified_version=1)
 
 
-async def test_read_returns_2000_lines_by_default_and_says_how_to_read_the_rest(
-    agent: SessionDriver,
-) -> None:
-    await seed(agent, "/long.md", "".join(f"line {i}\n" for i in range(1, 2501)))
+async def test_read_returns_the_whole_file_by_default(agent: SessionDriver) -> None:
+    await seed(agent, "/long.md", "".join(f"line {i}\n" for i in range(1, 3001)))
 
     outcome = await agent.call("Read", {"file_path": "/memory/long.md"})
 
     lines = outcome.content.split("\n")
     assert lines[0] == "1\tline 1"
-    assert lines[1999] == "2000\tline 2000"
-    assert lines[-1] == "(Showing lines 1-2000 of 2500. Use offset and limit to read the rest.)"
-    assert not agent.read_state["/memory/long.md"].full
+    assert lines[2999:] == ["3000\tline 3000", "3001"]
+    assert agent.read_state["/memory/long.md"].full
 
 
-async def test_read_with_offset_and_limit_returns_that_window_as_a_partial_read(
+async def test_read_with_offset_and_limit_returns_that_window_and_counts_as_a_read(
     agent: SessionDriver,
 ) -> None:
     await seed(agent, "/n.md", "a\nb\nc\nd\n")
 
     outcome = await agent.call("Read", {"file_path": "/memory/n.md", "offset": 2, "limit": 2})
 
-    assert outcome.content == (
-        "2\tb\n3\tc\n\n(Showing lines 2-3 of 4. Use offset and limit to read the rest.)"
-    )
-    assert agent.read_state["/memory/n.md"] == ReadRecord(1, full=False, notified_version=1)
+    assert outcome.content == "2\tb\n3\tc"
+    assert agent.read_state["/memory/n.md"] == ReadRecord(1, full=True, notified_version=1)
 
 
-async def test_read_cuts_lines_over_2000_chars_in_the_view_yet_counts_as_a_full_read(
+async def test_read_shows_long_lines_whole_and_removes_carriage_returns(
     agent: SessionDriver,
 ) -> None:
-    await seed(agent, "/wide.md", "x" * 2500 + "\nshort\n")
+    await seed(agent, "/wide.md", "x" * 2500 + "\r\nshort\r\n")
 
     outcome = await agent.call("Read", {"file_path": "/memory/wide.md"})
 
-    first, second, _, note = outcome.content.split("\n")
-    assert first == "1\t" + "x" * 2000
-    assert second == "2\tshort"
-    assert note == (
-        "(1 line(s) longer than 2000 characters were cut in this view. To change the file "
-        "without retyping those lines, use Edit.)"
-    )
-    assert agent.read_state["/memory/wide.md"].full
+    assert outcome.content == "1\t" + "x" * 2500 + "\n2\tshort\n3"
 
 
 async def test_a_file_with_a_line_over_2000_chars_can_be_rewritten_after_one_read(
     agent: SessionDriver,
 ) -> None:
-    # Given: a shared file with one very long line, read once in full
+    # Given: a shared file with one very long line, read once
     await seed(agent, "/wide.md", "x" * 2500 + "\nshort\n")
     await agent.call("Read", {"file_path": "/memory/wide.md"})
 
     # When: the model rewrites it with Write
     outcome = await agent.call("Write", {"file_path": "/memory/wide.md", "content": "rewritten\n"})
 
-    # Then: the write is accepted (the read counted as complete)
+    # Then: the write is accepted
     assert not outcome.is_error, outcome.content
-    assert outcome.content == "The file /memory/wide.md has been updated successfully."
+    assert outcome.content == (
+        "The file /memory/wide.md has been updated successfully. (file state is current in "
+        "your context \u2014 no need to Read it back)"
+    )
 
 
 async def test_read_of_an_empty_file_says_it_exists_but_is_empty(agent: SessionDriver) -> None:
@@ -113,7 +104,7 @@ async def test_read_past_the_end_says_how_many_lines_the_file_has(agent: Session
 
     assert outcome.content == (
         "<system-reminder>Warning: the file exists but is shorter than the provided offset "
-        "(10). The file has 3 lines.</system-reminder>"
+        "(10). The file has 4 lines.</system-reminder>"
     )
 
 
@@ -122,7 +113,11 @@ async def test_read_of_a_missing_virtual_file_says_file_does_not_exist(
 ) -> None:
     outcome = await agent.call("Read", {"file_path": "/memory/nope.md"})
 
-    assert error_text(outcome) == "File does not exist."
+    assert outcome.is_error
+    assert (
+        outcome.content
+        == "File does not exist. Note: your current working directory is /workspace."
+    )  # unwrapped, as Claude Code gives it
     assert "/memory/nope.md" not in agent.read_state
 
 
@@ -161,8 +156,9 @@ async def test_incident_files_belong_to_their_channel(agent: SessionDriver) -> N
     seen = await same.call("Read", {"file_path": "/incident/notes.md"})
     unseen = await other.call("Read", {"file_path": "/incident/notes.md"})
     # Then only the same incident sees it
-    assert seen.content == "1\tdb pool"
-    assert error_text(unseen) == "File does not exist."
+    assert seen.content == "1\tdb pool\n2"
+    assert unseen.is_error
+    assert unseen.content.startswith("File does not exist.")
 
 
 async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: SessionDriver) -> None:
@@ -171,11 +167,11 @@ async def test_memory_is_shared_across_channels_but_not_across_orgs(agent: Sessi
     other_org = SessionDriver(agent.store, agent.workspace, org_id="T-OTHER")
 
     assert (await elsewhere.call("Read", {"file_path": "/memory/shared.md"})).content == (
-        "1\tlesson"
+        "1\tlesson\n2"
     )
-    assert error_text(await other_org.call("Read", {"file_path": "/memory/shared.md"})) == (
-        "File does not exist."
-    )
+    unseen = await other_org.call("Read", {"file_path": "/memory/shared.md"})
+    assert unseen.is_error
+    assert unseen.content.startswith("File does not exist.")
 
 
 async def test_a_partial_read_after_a_full_read_of_the_same_version_stays_full(
@@ -189,10 +185,17 @@ async def test_a_partial_read_after_a_full_read_of_the_same_version_stays_full(
     assert agent.read_state["/memory/n.md"].full
 
 
-async def test_read_of_a_relative_path_is_an_error_the_model_can_fix(agent: SessionDriver) -> None:
+async def test_read_of_a_relative_path_is_taken_from_the_working_directory(
+    agent: SessionDriver,
+) -> None:
+    (agent.jail.root / "sub").mkdir()
+    (agent.jail.root / "sub" / "notes.md").write_text("here\n")
+    agent.cwd = "/workspace/sub"
+
     outcome = await agent.call("Read", {"file_path": "notes.md"})
 
-    assert error_text(outcome) == "path must be absolute (start with /): 'notes.md'"
+    assert outcome.content == "1\there\n2"
+    assert "/workspace/sub/notes.md" in agent.read_state
 
 
 async def test_read_of_a_path_escaping_its_mount_is_refused(agent: SessionDriver) -> None:

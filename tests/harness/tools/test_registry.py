@@ -32,19 +32,21 @@ CLAUDE_CODE_PARAMETERS = {
         "-A",
         "-B",
         "-C",
+        "context",
+        "-o",
         "head_limit",
         "offset",
         "multiline",
     ],
-    "Read": ["file_path", "offset", "limit"],
+    "Read": ["file_path", "offset", "limit", "pages", "allow_large"],
     "Edit": ["file_path", "old_string", "new_string", "replace_all"],
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
-    "Monitor": ["command", "description", "timeout_ms", "persistent"],
+    "Monitor": ["description", "timeout_ms", "command", "persistent"],
     "TaskStop": ["task_id", "shell_id"],
-    "ScheduleWakeup": ["delaySeconds", "reason", "prompt"],
-    "Agent": ["description", "prompt", "subagent_type", "run_in_background"],
+    "ScheduleWakeup": ["delaySeconds", "reason", "prompt", "stop", "noop"],
+    "Agent": ["description", "prompt", "subagent_type", "run_in_background", "model", "effort"],
 }
 
 
@@ -111,10 +113,10 @@ async def test_several_input_problems_are_listed_together(agent: SessionDriver) 
         "Edit", {"file_path": 7, "old_string": "a", "replace_all": "maybe", "force": True}
     )
 
-    assert error_text(outcome) == (
+    assert error_text(outcome) == (  # missing parameters first, as Claude Code 2.1.336 lists them
         "InputValidationError: Edit failed due to the following issues:\n"
-        "The parameter `file_path` type is expected as `string` but provided as `number`\n"
         "The required parameter `new_string` is missing\n"
+        "The parameter `file_path` type is expected as `string` but provided as `number`\n"
         "The parameter `replace_all` type is expected as `boolean` but provided as `string`\n"
         "An unexpected parameter `force` was provided"
     )
@@ -127,8 +129,8 @@ async def test_grep_validation_uses_the_flag_names_the_model_sees(agent: Session
 
     assert error_text(outcome) == (
         "InputValidationError: Grep failed due to the following issues:\n"
-        "The parameter `output_mode` is invalid: Input should be 'content', "
-        "'files_with_matches' or 'count'\n"
+        "The parameter `output_mode` is invalid: Invalid option: expected one of "
+        '"content"|"files_with_matches"|"count"\n'
         "The parameter `-A` type is expected as `number` but provided as `string`\n"
         "An unexpected parameter `ignore_case` was provided"
     )
@@ -173,10 +175,23 @@ async def test_todo_write_refuses_an_unknown_status(agent: SessionDriver) -> Non
 
     assert error_text(outcome) == (
         "InputValidationError: TodoWrite failed due to the following issue:\n"
-        "The parameter `todos[0].status` is invalid: Input should be 'pending', 'in_progress' "
-        "or 'completed'"
+        "The parameter `todos[0].status` is invalid: Invalid option: expected one of "
+        '"pending"|"in_progress"|"completed"'
     )
     assert outcome.todos is None
+
+
+async def test_validation_names_missing_parameters_first_as_claude_code_does(
+    agent: SessionDriver,
+) -> None:
+    outcome = await agent.call("TodoWrite", {"todos": [{"content": "x", "status": "doing"}]})
+
+    assert error_text(outcome) == (
+        "InputValidationError: TodoWrite failed due to the following issues:\n"
+        "The required parameter `todos[0].activeForm` is missing\n"
+        "The parameter `todos[0].status` is invalid: Invalid option: expected one of "
+        '"pending"|"in_progress"|"completed"'
+    )
 
 
 def test_summaries_are_short_lines_for_the_status_message() -> None:

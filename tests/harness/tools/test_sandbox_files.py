@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness import run_tool
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 
 @pytest.fixture
@@ -24,13 +30,13 @@ def host(agent: SessionDriver, name: str) -> Path:
     return agent.jail.root / name
 
 
-async def test_read_numbers_sandbox_lines_and_records_a_partial_read(agent: SessionDriver) -> None:
-    host(agent, "app.log").write_text("started\nlistening on :8080\n")
+async def test_read_numbers_sandbox_lines_from_an_offset(agent: SessionDriver) -> None:
+    host(agent, "app.log").write_text("started\r\nlistening on :8080\r\n")
 
     outcome = await agent.call("Read", {"file_path": "/workspace/app.log", "offset": 2})
 
-    assert outcome.content == "2\tlistening on :8080"
-    assert not agent.read_state["/workspace/app.log"].full
+    assert outcome.content == "2\tlistening on :8080\n3"  # CRs removed, last empty line numbered
+    assert agent.read_state["/workspace/app.log"].full
 
 
 async def test_a_whole_sandbox_file_over_256_kb_is_refused_but_can_be_read_in_parts(
@@ -41,12 +47,19 @@ async def test_a_whole_sandbox_file_over_256_kb_is_refused_but_can_be_read_in_pa
     whole = await agent.call("Read", {"file_path": "/workspace/big.log"})
     part = await agent.call("Read", {"file_path": "/workspace/big.log", "offset": 100, "limit": 2})
 
-    assert error_text(whole) == (
+    large = await agent.call("Read", {"file_path": "/workspace/big.log", "allow_large": True})
+
+    assert whole.is_error
+    assert whole.content == (  # unwrapped, as Claude Code gives it
         "File content (380.9KB) exceeds maximum allowed size (256KB). Use offset and limit "
         "parameters to read specific portions of the file, or search for specific content "
-        "instead of reading the whole file."
+        "instead of reading the whole file. To read it anyway, up to what still fits in your "
+        "context, call Read again with allow_large: true \u2014 only if you genuinely need all of "
+        "it or the user asked for the whole file."
     )
-    assert part.content.startswith("100\tline of text\n101\tline of text\n")
+    assert part.content == "100\tline of text\n101\tline of text"
+    assert large.content.startswith("1\tline of text\n")
+    assert large.content.endswith("to fit in your context; read on with offset 5618.)")
 
 
 async def test_a_window_over_25000_tokens_is_refused(agent: SessionDriver) -> None:
@@ -71,12 +84,17 @@ async def test_read_of_sandbox_edge_cases_uses_the_same_wording(agent: SessionDr
     assert empty.content == (
         "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"
     )
-    assert error_text(missing) == "File does not exist."
-    assert error_text(directory) == (
-        "/workspace/dir is a directory, not a file. List it with Bash (`ls /workspace/dir`) or "
-        "find files in it with Glob."
+    assert missing.is_error
+    assert directory.is_error
+    assert missing.content == (
+        "File does not exist. Note: your current working directory is /workspace."
     )
-    assert error_text(binary).startswith("This tool cannot read binary files: /workspace/blob.bin")
+    assert directory.content == "EISDIR: illegal operation on a directory, read '/workspace/dir'"
+    assert error_text(binary) == (
+        "This tool cannot read binary files. The file appears to be a binary .bin file. Use a "
+        "skill for this file type if one is available, or a shell command or script that can "
+        "read the format."
+    )
 
 
 async def test_write_in_the_sandbox_creates_freely_and_overwrites_after_a_full_read(
@@ -91,51 +109,98 @@ async def test_write_in_the_sandbox_creates_freely_and_overwrites_after_a_full_r
     updated = await agent.call("Write", {"file_path": path, "content": "x"})
     same = await agent.call("Write", {"file_path": path, "content": "x"})
 
-    assert created.content == "File created successfully at: /workspace/sub/new.txt"
+    assert created.content == "File created successfully at: /workspace/sub/new.txt" + STATE_CURRENT
     assert error_text(unread) == "File has not been read yet. Read it first before writing to it."
-    assert updated.content == "The file /workspace/existing.txt has been updated successfully."
-    assert same.content == (
-        "The file /workspace/existing.txt already has exactly this content; nothing changed."
+    assert (
+        updated.content
+        == "The file /workspace/existing.txt has been updated successfully." + STATE_CURRENT
     )
+    assert same.content == updated.content
     assert host(agent, "sub/new.txt").read_text() == "n\n"
     assert host(agent, "existing.txt").read_text() == "x"
 
 
-async def test_a_sandbox_file_changed_since_it_was_read_must_be_read_again(
+async def test_a_file_changed_behind_the_models_back_is_edited_with_a_note_but_not_overwritten(
     agent: SessionDriver,
 ) -> None:
-    # Given: a file read by the model, then changed by a command
+    # Given: a file read by the model, then changed where no tool result reports it
     host(agent, "conf.txt").write_text("a\n")
     path = "/workspace/conf.txt"
     await agent.call("Read", {"file_path": path})
-    await agent.call("Bash", {"command": "echo b >> conf.txt"})
+    host(agent, "conf.txt").write_text("a\nb\n")
 
     # When: the model writes and edits it from what it read
     write = await agent.call("Write", {"file_path": path, "content": "c\n"})
     edit = await agent.call("Edit", {"file_path": path, "old_string": "a", "new_string": "z"})
 
-    # Then: both are refused with Claude Code's sentence, and nothing changed
-    for outcome in (write, edit):
-        assert error_text(outcome).startswith(
-            "File has been modified since read, either by the user or by a linter. Read it "
-            "again before attempting to write it."
-        )
-    assert host(agent, "conf.txt").read_text() == "a\nb\n"
+    # Then: Write is refused, Edit applies with Claude Code's note
+    assert error_text(write).startswith(
+        "File has been modified since read, either by the user or by a linter. Read it "
+        "again before attempting to write it."
+    )
+    assert edit.content == (
+        "The file /workspace/conf.txt has been updated successfully. (note: the file had been "
+        "modified on disk since you last read it \u2014 the edit applied cleanly, but the file "
+        "contains other changes not in your context. Read it before edits that depend on "
+        "surrounding content.)"
+    )
+    assert host(agent, "conf.txt").read_text() == "z\nb\n"
 
 
-async def test_a_partly_read_sandbox_file_may_be_edited_but_not_overwritten(
+async def test_a_command_that_changes_a_read_file_reports_it_and_write_may_follow(
+    agent: SessionDriver,
+) -> None:
+    # Given: a file read by the model
+    host(agent, "conf.txt").write_text("a\n")
+    path = "/workspace/conf.txt"
+    await agent.call("Read", {"file_path": path})
+
+    # When: a command changes it, then the model writes it
+    bash = await agent.call("Bash", {"command": "echo b >> conf.txt"})
+    again = await agent.call("Bash", {"command": "true"})
+    write = await agent.call("Write", {"file_path": path, "content": "c\n"})
+
+    # Then: the command's result says so, with the new lines, once; Write proceeds
+    assert bash.content == (
+        "(Bash completed with no output)\n\n<system-reminder>\nNote: /workspace/conf.txt "
+        "changed on disk since you last read it. That's usually deliberate, so take it as the "
+        "current state rather than reverting it; if the change looks wrong, say so rather than "
+        "undoing it yourself \u2014 otherwise no need to call it out. Here are the relevant "
+        "changes (shown with line numbers):\n1\ta\n2\tb\n</system-reminder>"
+    )
+    assert again.content == "(Bash completed with no output)"
+    assert not write.is_error, write.content
+    assert host(agent, "conf.txt").read_text() == "c\n"
+
+
+async def test_a_cd_persists_between_bash_calls_and_relative_paths_follow_it(
+    agent: SessionDriver,
+) -> None:
+    host(agent, "sub").mkdir()
+    host(agent, "sub/x.txt").write_text("x\n")
+
+    moved = await agent.call("Bash", {"command": "cd sub && pwd"})
+    where = await agent.call("Bash", {"command": "pwd"})
+    read = await agent.call("Read", {"file_path": "x.txt"})
+
+    assert moved.content.endswith("/sub")
+    assert where.content == moved.content
+    assert read.content == "1\tx\n2"
+
+
+async def test_a_partly_read_sandbox_file_may_be_edited_and_overwritten(
     agent: SessionDriver,
 ) -> None:
     host(agent, "p.txt").write_text("one\ntwo\nthree\n")
     path = "/workspace/p.txt"
     await agent.call("Read", {"file_path": path, "limit": 1})
 
-    write = await agent.call("Write", {"file_path": path, "content": "x\n"})
     edit = await agent.call("Edit", {"file_path": path, "old_string": "one", "new_string": "1"})
+    write = await agent.call("Write", {"file_path": path, "content": "x\n"})
 
-    assert error_text(write).startswith("File has not been read in full")
     assert not edit.is_error
-    assert host(agent, "p.txt").read_text() == "1\ntwo\nthree\n"
+    assert not write.is_error
+    assert host(agent, "p.txt").read_text() == "x\n"
 
 
 async def test_edit_in_the_sandbox_applies_after_a_read_and_says_so(agent: SessionDriver) -> None:
@@ -171,7 +236,9 @@ async def test_edit_in_the_sandbox_gives_claude_codes_errors(agent: SessionDrive
     twice = await agent.call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"})
 
     assert error_text(same) == "No changes to make: old_string and new_string are exactly the same."
-    assert error_text(missing) == "File does not exist."
+    assert error_text(missing) == (
+        "File does not exist. Note: your current working directory is /workspace."
+    )
     assert error_text(exists) == "Cannot create new file - file already exists."
     assert error_text(absent) == "String to replace not found in file.\nString: zz"
     assert error_text(twice).startswith(
@@ -196,9 +263,13 @@ async def test_edit_in_the_sandbox_creates_a_file_from_an_empty_old_string_and_r
         },
     )
 
-    assert created.content == "File created successfully at: /workspace/n.txt"
+    assert created.content == (
+        "The file /workspace/n.txt has been updated successfully. (file state is current in "
+        "your context \u2014 no need to Read it back)"
+    )
     assert replaced.content == (
         "The file /workspace/n.txt has been updated. All occurrences were successfully replaced."
+        " (file state is current in your context \u2014 no need to Read it back)"
     )
     assert host(agent, "n.txt").read_text() == "y y\n"
 

@@ -93,6 +93,24 @@ async def test_glob_shows_the_100_oldest_paths_then_says_how_many_were_left_out(
     )
 
 
+async def test_glob_over_many_matches_lists_the_oldest_100_and_counts_them_all(
+    agent: SessionDriver,
+) -> None:
+    # Given 121 notes written oldest first
+    await seed(agent, {f"/n{i:03}.md": "x" for i in range(121)})
+
+    # When the model globs them
+    outcome = await agent.call("Glob", {"pattern": "*.md", "path": "/memory"})
+
+    # Then it sees the 100 oldest, in order, and the true count
+    lines = outcome.content.split("\n")
+    assert lines[:100] == [f"/memory/n{i:03}.md" for i in range(100)]
+    assert lines[100] == (
+        "(Showing 100 of 121 matching files; 21 more are not listed. Narrow the pattern or path "
+        "to see the rest.)"
+    )
+
+
 # ---------------------------------------------------------------- Grep, virtual
 
 
@@ -149,7 +167,7 @@ async def test_grep_count_mode_lists_counts_then_a_total(agent: SessionDriver) -
     )
 
     assert outcome.content == (
-        "/memory/a.md:1\n/memory/teams/b.md:2\nFound 3 total occurrences across 2 files."
+        "/memory/a.md:1\n/memory/teams/b.md:2\n\nFound 3 total occurrences across 2 files."
     )
 
 
@@ -174,7 +192,7 @@ async def test_grep_head_limit_cuts_the_output_and_gives_the_pagination(
     )
 
     assert outcome.content == (
-        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n"
+        "/memory/many.md:1:hit 0\n/memory/many.md:2:hit 1\n\n"
         "[Showing results with pagination = limit: 2]"
     )
 
@@ -188,7 +206,7 @@ async def test_grep_offset_pages_through_results_in_every_mode(agent: SessionDri
     past = await agent.call("Grep", {**base, "offset": 9})
 
     assert content.content == (
-        "/memory/many.md:4:hit 3\n/memory/many.md:5:hit 4\n"
+        "/memory/many.md:4:hit 3\n/memory/many.md:5:hit 4\n\n"
         "[Showing results with pagination = offset: 3]"
     )
     assert files.content.startswith("Found 1 file offset: 1\n/memory/")
@@ -220,7 +238,7 @@ async def test_grep_without_matches_says_so_in_each_mode(agent: SessionDriver) -
     assert (files.content, content.content, count.content) == (
         "No files found",
         "No matches found",
-        "No matches found",
+        "No matches found\n\nFound 0 total occurrences across 0 files.",
     )
 
 
@@ -279,7 +297,7 @@ async def test_grep_in_the_sandbox_gives_the_same_three_formats(agent: SessionDr
     assert files.content == "Found 2 files\n/workspace/b.log\n/workspace/a.log"
     assert content.content == "/workspace/a.log:2:hello world\n/workspace/b.log:3:hello"
     assert count.content == (
-        "/workspace/a.log:1\n/workspace/b.log:2\nFound 3 total occurrences across 2 files."
+        "/workspace/a.log:1\n/workspace/b.log:2\n\nFound 3 total occurrences across 2 files."
     )
 
 
@@ -302,11 +320,19 @@ async def test_grep_in_the_sandbox_parses_paths_and_lines_with_colons_and_dashes
 async def test_grep_in_the_sandbox_reports_bad_regexes_and_missing_paths(
     agent: SessionDriver,
 ) -> None:
-    bad = await agent.call("Grep", {"pattern": "a("})
+    bad = await agent.call("Grep", {"pattern": "(unclosed"})
     missing = await agent.call("Grep", {"pattern": "a", "path": "/workspace/nope"})
 
-    assert error_text(bad).startswith("ripgrep failed: regex parse error:")
-    assert error_text(missing) == "Path does not exist: /workspace/nope"
+    assert bad.is_error
+    assert missing.is_error
+    assert bad.content == (
+        "Search failed \u2014 ripgrep rejected the pattern, glob, or file type without "
+        "searching:\nrg: regex parse error:\n    (?:(unclosed)\n    ^\nerror: unclosed group"
+    )
+    assert missing.content == (
+        "Directory does not exist: /workspace/nope. Note: your current working directory is "
+        "/workspace."
+    )
 
 
 @needs_jail

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 RUNBOOK = "# Checkout runbook\nowner: payments\npool: 10\ncache: redis\ntimeout: 5s\n"
 MODIFIED = (
@@ -71,7 +77,7 @@ async def test_disjoint_edits_from_two_sessions_both_land(
     assert "pool: 50" in current
     assert "timeout: 2s" in current
     assert "another session changed this file" not in alpha_says
-    assert "Note: another session changed this file after you read it" in beta_says
+    assert "Another session changed this file after you read it" in beta_says
     assert "-     3\tpool: 10\n+     3\tpool: 50" in beta_says
 
 
@@ -95,8 +101,8 @@ async def test_a_stale_write_is_refused_and_the_change_notice_reaches_the_writer
     first = await alpha.next_step_notices()
     second = await alpha.next_step_notices()
     assert len(first) == 1
-    assert "/memory/runbook.md was modified by another agent session (s-beta)" in first[0]
-    assert "-     4\tcache: redis\n+     4\tcache: memcached" in first[0]
+    assert "/memory/runbook.md was changed by another agent session (s-beta)" in first[0]
+    assert "\n4\tcache: memcached" in first[0]
     assert second == []
     # And beta, which made the change, is not told about its own edit
     assert await beta.next_step_notices() == []
@@ -106,7 +112,10 @@ async def test_a_stale_write_is_refused_and_the_change_notice_reaches_the_writer
         "Write",
         {"file_path": "/memory/runbook.md", "content": await current_content(alpha) + "x: 1\n"},
     )
-    assert accepted.content == "The file /memory/runbook.md has been updated successfully."
+    assert (
+        accepted.content
+        == "The file /memory/runbook.md has been updated successfully." + STATE_CURRENT
+    )
 
 
 async def current_content(session: SessionDriver) -> str:
@@ -127,7 +136,9 @@ async def test_a_compacted_away_file_must_be_read_again_before_it_is_overwritten
     compacted = await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})
     # Then Write refuses until the file is read again
     assert error_text(cleared) == "File has not been read yet. Read it first before writing to it."
-    assert error_text(compacted).startswith("File has not been read in full")
+    assert error_text(compacted).startswith(
+        "File has not been read since the conversation was compacted"
+    )
     await read(alpha)
     assert not (
         await alpha.call("Write", {"file_path": "/memory/runbook.md", "content": "x\n"})

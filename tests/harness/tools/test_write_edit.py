@@ -10,7 +10,13 @@ import pytest
 
 from harness import ReadRecord, run_tool
 from memory_store import Namespace, Origin, Scope
-from tests.harness.tool_support import JailWorkspace, SessionDriver, error_text, open_store
+from tests.harness.tool_support import (
+    STATE_CURRENT,
+    JailWorkspace,
+    SessionDriver,
+    error_text,
+    open_store,
+)
 
 ORG = "T-WRITE"
 HUMAN = Origin("U-HUMAN")
@@ -46,7 +52,7 @@ async def stored(agent: SessionDriver, path: str) -> str:
 async def test_write_creates_a_new_file_and_counts_as_a_full_read(agent: SessionDriver) -> None:
     outcome = await agent.call("Write", {"file_path": "/memory/new.md", "content": "hello\n"})
 
-    assert outcome.content == "File created successfully at: /memory/new.md"
+    assert outcome.content == "File created successfully at: /memory/new.md" + STATE_CURRENT
     assert await stored(agent, "/new.md") == "hello\n"
     assert agent.read_state["/memory/new.md"] == ReadRecord(1, full=True, notified_version=1)
 
@@ -68,22 +74,20 @@ async def test_write_replaces_a_file_read_in_full(agent: SessionDriver) -> None:
 
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "new\n"})
 
-    assert outcome.content == "The file /memory/x.md has been updated successfully."
+    assert outcome.content == "The file /memory/x.md has been updated successfully." + STATE_CURRENT
     assert await stored(agent, "/x.md") == "new\n"
     assert agent.read_state["/memory/x.md"] == ReadRecord(2, full=True, notified_version=2)
 
 
-async def test_write_refuses_a_file_read_only_in_part(agent: SessionDriver) -> None:
+async def test_write_follows_a_read_of_part_of_the_file(agent: SessionDriver) -> None:
+    # Claude Code 2.1.336: any Read lets Write replace the file
     await seed(agent, "/x.md", "a\nb\nc\n")
     await agent.call("Read", {"file_path": "/memory/x.md", "limit": 1})
 
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "a\n"})
 
-    assert error_text(outcome) == (
-        "File has not been read in full (only part of it was read, or it was read before the "
-        "conversation was compacted). Read the whole file, without offset or limit, before "
-        "writing to it."
-    )
+    assert not outcome.is_error, outcome.content
+    assert await stored(agent, "/x.md") == "a\n"
 
 
 async def test_write_refuses_a_file_changed_since_read_and_says_by_whom(
@@ -119,9 +123,9 @@ async def test_write_of_the_content_already_stored_succeeds_without_a_new_versio
     outcome = await agent.call("Write", {"file_path": "/memory/x.md", "content": "same\n"})
 
     assert not outcome.is_error
-    assert (
-        outcome.content
-        == "The file /memory/x.md already has exactly this content; nothing changed."
+    assert outcome.content == (
+        "The file /memory/x.md has been updated successfully. (file state is current in your "
+        "context \u2014 no need to Read it back)"
     )
     assert len(await agent.store.history(MEMORY, "/x.md")) == 1
 
@@ -140,7 +144,11 @@ async def test_a_retried_write_with_the_same_tool_use_id_is_a_no_op(agent: Sessi
         "Write", {"file_path": "/memory/x.md", "content": "v2\n"}, tool_use_id="toolu_retry"
     )
     # Then it reports the first result and made no second version
-    assert again.content == first.content == "The file /memory/x.md has been updated successfully."
+    assert (
+        again.content
+        == first.content
+        == "The file /memory/x.md has been updated successfully." + STATE_CURRENT
+    )
     assert [r.version for r in await agent.store.history(MEMORY, "/x.md")] == [1, 2]
 
 
@@ -156,7 +164,9 @@ async def test_write_under_skills_is_refused_unless_the_org_lets_agents_edit_ski
         "by the agent. Humans edit skills in Slack with `/agent skills`. If this playbook needs "
         "a change, say what to change in your answer, or record the lesson under /memory/."
     )
-    assert allowed.content == "File created successfully at: /skills/deploys/SKILL.md"
+    assert (
+        allowed.content == "File created successfully at: /skills/deploys/SKILL.md" + STATE_CURRENT
+    )
 
 
 async def test_reading_skills_is_always_allowed(agent: SessionDriver) -> None:
@@ -206,7 +216,9 @@ async def test_a_skill_without_frontmatter_is_written_and_listed(agent: SessionD
         "Write", {"file_path": "/skills/restart/SKILL.md", "content": "# Restart\n\nSteps.\n"}
     )
 
-    assert outcome.content == "File created successfully at: /skills/restart/SKILL.md"
+    assert (
+        outcome.content == "File created successfully at: /skills/restart/SKILL.md" + STATE_CURRENT
+    )
     assert [(e.path, e.summary) for e in await agent.store.index(SKILLS)] == [
         ("/restart/SKILL.md", "# Restart")
     ]
@@ -260,7 +272,9 @@ async def test_edit_of_a_missing_file_says_file_does_not_exist(agent: SessionDri
         "Edit", {"file_path": "/memory/missing.md", "old_string": "a", "new_string": "b"}
     )
 
-    assert error_text(outcome) == "File does not exist."
+    assert error_text(outcome) == (
+        "File does not exist. Note: your current working directory is /workspace."
+    )
 
 
 async def test_edit_with_empty_old_string_creates_a_missing_file(agent: SessionDriver) -> None:
@@ -268,7 +282,10 @@ async def test_edit_with_empty_old_string_creates_a_missing_file(agent: SessionD
         "Edit", {"file_path": "/memory/new.md", "old_string": "", "new_string": "fresh\n"}
     )
 
-    assert outcome.content == "File created successfully at: /memory/new.md"
+    assert outcome.content == (
+        "The file /memory/new.md has been updated successfully. (file state is current in "
+        "your context \u2014 no need to Read it back)"
+    )
     assert await stored(agent, "/new.md") == "fresh\n"
     assert agent.read_state["/memory/new.md"].full
 
@@ -341,6 +358,7 @@ async def test_edit_with_replace_all_replaces_every_occurrence(agent: SessionDri
 
     assert outcome.content == (
         "The file /memory/x.md has been updated. All occurrences were successfully replaced."
+        "" + STATE_CURRENT
     )
     assert await stored(agent, "/x.md") == "fine\nfine\n"
 
@@ -373,29 +391,30 @@ async def test_edit_applies_to_current_version_when_other_lines_changed(
     )
     # Then both changes are kept and the model is told what the other change was
     assert await stored(agent, "/x.md") == "ONE\ntwo\nTHREE\n"
-    assert outcome.content.endswith(
-        "Note: another session changed this file after you read it; your edit was applied on "
-        "top of those changes, which are kept. Read the file again before overwriting it with "
-        "Write. Their changes, from the version you read (v1) to v2:\n"
+    assert outcome.content == (
+        "The file /memory/x.md has been updated successfully. (note: the file had been "
+        "modified on disk since you last read it \u2014 the edit applied cleanly, but the file "
+        "contains other changes not in your context. Read it before edits that depend on "
+        "surrounding content.)\n\n"
+        "Another session changed this file after you read it; those changes are kept. Their "
+        "changes, from the version you read (v1) to v2:\n"
         "@@ -1,3 +1,3 @@\n      1\tone\n      2\ttwo\n-     3\tthree\n+     3\tTHREE"
     )
-    assert agent.read_state["/memory/x.md"] == ReadRecord(3, full=False, notified_version=3)
+    assert agent.read_state["/memory/x.md"] == ReadRecord(3, full=True, notified_version=3)
 
 
-async def test_write_after_an_edit_over_someone_elses_change_needs_a_fresh_read(
+async def test_write_after_an_edit_over_someone_elses_change_proceeds(
     agent: SessionDriver,
 ) -> None:
+    # Claude Code 2.1.336: the edit's note told the model; Write may follow
     await seed(agent, "/x.md", "one\ntwo\n")
     await agent.call("Read", {"file_path": "/memory/x.md"})
     await agent.store.write(MEMORY, "/x.md", "one\nTWO\n", Origin("U2"), expected_version=1)
     await agent.call("Edit", {"file_path": "/memory/x.md", "old_string": "one", "new_string": "1"})
 
-    refused = await agent.call("Write", {"file_path": "/memory/x.md", "content": "all new\n"})
-    await agent.call("Read", {"file_path": "/memory/x.md"})
     accepted = await agent.call("Write", {"file_path": "/memory/x.md", "content": "all new\n"})
 
-    assert error_text(refused).startswith("File has not been read in full")
-    assert not accepted.is_error
+    assert not accepted.is_error, accepted.content
 
 
 async def test_edit_whose_match_vanished_in_a_concurrent_change_says_modified_since_read(
@@ -413,13 +432,13 @@ async def test_edit_whose_match_vanished_in_a_concurrent_change_says_modified_si
     assert await stored(agent, "/x.md") == "pool size 20\n"
 
 
-async def test_edit_after_a_partial_read_keeps_the_record_partial(agent: SessionDriver) -> None:
+async def test_edit_after_a_partial_read_counts_as_seen(agent: SessionDriver) -> None:
     await seed(agent, "/x.md", "a\nb\nc\n")
     await agent.call("Read", {"file_path": "/memory/x.md", "limit": 1})
 
     await agent.call("Edit", {"file_path": "/memory/x.md", "old_string": "a", "new_string": "A"})
 
-    assert agent.read_state["/memory/x.md"] == ReadRecord(2, full=False, notified_version=2)
+    assert agent.read_state["/memory/x.md"] == ReadRecord(2, full=True, notified_version=2)
 
 
 async def test_edit_under_skills_is_refused_by_default(agent: SessionDriver) -> None:
