@@ -266,3 +266,55 @@ async def test_a_new_session_reads_the_text_files_shared_above_it(edge: SlackEdg
     context = (await edge.inbox_texts(session.id))[1]
     assert "here are the pods" in context
     assert "OOMKilled: memory limit 256Mi" in context
+
+
+# ----- a reply delivered before its thread's mention (issue #32, item 3) ---------------
+
+
+def _in_slack(edge: SlackEdge, *bodies: dict[str, object]) -> None:
+    """Store the events' messages in the fake Slack, as Slack holds them once posted."""
+    for body in bodies:
+        message = dict(body["event"])  # type: ignore[call-overload]
+        for field in ("channel", "event_ts", "channel_type"):
+            message.pop(field, None)
+        message["type"] = "message"
+        edge.slack_api.state.messages.setdefault(CHANNEL, []).append(message)
+
+
+async def test_a_reply_delivered_before_its_threads_mention_is_in_the_sessions_first_input(
+    edge: SlackEdge,
+) -> None:
+    # Given a top-level mention and a teammate's reply under it, both posted in Slack
+    mention, reply = event(TOP), event(REPLY)
+    _in_slack(edge, mention, reply)
+    # When Slack delivers the reply first (acked: no session yet), then the mention
+    assert (await edge.post_event(reply)).status_code == 200
+    await edge.settle()
+    assert await edge.session(ROOT_TS) is None
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+    # Then the session opened by the mention holds the reply before its first wake-up
+    session = await edge.session(ROOT_TS)
+    assert session is not None
+    assert await edge.inbox_texts(session.id) == [
+        "payments-api p99 is 4s since 09:00, can you investigate?",
+        "rollback of v1.3 finished at 09:20, latency still high",
+    ]
+    assert edge.enqueued.inbox_sizes == [2]
+    # And the reply's event redelivered by Slack is not recorded a second time
+    assert (await edge.post_event(redelivered(reply))).status_code == 200
+    await edge.settle()
+    assert len(await edge.inbox_texts(session.id)) == 2
+
+
+async def test_a_top_level_mention_with_no_early_reply_does_not_read_its_thread(
+    edge: SlackEdge,
+) -> None:
+    mention = event(TOP)
+    _in_slack(edge, mention)
+
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+
+    assert edge.slack_api.calls_to("conversations.replies") == []
+    assert edge.enqueued.inbox_sizes == [1]
