@@ -21,10 +21,10 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.durable.agents import answer_parent
 from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import ApprovalPoster, Enqueue, StepDriver, ThreadPoster
+from bot.durable.failures import tell_failed
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -33,9 +33,8 @@ from bot.settings import Settings
 from bot.slack import retries
 from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
-from bot.slack.poster import SlackPoster, Thread
+from bot.slack.poster import SlackPoster
 from bot.slack.progress import ThreadReporter
-from bot.slack.render import render_session_failed
 from harness import (
     AnthropicModel,
     ApprovalGate,
@@ -559,27 +558,15 @@ class Runtime:
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
-        """Say in the thread, once, that the session was given up (best effort); a
-        subagent's failure is its parent's answer instead."""
-        session = await self.sessions.get(session_id)
-        if session is None:
-            return
-        cp = Checkpoint.from_json(session.checkpoint)
-        if cp.parent is not None:
-            crashes = self.settings.max_crashes
-            text = f"The subagent failed: its step crashed its worker {crashes} times."
-            await answer_parent(self.sessions, self.driver.enqueue, cp, text, failed=True)
-            return
-        if self.slack is None:
-            return
-        thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
-        message = render_session_failed(crashes=self.settings.max_crashes)
-        try:
-            await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
-        except Exception:
-            log.exception("session %s: could not post the failure notice", session_id)
-        if self.keeping is not None:
-            await self.keeping.end(Checkpoint.from_json(session.checkpoint).sandbox)
+        """Say in the thread, once per failure, that the session was given up (best
+        effort; ``failures.tell_failed``), then end its sandbox."""
+        crashes = self.settings.max_crashes
+        cp = await tell_failed(
+            self.sessions, self.slack, self.driver.enqueue, session_id, crashes=crashes
+        )
+        told_in_thread = cp is not None and cp.parent is None and self.slack is not None
+        if cp is not None and told_in_thread and self.keeping is not None:
+            await self.keeping.end(cp.sandbox)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
