@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -35,6 +36,7 @@ from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import ThreadReporter
+from bot.slack.status_board import StatusBoard
 from harness import (
     AnthropicModel,
     ApprovalGate,
@@ -454,6 +456,7 @@ class Runtime:
             client = make_slack_client(settings)
             slack = SlackPoster(client, posts, update_budget=budget)
             reporter = ThreadReporter(slack, model=settings.model)
+            closers.append(functools.partial(_close_board, reporter.board))
             workspace_url = await slack_workspace_url(client)
         approvals = None
         if settings.approvals and isinstance(reporter, ApprovalPoster):
@@ -613,3 +616,16 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await aclose()
         await self.db.dispose()
+
+
+BOARD_DRAIN_S = 5.0
+"""How long a stopping worker waits for its status messages' last views (a final view
+takes a turn of the workspace's ``chat.update`` budget; the next process's steps show
+the session's progress anyway)."""
+
+
+async def _close_board(board: StatusBoard) -> None:
+    """Send the views the board holds (within ``BOARD_DRAIN_S``), then stop it."""
+    if not await board.drain(timeout_s=BOARD_DRAIN_S):
+        log.warning("status messages not all updated within %.0f s of stopping", BOARD_DRAIN_S)
+    await board.aclose()

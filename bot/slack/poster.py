@@ -444,6 +444,41 @@ class SlackPoster:
                 slot.failure = exc
             slot.last_sent_at = self._clock()
 
+    @property
+    def update_budget(self) -> CallBudget:
+        """The workspace's ``chat.update`` budget this poster's updates take turns from."""
+        return self._update_budget
+
+    async def update_now(self, channel_id: str, ts: str, message: SlackMessage) -> None:
+        """One ``chat.update`` of message ``ts``, now; the caller took the budget's turn.
+
+        Raises:
+            SlackCallFailed: Slack refused it or could not be reached.
+        """
+        await self._send_update(channel_id, ts, message)
+
+    async def record_intent(
+        self, thread: Thread, key: str, *, kind: str, payload_json: str
+    ) -> None:
+        """Record ``key`` in the outbox without posting anything (a marker others read
+        with ``recorded_intent``). Raises DatabaseUnavailable."""
+        await self._outbox.post_intent(
+            thread.session_id,
+            key,
+            channel_id=thread.channel_id,
+            thread_ts=thread.thread_ts,
+            kind=kind,
+            payload_json=payload_json,
+        )
+
+    async def recorded_intent(self, key: str) -> bool:
+        """Whether any process recorded ``key`` in the outbox. Raises DatabaseUnavailable."""
+        return key in self._posted or await self._outbox.get_post(key) is not None
+
+    async def record_done(self, key: str, ts: str) -> None:
+        """Record that ``key``'s intent is carried out, as Slack message ``ts``."""
+        await self._recorded(key, ts)
+
     async def _send_update(self, channel_id: str, ts: str, message: SlackMessage) -> None:
         await slack_call(
             "chat.update",
