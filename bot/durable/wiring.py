@@ -26,6 +26,7 @@ from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import ApprovalPoster, Enqueue, StepDriver, ThreadPoster
 from bot.durable.failures import tell_failed
+from bot.durable.queue_watch import QueueWatch
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -87,6 +88,10 @@ log = logging.getLogger(__name__)
 
 FRESH_QUEUE_STALE_AFTER_S = 1e-6
 """The first sweep over an empty in-memory queue takes every wake-up as lost."""
+FRESH_SWEEPS = 3
+"""Sweeps that take every wake-up as lost once the queue was: a sweep finding another
+process's sweep under way does nothing, so one alone might miss its turn (a duplicate
+wake-up claims nothing)."""
 
 
 def make_provider(settings: Settings) -> SandboxProvider:
@@ -407,6 +412,7 @@ class Runtime:
     owned: Collection[str] | None = None
     tasks: BackgroundTasks | None = None
     watcher: BackgroundWatcher | None = None
+    queue_watch: QueueWatch | None = None
 
     @classmethod
     async def open(
@@ -516,6 +522,9 @@ class Runtime:
         runtime.owned = owned
         runtime.closers = closers
         runtime.tasks = tasks
+        if settings.redis_url:
+            runtime.queue_watch = QueueWatch(settings.redis_url)
+            closers.append(runtime.queue_watch.aclose)
         runtime.watcher = BackgroundWatcher(
             tasks,
             sessions,
@@ -575,17 +584,22 @@ class Runtime:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
 
         ``queue_was_empty``: the broker lost every message (an in-memory broker that
-        just started), so the first sweep enqueues every runnable session nobody holds,
-        however recently it was enqueued.
+        just started), so the first sweeps enqueue every runnable session nobody holds,
+        however recently it was enqueued; so do the sweeps after ``queue_watch`` finds
+        that Redis lost its queue (``queue_watch.QueueWatch``).
         """
-        stale_after_s = FRESH_QUEUE_STALE_AFTER_S if queue_was_empty else None
+        fresh = FRESH_SWEEPS if queue_was_empty else 0
         while True:
+            if self.queue_watch is not None and await self.queue_watch.lost():
+                log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
+                fresh = FRESH_SWEEPS
+            stale_after_s = FRESH_QUEUE_STALE_AFTER_S if fresh else None
             try:
                 await self.sweep_once(stale_after_s=stale_after_s)
             except Exception:
                 log.exception("recovery sweep failed")
             else:
-                stale_after_s = None
+                fresh = max(0, fresh - 1)
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def watch_forever(self) -> None:
