@@ -6,6 +6,7 @@ Signed Events API requests go to the real bolt app over HTTP (``running_edge``).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -318,3 +319,27 @@ async def test_a_top_level_mention_with_no_early_reply_does_not_read_its_thread(
 
     assert edge.slack_api.calls_to("conversations.replies") == []
     assert edge.enqueued.inbox_sizes == [1]
+
+
+async def test_a_reply_and_its_mention_delivered_at_the_same_moment_both_reach_the_session(
+    edge: SlackEdge,
+) -> None:
+    # Given five threads, each a mention with a reply under it, both posted in Slack
+    pairs = []
+    for n in range(5):
+        root = f"17672256{n:02d}.000100"
+        mention = event(TOP, ts=root, text=f"<@U0FAKEBOT> incident {n}")
+        reply = event(REPLY, ts=f"17672256{n:02d}.000300", thread_ts=root, text=f"reply {n}")
+        _in_slack(edge, mention, reply)
+        pairs.append((root, mention, reply))
+    # When each thread's reply and mention arrive at once
+    await asyncio.gather(
+        *(edge.post_event(body) for _, mention, reply in pairs for body in (reply, mention))
+    )
+    await edge.settle()
+    # Then every session holds its request and its reply, once each
+    for n, (root, _, _) in enumerate(pairs):
+        session = await edge.session(root)
+        assert session is not None
+        texts = await edge.inbox_texts(session.id)
+        assert sorted(texts) == sorted([f"incident {n}", f"reply {n}"])
