@@ -15,9 +15,11 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -37,7 +39,7 @@ from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import ThreadReporter
-from bot.slack.status_board import StatusBoard
+from bot.slack.status_board import FINAL_KIND, StatusBoard
 from harness import (
     AnthropicModel,
     ApprovalGate,
@@ -88,6 +90,12 @@ log = logging.getLogger(__name__)
 
 FRESH_QUEUE_STALE_AFTER_S = 1e-6
 """The first sweep over an empty in-memory queue takes every wake-up as lost."""
+UNSENT_FINALS_EVERY_S = 60.0
+"""How often a worker looks for final status views recorded but never sent."""
+UNSENT_FINAL_AFTER_S = 120.0
+"""A final view unsent this long is taken as left by a stopped worker: longer than a
+budget window, so a live board that waits for its turn is not doubled (a doubled one
+would only repeat the same content)."""
 FRESH_SWEEPS = 3
 """Sweeps that take every wake-up as lost once the queue was: a sweep finding another
 process's sweep under way does nothing, so one alone might miss its turn (a duplicate
@@ -589,7 +597,11 @@ class Runtime:
         that Redis lost its queue (``queue_watch.QueueWatch``).
         """
         fresh = FRESH_SWEEPS if queue_was_empty else 0
+        finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
         while True:
+            if time.monotonic() >= finals_due:
+                finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
+                await self._resend_unsent_finals()
             if self.queue_watch is not None and await self.queue_watch.lost():
                 log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
                 fresh = FRESH_SWEEPS
@@ -601,6 +613,20 @@ class Runtime:
             else:
                 fresh = max(0, fresh - 1)
             await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def _resend_unsent_finals(self) -> None:
+        """Give this process's status board the final views a stopped or dead worker
+        recorded but never sent (``StatusBoard.resend``): no status stays "Working"
+        after its answer. Errors are logged."""
+        if not isinstance(self.reporter, ThreadReporter):
+            return
+        cutoff = datetime.now(UTC) - timedelta(seconds=UNSENT_FINAL_AFTER_S)
+        try:
+            finals = await self.outbox.unsent(FINAL_KIND, created_before=cutoff)
+        except Exception:
+            log.exception("unsent final statuses could not be read")
+            return
+        self.reporter.board.resend(finals)
 
     async def watch_forever(self) -> None:
         """Watch the background processes of this host's sandboxes until cancelled

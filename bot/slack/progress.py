@@ -149,7 +149,7 @@ class ThreadReporter:
         )
         progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished, spend, long_work)
         if finished:
-            await self.board.record_final(thread, key)
+            await self.board.record_final(thread, key, _view(progress))
         close = None
         if checkpoint.turns > 0:
             closed = Progress(session_id, CONTINUED_STEP, finished=True)

@@ -28,20 +28,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import SlackCallFailed
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import SlackMessage
+from memory_store import OutboxItem
 
 logger = logging.getLogger(__name__)
 
 View = Callable[[float], SlackMessage]
 """A status message as a function of the seconds since it was posted."""
+
+
+FINAL_KIND = "status_final"
+"""The outbox kind of a status message's final view (``final_key``)."""
 
 
 def final_key(status_key: str) -> str:
@@ -92,16 +98,32 @@ class StatusBoard:
 
     # ----- what steps call (none of it waits for Slack) -------------------------------
 
-    async def record_final(self, thread: Thread, status_key: str) -> None:
-        """Record in the outbox that ``status_key``'s message is final (one database
-        write; call before ``show`` of a final view).
+    async def record_final(self, thread: Thread, status_key: str, view: View) -> None:
+        """Record in the outbox that ``status_key``'s message is final, with the final
+        message (one database write; call before ``show`` of a final view). A view no
+        board sent (its worker stopped first) is sent later by ``resend``.
 
         Raises:
             DatabaseUnavailable: the database could not be reached.
         """
+        ts = await self._poster.recorded_ts(status_key)
+        message = view(max(0.0, time.time() - float(ts)) if ts else 0.0)
+        payload = json.dumps({"text": message.text, "blocks": list(message.blocks)})
         await self._poster.record_intent(
-            thread, final_key(status_key), kind="status_final", payload_json="{}"
+            thread, final_key(status_key), kind=FINAL_KIND, payload_json=payload
         )
+
+    def resend(self, finals: Iterable[OutboxItem]) -> None:
+        """Send the final views recorded (``record_final``) but never sent, each once its
+        status message is known; a message this board already holds is left to it."""
+        for item in finals:
+            status_key = item.key.removesuffix("/final")
+            if item.kind != FINAL_KIND or (item.session_id, status_key) in self._messages:
+                continue
+            payload = json.loads(item.payload_json)
+            message = SlackMessage(text=payload["text"], blocks=tuple(payload["blocks"]))
+            thread = Thread(item.session_id, item.channel_id, item.thread_ts)
+            self.show(thread, status_key, _constant(message), final=True)
 
     def show(
         self,
@@ -126,7 +148,7 @@ class StatusBoard:
     def show_at(self, thread: Thread, ts: str, message: SlackMessage, *, final: bool) -> None:
         """Show ``message`` in the existing message ``ts`` of ``thread`` (an approval's)."""
         entry = self._messages.setdefault((thread.session_id, ts), _Message(thread, None, ts))
-        entry.view, entry.final = (lambda _elapsed_s: message), entry.final or final
+        entry.view, entry.final = _constant(message), entry.final or final
         self._schedule(entry)
 
     def set_thinking(
@@ -279,3 +301,8 @@ class StatusBoard:
                 if self._messages[key].ts is not None:
                     del self._messages[key]
             self._idle.set()
+
+
+def _constant(message: SlackMessage) -> View:
+    """A view that is ``message`` whatever the time."""
+    return lambda _elapsed_s: message

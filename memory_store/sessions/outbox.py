@@ -10,6 +10,7 @@ calls ``post_done`` instead of posting again.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -111,6 +112,20 @@ class Outbox:
         """The session's intents not yet known to be posted, oldest first."""
         query = (
             select(slack_outbox).where(_O.session_id == session_id, _O.ts.is_(None)).order_by(_O.id)
+        )
+        async with self._db.read() as conn:
+            return [_item(row) for row in await conn.execute(query)]
+
+    async def unsent(
+        self, kind: str, *, created_before: datetime, limit: int = 50
+    ) -> list[OutboxItem]:
+        """Intents of ``kind`` recorded before ``created_before`` and not yet carried out
+        (no ``ts``), oldest first, at most ``limit``. Raises DatabaseUnavailable."""
+        query = (
+            select(slack_outbox)
+            .where(_O.kind == kind, _O.ts.is_(None), _O.created_at < created_before)
+            .order_by(_O.id)
+            .limit(limit)
         )
         async with self._db.read() as conn:
             return [_item(row) for row in await conn.execute(query)]

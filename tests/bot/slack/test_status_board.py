@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.budget import CallBudget
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
+from bot.slack.status_board import FINAL_KIND
 from harness import Answered, Checkpoint, ModelResponded, Requester, Todo, TodoStatus, Usage
 from memory_store import Database, Outbox, SessionKey, SessionStore
 from tests.bot.durable_support import poll
@@ -175,3 +177,29 @@ async def test_a_finished_status_says_done_and_shows_no_todo_in_progress(
     assert "\\u2610 Read the deploy log" in shown  # ☐, as JSON escapes it
     assert "\\u25d0" not in shown  # ◐
     await reporter.board.aclose()
+
+
+async def test_a_final_view_a_stopped_worker_never_sent_is_sent_by_another(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, database: Database
+) -> None:
+    outbox = Outbox(database)
+    stopped_budget = GatedBudget()
+    stopped = ThreadReporter(SlackPoster(slack_client, outbox, update_budget=stopped_budget))
+    thread = await _thread(database, slack_api, "left")
+    await _show(stopped, thread)
+    # Given a worker that recorded its turn's final view, then stopped before its turn of
+    # the budget came (a deploy under load)
+    await _show(stopped, thread, finished=True)
+    await _until(lambda: stopped_budget.waiting == 1, "the final view waiting for a turn")
+    await stopped.board.aclose()
+    # When another worker looks for final views recorded but never sent
+    other = ThreadReporter(SlackPoster(slack_client, outbox))
+    later = datetime.now(UTC) + timedelta(hours=1)
+    other.board.resend(await outbox.unsent(FINAL_KIND, created_before=later))
+    assert await other.board.drain(timeout_s=DEADLINE_S)
+    # Then the status message reads finished, without the Stop button, and is not sent again
+    (message,) = [m for m in slack_api.thread("C0FAKEINC", thread.thread_ts) if m.get("bot_id")]
+    assert message["text"].startswith("Done")
+    assert "warroom_stop" not in json.dumps(message["blocks"])
+    assert await outbox.unsent(FINAL_KIND, created_before=later) == []
+    await other.board.aclose()
