@@ -1,7 +1,11 @@
 """Benchmark of sessions under load: answer latency and step gaps at 20 and 60 sessions.
 
 Run: ``.venv/bin/python bench/load.py [--sessions 20 60] [--workers 3] [--threads 8]
-[--redis redis://127.0.0.1:6379/14] [--deadline-s 300]``.
+[--redis redis://127.0.0.1:6379/14] [--deadline-s 300] [--deploy-after-s 3]``.
+
+With ``--deploy-after-s``, each round is also a deploy: that long after the mentions the
+old worker group gets SIGTERM and a new one starts at once; ``old_workers_exit_s`` is how
+long the old group took to exit (goal ≤ 20 s, issue #32.2).
 
 The real shape, in real processes: ``warroom serve`` in HTTP mode and ``warroom worker``
 (``--workers`` processes × ``--threads`` threads) over Redis and a throwaway PostgreSQL
@@ -28,6 +32,11 @@ Measured on a shared 2-core machine (other jobs running), 3 × 8 threads:
     status written off the step (``bot/slack/status_board.py``):
         20: p50 11.1 s, p99 11.8 s, gap 5.0 s; 60: p50 19.8 s, p99 21.0 s, gap 7.7 s
         p50_ratio 1.78, met true
+
+A deploy (``--sessions 20 --deploy-after-s 3``), same machine: the old group exited 7.0 s
+and 7.3 s after SIGTERM, 20/20 answered, but p50 52–68 s and a step gap of 48–64 s: the new
+group took ~46 s from its start to "ready for action" on the loaded machine (log times), and
+the old one takes no new step from the signal on, so sessions wait for the new group's boot.
 
 Each round flushes Redis first, so the shared ``chat.update`` budget starts as after a
 Redis restart (``AFTER_RESET_CALLS`` turns in the first minute): ``chat_update_calls``
@@ -251,8 +260,18 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
         wait_up(f"http://127.0.0.1:{port}/healthz")
         wait_workers(worker_log, args.workers)
         sent = asyncio.run(_send_all(sessions, f"http://127.0.0.1:{port}/slack/events", slack))
+        exited: dict[str, float] = {}
+        if args.deploy_after_s is not None:
+            time.sleep(args.deploy_after_s)  # the bench's schedule: sessions are mid-turn
+            processes.append(_deploy(processes[0], command, env, data_dir, args, exited))
         answered = _wait_answers(slack, sessions, args.deadline_s)
-        return _figures(sessions, sent, answered, script, slack)
+        figures = _figures(sessions, sent, answered, script, slack)
+        if args.deploy_after_s is not None:
+            deadline = time.monotonic() + 120
+            while "s" not in exited and time.monotonic() < deadline:
+                time.sleep(0.2)
+            figures["old_workers_exit_s"] = round(exited["s"], 1) if "s" in exited else None
+        return figures
     finally:
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
@@ -266,7 +285,42 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
         service.run(model.__aexit__(None, None, None))
         service.run(slack.stop())
         pg_admin.drop_database(PG_ADMIN_URL, database)
-        subprocess.run(["rm", "-rf", str(data_dir)], check=False)
+        if args.keep:
+            print(f"logs kept in {data_dir}", file=sys.stderr)
+        else:
+            subprocess.run(["rm", "-rf", str(data_dir)], check=False)
+
+
+def _deploy(
+    old: subprocess.Popen[bytes],
+    command: list[str],
+    env: dict[str, str],
+    data_dir: Path,
+    args: argparse.Namespace,
+    exited: dict[str, float],
+) -> subprocess.Popen[bytes]:
+    """A deploy: SIGTERM to the old worker group, new workers started at once; the old
+    group's exit time (seconds from the signal) lands in ``exited["s"]``."""
+    signalled = time.monotonic()
+    os.killpg(old.pid, signal.SIGTERM)
+
+    def wait_old() -> None:
+        old.wait()
+        exited["s"] = time.monotonic() - signalled
+
+    threading.Thread(target=wait_old, daemon=True).start()
+    log_path = data_dir / "worker-new.log"
+    with log_path.open("wb") as log:
+        new = subprocess.Popen(
+            command,
+            env=env,
+            cwd=data_dir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    wait_workers(log_path, args.workers)
+    return new
 
 
 async def _migrate(url: str, data_dir: Path) -> None:
@@ -347,6 +401,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--deadline-s", type=float, default=300.0)
+    parser.add_argument("--keep", action="store_true", help="keep each round's logs")
+    parser.add_argument(
+        "--deploy-after-s",
+        type=float,
+        default=None,
+        help="SIGTERM the workers this long after the mentions and start new ones at once",
+    )
     args = parser.parse_args()
     rounds = [run_round(n, args) for n in args.sessions]
     floor, top = rounds[0], rounds[-1]
