@@ -622,11 +622,9 @@ class Runtime:
             return
         cutoff = datetime.now(UTC) - timedelta(seconds=UNSENT_FINAL_AFTER_S)
         try:
-            finals = await self.outbox.unsent(FINAL_KIND, created_before=cutoff)
-        except Exception:
-            log.exception("unsent final statuses could not be read")
-            return
-        self.reporter.board.resend(finals)
+            self.reporter.board.resend(await self.outbox.unsent(FINAL_KIND, created_before=cutoff))
+        except Exception:  # the sweep goes on whatever this finds
+            log.exception("unsent final statuses could not be resent")
 
     async def watch_forever(self) -> None:
         """Watch the background processes of this host's sandboxes until cancelled
