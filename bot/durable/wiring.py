@@ -602,11 +602,11 @@ class Runtime:
             if time.monotonic() >= finals_due:
                 finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
                 await self._resend_unsent_finals()
-            if self.queue_watch is not None and await self.queue_watch.lost():
-                log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
-                fresh = FRESH_SWEEPS
-            stale_after_s = FRESH_QUEUE_STALE_AFTER_S if fresh else None
             try:
+                if self.queue_watch is not None and await self.queue_watch.lost():
+                    log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
+                    fresh = FRESH_SWEEPS
+                stale_after_s = FRESH_QUEUE_STALE_AFTER_S if fresh else None
                 await self.sweep_once(stale_after_s=stale_after_s)
             except Exception:
                 log.exception("recovery sweep failed")
