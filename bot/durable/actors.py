@@ -173,12 +173,19 @@ class RuntimeHolder:
         self._runtime: Runtime | None = None
         self._lock: asyncio.Lock | None = None
         self.draining = False  # the worker is stopping: take no new step
+        self.worker: dramatiq.Worker | None = None  # set at boot (``Housekeeping``)
 
     def drain(self) -> None:
-        """From now on take no new step: wake-ups are handed back to the queue unrun, and a
-        running message carries on to no further step (safe from a signal handler: it
-        only sets flags)."""
+        """From now on take no new step: the worker's consumers fetch nothing more, the
+        wake-ups it already holds are handed back to the queue unrun (so other workers
+        take them at once; issue #32.2: with its consumers still fetching, a stopping
+        worker took its own handed-back wake-up again, 157 times in a second), and a
+        running message carries on to no further step. Safe from a signal handler: it
+        only sets flags."""
         self.draining = True
+        if self.worker is not None:
+            for consumer in list(self.worker.consumers.values()):
+                consumer.stop()  # its loop ends after the message in hand; acks still work
         if self._runtime is not None:
             self._runtime.driver.draining = True
 
@@ -276,6 +283,7 @@ class Housekeeping(Middleware):
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Open the runtime and start sweeping (the first sweep re-enqueues lost work:
         over an in-memory broker, every runnable session, since its queue starts empty)."""
+        self.holder.worker = worker
         thread = get_event_loop_thread()
         if thread is None:
             return

@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.durable.agents import answer_parent
 from bot.durable.background import BackgroundWatcher, kill_session_tasks
 from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import ApprovalPoster, Enqueue, StepDriver, ThreadPoster
+from bot.durable.failures import tell_failed
+from bot.durable.queue_watch import QueueWatch
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -33,9 +37,9 @@ from bot.settings import Settings
 from bot.slack import retries
 from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
-from bot.slack.poster import SlackPoster, Thread
+from bot.slack.poster import SlackPoster
 from bot.slack.progress import ThreadReporter
-from bot.slack.render import render_session_failed
+from bot.slack.status_board import FINAL_KIND, StatusBoard
 from harness import (
     AnthropicModel,
     ApprovalGate,
@@ -90,6 +94,16 @@ log = logging.getLogger(__name__)
 
 FRESH_QUEUE_STALE_AFTER_S = 1e-6
 """The first sweep over an empty in-memory queue takes every wake-up as lost."""
+UNSENT_FINALS_EVERY_S = 60.0
+"""How often a worker looks for final status views recorded but never sent."""
+UNSENT_FINAL_AFTER_S = 120.0
+"""A final view unsent this long is taken as left by a stopped worker: longer than a
+budget window, so a live board that waits for its turn is not doubled (a doubled one
+would only repeat the same content)."""
+FRESH_SWEEPS = 3
+"""Sweeps that take every wake-up as lost once the queue was: a sweep finding another
+process's sweep under way does nothing, so one alone might miss its turn (a duplicate
+wake-up claims nothing)."""
 
 
 def make_provider(settings: Settings) -> SandboxProvider:
@@ -422,6 +436,7 @@ class Runtime:
     owned: Collection[str] | None = None
     tasks: BackgroundTasks | None = None
     watcher: BackgroundWatcher | None = None
+    queue_watch: QueueWatch | None = None
 
     @classmethod
     async def open(
@@ -471,6 +486,7 @@ class Runtime:
             client = make_slack_client(settings)
             slack = SlackPoster(client, posts, update_budget=budget)
             reporter = ThreadReporter(slack, model=settings.model)
+            closers.append(functools.partial(_close_board, reporter.board))
             workspace_url = await slack_workspace_url(client)
         approvals = None
         if settings.approvals and isinstance(reporter, ApprovalPoster):
@@ -530,6 +546,9 @@ class Runtime:
         runtime.owned = owned
         runtime.closers = closers
         runtime.tasks = tasks
+        if settings.redis_url:
+            runtime.queue_watch = QueueWatch(settings.redis_url)
+            closers.append(runtime.queue_watch.aclose)
         runtime.watcher = BackgroundWatcher(
             tasks,
             sessions,
@@ -575,44 +594,53 @@ class Runtime:
         return len(result.requeue)
 
     async def _tell_failed(self, session_id: str) -> None:
-        """Say in the thread, once, that the session was given up (best effort); a
-        subagent's failure is its parent's answer instead."""
-        session = await self.sessions.get(session_id)
-        if session is None:
-            return
-        cp = Checkpoint.from_json(session.checkpoint)
-        if cp.parent is not None:
-            crashes = self.settings.max_crashes
-            text = f"The subagent failed: its step crashed its worker {crashes} times."
-            await answer_parent(self.sessions, self.driver.enqueue, cp, text, failed=True)
-            return
-        if self.slack is None:
-            return
-        thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
-        message = render_session_failed(crashes=self.settings.max_crashes)
-        try:
-            await self.slack.post(thread, f"{session_id}:failed:{session.last_seq}", message)
-        except Exception:
-            log.exception("session %s: could not post the failure notice", session_id)
-        if self.keeping is not None:
-            await self.keeping.end(Checkpoint.from_json(session.checkpoint).sandbox)
+        """Say in the thread, once per failure, that the session was given up (best
+        effort; ``failures.tell_failed``), then end its sandbox."""
+        crashes = self.settings.max_crashes
+        cp = await tell_failed(
+            self.sessions, self.slack, self.driver.enqueue, session_id, crashes=crashes
+        )
+        told_in_thread = cp is not None and cp.parent is None and self.slack is not None
+        if cp is not None and told_in_thread and self.keeping is not None:
+            await self.keeping.end(cp.sandbox)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
 
         ``queue_was_empty``: the broker lost every message (an in-memory broker that
-        just started), so the first sweep enqueues every runnable session nobody holds,
-        however recently it was enqueued.
+        just started), so the first sweeps enqueue every runnable session nobody holds,
+        however recently it was enqueued; so do the sweeps after ``queue_watch`` finds
+        that Redis lost its queue (``queue_watch.QueueWatch``).
         """
-        stale_after_s = FRESH_QUEUE_STALE_AFTER_S if queue_was_empty else None
+        fresh = FRESH_SWEEPS if queue_was_empty else 0
+        finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
         while True:
+            if time.monotonic() >= finals_due:
+                finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
+                await self._resend_unsent_finals()
             try:
+                if self.queue_watch is not None and await self.queue_watch.lost():
+                    log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
+                    fresh = FRESH_SWEEPS
+                stale_after_s = FRESH_QUEUE_STALE_AFTER_S if fresh else None
                 await self.sweep_once(stale_after_s=stale_after_s)
             except Exception:
                 log.exception("recovery sweep failed")
             else:
-                stale_after_s = None
+                fresh = max(0, fresh - 1)
             await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def _resend_unsent_finals(self) -> None:
+        """Give this process's status board the final views a stopped or dead worker
+        recorded but never sent (``StatusBoard.resend``): no status stays "Working"
+        after its answer. Errors are logged."""
+        if not isinstance(self.reporter, ThreadReporter):
+            return
+        cutoff = datetime.now(UTC) - timedelta(seconds=UNSENT_FINAL_AFTER_S)
+        try:
+            self.reporter.board.resend(await self.outbox.unsent(FINAL_KIND, created_before=cutoff))
+        except Exception:  # the sweep goes on whatever this finds
+            log.exception("unsent final statuses could not be resent")
 
     async def watch_forever(self) -> None:
         """Watch the background processes of this host's sandboxes until cancelled
@@ -642,3 +670,16 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await aclose()
         await self.db.dispose()
+
+
+BOARD_DRAIN_S = 5.0
+"""How long a stopping worker waits for its status messages' last views (a final view
+takes a turn of the workspace's ``chat.update`` budget; the next process's steps show
+the session's progress anyway)."""
+
+
+async def _close_board(board: StatusBoard) -> None:
+    """Send the views the board holds (within ``BOARD_DRAIN_S``), then stop it."""
+    if not await board.drain(timeout_s=BOARD_DRAIN_S):
+        log.warning("status messages not all updated within %.0f s of stopping", BOARD_DRAIN_S)
+    await board.aclose()

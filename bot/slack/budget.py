@@ -15,9 +15,12 @@ whole deployment's, through Redis, for when several worker processes post for on
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
 
 CHAT_UPDATE_PER_MINUTE = 45
 """Below Slack's Tier 3 (50/min for ``chat.update``), leaving room for other callers."""
@@ -58,12 +61,30 @@ class CallBudget:
                 await asyncio.sleep(self._granted[0] + self.window_s - now)
 
 
-# KEYS[1]: the window's sorted set; ARGV: calls, window in ms, a unique member.
+AFTER_RESET_CALLS = 5
+"""Turns granted in the first window after the shared window was lost (a Redis restart):
+Slack's own window may hold up to ``CHAT_UPDATE_PER_MINUTE`` calls of the last minute, and
+45 + 5 stays within Tier 3's 50 (issue #32.1: 181 HTTP 429s after two restarts)."""
+
+# KEYS[1]: the window's sorted set; KEYS[2]: a marker that the window is known (kept a day).
+# ARGV: calls, window in ms, a unique member, turns to grant when the window was lost.
 # Returns 0 when a turn was taken, else the milliseconds until the oldest turn leaves.
+# The sorted set expires a window after its last turn, the marker only after a day: a
+# window missing while its marker is there is an idle one; both missing (Redis restarted,
+# or the first use in a day) and the window's history is unknown, so it starts as if full
+# but for ARGV[4] turns.
 _TAKE = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local window = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local unknown = tonumber(ARGV[1]) - tonumber(ARGV[4])
+  for i = 1, unknown do
+    redis.call('ZADD', KEYS[1], now, 'unknown:' .. now .. ':' .. i)
+  end
+  redis.call('PEXPIRE', KEYS[1], window)
+end
+redis.call('SET', KEYS[2], '1', 'EX', 86400)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
@@ -82,11 +103,14 @@ class SharedCallBudget(CallBudget):
     own budget would let N of them send N times Slack's limit. The window is a Redis sorted
     set per workspace and method, trimmed and counted in one server-side script on the
     server's clock (hosts' clocks need not agree). Within a process, turns are still taken
-    in order (the inherited lock), so waiting updates coalesce as before.
+    in order (the inherited lock), so waiting updates coalesce as before. A window Redis
+    lost (a restart) starts nearly full (``after_reset_calls`` turns), and while Redis
+    cannot be reached this process takes turns from its own budget of that size.
 
     Args:
         redis_url: the deployment's Redis.
         key: names the workspace and method, e.g. ``chat.update:<team id>``.
+        after_reset_calls: turns in a window whose history was lost.
 
     Raises:
         ValueError: ``calls`` or ``window_s`` is not positive.
@@ -98,6 +122,8 @@ class SharedCallBudget(CallBudget):
         key: str,
         calls: int = CHAT_UPDATE_PER_MINUTE,
         window_s: float = 60.0,
+        *,
+        after_reset_calls: int = AFTER_RESET_CALLS,
     ) -> None:
         super().__init__(calls, window_s)
         import redis.asyncio as aioredis
@@ -105,20 +131,38 @@ class SharedCallBudget(CallBudget):
         self._redis = aioredis.from_url(redis_url)
         self._key = f"warroom:budget:{key}"
         self._script = self._redis.register_script(_TAKE)
+        self._after_reset = max(0, min(after_reset_calls, calls))
+        self._offline = CallBudget(max(1, self._after_reset), window_s)
+
+    async def try_take(self) -> float:
+        """Take a turn if the deployment-wide window has one: 0.0, else the seconds until
+        the next one frees.
+
+        Raises:
+            redis.RedisError: Redis could not be reached.
+        """
+        member = f"{time.time_ns()}:{id(self)}"
+        args: list[str | int] = [self.calls, int(self.window_s * 1000), member, self._after_reset]
+        wait_ms = int(await self._script(keys=[self._key, f"{self._key}:known"], args=args))
+        return wait_ms / 1000
 
     async def take(self) -> None:
         """Wait until a call fits in the deployment-wide window, then count it."""
+        from redis import RedisError
+
         async with self._turn:
             while True:
-                member = f"{time.time_ns()}:{id(self)}"
-                wait_ms = int(
-                    await self._script(
-                        keys=[self._key], args=[self.calls, int(self.window_s * 1000), member]
+                try:
+                    wait_s = await self.try_take()
+                except RedisError as exc:
+                    logger.warning(
+                        "shared %s budget unreachable (%s): using a local one", self._key, exc
                     )
-                )
-                if wait_ms == 0:
+                    await self._offline.take()
                     return
-                await asyncio.sleep(wait_ms / 1000)  # the window's next free turn
+                if wait_s == 0:
+                    return
+                await asyncio.sleep(wait_s)  # the window's next free turn
 
     async def aclose(self) -> None:
         """Close the Redis connection."""

@@ -6,6 +6,15 @@ thread's session, decide (``routing.route``), record the input (``open_or_join``
 part that ``follow_up`` does next: enqueue the wake-up, fetch a thread's earlier
 messages, reply with usage, kill the stopped step's process and say so.
 
+A reply in a thread with no session is remembered for ``dedupe_ttl_s`` (a sighting
+keyed ``early_reply_key``): a mention that opens a session there later reads the
+thread (``conversations.replies``) and gives the session those replies before its
+first step (issue #32: Slack may deliver a reply before the mention it answers, e.g.
+the mention's retry after an outage). The reply's side records the sighting and then
+looks for the session again, the mention's side opens the session and then looks for
+the sighting, so of a reply and a mention racing at least one sees the other; one
+seen by both is recorded once (inputs are keyed by the reply's ``ts``).
+
 Duplicates (Slack's ``event_id`` retries, the ``app_mention``/``message`` twins of one
 @mention, the ``message_changed``/``app_mention`` twins of one edit) are dropped by the
 write that acts, so nothing is marked seen unless it was also done: an input is recorded
@@ -38,8 +47,8 @@ from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
-from bot.slack.routing import Ignore, Start, Steer, Stop, Usage, route
-from bot.slack.thread_context import earlier_messages
+from bot.slack.routing import Ignore, Remember, Start, Steer, Stop, Usage, route
+from bot.slack.thread_context import thread_so_far
 from harness import (
     APPROVAL_KIND,
     ApprovalDecision,
@@ -91,13 +100,17 @@ class Wake:
 
 @dataclass(frozen=True)
 class WakeWithContext:
-    """Give the new session its thread's messages older than ``before_ts``, then wake it."""
+    """Give the new session its thread so far (the messages older than ``before_ts``,
+    the mention's, as context; people's replies after it, each as an input), then
+    wake it. ``files``: the mention's file objects, as ``Wake``'s."""
 
     session_id: str
     token: str
     channel_id: str
     thread_ts: str
     before_ts: str
+    files: tuple[Mapping[str, Any], ...] = ()
+    user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +184,8 @@ class Intake:
         )
         if isinstance(decision, Ignore):
             return None
+        if isinstance(decision, Remember):
+            return await self._remember(message, key)
         if isinstance(decision, Usage) and not await self._first_sighting(message):
             return None
         return await self._act(message, key, decision)
@@ -198,6 +213,8 @@ class Intake:
                 await self.enqueue(work.session_id, work.token)
         elif isinstance(work, WakeWithContext):
             await self._add_context(work)
+            files = Wake(work.session_id, None, work.files, work.before_ts, work.user_id)
+            await self._add_files(files)
             await self.enqueue(work.session_id, work.token)
         elif isinstance(work, ReplyUsage):
             await self._reply_usage(work)
@@ -228,6 +245,26 @@ class Intake:
             return Wake(steer.session_id, token, message.files, message.source_ts, message.user_id)
         return await self._start(message, key, decision)
 
+    async def _remember(self, message: InboundMessage, key: SessionKey) -> FollowUp | None:
+        """Note that ``key``'s thread has a reply, then act on the reply if a mention
+        opened the thread's session meanwhile (the module docstring says why both)."""
+        note = functools.partial(
+            self.dedupe.first_sightings, [early_reply_key(key)], ttl_s=self.dedupe_ttl_s
+        )
+        await _retrying(note)
+        session = await _retrying(lambda: self.sessions.find(key))
+        if session is None:
+            return None
+        decision = route(
+            message,
+            session,
+            strict=message.channel_id in self.strict_channels,
+            external_may_start=self.external_may_start,
+        )
+        if isinstance(decision, Ignore | Remember | Usage):
+            return None
+        return await self._act(message, key, decision)
+
     async def _first_sighting(self, message: InboundMessage) -> bool:
         """Both sightings (``event_id`` and ``<channel>:<ts>``) in one database call."""
         keys = [f"ts:{message.sighting_key}"]
@@ -255,11 +292,21 @@ class Intake:
         )
         if opened.token is None:
             return None
-        if opened.created and start.with_context:
+        if opened.created and (start.with_context or await self._had_replies(key)):
             return WakeWithContext(
-                opened.session_id, opened.token, message.channel_id, key.thread_ts, message.ts
+                opened.session_id,
+                opened.token,
+                message.channel_id,
+                key.thread_ts,
+                message.ts,
+                message.files,
+                message.user_id,
             )
         return Wake(opened.session_id, opened.token, message.files, message.ts, message.user_id)
+
+    async def _had_replies(self, key: SessionKey) -> bool:
+        """Whether a reply came to ``key``'s thread before it had a session."""
+        return await _retrying(lambda: self.dedupe.seen(early_reply_key(key)))
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
         stopped = await self._stop_approval(session_id, user_id)
@@ -300,11 +347,11 @@ class Intake:
     async def _add_context(self, work: WakeWithContext) -> None:
         given = frozenset(item.source_ts for item in await self.sessions.inbox(work.session_id))
         try:
-            context = await earlier_messages(
+            thread = await thread_so_far(
                 self.client,
                 channel_id=work.channel_id,
                 thread_ts=work.thread_ts,
-                before_ts=work.before_ts,
+                mention_ts=work.before_ts,
                 bot_user_id=self.bot_user_id,
                 skip_ts=given,
             )
@@ -313,12 +360,25 @@ class Intake:
                 "session %s starts without its thread's history: %s", work.session_id, exc
             )
             return
-        if context is not None:
-            await self.sessions.add_input(
-                work.session_id,
-                user_id=self.bot_user_id,
-                text=context,
-                source_ts=f"{work.before_ts}/context",
+        if thread.context is not None:
+            context = thread.context
+            await _retrying(
+                lambda: self.sessions.add_input(
+                    work.session_id,
+                    user_id=self.bot_user_id,
+                    text=context,
+                    source_ts=f"{work.before_ts}/context",
+                )
+            )
+        for reply in thread.later:
+            await _retrying(
+                functools.partial(
+                    self.sessions.add_input,
+                    work.session_id,
+                    user_id=reply.user_id,
+                    text=_requested(reply.text),
+                    source_ts=reply.ts,
+                )
             )
 
     async def _add_files(self, work: Wake) -> None:
@@ -388,6 +448,11 @@ async def _retrying(call: Callable[[], Awaitable[T]]) -> T:
             logger.warning("database unavailable (%s); retrying in %.1f s", exc, delay_s)
             await asyncio.sleep(delay_s)
     return await call()
+
+
+def early_reply_key(key: SessionKey) -> str:
+    """The sighting that says ``key``'s thread had a reply before it had a session."""
+    return f"early-reply:{key.org_id}:{key.channel_id}:{key.thread_ts}"
 
 
 def _worth_a_look(message: InboundMessage) -> bool:

@@ -48,6 +48,10 @@ logger = logging.getLogger(__name__)
 METADATA_EVENT_TYPE = "warroom_post"
 _REPLIES_PAGE = 200
 _MAX_REPLY_PAGES = 50
+RACED_POST_WAIT_S = 10.0
+"""How long a poster that lost the race to record a key's intent waits for the winner's
+``ts`` before looking for the post in the thread itself (a post takes well under it)."""
+_RACED_POLL_S = 0.1
 POSTED_MEMO_SIZE = 4096
 """Post keys whose recorded ``ts`` a poster remembers (a key's ts never changes once
 recorded, so a remembered one spares the outbox read of every later progress update)."""
@@ -62,12 +66,16 @@ class PostRecord(Protocol):
     @property
     def ts(self) -> str | None: ...
 
+    @property
+    def created(self) -> bool: ...
+
 
 class Outbox(Protocol):
     """The durable record of Slack posts (memory_store's session store).
 
     ``post_intent`` records an intent once per ``key`` (a second call with the same key
-    returns the existing row); ``post_done`` sets its ``ts`` (for a file: the file id);
+    returns the existing row, ``created`` False); ``post_done`` sets its ``ts`` (for a
+    file: the file id);
     ``get_post`` returns the row, or None when no intent was ever recorded.
     """
 
@@ -249,7 +257,7 @@ class SlackPoster:
         if record is not None and record.ts:
             return self._remember(key, record.ts)
         if record is None:
-            await self._outbox.post_intent(
+            intent = await self._outbox.post_intent(
                 thread.session_id,
                 key,
                 channel_id=thread.channel_id,
@@ -257,12 +265,27 @@ class SlackPoster:
                 kind=kind,
                 payload_json=payload_json,
             )
-            return None
+            if intent.created:
+                return None
+            if (ts := await self._winners_ts(key)) is not None:
+                return ts
         found = await self._search_thread(thread, matches)
         if found is not None:
             logger.info("post %s was made before a crash; recorded %s", key, found)
             return await self._recorded(key, found)
         return found
+
+    async def _winners_ts(self, key: str) -> str | None:
+        """The ``ts`` another poster records for ``key`` within ``RACED_POST_WAIT_S``
+        (it recorded the intent a moment before this one tried), or None."""
+        deadline = time.monotonic() + RACED_POST_WAIT_S
+        while True:
+            record = await self._outbox.get_post(key)
+            if record is not None and record.ts:
+                return self._remember(key, record.ts)
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(_RACED_POLL_S)  # the winner's post is a Slack call away
 
     async def _search_thread(
         self, thread: Thread, matches: Callable[[Mapping[str, Any]], str | None]
@@ -420,6 +443,41 @@ class SlackPoster:
                 logger.warning("status update of %s failed: %s", ts, exc)
                 slot.failure = exc
             slot.last_sent_at = self._clock()
+
+    @property
+    def update_budget(self) -> CallBudget:
+        """The workspace's ``chat.update`` budget this poster's updates take turns from."""
+        return self._update_budget
+
+    async def update_now(self, channel_id: str, ts: str, message: SlackMessage) -> None:
+        """One ``chat.update`` of message ``ts``, now; the caller took the budget's turn.
+
+        Raises:
+            SlackCallFailed: Slack refused it or could not be reached.
+        """
+        await self._send_update(channel_id, ts, message)
+
+    async def record_intent(
+        self, thread: Thread, key: str, *, kind: str, payload_json: str
+    ) -> None:
+        """Record ``key`` in the outbox without posting anything (a marker others read
+        with ``recorded_intent``). Raises DatabaseUnavailable."""
+        await self._outbox.post_intent(
+            thread.session_id,
+            key,
+            channel_id=thread.channel_id,
+            thread_ts=thread.thread_ts,
+            kind=kind,
+            payload_json=payload_json,
+        )
+
+    async def recorded_intent(self, key: str) -> bool:
+        """Whether any process recorded ``key`` in the outbox. Raises DatabaseUnavailable."""
+        return key in self._posted or await self._outbox.get_post(key) is not None
+
+    async def record_done(self, key: str, ts: str) -> None:
+        """Record that ``key``'s intent is carried out, as Slack message ``ts``."""
+        await self._recorded(key, ts)
 
     async def _send_update(self, channel_id: str, ts: str, message: SlackMessage) -> None:
         await slack_call(

@@ -2,9 +2,12 @@
 
 Implements the step driver's ``ThreadPoster`` over ``SlackPoster``: the status
 message of a turn is posted once (outbox key ``<session>:status:<turn>``) and then
-updated with ``chat.update`` (throttled, latest state wins); the answer goes through
-the outbox too, so neither is ever posted twice. When input arrives mid-turn the next
-turn gets a new status message and the previous one is closed (no "Working", no Stop).
+updated with ``chat.update``; the answer goes through the outbox too, so neither is
+ever posted twice. Status messages are written by the process's ``StatusBoard``, off
+the step: showing progress never waits for Slack (coalesced, the latest view wins, a
+turn's final view first). When input arrives mid-turn the next turn gets a new status
+message and the previous one is closed (no "Working", no Stop). A finished turn's
+status says so: no step line left over ("Writing the answer…"), no todo in progress.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from bot.slack.approval_messages import render_approval
 from bot.slack.poster import SlackPoster, Thread
-from bot.slack.render import Progress, long_work_lines, render_status
+from bot.slack.render import Progress, SlackMessage, long_work_lines, render_status
 from bot.slack.spend import checkpoint_spend
+from bot.slack.status_board import StatusBoard
 from harness import (
     Answered,
     Checkpoint,
@@ -68,7 +73,8 @@ class ThreadReporter:
     """Status message and answer of each session's thread (see the module docstring).
 
     With ``model`` (the model id the sessions use), the status line shows the session's
-    tokens and their cost at that model's price.
+    tokens and their cost at that model's price. ``board`` writes the status messages
+    (default: one of its own over ``poster``).
     """
 
     def __init__(
@@ -77,11 +83,13 @@ class ThreadReporter:
         *,
         model: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        board: StatusBoard | None = None,
     ) -> None:
         """``clock``: monotonic seconds, for ``THINKING_REFRESH_S``."""
         self._poster = poster
         self._model = model
         self._clock = clock
+        self.board = board or StatusBoard(poster)
         self._thinking: OrderedDict[tuple[str, int], float] = OrderedDict()
 
     async def post_answer(
@@ -90,7 +98,7 @@ class ThreadReporter:
         """Post the answer once per ``key``; returns the first message's ts."""
         thread = Thread(session_id, channel_id, thread_ts)
         posted = await self._poster.post_answer(thread, key, markdown)
-        await self._clear_thinking(thread)
+        self._clear_thinking(thread)
         return posted.message_ts[0] if posted.message_ts else ""
 
     async def ask_approval(
@@ -107,17 +115,18 @@ class ThreadReporter:
         thread = Thread(session_id, channel_id, thread_ts)
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
         ts = await self._poster.post(thread, key, message, kind="approval")
-        await self._clear_thinking(thread)
+        self._clear_thinking(thread)
         return ts
 
     async def show_decision(
         self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
     ) -> None:
-        """Update the approval message: buttons gone, who decided and when."""
+        """Update the approval message: buttons gone, who decided and when (by the board)."""
         if not approval.message_ts:
             return
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
-        await self._poster.update_status(channel_id, approval.message_ts, message, final=True)
+        thread = Thread(session_id, channel_id, "")
+        self.board.show_at(thread, approval.message_ts, message, final=True)
 
     async def show_progress(
         self,
@@ -128,53 +137,51 @@ class ThreadReporter:
         checkpoint: Checkpoint,
         events: Sequence[Event],
     ) -> None:
-        """Post or update the turn's status message from a committed step's events."""
+        """Hand the turn's status from a committed step's events to the board; a final
+        one is first recorded in the outbox (one database write, no Slack call)."""
         thread = Thread(session_id, channel_id, thread_ts)
         finished = any(isinstance(e, Answered) for e in events)
-        step = _step_line(events, None if finished else "Working…")
+        step = None if finished else _step_line(events, "Working…")
         key = f"{session_id}:status:{checkpoint.turns}"
-        progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished)
-        is_new = await self._poster.recorded_ts(key) is None
-        ts = await self._poster.post(thread, key, render_status(progress), kind="status")
-        if is_new and checkpoint.turns > 0:
-            await self._close_earlier(session_id, channel_id, checkpoint.turns - 1)
-        elapsed_s = max(0.0, time.time() - float(ts)) if ts else 0.0
         spend = checkpoint_spend(checkpoint, self._model) if self._model else None
         long_work = long_work_lines(
             checkpoint.tasks, checkpoint.wakeup, now_s=time.time(), agents=checkpoint.agents
         )
-        progress = Progress(
-            session_id, step, _todos(checkpoint), elapsed_s, finished, spend, long_work
-        )
-        await self._poster.update_status(channel_id, ts, render_status(progress), final=finished)
+        progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished, spend, long_work)
+        if finished:
+            await self.board.record_final(thread, key, _view(progress))
+        close = None
+        if checkpoint.turns > 0:
+            closed = Progress(session_id, CONTINUED_STEP, finished=True)
+            close = (f"{session_id}:status:{checkpoint.turns - 1}", _view(closed))
+        self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
-            await self._show_thinking(thread, checkpoint.turns)
+            self._show_thinking(thread, checkpoint.turns)
 
-    async def _show_thinking(self, thread: Thread, turn: int) -> None:
+    def _show_thinking(self, thread: Thread, turn: int) -> None:
         """Set the "is thinking…" status, unless this turn set it under
         ``THINKING_REFRESH_S`` ago (one Slack call a minute, not one a step)."""
         key, now = (thread.session_id, turn), self._clock()
         shown = self._thinking.get(key)
         if shown is not None and now - shown < THINKING_REFRESH_S:
             return
-        if await self._poster.set_thinking(thread):
-            self._thinking[key] = now
-            self._thinking.move_to_end(key)
-            if len(self._thinking) > _THINKING_MEMO_SIZE:
-                self._thinking.popitem(last=False)
 
-    async def _clear_thinking(self, thread: Thread) -> None:
+        def failed() -> None:  # tried again at the next step
+            self._thinking.pop(key, None)
+
+        self.board.set_thinking(thread, failed=failed)
+        self._thinking[key] = now
+        self._thinking.move_to_end(key)
+        if len(self._thinking) > _THINKING_MEMO_SIZE:
+            self._thinking.popitem(last=False)
+
+    def _clear_thinking(self, thread: Thread) -> None:
         """Clear the status (the answer or a question was posted): the next turn sets it."""
         for key in [k for k in self._thinking if k[0] == thread.session_id]:
             del self._thinking[key]
-        await self._poster.set_thinking(thread, "")
+        self.board.set_thinking(thread, "")
 
-    async def _close_earlier(self, session_id: str, channel_id: str, turn: int) -> None:
-        """The previous turn's status message: no longer "Working", no Stop button (a
-        reply arrived mid-turn and the work goes on under the new status message)."""
-        ts = await self._poster.recorded_ts(f"{session_id}:status:{turn}")
-        if ts is None:
-            return
-        elapsed_s = max(0.0, time.time() - float(ts))
-        closed = Progress(session_id, CONTINUED_STEP, elapsed_s=elapsed_s, finished=True)
-        await self._poster.update_status(channel_id, ts, render_status(closed), final=True)
+
+def _view(progress: Progress) -> Callable[[float], SlackMessage]:
+    """``progress`` rendered with the seconds since its message was posted."""
+    return lambda elapsed_s: render_status(replace(progress, elapsed_s=elapsed_s))

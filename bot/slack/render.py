@@ -139,7 +139,8 @@ def _file_preview(markdown: str) -> SlackMessage:
 # ``<url|label>``) is kept whole in the fallback: only Markdown emphasis around it goes.
 _SLACK_ENTITY = re.compile(r"(<(?:[@#!]|https?:|mailto:)[^<>\n]*>)")
 _MARKDOWN_LINK = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^()\s<>|]+)\)")
-_EMPHASIS = re.compile(r"[*_~`]+")
+_EMPHASIS = re.compile(r"[*~]+|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _LINE_MARKER = re.compile(r"^\s*(?:>\s*|#{1,6}\s+|[-*+]\s+)*")
 
 
@@ -167,12 +168,29 @@ def _plain_line(line: str) -> str:
     """One Markdown line as notification text: quote/heading/bullet markers and
     emphasis removed, Slack entities (``<@U1>``, ``<url|label>``) untouched.
 
+    An underscore inside a word (``pool_size``) is not emphasis (CommonMark's rule) and
+    a code span's text is kept as written (notifications show this text).
+
     >>> _plain_line("> **Paged** <@U0ALICE> about <https://x.io/a_b|the *graph*>")
     'Paged <@U0ALICE> about <https://x.io/a_b|the *graph*>'
+    >>> _plain_line("_Raise_ `pool_size` and DB_POOL_MAX to *20*, see `__init__`")
+    'Raise pool_size and DB_POOL_MAX to 20 , see __init__'
     """
     parts = _SLACK_ENTITY.split(_LINE_MARKER.sub("", line))
-    plain = [part if i % 2 else _EMPHASIS.sub(" ", part) for i, part in enumerate(parts)]
+    plain = [part if i % 2 else _plain_words(part) for i, part in enumerate(parts)]
     return " ".join("".join(plain).split())
+
+
+def _plain_words(text: str) -> str:
+    """``text`` without emphasis marks, its code spans' contents kept as written."""
+    pieces = _CODE_SPAN.split(text)  # [outside, ticks, code, outside, ticks, code, …]
+    out = []
+    for i, piece in enumerate(pieces):
+        if i % 3 == 0:
+            out.append(_EMPHASIS.sub(" ", piece.replace("`", " ")))
+        elif i % 3 == 2:
+            out.append(piece)
+    return "".join(out)
 
 
 def _cut_outside_entities(text: str, max_chars: int) -> str:
@@ -383,7 +401,8 @@ def render_status(progress: Progress) -> SlackMessage:
             section("\n".join(truncate(x, MAX_TODO_CHARS) for x in progress.long_work[:20]))
         )
         room -= 1
-    blocks.extend(sections_from_lines([_todo_line(t) for t in progress.todos], max_blocks=room))
+    lines = [_todo_line(t, finished=progress.finished) for t in progress.todos]
+    blocks.extend(sections_from_lines(lines, max_blocks=room))
     if not progress.finished:
         blocks.append(_stop_button(progress.session_id))
     step = progress.step or ("Done" if progress.finished else "Working")
@@ -445,17 +464,20 @@ def long_work_lines(
     return tuple(lines)
 
 
-def _todo_line(todo: Todo) -> str:
-    mark = _TODO_MARKS[todo.status]
+def _todo_line(todo: Todo, *, finished: bool = False) -> str:
+    """One todo: ☐ pending, ◐ in progress (its active form, bold), ☑ completed (struck).
+    Once the turn is finished nothing is in progress: such a todo shows as not done."""
+    status = todo.status
+    if finished and status is TodoStatus.IN_PROGRESS:
+        status = TodoStatus.PENDING
+    mark = _TODO_MARKS[status]
     words = (
-        todo.active_form
-        if todo.status is TodoStatus.IN_PROGRESS and todo.active_form
-        else todo.content
+        todo.active_form if status is TodoStatus.IN_PROGRESS and todo.active_form else todo.content
     )
     words = escape_mrkdwn(truncate(" ".join(words.split()), MAX_TODO_CHARS))
-    if todo.status is TodoStatus.IN_PROGRESS:
+    if status is TodoStatus.IN_PROGRESS:
         return f"{mark} *{words}*"
-    return f"{mark} ~{words}~" if todo.status is TodoStatus.COMPLETED else f"{mark} {words}"
+    return f"{mark} ~{words}~" if status is TodoStatus.COMPLETED else f"{mark} {words}"
 
 
 def _stop_button(session_id: str) -> Block:

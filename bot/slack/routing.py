@@ -10,7 +10,10 @@ ignore. The rules:
 - an @mention starts a session on its thread when there is none — a mention inside an
   existing thread also takes the thread's earlier messages as context;
 - in a session thread, a mention or (unless the channel is strict) any human reply or
-  edit steers it; outside a session thread only mentions count;
+  edit steers it; outside a session thread only mentions start anything, but a human
+  reply there is remembered for a while (``Remember``): Slack may deliver it before the
+  mention that opens the thread's session (a retried mention, issue #32), and that
+  session must still read it;
 - a Slack Connect user from another org starts nothing unless ``external_may_start``;
   their replies steer, marked as from an external user.
 """
@@ -56,13 +59,19 @@ class Steer:
 
 
 @dataclass(frozen=True)
+class Remember:
+    """A human reply in a thread that has no session (yet): note that the thread has
+    replies, so a session a mention opens there later reads them from the thread."""
+
+
+@dataclass(frozen=True)
 class Stop:
     """Cancel the thread's session."""
 
     session_id: str
 
 
-Route = Ignore | Usage | Start | Steer | Stop
+Route = Ignore | Usage | Start | Steer | Stop | Remember
 
 
 def route(
@@ -98,7 +107,9 @@ def _decide(message: InboundMessage, session: Session | None, *, strict: bool) -
     if message.mentions_bot:
         return _mention(message, session)
     if session is None:
-        return Ignore("no session")
+        if strict or not message.in_thread or message.kind is not MessageKind.POSTED:
+            return Ignore("no session")
+        return Remember()
     if is_stop(message.text):
         return Stop(session.id)
     if strict:

@@ -1,4 +1,4 @@
-"""A thread's earlier messages, as context for a session started by a mention inside it.
+"""A thread's messages so far, as input for a session a mention just opened in it.
 
 When someone mentions the bot in a thread that is not yet a session, the thread
 already says what is going on. Those messages (``conversations.replies``, oldest
@@ -6,11 +6,17 @@ first, paged with ``cursor``; docs.slack.dev) are given to the new session as on
 input: people's and other bots' messages (alerts often come from bots), never ours,
 newest kept when the thread is longer than ``max_chars``. Each message is what people
 see of it (``content.message_content``: text, blocks, attachments, forwards, files).
+
+People's replies *after* the mention that are already in the thread (Slack delivered
+them before the mention, e.g. a mention retried after an outage; issue #32) are each
+an input of their own, keyed by their ``ts`` as a steering reply is, so a reply that
+also arrives as an event is recorded once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +26,7 @@ from bot.errors import slack_call
 from bot.slack.content import message_content
 from bot.slack.files import file_contents
 from bot.slack.render import truncate
+from bot.slack.text import is_stop
 
 HEADER = (
     "Earlier messages in this Slack thread, before you were mentioned (oldest first). "
@@ -32,33 +39,84 @@ _PAGE = 200
 _MAX_PAGES = 5
 
 
-async def earlier_messages(
+@dataclass(frozen=True)
+class LaterReply:
+    """A person's reply posted after the mention: ``text`` is what people see of it."""
+
+    ts: str
+    user_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ThreadSoFar:
+    """What a new session is given of its thread: ``context`` (the messages before the
+    mention, as one text, or None) and ``later`` (people's replies after it, oldest
+    first)."""
+
+    context: str | None
+    later: tuple[LaterReply, ...]
+
+
+# Subtypes that are a person posting (docs.slack.dev, "message" event subtypes).
+_POSTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+
+
+async def thread_so_far(
     client: AsyncWebClient,
     *,
     channel_id: str,
     thread_ts: str,
-    before_ts: str,
+    mention_ts: str,
     bot_user_id: str,
     skip_ts: frozenset[str] = frozenset(),
     max_chars: int = MAX_CONTEXT_CHARS,
-) -> str | None:
-    """The thread's messages older than ``before_ts`` as one text, or None if there are none.
+) -> ThreadSoFar:
+    """The thread's messages before ``mention_ts`` as one context text, and people's
+    replies after it, from one paged read of the thread.
 
     Messages by ``bot_user_id`` and those whose ``ts`` is in ``skip_ts`` (already given
-    to the session) are left out.
+    to the session) are left out; a later reply must be a person's posted message with
+    text, and not ``stop`` (a stop typed before the session existed stops nothing).
 
     Raises:
         SlackCallFailed: ``conversations.replies`` failed.
     """
-    messages = await _replies(client, channel_id, thread_ts)
-    lines = [
-        await _with_files(client, m, _line(m, bot_user_id))
-        for m in messages
-        if float(m.get("ts", "0")) < float(before_ts)
-        and m.get("ts") not in skip_ts
-        and m.get("user") != bot_user_id
+    messages = [
+        m
+        for m in await _replies(client, channel_id, thread_ts)
+        if m.get("ts") not in skip_ts and m.get("user") != bot_user_id
     ]
-    return format_context(lines, max_chars=max_chars)
+    earlier = [m for m in messages if float(m.get("ts", "0")) < float(mention_ts)]
+    lines = [await _with_files(client, m, _line(m, bot_user_id)) for m in earlier]
+    later = [
+        await _later_reply(client, m, bot_user_id)
+        for m in messages
+        if float(m.get("ts", "0")) > float(mention_ts) and _by_a_person(m)
+    ]
+    return ThreadSoFar(
+        format_context(lines, max_chars=max_chars),
+        tuple(r for r in later if r.text and not is_stop(r.text)),
+    )
+
+
+async def _later_reply(
+    client: AsyncWebClient, message: Mapping[str, Any], bot_user_id: str
+) -> LaterReply:
+    text = message_content(message, bot_user_id=bot_user_id)
+    files = tuple(f for f in message.get("files") or [] if isinstance(f, Mapping))
+    contents = await file_contents(client.token, files) if files and client.token else None
+    if contents is not None:
+        text = f"{text}\n{truncate(contents, MAX_FILE_CHARS)}"
+    return LaterReply(str(message["ts"]), str(message["user"]), text)
+
+
+def _by_a_person(message: Mapping[str, Any]) -> bool:
+    return (
+        bool(message.get("user"))
+        and not message.get("bot_id")
+        and message.get("subtype") in _POSTED_SUBTYPES
+    )
 
 
 async def _with_files(client: AsyncWebClient, message: Mapping[str, Any], line: str) -> str:

@@ -150,6 +150,12 @@ class AnthropicModel:
         effort: ``output_config.effort``, or None for the model's default.
         max_attempts: requests per call, first included.
         stall_timeout_s: silence on the socket (pings count as data) that ends an attempt.
+            Why 60 s: a stream is silent while the API reads an uncached prompt before its
+            first event, and while the model thinks between summarized-thinking deltas; the
+            API sends ``ping`` events but documents no interval for them (docs.anthropic.com,
+            "Streaming Messages": "any number of ping events"), so a shorter read timeout
+            would cut long thinking with nothing to go by. A stalled attempt is retried at
+            once, without backoff: the silence was its wait, and the server asked for none.
         backoff_base_s, backoff_max_s: exponential backoff, halved by random jitter;
             a ``retry-after`` from the API replaces it, capped at ``backoff_max_s``.
         http_timeout_s: timeout of writing the request and of waiting for a pooled connection.
@@ -248,7 +254,9 @@ class AnthropicModel:
             return _reply(stream.current_message_snapshot, stream.request_id, attempt)
 
     def _delay_s(self, retry: int, failure: _Failure) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
+        """Seconds to wait before retry number ``retry`` (1-based); none after a stall."""
+        if failure.kind == "stall":
+            return 0.0
         if failure.retry_after_s is not None:
             return min(max(failure.retry_after_s, 0.0), self._backoff_max_s)
         ceiling = min(self._backoff_max_s, self._backoff_base_s * 2.0 ** (retry - 1))

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
@@ -84,6 +84,16 @@ class InboundDedupe:
         writing = self._db.autocommit() if self._db.is_postgres else self._db.write()
         async with writing as conn:
             return len((await conn.execute(stmt, rows)).all()) == len(keys)
+
+    async def seen(self, key: str) -> bool:
+        """Whether ``key`` has a live sighting (recorded and not yet expired); records nothing.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        query = select(_D.key).where(_D.key == key, _D.expires_at > self._clock())
+        async with self._db.read() as conn:
+            return (await conn.execute(query)).one_or_none() is not None
 
     async def purge_sightings(self, older_than: datetime | None = None) -> int:
         """Delete sightings that expired at or before ``older_than`` (default: now).

@@ -9,6 +9,8 @@ calls ``post_done`` instead of posting again.
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -45,7 +47,9 @@ class Outbox:
         """Record the intent to post, or get the one already recorded under ``key``.
 
         Idempotent: a repeated call returns the first intent unchanged (its payload,
-        and its ``ts`` when already posted — then do not post again).
+        and its ``ts`` when already posted — then do not post again), with ``created``
+        False: of two callers racing on one key, only the one whose call recorded the
+        intent (``created`` True) may post at once.
 
         Raises:
             SessionNotFound: no such session.
@@ -64,16 +68,17 @@ class Outbox:
                 created_at=now,
             )
             .on_conflict_do_nothing(index_elements=["key"])
+            .returning(_O.id)
         )
         try:
             async with self._db.write() as conn:
-                await conn.execute(stmt)
+                created = (await conn.execute(stmt)).one_or_none() is not None
                 item = await _read(conn, key)
         except WriteConflict as exc:  # the only constraint left: the session must exist
             raise SessionNotFound(session_id) from exc
         if item is None:  # unreachable: inserted, or already there
             raise PostNotFound(key)
-        return item
+        return dataclasses.replace(item, created=created)
 
     async def post_done(self, key: str, ts: str) -> OutboxItem:
         """Record that the post exists as Slack message ``ts`` (idempotent: the first
@@ -107,6 +112,20 @@ class Outbox:
         """The session's intents not yet known to be posted, oldest first."""
         query = (
             select(slack_outbox).where(_O.session_id == session_id, _O.ts.is_(None)).order_by(_O.id)
+        )
+        async with self._db.read() as conn:
+            return [_item(row) for row in await conn.execute(query)]
+
+    async def unsent(
+        self, kind: str, *, created_before: datetime, limit: int = 50
+    ) -> list[OutboxItem]:
+        """Intents of ``kind`` recorded before ``created_before`` and not yet carried out
+        (no ``ts``), oldest first, at most ``limit``. Raises DatabaseUnavailable."""
+        query = (
+            select(slack_outbox)
+            .where(_O.kind == kind, _O.ts.is_(None), _O.created_at < created_before)
+            .order_by(_O.id)
+            .limit(limit)
         )
         async with self._db.read() as conn:
             return [_item(row) for row in await conn.execute(query)]

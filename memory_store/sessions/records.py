@@ -6,7 +6,7 @@ post payloads are opaque JSON strings: the harness and the bot own their formats
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -335,8 +335,11 @@ class SweepResult:
 class OutboxItem:
     """A Slack post intent; ``ts`` is set once the post is known to exist.
 
-    ``key`` is ``"<session>:<seq>"`` (also sent as the post's message metadata);
-    ``payload_json`` is what the bot posts (its format is the bot's).
+    ``key`` names what the post is (``"<session>:<kind>:<which>"``; also sent as the
+    post's message metadata); ``payload_json`` is what the bot posts (its format is the
+    bot's). ``created`` (``Outbox.post_intent`` only): this call recorded the intent;
+    False when it was there already (an earlier attempt's, or another worker's a moment
+    ago).
     """
 
     key: str
@@ -348,3 +351,4 @@ class OutboxItem:
     ts: str | None
     created_at: datetime
     posted_at: datetime | None
+    created: bool = field(default=False, compare=False)  # about the call, not the row

@@ -10,21 +10,35 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from dramatiq.brokers.stub import StubBroker
 from pydantic import SecretStr
 
-from bot.durable.actors import EmbeddedWorker, _transient, crash_from, parse_crash_spec, setup
+from bot.durable.actors import (
+    EmbeddedWorker,
+    RuntimeHolder,
+    _transient,
+    crash_from,
+    parse_crash_spec,
+    setup,
+)
 from bot.durable.crash_points import CrashPoint, no_crash
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.settings import Settings
 from harness import ModelRejected, ModelUnavailable, WorkspaceUnavailable
 from memory_store import Database, SessionStatus, SessionStore
-from tests.bot.durable_support import Fakes, ModelScript, Probe, destroy_sandboxes, standard_plan
+from tests.bot.durable_support import (
+    Fakes,
+    ModelScript,
+    Probe,
+    destroy_sandboxes,
+    poll,
+    standard_plan,
+)
 
 
 @pytest.fixture
@@ -110,3 +124,54 @@ def test_only_transient_errors_are_retried_and_only_a_few_times() -> None:
     assert not _transient(3, overloaded)
     assert not _transient(0, ModelRejected(status=400, message="bad request"))
     assert not _transient(0, ValueError("a bug"))
+
+
+async def test_a_stopping_worker_fetches_no_more_wake_ups_and_leaves_them_queued(
+    data_dir: Path, slack_api: FakeSlackApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with FakeAnthropicAPI(ModelScript()) as model_api:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+            database_url=None,
+            redis_url=None,
+            anthropic_api_key=SecretStr("sk-ant-test"),
+            anthropic_base_url=model_api.base_url,
+            slack_bot_token=SecretStr(slack_api.token),
+            slack_api_url=slack_api.base_url,
+            data_dir=data_dir,
+        )
+        db = Database.from_url(None, data_dir=data_dir)
+        await db.migrate()
+        broker, actors, holder = setup(settings)
+        worker = EmbeddedWorker(broker, threads=2)
+        worker.start()
+        try:
+            # Given a worker that started stopping (its first SIGTERM)
+            await poll(_booted(holder), timeout_s=20, what="the worker to boot")
+            holder.drain()
+            # When a wake-up is sent
+            actors.advance.send("s-deploy", "token-1")
+            # Then its consumers end, and the wake-up stays queued for another worker,
+            # handed back at most once (not taken again and again; issue #32.2)
+            await poll(_consumers_ended(holder), timeout_s=20, what="the consumers to end")
+            assert isinstance(broker, StubBroker)
+            assert broker.queues["warroom"].qsize() == 1
+            assert caplog.text.count("wake-up handed back") <= 1
+        finally:
+            await asyncio.to_thread(worker.stop, timeout_ms=10_000)
+            await db.dispose()
+
+
+def _booted(holder: RuntimeHolder) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return holder.worker is not None
+
+    return check
+
+
+def _consumers_ended(holder: RuntimeHolder) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        assert holder.worker is not None
+        return not any(c.is_alive() for c in holder.worker.consumers.values())
+
+    return check

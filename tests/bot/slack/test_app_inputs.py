@@ -6,6 +6,7 @@ Signed Events API requests go to the real bolt app over HTTP (``running_edge``).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -266,3 +267,79 @@ async def test_a_new_session_reads_the_text_files_shared_above_it(edge: SlackEdg
     context = (await edge.inbox_texts(session.id))[1]
     assert "here are the pods" in context
     assert "OOMKilled: memory limit 256Mi" in context
+
+
+# ----- a reply delivered before its thread's mention (issue #32, item 3) ---------------
+
+
+def _in_slack(edge: SlackEdge, *bodies: dict[str, object]) -> None:
+    """Store the events' messages in the fake Slack, as Slack holds them once posted."""
+    for body in bodies:
+        message = dict(body["event"])  # type: ignore[call-overload]
+        for field in ("channel", "event_ts", "channel_type"):
+            message.pop(field, None)
+        message["type"] = "message"
+        edge.slack_api.state.messages.setdefault(CHANNEL, []).append(message)
+
+
+async def test_a_reply_delivered_before_its_threads_mention_is_in_the_sessions_first_input(
+    edge: SlackEdge,
+) -> None:
+    # Given a top-level mention and a teammate's reply under it, both posted in Slack
+    mention, reply = event(TOP), event(REPLY)
+    _in_slack(edge, mention, reply)
+    # When Slack delivers the reply first (acked: no session yet), then the mention
+    assert (await edge.post_event(reply)).status_code == 200
+    await edge.settle()
+    assert await edge.session(ROOT_TS) is None
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+    # Then the session opened by the mention holds the reply before its first wake-up
+    session = await edge.session(ROOT_TS)
+    assert session is not None
+    assert await edge.inbox_texts(session.id) == [
+        "payments-api p99 is 4s since 09:00, can you investigate?",
+        "rollback of v1.3 finished at 09:20, latency still high",
+    ]
+    assert edge.enqueued.inbox_sizes == [2]
+    # And the reply's event redelivered by Slack is not recorded a second time
+    assert (await edge.post_event(redelivered(reply))).status_code == 200
+    await edge.settle()
+    assert len(await edge.inbox_texts(session.id)) == 2
+
+
+async def test_a_top_level_mention_with_no_early_reply_does_not_read_its_thread(
+    edge: SlackEdge,
+) -> None:
+    mention = event(TOP)
+    _in_slack(edge, mention)
+
+    assert (await edge.post_event(mention)).status_code == 200
+    await edge.settle()
+
+    assert edge.slack_api.calls_to("conversations.replies") == []
+    assert edge.enqueued.inbox_sizes == [1]
+
+
+async def test_a_reply_and_its_mention_delivered_at_the_same_moment_both_reach_the_session(
+    edge: SlackEdge,
+) -> None:
+    # Given five threads, each a mention with a reply under it, both posted in Slack
+    pairs = []
+    for n in range(5):
+        root = f"17672256{n:02d}.000100"
+        mention = event(TOP, ts=root, text=f"<@U0FAKEBOT> incident {n}")
+        reply = event(REPLY, ts=f"17672256{n:02d}.000300", thread_ts=root, text=f"reply {n}")
+        _in_slack(edge, mention, reply)
+        pairs.append((root, mention, reply))
+    # When each thread's reply and mention arrive at once
+    await asyncio.gather(
+        *(edge.post_event(body) for _, mention, reply in pairs for body in (reply, mention))
+    )
+    await edge.settle()
+    # Then every session holds its request and its reply, once each
+    for n, (root, _, _) in enumerate(pairs):
+        session = await edge.session(root)
+        assert session is not None
+        texts = await edge.inbox_texts(session.id)
+        assert sorted(texts) == sorted([f"incident {n}", f"reply {n}"])

@@ -74,6 +74,21 @@ async def test_a_retried_post_with_the_same_key_posts_once(
     assert slack_api.calls_to("conversations.replies") == []  # a recorded ts needs no search
 
 
+async def test_two_workers_posting_one_key_at_once_post_it_once(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    # Given two workers' posters (two sweeps telling one failure, issue #32.5)
+    posters = [SlackPoster(slack_client, outbox) for _ in range(2)]
+    key = f"{thread.session_id}:failed:3"
+
+    # When both post the same key at the same moment
+    first, second = await asyncio.gather(*(p.post(thread, key, notice("once")) for p in posters))
+
+    # Then Slack got one post, and both know its ts
+    assert len(slack_api.calls_to("chat.postMessage")) == 1
+    assert first == second
+
+
 async def test_crash_between_post_and_record_is_recovered_from_metadata_without_reposting(
     slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
 ) -> None:

@@ -229,3 +229,11 @@ def test_the_status_line_shows_the_sessions_tokens_and_cost() -> None:
     message = render_status(Progress("s1", "Thinking…", elapsed_s=65, spend=spend))
     # $2 × 1,000 + $10 × 200 + $0.20 × 50,000 + $2.50 × 3,000 per million tokens
     assert "54,200 tokens · $0.022" in message.blocks[0]["text"]["text"]
+
+
+def test_an_answers_notification_text_keeps_underscores_inside_words_and_code() -> None:
+    # Slack shows a message's ``text`` in notifications (issue #26.6: pool_size read "pool size")
+    rendered = render_answer("_Raise_ `pool_size` and DB_POOL_MAX to 20 in `__init__.py`.")
+
+    assert isinstance(rendered, InlineAnswer)
+    assert rendered.messages[0].text == "Raise pool_size and DB_POOL_MAX to 20 in __init__.py."

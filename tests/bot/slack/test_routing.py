@@ -8,7 +8,17 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.slack.inbound import InboundMessage, MessageKind
-from bot.slack.routing import EDITED_PREFIX, Ignore, Route, Start, Steer, Stop, Usage, route
+from bot.slack.routing import (
+    EDITED_PREFIX,
+    Ignore,
+    Remember,
+    Route,
+    Start,
+    Steer,
+    Stop,
+    Usage,
+    route,
+)
 from memory_store import Session, SessionKey, SessionStatus, TokenUsage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -61,7 +71,8 @@ TOP_MENTION = replace(REPLY, ts="100.0", thread_ts=None, event_ts="100.0", menti
         (replace(REPLY, text="Stop!"), SESSION, True, Stop("s1")),
         (replace(REPLY, text="stop", mentions_bot=True), SESSION, False, Stop("s1")),
         (replace(REPLY, text="stop the deploy"), SESSION, False, Steer("s1", "stop the deploy")),
-        (REPLY, None, False, Ignore("no session")),
+        (REPLY, None, False, Remember()),
+        (REPLY, None, True, Ignore("no session")),
         (replace(REPLY, from_bot=True), SESSION, False, Ignore("bot")),
         (replace(REPLY, kind=MessageKind.DELETED), SESSION, False, Ignore("deleted")),
         (replace(REPLY, kind=MessageKind.OTHER), SESSION, False, Ignore("other")),
@@ -85,7 +96,8 @@ TOP_MENTION = replace(REPLY, ts="100.0", thread_ts=None, event_ts="100.0", menti
         "stop works in a strict channel",
         "mention plus stop stops",
         "a sentence starting with stop steers",
-        "reply outside a session is ignored",
+        "reply outside a session is remembered for a later mention",
+        "reply outside a session in a strict channel is ignored",
         "bot message is ignored",
         "deletion is ignored",
         "join or unfurl is ignored",

@@ -62,3 +62,23 @@ async def test_workers_with_redis_share_the_budget_by_default_and_alone_keep_the
     assert not isinstance(update_budget(settings(None)), SharedCallBudget)
     monkeypatch.setenv("WARROOM_SLACK_SHARED_BUDGET", "false")
     assert not isinstance(update_budget(settings(redis_url)), SharedCallBudget)
+
+
+async def test_a_window_redis_lost_starts_nearly_full_not_empty(redis_url: str) -> None:
+    key = f"chat.update:restart-{uuid.uuid4().hex[:8]}"
+    budget = SharedCallBudget(redis_url, key, calls=3, window_s=0.5, after_reset_calls=1)
+    try:
+        # Given a window never seen before: its history is unknown, one turn is granted
+        assert await budget.try_take() == 0.0
+        assert await budget.try_take() > 0
+        # And once that window has passed, a known window grants its three turns
+        await asyncio.wait_for(budget.take(), 10)  # a deadline, not a timing assertion
+        assert [await budget.try_take() for _ in range(2)] == [0.0, 0.0]
+        assert await budget.try_take() > 0
+        # When Redis restarts and forgets every key (Slack still counts the last window)
+        await budget._redis.flushdb()
+        # Then only the after-reset turn is granted, not a whole new window
+        assert await budget.try_take() == 0.0
+        assert await budget.try_take() > 0
+    finally:
+        await budget.aclose()

@@ -307,6 +307,18 @@ async def test_stalled_stream_is_cancelled_and_retried(
     assert (reply.content, reply.attempts) == ((TextBlock("ok"),), 2)
 
 
+async def test_a_stalled_stream_is_retried_at_once_without_backoff(
+    fake: FakeAnthropicAPI, make_model: ModelFactory, sleeps: Sleeps
+) -> None:
+    # the stall timeout was already spent waiting; a backoff on top only adds to it (#32.4)
+    fake.push(Fault.stall(after_events=3), Reply.text("ok"))
+
+    reply = await ask(make_model(stall_timeout_s=0.2))
+
+    assert reply.attempts == 2
+    assert sleeps.delays == [0.0]
+
+
 async def test_stall_on_the_last_attempt_raises_model_stalled(
     fake: FakeAnthropicAPI, make_model: ModelFactory
 ) -> None:

@@ -102,3 +102,14 @@ async def test_several_keys_must_be_distinct_and_not_none(dedupe: InboundDedupe)
         await dedupe.first_sightings([key, key])
     with pytest.raises(ValueError, match="distinct"):
         await dedupe.first_sightings([])
+
+
+async def test_seen_tells_a_live_sighting_and_records_nothing(
+    dedupe: InboundDedupe, clock: ManualClock
+) -> None:
+    key = _key()
+    assert not await dedupe.seen(key)
+    assert await dedupe.first_sighting(key, ttl_s=600)  # seen() recorded nothing
+    assert await dedupe.seen(key)
+    clock.advance(601)
+    assert not await dedupe.seen(key)

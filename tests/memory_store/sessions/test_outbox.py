@@ -91,3 +91,40 @@ async def test_unknown_keys_and_sessions_are_reported(outbox: Outbox) -> None:
         await outbox.post_done("nope:1", "1.1")
     with pytest.raises(SessionNotFound):
         await _intend(outbox, "no-such-session", 1)
+
+
+async def test_a_second_intent_of_one_key_says_it_did_not_record_it(
+    outbox: Outbox, session_id: str
+) -> None:
+    first = await _intend(outbox, session_id, 5)
+    second = await _intend(outbox, session_id, 5)
+
+    assert (first.created, second.created) == (True, False)
+
+
+async def test_unsent_lists_old_intents_of_a_kind_without_a_ts(
+    outbox: Outbox, session_id: str, clock: ManualClock
+) -> None:
+    # Given two intents of one kind, one carried out, and one of another kind
+    await _intend(outbox, session_id, 1)
+    done = await _intend(outbox, session_id, 2)
+    await outbox.post_done(done.key, "9.9")
+    await outbox.post_intent(
+        session_id,
+        f"{session_id}:x",
+        channel_id="C1",
+        thread_ts="1.1",
+        kind="status",
+        payload_json="{}",
+    )
+    # When asked, later, for the unsent ones of the first kind
+    later = clock.advance(60)
+
+    unsent = await outbox.unsent("answer", created_before=later, limit=1000)
+
+    # Then only the one not carried out is listed (of this session: the database is shared
+    # by the module's tests), and none recorded after the cutoff
+    mine = [item.key for item in unsent if item.session_id == session_id]
+    assert mine == [f"{session_id}:1"]
+    earlier = await outbox.unsent("answer", created_before=clock.advance(-120), limit=1000)
+    assert [item for item in earlier if item.session_id == session_id] == []
