@@ -376,7 +376,7 @@ class Intake:
                     self.sessions.add_input,
                     work.session_id,
                     user_id=reply.user_id,
-                    text=_requested(reply.text),
+                    text=reply.text,  # as typed: the harness reads a postmortem request itself
                     source_ts=reply.ts,
                 )
             )
