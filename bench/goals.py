@@ -4,7 +4,8 @@ Every bench prints one JSON line; ``verdict`` gives the keys it ends with:
 
     goal        {figure: "<= 1.5"} for every goal (a figure names a key of the line,
                 dotted for a nested one: "cold.overhead_ratio")
-    met         true when every goal's figure was measured and met it
+    met         true when every goal's figure was measured and met it; null when the bench
+                has no goal yet (it reports figures nobody has set a target for)
     unmet       the figures that missed their goal or were not measured (null)
     load_avg    the machine's 1-, 5- and 15-minute load averages when the line was made
                 (``os.getloadavg``): a loaded machine explains a slow run, not a wrong one
@@ -52,7 +53,7 @@ def verdict(figures: Mapping[str, Any], goals: Mapping[str, tuple[str, float]]) 
             unmet.append(name)
     return {
         "goal": {name: f"{compare} {limit}" for name, (compare, limit) in goals.items()},
-        "met": not unmet,
+        "met": not unmet if goals else None,
         "unmet": unmet,
         "load_avg": [round(n, 2) for n in os.getloadavg()],
     }
