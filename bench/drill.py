@@ -4,7 +4,7 @@ Runs ``warroom drill`` quietly (embedded by default; the full mode with
 ``--database-url`` and ``--redis-url``) and prints one JSON line: whether it passed,
 its wall time, when each session answered (seconds since alice's first message),
 and the recovery times (a SIGKILLed worker's step recovered by another worker; a
-destroyed sandbox replaced).
+destroyed sandbox replaced). Its goal: every run passes (``failed_runs`` 0).
 
     .venv/bin/python bench/drill.py [--database-url URL --redis-url URL] [--runs 1]
 """
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
+
+from goals import verdict  # bench/ is on the path when run as a script
 
 from bot.drill import DrillOptions, run_drill
 
@@ -43,7 +45,9 @@ def main() -> None:
         "elapsed_s": _median([r.elapsed_s for r in results]),
     }
     figures |= {k: _median([r.timings[k] for r in results if k in r.timings]) for k in keys}
-    print(json.dumps(figures))
+    goals = {"failed_runs": ("==", 0)}
+    figures["failed_runs"] = args.runs - figures["passed"]
+    print(json.dumps(figures | verdict(figures, goals)))
 
 
 if __name__ == "__main__":

@@ -26,25 +26,37 @@ Prints one JSON line:
   such message; parked sessions must hold none). ``parked_leases_held`` counts their
   leases; ``sweep_ms_with_parked`` is one sweep's time with them in the table.
 
-- ``worker_step_ms``: mean time per step of sessions run by the real workers (25
-  ``TodoWrite`` calls and their results each, median of 3), the fake model included;
-  the workers poll Redis with ``--worker-timeout-ms`` (production's
-  ``WORKER_TIMEOUT_MS`` unless told; Dramatiq's default is 1,000).
+- ``worker_model_step_p50_ms`` / ``worker_tool_step_p50_ms``: queued steps of sessions
+  run by the real workers (25 ``TodoWrite`` calls and their results each, one session
+  per round): the median time from a step's commit to the next one's, by the kind of
+  the later (the events' database times), the Dramatiq hop included; a model step
+  includes the model, which answers after ``--model-latency-ms`` (a proxy in front of
+  the fake Messages API waits that long before forwarding each call, as a real model
+  takes real time). ``worker_step_ms`` is the mean over all steps. The workers poll
+  Redis with ``--worker-timeout-ms`` (production's ``WORKER_TIMEOUT_MS`` unless told;
+  Dramatiq's default is 1,000).
 - with ``--dbos-python PATH`` (a Python with ``dbos`` and ``anthropic`` installed, e.g. a
   separate venv: neither is a Warroom dependency here): ``dbos`` holds
-  ``durable_dbos_peer.py``'s figures on a fresh database of the same server,
-  ``in_process_vs_dbos`` the ratio of ``step_overhead_p50_ms`` to DBOS's bare step,
+  ``durable_dbos_peer.py``'s figures on a fresh database of the same server, run round
+  by round between Warroom's own rounds (so the machine's load hits both alike):
+  ``in_process_vs_dbos`` is ``step_overhead_p50_ms`` over DBOS's bare step p50,
   ``carried_vs_dbos`` that of ``carried_step_overhead_p50_ms``; ``worker_vs_dbos`` that of
-  ``worker_step_ms`` to DBOS doing the same work (its agent loop: the same 25 streamed
-  calls to a fake Messages API answering with the same script, each followed by its tool
-  step, in one process with no hop: ``agent_step_p50_ms``), and ``worker_vs_dbos_bare``
-  that of ``worker_step_ms`` to DBOS's bare step (which calls no model).
+  ``worker_model_step_p50_ms`` to DBOS doing the same work (its agent loop: the same 25
+  streamed calls to the same slow fake Messages API answering with the same script, each
+  followed by its tool step, in one process with no hop: ``agent_model_step_p50_ms``;
+  goal ≤ 2), ``worker_tool_vs_dbos`` that of the tool steps, and
+  ``worker_model_step_extra_ms`` what a queued model step costs beyond DBOS's (the hop).
+- ``goal``, ``met``, ``unmet``, ``load_avg`` (``bench/goals.py``): the goals are
+  ``worker_vs_dbos`` ≤ 2, ``resume_after_sigkill_s`` ≤ 3, ``duplicates`` 0 and
+  ``parked_worker_threads_busy`` 0; a part not run (no ``--dbos-python``, ``--kills 0``)
+  leaves its goal unmet.
 
-``--kills 0`` and ``--parked 0`` skip those parts.
+``--kills 0`` and ``--parked 0`` skip those parts; ``--rounds`` (default 3) splits the
+in-process steps and the real workers' sessions into rounds.
 
-    .venv/bin/python bench/durable.py [--steps 200] [--kills 5] [--parked 10000]
-        [--pg-admin-url URL] [--redis-url URL] [--dbos-python PATH]
-        [--worker-timeout-ms MS]
+    .venv/bin/python bench/durable.py [--steps 200] [--rounds 3] [--kills 5]
+        [--parked 10000] [--pg-admin-url URL] [--redis-url URL] [--dbos-python PATH]
+        [--worker-timeout-ms MS] [--model-latency-ms 200]
 """
 
 from __future__ import annotations
@@ -72,8 +84,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 import asyncpg
 import redis
+from aiohttp import web
+from goals import verdict  # bench/ is on the path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
@@ -106,6 +121,13 @@ CARRY_ON_S = 0.25
 """The carried-on measurement's budget per run (production's default is 1 s)."""
 _MARKER = re.compile(r"\[session:([A-Za-z0-9_-]+)\]")
 _CHAIN = re.compile(r"\[chain:(\d+)\]")
+GOALS = {
+    "worker_vs_dbos": ("<=", 2.0),
+    "resume_after_sigkill_s": ("<=", 3.0),
+    "duplicates": ("==", 0),
+    "parked_worker_threads_busy": ("==", 0),
+}
+CHAIN_TURNS = 25
 
 
 # --- step overhead -----------------------------------------------------------------------
@@ -182,7 +204,8 @@ async def _open(sessions: SessionStore, session_id: str, text: str = "look") -> 
 
 
 async def step_overhead(db: Database, redis_url: str, data_dir: Path, steps: int) -> dict[str, Any]:
-    """Per-step overhead of ``StepDriver.run`` (see the module docstring)."""
+    """Per-step overhead of ``StepDriver.run`` (see the module docstring): the samples
+    (seconds: ``every`` in order, ``model``, ``tool``) and the tool time subtracted."""
     broker = make_broker(redis_url)
     actors = declare_actors(broker, [])
     sessions, files = SessionStore(db), FileStore(db)
@@ -226,21 +249,14 @@ async def step_overhead(db: Database, redis_url: str, data_dir: Path, steps: int
     finally:
         await manager.aclose()
         broker.close()
-    every = sorted(in_order[:steps])
-    return {
-        "step_overhead_p50_ms": _ms(statistics.median(every)),
-        "step_overhead_p99_ms": _ms(every[min(len(every) - 1, int(len(every) * 0.99))]),
-        "step_overhead_model_p50_ms": _ms(statistics.median(by_kind["model"])),
-        "step_overhead_tool_p50_ms": _ms(statistics.median(by_kind["tool"])),
-        "tool_time_subtracted_ms": _ms(tool_s),
-        "steps": len(every),
-    }
+    return {"every": in_order[:steps], "tool_s": tool_s} | by_kind
 
 
 async def carried_overhead(db: Database, data_dir: Path, steps: int) -> dict[str, Any]:
     """Per-step overhead when the worker carries a session on (``carry_on_s``): one
     ``StepDriver.run`` runs a session's steps back to back, each claimed by the previous
-    commit; per run, (wall − the model's and the tool's own time) / steps taken."""
+    commit; per run, (wall − the model's and the tool's own time) / steps taken: those
+    (``carried``, seconds) and the steps taken."""
     sessions, files = SessionStore(db), FileStore(db)
     manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx-carried")))
     workspaces = SandboxWorkspaces(manager)
@@ -283,11 +299,7 @@ async def carried_overhead(db: Database, data_dir: Path, steps: int) -> dict[str
             taken += len(kinds)
     finally:
         await manager.aclose()
-    return {
-        "carried_step_overhead_p50_ms": _ms(statistics.median(per_step)),
-        "carried_steps": taken,
-        "carried_runs": len(per_step),
-    }
+    return {"carried": per_step, "carried_steps": taken}
 
 
 def _ms(seconds: float) -> float:
@@ -310,6 +322,54 @@ class Script:
             command = "sleep 1; echo ran >> effects.log; echo effect-done"
             return Reply.tool("Bash", {"command": command, "description": "side effect"})
         return Reply.text("Done.")
+
+
+class SlowModelApi:
+    """A Messages API that takes ``latency_s`` per call: waits, then forwards to ``upstream``
+    (the fake) and streams its answer back unchanged. Other paths are forwarded at once."""
+
+    def __init__(self, upstream: str, latency_s: float) -> None:
+        self.upstream, self.latency_s = upstream.rstrip("/"), latency_s
+        self.base_url = ""
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> SlowModelApi:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._session = aiohttp.ClientSession(auto_decompress=False)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        assert self._session is not None
+        body = await request.read()
+        if request.method == "POST" and request.path == "/v1/messages":
+            await asyncio.sleep(self.latency_s)
+        skip = {"host", "content-length", "transfer-encoding"}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+        url = self.upstream + request.path_qs
+        async with self._session.request(request.method, url, data=body, headers=headers) as up:
+            response = web.StreamResponse(status=up.status)
+            for name, value in up.headers.items():
+                if name.lower() not in skip | {"connection"}:
+                    response.headers[name] = value
+            await response.prepare(request)
+            async for chunk in up.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
 
 
 @dataclass
@@ -494,42 +554,63 @@ async def park(sessions: SessionStore, count: int, *, concurrency: int = 8) -> f
     return count / (time.perf_counter() - started)
 
 
-async def worker_step_ms(
+async def worker_steps(
     sessions: SessionStore, sender: Callable[[str, str], object], turns: int
-) -> float:
-    """Mean time per step of a session run by the real workers: ``turns`` model steps
-    each calling ``TodoWrite`` (2 × ``turns`` steps), from the first step's commit to the
-    last's (the events' times), the fake model's answers included."""
+) -> dict[str, list[float]]:
+    """Steps of one session run by the real workers: ``turns`` model steps each calling
+    ``TodoWrite``, then an answer. Returns seconds from each step's commit to the next's
+    (the events' times), by the kind of the later, and the mean (``all``)."""
     session_id = f"chain-{uuid.uuid4().hex[:6]}"
     sender(session_id, await _open(sessions, session_id, f"[chain:{turns}] go"))
     await _answered(sessions, session_id)
     events = await sessions.events(session_id)
     steps = [e for e in events if e.kind in ("model_response", "tool_result")]
-    return _ms((steps[-1].created_at - steps[0].created_at).total_seconds() / (len(steps) - 1))
+    gaps: dict[str, list[float]] = {"model": [], "tool": []}
+    for before, after in itertools.pairwise(steps):
+        kind = "model" if after.kind == "model_response" else "tool"
+        gaps[kind].append((after.created_at - before.created_at).total_seconds())
+    whole_s = (steps[-1].created_at - steps[0].created_at).total_seconds()
+    return gaps | {"all": [whole_s / (len(steps) - 1)]}
 
 
-async def dbos_figures(python: str, admin_url: str, steps: int) -> dict[str, Any]:
-    """The peer's figures, its agent loop calling a fake Messages API with the script
-    the real workers' fake answers with (``[chain:N]``: N ``TodoWrite`` calls)."""
-    async with FakeAnthropicAPI(Script()) as model_api:
-        return await asyncio.to_thread(dbos_peer, python, admin_url, steps, model_api.base_url)
+class DbosPeer:
+    """``durable_dbos_peer.py`` run by ``python`` (which has ``dbos`` and ``anthropic``),
+    one round per call, on a database of its own (created by ``open``)."""
 
+    def __init__(self, python: str, admin_url: str) -> None:
+        self.python, self.admin_url = python, admin_url
+        self.name = f"warroom_bench_dbos_{uuid.uuid4().hex[:8]}"
+        self.rounds: list[dict[str, Any]] = []
 
-def dbos_peer(python: str, admin_url: str, steps: int, model_url: str) -> dict[str, Any]:
-    """``durable_dbos_peer.py`` run by ``python`` (which has ``dbos`` and ``anthropic``)
-    on a fresh database, its agent loop against ``model_url``."""
-    name = f"warroom_bench_dbos_{uuid.uuid4().hex[:8]}"
-    pg_admin.create_database(admin_url, name)
-    try:
+    async def open(self) -> None:
+        await asyncio.to_thread(pg_admin.create_database, self.admin_url, self.name)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(pg_admin.drop_database, self.admin_url, self.name)
+
+    async def bare(self, steps: int) -> None:
+        """One workflow of ``steps`` bare steps (off this event loop)."""
+        await asyncio.to_thread(self._run, ["--steps", str(steps)])
+
+    async def agent(self, model_url: str, turns: int) -> None:
+        """One agent workflow against ``model_url`` (served by this event loop)."""
+        command = ["--agent-only", "--model-url", model_url, "--turns", str(turns)]
+        await asyncio.to_thread(self._run, command)
+
+    def _run(self, arguments: list[str]) -> None:
         peer = Path(__file__).with_name("durable_dbos_peer.py")
-        url = _with_path(admin_url, f"/{name}")
-        command = [python, str(peer), "--database-url", url, "--steps", str(steps)]
-        command += ["--model-url", model_url, "--turns", "25"]
+        url = _with_path(self.admin_url, f"/{self.name}")
+        command = [self.python, str(peer), "--database-url", url, "--rounds", "1", *arguments]
         done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
-        figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return figures
-    finally:
-        pg_admin.drop_database(admin_url, name)
+        self.rounds.append(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def figures(self) -> dict[str, Any]:
+        """The medians over rounds of each figure the rounds printed."""
+        names = {k for r in self.rounds for k in r if k.endswith("_ms")}
+        return {
+            name: round(statistics.median(r[name] for r in self.rounds if name in r), 3)
+            for name in sorted(names)
+        } | {"rounds": len(self.rounds)}
 
 
 def in_flight(client: redis.Redis) -> int:
@@ -588,13 +669,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     client.flushdb()
     db = Database.from_url(sa_url, data_dir=data_dir)
     workers: list[Worker] = []
+    dbos = DbosPeer(args.dbos_python, args.pg_admin_url) if args.dbos_python else None
     try:
+        if dbos is not None:
+            await dbos.open()
         await db.migrate()
-        figures = await step_overhead(db, args.redis_url, data_dir, args.steps)
-        figures |= await carried_overhead(db, data_dir, args.steps)
+        figures = await in_process_rounds(db, args, data_dir, dbos)
         client.flushdb()
         sessions = SessionStore(db)
-        async with FakeAnthropicAPI(Script()) as model_api:
+        async with (
+            FakeAnthropicAPI(Script()) as fake_api,
+            SlowModelApi(fake_api.base_url, args.model_latency_ms / 1000) as model_api,
+        ):
             slack = FakeSlackApi()
             await slack.start()
             env = {
@@ -616,8 +702,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             actors = declare_actors(broker, [])
             try:
                 await wait_ready(workers)
-                figures["worker_step_ms"] = statistics.median(
-                    [await worker_step_ms(sessions, actors.advance.send, 25) for _ in range(3)]
+                figures |= await worker_rounds(
+                    sessions, actors.advance.send, args.rounds, dbos, model_api.base_url
                 )
                 if args.kills:
                     resumes, ids = await resume_rounds(
@@ -647,9 +733,84 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(data_dir, ignore_errors=True)
         client.flushdb()
         client.close()
+        if dbos is not None:
+            await dbos.close()
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
-    return figures
+    if dbos is not None:
+        figures |= _against(figures, dbos.figures())
+    return figures | verdict(figures, GOALS)
+
+
+async def in_process_rounds(
+    db: Database, args: argparse.Namespace, data_dir: Path, dbos: DbosPeer | None
+) -> dict[str, Any]:
+    """The in-process and carried step overheads, then DBOS's bare steps, round by round;
+    the rounds' samples pooled."""
+    steps = max(1, args.steps // args.rounds)
+    rounds = []
+    for _ in range(args.rounds):
+        rounds.append(await step_overhead(db, args.redis_url, data_dir, steps))
+        rounds[-1] |= await carried_overhead(db, data_dir, steps)
+        if dbos is not None:
+            await dbos.bare(steps)
+    pooled = {k: [x for r in rounds for x in r[k]] for k in ("every", "model", "tool", "carried")}
+    every = sorted(pooled["every"])
+    return {
+        "step_overhead_p50_ms": _ms(statistics.median(every)),
+        "step_overhead_p99_ms": _ms(every[min(len(every) - 1, int(len(every) * 0.99))]),
+        "step_overhead_model_p50_ms": _ms(statistics.median(pooled["model"])),
+        "step_overhead_tool_p50_ms": _ms(statistics.median(pooled["tool"])),
+        "tool_time_subtracted_ms": _ms(statistics.median(r["tool_s"] for r in rounds)),
+        "steps": len(every),
+        "carried_step_overhead_p50_ms": _ms(statistics.median(pooled["carried"])),
+        "carried_steps": sum(r["carried_steps"] for r in rounds),
+        "carried_runs": len(pooled["carried"]),
+        "rounds": args.rounds,
+    }
+
+
+async def worker_rounds(
+    sessions: SessionStore,
+    sender: Callable[[str, str], object],
+    rounds: int,
+    dbos: DbosPeer | None,
+    model_url: str,
+) -> dict[str, Any]:
+    """A session on the real workers, then DBOS's agent loop, round by round."""
+    gaps: dict[str, list[float]] = {"model": [], "tool": [], "all": []}
+    for _ in range(rounds):
+        for kind, values in (await worker_steps(sessions, sender, CHAIN_TURNS)).items():
+            gaps[kind] += values
+        if dbos is not None:
+            await dbos.agent(model_url, CHAIN_TURNS)
+    return {
+        "worker_model_step_p50_ms": _ms(statistics.median(gaps["model"])),
+        "worker_tool_step_p50_ms": _ms(statistics.median(gaps["tool"])),
+        "worker_step_ms": _ms(statistics.median(gaps["all"])),
+    }
+
+
+def _against(figures: dict[str, Any], dbos: dict[str, Any]) -> dict[str, Any]:
+    """DBOS's figures and Warroom's against them (p50 against p50)."""
+
+    def ratio(ours: str, theirs: str) -> float | None:
+        if ours not in figures or not dbos.get(theirs):
+            return None
+        return round(figures[ours] / dbos[theirs], 2)
+
+    return {
+        "dbos": dbos,
+        "in_process_vs_dbos": ratio("step_overhead_p50_ms", "step_p50_ms"),
+        "carried_vs_dbos": ratio("carried_step_overhead_p50_ms", "step_p50_ms"),
+        "worker_vs_dbos": ratio("worker_model_step_p50_ms", "agent_model_step_p50_ms"),
+        "worker_tool_vs_dbos": ratio("worker_tool_step_p50_ms", "agent_tool_step_p50_ms"),
+        "worker_model_step_extra_ms": round(
+            figures["worker_model_step_p50_ms"] - dbos["agent_model_step_p50_ms"], 3
+        )
+        if dbos.get("agent_model_step_p50_ms")
+        else None,
+    }
 
 
 async def _destroy_sandboxes(data_dir: Path) -> None:
@@ -663,27 +824,16 @@ async def _destroy_sandboxes(data_dir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--parked", type=int, default=10_000)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
     parser.add_argument("--dbos-python", default=None, help="a Python with dbos installed")
     parser.add_argument("--worker-timeout-ms", type=int, default=WORKER_TIMEOUT_MS)
+    parser.add_argument("--model-latency-ms", type=float, default=200.0)
     args = parser.parse_args()
-    figures = asyncio.run(run(args))
-    if args.dbos_python:
-        dbos = asyncio.run(dbos_figures(args.dbos_python, args.pg_admin_url, args.steps))
-        figures["dbos"] = dbos
-        figures["in_process_vs_dbos"] = round(
-            figures["step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
-        )
-        figures["carried_vs_dbos"] = round(
-            figures["carried_step_overhead_p50_ms"] / dbos["step_p50_ms"], 2
-        )
-        worker_ms = figures["worker_step_ms"]
-        figures["worker_vs_dbos"] = round(worker_ms / dbos["agent_step_p50_ms"], 2)
-        figures["worker_vs_dbos_bare"] = round(worker_ms / dbos["step_p50_ms"], 2)
-    print(json.dumps(figures))
+    print(json.dumps(asyncio.run(run(args))))
 
 
 if __name__ == "__main__":

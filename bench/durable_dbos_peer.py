@@ -8,17 +8,21 @@ dependencies; ``bench/durable.py --dbos-python PATH`` runs this file with it):
 A workflow of ``--steps`` async steps, each returning a state of about the size of a
 Warroom checkpoint's state (~1 KB: a todo list and counters), as a durable step
 records it: DBOS writes each step's output to its system database before the next
-step runs. Per-step time is the workflow's wall time over its steps (after a warm-up
-workflow); CPU is this process's. Prints one JSON line: ``step_p50_ms`` (median over
-``--rounds`` workflows of the mean step time), ``step_cpu_ms``.
+step runs. Each step call is timed where the workflow awaits it (the step and its
+record), after a warm-up workflow; CPU is this process's. Prints one JSON line:
+``step_p50_ms`` (the median step of ``--rounds`` workflows, the peer of a Warroom step's
+p50), ``step_mean_ms`` (wall time over steps), ``step_cpu_ms``.
 
 With ``--model-url URL`` (a Messages API: ``bench/durable.py`` passes its fake, the one its
 real workers call) it also runs the work a worker's session does, as a DBOS workflow:
 ``--turns`` model steps, each one streaming Messages API call through the ``anthropic``
 SDK with the conversation so far (the answer is a ``TodoWrite`` call), each followed by a
 tool step that returns its result, every step's output recorded by DBOS before the next.
-``agent_step_p50_ms`` is its mean time per step (median over ``--rounds``), the peer of
-``worker_step_ms``.
+``agent_model_step_p50_ms`` and ``agent_tool_step_p50_ms`` are the median step of each
+kind (a model step from the end of the previous step to its answer recorded, the model's
+own time included), ``agent_step_mean_ms`` the wall time per step (median over
+``--rounds``): the peers of the real workers' figures. ``--agent-only`` skips the bare
+steps (``bench/durable.py`` runs them and the agent loop in different rounds).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import anthropic
 from dbos import DBOS, DBOSConfig
 
 TODOS = [{"content": "Check pods", "status": "in_progress", "activeForm": "Checking"}]
+timings: dict[str, list[float]] = {"bare": [], "model": [], "tool": []}
+"""Seconds per step call, by kind, as the workflows await them (measurement only)."""
 
 
 @DBOS.step()
@@ -50,7 +56,9 @@ async def session(steps: int) -> int:
     """A session of ``steps`` steps, each recorded before the next."""
     total = 0
     for n in range(steps):
+        started = time.perf_counter()
         state = await tool_step(n)
+        timings["bare"].append(time.perf_counter() - started)
         total += int(state["steps"])
     return total
 
@@ -89,13 +97,17 @@ async def agent(turns: int) -> int:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"[chain:{turns}] go"}]
     steps = 0
     while True:
+        started = time.perf_counter()
         reply = await model_step(messages)
+        timings["model"].append(time.perf_counter() - started)
         messages.append(reply)
         steps += 1
         calls = [b for b in reply["content"] if b["type"] == "tool_use"]
         if not calls:
             return steps
+        started = time.perf_counter()
         messages.append(await result_step(calls[0]["id"]))
+        timings["tool"].append(time.perf_counter() - started)
         steps += 1
 
 
@@ -104,6 +116,8 @@ async def agent_rounds(model_url: str, turns: int, count: int) -> list[float]:
     _client = anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=model_url)
     try:
         await agent(2)  # warm-up
+        timings["model"].clear()
+        timings["tool"].clear()
         walls = []
         for _ in range(count):
             wall = time.perf_counter()
@@ -116,6 +130,7 @@ async def agent_rounds(model_url: str, turns: int, count: int) -> list[float]:
 
 async def rounds(steps: int, count: int) -> tuple[list[float], list[float]]:
     await session(5)  # warm-up
+    timings["bare"].clear()
     walls, cpus = [], []
     for _ in range(count):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -127,7 +142,7 @@ async def rounds(steps: int, count: int) -> tuple[list[float], list[float]]:
 
 async def measure(args: argparse.Namespace) -> tuple[list[float], list[float], list[float]]:
     """The bare steps' wall and CPU times, then (with ``--model-url``) the agent loop's."""
-    walls, cpus = await rounds(args.steps, args.rounds)
+    walls, cpus = ([], []) if args.agent_only else await rounds(args.steps, args.rounds)
     agent_walls: list[float] = []
     if args.model_url:
         agent_walls = await agent_rounds(args.model_url, args.turns, args.rounds)
@@ -141,6 +156,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model-url", default=None, help="a Messages API for the agent loop")
     parser.add_argument("--turns", type=int, default=25)
+    parser.add_argument("--agent-only", action="store_true", help="skip the bare steps")
     args = parser.parse_args()
     config: DBOSConfig = {"name": "warroom-bench-peer", "system_database_url": args.database_url}
     DBOS(config=config)
@@ -149,16 +165,21 @@ def main() -> None:
         walls, cpus, agent_walls = asyncio.run(measure(args))
     finally:
         DBOS.destroy()
-    figures: dict[str, Any] = {
-        "step_p50_ms": round(statistics.median(walls) * 1000, 3),
-        "step_cpu_ms": round(statistics.median(cpus) * 1000, 3),
-        "steps": args.steps,
-        "rounds": args.rounds,
-    }
+    figures: dict[str, Any] = {"steps": args.steps, "rounds": args.rounds}
+    if walls:
+        figures["step_p50_ms"] = _ms(statistics.median(timings["bare"]))
+        figures["step_mean_ms"] = _ms(statistics.median(walls))
+        figures["step_cpu_ms"] = _ms(statistics.median(cpus))
     if agent_walls:
-        figures["agent_step_p50_ms"] = round(statistics.median(agent_walls) * 1000, 3)
+        figures["agent_model_step_p50_ms"] = _ms(statistics.median(timings["model"]))
+        figures["agent_tool_step_p50_ms"] = _ms(statistics.median(timings["tool"]))
+        figures["agent_step_mean_ms"] = _ms(statistics.median(agent_walls))
         figures["agent_turns"] = args.turns
     print(json.dumps(figures))
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 if __name__ == "__main__":

@@ -2,21 +2,35 @@
 
 For each session length N (default 10, 100, 1,000 and 3,000 steps) a session is opened
 on PostgreSQL already holding an N-step transcript (alternating ``TodoWrite`` calls and
-their results, as a long investigation leaves them), then one ``StepDriver`` (one
-worker, in this process) advances the sessions in turns, one step each per turn, so
-the machine's load hits every size alike: a few warm-up turns, then ``--steps``
-measured ones (half tool steps, half model steps). The model is an
-in-process ``Model`` that builds the real request body (``build_request`` with a
-``MessagesMemo``, as the Anthropic adapter does for every call) and answers at once with the next
-``TodoWrite`` call; only its answer is subtracted, the request building counts as
-overhead. Bytes are the payload handed to and returned by ``SessionStore`` (every
-string in the arguments of ``save``/``commit`` and in the ``Claim``), so the figure
-means the same before and after a change of storage. Prints one JSON line:
+their results, as a long investigation leaves them), twice: a *warm* session and a *cold*
+one. The sessions are advanced in turns, one step each per turn, so the machine's load
+hits every size and both kinds alike: a few warm-up turns, then ``--steps`` measured
+ones (half tool steps, half model steps).
 
-    sizes: {N: {overhead_mean_ms, model_step_p50_ms, tool_step_p50_ms,
-                written_bytes_per_step, read_bytes_per_step}}
-    overhead_ratio, written_ratio, read_ratio   the largest N against the smallest
-                                                (goals: overhead ≤ 1.5, written ≤ 2)
+- A warm session is always stepped by the same ``StepDriver`` (one worker, in this
+  process): each step finds its transcript in the worker's cache and its request's
+  history in the model's ``MessagesMemo``.
+- A cold session is stepped each time by a new ``StepDriver`` with an empty
+  ``TranscriptCache`` and a new model with an empty memo: what a step costs on a
+  process that did not run the session's previous step (``warroom worker`` runs two;
+  the carry-on window ends at the first real model call), reading the session from
+  the database.
+
+The model is an in-process ``Model`` that builds the real request body
+(``build_request`` with a ``MessagesMemo``, as the Anthropic adapter does for every
+call) and answers at once with the next ``TodoWrite`` call; only its answer is
+subtracted, the request building counts as overhead. Bytes are the payload handed to
+and returned by ``SessionStore`` (every string in the arguments of ``save``/``commit``
+and in the ``Claim``), so the figure means the same before and after a change of
+storage. Prints one JSON line:
+
+    warm, cold: {sizes: {N: {overhead_mean_ms, overhead_p50_ms, model_step_p50_ms,
+                             tool_step_p50_ms, written_bytes_per_step,
+                             read_bytes_per_step}},
+                 overhead_ratio, written_ratio, read_ratio}
+        the ratios: the largest N against the smallest (goals, on warm AND cold:
+        overhead ≤ 1.5, written ≤ 2)
+    goal, met, unmet, load_avg   (bench/goals.py)
 
     .venv/bin/python bench/growth.py [--sizes 10,100,1000,3000] [--steps 20]
         [--pg-admin-url URL]
@@ -41,7 +55,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
+from goals import verdict  # bench/ is on the path when run as a script
+
 from bot.durable.driver import StepDriver
+from bot.durable.transcripts import TranscriptCache
 from harness import (
     Checkpoint,
     Limits,
@@ -70,6 +87,13 @@ RESULT = (
 )
 CONTEXT = "You are helping with an incident in <#C0GROWTH>.\n" + "- /skills/x.md: a playbook\n" * 40
 WARM_UP_STEPS = 3
+GOALS = {
+    "warm.overhead_ratio": ("<=", 1.5),
+    "cold.overhead_ratio": ("<=", 1.5),
+    "warm.written_ratio": ("<=", 2.0),
+    "cold.written_ratio": ("<=", 2.0),
+}
+KINDS = ("warm", "cold")
 
 
 class RequestBuildingModel:
@@ -163,22 +187,27 @@ def transcript(steps: int) -> tuple[Message, ...]:
 
 
 class Bench:
-    """One driver (one worker) stepping one seeded session per size, in turns."""
+    """One warm driver (one worker) and, for each cold step, a new driver and model."""
 
     def __init__(self, db: Database, data_dir: Path) -> None:
+        self.db = db
         self.sessions = CountingStore(db)
         self.manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx")))
-        self.model = RequestBuildingModel()
         self.pending: dict[str, str] = {}
-        self.driver = StepDriver(
+        self.warm_model = RequestBuildingModel()
+        self.warm_driver = self._driver(self.warm_model, TranscriptCache())
+
+    def _driver(self, model: RequestBuildingModel, transcripts: TranscriptCache) -> StepDriver:
+        return StepDriver(
             sessions=self.sessions,
-            files=FileStore(db),
-            model=self.model,
+            files=FileStore(self.db),
+            model=model,
             workspaces=SandboxWorkspaces(self.manager),
             poster=QuietThread(),
             enqueue=self._enqueue,
             worker_id="bench:0:growth",
             limits=Limits(max_steps=10**6, max_session_tokens=10**12),
+            transcripts=transcripts,
         )
 
     async def _enqueue(self, session_id: str, token: str) -> None:
@@ -202,35 +231,52 @@ class Bench:
         self.pending[session_id] = opened.token
         return session_id
 
-    async def step(self, session_id: str) -> tuple[str, float, int, int]:
-        """One step: its kind, overhead (s), payload bytes written and read."""
-        answer_s, calls = self.model.answer_s, self.model.calls
+    async def step(self, session_id: str, *, cold: bool) -> tuple[str, float, int, int]:
+        """One step: its kind, overhead (s), payload bytes written and read.
+
+        ``cold``: on a new driver and model (empty transcript cache, empty memo)."""
+        if cold:
+            model = RequestBuildingModel()
+            driver = self._driver(model, TranscriptCache())
+        else:
+            model, driver = self.warm_model, self.warm_driver
+        answer_s, calls = model.answer_s, model.calls
         w0, r0 = CountingStore.written, CountingStore.read
         started = time.perf_counter()
-        await self.driver.run(session_id, self.pending.pop(session_id))
-        elapsed = time.perf_counter() - started - (self.model.answer_s - answer_s)
-        kind = "model" if self.model.calls > calls else "tool"
+        await driver.run(session_id, self.pending.pop(session_id))
+        elapsed = time.perf_counter() - started - (model.answer_s - answer_s)
+        kind = "model" if model.calls > calls else "tool"
         return kind, elapsed, CountingStore.written - w0, CountingStore.read - r0
 
 
 async def measure(url: str, sizes: list[int], steps: int) -> dict[str, Any]:
-    """Step the sessions of every size in turns (so load on the machine hits all alike)."""
+    """Step the sessions of every size and kind in turns (so load hits all alike)."""
+    runs = [(kind, n) for n in sizes for kind in KINDS]
     with tempfile.TemporaryDirectory(prefix="wr-growth-") as tmp:
         db = Database.from_url(url, data_dir=Path(tmp))
         try:
             await db.migrate()
             bench = Bench(db, Path(tmp))
-            ids = {n: await bench.open(n) for n in sizes}
-            samples: dict[int, list[tuple[str, float, int, int]]] = {n: [] for n in sizes}
+            ids = {run: await bench.open(run[1]) for run in runs}
+            samples: dict[tuple[str, int], list[tuple[str, float, int, int]]] = {
+                run: [] for run in runs
+            }
             for turn in range(WARM_UP_STEPS + steps):
-                for n in sizes:
-                    sample = await bench.step(ids[n])
+                for run in runs:
+                    sample = await bench.step(ids[run], cold=run[0] == "cold")
                     if turn >= WARM_UP_STEPS:
-                        samples[n].append(sample)
+                        samples[run].append(sample)
             await bench.manager.aclose()
         finally:
             await db.dispose()
-    results = {n: _figures(samples[n]) for n in sizes}
+    figures: dict[str, Any] = {
+        kind: _ratios({n: _figures(samples[kind, n]) for n in sizes}, sizes) for kind in KINDS
+    }
+    figures |= {"steps_measured": steps, "backend": "postgresql"}
+    return figures | verdict(figures, GOALS)
+
+
+def _ratios(results: dict[int, dict[str, float]], sizes: list[int]) -> dict[str, Any]:
     small, large = results[sizes[0]], results[sizes[-1]]
     return {
         "sizes": {str(n): r for n, r in results.items()},
@@ -239,8 +285,6 @@ async def measure(url: str, sizes: list[int], steps: int) -> dict[str, Any]:
             large["written_bytes_per_step"] / small["written_bytes_per_step"], 2
         ),
         "read_ratio": round(large["read_bytes_per_step"] / max(1, small["read_bytes_per_step"]), 2),
-        "steps_measured": steps,
-        "backend": "postgresql",
     }
 
 

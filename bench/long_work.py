@@ -43,6 +43,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
+from goals import verdict  # bench/ is on the path when run as a script
+
 from bot.durable.agents import child_session_id
 from bot.durable.background import BackgroundWatcher
 from bot.fakes.anthropic_api import Reply, ToolCall
@@ -61,6 +63,12 @@ from memory_store import (
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager
 from tests import pg_admin
 from tests.bot.durable_support import Fakes, Probe, Sender, WorkerPool, destroy_sandboxes
+
+GOALS = {
+    "notification_latency_p50_s": ("<=", 1.0),
+    "busy_worker_steps_while_waiting": ("==", 0),
+    "subagents_parallel_vs_sequential": ("<=", 0.5),
+}
 
 ORG, CHANNEL = "T0LONG", "C0LONG"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -294,7 +302,7 @@ def main() -> None:
     finally:
         for name in names:
             pg_admin.drop_database(args.pg_admin_url, name)
-    print(json.dumps(figures))
+    print(json.dumps(figures | verdict(figures, GOALS)))
 
 
 if __name__ == "__main__":

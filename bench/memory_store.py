@@ -6,10 +6,18 @@ Prints one JSON line:
                                      another Database until it returns the new version: time
                                      from the write call to that read's answer
     write_p50_ms, read_p50_ms        the two halves of that figure
+    floor_write_visible_p50_ms / _p99_ms
+                                     the floor, sample for sample alternating with the
+                                     above: raw asyncpg, one connection doing a conditional
+                                     ``UPDATE … WHERE version = $n RETURNING version`` of a
+                                     row holding the same content, another a ``SELECT`` of
+                                     it until it shows the new version
+    write_visible_vs_floor           the two p50s' ratio (goal ≤ 1.5)
     contended_edits_per_s            N writers (default 20), each making M edits (default 25)
                                      to its own lines of one shared file, all at once
     lost_updates                     edits missing from the final content, plus missing
-                                     revisions (must be 0)
+                                     revisions (goal 0)
+    goal, met, unmet, load_avg       (bench/goals.py)
 
     .venv/bin/python bench/memory_store.py [--samples 500] [--writers 20] [--edits 25]
                                            [--pg-admin-url URL]
@@ -28,6 +36,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 # This file is named like the package it measures: put the repository root first on the
@@ -35,15 +44,54 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
+from goals import verdict  # bench/ is on the path when run as a script
 
 from memory_store import Database, FileStore, Namespace, Origin, Scope
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 WARMUP = 30
+GOALS = {"write_visible_vs_floor": ("<=", 1.5), "lost_updates": ("==", 0)}
+FLOOR_TABLE = """
+CREATE TABLE bench_floor (path text PRIMARY KEY, content text NOT NULL, version int NOT NULL)
+"""
+FLOOR_WRITE = (
+    "UPDATE bench_floor SET content = $1, version = version + 1 "
+    "WHERE path = $2 AND version = $3 RETURNING version"
+)
+FLOOR_READ = "SELECT version, content FROM bench_floor WHERE path = $1"
+
+
+class Floor:
+    """The same write → visible round as ``write_visible``, on two raw asyncpg connections."""
+
+    def __init__(self, writer: asyncpg.Connection, reader: asyncpg.Connection) -> None:
+        self.writer, self.reader, self.version = writer, reader, 0
+
+    @classmethod
+    async def connect(cls, url: str) -> Floor:
+        writer, reader = await asyncpg.connect(url), await asyncpg.connect(url)
+        await writer.execute(FLOOR_TABLE)
+        await writer.execute("INSERT INTO bench_floor VALUES ('/v.md', 'start', 0)")
+        return cls(writer, reader)
+
+    async def sample(self, content: str) -> float:
+        """One write, then reads until it shows: seconds."""
+        start = time.perf_counter()
+        self.version = await self.writer.fetchval(FLOOR_WRITE, content, "/v.md", self.version)
+        while (await self.reader.fetchrow(FLOOR_READ, "/v.md"))["version"] != self.version:
+            pass  # never expected, as above
+        return time.perf_counter() - start
+
+    async def close(self) -> None:
+        await self.writer.close()
+        await self.reader.close()
 
 
 async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, float]:
-    """Latency from a committed write on one pool to a read that sees it on another."""
+    """Latency from a committed write on one pool to a read that sees it on another, and
+    the floor's, sample for sample (so the machine's load hits both alike)."""
+    floor = await Floor.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    floors: list[float] = []
     writer_db = Database.from_url(url, data_dir=data_dir)
     reader_db = Database.from_url(url, data_dir=data_dir)
     writer, reader = FileStore(writer_db), FileStore(reader_db)
@@ -63,18 +111,24 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
             while (await reader.read(ns, "/v.md")).version != version:
                 pass  # never expected: a committed write is visible to the next statement
             seen = time.perf_counter()
+            floor_s = await floor.sample(f"sample {i}\n")
             if i >= WARMUP:
+                floors.append(floor_s * 1000)
                 total.append((seen - start) * 1000)
                 writes.append((committed - start) * 1000)
                 reads.append((seen - committed) * 1000)
     finally:
         await writer_db.dispose()
         await reader_db.dispose()
+        await floor.close()
     return {
         "write_visible_p50_ms": round(statistics.median(total), 3),
         "write_visible_p99_ms": round(statistics.quantiles(total, n=100)[98], 3),
         "write_p50_ms": round(statistics.median(writes), 3),
         "read_p50_ms": round(statistics.median(reads), 3),
+        "floor_write_visible_p50_ms": round(statistics.median(floors), 3),
+        "floor_write_visible_p99_ms": round(statistics.quantiles(floors, n=100)[98], 3),
+        "write_visible_vs_floor": round(statistics.median(total) / statistics.median(floors), 2),
     }
 
 
@@ -113,7 +167,7 @@ async def contended_edits(url: str, data_dir: Path, writers: int, edits: int) ->
     }
 
 
-async def main(args: argparse.Namespace) -> dict[str, float]:
+async def main(args: argparse.Namespace) -> dict[str, Any]:
     name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(args.pg_admin_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
@@ -128,7 +182,7 @@ async def main(args: argparse.Namespace) -> dict[str, float]:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
-    return figures
+    return figures | verdict(figures, GOALS)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ Prints one JSON line:
     complete_ms_p50/p95   end-to-end ``complete`` latency for a ~1 KiB streamed text reply
     tool_call_ms_p50      same, for a tool_use reply with its input in partial JSON chunks
     retry_overhead_ms     extra latency of one 529 + retry (backoff sleep excluded)
+
+No goal is set for these figures yet: ``goal`` is empty, ``met`` null (``bench/goals.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from goals import verdict  # bench/ is on the path when run as a script
 
 from harness import (
     DEFAULT_MODEL,
@@ -115,7 +119,7 @@ def main() -> None:
         "prefix_reuse": round(reuse, 3),
         **asyncio.run(bench_calls()),
     }
-    print(json.dumps(figures))
+    print(json.dumps(figures | verdict(figures, {})))  # no goal set yet: met is null
 
 
 if __name__ == "__main__":

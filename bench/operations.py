@@ -7,6 +7,8 @@ Run: ``.venv/bin/python bench/operations.py``. Prints one JSON line:
                              median of 3 (process start included)
     chat_turn_s              ``warroom chat``: start, one message answered by the fake
                              Messages API, exit — wall time, median of 3
+
+No goal is set for these figures yet: ``goal`` is empty, ``met`` null (``bench/goals.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from goals import verdict  # bench/ is on the path when run as a script
 from prometheus_client import CollectorRegistry
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Reply
@@ -112,7 +115,7 @@ def main() -> None:
             "doctor_quick_s": _median_s(doctor),
             "chat_turn_s": asyncio.run(_chat_turn_s(data_dir)),
         }
-    print(json.dumps(figures))
+    print(json.dumps(figures | verdict(figures, {})))  # no goal set yet: met is null
 
 
 if __name__ == "__main__":

@@ -37,11 +37,20 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
 
 import asyncpg
+from goals import verdict  # bench/ is on the path when run as a script
 
 from harness import Checkpoint, ReadRecord, Requester, ToolContext, change_notices, run_tool
 from harness.loop.turn import build_user_message
 from harness.model.messages import Message, TextBlock
 from memory_store import Database, FileStore, Limits, Namespace, Origin, Scope, SessionStore
+
+GOALS = {
+    "first_message_bytes": ("<=", 32 * 1024),
+    "notice_p50_ms": ("<=", 5.0),
+    "glob_ratio": ("<=", 2.0),
+    "grep_ratio": ("<=", 2.0),
+    "sweep_ms": ("<=", 10.0),
+}
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 SEARCH_FILES = 10_000
@@ -244,4 +253,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--pg-admin-url", default=DEFAULT_ADMIN_URL)
-    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+    figures = asyncio.run(main(parser.parse_args()))
+    print(json.dumps(figures | verdict(figures, GOALS)))

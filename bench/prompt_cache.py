@@ -34,11 +34,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from goals import verdict  # bench/ is on the path when run as a script
+
 from harness import Inbound, ModelResponded, SandboxWorkspaces
 from memory_store import FileStore, Namespace, Origin, Scope
 from sandbox_client import LocalConfig, LocalProvider, SandboxManager
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, ToolCall
 from tests.harness.step_support import CHANNEL, ORG, open_kit, prefix_stable
+
+GOALS = {"cache_hit_fraction": (">=", 0.9), "prefix_stable_fraction": (">=", 0.95)}
 
 MEMORY = Namespace(ORG, Scope.MEMORY)
 INCIDENT = Namespace(ORG, Scope.INCIDENT, CHANNEL)
@@ -127,20 +131,17 @@ async def main() -> None:
             later = [e.usage for e in run.of_kind(ModelResponded)][2:]
             read = sum(u.cache_read_input_tokens for u in later)
             prompt = sum(u.prompt_tokens() for u in later)
-        print(
-            json.dumps(
-                {
-                    "cache_hit_fraction": round(read / prompt, 4),
-                    "prefix_stable_fraction": round(stable / len(pairs), 4),
-                    "requests": len(requests),
-                    "parallel_calls": PARALLEL,
-                    "cache_read_tokens": usage.cache_read_input_tokens,
-                    "cache_write_tokens": usage.cache_creation_input_tokens,
-                    "uncached_tokens": usage.input_tokens,
-                    "refused_requests": len(fake.refusals),
-                }
-            )
-        )
+        figures = {
+            "cache_hit_fraction": round(read / prompt, 4),
+            "prefix_stable_fraction": round(stable / len(pairs), 4),
+            "requests": len(requests),
+            "parallel_calls": PARALLEL,
+            "cache_read_tokens": usage.cache_read_input_tokens,
+            "cache_write_tokens": usage.cache_creation_input_tokens,
+            "uncached_tokens": usage.input_tokens,
+            "refused_requests": len(fake.refusals),
+        }
+        print(json.dumps(figures | verdict(figures, GOALS)))
     finally:
         await manager.aclose()
         await provider.destroy_all()

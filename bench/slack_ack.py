@@ -21,11 +21,22 @@ by the ``<channel>:<ts>`` dedupe). The clock runs from just before the request i
     rate_per_s, duration_s, backend      the load and the store
     sessions_woken                       wake-ups the server enqueued (one per new session
                                          here: no worker runs), a check that the work was done
+    cpu_ms_per_event                     the server process's CPU time (user + system, from
+                                         /proc/<pid>/stat, all its threads) from the end of
+                                         the warm-up request to the last answer, per event
 
 With ``--postgres`` the same load also runs against the peer (``slack_ack_peer.py``: bare
 bolt plus raw asyncpg doing the same three writes before the ack), in ``--rounds``
 alternating rounds of ``--duration-s`` each, each on a fresh database; ``peer`` holds its
-figures and ``p99_vs_peer`` the ratio of the two p99s.
+figures, and:
+
+    rounds_p99                           per round: both p99s and their ratio (a p99 pooled
+                                         over rounds would let a quiet round hide a loaded one)
+    p99_vs_peer                          the median over rounds of that ratio (goal ≤ 1.5)
+    cpu_per_event_vs_peer                CPU per event against the peer's, over all rounds
+                                         (goal ≤ 1.2)
+
+and, as every bench, ``goal``, ``met``, ``unmet`` and ``load_avg`` (``bench/goals.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -50,6 +62,7 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from goals import verdict  # bench/ is on the path when run as a script
 from slack_ack_peer import serve_peer  # bench/ is on the path when run as a script
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -67,6 +80,18 @@ SECRET = "bench-signing-secret"
 SLACK_ACK_DEADLINE_MS = 3000  # Slack: an event not acked within 3 s is retried
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL = "C0BENCH"
+GOALS_SQLITE: dict[str, tuple[str, float]] = {"unacked": ("==", 0)}
+GOALS = GOALS_SQLITE | {"p99_vs_peer": ("<=", 1.5), "cpu_per_event_vs_peer": ("<=", 1.2)}
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used so far.
+
+    Linux ``proc(5)``: fields 14 and 15 of ``/proc/<pid>/stat``, in clock ticks."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, field 3 on
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
 
 
 # ----- the server (child process) ----------------------------------------------------
@@ -200,11 +225,15 @@ async def one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> floa
     return elapsed_ms if response.status_code == 200 else None
 
 
-async def load(url: str, *, rate: float, duration_s: float) -> list[float | None]:
+async def load(
+    url: str, *, rate: float, duration_s: float, server_pid: int
+) -> tuple[list[float | None], float]:
+    """Send the events; returns their ack times (None: failed) and the server's CPU-s."""
     traffic = Traffic()
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with httpx.AsyncClient(timeout=10.0, limits=limits) as client:
         await one(client, url, traffic.next_body())  # warm-up: bolt's auth.test, connections
+        cpu_before_s = cpu_s(server_pid)
         count = int(rate * duration_s)
         begin = time.perf_counter()
         tasks = []
@@ -213,7 +242,8 @@ async def load(url: str, *, rate: float, duration_s: float) -> list[float | None
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
             tasks.append(asyncio.create_task(one(client, url, traffic.next_body())))
-        return list(await asyncio.gather(*tasks))
+        results = list(await asyncio.gather(*tasks))
+        return results, cpu_s(server_pid) - cpu_before_s
 
 
 def main() -> None:
@@ -230,8 +260,9 @@ def main() -> None:
         asyncio.run(serve(args.database_url, peer=args.peer))
         return
     if args.postgres is None:
-        results, wakes = measure(None, args)
-        print(json.dumps({**figures(results, args), "sessions_woken": wakes}))
+        results, wakes, cpu = measure(None, args)
+        ours = {**figures(results, args, cpu), "sessions_woken": wakes}
+        print(json.dumps(ours | verdict(ours, GOALS_SQLITE)))
         return
     print(json.dumps(with_peer(args)))
 
@@ -239,39 +270,49 @@ def main() -> None:
 def with_peer(args: argparse.Namespace) -> dict[str, Any]:
     """Warroom and the peer on PostgreSQL, in alternating rounds (fresh databases each)."""
     runs: dict[str, list[float | None]] = {"warroom": [], "peer": []}
+    cpu = {"warroom": 0.0, "peer": 0.0}
+    rounds = []
     wakes = 0
     for _ in range(args.rounds):
+        p99s = {}
         for who in runs:
             name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
             pg_admin.create_database(args.postgres, name)
             try:
                 url = urlunsplit(urlsplit(args.postgres)._replace(path=f"/{name}"))
-                results, woken = measure(url, args, peer=who == "peer")
+                results, woken, used_s = measure(url, args, peer=who == "peer")
             finally:
                 pg_admin.drop_database(args.postgres, name)
             runs[who] += results
+            cpu[who] += used_s
+            p99s[who] = figures(results, args, used_s)["ack_p99_ms"]
             wakes += woken if who == "warroom" else 0
-    ours, peer = figures(runs["warroom"], args), figures(runs["peer"], args)
-    ratio = (
-        ours["ack_p99_ms"] / peer["ack_p99_ms"]
-        if ours["ack_p99_ms"] and peer["ack_p99_ms"]
-        else None
-    )
-    return {
+        ratio = p99s["warroom"] / p99s["peer"] if p99s["warroom"] and p99s["peer"] else None
+        rounds.append(p99s | {"ratio": round(ratio, 2) if ratio else None})
+    ours = figures(runs["warroom"], args, cpu["warroom"])
+    peer = figures(runs["peer"], args, cpu["peer"])
+    ratios = [r["ratio"] for r in rounds if r["ratio"] is not None]
+    results = {
         **ours,
         "sessions_woken": wakes,
         "rounds": args.rounds,
         "peer": peer,
-        "p99_vs_peer": round(ratio, 2) if ratio else None,
+        "rounds_p99": rounds,
+        "p99_vs_peer": round(statistics.median(ratios), 2) if len(ratios) == len(rounds) else None,
+        "cpu_per_event_vs_peer": round(ours["cpu_ms_per_event"] / peer["cpu_ms_per_event"], 2)
+        if peer["cpu_ms_per_event"]
+        else None,
     }
+    return results | verdict(results, GOALS)
 
 
 def measure(
     database_url: str | None, args: argparse.Namespace, *, peer: bool = False
-) -> tuple[list[float | None], int]:
+) -> tuple[list[float | None], int, float]:
     """Start the server child on ``database_url``, run the load, stop the child.
 
-    Returns the ack times (None: failed) and how many wake-ups the server enqueued.
+    Returns the ack times (None: failed), how many wake-ups the server enqueued and the
+    CPU seconds the server used under the load.
     """
     command = [sys.executable, __file__, "--serve"]
     if database_url:
@@ -283,17 +324,19 @@ def measure(
         assert server.stdout is not None
         port = int(server.stdout.readline())
         url = f"http://127.0.0.1:{port}/slack/events"
-        results = asyncio.run(load(url, rate=args.rate, duration_s=args.duration_s))
+        results, used_s = asyncio.run(
+            load(url, rate=args.rate, duration_s=args.duration_s, server_pid=server.pid)
+        )
     finally:
         with contextlib.suppress(BrokenPipeError):
             assert server.stdin is not None
             server.stdin.close()
         wakes = server.stdout.readline() if server.stdout is not None else ""
         server.wait(timeout=60)
-    return results, int(wakes or 0)
+    return results, int(wakes or 0), used_s
 
 
-def figures(results: list[float | None], args: argparse.Namespace) -> dict[str, Any]:
+def figures(results: list[float | None], args: argparse.Namespace, used_s: float) -> dict[str, Any]:
     times = sorted(t for t in results if t is not None)
     late = sum(1 for t in times if t > SLACK_ACK_DEADLINE_MS)
     return {
@@ -308,6 +351,7 @@ def figures(results: list[float | None], args: argparse.Namespace) -> dict[str, 
         "rate_per_s": args.rate,
         "duration_s": args.duration_s,
         "backend": "postgresql" if args.postgres else "sqlite",
+        "cpu_ms_per_event": round(used_s * 1000 / len(results), 3) if results else None,
     }
 
 

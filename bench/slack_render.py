@@ -8,6 +8,8 @@ Run: ``.venv/bin/python bench/slack_render.py``. Prints one JSON line:
                                on SQLite and the local fake Slack Web API
     recover_ms_p50             the same post after a crash, found by metadata (200-message thread)
     status_updates_for_100     chat.update calls made for a burst of 100 status states (coalesced)
+
+No goal is set for these figures yet: ``goal`` is empty, ``met`` null (``bench/goals.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from goals import verdict  # bench/ is on the path when run as a script
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.poster import SlackPoster, Thread
@@ -128,7 +131,7 @@ def main() -> None:
         "status_2000_todos_blocks": len(render_status(Progress("s", "step", todos)).blocks),
     }
     figures.update(asyncio.run(posting_figures()))
-    print(json.dumps(figures))
+    print(json.dumps(figures | verdict(figures, {})))  # no goal set yet: met is null
 
 
 if __name__ == "__main__":

@@ -34,8 +34,10 @@ from urllib.parse import urlsplit, urlunsplit
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
+sys.path.append(str(_HERE))  # last, for bench/goals.py alone
 
 import asyncpg  # noqa: E402
+from goals import verdict  # noqa: E402
 
 from harness import (  # noqa: E402
     Answered,
@@ -228,4 +230,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--pg-admin-url", default=DEFAULT_ADMIN_URL)
-    print(json.dumps({"backend": "postgresql"} | asyncio.run(main(parser.parse_args()))))
+    figures = {"backend": "postgresql"} | asyncio.run(main(parser.parse_args()))
+    print(json.dumps(figures | verdict(figures, {"timeline_p50_ms": ("<=", 200.0)})))

@@ -10,6 +10,14 @@ Prints one JSON line:
     glob_ms              Glob `**/*.md` over the same 200 files
     notices_ms_quiet     change notices for 50 read files, none changed (one query)
     notices_ms_5_changed same, 5 of them changed by another session (diffs built)
+    rg_ms, rg_all_lines_ms, rg_files_ms
+                         the floors: ``rg -n`` with the same patterns and ``rg --files``
+                         over the same 200 files written to a temporary directory, timed
+                         right after their tool (process start included, as a Bash call
+                         would pay it)
+    grep_vs_rg, grep_all_lines_vs_rg, glob_vs_rg
+                         the tools against their floors (goal ≤ 2 each: on par with ``rg``)
+    goal, met, unmet, load_avg   (bench/goals.py)
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +33,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from goals import verdict  # bench/ is on the path when run as a script
 
 from harness import (
     Checkpoint,
@@ -39,6 +50,7 @@ from memory_store import Database, FileStore, Namespace, Origin, Scope
 ORG = "T-BENCH"
 MEMORY = Namespace(ORG, Scope.MEMORY)
 ROUNDS = 40
+GOALS = {"grep_vs_rg": ("<=", 2.0), "grep_all_lines_vs_rg": ("<=", 2.0), "glob_vs_rg": ("<=", 2.0)}
 
 
 class NoSandbox:
@@ -86,16 +98,30 @@ async def main() -> None:
         await db.migrate()
         store = FileStore(db)
         try:
-            print(json.dumps(await measure(store)))
+            figures = await measure(store, Path(tmp) / "tree")
+            print(json.dumps(figures | verdict(figures, GOALS)))
         finally:
             await db.dispose()
 
 
-async def measure(store: FileStore) -> dict[str, float]:
+async def rg_ms(arguments: list[str], rounds: int) -> list[float]:
+    """``rg`` run ``rounds`` times (off the event loop): milliseconds each."""
+
+    def once(_: int) -> float:
+        start = time.perf_counter()
+        subprocess.run(["rg", *arguments], check=False, capture_output=True)
+        return (time.perf_counter() - start) * 1000
+
+    return [await asyncio.to_thread(once, i) for i in range(rounds)]
+
+
+async def measure(store: FileStore, tree: Path) -> dict[str, float]:
     human = Origin("U1")
     body = "".join(f"line {i}: some runbook text about pools and caches\n" for i in range(200))
+    (tree / "notes").mkdir(parents=True)
     for i in range(200):
         await store.write(MEMORY, f"/notes/n{i:03}.md", body, human, expected_version=None)
+        (tree / "notes" / f"n{i:03}.md").write_text(body)
     state: dict[str, ReadRecord] = {}
 
     async def read(i: int) -> None:
@@ -133,6 +159,7 @@ async def measure(store: FileStore) -> dict[str, float]:
         ),
         10,
     )
+    rg = await rg_ms(["-n", "line 1[0-9]?:", str(tree)], 10)
     grep_all = await timed(
         lambda i: run_tool(
             "Grep",
@@ -141,12 +168,14 @@ async def measure(store: FileStore) -> dict[str, float]:
         ),
         5,
     )
+    rg_all = await rg_ms(["-n", "pools", str(tree)], 5)
     glob = await timed(
         lambda i: run_tool(
             "Glob", {"pattern": "**/*.md", "path": "/memory"}, context(store, i, state)
         ),
         10,
     )
+    rg_files = await rg_ms(["--files", "-g", "*.md", str(tree)], 10)
     seen = {f"/memory/notes/n{i:03}.md": ReadRecord(1, True, 1) for i in range(10, 60)}
     checkpoint = Checkpoint("s-bench", ORG, "C1", Requester("U1"), read_state=seen)
     quiet = await timed(lambda i: change_notices(store, checkpoint), 10)
@@ -164,6 +193,12 @@ async def measure(store: FileStore) -> dict[str, float]:
         "glob_ms": round(statistics.median(glob), 3),
         "notices_ms_quiet": round(statistics.median(quiet), 3),
         "notices_ms_5_changed": round(statistics.median(changed), 3),
+        "rg_ms": round(statistics.median(rg), 3),
+        "rg_all_lines_ms": round(statistics.median(rg_all), 3),
+        "rg_files_ms": round(statistics.median(rg_files), 3),
+        "grep_vs_rg": round(statistics.median(grep) / statistics.median(rg), 2),
+        "grep_all_lines_vs_rg": round(statistics.median(grep_all) / statistics.median(rg_all), 2),
+        "glob_vs_rg": round(statistics.median(glob) / statistics.median(rg_files), 2),
     }
 
 

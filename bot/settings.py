@@ -24,7 +24,12 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from redis.connection import parse_url
 
-from harness import DEFAULT_MAX_TOKENS, DEFAULT_MODEL
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""``harness.DEFAULT_MODEL``, spelled here so that reading the settings does not import the
+harness (3 CPU-s: the container health check, ``warroom doctor --quick``, reads them every
+30 s); a test keeps the two equal."""
+DEFAULT_MAX_TOKENS = 32_000
+"""``harness.DEFAULT_MAX_TOKENS``, for the same reason."""
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 

@@ -10,7 +10,9 @@ Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models
 of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
 ``WARROOM_MCP_CONFIG``).
 ``quick`` runs only the data directory, database and Redis checks: cheap enough for
-a container health check, and as true of a worker's container as of the bot's.
+a container health check, and as true of a worker's container as of the bot's. So this
+module imports at its top only what those need; the other checks import theirs (the
+harness, the sandbox client, Slack, MCP) when they run.
 """
 
 from __future__ import annotations
@@ -23,22 +25,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import aiohttp
-import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.cli.credentials import missing_for_serve
-from bot.durable.wiring import jail_limits, make_provider, make_slack_client
-from bot.egress import describe_rule, load_rules
-from bot.errors import SlackCallFailed, SlackUnreachable, slack_call
-from bot.mcp_servers import open_mcp_servers
 from bot.settings import MissingSetting, Settings
-from harness import DEFAULT_BASE_URL, DEFAULT_MODEL, McpConfigError, ServerState, current_models
 from memory_store import Database, DatabaseUnavailable
-from sandbox_client import LocalConfig, LocalProvider, SandboxError, landlock_abi
-from sandbox_client.gateway import MissingSecret, RulesError, prepare
+
+if TYPE_CHECKING:
+    import httpx
+
+    from bot.errors import SlackCallFailed
 
 __all__ = ["Check", "CheckResult", "Status", "failed", "render", "run_checks"]
 
@@ -144,6 +143,8 @@ async def check_redis(settings: Settings) -> CheckResult:
 
 async def check_sandbox(settings: Settings) -> CheckResult:
     """A sandbox can be provisioned, runs ``true``, and is destroyed."""
+    from sandbox_client import SandboxError
+
     kind = settings.sandbox_provider
     if kind == "local" and shutil.which("bwrap") is None:
         return CheckResult(
@@ -167,6 +168,9 @@ async def check_sandbox(settings: Settings) -> CheckResult:
 
 async def check_sandbox_limits(settings: Settings) -> CheckResult:
     """Which sandbox limits this host can enforce (local sandboxes), and how."""
+    from bot.durable.wiring import jail_limits
+    from sandbox_client import LocalConfig, LocalProvider, SandboxError
+
     if settings.sandbox_provider != "local":
         return CheckResult("limits", Status.SKIPPED, "Blaxel sets its sandboxes' limits")
     try:
@@ -198,6 +202,9 @@ _LIMITS_FIX = (
 
 async def check_slack(settings: Settings) -> CheckResult:
     """The bot token works (``auth.test``); skipped when it is not set."""
+    from bot.durable.wiring import make_slack_client
+    from bot.errors import SlackCallFailed, slack_call
+
     if settings.slack_bot_token is None:
         return CheckResult("slack", Status.SKIPPED, "SLACK_BOT_TOKEN not set")
     client = make_slack_client(settings)
@@ -220,8 +227,10 @@ async def check_socket_mode(settings: Settings) -> CheckResult:
     the WebSocket until Slack's ``hello``; skipped in HTTP mode or without the token."""
     if settings.slack_mode != "socket" or settings.slack_app_token is None:
         return CheckResult("socket", Status.SKIPPED, "not in Socket Mode, or no SLACK_APP_TOKEN")
+    import aiohttp
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from bot.errors import SlackCallFailed
     from bot.slack.modes import AppTokenRefused, open_connection
 
     client = AsyncWebClient(base_url=settings.slack_api_url)
@@ -246,6 +255,8 @@ async def _await_hello(url: str) -> None:
     Raises:
         aiohttp.ClientError: no connection; ValueError: the first message was not hello.
     """
+    import aiohttp
+
     async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
         message = await ws.receive_json()
         if message.get("type") != "hello":
@@ -253,6 +264,8 @@ async def _await_hello(url: str) -> None:
 
 
 def _slack_failure(exc: SlackCallFailed) -> str:
+    from bot.errors import SlackUnreachable
+
     if isinstance(exc, SlackUnreachable):
         return "Slack could not be reached"
     return exc.error
@@ -262,6 +275,10 @@ async def check_anthropic(settings: Settings) -> CheckResult:
     """The key works and the API serves ``WARROOM_MODEL`` (``GET /v1/models/{id}``, SDK
     ``ModelInfo``): a problem when the model is absent, deprecated or retired. Skipped
     without a key."""
+    import httpx
+
+    from harness import DEFAULT_BASE_URL
+
     if settings.anthropic_api_key is None:
         return CheckResult("anthropic", Status.SKIPPED, "ANTHROPIC_API_KEY not set")
     base = (settings.anthropic_base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -290,11 +307,15 @@ async def check_anthropic(settings: Settings) -> CheckResult:
 
 
 def _model_fix() -> str:
+    from harness import DEFAULT_MODEL, current_models
+
     current = ", ".join(current_models()[:3])
     return f"set WARROOM_MODEL to a current model, e.g. {DEFAULT_MODEL} (current: {current}, …)"
 
 
 async def _run_true(settings: Settings) -> int | None:
+    from bot.durable.wiring import make_provider
+
     provider = make_provider(settings)
     try:
         handle = await provider.provision(f"doctor-{uuid.uuid4().hex[:12]}")
@@ -324,6 +345,10 @@ def _anthropic_refusal(base: str, response: httpx.Response) -> CheckResult:
 async def check_egress(settings: Settings) -> CheckResult:
     """The egress rules parse, every secret they name exists (never shown), no rule sends its
     secret over plain http (a warning), and the network policy is not the host's."""
+    from bot.egress import describe_rule, load_rules
+    from sandbox_client import landlock_abi
+    from sandbox_client.gateway import MissingSecret, RulesError, prepare
+
     if settings.sandbox_network == "host":
         return CheckResult(
             "egress",
@@ -372,6 +397,8 @@ async def check_mcp(settings: Settings) -> CheckResult:
     """Every MCP server starts and lists its tools; a down one is named with its reason
     (a warning: the others serve on); skipped without ``WARROOM_MCP_CONFIG``."""
     from bot.cli.mcp import describe_states
+    from bot.mcp_servers import open_mcp_servers
+    from harness import McpConfigError, ServerState
 
     try:
         servers = await open_mcp_servers(settings, start_timeout_s=CHECK_TIMEOUT_S / 2)
