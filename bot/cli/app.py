@@ -24,6 +24,7 @@ from bot.cli.memory import memory_app
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from bot.cli.preflight import Role
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
     from memory_store import FileStore
@@ -67,7 +68,7 @@ def serve() -> None:
     settings = _settings()
     if missing := missing_for_serve(settings):
         _fail("\n".join([*(str(m) for m in missing), "", SLACK_HELP]), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings, "bot" if settings.redis_url else "steps")
     setup_logging()
     _run(lambda: run_serve(settings))
 
@@ -93,7 +94,7 @@ def worker(
         )
     if missing := missing_for_worker(settings):
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings)
     threads = threads or settings.worker_threads
     _run(lambda: exec_worker(settings, processes=processes, threads=threads))
 
@@ -107,6 +108,8 @@ def gateway() -> None:
     from bot.logs import setup_logging
 
     settings = _settings()
+    if settings.egress_rules is not None:  # without rules run_gateway says what to set
+        _preflight(settings, "gateway")
     setup_logging()
 
     async def serve() -> None:
@@ -157,7 +160,7 @@ def chat(
     settings = _settings()
     if missing := missing_for_chat(settings):
         _fail(str(missing[0]), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings)
     if verbose:
         setup_logging("WARNING")
     else:
@@ -476,13 +479,17 @@ def _run(work: Callable[[], T]) -> T:
         raise
 
 
-def _check_approval_policy(settings: Settings) -> None:
-    """Read the org's approval policy now, so a malformed one stops start-up naming the
-    problem (the workers read it again when they open)."""
-    from bot.durable.wiring import approval_policies
+def _preflight(settings: Settings, role: Role = "steps") -> None:
+    """Read the files every step depends on now (egress rules and their secrets, MCP
+    configuration, approval policy, prices), so a wrong one stops start-up with exit 2
+    naming each problem, instead of failing every step later (``bot.cli.preflight``)."""
+    from bot.cli.preflight import problems
 
-    if settings.approvals and settings.approval_policy is not None:
-        _run(lambda: approval_policies(settings))
+    if found := problems(settings, role):
+        lines = "\n  ".join(str(p) for p in found)
+        _fail(
+            f"invalid configuration:\n  {lines}\nRun `warroom doctor` for the rest.", CONFIG_ERROR
+        )
 
 
 def _explain(exc: Exception) -> None:
