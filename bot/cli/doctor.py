@@ -365,10 +365,16 @@ async def check_mcp(settings: Settings) -> CheckResult:
     try:
         detail = "; ".join(describe_states(servers))
         down = [n for n, (s, _) in servers.states().items() if s is not ServerState.UP]
+        unknown = servers.unknown_in_policy()
     finally:
         await servers.aclose()
     if down:
         fix = f"check {', '.join(down)}: the command or URL, and the variables it needs"
+        return CheckResult("mcp", Status.WARNING, detail, fix)
+    if unknown:
+        named = "; ".join(f"{s} has no {', '.join(map(repr, t))}" for s, t in unknown.items())
+        detail += f"; warroom.tools names tools a server does not have ({named})"
+        fix = "correct those names in WARROOM_MCP_CONFIG (`warroom mcp list` shows each tool)"
         return CheckResult("mcp", Status.WARNING, detail, fix)
     return CheckResult("mcp", Status.OK, detail)
 
