@@ -199,6 +199,7 @@ def skills_import(
     org: OrgOption = None,
 ) -> None:
     """Import skill folders into the org's /skills (SKILL.md is validated first)."""
+    from bot.cli.skill_folders import ASSET, ASSETS_NOTE
     from bot.cli.skills_io import import_skills
 
     settings = _settings()
@@ -208,6 +209,8 @@ def skills_import(
     typer.echo(f"org {org_id}:")
     for report in reports:
         typer.echo(_describe(report, "imported"))
+    if any(why.endswith(ASSET) for report in reports for _, why in report.skipped):
+        typer.echo(ASSETS_NOTE)
     if not any(r.written or r.unchanged or r.problems for r in reports):
         typer.echo(f"no skill folders (<name>/SKILL.md) found in {directory}")
     if not all(r.ok for r in reports):
