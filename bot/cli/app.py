@@ -301,11 +301,13 @@ def fake_anthropic(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
 ) -> None:
     """Serve a fake Anthropic Messages API, so `warroom chat` runs without a real key."""
-    from bot.fakes.anthropic_api import FakeAnthropicAPI
-    from bot.fakes.anthropic_script import ScriptError, echo_reply, script_from_json
+    from bot.fakes.anthropic_api import FakeAnthropicAPI, Script
+    from bot.fakes.anthropic_script import ScriptError, ScriptPlayer, echo_reply, script_from_json
 
+    replies: Script = echo_reply
     try:
-        replies = script_from_json(script.read_text()) if script is not None else echo_reply
+        if script is not None:
+            replies = ScriptPlayer(script_from_json(_utf8(script)), say=typer.echo)
     except (OSError, ScriptError) as exc:
         _fail(f"cannot use the script {script}: {exc}", CONFIG_ERROR)
 
@@ -449,6 +451,26 @@ def _problems(error: ValidationError) -> list[str]:
         shown = "" if secret or not isinstance(e["input"], str) else f"={e['input']}"
         lines.append(f"{name}{shown}: {e['msg'].removeprefix('Value error, ')}")
     return lines
+
+
+def _utf8(path: Path) -> str:
+    """``path``'s text; a file that is not UTF-8 is a ``ScriptError`` naming the bad byte.
+
+    Raises:
+        OSError: the file cannot be read.
+        ScriptError: it is not UTF-8 (JSON text is, RFC 8259 §8.1).
+    """
+    from bot.fakes.anthropic_script import ScriptError
+
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScriptError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start});"
+            " save the file as UTF-8"
+        ) from None
 
 
 def _lenient(stream: TextIO) -> TextIO:
