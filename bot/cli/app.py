@@ -337,7 +337,7 @@ def fake_slack(
 ) -> None:
     """Serve a fake Slack Web API, so `warroom serve` runs in HTTP mode without Slack."""
     from bot.cli.chat import stdin_lines
-    from bot.cli.fake_slack import deliver_lines, exports, watch_channel
+    from bot.cli.fake_slack import LINES, deliver_lines, exports, watch_channel
     from bot.fakes.slack_api import FakeSlackApi
 
     async def run() -> None:
@@ -349,7 +349,7 @@ def fake_slack(
             if events_url is None:
                 await _until_signal()
                 return
-            typer.echo(f"type a message: the first @mentions the bot at {events_url}")
+            typer.echo(f"the app's Request URL: {events_url}; {LINES}")
             tasks = [
                 asyncio.create_task(watch_channel(fake, typer.echo)),
                 asyncio.create_task(
