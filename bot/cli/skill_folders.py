@@ -75,7 +75,12 @@ def find(source: Path, max_file_bytes: int) -> tuple[list[Folder], list[Passed]]
         return [read(source, source.name, "", max_file_bytes)], []
     found: dict[str, Folder] = {}
     passed: list[Passed] = _passed_over(source)
+    top = source.resolve()
     for child in _subdirectories(source):
+        if child.is_symlink() and top.is_relative_to(child.resolve()):
+            reason = "a symbolic link to this folder or one above it: not followed"
+            passed.append(Passed(child.name, reason, problem=False))
+            continue
         for path, where in _skills_in(child, passed):
             if path.name in found:
                 other = found[path.name].source
@@ -171,8 +176,13 @@ def _walk(folder: Path) -> Iterator[Path]:
 def _skip_reason(path: Path, root: Path, max_file_bytes: int) -> str | None:
     if path.name.startswith("."):
         return "hidden"
-    if path.is_symlink() and not path.resolve().is_relative_to(root):
-        return f"a symbolic link out of the skill folder (to {os.readlink(path)}): not followed"
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, or a loop (RuntimeError before 3.13)
+            return f"a broken symbolic link (to {os.readlink(path)})"
+        if not target.is_relative_to(root):
+            return f"a symbolic link out of the skill folder (to {os.readlink(path)}): not followed"
     if path.is_symlink() and path.is_dir():
         return "a symbolic link to a folder: not followed"
     if not path.is_file():

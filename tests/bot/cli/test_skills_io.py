@@ -319,3 +319,26 @@ def test_a_yaml_error_in_a_skills_frontmatter_is_one_line_saying_where(tmp_path:
     (problem,) = [line for line in result.output.splitlines() if "not valid YAML" in line]
     assert "line 3, column 23 of the file: expected ',' or ']', but got '<stream end>'" in problem
     assert "^" not in result.output  # no excerpt of the file
+
+
+async def test_link_loops_are_reported_not_followed_and_nothing_outside_is_read(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    # Given a link back to the skills folder, a link to itself and one to /etc in a skill
+    (skills_dir / "loop").symlink_to(skills_dir, target_is_directory=True)
+    (skills_dir / "db-pool" / "self").symlink_to("self")
+    (skills_dir / "db-pool" / "etc").symlink_to("/etc", target_is_directory=True)
+
+    reports = await import_skills(file_store, ORG, skills_dir)
+
+    # Then each skill is imported once, and each link says why it was passed over
+    said = {r.name: (r.ok, dict(r.skipped)) for r in reports}
+    assert said["loop"] == (
+        True,
+        {"": "a symbolic link to this folder or one above it: not followed"},
+    )
+    assert said["db-pool"][1] == {
+        "etc": "a symbolic link out of the skill folder (to /etc): not followed",
+        "self": "a broken symbolic link (to self)",
+    }
+    assert all(ok for ok, _ in said.values())
