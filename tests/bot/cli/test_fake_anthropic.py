@@ -5,8 +5,10 @@ that is not UTF-8 is refused in one line."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -43,7 +45,8 @@ async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_r
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool": "Bash", "input": {"command": "true"}}]))
     port = free_port()
-    env = warroom_env(tmp_path / "data")
+    data = Path(tempfile.mkdtemp(prefix="wr-fa-"))  # short: sandbox socket paths < 108 bytes
+    env = warroom_env(data)
     fake = await start(
         "fake-anthropic", "--port", str(port), "--script", str(script), env=env, cwd=tmp_path
     )
@@ -68,6 +71,7 @@ async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_r
     finally:
         fake.send_signal(signal.SIGTERM)
         await finish(fake)
+        shutil.rmtree(data, ignore_errors=True)
 
     # Then the chat shows why, once, as a refusal that is not retried
     assert out.text.count("the script ran out: its 1 replies were all served") == 1
