@@ -36,8 +36,6 @@ Role = Literal["steps", "bot", "gateway"]
 ``REDIS_URL``), only the Slack app (``serve`` with ``REDIS_URL``: the secrets and MCP
 servers live on the worker hosts), or the egress ``gateway``."""
 
-_CHECKS: dict[Role, tuple[Callable[[Settings], list[ConfigProblem]], ...]] = {}
-
 
 def problems(settings: Settings, role: Role = "steps") -> list[ConfigProblem]:
     """Every problem of the files ``settings`` name that a process of ``role`` would meet
@@ -62,7 +60,8 @@ def _egress_rules(settings: Settings) -> list[ConfigProblem]:
         try:
             prepare([rule], dict(os.environ))
         except MissingSecret as exc:
-            fix = f"set {exc.where} on this host" if exc.where.startswith("env") else "create it"
+            env = exc.where.removeprefix("env ")
+            fix = "create it" if env == exc.where else f"set {env} in this host's environment"
             where = f"{settings.egress_rules}: {exc} ({fix})"
             found.append(ConfigProblem("WARROOM_EGRESS_RULES", where))
     if settings.egress_upstream_ca is not None:
@@ -123,7 +122,7 @@ def price_problems(settings: Settings) -> list[ConfigProblem]:
     ]
 
 
-_CHECKS |= {
+_CHECKS: dict[Role, tuple[Callable[[Settings], list[ConfigProblem]], ...]] = {
     "steps": (_egress_rules, _approval_policy, _mcp_config, price_problems),
     "bot": (_approval_policy,),
     "gateway": (_egress_rules,),
