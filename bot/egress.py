@@ -116,11 +116,43 @@ def jail_egress(settings: Settings) -> JailEgress | None:
 
     Blocking file I/O: call at start-up, not on a worker's loop.
     """
-    if settings.egress_rules is None:
+    rules = load_rules(settings)
+    if rules is None:
         return None
     directory = gateway_dir(settings)
     trust = CertificateAuthority.load_or_create(directory).write_trust(directory)
-    return JailEgress(ca_bundle=trust.ca_bundle, ca_cert=trust.ca_cert, port=settings.egress_port)
+    return JailEgress(
+        ca_bundle=trust.ca_bundle,
+        ca_cert=trust.ca_cert,
+        port=settings.egress_port,
+        no_proxy=direct_hosts(rules),
+    )
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+"""The loopback names programs reach directly (``NO_PROXY``) unless a rule names them."""
+
+
+def direct_hosts(rules: Rules) -> tuple[str, ...]:
+    """The loopback names a sandbox's programs reach directly, bypassing the gateway
+    (``NO_PROXY``): ``localhost`` and ``127.0.0.1``, less those a rule names. A rule for
+    ``localhost:8080`` means a service on the gateway's host, which only the gateway can
+    reach; left in ``NO_PROXY`` (where curl also matches its subdomains), the request would
+    go to the sandbox's own loopback and find nothing there.
+
+    >>> direct_hosts(Rules.parse("rules: [{name: prom, hosts: [prom.internal]}]"))
+    ('localhost', '127.0.0.1')
+    >>> direct_hosts(Rules.parse("rules: [{name: dev, hosts: [localhost], ports: [8080]}]"))
+    ('127.0.0.1',)
+    >>> direct_hosts(Rules.parse("rules: [{name: dev, hosts: ['*.localhost', 127.0.0.1]}]"))
+    ()
+    """
+    named = {host.lower().removeprefix("*.") for rule in rules.rules for host in rule.hosts}
+    return tuple(
+        name
+        for name in LOOPBACK_NAMES
+        if not any(host == name or host.endswith("." + name) for host in named)
+    )
 
 
 def upstream_trust(extra_ca: Path | None) -> ssl.SSLContext:
@@ -162,10 +194,13 @@ def local_env(port: int, userinfo: str) -> dict[str, str]:
     return {name: f"http://{userinfo}@127.0.0.1:{port}" for name in PROXY_VARIABLES}
 
 
-def remote_env(gateway_url: str, userinfo: str) -> dict[str, str]:
+def remote_env(
+    gateway_url: str, userinfo: str, direct: tuple[str, ...] = LOOPBACK_NAMES
+) -> dict[str, str]:
     """A remote sandbox command's proxy and trust variables: the call's id and its session's
     token with the per-call credential in the proxy URL (``CallCredentials.userinfo`` with the
-    token and a ``.`` as prefix), so the gateway knows the session and proves the call.
+    token and a ``.`` as prefix), so the gateway knows the session and proves the call;
+    ``direct``: the names reached without the gateway (``direct_hosts``).
 
     >>> remote_env("http://gw.internal:3128", "toolu_1:tok.c")["HTTPS_PROXY"]
     'http://toolu_1:tok.c@gw.internal:3128'
@@ -173,7 +208,7 @@ def remote_env(gateway_url: str, userinfo: str) -> dict[str, str]:
     parts = urlsplit(gateway_url)
     proxy = f"{parts.scheme}://{userinfo}@{parts.netloc}"
     env = {name: proxy for name in PROXY_VARIABLES}
-    env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    env |= {"NO_PROXY": ",".join(direct), "no_proxy": ",".join(direct)}
     bundle = f"{REMOTE_TRUST_DIR}/ca-bundle.pem"
     env |= {n: bundle for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
     return env | {"NODE_EXTRA_CA_CERTS": f"{REMOTE_TRUST_DIR}/egress-ca.pem"}
@@ -252,7 +287,7 @@ class WorkerEgress:
         if token is None:
             token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
         userinfo = self.calls.userinfo(session_id, tool_use_id, password_prefix=f"{token}.")
-        return remote_env(self.gateway_url, userinfo)
+        return remote_env(self.gateway_url, userinfo, direct_hosts(self.gateway.rules))
 
     async def aclose(self, grace_s: float = 5.0) -> None:
         """Stop serving every jail; requests in flight get ``grace_s`` to finish."""

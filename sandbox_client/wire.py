@@ -34,9 +34,22 @@ def parse_time(value: object) -> datetime | None:
     return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+MARKER_SLACK_CHARS = 64
+"""Room for the server's own ``[... N bytes omitted ...]`` line: a server that kept its
+``max_output_bytes`` of head and tail sends that much text plus its marker, which the
+client must pass on, not cut again (cutting it lost how much the command printed)."""
+
+
 def cap_text(text: str, max_chars: int) -> str:
-    """``text`` cut to about ``max_chars``: head and tail kept, a marker line between."""
-    if len(text) <= max_chars:
+    r"""``text`` cut to about ``max_chars`` (plus ``MARKER_SLACK_CHARS``): head and tail kept,
+    a marker line between.
+
+    >>> cap_text("a" * 10 + "\n[... 99 bytes omitted ...]\n" + "b" * 10, 20)[10:]
+    '\n[... 99 bytes omitted ...]\nbbbbbbbbbb'
+    >>> cap_text("a" * 100 + "b" * 100, 20)
+    'aaaaaaaaaa\n[... 180 characters omitted ...]\nbbbbbbbbbb'
+    """
+    if len(text) <= max_chars + MARKER_SLACK_CHARS:
         return text
     half = max_chars // 2
     omitted = len(text) - 2 * half

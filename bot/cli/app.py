@@ -24,6 +24,7 @@ from bot.cli.memory import memory_app
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from bot.cli.preflight import Role
     from bot.cli.skills_io import SkillReport
     from bot.settings import Settings
     from memory_store import FileStore
@@ -67,7 +68,7 @@ def serve() -> None:
     settings = _settings()
     if missing := missing_for_serve(settings):
         _fail("\n".join([*(str(m) for m in missing), "", SLACK_HELP]), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings, "bot" if settings.redis_url else "steps")
     setup_logging()
     _run(lambda: run_serve(settings))
 
@@ -93,7 +94,7 @@ def worker(
         )
     if missing := missing_for_worker(settings):
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings)
     threads = threads or settings.worker_threads
     _run(lambda: exec_worker(settings, processes=processes, threads=threads))
 
@@ -107,6 +108,8 @@ def gateway() -> None:
     from bot.logs import setup_logging
 
     settings = _settings()
+    if settings.egress_rules is not None:  # without rules run_gateway says what to set
+        _preflight(settings, "gateway")
     setup_logging()
 
     async def serve() -> None:
@@ -157,7 +160,7 @@ def chat(
     settings = _settings()
     if missing := missing_for_chat(settings):
         _fail(str(missing[0]), CONFIG_ERROR)
-    _check_approval_policy(settings)
+    _preflight(settings)
     if verbose:
         setup_logging("WARNING")
     else:
@@ -196,6 +199,7 @@ def skills_import(
     org: OrgOption = None,
 ) -> None:
     """Import skill folders into the org's /skills (SKILL.md is validated first)."""
+    from bot.cli.skill_folders import ASSET, ASSETS_NOTE
     from bot.cli.skills_io import import_skills
 
     settings = _settings()
@@ -205,6 +209,8 @@ def skills_import(
     typer.echo(f"org {org_id}:")
     for report in reports:
         typer.echo(_describe(report, "imported"))
+    if any(why.endswith(ASSET) for report in reports for _, why in report.skipped):
+        typer.echo(ASSETS_NOTE)
     if not any(r.written or r.unchanged or r.problems for r in reports):
         typer.echo(f"no skill folders (<name>/SKILL.md) found in {directory}")
     if not all(r.ok for r in reports):
@@ -295,11 +301,13 @@ def fake_anthropic(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
 ) -> None:
     """Serve a fake Anthropic Messages API, so `warroom chat` runs without a real key."""
-    from bot.fakes.anthropic_api import FakeAnthropicAPI
-    from bot.fakes.anthropic_script import ScriptError, echo_reply, script_from_json
+    from bot.fakes.anthropic_api import FakeAnthropicAPI, Script
+    from bot.fakes.anthropic_script import ScriptError, ScriptPlayer, echo_reply, script_from_json
 
+    replies: Script = echo_reply
     try:
-        replies = script_from_json(script.read_text()) if script is not None else echo_reply
+        if script is not None:
+            replies = ScriptPlayer(script_from_json(_utf8(script)), say=typer.echo)
     except (OSError, ScriptError) as exc:
         _fail(f"cannot use the script {script}: {exc}", CONFIG_ERROR)
 
@@ -329,7 +337,7 @@ def fake_slack(
 ) -> None:
     """Serve a fake Slack Web API, so `warroom serve` runs in HTTP mode without Slack."""
     from bot.cli.chat import stdin_lines
-    from bot.cli.fake_slack import deliver_lines, exports, watch_channel
+    from bot.cli.fake_slack import LINES, deliver_lines, exports, watch_channel
     from bot.fakes.slack_api import FakeSlackApi
 
     async def run() -> None:
@@ -341,7 +349,7 @@ def fake_slack(
             if events_url is None:
                 await _until_signal()
                 return
-            typer.echo(f"type a message: the first @mentions the bot at {events_url}")
+            typer.echo(f"the app's Request URL: {events_url}; {LINES}")
             tasks = [
                 asyncio.create_task(watch_channel(fake, typer.echo)),
                 asyncio.create_task(
@@ -445,6 +453,26 @@ def _problems(error: ValidationError) -> list[str]:
     return lines
 
 
+def _utf8(path: Path) -> str:
+    """``path``'s text; a file that is not UTF-8 is a ``ScriptError`` naming the bad byte.
+
+    Raises:
+        OSError: the file cannot be read.
+        ScriptError: it is not UTF-8 (JSON text is, RFC 8259 §8.1).
+    """
+    from bot.fakes.anthropic_script import ScriptError
+
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScriptError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start});"
+            " save the file as UTF-8"
+        ) from None
+
+
 def _lenient(stream: TextIO) -> TextIO:
     """``stream`` decoding invalid bytes as U+FFFD instead of failing later."""
     if isinstance(stream, io.TextIOWrapper):
@@ -476,13 +504,17 @@ def _run(work: Callable[[], T]) -> T:
         raise
 
 
-def _check_approval_policy(settings: Settings) -> None:
-    """Read the org's approval policy now, so a malformed one stops start-up naming the
-    problem (the workers read it again when they open)."""
-    from bot.durable.wiring import approval_policies
+def _preflight(settings: Settings, role: Role = "steps") -> None:
+    """Read the files every step depends on now (egress rules and their secrets, MCP
+    configuration, approval policy, prices), so a wrong one stops start-up with exit 2
+    naming each problem, instead of failing every step later (``bot.cli.preflight``)."""
+    from bot.cli.preflight import problems
 
-    if settings.approvals and settings.approval_policy is not None:
-        _run(lambda: approval_policies(settings))
+    if found := problems(settings, role):
+        lines = "\n  ".join(str(p) for p in found)
+        _fail(
+            f"invalid configuration:\n  {lines}\nRun `warroom doctor` for the rest.", CONFIG_ERROR
+        )
 
 
 def _explain(exc: Exception) -> None:

@@ -409,10 +409,16 @@ async def check_mcp(settings: Settings) -> CheckResult:
     try:
         detail = "; ".join(describe_states(servers))
         down = [n for n, (s, _) in servers.states().items() if s is not ServerState.UP]
+        unknown = servers.unknown_in_policy()
     finally:
         await servers.aclose()
     if down:
         fix = f"check {', '.join(down)}: the command or URL, and the variables it needs"
+        return CheckResult("mcp", Status.WARNING, detail, fix)
+    if unknown:
+        named = "; ".join(f"{s} has no {', '.join(map(repr, t))}" for s, t in unknown.items())
+        detail += f"; warroom.tools names tools a server does not have ({named})"
+        fix = "correct those names in WARROOM_MCP_CONFIG (`warroom mcp list` shows each tool)"
         return CheckResult("mcp", Status.WARNING, detail, fix)
     return CheckResult("mcp", Status.OK, detail)
 
@@ -449,6 +455,25 @@ async def check_approvals(settings: Settings) -> CheckResult:
     return CheckResult("approvals", Status.OK, detail)
 
 
+async def check_prices(settings: Settings) -> CheckResult:
+    """``WARROOM_MODEL`` has a price in the shipped table (else its calls count as $0: a
+    spending cap is then a problem, since it could never be reached)."""
+    from bot.cli.preflight import price_problems
+    from harness import Usage, default_prices
+
+    if found := price_problems(settings):
+        return CheckResult(
+            "prices",
+            Status.PROBLEM,
+            "; ".join(str(p) for p in found),
+            "add the price, or unset the cap",
+        )
+    if not default_prices().cost(settings.model, Usage(input_tokens=1)).priced:
+        detail = f"{settings.model} has no price in harness/cost/prices.toml: its calls count $0"
+        return CheckResult("prices", Status.WARNING, detail, "add its price to prices.toml")
+    return CheckResult("prices", Status.OK, f"{settings.model} is priced")
+
+
 QUICK: tuple[Check, ...] = (check_data_dir, check_database, check_redis)
 FULL: tuple[Check, ...] = (
     check_settings,
@@ -457,6 +482,7 @@ FULL: tuple[Check, ...] = (
     check_sandbox_limits,
     check_egress,
     check_approvals,
+    check_prices,
     check_slack,
     check_socket_mode,
     check_anthropic,

@@ -3,18 +3,22 @@
 It serves the Web API ``serve`` calls (``auth.test``, ``chat.postMessage``,
 ``chat.update``, ``conversations.replies``, …) with the fake's token, and prints the
 variables that point ``serve`` at it. With ``--events-url`` it also plays the
-channel: each line typed is a message in ``#incident`` (the first @mentions the bot
-and opens a thread, later ones reply in it), stored in the fake and delivered to
-the app as a signed Events API request, as Slack would; what the bot posts or
-edits there is printed (``warroom:``). A line that is just ``approve`` or ``deny``
-clicks that button of the bot's latest approval request in the thread (§13), as a
-signed ``block_actions`` interaction.
+channel: each line typed is a message in ``#incident`` (the first, and one starting
+``@warroom``, @mentions the bot and opens a thread; later ones reply in the latest),
+stored in the fake and delivered to the app as a signed Events API request, as Slack
+would; ``top: …`` posts at the top without a mention; ``/agent …`` is the slash
+command; in a modal the app opened, ``set BLOCK TEXT`` and ``submit`` send a signed
+``view_submission``. What the bot posts or edits, its replies only you see and its
+modals are printed (``warroom:``). A line that is just ``approve`` or ``deny`` clicks
+that button of the bot's latest approval request in the thread (§13), as a signed
+``block_actions`` interaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +29,7 @@ from bot.drill.scenario import Person
 from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
 
-__all__ = ["CHANNEL", "SIGNING_SECRET", "deliver_lines", "exports", "watch_channel"]
+__all__ = ["CHANNEL", "LINES", "SIGNING_SECRET", "deliver_lines", "exports", "watch_channel"]
 
 CHANNEL = "C0INCIDENT"
 SIGNING_SECRET = "fake-signing-secret"
@@ -44,9 +48,9 @@ def exports(fake: FakeSlackApi) -> str:
 async def deliver_lines(
     fake: FakeSlackApi, events_url: str, lines: AsyncIterator[str], say: Callable[[str], None]
 ) -> None:
-    """Deliver each line as a message of ``#incident`` (see the module doc) until
-    ``lines`` ends; a line the app did not take is reported with ``say`` (and the
-    next line tries again)."""
+    """Deliver each line to the app as what it says (``LINES``; see the module doc) until
+    ``lines`` ends; a line the app did not take is reported with ``say`` (and the next line
+    tries again)."""
     async with httpx.AsyncClient(timeout=10.0) as http:
         channel = IncidentChannel(
             http=http,
@@ -56,21 +60,97 @@ async def deliver_lines(
             org_id=TEAM_ID,
             channel_id=CHANNEL,
         )
-        thread_ts: str | None = None
+        player = _Player(fake, channel, say)
         async for line in lines:
-            if not line.strip():
-                continue
-            you = Person(YOU, "you", line.strip())
-            word = line.strip().lower()
-            try:
-                if thread_ts is None:
-                    thread_ts = await channel.mention(you)
-                elif word in CLICKS:
-                    await _click(fake, channel, you, CLICKS[word], thread_ts, say)
-                else:
-                    await channel.reply(you, thread_ts)
-            except DrillError as exc:
-                say(f"not delivered: {exc}")
+            if line.strip():
+                try:
+                    await player.play(line.strip())
+                except DrillError as exc:
+                    say(f"not delivered: {exc}")
+
+
+LINES = (
+    "what you type: a message replies in the latest thread (the first, or one starting "
+    "@warroom, opens a new thread); 'top: TEXT' posts at the top of #incident without a "
+    "mention; '/agent …' runs the slash command; 'approve' or 'deny' clicks that button; "
+    "in an open modal, 'set BLOCK TEXT' fills an input ('\\n' for a new line, '@FILE' for a "
+    "file's text), then 'submit' or 'close'"
+)
+
+
+class _Player:
+    """Turns typed lines into what a person does in Slack (``LINES``)."""
+
+    def __init__(
+        self, fake: FakeSlackApi, channel: IncidentChannel, say: Callable[[str], None]
+    ) -> None:
+        self.fake, self.channel, self.say = fake, channel, say
+        self.thread_ts: str | None = None
+        self.view_id: str | None = None
+        self.values: dict[str, str | None] = {}
+        self._views_seen = set(fake.state.views)
+
+    async def play(self, line: str) -> None:
+        you = Person(YOU, "you", line)
+        word = line.lower()
+        self._notice_new_view()
+        if line.startswith("/"):
+            command, _, text = line.partition(" ")
+            answer = await self.channel.command(you, command, text.strip())
+            if answer:
+                self.say(f"warroom (only you): {answer}")
+        elif line.lower().startswith("top:"):
+            await self.channel.post(Person(YOU, "you", line[4:].strip()))
+        elif self.view_id is not None and word.split(" ", 1)[0] in ("set", "submit", "close"):
+            await self._modal(you, line)
+        elif self.thread_ts is None or word.startswith(("@warroom", "<@")):
+            self.thread_ts = await self.channel.mention(you)
+        elif word in CLICKS:
+            await _click(self.fake, self.channel, you, CLICKS[word], self.thread_ts, self.say)
+        else:
+            await self.channel.reply(you, self.thread_ts)
+
+    def _notice_new_view(self) -> None:
+        """Take the modal the app opened last (views.open after a command) as the open one."""
+        new = [v for v in self.fake.state.views if v not in self._views_seen]
+        self._views_seen.update(new)
+        if new:
+            self.view_id = new[-1]
+            view = self.fake.state.views[self.view_id]
+            self.values = {
+                str(b["block_id"]): (b.get("element") or {}).get("initial_value")
+                for b in view.get("blocks") or ()
+                if b.get("type") == "input"
+            }
+
+    async def _modal(self, you: Person, line: str) -> None:
+        assert self.view_id is not None
+        word, _, rest = line.partition(" ")
+        if word.lower() == "close":
+            self.view_id = None
+            return
+        if word.lower() == "set":
+            block, _, text = rest.strip().partition(" ")
+            if block not in self.values:
+                self.say(f"no input {block!r} in the modal; its inputs: {', '.join(self.values)}")
+                return
+            self.values[block] = _typed_value(text)
+            return
+        view = self.fake.state.views[self.view_id]
+        answer = await self.channel.submit(you, view, self.values)
+        errors = answer.get("errors") if answer.get("response_action") == "errors" else None
+        if errors:
+            self.say("the modal says: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+            return
+        self.say("submitted")
+        self.view_id = None
+
+
+def _typed_value(text: str) -> str:
+    """A typed input value: ``@FILE`` reads the file; ``\\n`` is a new line."""
+    if text.startswith("@"):
+        return Path(text[1:]).expanduser().read_text(encoding="utf-8")
+    return text.replace("\\n", "\n")
 
 
 CLICKS = {"approve": APPROVE_ACTION_ID, "deny": DENY_ACTION_ID}
@@ -110,9 +190,12 @@ def _button(message: dict[str, Any], action_id: str) -> dict[str, Any] | None:
 
 
 async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
-    """Print each message the bot posts in ``#incident``, and each edit of one, until
-    cancelled."""
+    """Print each message the bot posts in ``#incident`` (and each edit of one), each reply
+    only you see (ephemeral, or to a command's ``response_url``) and each modal it opens,
+    until cancelled."""
     shown: dict[str, str] = {}
+    ephemerals = len(fake.state.ephemerals)
+    views = set(fake.state.views)
     while True:
         for message in list(fake.state.messages.get(CHANNEL, [])):
             if message.get("user") == BOT_USER_ID or message.get("bot_id"):
@@ -120,4 +203,25 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
                 if shown.get(ts) != text:
                     say(f"warroom{' (edited)' if ts in shown else ''}: {text}")
                     shown[ts] = text
+        for ephemeral in fake.state.ephemerals[ephemerals:]:
+            say(f"warroom (only you): {ephemeral.get('text', '')}")
+        ephemerals = len(fake.state.ephemerals)
+        for view_id in [v for v in fake.state.views if v not in views]:
+            say(_describe_view(fake.state.views[view_id]))
+            views.add(view_id)
         await asyncio.sleep(WATCH_S)
+
+
+def _describe_view(view: dict[str, Any]) -> str:
+    """A modal the app opened: its title and each input (block id, label, initial value)."""
+    title = (view.get("title") or {}).get("text", "")
+    lines = [f"modal opened: {title} (type 'set BLOCK TEXT', then 'submit' or 'close')"]
+    for block in view.get("blocks") or ():
+        if block.get("type") == "input":
+            label = (block.get("label") or {}).get("text", "")
+            value = str((block.get("element") or {}).get("initial_value") or "")
+            shown = value if len(value) <= 60 else value[:59] + "…"
+            lines.append(f"  {block['block_id']}: {label} = {shown!r}")
+        elif block.get("type") in ("section", "context") and block.get("text"):
+            lines.append(f"  {str(block['text'].get('text', ''))[:100]}")
+    return "\n".join(lines)

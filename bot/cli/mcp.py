@@ -16,7 +16,7 @@ from bot.mcp_servers import open_mcp_servers
 from bot.settings import Settings
 from harness import McpServers, ServerState
 
-__all__ = ["describe_states", "list_servers", "render_servers"]
+__all__ = ["describe_states", "list_servers", "render_servers", "unknown_lines"]
 
 DESCRIPTION_CHARS = 80
 STDERR_LINES = 10
@@ -50,10 +50,21 @@ def render_servers(servers: McpServers) -> str:
         lines.append(state_line)
         if state is ServerState.UP:
             lines.extend(_tool_line(t.name, t.approval.value, t.description) for t in listing[name])
+            lines.extend(f"    {line}" for line in unknown_lines(servers, name))
             continue
         tail = servers.stderr_tail(name).splitlines()[-STDERR_LINES:]
         lines.extend(f"    stderr: {line}" for line in tail)
     return "\n".join(lines)
+
+
+def unknown_lines(servers: McpServers, name: str) -> list[str]:
+    """A warning per tool server ``name``'s ``warroom.tools`` names that it does not have."""
+    policy = servers.unknown_in_policy().get(name, ())
+    return [
+        f'warning: "warroom.tools" names {tool!r}, which {name} does not have: its decision '
+        "applies to nothing (a typo, or a renamed tool?)"
+        for tool in policy
+    ]
 
 
 def _tool_line(name: str, approval: str, description: str) -> str:

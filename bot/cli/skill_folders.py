@@ -5,18 +5,31 @@ of skill folders one level down (a category, such as ``document-skills/pdf``) is
 looked into: its skills are imported under their own folder names. Every folder that
 is not imported is reported with the reason: a ``skill.md`` in the wrong letter case
 (Claude Code loads only ``SKILL.md``), two skills with one name, or no ``SKILL.md``
-at all. Hidden directories (``.git``) are passed over. Within a skill folder, files
-that are binary, over the store's size cap, symbolic links or hidden are skipped with
-a reason; each file's permission bits are read (scripts stay executable).
+at all. Hidden directories (``.git``) are passed over. A skill or category folder that
+is a symbolic link (as dotfile managers such as GNU Stow make them) is followed, as
+Claude Code follows it; a broken link is reported. Within a skill folder, a link to a
+file of the same skill is read; files that are binary, over the store's size cap,
+links leading out of the skill, or hidden are skipped with a reason; each file's
+permission bits are read (scripts stay executable).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SKILL_FILE = "SKILL.md"
+ASSET = "kept out of /skills (see the note below)"
+"""The end of the reason an asset is skipped for: ``ASSETS_NOTE`` says why, once."""
+BINARY = f"binary (not UTF-8 text): {ASSET}"
+ASSETS_NOTE = (
+    "note: /skills holds text the model reads, and a script cannot run from it (the "
+    "sandbox does not see it), so binary and oversized files are not imported; put the "
+    "files a skill's scripts need (fonts, archives, large schemas) in a directory named by "
+    "WARROOM_WORKSPACE_SEED: every sandbox gets them in /workspace."
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,12 @@ def find(source: Path, max_file_bytes: int) -> tuple[list[Folder], list[Passed]]
         return [read(source, source.name, "", max_file_bytes)], []
     found: dict[str, Folder] = {}
     passed: list[Passed] = _passed_over(source)
+    top = source.resolve()
     for child in _subdirectories(source):
+        if child.is_symlink() and top.is_relative_to(child.resolve()):
+            reason = "a symbolic link to this folder or one above it: not followed"
+            passed.append(Passed(child.name, reason, problem=False))
+            continue
         for path, where in _skills_in(child, passed):
             if path.name in found:
                 other = found[path.name].source
@@ -109,33 +127,34 @@ def _passed_over(folder: Path) -> list[Passed]:
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             passed.append(Passed(entry.name, "hidden: not imported", problem=False))
-        elif entry.is_symlink():
-            passed.append(Passed(entry.name, "symbolic link (not followed)", problem=False))
+        elif entry.is_symlink() and not entry.exists():
+            reason = f"a broken symbolic link (to {os.readlink(entry)})"
+            passed.append(Passed(entry.name, reason, problem=True))
         elif not entry.is_dir():
             passed.append(Passed(entry.name, "a file, not a skill folder", problem=False))
     return passed
 
 
 def _subdirectories(folder: Path) -> list[Path]:
-    return sorted(
-        p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and p.name[0] != "."
-    )
+    """The folders in ``folder``, links to folders included (followed); hidden ones not."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name[0] != ".")
 
 
 def read(folder: Path, name: str, source: str, max_file_bytes: int) -> Folder:
     """The text files of one skill folder, their modes, and the skipped files."""
     result = Folder(name, source)
+    root = folder.resolve()
     for path in _walk(folder):
         relative = path.relative_to(folder).as_posix()
-        reason = _skip_reason(path, max_file_bytes)
+        reason = _skip_reason(path, root, max_file_bytes)
         text = None
         if reason is None:
             try:
                 text = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError:
-                reason = "binary (not UTF-8 text)"
+                reason = BINARY
         if text is not None and "\x00" in text:
-            reason = "binary (contains NUL bytes)"
+            reason = BINARY
         if reason is not None or text is None:
             result.skipped.append((relative, reason or "unreadable"))
             continue
@@ -154,14 +173,21 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def _skip_reason(path: Path, max_file_bytes: int) -> str | None:
+def _skip_reason(path: Path, root: Path, max_file_bytes: int) -> str | None:
     if path.name.startswith("."):
         return "hidden"
     if path.is_symlink():
-        return "symbolic link (not followed)"
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, or a loop (RuntimeError before 3.13)
+            return f"a broken symbolic link (to {os.readlink(path)})"
+        if not target.is_relative_to(root):
+            return f"a symbolic link out of the skill folder (to {os.readlink(path)}): not followed"
+    if path.is_symlink() and path.is_dir():
+        return "a symbolic link to a folder: not followed"
     if not path.is_file():
         return "not a regular file"
     size = path.stat().st_size
     if size > max_file_bytes:
-        return f"{size} bytes, over the {max_file_bytes}-byte limit"
+        return f"{size:,} bytes, over the {max_file_bytes:,}-byte limit of a file: {ASSET}"
     return None

@@ -111,6 +111,71 @@ class IncidentChannel:
         raw = urlencode({"payload": json.dumps(payload)}).encode()
         await self._post(raw, "application/x-www-form-urlencoded", "an interaction")
 
+    async def post(self, person: Person) -> str:
+        """``person`` posts at the top of the channel without mentioning the bot: a
+        ``message`` event the app sees (and, as Slack has it, need not answer)."""
+        ts = self._slack.add_message(self.channel_id, person.text, user=person.user_id)
+        await self._deliver(self._event("message", person.user_id, person.text, ts, None))
+        return ts
+
+    async def command(self, person: Person, command: str, text: str) -> str:
+        """``person`` runs the slash command ``command`` with ``text`` in the channel: a
+        signed form as Slack sends it (docs.slack.dev, "Implementing slash commands"), its
+        ``response_url`` pointed at the fake. Returns what the app answered at once (its
+        acknowledgement's text; "" for an empty one).
+
+        Raises:
+            DrillError: the app refused the request.
+        """
+        n = next(self._ids)
+        fields = {
+            "token": "fake-verification-token",
+            "team_id": self.org_id,
+            "team_domain": "fake",
+            "channel_id": self.channel_id,
+            "channel_name": "incident",
+            "user_id": person.user_id,
+            "user_name": person.name,
+            "command": command,
+            "text": text,
+            "api_app_id": "A0DRILL",
+            "is_enterprise_install": "false",
+            "response_url": self._slack.response_url(str(n)),
+            "trigger_id": f"{n}.{int(time.time())}.fake{n:04d}",
+        }
+        raw = urlencode(fields).encode()
+        response = await self._post(raw, "application/x-www-form-urlencoded", "a command")
+        return _ack_text(response)
+
+    async def submit(
+        self, person: Person, view: dict[str, Any], values: dict[str, str | None]
+    ) -> dict[str, Any]:
+        """``person`` submits the modal ``view`` with ``values`` (block id → the text of its
+        one input): a signed ``view_submission`` interaction. Returns the app's answer
+        (``{}``, or ``{"response_action": "errors", "errors": {…}}``).
+
+        Raises:
+            DrillError: the app refused the request.
+        """
+        state = {
+            block_id: {_input_action(view, block_id): {"type": "plain_text_input", "value": v}}
+            for block_id, v in values.items()
+        }
+        payload = {
+            "type": "view_submission",
+            "team": {"id": self.org_id, "domain": "fake"},
+            "user": {"id": person.user_id, "name": person.name, "team_id": TEAM_ID},
+            "api_app_id": "A0DRILL",
+            "trigger_id": f"{next(self._ids)}.{int(time.time())}.fakesubmit",
+            "view": {**view, "state": {"values": state}},
+        }
+        raw = urlencode({"payload": json.dumps(payload)}).encode()
+        response = await self._post(raw, "application/x-www-form-urlencoded", "a submission")
+        if not response.content:
+            return {}
+        answer = response.json()
+        return answer if isinstance(answer, dict) else {}
+
     def _event(
         self, kind: str, user: str, text: str, ts: str, thread_ts: str | None
     ) -> dict[str, Any]:
@@ -140,7 +205,7 @@ class IncidentChannel:
     async def _deliver(self, body: dict[str, Any]) -> None:
         await self._post(json.dumps(body).encode(), "application/json", "an event")
 
-    async def _post(self, raw: bytes, content_type: str, what: str) -> None:
+    async def _post(self, raw: bytes, content_type: str, what: str) -> httpx.Response:
         now = int(time.time())
         headers = {
             "Content-Type": content_type,
@@ -153,3 +218,23 @@ class IncidentChannel:
             raise DrillError(f"the Slack app did not answer {what}: {exc}") from exc
         if response.status_code != 200:
             raise DrillError(f"the Slack app refused {what}: HTTP {response.status_code}")
+        return response
+
+
+def _ack_text(response: httpx.Response) -> str:
+    """The text of an app's immediate answer to a slash command (JSON or plain)."""
+    if not response.content:
+        return ""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    return str(body.get("text", "")) if isinstance(body, dict) else ""
+
+
+def _input_action(view: dict[str, Any], block_id: str) -> str:
+    """The ``action_id`` of the input element of ``view``'s block ``block_id``."""
+    for block in view.get("blocks") or ():
+        if isinstance(block, dict) and block.get("block_id") == block_id:
+            return str((block.get("element") or {}).get("action_id", "input"))
+    return "input"

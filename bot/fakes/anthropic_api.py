@@ -31,8 +31,9 @@ modelled by ``anthropic_cache`` (20-block look-back, per-model minimum length). 
 
 A test scripts the replies, either as a queue (``script=[Reply.text("hi"),
 Fault.status(529)]``) or as a callable that sees each request (``script=lambda
-request: …``), and asserts on ``fake.requests``. An exhausted script answers 500
-``api_error`` with ``retry-after: 0``, so a session without replies fails fast.
+request: …``), and asserts on ``fake.requests``. A script that ran out answers 400
+``invalid_request_error`` saying so: a permanent error, which the harness never retries
+and tells the thread once (a 500 was retried, then shown as "model unavailable").
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ __all__ = [
 ]
 
 DEFAULT_MODELS = tuple(MODELS)
-_EXHAUSTED = "fake Anthropic API: the test's script has no reply left"
+_EXHAUSTED = (
+    "fake Anthropic API: the script ran out: its {served} replies were all served, so this "
+    "request has none (add replies to the script)"
+)
 _MAX_REQUEST_BYTES = 32 * 1024 * 1024  # API reference, "Errors": 413 over 32 MB
 _THINKS_IN_PLACE_OF_TEXT = frozenset({"claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"})
 _ERROR_TYPES = {
@@ -269,6 +273,7 @@ class FakeAnthropicAPI:
     ) -> None:
         self._script: deque[Reply | Fault] | Callable[[RecordedRequest], Reply | Fault]
         self._script = script if callable(script) else deque(script)
+        self._served = 0
         self._text_chunk_chars = text_chunk_chars
         self._api_key = api_key
         self._models = tuple(models)
@@ -400,8 +405,9 @@ class FakeAnthropicAPI:
     def _next(self, recorded: RecordedRequest) -> Reply | Fault:
         if callable(self._script):
             return self._script(recorded)
-        if not self._script:  # the fake has nothing to serve: a server-side failure, at once
-            return Fault("status", 500, 0.0, error_type="api_error", message=_EXHAUSTED)
+        if not self._script:  # nothing to serve: permanent, so it is not retried
+            return exhausted(self._served)
+        self._served += 1
         return self._script.popleft()
 
     def _window(self, spec: ModelSpec) -> int:
@@ -631,6 +637,12 @@ def _model_info(model: str) -> dict[str, Any]:
             info["deprecated_at"] = "2026-06-01T00:00:00Z"
             info["retires_at"] = f"{spec.retires}T00:00:00Z" if spec.retires else None
     return info
+
+
+def exhausted(served: int) -> Fault:
+    """What the fake answers once its script ran out after ``served`` replies: a 400
+    ``invalid_request_error`` saying so (permanent: the harness does not retry it)."""
+    return Fault.status(400, message=_EXHAUSTED.format(served=served))
 
 
 def _error_type(status: int) -> str:

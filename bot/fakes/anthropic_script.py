@@ -21,12 +21,27 @@ Without a script, ``echo_reply`` answers every request by quoting the last user 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.fakes.anthropic_api import Fault, Item, RecordedRequest, Reply, Thinking, ToolCall
+from bot.fakes.anthropic_api import (
+    Fault,
+    Item,
+    RecordedRequest,
+    Reply,
+    Thinking,
+    ToolCall,
+    exhausted,
+)
 
-__all__ = ["ScriptError", "echo_reply", "script_from_json"]
+__all__ = [
+    "COMPACTION_MARK",
+    "ScriptError",
+    "ScriptPlayer",
+    "echo_reply",
+    "is_compaction",
+    "script_from_json",
+]
 
 
 class ScriptError(ValueError):
@@ -130,3 +145,46 @@ def _last_text(content: Any) -> str:
         return content
     texts = [b.get("text", "") for b in content or () if isinstance(b, Mapping)]
     return str(texts[-1]) if texts else ""
+
+
+COMPACTION_MARK = "will be compacted"
+"""Words of the harness's summary request (``harness/loop/turn.py``, ``SUMMARY_REQUEST``): a
+request whose last user text holds them asks for a compaction summary."""
+
+
+class ScriptPlayer:
+    """A script served in order, saying what each request took (``warroom fake-anthropic``).
+
+    Every request takes the next reply, a compaction's summary request too (the harness asks
+    for one when the transcript outgrows the context window): ``say`` prints a line for each,
+    naming a compaction, so a script's replies are seen to be spent. Once the script ran out
+    every request gets ``exhausted``: a permanent 400 saying so, printed once.
+    """
+
+    def __init__(self, replies: list[Reply | Fault], say: Callable[[str], None]) -> None:
+        self._replies = list(replies)
+        self._say = say
+        self._served = 0
+        self._told = False
+
+    def __call__(self, request: RecordedRequest) -> Reply | Fault:
+        """The next reply for ``request``, or the script-ran-out error."""
+        total = len(self._replies)
+        if self._served >= total:
+            if not self._told:
+                self._told = True
+                self._say(f"the script ran out ({total} replies): answering 400 from now on")
+            return exhausted(self._served)
+        reply = self._replies[self._served]
+        self._served += 1
+        what = " (a compaction: the harness asks for a summary)" if is_compaction(request) else ""
+        self._say(f"request{what}: reply {self._served} of {total}")
+        return reply
+
+
+def is_compaction(request: RecordedRequest) -> bool:
+    """Whether ``request`` is the harness asking for a compaction summary."""
+    for message in reversed(request.messages):
+        if message.get("role") == "user":
+            return COMPACTION_MARK in _last_text(message.get("content"))
+    return False

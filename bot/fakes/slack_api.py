@@ -176,7 +176,7 @@ class FakeSlackApi:
         self._resets: dict[str, int] = {}
         self._last_429_at: dict[str, float] = {}
         self._ids = itertools.count(1)
-        self._started_s = int(time.time())
+        self._last_ts_us = 0
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._handlers: dict[str, Handler] = {
@@ -434,10 +434,12 @@ class FakeSlackApi:
     # ----- helpers -----------------------------------------------------------------
 
     def _ts(self) -> str:
-        """A new message ts: one second after the last, counted from the fake's start (so
-        elapsed times shown from a ts are real), unique by its counter."""
-        n = next(self._ids)
-        return f"{self._started_s + n}.{n:06d}"
+        """A new message ts as Slack makes one: the time it was posted (Unix seconds, six
+        decimals), unique and increasing in this fake (a microsecond after the last at
+        least), so the elapsed times shown from a ts are the clock's."""
+        now_us = max(time.time_ns() // 1000, self._last_ts_us + 1)
+        self._last_ts_us = now_us
+        return f"{now_us // 1_000_000}.{now_us % 1_000_000:06d}"
 
     def _check_bot_in(self, channel: str, *, absent: str) -> None:
         """Slack refuses writes where the bot is not a member (no ``chat:write.public``)."""

@@ -154,6 +154,18 @@ class McpServers:
         """Every server's tools as last listed, ``deny`` ones included (for ``mcp list``)."""
         return {name: s.tools for name, s in sorted(self._servers.items())}
 
+    def unknown_in_policy(self) -> dict[str, tuple[str, ...]]:
+        """Per server that is up, the tools its ``warroom.tools`` names that it does not have
+        (a typo, or a tool since renamed: the decision applies to nothing, so a ``deny``
+        meant for a tool guards nothing); servers with none are left out."""
+        unknown = {}
+        for name, server in sorted(self._servers.items()):
+            if server.state is ServerState.UP:
+                listed = {t.tool for t in server.tools}
+                if extra := tuple(t for t in server.config.policy.tools if t not in listed):
+                    unknown[name] = extra
+        return unknown
+
     def tools(self, channel_id: str | None = None) -> tuple[McpTool, ...]:
         """The tools offered to a session of ``channel_id``: those of the servers that are
         up and serve it, ``deny`` ones left out, in a stable order (server, then tool name:
@@ -277,6 +289,7 @@ class McpServers:
                     log.info(
                         "MCP server %s is up (%d tools)", server.config.name, len(server.tools)
                     )
+                    _warn_unknown(server)
                     await self._while_up(server, client)
             except asyncio.CancelledError:
                 raise
@@ -305,6 +318,20 @@ class McpServers:
                 if tools != server.tools:
                     server.tools = tools
                     self._offers.clear()
+
+
+def _warn_unknown(server: _Server) -> None:
+    """Log the tools the server's ``warroom.tools`` names that it does not have."""
+    listed = {t.tool for t in server.tools}
+    for tool, decision in server.config.policy.tools.items():
+        if tool not in listed:
+            log.warning(
+                'MCP server %s has no tool %r: its "warroom.tools" decision (%s) applies to '
+                "nothing; check the name against `warroom mcp list`",
+                server.config.name,
+                tool,
+                decision.value,
+            )
 
 
 async def _list_tools(

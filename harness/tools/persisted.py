@@ -47,11 +47,32 @@ def preview(text: str, max_bytes: int = PREVIEW_BYTES) -> tuple[str, bool]:
     return (head[:cut] if cut >= len(head) // 2 else head), True
 
 
+OMITTED = re.compile(r"\n\[\.\.\. (\d+) bytes omitted \.\.\.\]\n")
+"""The marker the sandbox server puts where it dropped the middle of a command's output
+(``sandbox_client/server/capture.py``: it keeps the head and the tail)."""
+
+
+def produced_size(text: str) -> str:
+    r"""The size of what the command produced, not only of what was kept: the sandbox keeps
+    the head and tail of a large output and says how many bytes it dropped between.
+
+    >>> produced_size("x" * 2048)
+    '2KB'
+    >>> produced_size("head\n[... 52428800 bytes omitted ...]\ntail")
+    '50MB; the sandbox kept its first and last 8 bytes'
+    """
+    omitted = sum(int(n) for n in OMITTED.findall(text))
+    kept = len(OMITTED.sub("", text).encode())
+    if not omitted:
+        return human_size(kept)
+    return f"{human_size(kept + omitted)}; the sandbox kept its first and last {human_size(kept)}"
+
+
 def persisted_text(path: str, text: str) -> str:
     """The result the model gets instead of ``text`` (kept whole at ``path``)."""
     head, more = preview(text)
     return (
-        f"{OPEN}\nOutput too large ({human_size(len(text.encode()))}). Full output saved to: "
+        f"{OPEN}\nOutput too large ({produced_size(text)}). Full output saved to: "
         f"{path}\n\nPreview (first {human_size(PREVIEW_BYTES)}):\n{head}"
         + ("\n..." if more else "")
         + f"\n{CLOSE}"

@@ -53,7 +53,14 @@ def parse(content: str) -> Frontmatter:
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+    """One line: where in the file (line and column, 1-based) and what PyYAML found, without
+    its multi-line excerpt."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
         # +2: the mark is 0-based and the YAML starts on the file's second line.
-        return f"{exc.problem} (line {exc.problem_mark.line + 2} of the file)"
-    return str(exc)
+        context = getattr(exc, "context", None)
+        what = f"{exc.problem} ({context})" if context else exc.problem  # type: ignore[attr-defined]
+        return f"line {mark.line + 2}, column {mark.column + 1} of the file: {what}"
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"character {exc.position + 1} of the frontmatter: {exc.reason}"
+    return " ".join(str(exc).split())

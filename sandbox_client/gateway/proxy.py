@@ -41,6 +41,7 @@ from sandbox_client.gateway.credentials import Injected
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import AmbiguousPath, after_authority, origin_form, split_target
 from sandbox_client.gateway.replies import ReplyBody, UnreadableBody
+from sandbox_client.gateway.request_line import not_http
 from sandbox_client.gateway.rules import (
     READ_ONLY_METHODS,
     Decision,
@@ -260,7 +261,7 @@ class Gateway:
         task.add_done_callback(self._connections.discard)
         try:
             conn = h11.Connection(h11.SERVER)
-            request = await self._next_request(conn, reader)
+            request = await self._first_request(conn, reader)
             if request is None:
                 return
             started = time.monotonic()
@@ -626,6 +627,28 @@ class Gateway:
                 parts.append(bytes(event.data))
             elif isinstance(event, h11.ConnectionClosed):
                 raise ConnectionError("the client closed the connection mid-request")
+
+    async def _first_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader
+    ) -> h11.Request | None:
+        """A connection's first request; bytes that cannot start one (``not_http``) are
+        refused as soon as they arrive, not after the idle timeout.
+
+        Raises:
+            h11.RemoteProtocolError: not HTTP (status hint 400).
+        """
+        head: bytes | None = b""
+        while True:
+            event = conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event if isinstance(event, h11.Request) else None
+            data = await asyncio.wait_for(reader.read(READ_CHUNK), self.options.idle_timeout_s)
+            if head is not None:
+                head += data
+                if (why := not_http(head)) is not None:
+                    raise h11.RemoteProtocolError(why, error_status_hint=400)
+                head = None if b"\n" in head else head[:READ_CHUNK]
+            conn.receive_data(data)
 
     async def _next_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader

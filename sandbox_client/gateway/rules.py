@@ -381,7 +381,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     PyYAML found, without its multi-line excerpt of the file."""
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+        where = f"character {exc.position + 1}: "
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+    problem = " ".join(str(problem).split())
     context = getattr(exc, "context", None)
     detail = f"{problem} ({context})" if context else problem
     return f"{where}not valid YAML: {detail}"

@@ -108,7 +108,15 @@ def test_times_parse_from_blaxels_rfc1123_and_from_iso_8601() -> None:
 
 
 def test_long_text_keeps_its_head_and_tail() -> None:
-    assert cap_text("a" * 10 + "b" * 10, 10) == "aaaaa\n[... 10 characters omitted ...]\nbbbbb"
+    text = "a" * 100 + "b" * 100
+
+    assert cap_text(text, 10) == "aaaaa\n[... 190 characters omitted ...]\nbbbbb"
+
+
+def test_a_servers_own_omitted_marker_is_passed_on_not_cut_again() -> None:
+    kept = "a" * 10 + "\n[... 52428800 bytes omitted ...]\n" + "b" * 10
+
+    assert cap_text(kept, 20) == kept
 
 
 def test_percent_decoding_handles_utf8_and_stray_percent_signs() -> None:

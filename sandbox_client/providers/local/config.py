@@ -27,11 +27,15 @@ class JailEgress:
         ca_bundle: a host file with the system's CAs and the gateway's CA: every program's
             trust inside the jail.
         ca_cert: a host file with the gateway's CA alone (``NODE_EXTRA_CA_CERTS``).
+        no_proxy: the names programs reach directly, not through the gateway
+            (``NO_PROXY``): the jail's own loopback, less any name an egress rule gives
+            (a rule for ``localhost`` means the host's, reached through the gateway).
     """
 
     ca_bundle: Path
     ca_cert: Path
     port: int = 3128
+    no_proxy: tuple[str, ...] = ("localhost", "127.0.0.1")
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,8 @@ def _egress_env(config: LocalConfig) -> dict[str, str]:
         return {}
     proxy = f"http://127.0.0.1:{config.egress.port}"
     env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
-    env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    direct = ",".join(config.egress.no_proxy)
+    env |= {"NO_PROXY": direct, "no_proxy": direct}
     bundle = {n: CA_BUNDLE for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
     return env | bundle | {"NODE_EXTRA_CA_CERTS": EGRESS_CA}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli.skill_folders import ASSET
 from bot.cli.skills_io import export_skills, import_skills
 from memory_store import FileNotFound, FileStore, Namespace, Scope
 
@@ -162,11 +163,13 @@ async def test_binary_oversized_hidden_and_linked_files_are_skipped_with_a_reaso
     reports = await import_skills(file_store, ORG, skills_dir, max_file_bytes=1000)
 
     skipped = dict(reports[1].skipped)
-    assert skipped["diagram.png"] == "binary (not UTF-8 text)"
-    assert skipped["nul.txt"] == "binary (contains NUL bytes)"
-    assert skipped["huge.log"] == "2000 bytes, over the 1000-byte limit"
+    assert skipped["diagram.png"] == f"binary (not UTF-8 text): {ASSET}"
+    assert skipped["nul.txt"] == f"binary (not UTF-8 text): {ASSET}"
+    assert skipped["huge.log"] == f"2,000 bytes, over the 1,000-byte limit of a file: {ASSET}"
     assert skipped[".DS_Store"] == "hidden"
-    assert skipped["passwd"] == "symbolic link (not followed)"
+    assert skipped["passwd"] == (
+        "a symbolic link out of the skill folder (to /etc/passwd): not followed"
+    )
     assert "/restart-pods/reference.md" in reports[1].written
     with pytest.raises(FileNotFound):
         await file_store.read(SKILLS, "/restart-pods/passwd")
@@ -239,12 +242,103 @@ async def test_hidden_folders_links_and_top_level_files_are_reported_not_passed_
     file_store: FileStore, skills_dir: Path
 ) -> None:
     write(skills_dir / ".hidden" / "SKILL.md", skill_md("hidden"))
-    (skills_dir / "linked").symlink_to(skills_dir / "db-pool", target_is_directory=True)
+    (skills_dir / "gone").symlink_to(skills_dir / "nowhere", target_is_directory=True)
     write(skills_dir / "README.md", "# our skills\n")
 
     reports = await import_skills(file_store, ORG, skills_dir)
 
     said = {r.name: [*r.problems, *(why for _, why in r.skipped)] for r in reports}
     assert said[".hidden"] == ["hidden: not imported"]
-    assert said["linked"] == ["symbolic link (not followed)"]
+    assert said["gone"] == [f"a broken symbolic link (to {skills_dir / 'nowhere'})"]
     assert said["README.md"] == ["a file, not a skill folder"]
+
+
+async def test_a_skill_folder_that_is_a_symbolic_link_is_imported_as_claude_code_loads_it(
+    file_store: FileStore, tmp_path: Path
+) -> None:
+    # Given skills a dotfile manager linked into place: a skill, a category, a file
+    dotfiles = tmp_path / "dotfiles"
+    write(dotfiles / "triage" / "SKILL.md", skill_md("triage"))
+    write(dotfiles / "triage" / "checklist.md", "1. Look at the graphs.\n")
+    write(dotfiles / "ops" / "rollback" / "SKILL.md", skill_md("rollback"))
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "triage").symlink_to(dotfiles / "triage", target_is_directory=True)
+    (skills / "ops").symlink_to(dotfiles / "ops", target_is_directory=True)
+    (dotfiles / "triage" / "latest.md").symlink_to("checklist.md")  # within the skill
+
+    # When they are imported
+    reports = await import_skills(file_store, ORG, skills)
+
+    # Then each is imported, the link within the skill read as its target
+    assert [(r.name, r.ok) for r in reports] == [("rollback", True), ("triage", True)]
+    assert (await file_store.read(SKILLS, "/triage/latest.md")).content == (
+        "1. Look at the graphs.\n"
+    )
+    assert (await file_store.read(SKILLS, "/rollback/SKILL.md")).content == skill_md("rollback")
+
+
+def test_the_import_of_skills_with_binary_assets_succeeds_and_says_why_they_stay_out(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli.app import app
+
+    # Given a skill with a font and an archive, as Anthropic's public skills have
+    skills = tmp_path / "skills"
+    write(skills / "canvas" / "SKILL.md", skill_md("canvas"))
+    write(skills / "canvas" / "fonts" / "Mono.ttf", b"\x00\x01\x00\x00\x00\x0f\x00\x80")
+    write(skills / "canvas" / "kit.tar.gz", b"\x1f\x8b\x08\x00\xff\xfe")
+
+    # When it is imported from the command line
+    result = CliRunner().invoke(
+        app, ["skills", "import", str(skills)], env={"WARROOM_DATA_DIR": str(tmp_path / "d")}
+    )
+
+    # Then the skill is in, the exit code 0, and the reason for the assets said once
+    assert result.exit_code == 0, result.output
+    assert "  ok       canvas: 1 file(s) imported" in result.output
+    assert f"  skipped  canvas/fonts/Mono.ttf: binary (not UTF-8 text): {ASSET}" in result.output
+    assert result.output.count("WARROOM_WORKSPACE_SEED") == 1
+
+
+def test_a_yaml_error_in_a_skills_frontmatter_is_one_line_saying_where(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli.app import app
+
+    skills = tmp_path / "skills"
+    write(skills / "triage" / "SKILL.md", "---\nname: triage\ndescription: [unclosed\n---\n")
+
+    result = CliRunner().invoke(
+        app, ["skills", "import", str(skills)], env={"WARROOM_DATA_DIR": str(tmp_path / "d")}
+    )
+
+    assert result.exit_code == 1
+    (problem,) = [line for line in result.output.splitlines() if "not valid YAML" in line]
+    assert "line 3, column 23 of the file: expected ',' or ']', but got '<stream end>'" in problem
+    assert "^" not in result.output  # no excerpt of the file
+
+
+async def test_link_loops_are_reported_not_followed_and_nothing_outside_is_read(
+    file_store: FileStore, skills_dir: Path
+) -> None:
+    # Given a link back to the skills folder, a link to itself and one to /etc in a skill
+    (skills_dir / "loop").symlink_to(skills_dir, target_is_directory=True)
+    (skills_dir / "db-pool" / "self").symlink_to("self")
+    (skills_dir / "db-pool" / "etc").symlink_to("/etc", target_is_directory=True)
+
+    reports = await import_skills(file_store, ORG, skills_dir)
+
+    # Then each skill is imported once, and each link says why it was passed over
+    said = {r.name: (r.ok, dict(r.skipped)) for r in reports}
+    assert said["loop"] == (
+        True,
+        {"": "a symbolic link to this folder or one above it: not followed"},
+    )
+    assert said["db-pool"][1] == {
+        "etc": "a symbolic link out of the skill folder (to /etc): not followed",
+        "self": "a broken symbolic link (to self)",
+    }
+    assert all(ok for ok, _ in said.values())

@@ -1,0 +1,128 @@
+"""``warroom fake-anthropic`` as a person uses it: a script that runs out says so once, as a
+permanent error (no retries); each reply served is printed, a compaction's named; a script
+that is not UTF-8 is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import tempfile
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli.app import app
+from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest
+from bot.fakes.anthropic_script import COMPACTION_MARK, ScriptPlayer, script_from_json
+from tests.bot.cli_support import Output, finish, start, warroom_env
+
+MESSAGES = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def body(text: str) -> dict[str, object]:
+    return {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+    }
+
+
+@pytest.mark.slow
+async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_retried(
+    tmp_path: Path,
+) -> None:
+    # Given the fake Messages API with a one-reply script (a command to run)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool": "Bash", "input": {"command": "true"}}]))
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix="wr-fa-"))  # short: sandbox socket paths < 108 bytes
+    env = warroom_env(data)
+    fake = await start(
+        "fake-anthropic", "--port", str(port), "--script", str(script), env=env, cwd=tmp_path
+    )
+    assert fake.stdout is not None
+    said = Output(fake.stdout)
+    await said.until(lambda text: f"http://127.0.0.1:{port}" in text)
+    try:
+        # When a chat asks it twice (the question, then the command's result)
+        chat_env = env | {
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "ANTHROPIC_API_KEY": "fake",
+        }
+        chat = await start("chat", env=chat_env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        chat.stdin.write(b"is checkout up?\n")
+        await out.until(lambda text: "script ran out" in text)
+        chat.stdin.close()
+        await finish(chat)
+        await said.until(lambda text: "the script ran out" in text)
+    finally:
+        fake.send_signal(signal.SIGTERM)
+        await finish(fake)
+        shutil.rmtree(data, ignore_errors=True)
+
+    # Then the chat shows why, once, as a refusal that is not retried
+    assert out.text.count("the script ran out: its 1 replies were all served") == 1
+    assert "unavailable" not in out.text
+    # and the fake saw one request for the reply and one for the error: no retry
+    assert said.text.count("reply 1 of 1") == 1
+    assert said.text.count("the script ran out (1 replies): answering 400 from now on") == 1
+
+
+async def test_a_script_that_ran_out_answers_a_permanent_400_saying_so() -> None:
+    async with FakeAnthropicAPI([]) as fake, httpx.AsyncClient(base_url=fake.base_url) as http:
+        response = await http.post("/v1/messages", headers=MESSAGES, json=body("hi"))
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "the script ran out: its 0 replies were all served" in error["message"]
+    assert "retry-after" not in response.headers
+
+
+def test_the_player_names_a_compaction_that_takes_a_reply() -> None:
+    said: list[str] = []
+    player = ScriptPlayer(script_from_json('[{"text": "a"}, {"text": "summary"}]'), said.append)
+
+    player(RecordedRequest(b"", body("why is checkout down?"), {}))
+    player(RecordedRequest(b"", body(f"The conversation {COMPACTION_MARK}. Summarise."), {}))
+
+    assert said == [
+        "request: reply 1 of 2",
+        "request (a compaction: the harness asks for a summary): reply 2 of 2",
+    ]
+
+
+def test_the_compaction_mark_is_in_the_harness_summary_request() -> None:
+    from harness.loop.turn import SUMMARY_REQUEST
+
+    assert COMPACTION_MARK in SUMMARY_REQUEST
+
+
+def test_a_script_that_is_not_utf8_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "replies.json"
+    script.write_bytes('[{"text": "caf\u00e9"}]\n'.encode("latin-1"))
+
+    result = CliRunner().invoke(app, ["fake-anthropic", "--script", str(script)])
+
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit)  # not a traceback
+    assert result.output.strip() == (
+        f"cannot use the script {script}: not UTF-8 text: byte 0xe9 at line 1 (offset 14); "
+        "save the file as UTF-8"
+    )

@@ -1,0 +1,88 @@
+"""``warroom fake-slack``'s typed lines reach the real Slack app as a person's acts would:
+a second thread, a top-level message, the ``/agent`` slash command, a modal filled in and
+submitted (a new skill); and its message ``ts`` keeps to the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from bot.cli.fake_slack import CHANNEL, deliver_lines
+from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
+from memory_store import Namespace, Scope, SessionKey
+from tests.bot.slack_edge import running_edge
+
+
+async def modal_opened(fake: FakeSlackApi, *, timeout_s: float = 30.0) -> None:
+    """Wait until the app has opened a modal (its views.open follows the command's ack)."""
+    deadline = time.monotonic() + timeout_s
+    while not fake.state.views:
+        assert time.monotonic() < deadline, "no modal was opened"
+        await asyncio.sleep(0.05)
+
+
+SKILL = "---\\nname: triage\\ndescription: First look at an incident.\\n---\\n\\n# Triage\\n"
+
+
+async def test_typed_lines_open_threads_post_at_the_top_run_agent_and_submit_a_modal(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    async with running_edge(tmp_path) as edge:
+        fake = edge.slack_api
+        fake.state.messages.setdefault(CHANNEL, [])
+
+        async def lines() -> AsyncIterator[str]:
+            yield "checkout-api returns 500s"  # the first line: a thread
+            yield "top: deploy of checkout-api at 14:02"  # a top-level message
+            yield "@warroom payments is slow too"  # a second thread
+            yield "/agent skills new"  # opens the new-skill modal
+            await modal_opened(fake)
+            yield "set skill_name triage"
+            yield f"set skill_part_1 {SKILL}"
+            yield "submit"
+
+        # When these lines are typed into fake-slack, against the real app
+        await deliver_lines(fake, edge.url, lines(), said.append)
+        await edge.settle()
+
+        # Then two threads were opened, each a session, and the top-level message is none
+        top = [m for m in fake.state.messages[CHANNEL] if "thread_ts" not in m]
+        assert [m["text"] for m in top][1] == "deploy of checkout-api at 14:02"
+        roots = [str(m["ts"]) for m in top if "<@" in str(m["text"])]
+        assert len(roots) == 2
+        sessions = [await edge.sessions.find(SessionKey(TEAM_ID, CHANNEL, ts)) for ts in roots]
+        assert None not in sessions
+        # and the modal's submission made the skill
+        skill = await edge.files.read(Namespace(TEAM_ID, Scope.SKILLS), "/triage/SKILL.md")
+        assert skill.content.startswith("---\nname: triage\n")
+    assert "submitted" in said
+    assert not [s for s in said if s.startswith("not delivered")]
+
+
+async def test_a_line_for_an_input_the_modal_lacks_says_which_it_has(tmp_path: Path) -> None:
+    said: list[str] = []
+    async with running_edge(tmp_path) as edge:
+        fake = edge.slack_api
+
+        async def lines() -> AsyncIterator[str]:
+            yield "/agent skills new"
+            await modal_opened(fake)
+            yield "set skil_name triage"
+
+        await deliver_lines(fake, edge.url, lines(), said.append)
+
+    assert said == [
+        "no input 'skil_name' in the modal; its inputs: skill_name, skill_part_1, skill_part_2"
+    ]
+
+
+async def test_the_fake_slacks_ts_keeps_to_the_clock_however_many_messages() -> None:
+    fake = FakeSlackApi()
+
+    stamps = [float(fake.add_message("C1", f"update {i}")) for i in range(200)]
+
+    assert stamps == sorted(set(stamps))  # unique, in order
+    assert stamps[-1] <= time.time() + 1  # not ahead of the clock (it was +200 s)
