@@ -3,9 +3,9 @@
 The policy asks two questions of it:
 
 - ``change``: can anything the sandbox runs change something outside it? A rule that allows
-  a method other than GET/HEAD, a credential rule (its secret acts for us), a tunnel rule
-  (HTTPS passes unseen, any method) or the host's network (no gateway) say yes; a sandbox
-  without a network, or with only read-only rules without secrets, says no. Code the policy
+  a method other than GET/HEAD, a tunnel rule (HTTPS passes unseen, any method) or the host's
+  network (no gateway) say yes; a sandbox without a network, or with only GET/HEAD rules
+  (with a credential or without: the gateway judges each request's effective method), says no. Code the policy
   cannot read (an interpreter's program, a script, a build tool) needs approval exactly when
   the answer is yes.
 - ``route``: what would the gateway do with one request? Pass it (through which rule), or
@@ -140,9 +140,10 @@ class EgressReach:
 
 
 def _why_changing(rules: Rules) -> str | None:
+    # A credential rule that allows only GET and HEAD lets no change out: the gateway judges
+    # each request's effective method (overrides included) and lets a changing one through
+    # any rule only from an approved call's own process (§13).
     for rule in rules.rules:
-        if rule.inject is not None:
-            return f"the egress rule {rule.name!r} holds a credential"
         if rule.tunnel:
             return f"the egress rule {rule.name!r} tunnels HTTPS (any method)"
         changing = [m for m in rule.methods if m not in READ_ONLY_METHODS]

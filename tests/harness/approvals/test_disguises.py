@@ -105,7 +105,7 @@ def test_code_the_policy_cannot_read_is_allowed_when_nothing_changeable_is_in_re
         assert policy.bash(command, reach=nothing).verdict is ALLOWED, nothing
     decision = policy.bash(command, reach=reach())
     assert decision.verdict is APPROVAL
-    assert "the egress rule 'pagerduty' holds a credential" in decision.reason
+    assert "the egress rule 'pagerduty' allows POST" in decision.reason
 
 
 @pytest.mark.parametrize(
@@ -113,19 +113,24 @@ def test_code_the_policy_cannot_read_is_allowed_when_nothing_changeable_is_in_re
     [
         ("rules: [{name: hook, hosts: [h.example], methods: [POST]}]", "'hook' allows POST"),
         (
-            "rules: [{name: g, hosts: [g.example], inject: {type: bearer, token: {env: T}}}]",
-            "'g' holds a credential",
+            "rules: [{name: g, hosts: [g.example], methods: [GET, PUT],"
+            " inject: {type: bearer, token: {env: T}}}]",
+            "'g' allows PUT",
         ),
         ("rules: [{name: s, hosts: [s.example], tunnel: true}]", "'s' tunnels HTTPS"),
     ],
 )
-def test_a_write_method_a_credential_or_a_tunnel_puts_a_change_in_reach(
-    rules: str, why: str
-) -> None:
+def test_a_write_method_or_a_tunnel_puts_a_change_in_reach(rules: str, why: str) -> None:
     change = EgressReach(Rules.parse(rules)).change
     assert change is not None
     assert why in change
     assert EgressReach(Rules.parse(READ_ONLY_RULES)).change is None
+    # a credential rule for GET and HEAD only lets no change out: the gateway judges each
+    # request's effective method, and a change passes only from an approved call
+    read_only_credential = (
+        "rules: [{name: g, hosts: [g.example], inject: {type: bearer, token: {env: T}}}]"
+    )
+    assert EgressReach(Rules.parse(read_only_credential)).change is None
     assert NoNetwork().change is None
     assert OpenNetwork().change is not None
 
