@@ -62,10 +62,11 @@ def describe(request: str, body: bytes, headers: Mapping[str, Sequence[str]]) ->
 
 class SignedRequests(AsyncMiddleware):
     """Lets through only requests Slack signed with ``signing_secret`` (Socket Mode's are
-    not HTTP requests and pass); a refused one gets bolt's 401 ``invalid request``."""
+    not HTTP requests and pass); a refused one gets bolt's 401 ``invalid request``. Without a
+    secret (Socket Mode needs none) every HTTP request is refused."""
 
     def __init__(self, signing_secret: str, clock: Callable[[], float] = time.time) -> None:
-        self._verifier = SignatureVerifier(signing_secret)
+        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self._clock = clock
 
     async def async_process(
@@ -79,7 +80,10 @@ class SignedRequests(AsyncMiddleware):
         if req.mode == "socket_mode":
             return await next()
         body = req.raw_body.encode()
-        reason = refusal(self._verifier, body, req.headers, self._clock())
+        if self._verifier is None:
+            reason: str | None = "no SLACK_SIGNING_SECRET is set to check it against"
+        else:
+            reason = refusal(self._verifier, body, req.headers, self._clock())
         if reason is None:
             return await next()
         request = str(req.context.get(HTTP_REQUEST_KEY) or "a request")

@@ -55,7 +55,7 @@ async def test_serve_with_a_refused_app_token_exits_2_naming_it(
     serve = await start("serve", env=env, cwd=tmp_path)
     _, stderr = await asyncio.wait_for(serve.communicate(), 60)
 
-    assert serve.returncode == 2
+    assert serve.returncode == 2, stderr.decode()[-3000:]
     assert "SLACK_APP_TOKEN was refused by Slack (apps.connections.open: invalid_auth)" in (
         stderr.decode()
     )

@@ -137,7 +137,7 @@ async def test_a_mention_inside_a_thread_that_is_no_session_takes_the_earlier_me
     # Given a thread where people and an alerting bot talked before anyone asked the bot
     api = edge.slack_api
     root = api.add_message(CHANNEL, "checkout 5xx alert fired", user="U0FAKEALICE")
-    reply = api.add_message(
+    api.add_message(
         CHANNEL, "looks like the db pool again", user="U0FAKEBOB", thread_ts=root
     )
     api.state.messages[CHANNEL].append(
@@ -147,7 +147,7 @@ async def test_a_mention_inside_a_thread_that_is_no_session_takes_the_earlier_me
             "bot_id": "B0PAGER",
             "username": "pager",
             "text": "error rate 12%",
-            "ts": f"{reply.split('.')[0]}.500000",  # between the reply and the mention
+            "ts": api._ts(),  # between the reply and the mention (the fake's ts increase)
             "thread_ts": root,
         }
     )
