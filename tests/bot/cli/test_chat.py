@@ -7,13 +7,14 @@ import asyncio
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from bot.cli.app import app
-from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
+from bot.fakes.anthropic_api import FakeAnthropicAPI, Fault, RecordedRequest, Reply
 from bot.fakes.anthropic_script import echo_reply
 from harness import Checkpoint, Requester
 from memory_store import Database, SessionKey, SessionOrigin, SessionStore
@@ -104,18 +105,28 @@ async def test_chat_reads_invalid_utf8_with_replacement_characters(tmp_path: Pat
     assert "warroom> " in stdout.decode()
 
 
+def gone_after(*replies: Reply) -> Callable[[RecordedRequest], Reply | Fault]:
+    """A model API that serves ``replies``, then answers 500 to every request after."""
+    queue = list(replies)
+
+    def script(request: RecordedRequest) -> Reply | Fault:
+        return queue.pop(0) if queue else Fault.status(500)
+
+    return script
+
+
 @pytest.mark.slow
 async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_running(
     tmp_path: Path,
 ) -> None:
-    # Given a model that runs a Bash command, then is gone (no reply left)
+    # Given a model that runs a Bash command, then is gone (it answers 500 to every retry)
     bash = Reply.tool("Bash", {"command": "echo hi", "description": "say hi"})
-    async with FakeAnthropicAPI([bash], api_key="fake-key") as fake:
+    async with FakeAnthropicAPI(gone_after(bash), api_key="fake-key") as fake:
         env = warroom_env(
             tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
         )
         chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
-        stdout, stderr = await asyncio.wait_for(chat.communicate(b"the site is down\n"), 60)
+        stdout, stderr = await asyncio.wait_for(chat.communicate(b"the site is down\n"), 150)
 
     # Then the chat exits 1 saying why, without library tracebacks
     assert chat.returncode == 1
@@ -134,7 +145,7 @@ async def test_a_failed_session_exits_1_with_its_reason_and_leaves_no_sandbox_ru
 @pytest.mark.slow
 async def test_a_failed_session_is_reported_while_the_user_can_still_type(tmp_path: Path) -> None:
     # Given a model that is gone from the start, and a user who keeps the chat open
-    async with FakeAnthropicAPI([], api_key="fake-key") as fake:
+    async with FakeAnthropicAPI(gone_after(), api_key="fake-key") as fake:
         env = warroom_env(
             tmp_path / "data", ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url
         )
