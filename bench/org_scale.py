@@ -44,9 +44,14 @@ from harness.model.messages import Message, TextBlock
 from memory_store import Database, FileStore, Limits, Namespace, Origin, Scope, SessionStore
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BIG_LIMITS = Limits(max_files_per_org=50_000, max_bytes_per_org=2 * 1024**3)
 SEARCH_FILES = 10_000
 REVISIONS = 100_000
+BIG_LIMITS = Limits(
+    max_files_per_org=50_000,
+    max_bytes_per_org=2 * 1024**3,
+    max_stored_bytes_per_org=8 * 1024**3,
+    keep_revisions=REVISIONS + 1,  # the notice's file keeps all its history
+)
 PARKED = 100_000
 
 

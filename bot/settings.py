@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     sandbox_workspace_mb: int = Field(
         default=1024, ge=0, validation_alias="WARROOM_SANDBOX_WORKSPACE_MB"
     )
+    sandbox_tmp_mb: int = Field(default=256, ge=0, validation_alias="WARROOM_SANDBOX_TMP_MB")
+    sandbox_shm_mb: int = Field(default=64, ge=0, validation_alias="WARROOM_SANDBOX_SHM_MB")
     sandbox_idle_destroy_s: float = Field(
         default=900.0, gt=0, validation_alias="WARROOM_SANDBOX_IDLE_DESTROY_S"
     )

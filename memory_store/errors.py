@@ -97,7 +97,8 @@ class FileTooLarge(StoreError):
 
 
 class QuotaExceeded(StoreError):
-    """The org would exceed its quota (``what`` is ``"files"`` or ``"bytes"``)."""
+    """The org would exceed its quota (``what`` is ``"files"``, ``"bytes"`` or ``"stored
+    bytes"``); ``note`` says how to make room."""
 
     def __init__(self, org_id: str, *, what: str, used: int, limit: int, note: str = "") -> None:
         super().__init__(f"org {org_id} is over its {what} quota: {used} of {limit}{note}")
@@ -105,6 +106,7 @@ class QuotaExceeded(StoreError):
         self.what = what
         self.used = used
         self.limit = limit
+        self.note = note
 
 
 class SearchTimeout(StoreError):

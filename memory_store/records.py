@@ -192,11 +192,17 @@ class Limits:
     only up to ``incident_reserve_share`` (a fraction, rounded down) below each maximum:
     that room is kept for ``/incident`` notes, so a full memory never blocks notes
     mid-incident.
+
+    History is bounded too: each file keeps its newest ``keep_revisions`` revisions (a
+    deleted file only its deletion and the content before it), and the bytes of every
+    kept revision count against ``max_stored_bytes_per_org``.
     """
 
     max_file_bytes: int = 100 * 1024
     max_files_per_org: int = 10_000
     max_bytes_per_org: int = 200 * 1024 * 1024
+    max_stored_bytes_per_org: int = 400 * 1024 * 1024
+    keep_revisions: int = 20
     lock_timeout_ms: int = 2_000
     statement_timeout_ms: int = 10_000
     incident_reserve_share: float = 0.05
@@ -208,6 +214,11 @@ class Limits:
     def max_bytes(self, scope: Scope) -> int:
         """The org's live byte total a change in ``scope`` may reach."""
         return self._below(self.max_bytes_per_org, scope)
+
+    def max_stored_bytes(self, scope: Scope) -> int:
+        """The org's stored bytes (every kept revision's content) a change in ``scope``
+        may reach."""
+        return self._below(self.max_stored_bytes_per_org, scope)
 
     def _below(self, maximum: int, scope: Scope) -> int:
         if scope is Scope.INCIDENT:

@@ -158,6 +158,8 @@ class SandboxUsage:
             ``memory.events``/``memory.oom_control`` ``oom_kill``).
         pids_refusals: forks refused by the process limit so far (``pids.events`` ``max``).
         workspace_free_bytes: room left in ``/workspace``.
+        tmp_max_bytes, tmp_free_bytes: the same for ``/tmp``.
+        shm_max_bytes, shm_free_bytes: the same for ``/dev/shm``.
     """
 
     memory_max_bytes: int | None = None
@@ -166,11 +168,16 @@ class SandboxUsage:
     oom_kills: int | None = None
     pids_refusals: int | None = None
     workspace_free_bytes: int | None = None
+    tmp_max_bytes: int | None = None
+    tmp_free_bytes: int | None = None
+    shm_max_bytes: int | None = None
+    shm_free_bytes: int | None = None
 
     def hits_since(self, before: SandboxUsage, *, failed: bool = True) -> tuple[str, ...]:
         """What the model should be told: the limits hit between ``before`` and this
-        reading, one sentence each (empty when none was). A full ``/workspace`` is named
-        when it filled up meanwhile, or when it was full and the command ``failed``.
+        reading, one sentence each (empty when none was). A full ``/workspace``, ``/tmp``
+        or ``/dev/shm`` is named when it filled up meanwhile, or when it was full and the
+        command ``failed``.
 
         >>> before = SandboxUsage(pids_max=64, oom_kills=0, pids_refusals=0)
         >>> after = SandboxUsage(pids_max=64, oom_kills=0, pids_refusals=3)
@@ -188,17 +195,33 @@ class SandboxUsage:
                 f"Hit the sandbox process limit ({self.pids_max} processes and threads): "
                 "new processes could not start."
             )
-        if self.workspace_full and (failed or not before.workspace_full):
-            notes.append(
-                f"No space left on /workspace: it is full ({_mib(self.workspace_max_bytes)}); "
-                "delete files there to make room."
-            )
+        was_full = before.full_filesystems()
+        for path, max_bytes in self.full_filesystems().items():
+            if failed or path not in was_full:
+                notes.append(
+                    f"No space left on {path}: it is full ({_mib(max_bytes)}); "
+                    "delete files there to make room."
+                )
         return tuple(notes)
 
     @property
     def workspace_full(self) -> bool:
-        """True when less than 1 MiB of ``/workspace`` is left."""
-        return self.workspace_free_bytes is not None and self.workspace_free_bytes < MIB
+        """True when ``/workspace`` is full (see ``full_filesystems``)."""
+        return "/workspace" in self.full_filesystems()
+
+    def full_filesystems(self) -> dict[str, int | None]:
+        """The writable filesystems with less than 1 MiB left (or less than a sixteenth of
+        a smaller one), each with its size."""
+        sizes = {
+            "/workspace": (self.workspace_max_bytes, self.workspace_free_bytes),
+            "/tmp": (self.tmp_max_bytes, self.tmp_free_bytes),
+            "/dev/shm": (self.shm_max_bytes, self.shm_free_bytes),
+        }
+        return {
+            path: max_bytes
+            for path, (max_bytes, free_bytes) in sizes.items()
+            if free_bytes is not None and free_bytes < min(MIB, (max_bytes or 16 * MIB) // 16)
+        }
 
 
 def _grew(before: int | None, after: int | None) -> bool:

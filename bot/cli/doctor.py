@@ -179,7 +179,8 @@ async def check_sandbox_limits(settings: Settings) -> CheckResult:
     detail = (
         f"memory {limits.memory_max_bytes // mib} MiB ({found['memory']}), "
         f"processes {limits.pids_max} ({found['pids']}), cpu {limits.cpus:g} ({found['cpu']}), "
-        f"/workspace {limits.workspace_max_bytes // mib} MiB ({found['workspace']})"
+        f"/workspace {limits.workspace_max_bytes // mib} MiB, /tmp {limits.tmp_max_bytes // mib}"
+        f" MiB, /dev/shm {limits.shm_max_bytes // mib} MiB ({found['workspace']})"
     )
     weak = [name for name in ("memory", "pids", "cpu") if not found[name].startswith("cgroup")]
     if weak:

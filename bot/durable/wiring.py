@@ -123,6 +123,8 @@ def jail_limits(settings: Settings) -> JailLimits:
         pids_max=settings.sandbox_pids_max,
         cpus=settings.sandbox_cpus,
         workspace_max_bytes=settings.sandbox_workspace_mb * mib,
+        tmp_max_bytes=settings.sandbox_tmp_mb * mib,
+        shm_max_bytes=settings.sandbox_shm_mb * mib,
     )
 
 

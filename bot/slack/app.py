@@ -59,6 +59,7 @@ from bot.slack.recording import (
     Recorder,
 )
 from bot.slack.render import STOP_ACTION_ID
+from bot.slack.signatures import SignedRequests
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
 from bot.slack.skills.command import SkillsCommand, SkillsCommands
 from bot.slack.skills.editor import Submission
@@ -157,6 +158,8 @@ def build_app(*, deps: SlackDeps, background: Background | None = None) -> Async
     app = AsyncApp(
         client=deps.client,
         signing_secret=deps.signing_secret,
+        request_verification_enabled=False,  # bolt's logs each refused body: ours does not
+        before_authorize=SignedRequests(deps.signing_secret),
         process_before_response=True,
         name="warroom",
     )

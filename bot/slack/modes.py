@@ -29,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
 from bot.slack.background import Background
+from bot.slack.signatures import HTTP_REQUEST_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,8 @@ def http_app(app: AsyncApp, *, path: str = DEFAULT_PATH) -> web.Application:
             bolt_request = await to_bolt_request(request)
         except ValueError:  # bolt parses the body before it checks the signature
             return web.Response(status=400, text="the body is not a Slack request")
+        origin = f"{request.method} {request.path} from {request.remote}"
+        bolt_request.context[HTTP_REQUEST_KEY] = origin
         response = await app.async_dispatch(bolt_request)
         return await to_aiohttp_response(response)
 

@@ -112,7 +112,8 @@ def store_failure(exc: StoreError, where: Resolved) -> str:
     if isinstance(exc, QuotaExceeded):
         return (
             f"The org's shared files are over their {exc.what} quota ({exc.used} of "
-            f"{exc.limit}). Nothing was written; tell the people in the thread."
+            f"{exc.limit}). Nothing was written; tell the people in the thread"
+            + (f"{exc.note}." if exc.what == "stored bytes" else ".")
         )
     if isinstance(exc, InvalidContent):
         return f"Cannot store {display_path}: {exc.reason}. Nothing was written."

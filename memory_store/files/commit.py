@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import DatabaseUnavailable, QuotaExceeded, StoreError
-from memory_store.files import revisions, rows, usage
+from memory_store.files import retention, revisions, rows, usage
 from memory_store.files.paths import check_tree, fold
 from memory_store.records import Limits, Namespace, Origin, Revision, Scope
 
@@ -157,13 +157,24 @@ async def _store(
     await revisions.append(conn, file_id, change)
     was_live = row is not None and not row.deleted
     old_size = row.size_bytes if row is not None and was_live else 0
-    new_size = 0 if change.content is None else len(change.content.encode())
+    new_size = change.size_bytes
+    org_id = target.ns.org_id
     await usage.add(
         conn,
-        target.ns.org_id,
+        org_id,
         files=int(change.content is not None) - int(was_live),
         size_bytes=new_size - old_size,
+        stored_bytes=new_size,
     )
+    keep = retention.keeps(limits.keep_revisions)
+    if change.content is None:
+        stored, limit = await usage.stored(conn, org_id), limits.max_stored_bytes(target.ns.scope)
+        keep = retention.keeps(
+            limits.keep_revisions, deleted=True, pressed=stored > retention.PRESSURE * limit
+        )
+    freed = await retention.drop_older(conn, org_id, file_id, change.version, keep)
+    if new_size > freed:
+        await _check_stored(conn, limits, target.ns, new_size - freed)
 
 
 async def _prior(conn: AsyncConnection, row: rows.FileRow | None, origin: Origin) -> Outcome | None:
@@ -250,6 +261,25 @@ async def _check_quota(
         raise QuotaExceeded(ns.org_id, what="bytes", used=bytes_used, limit=max_bytes, note=note)
 
 
+async def _check_stored(
+    conn: AsyncConnection, limits: Limits, ns: Namespace, added_bytes: int
+) -> None:
+    """Refuse a change that added ``added_bytes`` and so left the org's kept revisions
+    over its stored-bytes quota (checked after the change, in its transaction, whose
+    counter row it holds: raising rolls the change back)."""
+    used, limit = await usage.stored(conn, ns.org_id), limits.max_stored_bytes(ns.scope)
+    if used > limit:
+        before = used - added_bytes
+        raise QuotaExceeded(
+            ns.org_id, what="stored bytes", used=before, limit=limit, note=_FREE_NOTE
+        )
+
+
+_FREE_NOTE = (
+    " (every kept version of every file counts); delete files that are no longer useful"
+    " (`/agent memory rm /memory/<path>` in Slack, `warroom memory rm` from a shell): while"
+    " storage is this full, a deleted file keeps only its last version"
+)
 _RESERVE_NOTE = (
     " (the rest is kept for /incident notes); delete files from /memory that are no longer"
     " useful (`warroom memory ls` and `warroom memory rm`)"

@@ -6,10 +6,14 @@ outside an explicit transaction (no BEGIN/COMMIT round trips)::
 
     WITH changed AS (UPDATE files SET … FROM files AS old WHERE old.id = files.id
                      AND <namespace, path> AND version = :n AND NOT deleted
-                     AND content <> :content AND <byte quota holds>
+                     AND content <> :content AND <byte and stored-byte quotas hold>
                      RETURNING files.id, old.size_bytes AS old_size),
-         counted AS (UPDATE org_usage SET bytes = bytes + :size - changed.old_size …)
-    INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed
+         counted AS (UPDATE org_usage SET bytes = bytes + :size - changed.old_size,
+                     stored_bytes = stored_bytes + :size …)
+    INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed RETURNING file_id
+
+then, at every tenth version past what the file keeps, one more statement drops the
+oldest revisions and takes their bytes off ``stored_bytes`` (``retention``).
 
 (The self-join gives the size before the update, for the org's byte counter.)
 
@@ -26,15 +30,17 @@ from sqlalchemy import (
     String,
     Text,
     bindparam,
+    delete,
     exists,
     false,
+    func,
     insert,
     select,
     update,
 )
 
 from memory_store.db import Database
-from memory_store.files import rows
+from memory_store.files import retention, rows, usage
 from memory_store.files.commit import Outcome, Target, new_version, outcome
 from memory_store.files.summary import describe
 from memory_store.files.tables import file_revisions, files, org_usage
@@ -43,6 +49,7 @@ from memory_store.records import Limits
 _f = files.c
 _old = files.alias("old")
 _u = org_usage.c
+_r = file_revisions.c
 
 _CHANGED = (
     update(files)
@@ -54,6 +61,7 @@ _CHANGED = (
         _f.deleted == false(),
         _f.content != bindparam("n_content"),
         rows.WITHIN_QUOTA,
+        usage.ORG_STORED + bindparam("b_size") <= bindparam("b_max_stored"),
     )
     .values(
         version=bindparam("n_version"),
@@ -71,7 +79,10 @@ _CHANGED = (
 _COUNTED = (
     update(org_usage)
     .where(_u.org_id == bindparam("b_org"), exists(select(_CHANGED.c.id)))
-    .values(bytes=_u.bytes + bindparam("b_size") - select(_CHANGED.c.old_size).scalar_subquery())
+    .values(
+        bytes=_u.bytes + bindparam("b_size") - select(_CHANGED.c.old_size).scalar_subquery(),
+        stored_bytes=_u.stored_bytes + bindparam("b_size"),
+    )
     .cte("counted")
 )
 _REVISION_COLUMNS = [
@@ -84,6 +95,7 @@ _REVISION_COLUMNS = [
     "session_id",
     "tool_use_id",
     "created_at",
+    "size_bytes",
 ]
 _WRITE_AND_LOG = (
     insert(file_revisions)
@@ -99,9 +111,26 @@ _WRITE_AND_LOG = (
             bindparam("n_session", type_=String),
             bindparam("r_tool_use_id", type_=String),
             bindparam("n_at", type_=DateTime(timezone=True)),
+            bindparam("b_size", type_=Integer),
         ),
     )
     .add_cte(_COUNTED)
+    .returning(file_revisions.c.file_id)
+)
+_GONE = (
+    delete(file_revisions)
+    .where(_r.file_id == bindparam("file_id"), _r.version <= bindparam("oldest_dropped"))
+    .returning(_r.size_bytes)
+    .cte("gone")
+)
+_DROP_OLDER = (
+    update(org_usage)
+    .where(_u.org_id == bindparam("b_org"))
+    .values(
+        stored_bytes=_u.stored_bytes
+        - select(func.coalesce(func.sum(_GONE.c.size_bytes), 0)).scalar_subquery()
+    )
+    .add_cte(_GONE)
 )
 
 
@@ -136,6 +165,14 @@ async def conditional_write(
         "r_operation": change.operation,
         "r_tool_use_id": change.origin.tool_use_id,
     }
+    params["b_max_stored"] = limits.max_stored_bytes(target.ns.scope)
     async with db.autocommit() as conn:
-        written = (await conn.execute(_WRITE_AND_LOG, params)).rowcount
-    return outcome(target.path, change, created=False) if written == 1 else None
+        file_id = (await conn.execute(_WRITE_AND_LOG, params)).scalar_one_or_none()
+        if file_id is None:
+            return None
+        # the retention rule, in one statement of its own: revisions and counter together
+        oldest_dropped = change.version - retention.keeps(limits.keep_revisions)
+        if oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0:
+            drop = {"file_id": file_id, "oldest_dropped": oldest_dropped, "b_org": target.ns.org_id}
+            await conn.execute(_DROP_OLDER, drop)
+    return outcome(target.path, change, created=False)

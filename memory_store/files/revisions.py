@@ -1,4 +1,4 @@
-"""SQL over ``file_revisions``: the append-only history of every file.
+"""SQL over ``file_revisions``: the history of every file (bounded by ``retention``).
 
 Revisions are reached only through a file row found in its namespace (``rows``), so
 one org can never read another's history.
@@ -135,5 +135,6 @@ async def append(conn: AsyncConnection, file_id: int, change: NewVersion) -> Non
             "session_id": change.origin.session_id,
             "tool_use_id": change.origin.tool_use_id,
             "created_at": change.at,
+            "size_bytes": change.size_bytes,
         },
     )

@@ -61,6 +61,11 @@ class NewVersion:
     origin: Origin
     at: datetime
 
+    @property
+    def size_bytes(self) -> int:
+        """The content's size in UTF-8 bytes (0 for a deletion)."""
+        return 0 if self.content is None else len(self.content.encode())
+
 
 def aware(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; every time we store is UTC."""

@@ -1,9 +1,10 @@
 """SQLAlchemy Core tables of the file store (their schema is made by the Alembic migrations).
 
 ``files`` holds one row per (org, scope, channel, path): the current version and
-content, or a tombstone (``deleted``). ``file_revisions`` is the append-only history:
-one row per version, never updated. ``org_usage`` counts each org's live files and
-bytes (kept by every change, in its transaction) for the quota.
+content, or a tombstone (``deleted``). ``file_revisions`` is the history: one row per
+version, never updated, the oldest dropped past the retention rule (``retention``).
+``org_usage`` counts each org's live files and bytes, and the bytes of all its kept
+revisions (``stored_bytes``), kept by every change in its transaction, for the quotas.
 
 Uniqueness that the store relies on:
 - ``uq_files_path``: one row per path in a namespace;
@@ -91,6 +92,7 @@ file_revisions = Table(
     Column("session_id", String(255), nullable=True),
     Column("tool_use_id", String(255), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("size_bytes", Integer, nullable=False, server_default="0"),
     UniqueConstraint("file_id", "version", name="uq_file_revisions_version"),
     Index("uq_file_revisions_tool_use", "file_id", "tool_use_id", unique=True),
 )
@@ -101,4 +103,5 @@ org_usage = Table(
     Column("org_id", String(255), primary_key=True),
     Column("files", BigInteger, nullable=False),
     Column("bytes", BigInteger, nullable=False),
+    Column("stored_bytes", BigInteger, nullable=False, server_default="0"),
 )

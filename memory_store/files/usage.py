@@ -1,8 +1,9 @@
-"""The ``org_usage`` counter: live files and bytes per org, for the quota.
+"""The ``org_usage`` counter: live files and bytes, and stored bytes, per org, for the quotas.
 
 Every change adds its difference to the org's row in its own transaction (an upsert),
 so a quota check reads one row instead of summing the org's files. The counter row is
-locked from that statement to the commit; the statement is the last of each change.
+locked from that statement to the commit. ``stored_bytes`` is the sum of the content
+bytes of every revision the org keeps (the live content is its newest revision's).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from memory_store.upsert import insert
 
 _u = org_usage.c
 _READ = select(_u.files, _u.bytes).where(_u.org_id == bindparam("org"))
+_STORED = select(_u.stored_bytes).where(_u.org_id == bindparam("org"))
 ORG_BYTES = (
     select(func.coalesce(func.max(_u.bytes), 0))
     .where(_u.org_id == bindparam("b_org"))
@@ -29,14 +31,36 @@ async def read(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
     return (0, 0) if row is None else (int(row.files), int(row.bytes))
 
 
-async def add(conn: AsyncConnection, org_id: str, *, files: int, size_bytes: int) -> None:
-    """Add ``files`` and ``size_bytes`` (either may be negative or 0) to the org's counter."""
-    if not files and not size_bytes:
+ORG_STORED = (
+    select(func.coalesce(func.max(_u.stored_bytes), 0))
+    .where(_u.org_id == bindparam("b_org"))
+    .scalar_subquery()
+)
+"""The org's stored bytes inside a statement (bind ``b_org``)."""
+
+
+async def stored(conn: AsyncConnection, org_id: str) -> int:
+    """The bytes of every revision the org keeps, across all scopes and channels."""
+    return int((await conn.execute(_STORED, {"org": org_id})).scalar_one_or_none() or 0)
+
+
+async def add(
+    conn: AsyncConnection, org_id: str, *, files: int, size_bytes: int, stored_bytes: int = 0
+) -> None:
+    """Add ``files``, ``size_bytes`` and ``stored_bytes`` (any may be negative or 0) to
+    the org's counter."""
+    if not files and not size_bytes and not stored_bytes:
         return
     statement = insert(org_usage, is_postgres=conn.dialect.name == "postgresql")
-    statement = statement.values(org_id=org_id, files=files, bytes=size_bytes)
+    statement = statement.values(
+        org_id=org_id, files=files, bytes=size_bytes, stored_bytes=stored_bytes
+    )
     statement = statement.on_conflict_do_update(
         index_elements=[_u.org_id],
-        set_={"files": _u.files + files, "bytes": _u.bytes + size_bytes},
+        set_={
+            "files": _u.files + files,
+            "bytes": _u.bytes + size_bytes,
+            "stored_bytes": _u.stored_bytes + stored_bytes,
+        },
     )
     await conn.execute(statement)

@@ -13,6 +13,7 @@ _DEFAULTS: dict[str, Any] = {
     "root": "/workspace",
     "shell": "/bin/sh",
     "ready_fd": -1,
+    "listen_fd": -1,
     "max_output_bytes": 1024 * 1024,
     "keepalive_s": 5.0,
     "drain_s": 0.2,
@@ -32,7 +33,10 @@ class ServerConfig:
     """How a sandbox's server behaves (immutable once built).
 
     Attributes:
-        socket_path: the Unix socket to listen on (a path inside the jail).
+        socket_path: the Unix socket to listen on (a path inside the jail), unless
+            ``listen_fd`` is given.
+        listen_fd: a Unix socket already bound by the host to listen on (-1: bind
+            ``socket_path``); the host binds it where the jail cannot write.
         root: the only directory tree the filesystem endpoints may touch.
         shell: the shell that runs commands (``shell -c command``).
         ready_fd: a file descriptor to write ``ready`` to once listening (-1: none).
@@ -63,6 +67,7 @@ class ServerConfig:
     root: str
     shell: str
     ready_fd: int
+    listen_fd: int
     max_output_bytes: int
     keepalive_s: float
     drain_s: float

@@ -1,4 +1,5 @@
-"""Start the SBX/1 server: listen on the Unix socket, say ready, serve until SIGTERM."""
+"""Start the SBX/1 server: listen on the Unix socket (the one the host bound and passed
+as ``listen_fd``, or ``socket_path``), say ready, serve until SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import os
 import resource
 import signal
+import socket
 import sys
 
 from .app import App
@@ -20,14 +22,21 @@ STREAM_LIMIT_BYTES = 64 * 1024
 async def serve(config: ServerConfig) -> None:
     """Serve until SIGTERM or SIGINT, then kill every process group that is left."""
     app = App(config)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(config.socket_path)
-    server = await asyncio.start_unix_server(
-        app.handle_connection,
-        path=config.socket_path,
-        backlog=SOCKET_BACKLOG,
-        limit=STREAM_LIMIT_BYTES,
-    )
+    if config.listen_fd >= 0:
+        listening = socket.socket(fileno=config.listen_fd)
+        listening.set_inheritable(False)  # the commands must not hold the server's socket
+        server = await asyncio.start_unix_server(
+            app.handle_connection, sock=listening, backlog=SOCKET_BACKLOG, limit=STREAM_LIMIT_BYTES
+        )
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(config.socket_path)
+        server = await asyncio.start_unix_server(
+            app.handle_connection,
+            path=config.socket_path,
+            backlog=SOCKET_BACKLOG,
+            limit=STREAM_LIMIT_BYTES,
+        )
     forwarder = None
     if config.egress_port:
         forwarder = await start_forwarder(config.egress_port, config.egress_socket)

@@ -14,6 +14,7 @@ from sandbox_client.transport import ClientOptions
 
 NETWORK_POLICIES = ("none", "host")
 FREEZER_CHOICES = ("auto", "cgroup2", "cgroup1", "signal")
+ENFORCE_CHOICES = ("auto", "rlimit")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class LocalConfig:
         egress: the gateway's way into each jail (None: the jail reaches nothing, unless the
             network policy is ``host``).
         limits: what each sandbox may take (memory, processes, CPU, workspace size).
+        enforce: ``"auto"`` (cgroups where writable, else resource limits) or ``"rlimit"``
+            (resource limits only, as on a host without a writable cgroup).
     """
 
     state_dir: Path
@@ -71,6 +74,7 @@ class LocalConfig:
     client: ClientOptions = field(default_factory=ClientOptions)
     egress: JailEgress | None = None
     limits: JailLimits = field(default_factory=JailLimits)
+    enforce: str = "auto"
 
     def __post_init__(self) -> None:
         # handles store socket paths: they must not depend on the working directory
@@ -79,6 +83,8 @@ class LocalConfig:
             raise ValueError(f"network must be one of {NETWORK_POLICIES}")
         if self.freezer not in FREEZER_CHOICES:
             raise ValueError(f"freezer must be one of {FREEZER_CHOICES}")
+        if self.enforce not in ENFORCE_CHOICES:
+            raise ValueError(f"enforce must be one of {ENFORCE_CHOICES}")
         for name in self.env:
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")

@@ -2,10 +2,18 @@
 
 Inside the jail: new user, pid, ipc, uts and cgroup namespaces (and net, unless the
 policy is ``host``); no capabilities; an environment holding only what the config
-allows; the host's system directories read-only; ``/workspace`` a writable tmpfs of
-``limits.workspace_max_bytes`` (see ``limits`` for why a tmpfs); the server's
-socket directory at ``/run/warroom``; read-only ``/memory``, ``/skills``, ``/incident``
-holding only a note that Warroom's file tools serve those paths.
+allows; the host's system directories read-only; ``/workspace``, ``/tmp`` and
+``/dev/shm`` writable tmpfs of the sizes ``limits`` gives (see ``limits`` for why a
+tmpfs), and nothing else writable (the root and ``/dev`` are remounted read-only); read-only
+``/memory``, ``/skills``, ``/incident`` holding only a note that Warroom's file tools
+serve those paths.
+
+Nothing the host follows or connects to lies where the jail can write. The server's
+socket is bound by the host in the sandbox's state directory, which the jail does not
+see, and handed to the server as a listening descriptor (``listen_fd``); the run
+directory where the egress gateway serves the jail (``/run/warroom``) is bound
+read-only, so the jail can connect to what the host put there but cannot replace,
+rename, link or add a file in it (nor fill the host's disk through it).
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.server.config import ServerConfig
 
 WORKSPACE = "/workspace"
+TMP = "/tmp"
+SHM = "/dev/shm"
 RUN_DIR = "/run/warroom"
+RUN_SUBDIR = "run"  # the host directory bound read-only at RUN_DIR, in the sandbox's
 SERVER_DIR = "/opt/warroom/sbx_server"
 SOCKET_NAME = "sbx.sock"
 EGRESS_SOCKET_NAME = "egress.sock"  # served by the egress gateway, in the same run directory
@@ -48,19 +59,25 @@ _ETC_FILES = (
 class JailPaths:
     """Host paths of one sandbox."""
 
-    run_dir: Path
+    sandbox_dir: Path  # the sandbox's state directory: never visible in the jail
     stubs: Path  # holds memory/, skills/, incident/ with their notes
     server_dir: Path  # the ``sandbox_client/server`` package
 
     @property
     def socket(self) -> Path:
-        """The server's socket as the host sees it."""
-        return self.run_dir / SOCKET_NAME
+        """The server's socket as the host sees it (bound by the host, outside the jail)."""
+        return self.sandbox_dir / SOCKET_NAME
+
+    @property
+    def run_dir(self) -> Path:
+        """The host directory the jail sees read-only at ``/run/warroom``."""
+        return self.sandbox_dir / RUN_SUBDIR
 
 
 def egress_socket(sandbox_socket: Path) -> Path:
-    """Where the gateway serves a jail whose server listens at ``sandbox_socket`` (host path)."""
-    return sandbox_socket.parent / EGRESS_SOCKET_NAME
+    """Where the gateway serves a jail whose server listens at ``sandbox_socket`` (host
+    path): the run directory next to it, which the jail sees read-only."""
+    return sandbox_socket.parent / RUN_SUBDIR / EGRESS_SOCKET_NAME
 
 
 def sandbox_env(config: LocalConfig, shell: str) -> dict[str, str]:
@@ -82,13 +99,20 @@ def _egress_env(config: LocalConfig) -> dict[str, str]:
 
 
 def server_config(
-    config: LocalConfig, ready_fd: int, shell: str, rlimits: tuple[str, ...] = ()
+    config: LocalConfig,
+    ready_fd: int,
+    shell: str,
+    rlimits: tuple[str, ...] = (),
+    *,
+    listen_fd: int = -1,
 ) -> ServerConfig:
     """The server's settings for a jail (paths as seen inside it); ``rlimits`` names the
-    limits (``memory``, ``pids``) the server sets on itself, no cgroup enforcing them."""
+    limits (``memory``, ``pids``) the server sets on itself, no cgroup enforcing them;
+    ``listen_fd`` is the socket the host bound for it (the server listens on it)."""
     limits = config.limits
     return ServerConfig(
-        socket_path=f"{RUN_DIR}/{SOCKET_NAME}",
+        socket_path="",
+        listen_fd=listen_fd,
         root=WORKSPACE,
         shell=shell,
         ready_fd=ready_fd,
@@ -109,18 +133,21 @@ def bwrap_argv(
     *,
     info_fd: int,
     ready_fd: int,
+    listen_fd: int,
     rlimits: tuple[str, ...] = (),
 ) -> list[str]:
-    """The full ``bwrap … -- python … CONFIG`` command."""
+    """The full ``bwrap … -- python … CONFIG`` command; ``listen_fd`` is the bound,
+    not yet listening, socket the server serves on (inherited through bwrap)."""
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    server = server_config(config, ready_fd, shell, rlimits).to_json()
+    server = server_config(config, ready_fd, shell, rlimits, listen_fd=listen_fd).to_json()
     return [
         config.bwrap,
         *_namespaces(config.network),
         *_environment(sandbox_env(config, shell)),
         *_system_binds(config),
-        *_workspace(config.limits.workspace_max_bytes),
+        *_tmpfs(WORKSPACE, config.limits.workspace_max_bytes),
         *_sandbox_binds(paths),
+        "--remount-ro", "/",
         "--chdir", WORKSPACE,
         "--info-fd", str(info_fd),
         "--",
@@ -155,8 +182,11 @@ def _system_binds(config: LocalConfig) -> list[str]:
     for name in _ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # the jail's own /proc, /dev and /tmp first: a bind below /tmp (an interpreter or a
-    # directory the settings name) must land on the tmpfs, not be hidden by it
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # directory the settings name) must land on the tmpfs, not be hidden by it. /dev is
+    # read-only but for its devices and a sized /dev/shm.
+    limits = config.limits
+    args += ["--proc", "/proc", "--dev", "/dev", *_tmpfs(SHM, limits.shm_max_bytes)]
+    args += ["--remount-ro", "/dev", *_tmpfs(TMP, limits.tmp_max_bytes)]
     for extra in (*_python_dirs(config.python), *config.ro_binds):
         args += ["--ro-bind", extra, extra]
     if config.egress is not None:  # the system bundle too: some programs read only that
@@ -172,14 +202,14 @@ def _python_dirs(python: str) -> list[str]:
     return sorted(p for p in prefixes if p != "/" and not (p + "/").startswith("/usr/"))
 
 
-def _workspace(max_bytes: int) -> list[str]:
-    """``/workspace``: a tmpfs of ``max_bytes`` (the kernel's default size for 0)."""
+def _tmpfs(where: str, max_bytes: int) -> list[str]:
+    """A tmpfs of ``max_bytes`` at ``where`` (the kernel's default size for 0)."""
     size = ["--size", str(max_bytes)] if max_bytes else []
-    return [*size, "--tmpfs", WORKSPACE]
+    return [*size, "--tmpfs", where]
 
 
 def _sandbox_binds(paths: JailPaths) -> list[str]:
-    args = ["--bind", str(paths.run_dir), RUN_DIR]
+    args = ["--ro-bind", str(paths.run_dir), RUN_DIR]
     args += ["--ro-bind", str(paths.server_dir), SERVER_DIR]
     for name in VIRTUAL_MOUNTS:
         args += ["--ro-bind", str(paths.stubs / name), f"/{name}"]

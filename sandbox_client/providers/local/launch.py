@@ -5,11 +5,17 @@ hierarchies that hold its limits, so every process of the jail is born there), s
 ``bwrap`` in the background and exits: the jail is re-parented away from the harness,
 survives it, and is never the harness's child to reap. Two pipes report back: bwrap's
 ``--info-fd`` JSON (the jail's init pid) and the server's ``ready`` line once it listens.
+
+The jail's standard output and error are a third pipe, copied into the log file only
+while the jail starts; then its read end is closed. The jail never holds a descriptor
+of a host file: its processes can open their init's descriptors (``/proc/1/fd/2``),
+and a log file there would let them fill the host's disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -18,6 +24,7 @@ from pathlib import Path
 
 from sandbox_client.providers.local import procfs
 
+LOG_TAIL_BYTES = 1024 * 1024
 _DETACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shift; "$@" &'
 
 
@@ -43,33 +50,34 @@ async def launch(
     procs_files: Sequence[str],
     log_path: Path,
     timeout_s: float,
+    pass_fds: Sequence[int] = (),
 ) -> Launched:
     """Start ``build_argv(info_fd, ready_fd)`` detached, inside the cgroups whose
-    ``cgroup.procs`` files are ``procs_files``, and wait for ``ready``.
+    ``cgroup.procs`` files are ``procs_files``, and wait for ``ready``; ``pass_fds``
+    are inherited by the jail too (the server's bound socket). What the jail writes to
+    its standard output and error until then goes to ``log_path``, later output nowhere.
 
     Raises:
         LaunchFailed: it exited, or did not become ready within ``timeout_s``.
     """
     info_r, info_w = os.pipe()
     ready_r, ready_w = os.pipe()
+    log_r, log_w = os.pipe()
+    copier = asyncio.create_task(_copy(log_r, log_path))
     try:
         argv = build_argv(info_w, ready_w)
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            detacher = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", _DETACH, "sh", *procs_files, "--", *argv,
-                env={},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                pass_fds=(info_w, ready_w),
-                start_new_session=True,
-            )  # fmt: skip
-        finally:
-            os.close(log)
-        os.close(info_w)
-        os.close(ready_w)
-        info_w = ready_w = -1
+        detacher = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", _DETACH, "sh", *procs_files, "--", *argv,
+            env={},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_w,
+            stderr=log_w,
+            pass_fds=(info_w, ready_w, *pass_fds),
+            start_new_session=True,
+        )  # fmt: skip
+        for fd in (info_w, ready_w, log_w):
+            os.close(fd)
+        info_w = ready_w = log_w = -1
         if await detacher.wait() != 0:
             raise LaunchFailed("could not join the sandbox's cgroups")
         async with asyncio.timeout(timeout_s):
@@ -81,13 +89,56 @@ async def launch(
     except (ValueError, KeyError) as exc:
         raise LaunchFailed(f"unreadable bwrap info: {exc}") from exc
     finally:
-        for fd in (info_r, info_w, ready_r, ready_w):
+        for fd in (info_r, info_w, ready_r, ready_w, log_w):
             if fd >= 0:
                 os.close(fd)
+        await _stop_copying(copier, log_r, log_path)
     ticks = procfs.start_ticks(pid)
     if ready != b"ready\n" or ticks is None:
         raise LaunchFailed("the sandbox server exited during start-up")
     return Launched(pid=pid, start_ticks=ticks)
+
+
+async def _copy(fd: int, log_path: Path) -> None:
+    """Append what the pipe ``fd`` carries to ``log_path`` until cancelled or its end."""
+    while chunk := await _read_some(fd):
+        await asyncio.to_thread(_append, log_path, chunk)
+
+
+async def _stop_copying(copier: asyncio.Task[None], fd: int, log_path: Path) -> None:
+    """Stop ``copier``, append what the pipe ``fd`` holds now (at most
+    ``LOG_TAIL_BYTES``), and close it: the jail's later writes get EPIPE."""
+    copier.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await copier
+    os.set_blocking(fd, False)
+    tail = bytearray()
+    with contextlib.suppress(BlockingIOError):
+        while len(tail) < LOG_TAIL_BYTES and (chunk := os.read(fd, 65536)):
+            tail += chunk
+    os.close(fd)
+    if tail:
+        await asyncio.to_thread(_append, log_path, bytes(tail))
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+async def _read_some(fd: int) -> bytes:
+    """The next bytes of ``fd`` once readable (b"" at its end)."""
+    loop = asyncio.get_running_loop()
+    readable: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _resolve, readable)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(fd)
+    return os.read(fd, 65536)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -97,16 +148,9 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 async def _read_until(fd: int, end: bytes) -> bytes:
     """Read ``fd`` until ``end`` has been read or the writers closed it."""
-    loop = asyncio.get_running_loop()
     data = bytearray()
     while not data.endswith(end):
-        readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, _resolve, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(fd)
-        chunk = os.read(fd, 4096)
+        chunk = await _read_some(fd)
         if not chunk:
             break
         data += chunk

@@ -10,7 +10,9 @@ import os
 import re
 import shutil
 import signal
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,10 +24,13 @@ from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
 from sandbox_client.providers.local.jail import (
+    SHM,
+    TMP,
     VIRTUAL_MOUNTS,
     WORKSPACE,
     JailPaths,
     bwrap_argv,
+    egress_socket,
     stub_note,
 )
 from sandbox_client.providers.local.launch import LaunchFailed, launch
@@ -41,9 +46,10 @@ SERVER_DIR = Path(__file__).resolve().parents[2] / "server"
 class LocalProvider:
     """Local sandboxes: a jailed server per sandbox, reached over a Unix socket.
 
-    Each sandbox lives in ``state_dir/<id>/`` (``run/sbx.sock``, ``jail.log``,
-    ``handle.json``); its ``/workspace`` is a tmpfs inside the jail. Suspending freezes
-    the jail's cgroup (v2, else v1) or, where no cgroup is writable, SIGSTOPs its
+    Each sandbox lives in ``state_dir/<id>/`` (``sbx.sock``, ``jail.log``,
+    ``handle.json``, and ``run/``, which the jail sees read-only at ``/run/warroom``);
+    the jail sees nothing else of it. Its ``/workspace`` is a tmpfs inside the jail.
+    Suspending freezes the jail's cgroup (v2, else v1) or, where no cgroup is writable, SIGSTOPs its
     processes; which one is detected once (``freezer``) unless the config forces it.
     Limits (``config.limits``) go where ``enforcer`` found room: cgroup v2, v1, or
     resource limits of the jail's first process. Jails are detached: they outlive the
@@ -74,6 +80,8 @@ class LocalProvider:
     @property
     def enforcer(self) -> Enforcer:
         """Where this host enforces each limit (detected on first use)."""
+        if self._enforcer is None and self.config.enforce == "rlimit":
+            self._enforcer = Enforcer()
         if self._enforcer is None:
             freezer = self.freezer
             v2_parent = freezer.parent if freezer.kind == "cgroup2" else None
@@ -136,14 +144,22 @@ class LocalProvider:
         procs = [freezer.procs_file(cgroup), *(str(d / "cgroup.procs") for d in limit_dirs)]
         rlimits = enforcer.rlimit_controllers()
         try:
-            launched = await launch(
-                lambda info_fd, ready_fd: bwrap_argv(
-                    self.config, paths, info_fd=info_fd, ready_fd=ready_fd, rlimits=rlimits
-                ),
-                procs_files=[p for p in procs if p],
-                log_path=self._dir(sandbox_id) / LOG_FILE,
-                timeout_s=self.config.start_timeout_s,
-            )
+            with _bound_socket(paths.socket) as listening:
+                fd = listening.fileno()
+                launched = await launch(
+                    lambda info_fd, ready_fd: bwrap_argv(
+                        self.config,
+                        paths,
+                        info_fd=info_fd,
+                        ready_fd=ready_fd,
+                        listen_fd=fd,
+                        rlimits=rlimits,
+                    ),
+                    procs_files=[p for p in procs if p],
+                    log_path=self._dir(sandbox_id) / LOG_FILE,
+                    timeout_s=self.config.start_timeout_s,
+                    pass_fds=(fd,),
+                )
         except (LaunchFailed, OSError) as exc:
             reason = f"{exc}; log: {self._log_tail(sandbox_id)}"
             await self._discard(sandbox_id, freezer, cgroup, limit_dirs)
@@ -196,12 +212,12 @@ class LocalProvider:
 
     def _make_dirs(self, sandbox_id: str) -> JailPaths:
         root = self._dir(sandbox_id)
-        paths = JailPaths(root / "run", self.config.state_dir / "stubs", SERVER_DIR)
-        if len(os.fsencode(paths.socket)) > MAX_SOCKET_PATH_BYTES:
-            raise ProvisionFailed(
-                sandbox_id, f"socket path too long, shorten state_dir: {paths.socket}"
-            )
-        paths.run_dir.mkdir(parents=True, exist_ok=True)
+        paths = JailPaths(root, self.config.state_dir / "stubs", SERVER_DIR)
+        longest = max(paths.socket, egress_socket(paths.socket), key=lambda p: len(str(p)))
+        if len(os.fsencode(longest)) > MAX_SOCKET_PATH_BYTES:
+            raise ProvisionFailed(sandbox_id, f"socket path too long, shorten state_dir: {longest}")
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        paths.run_dir.mkdir(mode=0o700, exist_ok=True)
         return paths
 
     def _log_tail(self, sandbox_id: str) -> str:
@@ -234,14 +250,18 @@ class LocalProvider:
         limits = self.config.limits
         dirs = [Path(d) for d in (handle.cgroup, *handle.limit_cgroups) if d]
         oom_kills, pids_refusals = await asyncio.to_thread(cgroups.counters, dirs)
-        free = await asyncio.to_thread(_workspace_free_bytes, handle.pid)
+        free = await asyncio.to_thread(_free_bytes, handle.pid, (WORKSPACE, TMP, SHM))
         return SandboxUsage(
             memory_max_bytes=limits.memory_max_bytes or None,
             pids_max=limits.pids_max or None,
             workspace_max_bytes=limits.workspace_max_bytes or None,
             oom_kills=oom_kills,
             pids_refusals=pids_refusals,
-            workspace_free_bytes=free,
+            workspace_free_bytes=free[0],
+            tmp_max_bytes=limits.tmp_max_bytes or None,
+            tmp_free_bytes=free[1],
+            shm_max_bytes=limits.shm_max_bytes or None,
+            shm_free_bytes=free[2],
         )
 
     async def suspend(self, handle: SandboxHandle) -> None:
@@ -349,15 +369,33 @@ async def _wait_dead(handle: SandboxHandle, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(poll_s)
 
 
-def _workspace_free_bytes(pid: int | None) -> int | None:
-    """Room left in the jail's ``/workspace`` tmpfs, seen through its root in ``/proc``."""
-    if pid is None:
-        return None
+def _free_bytes(pid: int | None, paths: tuple[str, ...]) -> list[int | None]:
+    """Room left in each of the jail's tmpfs at ``paths``, seen through its root in
+    ``/proc`` (None where unreadable). The jail cannot move them: its root is read-only."""
+    return [_free_at(f"/proc/{pid}/root{path}") if pid is not None else None for path in paths]
+
+
+def _free_at(path: str) -> int | None:
     try:
-        info = os.statvfs(f"/proc/{pid}/root{WORKSPACE}")
+        info = os.statvfs(path)
     except OSError:
         return None
     return info.f_bavail * info.f_frsize
+
+
+@contextlib.contextmanager
+def _bound_socket(path: Path) -> Iterator[socket.socket]:
+    """A Unix stream socket bound at ``path`` (a stale file there replaced), not yet
+    listening: the jail's server listens on it, so the socket's peer credentials name
+    the server. Closed here once the jail holds its copy."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listening.bind(str(path))
+        yield listening
+    finally:
+        listening.close()
 
 
 def _freezer(handle: SandboxHandle) -> Freezer:

@@ -4,6 +4,8 @@ JSON (issue #12, items 5 and 10)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -87,3 +89,40 @@ async def test_a_signed_body_that_is_not_json_gets_400(edge: SlackEdge) -> None:
         response = await edge.post_raw(raw, content_type, "fake-signing-secret", None, None)
 
         assert response.status_code == 400, content_type
+
+
+@pytest.fixture
+def logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Log records at INFO, set before the app is built (as ``serve`` does: bolt copies
+    the root logger's level into its own loggers when it makes them)."""
+    caplog.set_level(logging.INFO)
+    return caplog
+
+
+@pytest.mark.parametrize(
+    ("secret", "age_s", "reason"),
+    [("not-the-secret", 0, "bad signature"), ("fake-signing-secret", 6 * 60, "stale timestamp")],
+)
+async def test_a_refused_request_is_logged_by_what_identifies_it_never_its_body(
+    logged: pytest.LogCaptureFixture, edge: SlackEdge, secret: str, age_s: int, reason: str
+) -> None:
+    # Given a large unsigned body, as anyone who reaches the port can send
+    marker = "BODY-MARKER-" * 75_000  # 900 kB, under the listener's 1 MiB
+    raw = ('{"type": "event_callback", "padding": "' + marker + '"}').encode()
+    timestamp = int(time.time()) - age_s
+
+    response = await edge.post_raw(
+        raw, "application/json", secret, timestamp, {"User-Agent": "x" * 5000}
+    )
+
+    assert response.status_code == 401
+    text = "\n".join(record.getMessage() for record in logged.records)
+    assert "BODY-MARKER" not in text
+    assert len(text) < 2000, text[:2000]
+    refusals = [r for r in logged.records if r.getMessage().startswith("refused ")]
+    assert len(refusals) == 1, text[:2000]
+    line = refusals[0].getMessage()
+    assert line.startswith("refused POST /slack/events from 127.0.0.1, ")
+    assert f"{len(raw)} bytes body" in line
+    assert f"x-slack-request-timestamp='{timestamp}'" in line
+    assert line.endswith(f": {reason}")

@@ -24,7 +24,14 @@ from tests.conftest import require_bwrap
 from tests.harness.tool_support import SessionDriver, open_store
 
 MIB = 1024 * 1024
-LIMITS = JailLimits(memory_max_bytes=64 * MIB, pids_max=32, cpus=1.0, workspace_max_bytes=4 * MIB)
+LIMITS = JailLimits(
+    memory_max_bytes=64 * MIB,
+    pids_max=32,
+    cpus=1.0,
+    workspace_max_bytes=4 * MIB,
+    tmp_max_bytes=4 * MIB,
+    shm_max_bytes=2 * MIB,
+)
 
 
 @pytest.fixture

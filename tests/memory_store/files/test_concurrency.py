@@ -41,7 +41,7 @@ async def test_concurrent_edits_to_different_lines_all_land(
 ) -> None:
     # Given one file with a line for every edit every session will make
     sessions, edits = sizes(file_db)
-    store = FileStore(file_db)
+    store = FileStore(file_db, Limits(keep_revisions=10_000))  # every version kept
     cells = [(s, e) for s in range(sessions) for e in range(edits)]
     await store.write(
         memory,

@@ -14,7 +14,14 @@ from sandbox_client import JailLimits, LocalProvider, SandboxClient, SandboxHand
 from ..conftest import local_config
 
 MIB = 1024 * 1024
-LIMITS = JailLimits(memory_max_bytes=96 * MIB, pids_max=48, cpus=0.2, workspace_max_bytes=8 * MIB)
+LIMITS = JailLimits(
+    memory_max_bytes=96 * MIB,
+    pids_max=48,
+    cpus=0.2,
+    workspace_max_bytes=8 * MIB,
+    tmp_max_bytes=4 * MIB,
+    shm_max_bytes=2 * MIB,
+)
 
 
 @pytest.fixture(scope="module")
