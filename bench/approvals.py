@@ -20,9 +20,20 @@ Prints one JSON line:
   ``wake_at`` is the expiry); how many hold a worker lease, a pending step token (a message a
   worker thread would take) or a queued wake-up (all must be 0: nothing holds a worker
   thread), and ``sweep_ms_with_parked``: one sweep's time with them in the table (none due).
+- ``policy_p50_us`` / ``policy_p99_us``: the approval policy's time per Bash command
+  (``Policy.bash`` with the egress reach of ``tests/harness/approvals/test_disguises.py``: a
+  credential rule allowing changes, GET-only rules, a tunnel), over ``--policy-rounds`` passes
+  of its corpora (the disguised changes, the reads, the guard's labelled commands); the floor
+  in the same run, ``walk_p99_us``, is the guard's walk alone (``program_calls``), which the
+  policy runs first. The issue's goal: p99 ≤ 1 ms (``policy_goal_met``); ``load_1m`` is the
+  machine's load average when it ran. On a machine with more runnable threads than cores a
+  wall-clock p99 measures the scheduler's time slices, so the same figures are also given in
+  the thread's CPU time (``policy_cpu_p99_us``, ``walk_cpu_p99_us``), which only the work
+  itself advances; ``policy_goal_met_cpu`` judges that one.
 
 Run:
-    .venv/bin/python bench/approvals.py [--rounds 30] [--parked 10000]
+    .venv/bin/python bench/approvals.py [--rounds 30] [--parked 10000] [--policy-rounds 20]
+    (``--rounds 0 --parked 0``: the policy's figures only, without PostgreSQL)
 """
 
 from __future__ import annotations
@@ -30,7 +41,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -71,15 +84,22 @@ from harness import (
     ToolUseBlock,
     input_sha256,
 )
+from harness.approvals import EgressReach, default_policy
 from harness.approvals.pending import expiry_note
+from harness.guard.calls import program_calls
 from memory_store import Outbox, SessionKey, SessionStore, Wait
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager
+from sandbox_client.gateway import Rules
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import CHANNEL, SlackEdge, event, running_edge
 from tests.fakes.slack_api import TEAM_ID
+from tests.harness.approvals.test_disguises import RULES
 
 COMMAND = "kubectl rollout restart deployment/payments 2>/dev/null; echo restarted"
 GOAL_MS = 500.0
+POLICY_GOAL_US = 1000.0
+DATA = Path(__file__).resolve().parent.parent / "tests" / "harness" / "data"
+CORPORA = ("approval_disguises.jsonl", "approval_reads.jsonl", "bash_guard_public.jsonl")
 WORKER_THREADS = 8  # WARROOM_WORKER_THREADS' default: a slow Slack call holds one, not all
 
 
@@ -263,12 +283,63 @@ async def parked_figures(
     }
 
 
+def policy_figures(rounds: int) -> dict[str, Any]:
+    """Time ``Policy.bash`` per command over the corpora, and the guard's walk alone."""
+    commands = [
+        json.loads(line)["command"]
+        for name in CORPORA
+        for line in (DATA / name).read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    policy, reach = default_policy(), EgressReach(Rules.parse(RULES))
+
+    def timed(run: Callable[[str], object]) -> tuple[list[float], list[float]]:
+        for command in commands:  # warm-up: parser, caches
+            run(command)
+        wall, cpu = [], []
+        for _ in range(rounds):
+            for command in commands:
+                started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
+                run(command)
+                cpu.append((time.thread_time_ns() - started_cpu) / 1000)
+                wall.append((time.perf_counter_ns() - started) / 1000)
+        return wall, cpu
+
+    gc.collect()
+    gc.freeze()  # the corpus's garbage is not the policy's cost
+    walk, walk_cpu = timed(program_calls)
+    decided, decided_cpu = timed(lambda command: policy.bash(command, reach=reach))
+    p99, p99_cpu = _pct(decided, 0.99), _pct(decided_cpu, 0.99)
+    return {
+        "policy_commands": len(commands),
+        "policy_p50_us": round(statistics.median(decided), 1),
+        "policy_p99_us": round(p99, 1),
+        "walk_p99_us": round(_pct(walk, 0.99), 1),
+        "policy_cpu_p99_us": round(p99_cpu, 1),
+        "walk_cpu_p99_us": round(_pct(walk_cpu, 0.99), 1),
+        "policy_goal_us": POLICY_GOAL_US,
+        "policy_goal_met": p99 <= POLICY_GOAL_US,
+        "policy_goal_met_cpu": p99_cpu <= POLICY_GOAL_US,
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def _with_path(url: str, path: str, scheme: str | None = None) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=path, scheme=scheme or parts.scheme))
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"bench": "approvals"}
+    if args.policy_rounds:
+        figures |= policy_figures(args.policy_rounds)
+    if args.rounds or args.parked:
+        figures |= await flow_figures(args)
+    return figures
+
+
+async def flow_figures(args: argparse.Namespace) -> dict[str, Any]:
+    """The click-to-command and parked-session figures (PostgreSQL, jails, fake Slack)."""
     name = f"warroom_bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(args.pg_admin_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
@@ -280,7 +351,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async def enqueue(session_id: str, token: str) -> None:
         queue.put_nowait((session_id, token))
 
-    figures: dict[str, Any] = {"bench": "approvals"}
+    figures: dict[str, Any] = {}
     try:
         async with (
             running_edge(
@@ -346,6 +417,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--parked", type=int, default=10_000)
+    parser.add_argument("--policy-rounds", type=int, default=20)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))))

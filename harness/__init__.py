@@ -20,6 +20,7 @@ from harness.approvals.policy import (
     request_decision,
     with_org_policy,
 )
+from harness.approvals.reach import EgressReach, NoNetwork, OpenNetwork, Reach
 from harness.cost.caps import Spent, day_start
 from harness.cost.metered import MeteredModel, token_usage
 from harness.cost.pricing import Cost, Price, PriceTable, default_prices, nanousd, parse_prices, usd
@@ -172,9 +173,13 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalStatus",
     "Decision",
+    "EgressReach",
+    "NoNetwork",
+    "OpenNetwork",
     "PendingApproval",
     "Policy",
     "PolicyError",
+    "Reach",
     "ToolBlocked",
     "Verdict",
     "approval_posted",

@@ -40,12 +40,16 @@ from harness import (
     AnthropicModel,
     ApprovalGate,
     Checkpoint,
+    EgressReach,
     IncidentRecord,
     Limits,
     McpServers,
     Model,
+    NoNetwork,
+    OpenNetwork,
     Policy,
     PolicyError,
+    Reach,
     SandboxWorkspaces,
     WorkspaceUnavailable,
     default_policy,
@@ -224,6 +228,16 @@ def approval_policies(settings: Settings) -> tuple[Policy, dict[str, Policy]]:
         policies[file.stem] = with_org_policy(file.read_text(encoding="utf-8"), source=str(file))
     default = policies.pop("default", None) or default_policy()
     return default, policies
+
+
+def sandbox_reach(settings: Settings, egress: WorkerEgress | None) -> Reach:
+    """What a session's sandbox can reach, for the approval policy (§13): a local jail
+    without the host's network reaches the gateway's rules, or nothing without them; the
+    host's network, or a remote sandbox (its own network is not ours to know), reaches
+    everything."""
+    if settings.sandbox_network == "host" or settings.sandbox_provider != "local":
+        return OpenNetwork()
+    return EgressReach(egress.gateway.rules) if egress is not None else NoNetwork()
 
 
 def make_worker_id() -> str:
@@ -465,7 +479,7 @@ class Runtime:
                 policy=policies[0],
                 org_policies=policies[1],
                 timeout_s=settings.approval_timeout_s,
-                credential_rule=egress.credential_rule if egress is not None else None,
+                reach=sandbox_reach(settings, egress),
             )
         driver = StepDriver(
             sessions=sessions,

@@ -20,15 +20,21 @@ from harness.approvals.policy import (
     request_decision,
     with_org_policy,
 )
+from harness.approvals.reach import EgressReach, NoNetwork, OpenNetwork, Reach, Route
 from harness.approvals.sql import SqlKind, SqlVerdict, classify_sql
 
 __all__ = [
     "ALLOWED",
     "Decision",
+    "EgressReach",
     "HttpCall",
+    "NoNetwork",
+    "OpenNetwork",
     "Policy",
     "PolicyError",
     "ProgramSpec",
+    "Reach",
+    "Route",
     "Rule",
     "SqlKind",
     "SqlVerdict",

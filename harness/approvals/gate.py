@@ -1,8 +1,9 @@
 """The gate a tool call passes before it runs: the policy's decision for that call.
 
 ``ApprovalGate`` is what the loop is given (``Collaborators.approvals``): the policy in force,
-how long an approval may wait (``timeout_s``), and how to tell a URL's credential rule (for
-``curl``-style requests in a command). ``decide`` classifies one ``tool_use``:
+how long an approval may wait (``timeout_s``), and what the session's sandbox can reach
+(``reach``: the egress rules, for requests in a command and for code the policy cannot
+read). ``decide`` classifies one ``tool_use``:
 
 - ``Bash``: the command through the guard first (a command the guard refuses is left to the
   tool, which refuses it: nobody is asked to approve what cannot run), then the policy, off
@@ -22,6 +23,7 @@ from typing import Any
 
 from harness.approvals.pending import utc_now
 from harness.approvals.policy import ALLOWED, Decision, Policy, default_policy, mcp_decision
+from harness.approvals.reach import OpenNetwork, Reach
 from harness.guard.check import Deny, check_bash
 from harness.mcp.policy import Approval
 
@@ -38,15 +40,15 @@ class ApprovalGate:
             its own policy in ``org_policies``.
         org_policies: org id (``enterprise_id or team_id``) → that org's policy.
         timeout_s: seconds an approval waits before it expires (denied).
-        credential_rule: ``(method, url)`` → the egress credential rule a request would
-            use, or None; None: requests in commands are left to the gateway.
+        reach: what the sandbox can reach (``EgressReach`` over the gateway's rules,
+            ``NoNetwork``, ``OpenNetwork``); by default the worst, an open network.
         clock: the current time (aware UTC).
     """
 
     policy: Policy = field(default_factory=default_policy)
     org_policies: Mapping[str, Policy] = field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
-    credential_rule: Callable[[str, str], str | None] | None = None
+    reach: Reach = field(default_factory=OpenNetwork)
     clock: Callable[[], datetime] = utc_now
 
     def policy_for(self, org_id: str | None) -> Policy:
@@ -80,4 +82,4 @@ class ApprovalGate:
     def _bash(self, command: str, policy: Policy) -> Decision:
         if isinstance(check_bash(command), Deny):
             return ALLOWED  # the Bash tool refuses it with the guard's reason
-        return policy.bash(command, credential_rule=self.credential_rule)
+        return policy.bash(command, reach=self.reach)

@@ -6,11 +6,15 @@ and the model can read:
 - **a Bash command**, from the guard's own walk (``harness.guard.calls.program_calls``): each
   program it would run, seen through ``bash -c``, ``eval``, ``sudo``, ``env``, ``xargs``,
   shell functions and variables, is matched against the rules (``Rule``); the most
-  restrictive decision of any program decides the command. A walk that gave up on part of
-  the command cannot prove the rest harmless: when the command's text names a program a rule
-  asks approval for, the command needs approval. HTTP clients (``curl``, ``wget``, httpie)
-  are read for their method and URL (``http_calls``): a changing request to a credential rule
-  needs approval (the gateway enforces the same, ``request_decision``);
+  restrictive decision of any program decides the command. HTTP clients (``curl``, ``wget``,
+  httpie) are read for their effective method (override headers and ``_method`` included)
+  and URL (``http_calls``) and routed through the session's egress (``reach.Reach``): a
+  changing request that some rule lets out needs approval, one that every rule refuses is
+  blocked (nobody can approve what the gateway refuses). What the walk cannot see through
+  (``unseen``: code an interpreter, a script or a build tool runs, a program of unknown
+  origin, an alias, git's aliases and hooks, a walk that gave up) needs approval whenever
+  the session can reach a change (``Reach.change``); with nothing changeable in reach it is
+  allowed, so reading and computing stay free;
 - **a gateway request** (method and the egress rule that matched): a method other than GET
   or HEAD to a credential rule needs approval;
 - **an MCP tool**, from the org's MCP policy (``harness.mcp.policy``): ``allow`` is allowed,
@@ -31,7 +35,7 @@ import posixpath
 import re
 import shlex
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cache
@@ -39,12 +43,17 @@ from importlib import resources
 from typing import Any
 
 from harness.approvals.http_clients import HttpCall, http_calls
+from harness.approvals.reach import NoNetwork, Reach
 from harness.approvals.sql import SqlKind, classify_sql
+from harness.approvals.unseen import unseen, unseen_text
 from harness.guard.calls import UNKNOWN, ProgramCall, ProgramCalls, program_calls
 from harness.guard.options import Arg, parse_args, spec
 from harness.mcp.policy import Approval
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD"})
+CHANGING_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_MAX_NAMES = 4096
+"""Program names whose rules a policy remembers (then it starts again)."""
 
 
 class Verdict(IntEnum):
@@ -105,7 +114,8 @@ class Rule:
     ``words`` are alternatives, each a sequence of word patterns that must start the
     call's operands (``rollout restart``; ``*`` is any one word). ``options``: any of these
     options is given. ``operands``: any operand matches one of these patterns. ``sql``: the
-    call's SQL changes something or cannot be read.
+    call's SQL changes something or cannot be read. ``reach``: the rule applies only when
+    the session can reach a change (``reach = "change"``: code the policy cannot read).
 
     A word the guard cannot know (an unset variable) matches any word pattern; an operand
     with unknown parts matches when the rest does (the unknown part may be empty, as in
@@ -120,12 +130,13 @@ class Rule:
     operands: tuple[str, ...] = ()
     sql: bool = False
     shipped: bool = True
+    reach: bool = False
 
     def names(self, program: str) -> bool:
         """Whether the rule is about ``program`` ("" — unknown — only for rules with words)."""
         if not program:
             return bool(self.words)
-        return any(fnmatch.fnmatchcase(program, pattern) for pattern in self.programs)
+        return _any_of(self.programs).fullmatch(program) is not None
 
 
 @dataclass(frozen=True)
@@ -139,42 +150,45 @@ class Policy:
 
     programs: Mapping[str, ProgramSpec] = field(default_factory=dict)
     rules: tuple[Rule, ...] = ()
+    _naming: dict[str, tuple[Rule, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
-    def bash(
-        self,
-        command: str,
-        *,
-        credential_rule: Callable[[str, str], str | None] | None = None,
-    ) -> Decision:
+    def bash(self, command: str, *, reach: Reach | None = None) -> Decision:
         """Classify a Bash ``command`` (the tool's exact ``command`` text).
 
         CPU-bound (the guard's walk): run it off the event loop.
 
         Args:
             command: the command as the model sent it.
-            credential_rule: ``(method, url)`` → the name of the egress credential rule the
-                request would use, or None; None: HTTP clients are not classified here
-                (the gateway still refuses a changing request to a credential rule).
+            reach: what the session's sandbox can reach (``reach.EgressReach`` over the
+                gateway's rules); None: nothing (``reach.NoNetwork``), so only the rules
+                decide and requests are left to the gateway.
         """
         seen = program_calls(command)
-        return self.calls(seen, command, credential_rule=credential_rule)
+        return self.calls(seen, command, reach=reach)
 
-    def calls(
-        self,
-        seen: ProgramCalls,
-        command: str,
-        *,
-        credential_rule: Callable[[str, str], str | None] | None = None,
-    ) -> Decision:
+    def calls(self, seen: ProgramCalls, command: str, *, reach: Reach | None = None) -> Decision:
         """Classify the program calls ``seen`` of ``command`` (see ``bash``)."""
+        reach = reach or NoNetwork()
+        change = reach.change
         worst = ALLOWED
         for call in seen.calls:
-            decision = self.call(call)
-            if credential_rule is not None:
-                decision = _worse(decision, _http_decision(call, credential_rule))
+            decision = self.call(call, change=change)
+            decision = _worse(decision, _http_decision(call, reach))
+            if change is not None and decision.verdict is Verdict.ALLOWED:
+                why = unseen(call)
+                if why is not None:
+                    decision = _unseen(f"`{_shown(call)}` {why}", change)
             worst = _worse(worst, decision)
             if worst.verdict is Verdict.BLOCKED:
                 return worst
+        if change is not None and worst.verdict is Verdict.ALLOWED:
+            if not seen.complete:
+                return _unseen("the policy could not follow the whole command", change)
+            why = unseen_text(command, seen.written)
+            if why is not None:
+                return _unseen(f"the command {why}", change)
         if not seen.complete and worst.verdict is Verdict.ALLOWED:
             named = self._named_programs(command)
             if named:
@@ -184,19 +198,27 @@ class Policy:
                 )
         return worst
 
-    def call(self, call: ProgramCall) -> Decision:
-        """Classify one program call."""
+    def call(self, call: ProgramCall, *, change: str | None = None) -> Decision:
+        """Classify one program call by the rules (``change``: why the session can reach a
+        change, so ``reach = "change"`` rules apply; None: they do not)."""
         program = self.programs.get(call.name, ProgramSpec())
         parsed = parse_args(call.args, spec(*program.value_options))
         shipped = ALLOWED
         org: Decision | None = None
-        for rule in self.rules:
-            if not rule.names(call.name):
+        naming = self._naming.get(call.name)
+        if naming is None:  # the rules about a program, in order, found once per name
+            if len(self._naming) >= _MAX_NAMES:
+                self._naming.clear()
+            naming = self._naming[call.name] = tuple(r for r in self.rules if r.names(call.name))
+        for rule in naming:
+            if rule.reach and change is None:
                 continue
             match = _matches(rule, call, parsed, program)
             if match is _Match.NO:
                 continue
             decision = Decision(rule.decision, f"`{_shown(call)}` {rule.reason}")
+            if rule.reach:
+                decision = _unseen(f"`{_shown(call)}` {rule.reason}", change or "")
             if match is _Match.UNSURE or not call.name:  # it may be; a human can tell
                 decision = Decision(
                     min(rule.decision, Verdict.APPROVAL),
@@ -311,7 +333,7 @@ def with_org_policy(text: str, *, source: str, base: Policy | None = None) -> Po
 
 
 _PROGRAM_KEYS = {"value_options", "sql_options", "sql_file_options", "sql_stdin"}
-_RULE_KEYS = {"programs", "words", "options", "operands", "sql", "decision", "reason"}
+_RULE_KEYS = {"programs", "words", "options", "operands", "sql", "reach", "decision", "reason"}
 
 
 def _table(value: Any, where: str) -> dict[str, Any]:
@@ -358,6 +380,9 @@ def _rule(entry: Any, where: str, shipped: bool) -> Rule:
     sql = entry.get("sql")
     if sql not in (None, "write"):
         raise PolicyError(f'{where}: sql may only be "write"')
+    reach = entry.get("reach")
+    if reach not in (None, "change"):
+        raise PolicyError(f'{where}: reach may only be "change"')
     words_text = entry.get("words", "")
     if not isinstance(words_text, str):
         raise PolicyError(f'{where}: words must be a string of alternatives ("a b | c")')
@@ -373,6 +398,7 @@ def _rule(entry: Any, where: str, shipped: bool) -> Rule:
         operands=tuple(_words(entry.get("operands", ""), where)),
         sql=sql == "write",
         shipped=shipped,
+        reach=reach == "change",
     )
 
 
@@ -397,12 +423,20 @@ def _matches(rule: Rule, call: ProgramCall, parsed: Sequence[Arg], program: Prog
     if rule.words:
         found = min(found, max((_starts(p, operands) for p in rule.words), default=_Match.NO))
     if rule.options and not any(arg.option in rule.options for arg in parsed):
-        return _Match.NO
+        if not any(a.startswith(UNKNOWN) for a in call.args):
+            return _Match.NO
+        found = min(found, _Match.UNSURE)  # a word only known when it runs may be one
     if rule.operands:
         found = min(found, max((_operand(o, rule.operands) for o in operands), default=_Match.NO))
     if found is not _Match.NO and rule.sql and not _sql_changes(call, parsed, program):
         return _Match.NO
     return found
+
+
+@cache
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for ``fnmatch`` patterns (case-sensitive, as ``fnmatchcase``)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
 def _starts(pattern: Sequence[str], operands: Sequence[str]) -> _Match:
@@ -459,22 +493,53 @@ def _sql_changes(call: ProgramCall, parsed: Sequence[Arg], program: ProgramSpec)
     return False
 
 
-def _http_decision(
-    call: ProgramCall, credential_rule: Callable[[str, str], str | None]
-) -> Decision:
+def _http_decision(call: ProgramCall, reach: Reach) -> Decision:
     worst = ALLOWED
     for request in http_calls(call):
-        decision = _request(request, credential_rule)
-        worst = _worse(worst, decision)
+        worst = _worse(worst, _request(request, reach))
     return worst
 
 
-def _request(request: HttpCall, credential_rule: Callable[[str, str], str | None]) -> Decision:
-    rule = credential_rule(request.method, request.url)
-    decision = request_decision(request.method, credential_rule=rule)
-    if decision.verdict is Verdict.ALLOWED:
-        return decision
-    return Decision(decision.verdict, f"`{request.method} {request.url}`: {decision.reason}")
+def _request(request: HttpCall, reach: Reach) -> Decision:
+    """A request's decision by its route: a change that leaves needs approval, one the
+    gateway refuses is blocked; a read, or nothing to leave through, is allowed."""
+    shown = f"`{request.method} {request.url}`"
+    if request.method in READ_ONLY_METHODS:
+        return ALLOWED
+    if request.method == "?" or "…" in request.url:
+        methods = CHANGING_METHODS if request.method == "?" else (request.method,)
+        if "…" in request.url and reach.change is not None:
+            return _unseen(f"{shown} goes to a URL only known when it runs", reach.change)
+        routes = [reach.route(m, request.url) for m in methods]
+        route = next((r for r in routes if r.passes), None)
+        if route is None:
+            return ALLOWED  # a read, or a change the gateway refuses
+        return Decision(
+            Verdict.APPROVAL,
+            f"{shown} has a method only known when it runs; through {route.via} it may "
+            "change what that service holds",
+        )
+    route = reach.route(request.method, request.url)
+    if route.passes:
+        return Decision(
+            Verdict.APPROVAL, f"{shown} changes what that service holds (through {route.via})"
+        )
+    if route.refused:
+        return Decision(
+            Verdict.BLOCKED,
+            f"{shown} would be refused by the egress gateway ({route.refused}), so nobody "
+            "can approve it",
+        )
+    return ALLOWED
+
+
+def _unseen(what: str, change: str) -> Decision:
+    """Approval for what the policy cannot see through, while a change is in reach."""
+    return Decision(
+        Verdict.APPROVAL,
+        f"{what}; the policy cannot tell what that does, and this session can reach a "
+        f"change ({change})",
+    )
 
 
 def _worse(a: Decision, b: Decision) -> Decision:
@@ -483,7 +548,7 @@ def _worse(a: Decision, b: Decision) -> Decision:
 
 def _shown(call: ProgramCall, max_chars: int = 160) -> str:
     """The call as a shell line (quoted where needed; ``…`` for what cannot be known)."""
-    words = [call.name or "$…", *call.args]
+    words = [call.path or call.name or "$…", *call.args]
     text = " ".join(_quoted(w.replace(UNKNOWN, "…")) for w in words).replace("\n", " ")
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 

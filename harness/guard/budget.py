@@ -13,7 +13,7 @@ guard's policy for that is in ``check``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 MAX_STEPS = 20_000
@@ -24,6 +24,10 @@ MAX_ANALYSIS_S = 2.0
 
 ARGS_PER_STEP = 4
 """A program call costs one extra step per this many arguments."""
+
+
+Observer = Callable[[str, tuple[str, ...], str | None, str, Mapping[str, frozenset[str]]], None]
+"""Told of one program call: ``(name, args, stdin, path, environment)`` (``Budget.observe``)."""
 
 
 @dataclass
@@ -38,9 +42,14 @@ class Budget:
             values than the guard keeps), or None; the walk goes on to find a
             definite touch, and the give-up decides only if none is found.
         observe: told of every program call the walk dispatches, wrappers and nested
-            code included, as ``(name, args, stdin)``: the base name ("" when it is
-            not known), the plain argument texts (``fields.UNKNOWN`` marks text the
-            guard cannot know) and the standard input's text when known (``calls``).
+            code included, as ``(name, args, stdin, path, environment)``: the base name
+            ("" when it is not known), the plain argument texts (``fields.UNKNOWN`` marks
+            text the guard cannot know), the standard input's text when known, the
+            program as typed (``/tmp/k``, ``./run.sh``, ``kubectl``) and the variables
+            the command gave it (exported or assigned before it; ``PATH`` also when set
+            unexported), each with its possible encoded values (``calls``).
+        observe_write: told of every path the walk sees written or edited (a redirection's
+            target, ``cp``'s destination, ``sed -i``'s files), as its plain text (``calls``).
     """
 
     command: str
@@ -49,7 +58,8 @@ class Budget:
     calls: int = 0
     deadline: float = field(default_factory=lambda: time.monotonic() + MAX_ANALYSIS_S)
     gave_up: str | None = None
-    observe: Callable[[str, tuple[str, ...], str | None], None] | None = None
+    observe: Observer | None = None
+    observe_write: Callable[[str], None] | None = None
 
     def charge(self, steps: int = 1) -> str | None:
         """Take ``steps``; return why the budget is exhausted, or None while it lasts."""

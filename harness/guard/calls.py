@@ -19,6 +19,7 @@ the arguments as ``UNKNOWN``; a program name it cannot know is "".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.guard.analysis import analyse
@@ -41,11 +42,17 @@ class ProgramCall:
             the guard cannot know.
         stdin: the program's standard input, when the guard knows it (a heredoc, an
             ``echo`` piped in); None when it cannot tell.
+        path: the program as typed, when that differs from ``name`` (``/tmp/k``,
+            ``./run.sh``); "" for a name looked up in ``PATH``.
+        environment: the variables this command gives the program (exported, or assigned
+            before it; ``PATH`` also when set unexported; ``HOME`` only when changed).
     """
 
     name: str
     args: tuple[str, ...]
     stdin: str | None
+    path: str = ""
+    environment: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,14 @@ class ProgramCalls:
         complete: the walk followed the whole command; False when it gave up on part of
             it (too long, too complex, a parse error, or a namespace touch that stopped
             it), so some programs may be missing from ``calls``.
+        written: the paths the walk saw written or edited (redirections, ``cp``/``tee``
+            destinations, ``sed -i``), as typed after expansion (``UNKNOWN`` marks text it
+            cannot know).
     """
 
     calls: tuple[ProgramCall, ...]
     complete: bool
+    written: tuple[str, ...] = ()
 
 
 def program_calls(command: str, *, cwd: str = "/workspace", home: str = "/root") -> ProgramCalls:
@@ -74,13 +85,26 @@ def program_calls(command: str, *, cwd: str = "/workspace", home: str = "/root")
     if len(command) > MAX_COMMAND_CHARS:
         return ProgramCalls((), complete=False)
 
-    def observe(name: str, args: tuple[str, ...], stdin: str | None) -> None:
+    def observe(
+        name: str,
+        args: tuple[str, ...],
+        stdin: str | None,
+        typed: str,
+        environment: Mapping[str, frozenset[str]],
+    ) -> None:
         known = tuple(arg.replace(TAINT, UNKNOWN) for arg in args)  # downloaded: unknown
-        seen.append(ProgramCall(name.replace(TAINT, UNKNOWN), known, stdin))
+        path = typed.replace(TAINT, UNKNOWN) if "/" in typed else ""
+        given = frozenset(n for n, v in environment.items() if n != "HOME" or v != {home})
+        seen.append(ProgramCall(name.replace(TAINT, UNKNOWN), known, stdin, path, given))
 
-    budget = Budget(command, start=cwd, observe=observe)
+    written: list[str] = []
+
+    def observe_write(path: str) -> None:
+        written.append(path.replace(TAINT, UNKNOWN))
+
+    budget = Budget(command, start=cwd, observe=observe, observe_write=observe_write)
     try:
         finding = analyse(command, cwd=cwd, home=home, budget=budget, stdin=Stream(""))
     except Exception:  # RecursionError or a bug: what was seen so far, marked incomplete
-        return ProgramCalls(tuple(seen), complete=False)
-    return ProgramCalls(tuple(seen), complete=finding is None)
+        return ProgramCalls(tuple(seen), complete=False, written=tuple(written))
+    return ProgramCalls(tuple(seen), complete=finding is None, written=tuple(written))

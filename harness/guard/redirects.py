@@ -93,6 +93,8 @@ def _file_redirect(
 ) -> tuple[Stream, list[Node]]:
     destinations = node.children_by_field_name("destination")
     operator = next((c.type for c in node.children if not c.is_named), "")
+    if operator == "<" and any(c.type == "ERROR" and node_text(c) == ">" for c in node.children):
+        operator = "<>"  # tree-sitter-bash reads "<>" (open read-write) as "<" and an error
     descriptor = node.child_by_field_name("descriptor")
     if not destinations:
         return stdin, []
@@ -108,7 +110,7 @@ def _file_redirect(
                 stdin = _heredoc_stream(walker, heredoc, state)
                 continue
             walker.touch(field, access, state, hint="redirect")
-            if operator == "<":
+            if operator in ("<", "<>"):
                 content = walker.known_content(field, state)
                 stdin = UNKNOWN_STREAM if content is None else Stream(content)
             if operator in _OUTPUT_OPERATORS and to_stdout:

@@ -261,7 +261,12 @@ class Walker:
             self._check_environment(name, state, env)
         call = Call(self, base if UNKNOWN not in base else "", tuple(argv[1:]), state, env, stdin)
         if self.budget.observe is not None:
-            self.budget.observe(call.name, tuple(plain(a) for a in call.args), stdin.text)
+            environment = {**state.exported(), **env}
+            if "PATH" not in environment and state.is_set("PATH"):
+                environment["PATH"] = state.lookup("PATH")
+            self.budget.observe(
+                call.name, tuple(plain(a) for a in call.args), stdin.text, name, environment
+            )
         touch_listed(call)
         handler_for(call.name)(call)
         return call.stdout if call.stdout is not None else Stream(None, stdin.taint)
@@ -323,6 +328,8 @@ class Walker:
         """Refuse when ``field`` (a path, or a ``file:`` URL) resolves into a namespace."""
         if plain(field).startswith("file:"):
             field = "/" + field[len("file:") :].lstrip("/")
+        if self.budget.observe_write is not None and access in (Access.WRITE, Access.EDIT):
+            self.budget.observe_write(plain(field))
         cwds = state.cwd if base is None else resolve_directory(base, state.cwd)
         hit = virtual_target(field, cwds)
         if hit is not None:

@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from harness.guard.fields import plain
+from harness.guard.fields import UNKNOWN, plain
 from harness.guard.invocation import Access, Invocation
 from harness.guard.options import (
     Arg,
@@ -28,7 +28,8 @@ from harness.guard.words import words_of
 
 Handler = Callable[[Invocation], None]
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_ASSIGNMENT = re.compile(r"^([^=]+)=(.*)$", re.DOTALL)
+"""A NAME=VALUE word before the command: GNU env and sudo take any name without "="."""
 
 _SIMPLE: dict[str, OptionSpec] = {
     "nohup": spec(stop_at_operand=True),
@@ -154,6 +155,8 @@ def _xargs(inv: Invocation) -> None:
     if has_option(parsed, "-0", "--null"):
         delimiters.append("\\0")
     items = xargs_items(text, plain(delimiters[-1]) if delimiters else None) if text else []
+    if text is None:  # an input the walk cannot know: arguments only known when it runs
+        items = [UNKNOWN]
     replace = option_values(parsed, "-I", "--replace") + (["{}"] if _bare_i(parsed) else [])
     _run_items(inv, operands(parsed) or ["echo"], items, plain(replace[-1]) if replace else None)
 

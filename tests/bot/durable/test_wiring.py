@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from bot.durable.wiring import approval_policies, make_slack_client
+from bot.durable.wiring import approval_policies, make_slack_client, sandbox_reach
 from bot.errors import SlackUnreachable, slack_call
 from bot.settings import Settings
-from harness import ApprovalGate, PolicyError, Verdict
+from harness import ApprovalGate, NoNetwork, OpenNetwork, PolicyError, Verdict
 from tests.fakes.slack_api import FakeSlackApi
 
 
@@ -89,3 +89,20 @@ def test_a_policy_path_that_does_not_exist_is_one_clear_error(tmp_path: Path) ->
         Settings(_env_file=None, approval_policy=tmp_path / "nope.toml")  # type: ignore[call-arg]
     [error] = refused.value.errors()
     assert "does not exist: give a policy file or a directory of them" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("network", "provider", "reach"),
+    [("none", "local", NoNetwork), ("host", "local", OpenNetwork), ("none", "blaxel", OpenNetwork)],
+)
+async def test_the_gate_knows_what_a_sandbox_without_egress_rules_can_reach(
+    network: str, provider: str, reach: type
+) -> None:
+    # Given no egress rules: a local jail reaches nothing, the host's network or a remote
+    # sandbox's own reaches everything
+    settings = Settings.model_validate({"sandbox_network": network, "sandbox_provider": provider})
+    gate = ApprovalGate(reach=sandbox_reach(settings, None))
+    assert isinstance(gate.reach, reach)
+    # Then code the policy cannot read waits for a human only when a change is in reach
+    decision = await gate.decide("Bash", {"command": "python3 fix.py"})
+    assert decision.verdict is (Verdict.ALLOWED if reach is NoNetwork else Verdict.APPROVAL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.approvals import (
+    EgressReach,
     Policy,
     PolicyError,
     Verdict,
@@ -17,6 +18,7 @@ from harness.approvals import (
 from harness.guard.calls import program_calls
 from harness.guard.check import Allow, check_bash
 from harness.mcp.policy import Approval
+from sandbox_client.gateway import Rules
 
 ALLOWED, APPROVAL, BLOCKED = Verdict.ALLOWED, Verdict.APPROVAL, Verdict.BLOCKED
 
@@ -192,23 +194,27 @@ def test_a_walk_that_gave_up_needs_approval_when_the_text_names_a_guarded_progra
 
 
 def test_http_clients_need_approval_for_a_change_through_a_credential_rule() -> None:
-    def credential_rule(method: str, url: str) -> str | None:
-        return "pagerduty" if url.startswith("https://api.pagerduty.com/") else None
-
+    rules = Rules.parse(
+        "rules:\n- name: pagerduty\n  hosts: [api.pagerduty.com]\n  ports: [443]\n"
+        "  methods: [GET, HEAD, POST, PUT, PATCH, DELETE]\n"
+        "  inject: {type: bearer, token: {env: PD}}\n"
+        "- name: hooks\n  hosts: [example.com]\n  methods: [POST]\n"
+    )
+    reach = EgressReach(rules)
     policy = default_policy()
 
     def decide(command: str) -> Verdict:
-        return policy.bash(command, credential_rule=credential_rule).verdict
+        return policy.bash(command, reach=reach).verdict
 
     assert decide("curl -s https://api.pagerduty.com/incidents") is ALLOWED
     assert decide("curl -X POST https://api.pagerduty.com/incidents -d '{}'") is APPROVAL
     assert decide("curl -d status=resolved https://api.pagerduty.com/incidents/1") is APPROVAL
     assert decide("curl -G -d q=x https://api.pagerduty.com/incidents") is ALLOWED
     assert decide("M=PUT; curl -X $M https://api.pagerduty.com/x") is APPROVAL
-    assert decide("http PATCH api.pagerduty.com/incidents/1 status=resolved") is ALLOWED  # http://
+    assert decide("http PATCH api.pagerduty.com/incidents/1 status=resolved") is BLOCKED  # :80
     assert decide("https api.pagerduty.com/incidents/1 status=resolved") is APPROVAL
     assert decide("wget --method=DELETE https://api.pagerduty.com/x") is APPROVAL
-    assert decide("curl -X POST https://example.com/hook") is ALLOWED  # no credential rule
+    assert decide("curl -X POST https://example.com/hook") is APPROVAL  # an allow rule too
     assert decide("bash -c 'curl -XPOST https://api.pagerduty.com/x'") is APPROVAL
 
 
