@@ -8,11 +8,14 @@ two on the project's own labelled cases (``own_recall``, ``own_fpr``), and the w
 case: ``hostile_max_ms``, the longest ``check_bash`` call on 15–62 KB wrapper chains and
 nested arrays, with ``hostile_bound_ratio`` = that time / the analysis budget
 (``budget.MAX_ANALYSIS_S``; near 1 means the bound, not the input, decided).
+``cpu_p99_us`` is the p99 in the thread's CPU time (what an overloaded machine's time slices
+do not inflate, unlike the wall-clock ``p99_us``), with ``load_1m`` the load average then.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -66,16 +69,18 @@ def _quality(rows: list[dict[str, object]]) -> tuple[float, float]:
     return recall, fpr
 
 
-def _timings_us(commands: list[str], rounds: int) -> list[float]:
+def _timings_us(commands: list[str], rounds: int) -> tuple[list[float], list[float]]:
+    """Wall-clock and thread CPU microseconds of each ``check_bash`` call."""
     for command in commands:
         check_bash(command)
-    samples = []
+    wall, cpu = [], []
     for _ in range(rounds):
         for command in commands:
-            started = time.perf_counter_ns()
+            started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
             check_bash(command)
-            samples.append((time.perf_counter_ns() - started) / 1000)
-    return samples
+            cpu.append((time.thread_time_ns() - started_cpu) / 1000)
+            wall.append((time.perf_counter_ns() - started) / 1000)
+    return wall, cpu
 
 
 def main() -> None:
@@ -84,11 +89,14 @@ def main() -> None:
     rows = _load()
     recall, fpr = _quality(rows)
     own_recall, own_fpr = _quality(_load(OWN_FILE))
-    samples = sorted(_timings_us([str(r["command"]) for r in rows], rounds))
+    wall, cpu = _timings_us([str(r["command"]) for r in rows], rounds)
+    samples, cpu = sorted(wall), sorted(cpu)
     p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
     figures = {
         "p50_us": round(statistics.median(samples), 1),
         "p99_us": round(p99, 1),
+        "cpu_p99_us": round(cpu[min(len(cpu) - 1, int(len(cpu) * 0.99))], 1),
+        "load_1m": round(os.getloadavg()[0], 2),
         "commands": len(rows),
         "recall": round(recall, 3),
         "fpr": round(fpr, 3),

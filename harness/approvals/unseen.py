@@ -54,15 +54,18 @@ GIT_READS = names(
     version count-objects verify-commit verify-tag check-ignore check-attr var format-patch"""
 )
 """git subcommands that read and run no hook (githooks(5)); ``git config`` only reading."""
-_GIT_RUNS = ("--upload-pack", "--receive-pack", "--exec", "-O", "--open-files-in-pager")
-"""Options with which a reading git subcommand runs a program (git-grep(1), git-fetch(1))."""
+_GIT_RUNS = ("--upload-pack", "--receive-pack", "--exec", "-O", "--open-files-in-pager", "--output")
+"""Options with which a reading git subcommand runs a program (git-grep(1), git-fetch(1)) or
+writes a file the policy does not follow (git-diff(1) ``--output``)."""
 
 _GIT_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--list", "-l", "get"})
 _GIT_CONFIG_OPTIONS = frozenset({"-c", "--config-env", "--exec-path"})
 _GIT_VALUE_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "rbash", "fish", "yash"})
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
-_AWK_RUNS = re.compile(r"system|(?<![|])[|](?![|])|@load|ENVIRON")
+_AWK_RUNS = re.compile(r"system|(?<![|])[|](?![|])|@load|ENVIRON|\bprintf?\b[^;{}]*>")
+"""An awk program that starts a command (``system``, a pipe), loads an extension, or
+writes a file (``print > f``: a configuration for later commands, perhaps)."""
 
 CONFIG_TEXT = re.compile(
     r"curlrc|wgetrc|gitconfig|\.git/(config|hooks|info)|\.git\b.*\bhooks\b|hooksPath|"
@@ -111,18 +114,20 @@ def unseen_text(command: str, written: Sequence[str] = ()) -> str | None:
 
 
 def _shell(call: ProgramCall) -> str | None:
-    args = list(call.args)
-    for index, arg in enumerate(args):
-        if arg == "--" or not arg.startswith(("-", "+")) or arg in ("-", "+"):
-            rest = args[index + 1 :] if arg == "--" else args[index:]
+    args, index = list(call.args), 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            index += 1
             break
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg:
-            code = args[index + 1] if index + 1 < len(args) else ""
-            return _unknown_code(code)
-        if arg in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+        if arg in ("-", "+") or not arg.startswith(("-", "+")):
+            break
+        if arg in ("--rcfile", "--init-file"):
             return f"changes what the shell runs ({arg})"
-    else:
-        rest = []
+        if arg[0] == "-" and not arg.startswith("--") and "c" in arg:
+            return _unknown_code(args[index + 1] if index + 1 < len(args) else "")
+        index += 2 if arg in ("-o", "+o", "-O", "+O") else 1
+    rest = args[index:]
     if rest and rest[0] != "-":
         return f"runs the script {rest[0]}, which the policy cannot read"
     if call.stdin is None or UNKNOWN in call.stdin:
@@ -185,7 +190,7 @@ def _awk(call: ProgramCall) -> str | None:
     index += index < len(args) and args[index] == "--"
     program = args[index] if index < len(args) else ""
     if UNKNOWN in program or _AWK_RUNS.search(program):
-        return "runs an awk program that can start commands (system, a pipe)"
+        return "runs an awk program that can start commands or write files (system, pipes, >)"
     return None
 
 
@@ -206,7 +211,7 @@ def _git(call: ProgramCall) -> str | None:
         return "sets git configuration that can run commands later (aliases, hooks)"
     if subcommand in GIT_READS:
         runs = next((a for a in rest if a.startswith(_GIT_RUNS)), None)
-        return None if runs is None else f"runs a program ({runs})"
+        return None if runs is None else f"runs a program or writes a file ({runs})"
     if subcommand == "push":  # the shipped rules ask for it; its hooks are part of it
         return None
     return f"may run a git alias or hook ({subcommand}) the policy cannot read"

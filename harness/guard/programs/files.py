@@ -143,6 +143,8 @@ def _pass_through(inv: Invocation) -> None:
     if inv.name == "sort":  # ``-oFILE`` too: the file sort writes, from the current directory
         for value in option_values(parse_args(inv.args, _SORT), "-o", "--output"):
             inv.touch(value, Access.WRITE)
+    if inv.name == "uniq" and len(operands(parsed)) > 1:  # uniq [INPUT [OUTPUT]]
+        inv.touch(operands(parsed)[1], Access.WRITE)
     if not operands(parsed):
         inv.output(inv.stdin)
 
