@@ -183,7 +183,7 @@ def _header_overrides(headers: Sequence[str]) -> list[str]:
             found.append(UNKNOWN)
             continue
         name, _, value = header.partition(":")
-        if name.strip().lower() in OVERRIDE_HEADERS:
+        if name.strip().lower().replace("_", "-") in OVERRIDE_HEADERS:  # as the gateway reads it
             found.append(value.strip() or UNKNOWN)
     return found
 

@@ -121,8 +121,9 @@ class EgressReach:
             if tunnel is not None:
                 return Route(passes=True, via=f"the egress rule {tunnel.name!r} (a tunnel)")
         line = RequestLine(
-            method=method, host=host, port=port, path=parts.path or "/", channel_id=None
-        )
+            method=method, host=host, port=port, path=parts.path or "/", channel_id=None,
+            scheme=parts.scheme,
+        )  # fmt: skip
         decision = self._rules.decide(line)
         if decision.outcome is Outcome.BLOCKED or decision.rule is None:
             return Route(passes=False, refused=decision.reason)
