@@ -42,6 +42,7 @@ from harness import (
     default_policy,
     input_sha256,
 )
+from harness.approvals import EgressReach
 from memory_store import Claim, Database, EgressEntry, EgressLog, SessionKey, SessionStore
 from sandbox_client import SandboxManager
 from sandbox_client.gateway import CertificateAuthority
@@ -357,11 +358,12 @@ async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene:
     # Given the worker's egress, as the approval gate is given it (bot.durable.wiring)
     egress = scene.egress
     policy = default_policy()
+    reach = EgressReach(egress.gateway.rules)  # as bot.durable.wiring gives the gate
     hook = f"http://{HOST}:{scene.upstream.plain_port}/hooks/deploy"
     svc = f"https://{HOST}:{scene.upstream.tls_port}/items/1"
     # When commands reach the write rule without a credential, and the credential rule
     decisions = {
-        command: policy.bash(command, credential_rule=egress.credential_rule).verdict
+        command: policy.bash(command, reach=reach).verdict
         for command in (
             f"curl -X POST {hook}",
             f"curl {hook}",
