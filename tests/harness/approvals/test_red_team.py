@@ -63,6 +63,21 @@ DISGUISES = [
     "echo 'request = DELETE' > $HOME/.curlrc",
     "echo x > ~/.netrc",
     "sed -n 'w /workspace/.curlrc' notes.md",
+    # a _method after ; (the gateway splits there), the shell's table of what a name runs,
+    # cluster changes under less common verbs
+    "curl 'https://api.pagerduty.com/x?a=1;_method=delete'",
+    "BASH_CMDS[ls]=/tmp/k; ls delete pod x",
+    "BASH_ALIASES[ls]='kubectl delete pod x'\nshopt -s expand_aliases\nls",
+    "kubectl auth reconcile -f rbac.yaml",
+    "kubectl krew install evil",
+    # control flow, substitutions and wrappers around a change
+    'f() { kubectl "$@"; }; f delete pod x',
+    "cat <(kubectl delete pod x)",
+    "echo x > >(kubectl delete pod x)",
+    "echo ${x:=$(kubectl delete pod x)}",
+    "k=KUBECTL; ${k,,} delete pod x",
+    "kubectl de$'l'ete pod x",
+    "cp /usr/bin/kubectl /workspace/ls && PATH=/workspace:$PATH ls delete pod x",
     # a change through the tunnel, or a verb the rule does not list
     "curl https://status.example.com/x -X DELETE",
     "curl -X PURGE https://api.pagerduty.com/x",
