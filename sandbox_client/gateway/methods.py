@@ -111,26 +111,29 @@ def method_override(
             body in a content-encoding).
     """
     found: dict[str, str] = {}
-    content_type = encoding = ""
+    content_types: list[str] = []
+    encoding = ""
     for raw_name, raw_value in headers:
         name, value = _text(raw_name).lower().replace("_", "-"), _text(raw_value)
         if name in OVERRIDE_HEADERS:
             for part in value.split(","):
                 if part.strip():
                     found.setdefault(part.strip().upper(), _text(raw_name))
-        elif name == "content-type":
-            content_type = value
+        elif name == "content-type":  # every one: servers keep the first, the last, or split
+            content_types += [part.strip() for part in value.split(",")]
         elif name == "content-encoding" and value.strip().lower() not in ("", "identity"):
             encoding = value.strip()
-    kind = content_type.split(";", 1)[0].strip().lower()
-    if body and encoding and kind in (_FORM, _MULTIPART, ""):
+    content_types = content_types or [""]
+    kinds = {t.split(";", 1)[0].strip().lower() for t in content_types}
+    if body and encoding and kinds & {_FORM, _MULTIPART, ""}:
         raise HiddenOverride(encoding)
     if query and _MAYBE_PARAMETER.search(query.encode("latin-1", "replace")):
         for value in _parameters(_pairs(query)):
             found.setdefault(value, f"{OVERRIDE_PARAMETER} in the query")
     if body and _MAYBE_PARAMETER.search(body):
-        for value in _body_parameters(content_type, body):
-            found.setdefault(value, f"{OVERRIDE_PARAMETER} in the form body")
+        for content_type in content_types:
+            for value in _body_parameters(content_type, body):
+                found.setdefault(value, f"{OVERRIDE_PARAMETER} in the form body")
     if len(found) > 1:
         raise AmbiguousMethod(found)
     return next((Override(m, source) for m, source in found.items()), None)

@@ -234,6 +234,13 @@ METHOD_ATTEMPTS = [
     # an upper-case content type
     b"POST /forms/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 14\r\n"
     b"Content-Type: APPLICATION/X-WWW-FORM-URLENCODED\r\n\r\n_method=DELETE",
+    # two Content-Type headers: a server keeping the first reads a form, the last is JSON
+    b"POST /forms/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 14\r\n"
+    b"Content-Type: application/x-www-form-urlencoded\r\nContent-Type: application/json\r\n"
+    b"\r\n_method=DELETE",
+    # one Content-Type header naming both
+    b"POST /forms/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 14\r\n"
+    b"Content-Type: application/json, application/x-www-form-urlencoded\r\n\r\n_method=DELETE",
     # a multipart body with a quoted boundary
     b"POST /forms/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 68\r\n"
     b'Content-Type: multipart/form-data; boundary="zz"\r\n\r\n'
@@ -366,6 +373,12 @@ REPLIES: dict[str, Callable[[bytes], bytes]] = {
     ),
     "base64 inside a gzip content-encoding": lambda s: _reply(
         "Content-Encoding: gzip\r\n", gzip.compress(base64.b64encode(b"xy" + s))
+    ),
+    "an HTTP/1.0 reply delimited by the close": lambda s: (
+        b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nsecret=" + s
+    ),
+    "a 101 answer to no upgrade, then raw bytes": lambda s: (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + s
     ),
     "hex inside a gzip body": lambda s: _reply(
         "Content-Type: application/gzip\r\n", gzip.compress(s.hex().encode())
