@@ -375,7 +375,8 @@ async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene:
 
 
 # Red team, promise 1: what a planted process tries after the fixes, beyond the ways above:
-# every process's environment (the approved curl's own included), process_vm_readv and
+# every process's environment (the approved curl's own included), the server's memory
+# (which holds every command's output), process_vm_readv and
 # pidfd_getfd on the approved process, taking the proxy port, switching calls on a kept-alive
 # connection, the gateway's socket directly, two Proxy-Authorization headers, its own
 # credential under the approved call's name.
@@ -420,6 +421,12 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
     except OSError:
         pass
 out.append(f"environs-with-approved={readable}")
+for what in ("environ", "mem"):  # the sandbox's server keeps every command's output
+    try:
+        open(f"/proc/2/{what}", "rb").read(1)
+        out.append(f"server-{what}=read")
+    except OSError as exc:
+        out.append(f"server-{what}={exc.errno}")
 for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
     try:
         cmd = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -477,6 +484,8 @@ async def test_red_team_a_planted_process_finds_no_way_to_the_approved_calls_pas
     # Then nothing of the approved call could be read or taken, and every change the planted
     # process sent was refused: only the approved call's POST reached the upstream
     assert "environs-with-approved=0" in log, log
+    assert "server-environ=13" in log, log  # EACCES: outside the command's Landlock domain
+    assert "server-mem=13" in log, log
     assert "vm_readv=1" in log, log  # EPERM
     assert "getfd=1" in log, log
     assert "port=98" in log, log  # EADDRINUSE: the server holds the proxy port
