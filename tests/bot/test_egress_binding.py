@@ -349,7 +349,7 @@ async def test_the_sandbox_api_is_not_served_to_the_jails_own_processes(scene: S
     await scene.run(APPROVED, approved)
     log = await scene.run("toolu_look", "cat /workspace/planted.log")
     # Then the planted process could not use the sandbox's API, so got nothing to replay
-    assert "api: 403" in log, log
+    assert "api: 000" in log or "api: 403" in log, log  # no socket in the jail, or refused
     assert "with-logs" not in log, log
     assert [m for m, _, _ in scene.upstream.seen] == ["GET"]
 
