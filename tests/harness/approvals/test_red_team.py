@@ -92,14 +92,23 @@ def test_a_red_team_disguise_is_not_allowed(command: str) -> None:
     assert decision.verdict is not Verdict.ALLOWED, decision
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="set -a exports every later assignment; the walk reads BASH_ENV=… as a shell "
-    "variable, so bash -c does not count as loading it",
+@pytest.mark.parametrize(
+    "command",
+    [
+        "set -a; BASH_ENV=/workspace/x.sh; bash -c ls",
+        "set -o allexport; BASH_ENV=/workspace/x.sh; bash -c ls",
+        "set -ea; LD_PRELOAD=/workspace/x.so; ls",
+    ],
 )
-def test_set_a_exporting_bash_env_to_a_later_bash_needs_approval() -> None:
-    command = "set -a; BASH_ENV=/workspace/x.sh; bash -c ls"
+def test_set_a_exporting_a_loading_variable_to_a_later_program_needs_approval(
+    command: str,
+) -> None:
     assert default_policy().bash(command, reach=reach()).verdict is not Verdict.ALLOWED
+
+
+def test_set_plus_a_ends_allexport() -> None:
+    command = "set -a; set +a; BASH_ENV=/workspace/x.sh; bash -c ls"
+    assert default_policy().bash(command, reach=reach()).verdict is Verdict.ALLOWED
 
 
 @pytest.mark.parametrize(
