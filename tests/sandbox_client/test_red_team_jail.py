@@ -199,6 +199,11 @@ WAYS_TO_WRITE = {
         " os.ftruncate(f, 8<<20); m=mmap.mmap(f, 8<<20);"
         ' [m.__setitem__(i, 1) for i in range(0, 8<<20, 4096)]"',
     ),
+    "user extended attributes, which the size does not count": (
+        "/tmp",
+        "python3 -c \"import os; [(open(f'/tmp/x{i}', 'w').close(),"
+        " os.setxattr(f'/tmp/x{i}', 'user.k', b'v' * 60000)) for i in range(1100)]\"",
+    ),
     "many hard links and a copy to /dev/shm": (
         "/dev/shm",
         "head -c 1572864 /dev/zero > /tmp/a;"
