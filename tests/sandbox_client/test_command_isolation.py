@@ -33,8 +33,8 @@ async def test_a_command_cannot_read_another_commands_environment(client: Sandbo
     # When another command of the same sandbox tries its environment, memory and files
     peek = await client.exec("peek", PEEK, timeout_s=10)
     await client.exec("go", "touch /workspace/go", timeout_s=10)
-    # Then the kernel refuses each
-    assert peek.stdout.split() == ["environ=refused", "mem=refused", "fd=refused"], peek
+    # Then the kernel refuses each (for the holder, and for its subshell while it forks sleep)
+    assert set(peek.stdout.split()) == {"environ=refused", "mem=refused", "fd=refused"}, peek
     assert SECRET not in peek.stdout + peek.stderr
 
 
