@@ -5,9 +5,11 @@ A script reads when every statement starts with a reading keyword (``SELECT``, `
 changing keyword or function appears outside quotes and comments (so ``WITH x AS (DELETE …)``,
 ``SELECT … INTO new_table``, ``EXPLAIN ANALYZE UPDATE …``, ``SELECT pg_terminate_backend(…)``
 change things). psql meta-commands: ``\\copy … FROM`` writes; ``\\i``/``\\ir``/``\\include``,
-``\\!`` and ``\\gexec`` run text the policy cannot see (unknown); the rest (``\\d``, ``\\l``,
-``\\x`` …) read. Quoting follows PostgreSQL: ``'…'`` with ``''``, ``E'…'`` with backslash
-escapes, ``"…"`` identifiers, ``$tag$…$tag$`` bodies, ``--`` and nested ``/* */`` comments.
+``\\!``, ``\\gexec``, a pipe to a program (``\\o |cmd``, ``\\copy … program``) and a file
+written or environment set (``\\o f``, ``\\w f``, ``\\setenv``) are unknown; the rest
+(``\\d``, ``\\l``, ``\\x`` …) read. Quoting follows PostgreSQL: ``'…'`` with ``''``,
+``E'…'`` with backslash escapes, ``"…"`` identifiers, ``$tag$…$tag$`` bodies, ``--`` and
+nested ``/* */`` comments.
 """
 
 from __future__ import annotations
@@ -92,11 +94,21 @@ def classify_sql(script: str) -> SqlVerdict:
     return SqlVerdict(SqlKind.READ)
 
 
+_WRITING_META = frozenset({"o", "out", "w", "write", "g", "gx", "s", "setenv"})
+"""psql meta-commands that, given an argument, write a file or set the environment of the
+programs psql starts (psql(1): \\o, \\w, \\g, \\s, \\setenv)."""
+
+
 def _meta(command: str) -> SqlVerdict:
     """A psql backslash command."""
     name = re.match(r"\\([A-Za-z!]*)", command)
     word = name.group(1) if name else ""
-    if word in _UNKNOWN_META or word.startswith("!"):
+    rest = command[len(word) + 1 :].strip()
+    if word in _UNKNOWN_META or word.startswith("!") or "|" in command:
+        return SqlVerdict(SqlKind.UNKNOWN, command.strip()[:200])
+    if word == "copy" and re.search(r"\bprogram\b", command, re.IGNORECASE):
+        return SqlVerdict(SqlKind.UNKNOWN, command.strip()[:200])  # runs a local program
+    if word in _WRITING_META and rest:  # a file the policy does not follow (a config, maybe)
         return SqlVerdict(SqlKind.UNKNOWN, command.strip()[:200])
     if word == "copy" and re.search(r"\bfrom\b", command, re.IGNORECASE):
         return SqlVerdict(SqlKind.WRITE, command.strip()[:200])

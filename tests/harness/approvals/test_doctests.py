@@ -7,11 +7,11 @@ from types import ModuleType
 
 import pytest
 
-from harness.approvals import http_clients, policy, sql
+from harness.approvals import http_clients, policy, reach, sql, unseen
 from harness.guard import calls
 
 
-@pytest.mark.parametrize("module", [policy, sql, http_clients, calls])
+@pytest.mark.parametrize("module", [policy, sql, http_clients, reach, unseen, calls])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 

@@ -55,6 +55,18 @@ def test_changing_sql(sql: str) -> None:
     assert verdict.statement
 
 
-@pytest.mark.parametrize("sql", ["\\i fix.sql", "\\! rm x", "select 'x' \\gexec"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "\\i fix.sql",
+        "\\! rm x",
+        "select 'x' \\gexec",
+        "\\o |sh",
+        "select 1 \\g |sh",
+        "\\copy t to program 'sh'",
+        "\\o /workspace/.psqlrc",
+        "\\setenv PAGER 'sh -c x'",
+    ],
+)
 def test_sql_that_runs_text_the_policy_cannot_see_is_unknown(sql: str) -> None:
     assert classify_sql(sql).kind is SqlKind.UNKNOWN
