@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from sandbox_client import Loss, SandboxHandle, SetupStep, StepFailure
+from sandbox_client import Loss, SandboxHandle, SetupStep, StepFailure, egress_socket
 from sandbox_client.events import StreamEvent, read_events
 from sandbox_client.server.capture import HeadTail
 from sandbox_client.server.http import unquote
@@ -113,3 +114,11 @@ def test_long_text_keeps_its_head_and_tail() -> None:
 def test_percent_decoding_handles_utf8_and_stray_percent_signs() -> None:
     assert unquote("/filesystem//work%20space/%C3%A9") == "/filesystem//work space/é"
     assert unquote("100%+done%2") == "100%+done%2"
+
+
+def test_the_gateway_serves_a_jail_in_its_read_only_run_directory() -> None:
+    # Given the server's socket of a current jail and of one made by an earlier release
+    current, earlier = Path("/s/sbx-1/sbx.sock"), Path("/s/sbx-2/run/sbx.sock")
+
+    assert egress_socket(current) == Path("/s/sbx-1/run/egress.sock")
+    assert egress_socket(earlier) == Path("/s/sbx-2/run/egress.sock")

@@ -31,7 +31,7 @@ WORKSPACE = "/workspace"
 TMP = "/tmp"
 SHM = "/dev/shm"
 RUN_DIR = "/run/warroom"
-RUN_SUBDIR = "run"  # the host directory bound read-only at RUN_DIR, in the sandbox's
+RUN_SUBDIR = "run"  # in the sandbox's state directory: the host side of RUN_DIR (read-only)
 SERVER_DIR = "/opt/warroom/sbx_server"
 SOCKET_NAME = "sbx.sock"
 EGRESS_SOCKET_NAME = "egress.sock"  # served by the egress gateway, in the same run directory
@@ -76,7 +76,11 @@ class JailPaths:
 
 def egress_socket(sandbox_socket: Path) -> Path:
     """Where the gateway serves a jail whose server listens at ``sandbox_socket`` (host
-    path): the run directory next to it, which the jail sees read-only."""
+    path): the run directory next to it, which the jail sees read-only. A jail made by
+    an earlier release (its server's socket inside the run directory) is served next to
+    that socket until it is replaced."""
+    if sandbox_socket.parent.name == RUN_SUBDIR:
+        return sandbox_socket.parent / EGRESS_SOCKET_NAME
     return sandbox_socket.parent / RUN_SUBDIR / EGRESS_SOCKET_NAME
 
 

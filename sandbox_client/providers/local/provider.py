@@ -30,7 +30,6 @@ from sandbox_client.providers.local.jail import (
     WORKSPACE,
     JailPaths,
     bwrap_argv,
-    egress_socket,
     stub_note,
 )
 from sandbox_client.providers.local.launch import LaunchFailed, launch
@@ -49,8 +48,8 @@ class LocalProvider:
     Each sandbox lives in ``state_dir/<id>/`` (``sbx.sock``, ``jail.log``,
     ``handle.json``, and ``run/``, which the jail sees read-only at ``/run/warroom``);
     the jail sees nothing else of it. Its ``/workspace`` is a tmpfs inside the jail.
-    Suspending freezes the jail's cgroup (v2, else v1) or, where no cgroup is writable, SIGSTOPs its
-    processes; which one is detected once (``freezer``) unless the config forces it.
+    Suspending freezes the jail's cgroup (v2, else v1) or, where no cgroup is writable,
+    SIGSTOPs its processes; which one is detected once (``freezer``) unless the config forces it.
     Limits (``config.limits``) go where ``enforcer`` found room: cgroup v2, v1, or
     resource limits of the jail's first process. Jails are detached: they outlive the
     process that made them, and any process with the handle (or ``find``) can reach,
@@ -213,9 +212,10 @@ class LocalProvider:
     def _make_dirs(self, sandbox_id: str) -> JailPaths:
         root = self._dir(sandbox_id)
         paths = JailPaths(root, self.config.state_dir / "stubs", SERVER_DIR)
-        longest = max(paths.socket, egress_socket(paths.socket), key=lambda p: len(str(p)))
-        if len(os.fsencode(longest)) > MAX_SOCKET_PATH_BYTES:
-            raise ProvisionFailed(sandbox_id, f"socket path too long, shorten state_dir: {longest}")
+        if len(os.fsencode(paths.socket)) > MAX_SOCKET_PATH_BYTES:
+            raise ProvisionFailed(
+                sandbox_id, f"socket path too long, shorten state_dir: {paths.socket}"
+            )
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths.run_dir.mkdir(mode=0o700, exist_ok=True)
         return paths

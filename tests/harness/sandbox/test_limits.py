@@ -81,6 +81,18 @@ async def test_a_full_workspace_is_named_in_the_result_until_room_is_made(
     assert freed.content == "freed"
 
 
+@pytest.mark.parametrize(("path", "size"), [("/tmp", "4 MiB"), ("/dev/shm", "2 MiB")])
+async def test_a_full_tmp_or_dev_shm_is_named_in_the_bash_result(
+    agent: SessionDriver, path: str, size: str
+) -> None:
+    full = await agent.call("Bash", {"command": f"head -c 8M /dev/zero > {path}/big"})
+    freed = await agent.call("Bash", {"command": f"rm {path}/big && echo freed"})
+
+    assert full.is_error
+    assert f"No space left on {path}: it is full ({size})" in full.content
+    assert freed.content == "freed"
+
+
 async def test_a_write_past_the_workspace_size_is_a_tool_error_naming_the_limit(
     agent: SessionDriver,
 ) -> None:
