@@ -183,14 +183,14 @@ def _header_overrides(headers: Sequence[str]) -> list[str]:
             found.append(UNKNOWN)
             continue
         name, _, value = header.partition(":")
-        if name.strip().lower() in OVERRIDE_HEADERS:
+        if name.strip().lower().replace("_", "-") in OVERRIDE_HEADERS:  # as the gateway reads it
             found.append(value.strip() or UNKNOWN)
     return found
 
 
 def _parameter_overrides(query: str) -> list[str]:
     """The methods named by ``_method`` parameters in ``query`` (``a=1&_method=DELETE``)."""
-    pairs = parse_qsl(query, keep_blank_values=True)
+    pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)  # as the gateway splits
     return [value or UNKNOWN for name, value in pairs if name.lower() == OVERRIDE_PARAMETER]
 
 

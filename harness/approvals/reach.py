@@ -5,9 +5,9 @@ The policy asks two questions of it:
 - ``change``: can anything the sandbox runs change something outside it? A rule that allows
   a method other than GET/HEAD, a tunnel rule (HTTPS passes unseen, any method) or the host's
   network (no gateway) say yes; a sandbox without a network, or with only GET/HEAD rules
-  (with a credential or without: the gateway judges each request's effective method), says no. Code the policy
-  cannot read (an interpreter's program, a script, a build tool) needs approval exactly when
-  the answer is yes.
+  (with a credential or without: the gateway judges each request's effective method), says
+  no. Code the policy cannot read (an interpreter's program, a script, a build tool) needs
+  approval exactly when the answer is yes.
 - ``route``: what would the gateway do with one request? Pass it (through which rule), or
   refuse it (why), or there is no gateway to ask.
 

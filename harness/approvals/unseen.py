@@ -73,14 +73,15 @@ CONFIG_TEXT = re.compile(
     r"\.bash_profile|\.profile\b|\.kube\b|\.aws\b|\.azure\b|\.config/|/httpie|\.netrc|"
     r"\.ssh\b|pip\.conf|\.pypirc|\.gemrc|psqlrc|my\.cnf|mylogin\.cnf|sqliterc|lesskey|"
     r"terraformrc|\.terraform\b|\.local/|\.docker\b|\.krew\b|command_not_found_handle|"
-    r"/dev/(tcp|udp)/"
+    r"/dev/(tcp|udp)/|\bBASH_(CMDS|ALIASES)\b"
 )
 """Names, in a command's text or among the paths it writes, of files that make a later
 command run or send something else (an HTTP client's defaults, git's aliases, hooks and
 filters, Python's start-up code, a kubeconfig's exec plugin, an AWS ``credential_process``,
 ``~/.psqlrc``'s ``\\!``, ssh's ProxyCommand, Terraform's providers, Helm's, Docker's and
 krew's plugins under ``~/.local``, ``~/.docker``, ``~/.krew``), bash's hook for unknown
-commands, and bash's raw network redirections."""
+commands and its tables of what a name runs (``BASH_CMDS``, ``BASH_ALIASES``), and bash's raw
+network redirections."""
 
 
 def unseen(call: ProgramCall) -> str | None:

@@ -73,6 +73,7 @@ def apply_state_builtin(name: str, args: Sequence[str], state: ShellState, stdin
     """``read`` / ``mapfile`` assign from standard input; ``set -- …`` sets ``$1…``."""
     texts = [plain(arg) for arg in args]
     if name == "set":
+        _set_allexport(texts, state)
         if texts and (texts[0] == "--" or not texts[0].startswith(("-", "+"))):
             rest = args[1:] if texts[0] == "--" else args
             state.positional = tuple(frozenset({plain(arg)}) for arg in rest)
@@ -92,6 +93,18 @@ def apply_state_builtin(name: str, args: Sequence[str], state: ShellState, stdin
     lines = text.splitlines() or [""]
     for index, target in enumerate(names):
         state.assign(target, frozenset(_read_field(line, index, names, texts) for line in lines))
+
+
+def _set_allexport(texts: Sequence[str], state: ShellState) -> None:
+    """Follow ``set -a`` / ``set -o allexport`` (and ``+a``, ``+o allexport``)."""
+    for index, text in enumerate(texts):
+        if text == "--" or not text.startswith(("-", "+")):
+            return
+        if text in ("-o", "+o"):
+            if texts[index + 1 : index + 2] == ["allexport"]:
+                state.allexport = text == "-o"
+        elif "a" in text[1:] and text[1:].isalpha():
+            state.allexport = text.startswith("-")
 
 
 def _read_field(line: str, index: int, names: list[str], texts: list[str]) -> str:

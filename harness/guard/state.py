@@ -78,7 +78,8 @@ class ShellState:
     the guard cannot tell" (after ``cd "$(…)"``). ``downloads`` (files written from the
     network) and ``written`` (files written with known text, by absolute path) model
     the filesystem, so every copy of a state shares them. ``functions`` maps each shell
-    function defined so far to its body node.
+    function defined so far to its body node. ``allexport``: ``set -a`` is on, so every
+    assignment from now on exports its variable.
     """
 
     cwd: frozenset[str]
@@ -89,6 +90,7 @@ class ShellState:
     downloads: set[str] = field(default_factory=set)
     written: dict[str, str] = field(default_factory=dict)
     functions: dict[str, Node] = field(default_factory=dict)
+    allexport: bool = False
 
     @classmethod
     def initial(cls, cwd: str, home: str) -> ShellState:
@@ -109,6 +111,7 @@ class ShellState:
             downloads=self.downloads,
             written=self.written,
             functions=dict(self.functions),
+            allexport=self.allexport,
         )
 
     def child(self, env: dict[str, frozenset[str]]) -> ShellState:
@@ -131,6 +134,7 @@ class ShellState:
         self.dirstack = other.dirstack
         self.positional = other.positional
         self.functions = other.functions
+        self.allexport = other.allexport
 
     def merge(self, other: ShellState) -> None:
         """Union ``other`` into this state (both branches may have run)."""
@@ -145,6 +149,7 @@ class ShellState:
                 mine.exported = mine.exported or variable.exported
         for name, body in other.functions.items():
             self.functions.setdefault(name, body)
+        self.allexport = self.allexport or other.allexport
 
     def lookup(self, name: str) -> frozenset[str]:
         """Every value ``$name`` may expand to (``UNKNOWN`` when not knowable)."""
@@ -178,6 +183,7 @@ class ShellState:
         """Give ``name`` the possible ``values``; ``exported`` None keeps the flag."""
         current = self.variables.get(name)
         flag = exported if exported is not None else (current.exported if current else False)
+        flag = flag or (exported is None and self.allexport)
         self.variables[name] = Variable(_cap(values), flag)
 
     def export(self, name: str) -> None:

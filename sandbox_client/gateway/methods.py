@@ -8,7 +8,8 @@ Laravel, Symfony). A read-only rule is only read-only if the gateway judges the 
 upstream will act on, so it judges the override: ``GET`` with ``X-HTTP-Method-Override: DELETE``
 is a ``DELETE``. Header names are compared as CGI servers do (case and ``_``/``-`` alike),
 parameters are split at ``&`` and ``;``. Overrides that disagree with each other are refused
-(``AmbiguousMethod``).
+(``AmbiguousMethod``), as is a form body in a content-encoding (``HiddenOverride``: a server
+may inflate it and find a ``_method``).
 
 Not seen: an override inside a JSON body or under another name a server was configured with.
 """
@@ -39,6 +40,19 @@ class AmbiguousMethod(ValueError):
     def __init__(self, methods: Iterable[str]) -> None:
         self.methods = tuple(sorted(methods))
         super().__init__(f"the request asks for several methods at once: {', '.join(self.methods)}")
+
+
+class HiddenOverride(AmbiguousMethod):
+    """A form body in a content-encoding: a server that inflates it may find a ``_method``
+    the gateway cannot read, so the request is refused."""
+
+    def __init__(self, encoding: str) -> None:
+        ValueError.__init__(
+            self,
+            f"a form body in the content-encoding {encoding!r} may hold a _method the gateway "
+            "does not read",
+        )
+        self.methods = ()
 
 
 @dataclass(frozen=True)
@@ -93,24 +107,33 @@ def method_override(
     """The override a request carries, if any (see ``effective_method``).
 
     Raises:
-        AmbiguousMethod: overrides naming different methods.
+        AmbiguousMethod: overrides naming different methods (``HiddenOverride``: a form
+            body in a content-encoding).
     """
     found: dict[str, str] = {}
-    content_type = ""
+    content_types: list[str] = []
+    encoding = ""
     for raw_name, raw_value in headers:
         name, value = _text(raw_name).lower().replace("_", "-"), _text(raw_value)
         if name in OVERRIDE_HEADERS:
             for part in value.split(","):
                 if part.strip():
                     found.setdefault(part.strip().upper(), _text(raw_name))
-        elif name == "content-type":
-            content_type = value
+        elif name == "content-type":  # every one: servers keep the first, the last, or split
+            content_types += [part.strip() for part in value.split(",")]
+        elif name == "content-encoding" and value.strip().lower() not in ("", "identity"):
+            encoding = value.strip()
+    content_types = content_types or [""]
+    kinds = {t.split(";", 1)[0].strip().lower() for t in content_types}
+    if body and encoding and kinds & {_FORM, _MULTIPART, ""}:
+        raise HiddenOverride(encoding)
     if query and _MAYBE_PARAMETER.search(query.encode("latin-1", "replace")):
         for value in _parameters(_pairs(query)):
             found.setdefault(value, f"{OVERRIDE_PARAMETER} in the query")
     if body and _MAYBE_PARAMETER.search(body):
-        for value in _body_parameters(content_type, body):
-            found.setdefault(value, f"{OVERRIDE_PARAMETER} in the form body")
+        for content_type in content_types:
+            for value in _body_parameters(content_type, body):
+                found.setdefault(value, f"{OVERRIDE_PARAMETER} in the form body")
     if len(found) > 1:
         raise AmbiguousMethod(found)
     return next((Override(m, source) for m, source in found.items()), None)

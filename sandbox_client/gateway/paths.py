@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from urllib.parse import unquote_to_bytes, urlsplit
 
 UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -59,6 +60,31 @@ def split_target(path_query: str) -> tuple[str, str]:
     if "#" in query:
         raise AmbiguousPath(path_query, _REFUSED_RAW["#"])
     return normalise(path), query
+
+
+PATH_OVERRIDE_HEADERS = frozenset(
+    {"x-original-url", "x-rewrite-url", "x-original-uri", "x-override-url"}
+)
+"""Headers some servers act on instead of the request line's path (IIS's URL Rewrite,
+Symfony and Zend behind it read ``X-Original-URL`` and ``X-Rewrite-URL``)."""
+
+
+def refuse_path_override(path: str, headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Refuse a request that names a second path in a header a server may act on instead.
+
+    Raises:
+        AmbiguousPath: a header in ``PATH_OVERRIDE_HEADERS`` (any case, ``_`` for ``-``).
+
+    >>> try:
+    ...     refuse_path_override("/a", [(b"X_Original_URL", b"/admin")])
+    ... except AmbiguousPath as exc:
+    ...     print(exc.reason)
+    a second path in X-Original-Url
+    """
+    for name, _ in headers:
+        text = name.decode("latin-1").lower().replace("_", "-")
+        if text in PATH_OVERRIDE_HEADERS:
+            raise AmbiguousPath(path, f"a second path in {text.title()}")
 
 
 def normalise(path: str) -> str:

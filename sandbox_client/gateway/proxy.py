@@ -39,7 +39,13 @@ from sandbox_client.gateway.calls import (
 )
 from sandbox_client.gateway.credentials import Injected
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
-from sandbox_client.gateway.paths import AmbiguousPath, after_authority, origin_form, split_target
+from sandbox_client.gateway.paths import (
+    AmbiguousPath,
+    after_authority,
+    origin_form,
+    refuse_path_override,
+    split_target,
+)
 from sandbox_client.gateway.replies import ReplyBody, UnreadableBody
 from sandbox_client.gateway.request_line import not_http
 from sandbox_client.gateway.rules import (
@@ -367,6 +373,7 @@ class Gateway:
         verb = method
         try:
             path, query = split_target(path_query)
+            refuse_path_override(path, request.headers)
             effective = effective_method(verb, request.headers, query, body or b"")
         except (AmbiguousPath, AmbiguousMethod) as exc:
             shown = path_query.split("?", 1)[0][:256]

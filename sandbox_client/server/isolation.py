@@ -29,6 +29,8 @@ import socket
 import struct
 from typing import Any
 
+from .xattrs import deny_setxattr
+
 SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture (Linux ≥ 5.13)
 SYS_LANDLOCK_RESTRICT_SELF = 446
 ACCESS_FS_MAKE_BLOCK = 1 << 11  # LANDLOCK_ACCESS_FS_MAKE_BLOCK, ABI 1
@@ -98,6 +100,7 @@ class Isolation:
         import ctypes  # already loaded by ``open``: this only binds the name
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        deny_setxattr(self._libc)  # a tmpfs's size does not bound extended attributes
         if self._fd is None:
             return
         if self._libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

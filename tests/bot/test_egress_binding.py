@@ -348,10 +348,8 @@ async def test_the_sandbox_api_is_not_served_to_the_jails_own_processes(scene: S
     )
     await scene.run(APPROVED, approved)
     log = await scene.run("toolu_look", "cat /workspace/planted.log")
-    # Then the planted process could not use the sandbox's API, so got nothing to replay: its
-    # socket is not in the jail at all (the host holds it), and the server refuses a peer
-    # from the jail's pid namespace besides (403)
-    assert log.startswith(("api: 000", "api: 403")), log
+    # Then the planted process could not use the sandbox's API, so got nothing to replay
+    assert "api: 000" in log or "api: 403" in log, log  # no socket in the jail, or refused
     assert "with-logs" not in log, log
     assert [m for m, _, _ in scene.upstream.seen] == ["GET"]
 
@@ -360,11 +358,12 @@ async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene:
     # Given the worker's egress, as the approval gate is given it (bot.durable.wiring)
     egress = scene.egress
     policy = default_policy()
+    reach = EgressReach(egress.gateway.rules)  # as bot.durable.wiring gives the gate
     hook = f"http://{HOST}:{scene.upstream.plain_port}/hooks/deploy"
     svc = f"https://{HOST}:{scene.upstream.tls_port}/items/1"
     # When commands reach the write rule without a credential, and the credential rule
     decisions = {
-        command: policy.bash(command, reach=EgressReach(egress.gateway.rules)).verdict
+        command: policy.bash(command, reach=reach).verdict
         for command in (
             f"curl -X POST {hook}",
             f"curl {hook}",
@@ -373,3 +372,125 @@ async def test_the_policy_asks_approval_for_a_change_through_a_write_rule(scene:
     }
     # Then a change through either needs approval, a read does not
     assert list(decisions.values()) == [Verdict.APPROVAL, Verdict.ALLOWED, Verdict.APPROVAL]
+
+
+# Red team, promise 1: what a planted process tries after the fixes, beyond the ways above:
+# every process's environment (the approved curl's own included), the server's memory
+# (which holds every command's output), process_vm_readv and
+# pidfd_getfd on the approved process, taking the proxy port, switching calls on a kept-alive
+# connection, the gateway's socket directly, two Proxy-Authorization headers, its own
+# credential under the approved call's name.
+PROBE = r"""
+import base64, ctypes, os, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+port, host, plain, approved = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+out = []
+while not os.path.exists("/workspace/approved-running"):
+    time.sleep(0.02)
+own = os.environ["HTTP_PROXY"].split("//", 1)[1].split("@", 1)[0]
+def basic(user_password):
+    return "Basic " + base64.b64encode(user_password.encode()).decode()
+def status(reply):
+    return reply.split(b" ", 2)[1].decode() if reply.startswith(b"HTTP/") else "none"
+def send(raw, path=None):
+    s = socket.socket(socket.AF_UNIX) if path else socket.create_connection(("127.0.0.1", port))
+    if path:
+        s.connect(path)
+    s.sendall(raw)
+    s.settimeout(10)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    s.close()
+    return data
+def post(name, auth):
+    head = f"POST http://{host}:{plain}/hooks/{name} HTTP/1.1\r\nHost: {host}\r\n"
+    head += "Content-Length: 0\r\n"
+    return head + "".join(f"Proxy-Authorization: {a}\r\n" for a in auth)
+readable = 0
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        if f"{approved}:".encode() in open(f"/proc/{pid}/environ", "rb").read():
+            readable += 1
+    except OSError:
+        pass
+out.append(f"environs-with-approved={readable}")
+for what in ("environ", "mem"):  # the sandbox's server keeps every command's output
+    try:
+        open(f"/proc/2/{what}", "rb").read(1)
+        out.append(f"server-{what}=read")
+    except OSError as exc:
+        out.append(f"server-{what}={exc.errno}")
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        continue
+    if b"touch /workspace/approved-running" in cmd:
+        buf = ctypes.create_string_buffer(64)
+        local = struct.pack("PN", ctypes.addressof(buf), 64)
+        remote = struct.pack("PN", 0x400000, 64)
+        n = libc.process_vm_readv(int(pid), local, 1, remote, 1, 0)
+        out.append(f"vm_readv={0 if n >= 0 else ctypes.get_errno()}")
+        pidfd = libc.syscall(434, int(pid), 0)  # pidfd_open
+        got = libc.syscall(438, pidfd, 1, 0) if pidfd >= 0 else -1  # pidfd_getfd
+        out.append(f"getfd={0 if got >= 0 else ctypes.get_errno()}")
+        break
+try:
+    socket.socket().bind(("127.0.0.1", port))
+    out.append("port=taken")
+except OSError as exc:
+    out.append(f"port={exc.errno}")
+first = f"GET http://{host}:{plain}/hooks/read HTTP/1.1\r\nHost: {host}\r\n"
+first += f"Proxy-Authorization: {basic(own)}\r\n\r\n"
+second = post("switched", [basic(approved + ":" + "A" * 43)]) + "Connection: close\r\n\r\n"
+replies = send((first + second).encode())
+lines = [r for r in replies.split(b"\r\n") if r.startswith(b"HTTP/1.1 ")]
+out.append("keepalive=" + ",".join(r.split(b" ", 2)[1].decode() for r in lines))
+direct = (post("direct", []) + "Connection: close\r\n\r\n").encode()
+out.append("socket=" + status(send(direct, "/run/warroom/egress.sock")))
+mine_as_approved = basic(approved + ":" + own.split(":")[1])
+out.append("two=" + status(send((post("two", [basic(own), mine_as_approved]) + "\r\n").encode())))
+out.append("renamed=" + status(send((post("renamed", [mine_as_approved]) + "\r\n").encode())))
+print(" ".join(out))
+open("/workspace/planted-done", "w").close()
+"""
+
+
+async def test_red_team_a_planted_process_finds_no_way_to_the_approved_calls_pass(
+    scene: Scene,
+) -> None:
+    up = scene.upstream
+    await scene.workspace.write_file("/workspace/probe.py", PROBE.encode())
+    # Given a process an earlier, unapproved call left running
+    args = f"{scene.egress_port} {HOST} {up.plain_port} {APPROVED}"
+    await scene.workspace.start(
+        PLANTER, f"python3 /workspace/probe.py {args} > /workspace/probe.log 2>&1"
+    )
+    # When the approved call runs (and waits for the planted process's attempts)
+    approved = (
+        "touch /workspace/approved-running; i=0; "
+        "until [ -e /workspace/planted-done ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done; "
+        f"curl -sS --fail-with-body -X POST http://{HOST}:{up.plain_port}/hooks/approved"
+    )
+    await scene.run(APPROVED, approved)
+    log = await scene.run("toolu_look", "cat /workspace/probe.log")
+    # Then nothing of the approved call could be read or taken, and every change the planted
+    # process sent was refused: only the approved call's POST reached the upstream
+    assert "environs-with-approved=0" in log, log
+    assert "server-environ=13" in log, log  # EACCES: outside the command's Landlock domain
+    assert "server-mem=13" in log, log
+    assert "vm_readv=1" in log, log  # EPERM
+    assert "getfd=1" in log, log
+    assert "port=98" in log, log  # EADDRINUSE: the server holds the proxy port
+    assert "keepalive=200,403" in log, log  # the connection stays its first caller's
+    assert "socket=403" in log, log
+    assert "two=407" in log, log
+    assert "renamed=407" in log, log
+    assert [(m, p) for m, p, _ in up.seen if m != "GET"] == [("POST", "/hooks/approved")]

@@ -33,8 +33,8 @@ async def test_a_command_cannot_read_another_commands_environment(client: Sandbo
     # When another command of the same sandbox tries its environment, memory and files
     peek = await client.exec("peek", PEEK, timeout_s=10)
     await client.exec("go", "touch /workspace/go", timeout_s=10)
-    # Then the kernel refuses each
-    assert peek.stdout.split() == ["environ=refused", "mem=refused", "fd=refused"], peek
+    # Then the kernel refuses each (for the holder, and for its subshell while it forks sleep)
+    assert set(peek.stdout.split()) == {"environ=refused", "mem=refused", "fd=refused"}, peek
     assert SECRET not in peek.stdout + peek.stderr
 
 
@@ -47,7 +47,7 @@ async def test_the_sandbox_api_answers_the_host_not_its_own_commands(client: San
         "curl -s -w ' %{http_code}' --unix-socket /run/warroom/sbx.sock http://sbx/process",
         timeout_s=10,
     )
-    # Then it is refused, and learns nothing of the other commands
-    assert record.stdout.endswith(" 403"), record
-    assert "served to the host only" in record.stdout
+    # Then it cannot reach it (the server's socket is not in the jail) or is refused, and
+    # learns nothing of the other commands
+    assert record.stdout.endswith((" 000", " 403")), record
     assert "holder" not in record.stdout

@@ -3,7 +3,8 @@
 Source: GNU sed manual, "sed scripts" and "Commands". Most of a script is patterns and
 replacement text (mentions); only these reach the filesystem or a shell: ``r``/``R``
 FILE (read), ``w``/``W`` FILE and the ``w FILE`` flag of ``s`` (write), and ``e``
-COMMAND (run). A filename runs to the end of the line.
+COMMAND and the ``e`` flag of ``s`` (run: the replaced pattern space, read here as the
+replacement text). A filename runs to the end of the line.
 """
 
 from __future__ import annotations
@@ -77,9 +78,14 @@ class _Parser:
         delimiter = self._peek()
         self.pos += 1
         self._skip_delimited(delimiter)
+        start = self.pos
         self._skip_delimited(delimiter)
+        replacement = self.script[start : self.pos - 1]
+        flags = self.pos
         while self._peek() and self._peek() in "gpiImMe0123456789":
             self.pos += 1
+        if "e" in self.script[flags : self.pos]:  # the pattern space, replaced, is run
+            self.found.append(SedOperand("shell", replacement))
         if self._peek() == "w":
             self.pos += 1
             self.found.append(SedOperand("write", self._rest_of_line()))

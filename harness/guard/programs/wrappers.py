@@ -37,6 +37,9 @@ _SIMPLE: dict[str, OptionSpec] = {
     "coproc": spec(stop_at_operand=True),
     "setsid": spec(stop_at_operand=True),
     "unbuffer": spec(stop_at_operand=True),
+    "rlwrap": spec(
+        "-a -b -C -D -e -f -g -H -l -O -p -P -q -R -s -S -t -w -z", stop_at_operand=True
+    ),
     "builtin": spec(stop_at_operand=True),
     "busybox": spec(stop_at_operand=True),
     "catchsegv": spec(stop_at_operand=True),

@@ -137,9 +137,7 @@ async def test_a_mention_inside_a_thread_that_is_no_session_takes_the_earlier_me
     # Given a thread where people and an alerting bot talked before anyone asked the bot
     api = edge.slack_api
     root = api.add_message(CHANNEL, "checkout 5xx alert fired", user="U0FAKEALICE")
-    api.add_message(
-        CHANNEL, "looks like the db pool again", user="U0FAKEBOB", thread_ts=root
-    )
+    api.add_message(CHANNEL, "looks like the db pool again", user="U0FAKEBOB", thread_ts=root)
     api.state.messages[CHANNEL].append(
         {
             "type": "message",
