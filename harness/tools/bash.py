@@ -28,6 +28,7 @@ from harness.sandbox.workspace import (
 )
 from harness.tools.background import start_in_background
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.detached import can_move, run_movable
 from harness.tools.sandbox_changes import sandbox_changes
 from harness.vfs import WORKSPACE
 
@@ -82,6 +83,11 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     command = in_directory(p.command, ctx.cwd, record=moves)
+    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+        ran = await run_movable(ctx, command, p.command, p.description, timeout_ms)
+        if isinstance(ran, ToolOutcome):  # moved to the background at its timeout
+            return await _after(ran, ctx, False)
+        return await _after(report(ran, timeout_ms), ctx, moves)
     result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=timeout_ms / 1000)
     return await _after(report(result, timeout_ms), ctx, moves)
 
@@ -112,6 +118,8 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
         command = in_directory(p.command, ctx.cwd, record=False)
         return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
+    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+        return await bash(p, ctx)  # every sandbox call and the row are named: a redo is safe
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     return None if result is None else await _after(report(result, timeout_ms), ctx, moves)
