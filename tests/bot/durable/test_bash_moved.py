@@ -10,15 +10,16 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from bot.durable.background import BackgroundWatcher
 from harness import Checkpoint, Requester, run_tool
-from harness.sandbox.session import SandboxWorkspaces
-from harness.tools.background import output_path, task_id_for
+from harness.sandbox.session import SandboxWorkspaces, SessionWorkspace
+from harness.tools.background import output_path, task_id_for, wrapped
 from memory_store import (
     BackgroundTasks,
     Database,
@@ -218,3 +219,33 @@ async def test_a_command_done_within_its_timeout_is_reported_as_usual(rig: Rig) 
     assert await rig.tasks.of_session(SESSION) == ()
     listing = await rig.agent.call("Bash", {"command": "ls -A /workspace/.warroom/tasks"})
     assert listing.content == "(Bash completed with no output)"
+
+
+async def test_a_moved_command_past_its_background_limit_is_stopped_and_told(rig: Rig) -> None:
+    # Given: a moved command (10 minutes left in the background), and one whose time is up
+    call = {"command": GATED, "timeout": 500}
+    await rig.agent.call("Bash", call, tool_use_id="toolu_moved_late")
+    moved_task = await rig.tasks.get(SESSION, task_id_for("toolu_moved_late"))
+    assert moved_task is not None
+    assert moved_task.deadline_at is not None
+    left = moved_task.deadline_at - datetime.now(UTC)
+    assert timedelta(minutes=9) < left <= timedelta(minutes=10)
+    task_id = task_id_for("toolu_overran")
+    workspace = rig.agent.workspace
+    assert isinstance(workspace, SessionWorkspace)
+    sandbox_id = await workspace.start("toolu_overran", wrapped(GATED, output_path(task_id)))
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    overran = replace(moved_task, task_id=task_id, tool_use_id="toolu_overran")
+    await rig.tasks.register(
+        replace(overran, sandbox_id=sandbox_id, description="Wait forever", deadline_at=past)
+    )
+
+    # When: the watcher looks
+    await rig.watch_until_ended(task_id)
+
+    # Then: that one was killed and the session told, once; the other runs on
+    assert (await rig.process("toolu_overran")).status.value == "killed"
+    [note] = await rig.notifications(task_id)
+    assert "<status>killed</status>" in note
+    assert '"Wait forever" was stopped' in note
+    assert not (await rig.process("toolu_moved_late")).finished
