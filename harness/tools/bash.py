@@ -1,6 +1,7 @@
 """Bash: run a command in the session's sandbox, after the bash guard.
 
-Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000),
+Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000; a
+call still running at a ``timeout`` it gave is moved to the background, ``detached``),
 output over 30,000 characters cut in the middle, the exit code shown when it is not
 0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` started in the session's
 working directory: files and the directory a ``cd`` left (``Checkpoint.cwd``, as in
@@ -153,7 +154,9 @@ BASH = ModelTool(
         "set run_in_background: the call returns at once with a task ID and an output file "
         "you can Read, you may keep working or end your turn, and you are notified when the "
         "command ends; TaskStop ends it early. timeout is in milliseconds (default 120000, "
-        "max 600000; not for background commands); a command that runs longer is killed. "
+        "max 600000; not for background commands); a command that runs past a timeout you "
+        "gave is moved to the background (you get its task ID and output file, as above), "
+        "one past the default or the max is killed. "
         "Output over 30000 characters is saved to a file in the sandbox: you get its first "
         "part and the file's path, which you can Read or Grep. "
         "/memory, /skills and /incident are not on the sandbox's filesystem: use Read, "
