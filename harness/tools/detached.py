@@ -35,6 +35,10 @@ BACKGROUND_LIMIT_MS = 600_000
 """How long a moved command may go on in the background before it is stopped (Claude
 Code's "If it is still running after 10m in the background, it will be stopped")."""
 READ_TIMEOUT_S = 30.0
+MIN_WAIT_S = 1.0
+"""The shortest wait before a command is moved: the sandbox protocol's ``timeout`` is in
+whole seconds, and a shorter one may pass before the sandbox has started the command (it
+would then be neither running nor known)."""
 
 
 def can_move(timeout: int | None, ctx: ToolContext, max_timeout_ms: int) -> bool:
@@ -96,7 +100,7 @@ async def run_movable(
         return await _moved(ctx, known.description, timeout_ms, known.sandbox_id)
     full = f"{prepared(path, label)} && exec >>{path} 2>&1 || exit 1\n{command}"
     result, sandbox_id = await workspace.exec_or_detach(
-        ctx.tool_use_id, full, timeout_s=timeout_ms / 1000
+        ctx.tool_use_id, full, timeout_s=max(timeout_ms / 1000, MIN_WAIT_S)
     )
     if result.running:
         return await _moved(ctx, description or label, timeout_ms, sandbox_id)

@@ -249,3 +249,14 @@ async def test_a_moved_command_past_its_background_limit_is_stopped_and_told(rig
     assert "<status>killed</status>" in note
     assert '"Wait forever" was stopped' in note
     assert not (await rig.process("toolu_moved_late")).finished
+
+
+async def test_a_timeout_shorter_than_the_sandbox_can_start_a_command_still_moves_it(
+    rig: Rig,
+) -> None:
+    call = {"command": GATED, "timeout": 1}
+
+    outcome = await rig.agent.call("Bash", call, tool_use_id="toolu_tiny")
+
+    assert outcome.content == "before\n" + moved(task_id_for("toolu_tiny"), "1s")
+    assert not (await rig.process("toolu_tiny")).finished
