@@ -73,8 +73,8 @@ class BashInput(BaseModel):
         return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms, MAX_TIMEOUT_MS)
 
 
-async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
-    """Guard, then run in the sandbox and report."""
+async def bash(p: BashInput, ctx: ToolContext, *, recovering: bool = False) -> ToolOutcome:
+    """Guard, then run in the sandbox and report (``recovering``: see ``run_movable``)."""
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
@@ -85,7 +85,9 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     command = in_directory(p.command, ctx.cwd, record=moves)
     if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
-        ran = await run_movable(ctx, command, p.command, p.description, timeout_ms)
+        ran = await run_movable(
+            ctx, command, p.command, p.description, timeout_ms, recovering=recovering
+        )
         if isinstance(ran, ToolOutcome):  # moved to the background at its timeout
             return await _after(ran, ctx, False)
         return await _after(report(ran, timeout_ms), ctx, moves)
@@ -120,7 +122,7 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
         return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
-        return await bash(p, ctx)  # every sandbox call and the row are named: a redo is safe
+        return await bash(p, ctx, recovering=True)  # every sandbox call is named: safe
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     return None if result is None else await _after(report(result, timeout_ms), ctx, moves)

@@ -80,12 +80,19 @@ def moved_text(output: str, timeout_ms: int, task_id: str, path: str) -> str:
 
 
 async def run_movable(
-    ctx: ToolContext, command: str, label: str, description: str | None, timeout_ms: int
+    ctx: ToolContext,
+    command: str,
+    label: str,
+    description: str | None,
+    timeout_ms: int,
+    *,
+    recovering: bool = False,
 ) -> CommandResult | ToolOutcome:
     """Run ``command`` (past the guard, in its directory) until ``timeout_ms``: its result
     when it finished (standard output and error together, in the order written), or the
     moved result (with the task) when it was left running. ``label``: the command as the
-    model wrote it (TaskStop names it).
+    model wrote it (TaskStop names it). ``recovering``: redone after a crash (a task
+    already registered was moved: its result is given again).
 
     Raises:
         WorkspaceUnavailable, memory_store.DatabaseUnavailable: retry the step.
@@ -95,10 +102,10 @@ async def run_movable(
     assert isinstance(workspace, BackgroundWorkspace)
     task_id = task_id_for(ctx.tool_use_id)
     path = output_path(task_id)
-    known = await ctx.tasks.get(ctx.session_id, task_id)
-    if known is not None:  # redone after a crash: it was moved
+    known = await ctx.tasks.get(ctx.session_id, task_id) if recovering else None
+    if known is not None:  # it was moved before the crash
         return await _moved(ctx, known.description, timeout_ms, known.sandbox_id)
-    full = f"{prepared(path, label)} && exec >>{path} 2>&1 || exit 1\n{command}"
+    full = f"{_preamble(path, label)} && exec >>{path} 2>&1 || exit 1\n{command}"
     result, sandbox_id = await workspace.exec_or_detach(
         ctx.tool_use_id, full, timeout_s=max(timeout_ms / 1000, MIN_WAIT_S)
     )
@@ -107,6 +114,18 @@ async def run_movable(
     read = f"cat {path}; rm -f {path} {command_path(path)}"
     output = await ctx.workspace.exec(f"{ctx.tool_use_id}.output", read, timeout_s=READ_TIMEOUT_S)
     return CommandResult(result.exit_code, output.stdout, result.stderr)
+
+
+def _preamble(path: str, label: str) -> str:
+    """``prepared``, with ``mkdir`` run only the first time (a process less per call).
+
+    >>> print(_preamble("/w/t/b1.output", "sleep 30"))
+    { [ -d /w/t ] || mkdir -p /w/t; } && : >>/w/t/b1.output && printf %s 'sleep 30' >/w/t/b1.command
+    """
+    directory = path.rsplit("/", 1)[0]
+    return prepared(path, label).replace(
+        f"mkdir -p {directory}", f"{{ [ -d {directory} ] || mkdir -p {directory}; }}", 1
+    )
 
 
 async def _moved(
