@@ -1,6 +1,7 @@
 """A foreground Bash command that reaches its ``timeout``: moved to the background.
 
-Claude Code 2.1.332 and 2.1.336 (docs/tools.md, Bash): a command still running when its
+Claude Code 2.1.332 and 2.1.336 (docs/tools.md, Bash; their captured results in
+``tests/harness/tools/conformance/captures/``): a command still running when its
 ``timeout`` passes is not killed; the call returns the output so far, then ``Command did
 not complete within its Ns timeout and was moved to the background (ID: ID). …``, and the
 command goes on as a background task (its output in ``PATH``, a ``<task-notification>``
@@ -20,12 +21,12 @@ the same moved result without waiting again.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from shlex import quote
 
 from harness.sandbox.workspace import BackgroundWorkspace, CommandResult
 from harness.tools.background import (
     command_path,
     output_path,
-    prepared,
     register_task,
     task_id_for,
 )
@@ -35,6 +36,7 @@ BACKGROUND_LIMIT_MS = 600_000
 """How long a moved command may go on in the background before it is stopped (Claude
 Code's "If it is still running after 10m in the background, it will be stopped")."""
 READ_TIMEOUT_S = 30.0
+"""The deadline of the ``cat`` that reads a task file back."""
 MIN_WAIT_S = 1.0
 """The shortest wait before a command is moved: the sandbox protocol's ``timeout`` is in
 whole seconds, and a shorter one may pass before the sandbox has started the command (it
@@ -117,15 +119,15 @@ async def run_movable(
 
 
 def _preamble(path: str, label: str) -> str:
-    """``prepared``, with ``mkdir`` run only the first time (a process less per call).
+    """``prepared``'s work (the output file, the command beside it for TaskStop), with the
+    directory made only the first time: one process less per call.
 
     >>> print(_preamble("/w/t/b1.output", "sleep 30"))
     { [ -d /w/t ] || mkdir -p /w/t; } && : >>/w/t/b1.output && printf %s 'sleep 30' >/w/t/b1.command
     """
     directory = path.rsplit("/", 1)[0]
-    return prepared(path, label).replace(
-        f"mkdir -p {directory}", f"{{ [ -d {directory} ] || mkdir -p {directory}; }}", 1
-    )
+    made = f"{{ [ -d {directory} ] || mkdir -p {directory}; }}"
+    return f"{made} && : >>{path} && printf %s {quote(label)} >{command_path(path)}"
 
 
 async def _moved(
