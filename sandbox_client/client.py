@@ -118,6 +118,7 @@ class SandboxClient:
         working_dir: str = "/workspace",
         env: Mapping[str, str] | None = None,
         on_output: OutputCallback | None = None,
+        detach_at_deadline: bool = False,
     ) -> ProcessRecord:
         """Run ``command`` with the sandbox's shell (``bash -c``) as process ``name``.
 
@@ -132,9 +133,13 @@ class SandboxClient:
                 killed and its record returned with ``timed_out=True``.
             working_dir: absolute directory to run in.
             env: variables added to the sandbox's own (which hold no secrets).
+            detach_at_deadline: when the deadline passes, leave the process running
+                (follow it with ``get_process``, end it with ``kill``) and return its
+                record as it is then, ``timed_out=True`` and not ``finished``.
 
         Returns:
-            The finished record (``exit_code`` None only if it outlived the kill wait).
+            The finished record (``exit_code`` None only if it outlived the kill wait),
+            or with ``detach_at_deadline`` the running one.
 
         Raises:
             ValueError: ``timeout_s`` not positive, or ``working_dir`` not absolute.
@@ -149,9 +154,11 @@ class SandboxClient:
         with self._busy():
             self._unfinished.add(name)
             deadline = asyncio.get_running_loop().time() + timeout_s
-            execution = Execution(self._http, name, deadline, self.get_process, self.kill)
+            execution = Execution(
+                self._http, name, deadline, self.get_process, self.kill, detach=detach_at_deadline
+            )
             record = await execution.run(command, working_dir, env or {}, on_output)
-            if record.finished:
+            if record.finished or detach_at_deadline:  # a detached one is followed elsewhere
                 self._unfinished.discard(name)
             return record
 

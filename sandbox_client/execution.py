@@ -1,4 +1,4 @@
-"""One ``exec`` call: stream the reply, fall back to polling, kill at the deadline.
+"""One ``exec`` call: stream the reply, fall back to polling, kill (or leave) at the deadline.
 
 Rules (docs/architecture.md §8): the process name makes a call idempotent (look it up
 before sending); the caller's deadline is kept here and the process is killed when it
@@ -36,7 +36,8 @@ class Execution:
     """Runs (or re-attaches to) the process ``name`` until it ends or ``deadline`` passes.
 
     ``deadline`` is in ``loop.time()`` seconds. ``lookup`` is the client's
-    ``get_process`` and ``kill`` its ``kill``.
+    ``get_process`` and ``kill`` its ``kill``. With ``detach``, a process still running at
+    the deadline is left running and its record returned as it is then.
     """
 
     def __init__(
@@ -46,6 +47,8 @@ class Execution:
         deadline: float,
         lookup: Callable[[str], Awaitable[ProcessRecord | None]],
         kill: Callable[[str], Awaitable[None]],
+        *,
+        detach: bool = False,
     ) -> None:
         self._http = transport
         self._options = transport.options
@@ -53,6 +56,7 @@ class Execution:
         self._deadline = deadline
         self._lookup = lookup
         self._kill = kill
+        self._detach = detach
         self._output_budget = self._options.max_output_chars
 
     async def run(
@@ -85,7 +89,9 @@ class Execution:
             except SandboxUnavailable as exc:
                 failure = exc  # the connection failed: look the name up, then try again
                 continue
-            return record if record is not None and record.finished else await self.follow()
+            if record is not None and (record.finished or record.timed_out):
+                return record
+            return await self.follow()
         if failure is not None:
             raise failure
         return await self.follow()
@@ -164,7 +170,13 @@ class Execution:
             interval_s = min(interval_s * 2, self._options.max_poll_interval_s)
 
     async def expire(self) -> ProcessRecord:
-        """Kill the process group and return its final record marked ``timed_out``."""
+        """Kill the process group and return its final record marked ``timed_out``
+        (with ``detach``: its record as it is now, still running, marked the same)."""
+        if self._detach:
+            record = await self._lookup(self._name)
+            if record is None:
+                raise ProcessNotFound(self._http.sandbox_id, self._name)
+            return replace(record, timed_out=True)
         await self._kill(self._name)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._options.kill_wait_s

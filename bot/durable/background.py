@@ -22,7 +22,9 @@ A monitor (``Monitor``) is looked at the same way, and between its start and its
 new complete output lines are delivered as monitor events, at most one every
 ``monitor_batch_s``: each delivery wakes the session for one model step, and nothing is
 held in between. At its deadline its process is killed and the session told it timed
-out.
+out. A command with a deadline (a Bash call moved to the background at its ``timeout``,
+which may go on for 10 more minutes) is killed when it passes; the next look sees it
+ended and tells the session it was stopped.
 """
 
 from __future__ import annotations
@@ -140,7 +142,18 @@ class BackgroundWatcher:
                 ended += await self._monitor(handle, task, record)
             elif record.finished:
                 ended += await self._finished(handle, task, record)
+            elif task.deadline_at is not None and datetime.now(UTC) >= task.deadline_at:
+                await self._overran(handle, task)
         return ended
+
+    async def _overran(self, handle: SandboxHandle, task: BackgroundTask) -> None:
+        """Kill a command past its deadline (its row ends at the next look, ``killed``)."""
+        client = self.manager.provider.connect(handle)
+        try:
+            with contextlib.suppress(SandboxError):  # gone or busy: the next look decides
+                await client.kill(task.tool_use_id)
+        finally:
+            await client.aclose()
 
     async def _gone(self, handle: SandboxHandle) -> bool:
         try:

@@ -150,22 +150,39 @@ class SessionWorkspace:
             self._handle, session_id=session_id, channel_id=channel_id, tool_use_id=name
         )
 
-    async def exec(self, name: str, command: str, *, timeout_s: float) -> CommandResult:
+    async def exec(
+        self, name: str, command: str, *, timeout_s: float, detach: bool = False
+    ) -> CommandResult:
         """Get-or-start ``command`` as process ``name``; see ``Workspace.exec``.
 
         When the command's shell has exited, what it left running in its process group
         (``sleep 100 &``, ``nohup x &``) is killed: nothing outlives its call. The sandbox
-        limits the command hit (memory, processes, disk) end its standard error.
+        limits the command hit (memory, processes, disk) end its standard error. With
+        ``detach``, a command still running at ``timeout_s`` is left running
+        (``running=True``; see ``exec_or_detach``).
         """
         async with self._use(busy_s=timeout_s + BUSY_MARGIN_S) as client:
             assert self._handle is not None
             env = await self._egress_env(name)
             before = await self._manager.usage(self._handle)
-            record = await client.exec(name, command, timeout_s=timeout_s, env=env)
+            record = await client.exec(
+                name, command, timeout_s=timeout_s, env=env, detach_at_deadline=detach
+            )
             if record.finished:
                 await _end_leftovers(client, name)
             after = await self._manager.usage(self._handle)
-        return _result(record, after.hits_since(before, failed=record.exit_code != 0))
+        hits = after.hits_since(before, failed=record.exit_code != 0)
+        return _result(record, hits, detached=detach and not record.finished)
+
+    async def exec_or_detach(
+        self, name: str, command: str, *, timeout_s: float
+    ) -> tuple[CommandResult, str]:
+        """``exec``, but a command still running at ``timeout_s`` is left running
+        (``running=True``) for the background watcher, with the id of its sandbox; see
+        ``BackgroundWorkspace``."""
+        result = await self.exec(name, command, timeout_s=timeout_s, detach=True)
+        assert self._handle is not None  # exec ensured the sandbox
+        return result, self._handle.sandbox_id
 
     async def start(self, name: str, command: str) -> str:
         """Start ``command`` as process ``name`` and return at once (get-or-start, so a
@@ -282,7 +299,9 @@ async def _end_leftovers(client: SandboxClient, name: str) -> None:
         await client.kill(name)
 
 
-def _result(record: ProcessRecord, limits_hit: tuple[str, ...] = ()) -> CommandResult:
+def _result(
+    record: ProcessRecord, limits_hit: tuple[str, ...] = (), *, detached: bool = False
+) -> CommandResult:
     """The tools' view of ``record``; the sandbox limits it hit, one sentence each, end
     its standard error (the model is told why a command was killed or failed)."""
     stderr = record.stderr
@@ -293,4 +312,5 @@ def _result(record: ProcessRecord, limits_hit: tuple[str, ...] = ()) -> CommandR
         stdout=record.stdout,
         stderr=stderr,
         timed_out=record.timed_out,
+        running=detached,
     )

@@ -44,13 +44,17 @@ class CommandResult:
         exit_code: the process's exit status; None when it was killed or timed out.
         stdout: standard output, decoded as UTF-8 (undecodable bytes replaced).
         stderr: standard error, decoded the same way.
-        timed_out: True when the deadline passed and the process was killed.
+        timed_out: True when the deadline passed and the process was killed (or, with
+            ``running``, left running).
+        running: True when the deadline passed and the process was left running
+            (``BackgroundWorkspace.exec_or_detach``).
     """
 
     exit_code: int | None
     stdout: str
     stderr: str
     timed_out: bool = False
+    running: bool = False
 
 
 class Workspace(Protocol):
@@ -105,6 +109,9 @@ class BackgroundWorkspace(Protocol):
           the process runs in (the handle is ``StepWorkspace.handle_json``).
         * ``kill`` ends the process group of ``name``; False when the sandbox does not
           know ``name``.
+        * ``exec_or_detach`` is ``Workspace.exec`` (get-or-start, streamed, as fast), except
+          at ``timeout_s``: the process is left running (``running=True``), followed from
+          then on like a started one; with the sandbox's id, like ``start``.
         * Failures raise like ``Workspace.exec``.
     """
 
@@ -114,6 +121,13 @@ class BackgroundWorkspace(Protocol):
 
     async def kill(self, name: str) -> bool:
         """SIGKILL the process group of ``name``."""
+        ...
+
+    async def exec_or_detach(
+        self, name: str, command: str, *, timeout_s: float
+    ) -> tuple[CommandResult, str]:
+        """Run ``command`` like ``exec``; at ``timeout_s`` leave it running instead.
+        Returns the result and the id of the sandbox it ran (runs) in."""
         ...
 
     def handle_json(self) -> str | None:

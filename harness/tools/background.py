@@ -133,9 +133,31 @@ async def start_in_background(
     if setup.exit_code != 0:
         return tool_error(f"Could not prepare the task's output file: {setup.stderr.strip()}")
     sandbox_id = await workspace.start(ctx.tool_use_id, wrapped(command, path))
+    task = await register_task(ctx, sandbox_id, description or command, kind, deadline_at)
+    return ToolOutcome(started(task_id, path), task=task)
+
+
+async def register_task(
+    ctx: ToolContext,
+    sandbox_id: str,
+    description: str,
+    kind: str = "bash",
+    deadline_at: datetime | None = None,
+) -> TaskRecord:
+    """Record the process named after ``ctx.tool_use_id`` (running in ``sandbox_id``,
+    writing to ``output_path(task_id_for(ctx.tool_use_id))``) as a background task the
+    watcher follows. Idempotent: a redone call records nothing twice.
+
+    Raises:
+        memory_store.DatabaseUnavailable: retry the step.
+    """
+    workspace = ctx.workspace
+    assert ctx.tasks is not None
+    assert isinstance(workspace, BackgroundWorkspace)
     handle = workspace.handle_json()
-    assert handle is not None  # start ensured the sandbox
-    label = " ".join((description or command).split())[:200]
+    assert handle is not None  # the process runs in the sandbox: it was ensured
+    task_id = task_id_for(ctx.tool_use_id)
+    label = " ".join(description.split())[:200]
     await ctx.tasks.register(
         BackgroundTask(
             session_id=ctx.session_id,
@@ -145,12 +167,11 @@ async def start_in_background(
             sandbox_id=sandbox_id,
             handle=handle,
             description=label,
-            output_path=path,
+            output_path=output_path(task_id),
             deadline_at=deadline_at,
         )
     )
-    record = TaskRecord(task_id, ctx.tool_use_id, kind, label, time.time())
-    return ToolOutcome(started(task_id, path), task=record)
+    return TaskRecord(task_id, ctx.tool_use_id, kind, label, time.time())
 
 
 async def end_session_tasks(

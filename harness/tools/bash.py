@@ -1,6 +1,7 @@
 """Bash: run a command in the session's sandbox, after the bash guard.
 
-Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000),
+Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000; a
+call still running at a ``timeout`` it gave is moved to the background, ``detached``),
 output over 30,000 characters cut in the middle, the exit code shown when it is not
 0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` started in the session's
 working directory: files and the directory a ``cd`` left (``Checkpoint.cwd``, as in
@@ -28,6 +29,7 @@ from harness.sandbox.workspace import (
 )
 from harness.tools.background import start_in_background
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.detached import can_move, run_movable
 from harness.tools.sandbox_changes import sandbox_changes
 from harness.vfs import WORKSPACE
 
@@ -71,8 +73,8 @@ class BashInput(BaseModel):
         return min(self.timeout or DEFAULT_TIMEOUT_MS, max_timeout_ms, MAX_TIMEOUT_MS)
 
 
-async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
-    """Guard, then run in the sandbox and report."""
+async def bash(p: BashInput, ctx: ToolContext, *, recovering: bool = False) -> ToolOutcome:
+    """Guard, then run in the sandbox and report (``recovering``: see ``run_movable``)."""
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
@@ -82,6 +84,13 @@ async def bash(p: BashInput, ctx: ToolContext) -> ToolOutcome:
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     command = in_directory(p.command, ctx.cwd, record=moves)
+    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+        ran = await run_movable(
+            ctx, command, p.command, p.description, timeout_ms, recovering=recovering
+        )
+        if isinstance(ran, ToolOutcome):  # moved to the background at its timeout
+            return await _after(ran, ctx, False)
+        return await _after(report(ran, timeout_ms), ctx, moves)
     result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=timeout_ms / 1000)
     return await _after(report(result, timeout_ms), ctx, moves)
 
@@ -112,6 +121,8 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
         command = in_directory(p.command, ctx.cwd, record=False)
         return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
+    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+        return await bash(p, ctx, recovering=True)  # every sandbox call is named: safe
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     return None if result is None else await _after(report(result, timeout_ms), ctx, moves)
@@ -145,7 +156,9 @@ BASH = ModelTool(
         "set run_in_background: the call returns at once with a task ID and an output file "
         "you can Read, you may keep working or end your turn, and you are notified when the "
         "command ends; TaskStop ends it early. timeout is in milliseconds (default 120000, "
-        "max 600000; not for background commands); a command that runs longer is killed. "
+        "max 600000; not for background commands); a command that runs past a timeout you "
+        "gave is moved to the background (you get its task ID and output file, as above), "
+        "one past the default or the max is killed. "
         "Output over 30000 characters is saved to a file in the sandbox: you get its first "
         "part and the file's path, which you can Read or Grep. "
         "/memory, /skills and /incident are not on the sandbox's filesystem: use Read, "

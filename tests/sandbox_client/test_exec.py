@@ -128,6 +128,24 @@ async def test_the_deadline_kills_the_whole_process_group(client: SandboxClient)
     assert survivors.stdout.strip() == "0"
 
 
+async def test_a_detaching_exec_leaves_the_command_running_at_its_deadline(
+    client: SandboxClient,
+) -> None:
+    command = f"echo started; {WAIT_FOR_GO.format(go='go-detach')}; echo finished"
+
+    record = await client.exec("detach", command, timeout_s=0.5, detach_at_deadline=True)
+
+    assert record.timed_out
+    assert not record.finished
+    assert record.stdout == "started\n"
+    assert "detach" not in client.unfinished_names  # followed by whoever detached it
+    await client.write_file("/workspace/go-detach", b"")
+    ended = await client.wait("detach", timeout_s=10)
+    assert ended is not None
+    assert ended.exit_code == 0
+    assert ended.stdout == "started\nfinished\n"
+
+
 async def test_a_command_that_forks_a_tree_and_exits_returns_at_once_and_kill_ends_the_tree(
     client: SandboxClient,
 ) -> None:
