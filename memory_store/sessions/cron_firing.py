@@ -89,7 +89,8 @@ async def fire_due(
 
 
 async def delete_ended(conn: AsyncConnection) -> int:
-    """Delete the jobs of sessions that ended (done, failed, cancelled) or are gone."""
-    live = select(_S.id).where(_S.status.in_(_LIVE))
-    result = await conn.execute(delete(cron_jobs).where(_C.session_id.not_in(live)))
+    """Delete the jobs of sessions that ended (done, failed, cancelled) or are gone (a
+    look-up of each job's session by its key: the cost follows the jobs, not the sessions)."""
+    live = select(_S.id).where(_S.id == _C.session_id, _S.status.in_(_LIVE))
+    result = await conn.execute(delete(cron_jobs).where(~live.exists()))
     return int(result.rowcount or 0)
