@@ -14,6 +14,7 @@ not captured); docs/tools.md.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 
@@ -69,7 +70,9 @@ async def cron_create(p: CronCreateInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(_UNAVAILABLE)
     now = datetime.fromtimestamp(time.time(), UTC)
     try:
-        expr = check(p.cron, now=now, min_interval_s=ctx.min_wakeup_s, seconds=ctx.cron_seconds)
+        expr = await asyncio.to_thread(  # up to ~20 ms of croniter for a yearly expression
+            check, p.cron, now=now, min_interval_s=ctx.min_wakeup_s, seconds=ctx.cron_seconds
+        )
     except CronExpressionError as e:
         return tool_error(str(e))
     try:
