@@ -158,6 +158,9 @@ class Settings(BaseSettings):
     min_wakeup_s: float = Field(  # at most the longest delay (harness MAX_DELAY_S)
         default=60.0, ge=0, le=3600, validation_alias="WARROOM_MIN_WAKEUP_S"
     )
+    cron_seconds: bool = Field(  # test-only: CronCreate takes a 6th field, seconds (last)
+        default=False, validation_alias="WARROOM_CRON_SECONDS"
+    )
     max_crashes: int = Field(default=3, ge=1, validation_alias="WARROOM_MAX_CRASHES")
     wait_s: float = Field(default=7 * 24 * 3600.0, gt=0, validation_alias="WARROOM_WAIT_S")
     worker_threads: int = Field(default=8, ge=1, validation_alias="WARROOM_WORKER_THREADS")

@@ -4,6 +4,7 @@ The door: other packages import only these names.
 """
 
 from memory_store.clock import Clock, utc_now
+from memory_store.cron.store import CronJob, CronJobs
 from memory_store.db import Database, normalise_url
 from memory_store.egress import EgressEntry, EgressLog, EgressTokens, TokenOwner
 from memory_store.errors import (
@@ -149,6 +150,8 @@ __all__ = [
     # background processes of sessions
     "BackgroundTask",
     "BackgroundTasks",
+    "CronJob",
+    "CronJobs",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",

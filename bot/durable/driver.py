@@ -77,6 +77,7 @@ from memory_store import (
     BackgroundTasks,
     Claim,
     Continue,
+    CronJobs,
     DatabaseUnavailable,
     Fenced,
     FileStore,
@@ -198,6 +199,7 @@ class StepDriver:
             and the spending caps are checked against; None: calls are not metered.
         record: the incident record behind ``/incident/timeline.md`` (None: not served).
         tasks: the background tasks' rows (None: background commands are refused).
+        cron: the cron jobs' rows (None: the Cron tools are refused).
         carry_on_s: for this long from a message's first step, a step that continues is
             followed by the next in this worker, claimed by its commit, with no queue
             message between (docs/architecture.md §5); 0: one step per message.
@@ -227,6 +229,7 @@ class StepDriver:
     ledger: ModelCallLog | None = None
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
+    cron: CronJobs | None = None
     carry_on_s: float = 0.0
     draining: bool = False
     approvals: ApprovalGate | None = None
@@ -637,6 +640,7 @@ class StepDriver:
             spent=spent,
             record=self.record,
             tasks=self.tasks,
+            cron=self.cron,
             agents=None if cp.parent is not None else self._spawner(claim, cp),
             approvals=self.approvals,
         )

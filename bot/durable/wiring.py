@@ -63,6 +63,7 @@ from harness import (
 from memory_store import (
     BackgroundTasks,
     Cancelled,
+    CronJobs,
     Database,
     DatabaseUnavailable,
     FileStore,
@@ -513,6 +514,7 @@ class Runtime:
                 max_org_day_cost_usd=settings.max_org_day_cost_usd,
                 services=egress.services() if egress is not None else (),
                 min_wakeup_s=settings.min_wakeup_s,
+                cron_seconds=settings.cron_seconds,
             ),
             lease_s=settings.lease_s,
             wait_s=settings.wait_s,
@@ -525,6 +527,7 @@ class Runtime:
             record=IncidentRecord(IncidentLog(db), workspace_url),
             approvals=approvals,
             tasks=tasks,
+            cron=CronJobs(db),
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded

@@ -43,7 +43,10 @@ class Limits:
             rules' ``base_url``s): the bounds of what a session can query, told to the
             model in the system prompt (``prompt.system_prompt``).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds (Claude Code: 60;
-            ``WARROOM_MIN_WAKEUP_S``); longer than an hour is lowered to an hour.
+            ``WARROOM_MIN_WAKEUP_S``); longer than an hour is lowered to an hour. Also the
+            shortest interval between two firings of a cron job (``CronCreate``).
+        cron_seconds: accept 6-field cron expressions (seconds last): a test-only mode
+            (``WARROOM_CRON_SECONDS``) so tests need not wait minutes.
     """
 
     max_steps: int = 200
@@ -59,6 +62,7 @@ class Limits:
     max_org_day_cost_usd: float | None = None
     services: tuple[Service, ...] = ()
     min_wakeup_s: float = 60.0
+    cron_seconds: bool = False
 
     def has_cost_caps(self) -> bool:
         """Whether a spending cap is set (then ``enforce`` needs ``Spent``)."""

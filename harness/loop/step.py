@@ -58,7 +58,7 @@ from harness.tools.toolbox import (
     run_tool,
     summarize_call,
 )
-from memory_store import BackgroundTasks, FileStore
+from memory_store import BackgroundTasks, CronJobs, FileStore
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
 
@@ -145,7 +145,8 @@ class Collaborators:
     told of a tool call starting whose intent is not saved mid-step (one that is simply
     run again after a crash: ``reruns_safely``), so a live display can show it; ``tasks``
     holds the background tasks' rows (None: background commands are refused); ``agents``
-    starts subagents (None: ``Agent`` is refused)."""
+    starts subagents (None: ``Agent`` is refused); ``cron`` holds the cron jobs' rows (None:
+    the Cron tools are refused)."""
 
     store: FileStore
     model: Model
@@ -157,6 +158,7 @@ class Collaborators:
     record: IncidentRecord | None = None
     tasks: BackgroundTasks | None = None
     agents: AgentSpawner | None = None
+    cron: CronJobs | None = None
     announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
     approvals: ApprovalGate | None = None
 
@@ -573,6 +575,7 @@ def _context(
         record=deps.record,
         tasks=deps.tasks,
         agents=deps.agents,
+        cron=deps.cron,
         approved=approved,
     )
 

@@ -35,7 +35,7 @@ from harness.model.messages import ToolResultBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
 from harness.vfs import WORKSPACE, Mount
-from memory_store import BackgroundTasks, FileStore, Namespace, Origin, Scope
+from memory_store import BackgroundTasks, CronJobs, FileStore, Namespace, Origin, Scope
 
 if TYPE_CHECKING:
     from harness.mcp.servers import McpServers
@@ -86,6 +86,9 @@ class ToolContext:
         cwd: the session's working directory in the sandbox (where the last Bash call's
             ``cd`` left it): relative paths of the file tools are taken from it.
         todos: the session's todo list (TodoWrite's, which the Task tools also edit).
+        cron: the cron jobs' rows (None: the Cron tools are refused, as in a subagent).
+        cron_seconds: accept 6-field expressions (seconds last; test-only,
+            ``WARROOM_CRON_SECONDS``).
     """
 
     store: FileStore
@@ -107,6 +110,8 @@ class ToolContext:
     agents: AgentSpawner | None = None
     cwd: str = WORKSPACE
     todos: tuple[Todo, ...] = ()
+    cron: CronJobs | None = None
+    cron_seconds: bool = False
 
     @classmethod
     def for_session(
@@ -122,6 +127,7 @@ class ToolContext:
         approved: bool = False,
         tasks: BackgroundTasks | None = None,
         agents: AgentSpawner | None = None,
+        cron: CronJobs | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -146,6 +152,8 @@ class ToolContext:
             agents=agents if cp.parent is None else None,
             cwd=cp.cwd,
             todos=cp.todos,
+            cron=cron if cp.parent is None else None,
+            cron_seconds=limits.cron_seconds,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

@@ -40,11 +40,5 @@ REFUSED: Mapping[str, str] = {
         "Fetch the URL with Bash (for example `curl -sL URL`) through the egress gateway, "
         "which decides what may be reached."
     ),
-    "CronCreate": (
-        "For a recurring check, call ScheduleWakeup with your next check's delay and prompt, "
-        "and schedule the following one when it fires."
-    ),
-    "CronList": "Warroom keeps one pending ScheduleWakeup per session; the thread shows it.",
-    "CronDelete": "Cancel the pending wake-up with ScheduleWakeup and stop: true.",
 }
 """Tool name → what the model should use instead (the text after "X is not available")."""

@@ -24,6 +24,7 @@ from harness.tools.background import KILL_SHELL, MONITOR, TASK_STOP
 from harness.tools.bash import BASH
 from harness.tools.bounds import GREP_MAX_RESULT_CHARS, MAX_RESULT_CHARS
 from harness.tools.contract import ModelTool, Tool, ToolContext, ToolOutcome, tool_error
+from harness.tools.cron import CRON_CREATE, CRON_DELETE, CRON_LIST
 from harness.tools.files import EDIT, READ, WRITE
 from harness.tools.mcp_call import run_mcp
 from harness.tools.persisted import cut_middle, keep_in_file
@@ -63,6 +64,9 @@ TOOLS: Mapping[str, Tool] = {
         MONITOR,
         TASK_STOP,
         SCHEDULE_WAKEUP,
+        CRON_CREATE,
+        CRON_LIST,
+        CRON_DELETE,
         AGENT,
     )
 }

@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, Row, String, Text, bindparam, literal, nul
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory_store.cron import store as cron_store
 from memory_store.sessions import event_log
 from memory_store.sessions.inbox import Message
 from memory_store.sessions.records import (
@@ -216,6 +217,7 @@ async def cancel(
         .returning(_S.epoch, _S.last_seq, _S.checkpoint, _S.sandbox)
     )
     row = result.one()
+    await cron_store.delete_all(conn, session_id)  # stop ends the session's cron jobs too
     notice = NewEvent(EventKind.NOTICE.value, json.dumps({"notice": "cancelled", "by": actor}))
     await event_log.append(
         conn, session_id, last_seq=row.last_seq, epoch=row.epoch, events=[notice], now=now

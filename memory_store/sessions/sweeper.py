@@ -1,5 +1,5 @@
 """The recovery sweep: re-enqueue lost steps, fail crash loops, end expired waits, fire
-timed wake-ups (§5).
+timed wake-ups and cron jobs (§5).
 
 One sweep at a time: on PostgreSQL through ``pg_try_advisory_xact_lock`` (a sweep that
 finds it taken does nothing), on SQLite through the database write lock. Each part is
@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, and_, null, or_, select, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memory_store.sessions import event_log, inbox
+from memory_store.sessions import cron_firing, event_log, inbox
 from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     EventKind,
@@ -63,7 +63,11 @@ async def sweep(
     woken = await _fire_wakes(
         conn, now=now, mine=mine, new_token=new_token, is_postgres=is_postgres
     )
+    woken += await cron_firing.fire_due(
+        conn, now=now, mine=mine, new_token=new_token, is_postgres=is_postgres
+    )
     expired = await _end_waits(conn, now=now)
+    await cron_firing.delete_ended(conn)
     return SweepResult(requeue=requeue, failed=failed, expired_waits=expired, woken=woken)
 
 

@@ -79,7 +79,7 @@ async def test_the_task_tools_edit_the_list_todowrite_keeps(agent: SessionDriver
         ("WebSearch", "There is no web search from Warroom"),
         ("NotebookEdit", "Edit the notebook's JSON with Read and Edit"),
         ("ListAgents", "Subagents answer their Agent call"),
-        ("CronDelete", "Cancel the pending wake-up with ScheduleWakeup and stop: true"),
+        ("EnterWorktree", "The sandbox is this session's own checkout"),
     ],
 )
 async def test_claude_codes_other_tools_are_refused_with_what_to_use(

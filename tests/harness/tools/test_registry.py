@@ -46,6 +46,9 @@ CLAUDE_CODE_PARAMETERS = {
     "Monitor": ["description", "timeout_ms", "command", "persistent"],
     "TaskStop": ["task_id", "shell_id"],
     "ScheduleWakeup": ["delaySeconds", "reason", "prompt", "stop", "noop"],
+    "CronCreate": ["cron", "prompt", "recurring", "durable"],
+    "CronList": [],
+    "CronDelete": ["id"],
     "Agent": ["description", "prompt", "subagent_type", "run_in_background", "model", "effort"],
 }
 

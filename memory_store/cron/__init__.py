@@ -1,0 +1,1 @@
+"""Recurring wake-ups (``CronCreate``): the ``cron_jobs`` rows and their schedules."""
