@@ -145,7 +145,8 @@ class Collaborators:
     told of a tool call starting whose intent is not saved mid-step (one that is simply
     run again after a crash: ``reruns_safely``), so a live display can show it; ``tasks``
     holds the background tasks' rows (None: background commands are refused); ``agents``
-    starts subagents (None: ``Agent`` is refused)."""
+    starts subagents (None: ``Agent`` is refused); ``small_model`` reads WebFetch's pages
+    (None: WebFetch is refused)."""
 
     store: FileStore
     model: Model
@@ -159,6 +160,7 @@ class Collaborators:
     agents: AgentSpawner | None = None
     announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
     approvals: ApprovalGate | None = None
+    small_model: Model | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -574,6 +576,7 @@ def _context(
         tasks=deps.tasks,
         agents=deps.agents,
         approved=approved,
+        small_model=deps.small_model,
     )
 
 

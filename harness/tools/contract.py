@@ -30,7 +30,7 @@ from harness.loop.checkpoint import (
 )
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
-from harness.model.adapter import ToolSpec
+from harness.model.adapter import Model, ToolSpec
 from harness.model.messages import ToolResultBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
@@ -86,6 +86,8 @@ class ToolContext:
         cwd: the session's working directory in the sandbox (where the last Bash call's
             ``cd`` left it): relative paths of the file tools are taken from it.
         todos: the session's todo list (TodoWrite's, which the Task tools also edit).
+        small_model: the small, fast model WebFetch reads pages with, its calls on the
+            model-call ledger like the session's own (None: WebFetch is refused).
     """
 
     store: FileStore
@@ -107,6 +109,7 @@ class ToolContext:
     agents: AgentSpawner | None = None
     cwd: str = WORKSPACE
     todos: tuple[Todo, ...] = ()
+    small_model: Model | None = None
 
     @classmethod
     def for_session(
@@ -122,6 +125,7 @@ class ToolContext:
         approved: bool = False,
         tasks: BackgroundTasks | None = None,
         agents: AgentSpawner | None = None,
+        small_model: Model | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -146,6 +150,7 @@ class ToolContext:
             agents=agents if cp.parent is None else None,
             cwd=cp.cwd,
             todos=cp.todos,
+            small_model=small_model,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

@@ -36,10 +36,6 @@ REFUSED: Mapping[str, str] = {
         "There is no web search from Warroom; use the org's MCP tools, or fetch a known URL "
         "with Bash (curl) through the egress gateway when the org's rules allow it."
     ),
-    "WebFetch": (
-        "Fetch the URL with Bash (for example `curl -sL URL`) through the egress gateway, "
-        "which decides what may be reached."
-    ),
     "CronCreate": (
         "For a recurring check, call ScheduleWakeup with your next check's delay and prompt, "
         "and schedule the following one when it fires."

@@ -47,6 +47,7 @@ CLAUDE_CODE_PARAMETERS = {
     "TaskStop": ["task_id", "shell_id"],
     "ScheduleWakeup": ["delaySeconds", "reason", "prompt", "stop", "noop"],
     "Agent": ["description", "prompt", "subagent_type", "run_in_background", "model", "effort"],
+    "WebFetch": ["url", "prompt", "offset"],
 }
 
 

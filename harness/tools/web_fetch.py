@@ -1,0 +1,240 @@
+"""WebFetch: fetch a URL through the egress gateway, as markdown, and answer a prompt on it.
+
+Claude Code's interface (``sdk-tools.d.ts`` of 2.1.332: ``url``, ``prompt``, ``offset``):
+an ``http://`` URL is upgraded to ``https://``, an HTML page becomes markdown, and a small
+model reads the page and answers ``prompt``; its answer is the result. A redirect to the
+same host is followed; one to another host is not: the result says where it goes, so the
+model can fetch that URL itself (Claude Code does the same).
+
+The request is made by ``curl`` inside the session's sandbox, with the call's own proxy
+credential (``Workspace.exec``), so it goes through the egress gateway exactly as a Bash
+command's requests do: the rules decide what it may reach, a refusal comes back as the
+gateway's own sentence, and the gateway's scrubber has removed any credential a rule added
+before the page reaches the harness (docs/tools.md, WebFetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from shlex import quote
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from bs4 import BeautifulSoup
+from markdownify import MarkdownConverter
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.model.messages import Message, TextBlock
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+
+MAX_URL_CHARS = 2_000
+MAX_FETCH_BYTES = 10 * 1024 * 1024
+"""The most of a response body read (Claude Code's cap on a fetched page is 10 MB)."""
+MAX_CONTENT_CHARS = 100_000
+"""The most markdown the small model reads in one call (Claude Code's cut for WebFetch);
+the rest is reached with ``offset``."""
+MAX_REDIRECTS = 10
+FETCH_TIMEOUT_S = 60
+ANSWER_MAX_TOKENS = 4_096
+GATEWAY_REFUSAL = "Blocked by the warroom egress gateway"
+"""How the gateway's 403 for a request no rule allows begins (``gateway.proxy``)."""
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_META = re.compile(r"\n(\d{3}) ([^\n]*)\n([^\n]*)\Z")
+
+
+class WebFetchInput(BaseModel):
+    """WebFetch's parameters: ``offset`` is where in the page's markdown (characters) the
+    part the small model reads starts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(min_length=1)
+    prompt: str = Field(min_length=1)
+    offset: int | None = Field(default=None, ge=0)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One HTTP response as ``curl`` saw it: ``status``, ``content_type`` (may be ""),
+    ``location`` (a redirect's target, may be ""), the body (at most ``MAX_FETCH_BYTES``)."""
+
+    status: int
+    content_type: str
+    location: str
+    body: str
+
+
+def upgraded(url: str) -> str | None:
+    """``url`` with ``http`` upgraded to ``https`` (Claude Code's rule), or None when it is
+    not an http(s) URL with a host.
+
+    >>> upgraded("http://example.com/a?b=1"), upgraded("ftp://x/"), upgraded("nope")
+    ('https://example.com/a?b=1', None, None)
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > MAX_URL_CHARS:
+        return None
+    return urlunsplit(parts._replace(scheme="https"))
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether a redirect from ``a`` to ``b`` stays on the same site (``www.`` aside, port
+    included), the redirects Claude Code follows.
+
+    >>> same_host("https://x.io/a", "https://www.x.io/b"), same_host("https://x.io", "https://y.io")
+    (True, False)
+    """
+    pa, pb = urlsplit(a), urlsplit(b)
+
+    def site(netloc: str) -> str:
+        return netloc.lower().removeprefix("www.")
+
+    return pa.scheme == pb.scheme and site(pa.netloc) == site(pb.netloc)
+
+
+def curl_command(url: str) -> str:
+    """The sandbox command fetching ``url`` (no redirect followed): the body (cut at
+    ``MAX_FETCH_BYTES``), then a line with the status and the content type and one with the
+    redirect target. The proxy variables of the call route it through the gateway."""
+    write_out = r"\n%{http_code} %{content_type}\n%{redirect_url}"
+    return (
+        f"curl -sS --max-time {FETCH_TIMEOUT_S} --max-filesize {MAX_FETCH_BYTES} "
+        f"-H 'Accept: text/markdown, text/html, */*' -w {quote(write_out)} -- {quote(url)}"
+    )
+
+
+def parse_fetched(stdout: str) -> Fetched | None:
+    """``curl_command``'s output as a ``Fetched``, or None when curl got no response.
+
+    >>> parse_fetched("<p>hi</p>\\n200 text/html\\n")
+    Fetched(status=200, content_type='text/html', location='', body='<p>hi</p>')
+    """
+    match = _META.search(stdout)
+    if match is None or match.group(1) == "000":
+        return None
+    body = stdout[: match.start()]
+    return Fetched(int(match.group(1)), match.group(2).strip(), match.group(3).strip(), body)
+
+
+_NOT_CONTENT = ("head", "script", "style", "noscript", "template", "svg")
+_CONVERTER = MarkdownConverter(heading_style="ATX")
+
+
+def as_markdown(fetched: Fetched) -> str:
+    """The page as markdown when it is HTML (``markdownify``, without what a browser does
+    not show: head, scripts, styles), else its text as it came. CPU-bound.
+
+    >>> as_markdown(Fetched(200, "text/html", "", "<style>p{}</style><h2>A</h2><p>b <i>c</i>"))
+    '## A\\n\\nb *c*'
+    """
+    if "html" not in fetched.content_type.lower():
+        return fetched.body
+    soup = BeautifulSoup(fetched.body, "html.parser")
+    for tag in soup(_NOT_CONTENT):
+        tag.decompose()
+    return str(_CONVERTER.convert_soup(soup)).strip()
+
+
+def prompt_for(content: str, prompt: str) -> str:
+    """What the small model is asked: the page, then the caller's prompt."""
+    return (
+        f"Web page content:\n---\n{content}\n---\n\n{prompt}\n\n"
+        "Answer from the content above only, concisely. Quote exact words only when they "
+        "matter, and briefly."
+    )
+
+
+async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
+    """Fetch, convert, cut and answer; every failure the model can act on is a tool error."""
+    if ctx.small_model is None:
+        return tool_error("WebFetch is not available in this session (no model to read pages).")
+    url = upgraded(p.url)
+    if url is None:
+        return tool_error("Invalid URL")
+    fetched, url = await _follow(url, ctx)
+    if isinstance(fetched, ToolOutcome):
+        return fetched
+    if fetched.status in _REDIRECT_STATUSES:
+        target = urljoin(url, fetched.location)
+        return ToolOutcome(_redirect_notice(url, target, fetched.status, p.prompt))
+    if fetched.status >= 400:
+        if fetched.status == 403 and fetched.body.startswith(GATEWAY_REFUSAL):
+            return tool_error(fetched.body.strip())
+        return tool_error(f"Request failed with status code {fetched.status}")
+    content = await asyncio.to_thread(as_markdown, fetched)  # CPU-bound on a large page
+    start = p.offset or 0
+    part = content[start : start + MAX_CONTENT_CHARS]
+    if start + MAX_CONTENT_CHARS < len(content):
+        end = start + MAX_CONTENT_CHARS
+        part += (
+            f"\n\n[Content truncated: characters {start}-{end} of {len(content)} shown; "
+            f"call WebFetch again with offset: {end} for the rest.]"
+        )
+    reply = await ctx.small_model.complete(
+        system="You read a web page for an agent and answer its question about it.",
+        tools=(),
+        messages=(Message("user", (TextBlock(prompt_for(part, p.prompt)),)),),
+        max_tokens=ANSWER_MAX_TOKENS,
+    )
+    answer = "".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
+    return ToolOutcome(answer or "No response from model")
+
+
+async def _follow(url: str, ctx: ToolContext) -> tuple[Fetched | ToolOutcome, str]:
+    """Fetch ``url``, following redirects within its host; the last response and its URL."""
+    for hop in range(MAX_REDIRECTS + 1):
+        name = ctx.tool_use_id if hop == 0 else f"{ctx.tool_use_id}.{hop}"
+        result = await ctx.workspace.exec(name, curl_command(url), timeout_s=FETCH_TIMEOUT_S + 5)
+        fetched = parse_fetched(result.stdout)
+        if fetched is None:
+            reason = result.stderr.strip() or f"curl exit code {result.exit_code}"
+            return tool_error(f"Failed to fetch {url}: {reason}"), url
+        target = urljoin(url, fetched.location) if fetched.location else ""
+        if fetched.status not in _REDIRECT_STATUSES or not target or not same_host(url, target):
+            return fetched, url
+        url = target
+    return tool_error(f"Too many redirects (more than {MAX_REDIRECTS})"), url
+
+
+def _redirect_notice(url: str, target: str, status: int, prompt: str) -> str:
+    """The result for a redirect to another host (Claude Code does not follow those)."""
+    return (
+        "REDIRECT DETECTED: The URL redirects to a different host.\n\n"
+        f"Original URL: {url}\nRedirect URL: {target}\nStatus: {status}\n\n"
+        "To complete your request, I need to fetch content from the redirected URL. "
+        "Please use WebFetch again with these parameters:\n"
+        f'- url: "{target}"\n- prompt: "{prompt}"'
+    )
+
+
+WEB_FETCH = ModelTool(
+    name="WebFetch",
+    description=(
+        "Fetch a URL and answer a prompt about its content. The page is fetched through "
+        "Warroom's egress gateway (the org's rules decide which hosts may be reached; a "
+        "refused URL returns the gateway's reason), HTML is converted to markdown, and a "
+        "small, fast model reads it and answers your prompt: its answer is the result. "
+        "http:// URLs are upgraded to https://. A redirect to another host is not followed: "
+        "the result gives the new URL to fetch. Long pages are cut at 100000 characters of "
+        "markdown; offset reads further. Read-only: GET requests only."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "format": "uri", "description": "The URL to fetch."},
+            "prompt": {
+                "type": "string",
+                "description": "What to extract from or answer about the page.",
+            },
+            "offset": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Where in the page's markdown to start reading (characters).",
+            },
+        },
+        "required": ["url", "prompt"],
+        "additionalProperties": False,
+    },
+    params=WebFetchInput,
+    runner=web_fetch,
+)
