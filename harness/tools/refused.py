@@ -34,7 +34,7 @@ REFUSED: Mapping[str, str] = {
     ),
     "WebSearch": (
         "There is no web search from Warroom; use the org's MCP tools, or fetch a known URL "
-        "with Bash (curl) through the egress gateway when the org's rules allow it."
+        "with WebFetch when the org's egress rules allow it."
     ),
     "CronCreate": (
         "For a recurring check, call ScheduleWakeup with your next check's delay and prompt, "
