@@ -29,8 +29,9 @@ from harness.model.messages import Message, TextBlock
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 
 MAX_URL_CHARS = 2_000
-MAX_FETCH_BYTES = 10 * 1024 * 1024
-"""The most of a response body read (Claude Code's cap on a fetched page is 10 MB)."""
+MAX_FETCH_BYTES = 1_000_000
+"""The most of a response body read: what a sandbox command's output carries whole (its
+``max_output_bytes``, 1 MiB, less room for the status lines); the rest is cut with a note."""
 MAX_CONTENT_CHARS = 100_000
 """The most markdown the small model reads in one call (Claude Code's cut for WebFetch);
 the rest is reached with ``offset``."""
@@ -40,7 +41,8 @@ ANSWER_MAX_TOKENS = 4_096
 GATEWAY_REFUSAL = "Blocked by the warroom egress gateway"
 """How the gateway's 403 for a request no rule allows begins (``gateway.proxy``)."""
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_META = re.compile(r"\n(\d{3}) ([^\n]*)\n([^\n]*)\Z")
+_STATUS = re.compile(r"^warroom-fetch: (\d{3}) ?(.*)$", re.MULTILINE)
+_LOCATION = re.compile(r"^warroom-location: ?(.*)$", re.MULTILINE)
 
 
 class WebFetchInput(BaseModel):
@@ -56,12 +58,14 @@ class WebFetchInput(BaseModel):
 @dataclass(frozen=True)
 class Fetched:
     """One HTTP response as ``curl`` saw it: ``status``, ``content_type`` (may be ""),
-    ``location`` (a redirect's target, may be ""), the body (at most ``MAX_FETCH_BYTES``)."""
+    ``location`` (a redirect's target, may be ""), the body (at most ``MAX_FETCH_BYTES``;
+    ``cut``: there was more)."""
 
     status: int
     content_type: str
     location: str
     body: str
+    cut: bool = False
 
 
 def upgraded(url: str) -> str | None:
@@ -93,27 +97,33 @@ def same_host(a: str, b: str) -> bool:
 
 
 def curl_command(url: str) -> str:
-    """The sandbox command fetching ``url`` (no redirect followed): the body (cut at
-    ``MAX_FETCH_BYTES``), then a line with the status and the content type and one with the
-    redirect target. The proxy variables of the call route it through the gateway."""
-    write_out = r"\n%{http_code} %{content_type}\n%{redirect_url}"
+    """The sandbox command fetching ``url`` (http or https only, no redirect followed): the
+    body on stdout, cut after ``MAX_FETCH_BYTES`` (one byte more says there was more); the
+    status, content type and redirect target on stderr, where the page cannot forge them.
+    The call's proxy variables route it through the gateway."""
+    write_out = r"%{stderr}\nwarroom-fetch: %{http_code} %{content_type}\n"
+    write_out += r"warroom-location: %{redirect_url}\n"
     return (
-        f"curl -sS --max-time {FETCH_TIMEOUT_S} --max-filesize {MAX_FETCH_BYTES} "
-        f"-H 'Accept: text/markdown, text/html, */*' -w {quote(write_out)} -- {quote(url)}"
+        f"curl -sS --proto =http,https --max-time {FETCH_TIMEOUT_S} "
+        f"-H 'Accept: text/markdown, text/html, */*' -w {quote(write_out)} -- {quote(url)} "
+        f"| head -c {MAX_FETCH_BYTES + 1}"
     )
 
 
-def parse_fetched(stdout: str) -> Fetched | None:
+def parse_fetched(stdout: str, stderr: str) -> Fetched | None:
     """``curl_command``'s output as a ``Fetched``, or None when curl got no response.
 
-    >>> parse_fetched("<p>hi</p>\\n200 text/html\\n")
-    Fetched(status=200, content_type='text/html', location='', body='<p>hi</p>')
+    >>> parse_fetched("<p>hi</p>", "warroom-fetch: 200 text/html\\nwarroom-location: \\n")
+    Fetched(status=200, content_type='text/html', location='', body='<p>hi</p>', cut=False)
     """
-    match = _META.search(stdout)
-    if match is None or match.group(1) == "000":
+    status, location = _STATUS.search(stderr), _LOCATION.search(stderr)
+    if status is None or status.group(1) == "000":
         return None
-    body = stdout[: match.start()]
-    return Fetched(int(match.group(1)), match.group(2).strip(), match.group(3).strip(), body)
+    where = location.group(1).strip() if location is not None else ""
+    body = stdout.encode("utf-8", "surrogateescape")
+    cut = len(body) > MAX_FETCH_BYTES
+    text = body[:MAX_FETCH_BYTES].decode("utf-8", "replace") if cut else stdout
+    return Fetched(int(status.group(1)), status.group(2).strip(), where, text, cut)
 
 
 _NOT_CONTENT = ("head", "script", "style", "noscript", "template", "svg")
@@ -162,6 +172,8 @@ async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
             return tool_error(fetched.body.strip())
         return tool_error(f"Request failed with status code {fetched.status}")
     content = await asyncio.to_thread(as_markdown, fetched)  # CPU-bound on a large page
+    if fetched.cut:
+        content += f"\n\n[Page cut: only its first {MAX_FETCH_BYTES} bytes were read.]"
     start = p.offset or 0
     part = content[start : start + MAX_CONTENT_CHARS]
     if start + MAX_CONTENT_CHARS < len(content):
@@ -185,9 +197,10 @@ async def _follow(url: str, ctx: ToolContext) -> tuple[Fetched | ToolOutcome, st
     for hop in range(MAX_REDIRECTS + 1):
         name = ctx.tool_use_id if hop == 0 else f"{ctx.tool_use_id}.{hop}"
         result = await ctx.workspace.exec(name, curl_command(url), timeout_s=FETCH_TIMEOUT_S + 5)
-        fetched = parse_fetched(result.stdout)
+        fetched = parse_fetched(result.stdout, result.stderr)
         if fetched is None:
-            reason = result.stderr.strip() or f"curl exit code {result.exit_code}"
+            said = [line for line in result.stderr.splitlines() if line.startswith("curl:")]
+            reason = "; ".join(said) or f"curl exit code {result.exit_code}"
             return tool_error(f"Failed to fetch {url}: {reason}"), url
         target = urljoin(url, fetched.location) if fetched.location else ""
         if fetched.status not in _REDIRECT_STATUSES or not target or not same_host(url, target):

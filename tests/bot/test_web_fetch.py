@@ -76,6 +76,8 @@ async def upstream(data_dir: Path) -> AsyncIterator[Upstream]:
             raise web.HTTPMovedPermanently(f"https://{OTHER}:{up.port}/status")
         if request.path == "/missing":
             raise web.HTTPNotFound()
+        if request.path == "/big":  # 1.5 MB
+            return web.Response(text="<p>" + "incident " * 170_000, content_type="text/html")
         auth = request.headers.get("Authorization", "")
         return web.Response(text=PAGE + f"<p>auth: {auth}</p>", content_type="text/html")
 
@@ -211,3 +213,20 @@ async def test_an_error_status_is_a_tool_error(scene: Scene) -> None:
 
     assert outcome.is_error
     assert outcome.content == "<tool_use_error>Request failed with status code 404</tool_use_error>"
+
+
+@pytest.mark.slow
+async def test_a_large_page_is_cut_with_notes_and_offset_reads_on(scene: Scene) -> None:
+    url = f"https://{HOST}:{scene.upstream.port}/big"
+
+    first = await run_tool("WebFetch", {"url": url, "prompt": "gist?"}, scene.ctx)
+    args = {"url": url, "prompt": "gist?", "offset": 950_000}
+    later = await run_tool("WebFetch", args, scene.ctx)
+
+    assert not first.is_error, first.content
+    assert not later.is_error, later.content
+    head, tail = (r.messages[0]["content"][0]["text"] for r in scene.fake.requests)
+    assert len(head) < 101_000
+    assert "[Content truncated: characters 0-100000 of 1000" in head
+    assert "call WebFetch again with offset: 100000 for the rest.]" in head
+    assert "[Page cut: only its first 1000000 bytes were read.]" in tail
