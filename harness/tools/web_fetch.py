@@ -104,7 +104,7 @@ def curl_command(url: str) -> str:
     write_out = r"%{stderr}\nwarroom-fetch: %{http_code} %{content_type}\n"
     write_out += r"warroom-location: %{redirect_url}\n"
     return (
-        f"curl -sS --proto =http,https --max-time {FETCH_TIMEOUT_S} "
+        f"curl -sS --globoff --proto =http,https --max-time {FETCH_TIMEOUT_S} "
         f"-H 'Accept: text/markdown, text/html, */*' -w {quote(write_out)} -- {quote(url)} "
         f"| head -c {MAX_FETCH_BYTES + 1}"
     )

@@ -9,7 +9,7 @@ import shutil
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -221,7 +221,7 @@ async def test_a_large_page_is_cut_with_notes_and_offset_reads_on(scene: Scene) 
 
     first = await run_tool("WebFetch", {"url": url, "prompt": "gist?"}, scene.ctx)
     args = {"url": url, "prompt": "gist?", "offset": 950_000}
-    later = await run_tool("WebFetch", args, scene.ctx)
+    later = await run_tool("WebFetch", args, replace(scene.ctx, tool_use_id="toolu_wf2"))
 
     assert not first.is_error, first.content
     assert not later.is_error, later.content
@@ -230,3 +230,23 @@ async def test_a_large_page_is_cut_with_notes_and_offset_reads_on(scene: Scene) 
     assert "[Content truncated: characters 0-100000 of 1000" in head
     assert "call WebFetch again with offset: 100000 for the rest.]" in head
     assert "[Page cut: only its first 1000000 bytes were read.]" in tail
+
+
+@pytest.mark.slow
+async def test_a_url_is_one_request_of_curl_never_shell_nor_a_glob(scene: Scene) -> None:
+    # Given URLs carrying shell syntax, a curl glob and a curl option
+    base = f"https://{HOST}:{scene.upstream.port}"
+    urls = (
+        f"{base}/a$(touch${{IFS}}pwned)'`touch${{IFS}}pwned2`",
+        f"{base}/g[1-3]",
+        "-K/etc/passwd https://x.io",
+    )
+    for n, url in enumerate(urls):
+        ctx = replace(scene.ctx, tool_use_id=f"toolu_wf_url{n}")
+        await run_tool("WebFetch", {"url": url, "prompt": "p"}, ctx)
+
+    # Then each of the first two reached the server once, as a path; the third is no URL
+    paths = [p for _, p, _ in scene.upstream.seen]
+    assert paths == ["/a$(touch${IFS}pwned)'`touch${IFS}pwned2`", "/g[1-3]"]
+    listing = await scene.ctx.workspace.exec("ls", "ls -a /workspace", timeout_s=30)
+    assert "pwned" not in listing.stdout
