@@ -25,6 +25,7 @@ from bs4 import BeautifulSoup
 from markdownify import MarkdownConverter
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.errors import ModelRejected
 from harness.model.messages import Message, TextBlock
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 
@@ -155,7 +156,14 @@ def prompt_for(content: str, prompt: str) -> str:
 
 
 async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
-    """Fetch, convert, cut and answer; every failure the model can act on is a tool error."""
+    """Fetch, convert, cut and answer; every failure the model can act on is a tool error,
+    and so is a request the small model's API refuses for good (``ModelRejected``).
+
+    Raises:
+        WorkspaceUnavailable: the sandbox could not run the fetch (the step is retried).
+        ModelUnavailable, ModelStalled: the small model did not answer (retried likewise).
+        DatabaseUnavailable: its call could not be written to the ledger.
+    """
     if ctx.small_model is None:
         return tool_error("WebFetch is not available in this session (no model to read pages).")
     url = upgraded(p.url)
@@ -182,12 +190,15 @@ async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
             f"\n\n[Content truncated: characters {start}-{end} of {len(content)} shown; "
             f"call WebFetch again with offset: {end} for the rest.]"
         )
-    reply = await ctx.small_model.complete(
-        system="You read a web page for an agent and answer its question about it.",
-        tools=(),
-        messages=(Message("user", (TextBlock(prompt_for(part, p.prompt)),)),),
-        max_tokens=ANSWER_MAX_TOKENS,
-    )
+    try:
+        reply = await ctx.small_model.complete(
+            system="You read a web page for an agent and answer its question about it.",
+            tools=(),
+            messages=(Message("user", (TextBlock(prompt_for(part, p.prompt)),)),),
+            max_tokens=ANSWER_MAX_TOKENS,
+        )
+    except ModelRejected as exc:  # permanent (e.g. an unknown WARROOM_SMALL_MODEL): say it
+        return tool_error(f"The model reading the page refused the request: {exc}")
     answer = "".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
     return ToolOutcome(answer or "No response from model")
 

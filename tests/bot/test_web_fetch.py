@@ -21,7 +21,7 @@ from bot.egress import WorkerEgress
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import Metrics
 from bot.settings import Settings
-from harness import Checkpoint, MeteredModel, Requester, SandboxWorkspaces
+from harness import AnthropicModel, Checkpoint, MeteredModel, Requester, SandboxWorkspaces
 from harness.tools.contract import ToolContext
 from harness.tools.toolbox import run_tool
 from memory_store import Database, FileStore, ModelCallLog, SessionKey
@@ -250,3 +250,20 @@ async def test_a_url_is_one_request_of_curl_never_shell_nor_a_glob(scene: Scene)
     assert paths == ["/a$(touch${IFS}pwned)'`touch${IFS}pwned2`", "/g[1-3]"]
     listing = await scene.ctx.workspace.exec("ls", "ls -a /workspace", timeout_s=30)
     assert "pwned" not in listing.stdout
+
+
+@pytest.mark.slow
+async def test_a_small_model_the_api_refuses_is_a_tool_error_not_a_crash(scene: Scene) -> None:
+    # Given a WARROOM_SMALL_MODEL the API does not know
+    unknown = AnthropicModel(
+        api_key="fake-key", model="claude-nope-9", base_url=scene.fake.base_url, max_attempts=1
+    )
+    ctx = replace(scene.ctx, small_model=unknown)
+    url = f"https://{HOST}:{scene.upstream.port}/status"
+    try:
+        outcome = await run_tool("WebFetch", {"url": url, "prompt": "p"}, ctx)
+    finally:
+        await unknown.aclose()
+
+    assert outcome.is_error
+    assert "The model reading the page refused the request" in outcome.content
