@@ -160,10 +160,10 @@ def make_model(settings: Settings) -> AnthropicModel:
 def make_small_model(settings: Settings) -> AnthropicModel | None:
     """The adapter of ``WARROOM_SMALL_MODEL`` (WebFetch reads pages with it, without
     thinking, up to its own ``max_tokens``), or None without ``ANTHROPIC_API_KEY``."""
-    if settings.anthropic_api_key is None:
+    if not settings.anthropic_api_key:
         return None
     return AnthropicModel(
-        api_key=settings.anthropic_api_key.get_secret_value(),
+        api_key=settings.require("anthropic_api_key", "WebFetch reads pages with a model"),
         model=settings.small_model,
         base_url=settings.anthropic_base_url,
         max_tokens=SMALL_MODEL_MAX_TOKENS,
