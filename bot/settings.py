@@ -30,6 +30,8 @@ harness (3 CPU-s: the container health check, ``warroom doctor --quick``, reads 
 30 s); a test keeps the two equal."""
 DEFAULT_MAX_TOKENS = 32_000
 """``harness.DEFAULT_MAX_TOKENS``, for the same reason."""
+DEFAULT_SMALL_MODEL = "claude-haiku-5-5"
+"""``harness.DEFAULT_SMALL_MODEL``, for the same reason."""
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -49,7 +51,8 @@ class Settings(BaseSettings):
     ``SLACK_SIGNING_SECRET`` (HTTP mode). Anthropic: ``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL`` (a gateway), ``WARROOM_MODEL`` (``harness.DEFAULT_MODEL``),
     ``WARROOM_MAX_TOKENS`` (thinking plus output), ``WARROOM_MODEL_EFFORT`` (None: the
-    model's default effort). Storage: ``DATABASE_URL``
+    model's default effort), ``WARROOM_SMALL_MODEL`` (``harness.DEFAULT_SMALL_MODEL``: reads
+    WebFetch's pages). Storage: ``DATABASE_URL``
     (default: SQLite under ``WARROOM_DATA_DIR``), ``REDIS_URL`` (default: none → an
     in-process broker and worker). Sandboxes: ``WARROOM_WORKSPACE_SEED``, a directory
     whose files are placed at the same relative paths in ``/workspace`` of every new
@@ -77,6 +80,7 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None
     model: str = Field(default=DEFAULT_MODEL, validation_alias="WARROOM_MODEL")
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, validation_alias="WARROOM_MAX_TOKENS")
+    small_model: str = Field(default=DEFAULT_SMALL_MODEL, validation_alias="WARROOM_SMALL_MODEL")
     model_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
         default=None, validation_alias="WARROOM_MODEL_EFFORT"
     )

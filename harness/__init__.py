@@ -105,6 +105,7 @@ from harness.model.adapter import (
 from harness.model.catalog import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
+    DEFAULT_SMALL_MODEL,
     MODELS,
     ModelSpec,
     current_models,
@@ -317,6 +318,7 @@ __all__ = [
     # model catalogue
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_MODEL",
+    "DEFAULT_SMALL_MODEL",
     "MODELS",
     "ModelSpec",
     "current_models",

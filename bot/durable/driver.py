@@ -206,6 +206,8 @@ class StepDriver:
         draining: the worker is stopping: carry on no further (set by ``drain``).
         approvals: the approval policy every tool call passes (§13); the poster must then
             be an ``ApprovalPoster``. None: every call runs.
+        small_model: the small model WebFetch reads pages with, metered on ``ledger`` like
+            ``model``; None: WebFetch is refused.
     """
 
     sessions: SessionStore
@@ -233,6 +235,7 @@ class StepDriver:
     carry_on_s: float = 0.0
     draining: bool = False
     approvals: ApprovalGate | None = None
+    small_model: ModelProtocol | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -619,11 +622,14 @@ class StepDriver:
                 self.poster.events_saved(session_id=claim.session_id, events=events)
 
         model: ModelProtocol = self.model
+        small = self.small_model
         if self.ledger is not None:
             count = default_metrics().count_model_call
             model = MeteredModel(
                 self.model, self.ledger, claim.session_id, claim.key, observe=count
             )
+            if small is not None:
+                small = MeteredModel(small, self.ledger, claim.session_id, claim.key, observe=count)
 
         def announce(events: Sequence[Event]) -> None:
             if isinstance(self.poster, LiveReporter):
@@ -643,6 +649,7 @@ class StepDriver:
             cron=self.cron,
             agents=None if cp.parent is not None else self._spawner(claim, cp),
             approvals=self.approvals,
+            small_model=small,
         )
 
     def _spawner(self, claim: Claim, cp: Checkpoint) -> AgentSpawner:

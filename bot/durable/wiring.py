@@ -158,6 +158,22 @@ def make_model(settings: Settings) -> AnthropicModel:
     )
 
 
+def make_small_model(settings: Settings) -> AnthropicModel | None:
+    """The adapter of ``WARROOM_SMALL_MODEL`` (WebFetch reads pages with it, without
+    thinking, up to its own ``max_tokens``), or None without ``ANTHROPIC_API_KEY``."""
+    if not settings.anthropic_api_key:
+        return None
+    return AnthropicModel(
+        api_key=settings.require("anthropic_api_key", "WebFetch reads pages with a model"),
+        model=settings.small_model,
+        base_url=settings.anthropic_base_url,
+        max_tokens=SMALL_MODEL_MAX_TOKENS,
+    )
+
+
+SMALL_MODEL_MAX_TOKENS = 4_096
+
+
 def update_budget(settings: Settings) -> CallBudget:
     """The ``chat.update`` budget of this workspace: with ``REDIS_URL``, shared by every
     process through Redis (N workers then never send N times Slack's limit); without it,
@@ -477,6 +493,9 @@ class Runtime:
         the_model = model or make_model(settings)
         slack, hook, workspace_url = None, None, None
         closers: list[Callable[[], Awaitable[None]]] = []
+        small_model = make_small_model(settings)
+        if small_model is not None:
+            closers.append(small_model.aclose)
         if reporter is None:
             posts: Outbox | CrashHookOutbox = outbox
             if crash is not no_crash:
@@ -528,6 +547,7 @@ class Runtime:
             approvals=approvals,
             tasks=tasks,
             cron=CronJobs(db),
+            small_model=small_model,
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded

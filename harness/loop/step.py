@@ -146,7 +146,8 @@ class Collaborators:
     run again after a crash: ``reruns_safely``), so a live display can show it; ``tasks``
     holds the background tasks' rows (None: background commands are refused); ``agents``
     starts subagents (None: ``Agent`` is refused); ``cron`` holds the cron jobs' rows (None:
-    the Cron tools are refused)."""
+    the Cron tools are refused); ``small_model`` reads WebFetch's pages (None: WebFetch is
+    refused)."""
 
     store: FileStore
     model: Model
@@ -161,6 +162,7 @@ class Collaborators:
     cron: CronJobs | None = None
     announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
     approvals: ApprovalGate | None = None
+    small_model: Model | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -577,6 +579,7 @@ def _context(
         agents=deps.agents,
         cron=deps.cron,
         approved=approved,
+        small_model=deps.small_model,
     )
 
 

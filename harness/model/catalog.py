@@ -31,6 +31,10 @@ EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """The default ``WARROOM_MODEL``: Anthropic's "best combination of speed and intelligence"."""
 
+DEFAULT_SMALL_MODEL = "claude-haiku-5-5"
+"""The default ``WARROOM_SMALL_MODEL``, which reads WebFetch's pages: the fast family (Claude
+Code uses its small, fast model for the same job)."""
+
 DEFAULT_MAX_TOKENS = 32_000
 """Default ``max_tokens`` of one call: thinking counts toward it (SDK ``ThinkingConfigParam``
 docstring), so it holds adaptive thinking plus a long answer or a large ``Write`` call

@@ -30,7 +30,7 @@ from harness.loop.checkpoint import (
 )
 from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
-from harness.model.adapter import ToolSpec
+from harness.model.adapter import Model, ToolSpec
 from harness.model.messages import ToolResultBlock
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
@@ -89,6 +89,8 @@ class ToolContext:
         cron: the cron jobs' rows (None: the Cron tools are refused, as in a subagent).
         cron_seconds: accept 6-field expressions (seconds last; test-only,
             ``WARROOM_CRON_SECONDS``).
+        small_model: the small, fast model WebFetch reads pages with, its calls on the
+            model-call ledger like the session's own (None: WebFetch is refused).
     """
 
     store: FileStore
@@ -112,6 +114,7 @@ class ToolContext:
     todos: tuple[Todo, ...] = ()
     cron: CronJobs | None = None
     cron_seconds: bool = False
+    small_model: Model | None = None
 
     @classmethod
     def for_session(
@@ -128,6 +131,7 @@ class ToolContext:
         tasks: BackgroundTasks | None = None,
         agents: AgentSpawner | None = None,
         cron: CronJobs | None = None,
+        small_model: Model | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -154,6 +158,7 @@ class ToolContext:
             todos=cp.todos,
             cron=cron if cp.parent is None else None,
             cron_seconds=limits.cron_seconds,
+            small_model=small_model,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

@@ -34,11 +34,7 @@ REFUSED: Mapping[str, str] = {
     ),
     "WebSearch": (
         "There is no web search from Warroom; use the org's MCP tools, or fetch a known URL "
-        "with Bash (curl) through the egress gateway when the org's rules allow it."
-    ),
-    "WebFetch": (
-        "Fetch the URL with Bash (for example `curl -sL URL`) through the egress gateway, "
-        "which decides what may be reached."
+        "with WebFetch when the org's egress rules allow it."
     ),
 }
 """Tool name → what the model should use instead (the text after "X is not available")."""

@@ -36,6 +36,7 @@ from harness.tools.todo import TODO_WRITE
 from harness.tools.tool_search import NAME as TOOL_SEARCH
 from harness.tools.tool_search import run_tool_search
 from harness.tools.wakeup import SCHEDULE_WAKEUP
+from harness.tools.web_fetch import WEB_FETCH
 from harness.vfs import PathError
 
 __all__ = [
@@ -68,6 +69,7 @@ TOOLS: Mapping[str, Tool] = {
         CRON_LIST,
         CRON_DELETE,
         AGENT,
+        WEB_FETCH,
     )
 }
 AGENT_TOOL = AGENT.name
@@ -241,6 +243,8 @@ def summarize_call(name: str, tool_input: Mapping[str, Any]) -> str:
         what = text("skill")
     elif name == TOOL_SEARCH:
         what = text("query")
+    elif name == WEB_FETCH.name:
+        what = text("url")
     elif name in ("Read", "Write", "Edit"):
         what = text("file_path")
     elif name == "Glob":

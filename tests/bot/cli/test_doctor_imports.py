@@ -66,6 +66,11 @@ def test_the_settings_default_model_and_tokens_are_the_harness_defaults() -> Non
     from harness import DEFAULT_MODEL as HARNESS_MODEL
 
     assert (DEFAULT_MODEL, DEFAULT_MAX_TOKENS) == (HARNESS_MODEL, HARNESS_MAX_TOKENS)
+    from bot.settings import DEFAULT_SMALL_MODEL
+    from harness import DEFAULT_SMALL_MODEL as HARNESS_SMALL_MODEL
+
+    assert DEFAULT_SMALL_MODEL == HARNESS_SMALL_MODEL
+    assert Settings.model_fields["small_model"].default == HARNESS_SMALL_MODEL
     fields = Settings.model_fields
     assert (fields["model"].default, fields["max_tokens"].default) == (
         HARNESS_MODEL,

@@ -50,6 +50,7 @@ CLAUDE_CODE_PARAMETERS = {
     "CronList": [],
     "CronDelete": ["id"],
     "Agent": ["description", "prompt", "subagent_type", "run_in_background", "model", "effort"],
+    "WebFetch": ["url", "prompt", "offset"],
 }
 
 
