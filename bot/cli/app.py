@@ -522,6 +522,7 @@ def _explain(exc: Exception) -> None:
     from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
+    from bot.slack.modes import PortUnavailable
     from harness import McpConfigError, PolicyError
     from memory_store import DatabaseUnavailable
     from sandbox_client.gateway import MissingSecret, RulesError
@@ -544,6 +545,8 @@ def _explain(exc: Exception) -> None:
         _fail(f"approval policy (WARROOM_APPROVAL_POLICY): {exc}", CONFIG_ERROR)
     if isinstance(exc, NoIncident):
         _fail(str(exc))
+    if isinstance(exc, PortUnavailable):
+        _fail(f"{exc}: choose another port, or stop what holds it.", CONFIG_ERROR)
     if isinstance(exc, OSError):
         _fail(str(exc))
 

@@ -59,6 +59,16 @@ class SocketMode:
     web_client: AsyncWebClient | None = None
 
 
+class PortUnavailable(OSError):
+    """HTTP mode's port could not be bound (in use, or not ours to bind): a setting to fix
+    (``SLACK_HTTP_PORT``), not a crash."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(f"SLACK_HTTP_PORT {port} cannot be listened on ({host}): {reason}")
+        self.host = host
+        self.port = port
+
+
 @dataclass(frozen=True)
 class HttpMode:
     """Listen for Slack's HTTP requests on ``host:port`` (0: any free port) at ``path``."""
@@ -99,7 +109,7 @@ async def start(app: AsyncApp, mode: SocketMode | HttpMode) -> RunningSlack:
     """Connect (Socket Mode) or listen (HTTP mode); returns once ready.
 
     Raises:
-        OSError: the HTTP port could not be bound.
+        PortUnavailable: the HTTP port could not be bound.
         AppTokenRefused: Slack refused the app-level token (no retry can help).
         SlackCallFailed: ``apps.connections.open`` failed otherwise (``SlackUnreachable``
             when Slack could not be reached).
@@ -160,10 +170,10 @@ async def _start_http(app: AsyncApp, mode: HttpMode) -> RunningSlack:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((mode.host, mode.port))
         await web.SockSite(runner, sock).start()
-    except OSError:
+    except OSError as exc:
         sock.close()
         await runner.cleanup()
-        raise
+        raise PortUnavailable(mode.host, mode.port, exc.strerror or str(exc)) from exc
     return RunningSlack(runner=runner, port=int(sock.getsockname()[1]))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -140,3 +141,32 @@ async def test_doctor_says_slack_could_not_be_reached(tmp_path: Path) -> None:
 
     assert result.status is Status.PROBLEM
     assert result.detail == "auth.test failed: Slack could not be reached"
+
+
+async def test_serve_in_http_mode_on_a_port_in_use_exits_2_naming_the_setting(
+    tmp_path: Path, slack: FakeSlackApi
+) -> None:
+    # Given a port something else already listens on
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("0.0.0.0", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    env = warroom_env(
+        tmp_path / "data",
+        WARROOM_SLACK_MODE="http",
+        SLACK_HTTP_PORT=str(port),
+        SLACK_BOT_TOKEN=slack.token,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.base_url,
+        ANTHROPIC_API_KEY="fake-key",
+    )
+    try:
+        # When serve starts in HTTP mode on it
+        serve = await start("serve", env=env, cwd=tmp_path)
+        _, stderr = await asyncio.wait_for(serve.communicate(), 60)
+    finally:
+        holder.close()
+    # Then it stops at once with the configuration exit code, naming the setting
+    assert serve.returncode == 2, stderr.decode()[-2000:]
+    assert f"SLACK_HTTP_PORT {port} cannot be listened on" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
