@@ -160,6 +160,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = [f"  {item.kind}: {item.what}" for item in found]
+    if exitstatus == pytest.ExitCode.INTERRUPTED:  # cut short: its tests had no chance to clean
+        message = "\n".join(["the interrupted run's leftovers, now removed:", *lines])
+        if reporter is not None:
+            reporter.write_line(message)
+        return
     message = "\n".join(["the test run left these behind (now removed):", *lines])
     if reporter is not None:
         reporter.ensure_newline()
