@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, delete, null, select
+from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.cron.schedule import next_due
@@ -54,24 +54,8 @@ async def fire_due(
     woken: list[Wakeup] = []
     for job in (await conn.execute(due)).all():
         token = new_token()
-        bumped = await conn.execute(
-            sessions.update()
-            .where(_S.id == job.session_id, _S.status == SessionStatus.WAITING.value)
-            .values(
-                status=SessionStatus.RUNNING.value,
-                pending_token=token,
-                enqueued_at=now,
-                crash_count=0,
-                wait_until=null(),
-                wake_at=null(),
-                wake_note=null(),
-                inbox_seq=_S.inbox_seq + 1,
-                updated_at=now,
-            )
-            .returning(_S.inbox_seq)
-        )
-        fired = bumped.one_or_none()
-        if fired is None:  # woken already (a reply, a wake-up, another of its jobs)
+        seq = await inbox.wake_waiting(conn, job.session_id, now, token)
+        if seq is None:  # woken already (a reply, a wake-up, another of its jobs)
             continue
         mine_job = (_C.session_id == job.session_id, _C.job_id == job.job_id)
         if job.recurring:
@@ -80,10 +64,8 @@ async def fire_due(
             )
         else:
             await conn.execute(delete(cron_jobs).where(*mine_job))
-        note = inbox.Message("", job.prompt, f"cron:{job.job_id}:{fired.inbox_seq}", kind="wake")
-        await inbox.insert_item(
-            conn, job.session_id, fired.inbox_seq, note, now=now, is_postgres=is_postgres
-        )
+        note = inbox.Message("", job.prompt, f"cron:{job.job_id}:{seq}", kind="wake")
+        await inbox.insert_item(conn, job.session_id, seq, note, now=now, is_postgres=is_postgres)
         woken.append(Wakeup(job.session_id, token))
     return tuple(woken)
 

@@ -135,3 +135,30 @@ def _item(row: Row[Any]) -> InboxItem:
         created_at=m["created_at"],
         kind=m["kind"],
     )
+
+
+async def wake_waiting(
+    conn: AsyncConnection, session_id: str, now: datetime, token: str
+) -> int | None:
+    """Make a *waiting* session runnable under ``token`` for one new inbox item (the sweeper's
+    wake-ups and cron firings): its wait and wake-up cleared, its crash count reset, its
+    ``inbox_seq`` bumped. Returns the new ``inbox_seq``, or None when the session was not
+    waiting (a reply, another wake-up or another sweeper woke it first)."""
+    bumped = await conn.execute(
+        sessions.update()
+        .where(_S.id == session_id, _S.status == SessionStatus.WAITING.value)
+        .values(
+            status=SessionStatus.RUNNING.value,
+            pending_token=token,
+            enqueued_at=now,
+            crash_count=0,
+            wait_until=null(),
+            wake_at=null(),
+            wake_note=null(),
+            inbox_seq=_S.inbox_seq + 1,
+            updated_at=now,
+        )
+        .returning(_S.inbox_seq)
+    )
+    row = bumped.one_or_none()
+    return None if row is None else int(row[0])

@@ -203,30 +203,12 @@ async def _fire_wakes(
     woken = []
     for row in (await conn.execute(due)).all():
         token = new_token()
-        bumped = await conn.execute(
-            sessions.update()
-            .where(_S.id == row.id, _S.status == SessionStatus.WAITING.value)
-            .values(
-                status=SessionStatus.RUNNING.value,
-                pending_token=token,
-                enqueued_at=now,
-                crash_count=0,
-                wait_until=null(),
-                wake_at=null(),
-                wake_note=null(),
-                inbox_seq=_S.inbox_seq + 1,
-                updated_at=now,
-            )
-            .returning(_S.inbox_seq)
-        )
-        fired = bumped.one_or_none()
-        if fired is None:
+        seq = await inbox.wake_waiting(conn, row.id, now, token)
+        if seq is None:
             continue
         text = str(row.wake_note or "")
-        note = inbox.Message("", text, f"wake:{fired.inbox_seq}", kind="wake")
-        await inbox.insert_item(
-            conn, row.id, fired.inbox_seq, note, now=now, is_postgres=is_postgres
-        )
+        note = inbox.Message("", text, f"wake:{seq}", kind="wake")
+        await inbox.insert_item(conn, row.id, seq, note, now=now, is_postgres=is_postgres)
         woken.append(Wakeup(row.id, token))
     return tuple(woken)
 
