@@ -97,7 +97,7 @@ class PtyCommand:
                 continue
         return self.text
 
-    async def finish(self, *, timeout_s: float = 60.0) -> int:
+    async def finish(self, *, timeout_s: float = 120.0) -> int:
         """The exit code (killing the process after ``timeout_s``), then the pty closed."""
         try:
             code = await asyncio.wait_for(self.process.wait(), timeout_s)
