@@ -12,6 +12,7 @@ Only the approved ``curl``'s request reaches the upstream.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 import ssl
@@ -237,6 +238,21 @@ if found:
 """
 
 
+async def _audit_once_it_has(
+    scene: Scene, key: tuple[str, str], timeout_s: float = 10.0
+) -> dict[tuple[str, str], tuple[str | None, int, str]]:
+    """The audit as ``(path, method) -> (tool_use_id, status, outcome)``, read again until it
+    holds ``key`` (its rows are written after the answer) or ``timeout_s`` passed."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        audit = {
+            (e.path, e.method): (e.tool_use_id, e.status, e.outcome) for e in await scene.audit()
+        }
+        if key in audit or asyncio.get_running_loop().time() > deadline:
+            return audit
+        await asyncio.sleep(0.05)  # polling the database for a row, with a deadline
+
+
 async def test_a_planted_process_gets_403s_while_the_approved_curl_deletes(scene: Scene) -> None:
     url = f"https://{HOST}:{scene.upstream.tls_port}/items"
     await scene.workspace.write_file("/workspace/steal.py", STEAL.encode())
@@ -265,8 +281,9 @@ async def test_a_planted_process_gets_403s_while_the_approved_curl_deletes(scene
     assert "ptrace=1" in log, log  # EPERM
     assert "userns-environ=13" in log or "userns=" in log, log  # refused, or no nested userns
     assert "stolen: none" in log, log
-    # And the audit says who did what: the planted process under its own call or none
-    audit = {(e.path, e.method): (e.tool_use_id, e.status, e.outcome) for e in await scene.audit()}
+    # And the audit says who did what: the planted process under its own call or none (the
+    # gateway writes its audit rows after answering: wait for the last refused CONNECT's)
+    audit = await _audit_once_it_has(scene, ("", "CONNECT"))
     assert audit[("/items/approved", "DELETE")] == (APPROVED, 200, "injected")
     assert audit[("/items/own", "DELETE")] == (PLANTER, 403, "blocked")
     assert audit[("/items/session", "DELETE")] == (None, 403, "blocked")

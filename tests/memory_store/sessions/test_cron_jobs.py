@@ -129,6 +129,7 @@ async def test_stop_and_the_sessions_end_delete_its_jobs(
     stopped = await _waiting_with_job(store, jobs, clock)
     assert await store.cancel(stopped, actor="U1") is not None
     assert await jobs.list(stopped) == []
+    _to_next_quarter(clock)  # the job's next due time is then ~15 minutes away
     ended, token = await open_session(store)
     claim = await claimed(store, ended, token)
     await store.commit(
