@@ -111,6 +111,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _OWN_BASETEMP = pytest.StashKey[Path]()
+_STARTED_TICKS = pytest.StashKey[int]()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -132,6 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     kernel's 108 bytes (``sun_path``), and pytest's own ``pytest-of-<user>/pytest-<n>/`` base
     leaves too little for a test's data directory below it."""
     leaks.run_id()
+    config.stash[_STARTED_TICKS] = leaks.run_started_ticks()
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = tempfile.mkdtemp(prefix="wr")
         config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
@@ -149,7 +151,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workers = getattr(session.config.option, "numprocesses", None) or 0
     base_redis = os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     found = [
-        *leaks.leftover_processes(run),
+        *leaks.leftover_processes(run, session.config.stash.get(_STARTED_TICKS, 1 << 62)),
         *leaks.leftover_databases(PG_ADMIN_URL, run),
         *leaks.leftover_redis_keys(leaks.redis_urls(base_redis, int(workers))),
     ]

@@ -91,14 +91,50 @@ def _ancestors() -> frozenset[int]:
     return frozenset(pids)
 
 
-def leftover_processes(run: str) -> list[Leftover]:
-    """The run's processes still alive after ``DRAIN_S``, killed (group and all) after."""
+JAIL_SERVER_BIND = Path(__file__).resolve().parents[1] / "sandbox_client" / "server"
+"""This checkout's sandbox server, which every jail it starts binds in (a jail's ``bwrap``
+gets a cleared environment, so it does not carry the run's mark)."""
+
+
+def _jails_since(started_at_ticks: int, spare: frozenset[int]) -> dict[int, str]:
+    """``pid -> command line`` of the live ``bwrap`` processes of this checkout's jails
+    started after ``started_at_ticks`` (clock ticks since boot, as ``/proc/<pid>/stat``)."""
+    marker = f" {JAIL_SERVER_BIND} ".encode()
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in spare:
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if fields[0] == "Z" or int(fields[19]) < started_at_ticks:
+            continue
+        if command.startswith(b"bwrap ") and marker in command:
+            found[int(entry.name)] = command.decode(errors="replace").strip()[:200]
+    return found
+
+
+def run_started_ticks() -> int:
+    """Now, in clock ticks since boot (the unit of ``/proc/<pid>/stat``'s start time)."""
+    uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    return int(uptime_s * os.sysconf("SC_CLK_TCK"))
+
+
+def leftover_processes(run: str, started_at_ticks: int = 1 << 62) -> list[Leftover]:
+    """The run's processes (marked, or its jails started since ``started_at_ticks``) still
+    alive after ``DRAIN_S``, killed (group and all) after."""
     spare = _ancestors()
     deadline = time.monotonic() + DRAIN_S
-    found = _marked_processes(run, spare)
+
+    def alive() -> dict[int, str]:
+        return _marked_processes(run, spare) | _jails_since(started_at_ticks, spare)
+
+    found = alive()
     while found and time.monotonic() < deadline:
         time.sleep(0.2)  # waiting for processes to exit, bounded: nothing to be told by
-        found = _marked_processes(run, spare)
+        found = alive()
     for pid in found:
         with contextlib.suppress(OSError):
             os.killpg(os.getpgid(pid), signal.SIGKILL)

@@ -11,6 +11,7 @@ command that ran is a line in that file. The script asks for ``kubectl rollout r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
@@ -46,6 +47,7 @@ from harness import (
 from memory_store import IncidentLog, Outbox, SessionStatus, utc_now
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle, SandboxManager, SetupStep
 from tests.bot.conftest import load_case
+from tests.bot.durable_support import destroy_sandboxes
 from tests.bot.slack_edge import CHANNEL, SlackEdge, event, running_edge
 from tests.fakes.slack_api import TEAM_ID
 
@@ -232,6 +234,7 @@ async def rig_factory(tmp_path: Path) -> AsyncIterator[RigFactory]:
             return Rig(edge, fake, manager, model, approvers or Approvers(), timeout_s)
 
         yield make
+    await asyncio.to_thread(destroy_sandboxes, state_dir)  # a jail outlives its manager
     shutil.rmtree(state_dir, ignore_errors=True)
 
 
