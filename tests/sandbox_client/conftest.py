@@ -88,7 +88,7 @@ async def fresh(
     await provider.destroy(handle)
 
 
-async def wait_for(condition: object, timeout_s: float = 5.0, what: str = "condition") -> None:
+async def wait_for(condition: object, timeout_s: float = 30.0, what: str = "condition") -> None:
     """Poll ``condition()`` (sync or async) until true; fail after ``timeout_s``."""
     assert callable(condition)
     loop = asyncio.get_running_loop()
