@@ -82,6 +82,7 @@ class ToolContext:
             §13): an MCP tool the org asks approval for may run.
         tasks: the background tasks' rows (None: background commands are refused).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
+        wakeup_pending: the session has a ``ScheduleWakeup`` pending (``stop`` says so).
         agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
         cwd: the session's working directory in the sandbox (where the last Bash call's
             ``cd`` left it): relative paths of the file tools are taken from it.
@@ -109,6 +110,7 @@ class ToolContext:
     approved: bool = False
     tasks: BackgroundTasks | None = None
     min_wakeup_s: float = 60.0
+    wakeup_pending: bool = False
     agents: AgentSpawner | None = None
     cwd: str = WORKSPACE
     todos: tuple[Todo, ...] = ()
@@ -153,6 +155,7 @@ class ToolContext:
             approved=approved,
             tasks=tasks,
             min_wakeup_s=limits.min_wakeup_s,
+            wakeup_pending=cp.wakeup is not None,
             agents=agents if cp.parent is None else None,
             cwd=cp.cwd,
             todos=cp.todos,
