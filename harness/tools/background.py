@@ -597,7 +597,7 @@ def _stopped(task: BackgroundTask, command: str) -> ToolOutcome:
     message = {
         "message": f"Successfully stopped task: {task.task_id} ({command})",
         "task_id": task.task_id,
-        "task_type": "monitor" if task.kind == "monitor" else "local_bash",
+        "task_type": "local_bash",  # a monitor's too (Claude Code 2.1.336, captured)
         "command": command,
     }
     record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")
