@@ -36,7 +36,7 @@ from harness.sandbox.workspace import (
     WorkspaceIsADirectory,
     WorkspaceRefused,
 )
-from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, schema_error, tool_error
 from memory_store import BackgroundTask, BackgroundTasks
 
 TASKS_DIR = "/workspace/.warroom/tasks"
@@ -420,12 +420,6 @@ class MonitorInput(BaseModel):
         return int(self.timeout_ms or MONITOR_DEFAULT_TIMEOUT_MS)
 
 
-def _zod_error(issue: dict[str, object]) -> ToolOutcome:
-    """A Monitor input error in Claude Code's shape for its deferred tools: the schema
-    validator's issue list as indented JSON (captured from 2.1.336)."""
-    return tool_error("InputValidationError: " + json.dumps([issue], indent=2))
-
-
 def monitor_input_error(p: MonitorInput) -> ToolOutcome | None:
     """Claude Code's errors for a Monitor input its schema refuses, or None.
 
@@ -444,17 +438,17 @@ def monitor_input_error(p: MonitorInput) -> ToolOutcome | None:
             "path": [],
             "message": "exactly one of command or ws",
         }
-        return _zod_error(issue)
+        return schema_error(issue)
     if p.timeout_ms is not None and p.timeout_ms < MONITOR_MIN_TIMEOUT_MS:
         issue = {"origin": "number", "code": "too_small", "minimum": MONITOR_MIN_TIMEOUT_MS}
         issue |= {"inclusive": True, "path": ["timeout_ms"]}
         issue["message"] = f"Too small: expected number to be >={MONITOR_MIN_TIMEOUT_MS}"
-        return _zod_error(issue)
+        return schema_error(issue)
     if p.timeout_ms is not None and p.timeout_ms > MONITOR_MAX_TIMEOUT_MS:
         issue = {"origin": "number", "code": "too_big", "maximum": MONITOR_MAX_TIMEOUT_MS}
         issue |= {"inclusive": True, "path": ["timeout_ms"]}
         issue["message"] = f"Too big: expected number to be <={MONITOR_MAX_TIMEOUT_MS}"
-        return _zod_error(issue)
+        return schema_error(issue)
     return None
 
 

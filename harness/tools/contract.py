@@ -10,6 +10,7 @@ is retried, not reported to the model.
 
 from __future__ import annotations
 
+import json
 import operator
 import posixpath
 import re
@@ -247,6 +248,13 @@ class ToolOutcome:
 def tool_error(text: str) -> ToolOutcome:
     """An error result in Claude Code's shape: ``<tool_use_error>text</tool_use_error>``."""
     return ToolOutcome(f"<tool_use_error>{text}</tool_use_error>", is_error=True)
+
+
+def schema_error(issue: Mapping[str, object]) -> ToolOutcome:
+    """An input error in the shape Claude Code gives for its deferred tools (Monitor,
+    WebFetch): ``InputValidationError:`` then the schema validator's issue list as JSON
+    indented by two, wrapped as a tool error (captured from 2.1.336)."""
+    return tool_error("InputValidationError: " + json.dumps([dict(issue)], indent=2))
 
 
 class Tool(Protocol):
