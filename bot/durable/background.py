@@ -202,13 +202,15 @@ class BackgroundWatcher:
         new = data[task.delivered_bytes :]
         if not (record.finished or expired):
             new = new[: new.rfind(b"\n") + 1]  # complete lines only, while it runs
-        if new.strip():
-            await self._deliver(task, new)
-        if record.finished:
+        if record.finished:  # its last lines are the ending's own event (Claude Code's)
             state = "completed" if record.exit_code == 0 else "failed"
             if record.status is ProcessStatus.KILLED:
                 state = "killed"
-            return await self._end(task, state, record.exit_code)
+            final = event_lines(new, task.output_path) if new.strip() else ""
+            return await self._end(task, state, record.exit_code, final)
+        if new.strip():
+            await self._deliver(task, new)
+            task = replace(task, delivered_bytes=task.delivered_bytes + len(new))
         return await self._end(task, "expired") if expired else 0
 
     async def _deliver(self, task: BackgroundTask, new: bytes) -> None:

@@ -53,7 +53,12 @@ NOTICE_TOPICS = frozenset(
 WRITTEN_ROOTS = ("/incident/", "/memory/")
 LOST = "unknown (its worker died before recording it)"
 _EXIT = re.compile(r"^Exit code (\S+)")
-_TIMED_OUT = re.compile(r"^Command timed out after (\S+ s)")
+_TIMED_OUT = re.compile(r"^Command timed out after (\d+(?:\.\d+)?)\s?(s|m)\b", re.M)
+_MOVED = re.compile(
+    r"^Command did not complete within its (\d+)(s|m) timeout and was moved to the "
+    r"background \(ID: (\w+)\)",
+    re.M,
+)
 _BACKGROUND = re.compile(r"^Command running in background with ID: ([^.\s]+)")
 _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
 _TAGS = re.compile(r"</?tool_use_error>")
@@ -287,19 +292,29 @@ def bash_outcome(payload: dict[str, Any]) -> str:
 
     >>> bash_outcome({"is_error": True, "output_head": "Exit code 2\\nno such file"})
     'exit 2'
-    >>> bash_outcome({"is_error": True, "output_head": "Command timed out after 5 s and was…"})
+    >>> bash_outcome({"is_error": True,
+    ...     "output_head": "Exit code 143\\nCommand timed out after 5s"})
     'timed out after 5 s (killed)'
     >>> bash_outcome({"output_head": "Command running in background with ID: b1. Output…"})
     'started in the background (task b1)'
+    >>> bash_outcome({"output_head": "x\\nCommand did not complete within its 2m timeout and "
+    ...     "was moved to the background (ID: b2). Output…"})
+    'moved to the background at its 2 min timeout (task b2)'
     """
     head = str(payload.get("output_head", ""))
     if not payload.get("is_error"):
-        background = _BACKGROUND.match(head)
-        return f"started in the background (task {background.group(1)})" if background else "exit 0"
+        if background := _BACKGROUND.match(head):
+            return f"started in the background (task {background.group(1)})"
+        if moved := _MOVED.search(head):
+            unit = "min" if moved.group(2) == "m" else "s"
+            at = f"{moved.group(1)} {unit}"
+            return f"moved to the background at its {at} timeout (task {moved.group(3)})"
+        return "exit 0"
+    if found := _TIMED_OUT.search(head):
+        unit = "min" if found.group(2) == "m" else "s"
+        return f"timed out after {found.group(1)} {unit} (killed)"
     if found := _EXIT.match(head):
         return f"exit {found.group(1)}"
-    if found := _TIMED_OUT.match(head):
-        return f"timed out after {found.group(1)} (killed)"
     reason = _TAGS.sub("", head).strip()
     first = reason.splitlines()[0] if reason else "no reason given"
     return f"refused: {first}"

@@ -36,7 +36,7 @@ from harness.sandbox.workspace import (
     WorkspaceIsADirectory,
     WorkspaceRefused,
 )
-from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, schema_error, tool_error
 from memory_store import BackgroundTask, BackgroundTasks
 
 TASKS_DIR = "/workspace/.warroom/tasks"
@@ -209,8 +209,8 @@ def task_notification(task: BackgroundTask, tail: str = "") -> str:
     """
     label = html.escape(task.description, quote=False)
     noun = "Monitor" if task.kind == "monitor" else "Background command"
-    if task.kind == "monitor" and task.state == "expired":
-        return monitor_event(task, MONITOR_TIMED_OUT)
+    if task.kind == "monitor":
+        return monitor_ended(task, tail)
     if task.state == "completed":
         status, summary = "completed", f'{noun} "{label}" completed (exit code 0)'
     elif task.state == "lost":
@@ -241,6 +241,54 @@ def task_notification(task: BackgroundTask, tail: str = "") -> str:
     return "\n".join(lines)
 
 
+def monitor_ended(task: BackgroundTask, last_lines: str = "") -> str:
+    """What the session is told when a monitor ended (Claude Code 2.1.336's words,
+    captured): its stream ended (with the lines not delivered yet as its last event), its
+    command failed (with the exit code), it was stopped or lost, or its timeout passed
+    (an event: ``expired_text``, its lifetime from the task's start and deadline).
+
+    >>> t = BackgroundTask("s", "b1", "toolu_1", "monitor", "x", "{}", "short", "/w/b1.output",
+    ...                    state="completed", exit_code=0)
+    >>> print(monitor_ended(t, "one\\ntwo"))
+    <task-notification>
+    <task-id>b1</task-id>
+    <tool-use-id>toolu_1</tool-use-id>
+    <output-file>/w/b1.output</output-file>
+    <status>completed</status>
+    <summary>Monitor "short" stream ended</summary>
+    <event>one
+    two</event>
+    </task-notification>
+    """
+    label = html.escape(task.description, quote=False)
+    if task.state == "expired":
+        timeout_ms = MONITOR_DEFAULT_TIMEOUT_MS
+        if task.deadline_at is not None and task.started_at is not None:
+            timeout_ms = round((task.deadline_at - task.started_at).total_seconds()) * 1000
+        return monitor_event(task, expired_text(timeout_ms, task.delivered_bytes > 0))
+    if task.state == "completed":
+        status, summary = "completed", f'Monitor "{label}" stream ended'
+    elif task.state == "lost":
+        status = "failed"
+        summary = f'Monitor "{label}" was lost: its sandbox stopped before the command ended'
+    elif task.state == "killed":
+        status, summary = "killed", f'Monitor "{label}" was stopped'
+    else:
+        code = "unknown" if task.exit_code is None else str(task.exit_code)
+        status, summary = "failed", f'Monitor "{label}" script failed (exit {code})'
+    lines = [
+        "<task-notification>",
+        f"<task-id>{task.task_id}</task-id>",
+        f"<tool-use-id>{task.tool_use_id}</tool-use-id>",
+        f"<output-file>{task.output_path}</output-file>",
+        f"<status>{status}</status>",
+        f"<summary>{summary}</summary>",
+    ]
+    if last_lines.strip("\n") and task.state in ("completed", "failed"):
+        lines.append(f"<event>{last_lines.strip(chr(10))}</event>")
+    return "\n".join([*lines, "</task-notification>"])
+
+
 def notified_task_id(text: str) -> str | None:
     """The ``<task-id>`` of a ``task_notification`` text, or None.
 
@@ -258,7 +306,7 @@ def notified_status(text: str) -> str | None:
     """The state a ``task_notification`` reports (``completed``, ``failed``, …;
     ``expired`` for a monitor that timed out), or None for a monitor's event (the task
     goes on)."""
-    if MONITOR_TIMED_OUT in text:
+    if MONITOR_EXPIRED in text:
         return "expired"
     start = text.find("<status>")
     end = text.find("</status>", start)
@@ -269,11 +317,41 @@ def notified_status(text: str) -> str | None:
 
 # ----- Monitor -------------------------------------------------------------------------
 
-MONITOR_TIMED_OUT = "[Monitor timed out — re-arm if needed.]"
-MONITOR_DEFAULT_TIMEOUT_MS = 600_000
+MONITOR_DEFAULT_TIMEOUT_MS = 300_000
+MONITOR_MIN_TIMEOUT_MS = 1_000
 MONITOR_MAX_TIMEOUT_MS = 3_600_000
+"""Claude Code 2.1.336's Monitor ``timeout_ms``: default 5 minutes, 1 s to 1 h (its schema)."""
+MONITOR_EXPIRED = "[Monitor expired after "
+"""How a monitor's expiry event begins (``expired_text``)."""
 MAX_EVENT_LINES = 100
 MAX_EVENT_CHARS = 8_000
+
+
+def monitor_duration(ms: int) -> str:
+    """A monitor's lifetime as Claude Code writes it ("expires in 5m", "after 1s"): whole
+    minutes as ``Nm``, otherwise whole seconds, rounded down.
+
+    >>> monitor_duration(300_000), monitor_duration(1_500), monitor_duration(90_000)
+    ('5m', '1s', '90s')
+    """
+    seconds = max(1, ms // 1000)
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def expired_text(timeout_ms: int, delivered: bool) -> str:
+    """The event a monitor gets when its timeout passes (Claude Code 2.1.336's words when
+    it delivered nothing; with events delivered, the same without the filter advice).
+
+    >>> expired_text(1500, delivered=False)  # doctest: +ELLIPSIS
+    '[Monitor expired after 1s with no events delivered. Re-arm it if you still need ...]'
+    """
+    after = f"{MONITOR_EXPIRED}{monitor_duration(timeout_ms)}"
+    if delivered:
+        return f"{after}. Re-arm it if you still need the watch.]"
+    return (
+        f"{after} with no events delivered. Re-arm it if you still need the watch \u2014 and "
+        "widen the filter if silence was unexpected.]"
+    )
 
 
 def monitor_event(task: BackgroundTask, lines: str) -> str:
@@ -319,40 +397,92 @@ def event_lines(data: bytes, path: str) -> str:
     return "\n".join(kept)
 
 
+class WebSocketSource(BaseModel):
+    """Monitor's ``ws`` (Claude Code's schema; Warroom's sandbox has no WebSocket watch)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str
+    protocols: list[str] | None = None
+
+
 class MonitorInput(BaseModel):
-    """Monitor's parameters."""
+    """Monitor's parameters (Claude Code 2.1.336's: ``description``, ``timeout_ms``,
+    exactly one of ``command`` and ``ws``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     description: str
-    timeout_ms: int = Field(ge=1)
+    timeout_ms: float | None = None
     command: str | None = Field(default=None, min_length=1)
-    persistent: bool | None = None
+    ws: WebSocketSource | None = None
 
     def timeout_ms_or_default(self) -> int:
-        """The monitor's lifetime in milliseconds (default 10 minutes, at most an hour)."""
-        return min(self.timeout_ms or MONITOR_DEFAULT_TIMEOUT_MS, MONITOR_MAX_TIMEOUT_MS)
+        """The monitor's lifetime in milliseconds (default 5 minutes)."""
+        return int(self.timeout_ms or MONITOR_DEFAULT_TIMEOUT_MS)
+
+
+def monitor_input_error(p: MonitorInput) -> ToolOutcome | None:
+    """Claude Code's errors for a Monitor input its schema refuses, or None.
+
+    >>> print(monitor_input_error(MonitorInput(description="d", timeout_ms=10, command="x"))
+    ...       .content)  # doctest: +ELLIPSIS
+    <tool_use_error>InputValidationError: [
+      {
+        "origin": "number",
+        "code": "too_small",
+        "minimum": 1000,
+    ...
+    """
+    if (p.command is None) == (p.ws is None):
+        issue: dict[str, object] = {
+            "code": "custom",
+            "path": [],
+            "message": "exactly one of command or ws",
+        }
+        return schema_error(issue)
+    if p.timeout_ms is not None and p.timeout_ms < MONITOR_MIN_TIMEOUT_MS:
+        issue = {"origin": "number", "code": "too_small", "minimum": MONITOR_MIN_TIMEOUT_MS}
+        issue |= {"inclusive": True, "path": ["timeout_ms"]}
+        issue["message"] = f"Too small: expected number to be >={MONITOR_MIN_TIMEOUT_MS}"
+        return schema_error(issue)
+    if p.timeout_ms is not None and p.timeout_ms > MONITOR_MAX_TIMEOUT_MS:
+        issue = {"origin": "number", "code": "too_big", "maximum": MONITOR_MAX_TIMEOUT_MS}
+        issue |= {"inclusive": True, "path": ["timeout_ms"]}
+        issue["message"] = f"Too big: expected number to be <={MONITOR_MAX_TIMEOUT_MS}"
+        return schema_error(issue)
+    return None
+
+
+def monitor_started_text(task_id: str, timeout_ms: int) -> str:
+    """Monitor's result (Claude Code 2.1.336's words, captured)."""
+    return (
+        f"Monitor started (task {task_id}, expires in {monitor_duration(timeout_ms)} unless "
+        "the source ends first; you get one notice at expiry \u2014 re-arm if you still need "
+        "the watch). You will be notified on each event. Keep working \u2014 do not poll or "
+        "sleep. Events may arrive while you are waiting for the user \u2014 an event is not "
+        "their reply."
+    )
 
 
 async def monitor(p: MonitorInput, ctx: ToolContext) -> ToolOutcome:
     """Guard, then start the command as a monitor: its new output lines reach the session
     as notifications, batched, until it ends, its timeout passes or TaskStop ends it."""
+    refused = monitor_input_error(p)
+    if refused is not None:
+        return refused
     if p.command is None:
         return tool_error(
-            "Monitor needs a command here (watching a WebSocket with ws is not available in "
-            "Warroom): give the command whose output lines to watch."
+            "Watching a WebSocket (ws) is not available in Warroom's sandbox: give a "
+            "command whose output lines to watch instead (for example a curl or websocat "
+            "loop printing one line per message)."
         )
     decision = await asyncio.to_thread(check_bash, p.command)  # CPU-bound: off the loop
     if isinstance(decision, Deny):
         return tool_error(decision.reason)
     timeout_ms = p.timeout_ms_or_default()
-    deadline = None if p.persistent else datetime.now(UTC) + timedelta(milliseconds=timeout_ms)
+    deadline = datetime.now(UTC) + timedelta(milliseconds=timeout_ms)
 
     def started(task_id: str, path: str) -> str:
-        if p.persistent:
-            head = f"Monitor started (task {task_id}, persistent — runs until TaskStop)."
-        else:
-            head = f"Monitor started (task {task_id}, timeout {timeout_ms}ms)."
-        return f"{head} You will be notified on each event. Its output is written to: {path}"
+        return monitor_started_text(task_id, timeout_ms)
 
     return await start_in_background(
         ctx, p.command, p.description, kind="monitor", deadline_at=deadline, started=started
@@ -367,8 +497,9 @@ MONITOR = ModelTool(
         "session's sandbox, and its new output lines are delivered to you as notifications, "
         "a few seconds' worth at a time, until it exits, its timeout passes, or TaskStop "
         "ends it. Between notifications you may keep working or end your turn. timeout_ms "
-        "defaults to 600000 (10 minutes, at most an hour); persistent: true runs until "
-        "TaskStop. Print only lines worth reading (filter with grep --line-buffered)."
+        "defaults to 300000 (5 minutes; 1000 to 3600000). Print only lines worth reading "
+        "(filter with grep --line-buffered). ws (a WebSocket to watch) is not available in "
+        "Warroom's sandbox: watch it with a command instead."
     ),
     input_schema={
         "type": "object",
@@ -378,17 +509,25 @@ MONITOR = ModelTool(
                 "description": "What is watched, in a few words (shown to the team).",
             },
             "timeout_ms": {
+                "default": MONITOR_DEFAULT_TIMEOUT_MS,
                 "type": "number",
-                "minimum": 1,
-                "description": "How long to watch, in milliseconds (at most 3600000).",
+                "minimum": MONITOR_MIN_TIMEOUT_MS,
+                "maximum": MONITOR_MAX_TIMEOUT_MS,
+                "description": "How long to watch, in milliseconds.",
             },
             "command": {"type": "string", "description": "The command whose output to watch."},
-            "persistent": {
-                "type": "boolean",
-                "description": "Watch until TaskStop instead of until the timeout.",
+            "ws": {
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string"},
+                    "protocols": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["url"],
+                "additionalProperties": False,
+                "description": "Not available in Warroom (use command).",
             },
         },
-        "required": ["description", "timeout_ms"],
+        "required": ["description"],  # timeout_ms has its default (Claude Code's too)
         "additionalProperties": False,
     },
     params=MonitorInput,
@@ -452,7 +591,7 @@ def _stopped(task: BackgroundTask, command: str) -> ToolOutcome:
     message = {
         "message": f"Successfully stopped task: {task.task_id} ({command})",
         "task_id": task.task_id,
-        "task_type": "monitor" if task.kind == "monitor" else "local_bash",
+        "task_type": "local_bash",  # a monitor's too (Claude Code 2.1.336, captured)
         "command": command,
     }
     record = TaskRecord(task.task_id, task.tool_use_id, task.kind, task.description, 0.0, "killed")

@@ -1,7 +1,8 @@
 """Bash: run a command in the session's sandbox, after the bash guard.
 
 Claude Code's interface: ``timeout`` in milliseconds (default 120000, max 600000; a
-call still running at a ``timeout`` it gave is moved to the background, ``detached``),
+call still running at its timeout is moved to the background, ``detached``, unless it
+starts with ``sleep``, which is killed),
 output over 30,000 characters cut in the middle, the exit code shown when it is not
 0 (docs/tools.md, Bash). Each call is a fresh ``bash -c`` started in the session's
 working directory: files and the directory a ``cd`` left (``Checkpoint.cwd``, as in
@@ -29,7 +30,7 @@ from harness.sandbox.workspace import (
 )
 from harness.tools.background import start_in_background
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
-from harness.tools.detached import can_move, run_movable
+from harness.tools.detached import can_move, killed_text, run_movable
 from harness.tools.sandbox_changes import sandbox_changes
 from harness.vfs import WORKSPACE
 
@@ -84,7 +85,7 @@ async def bash(p: BashInput, ctx: ToolContext, *, recovering: bool = False) -> T
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
     command = in_directory(p.command, ctx.cwd, record=moves)
-    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+    if can_move(p.command, p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
         ran = await run_movable(
             ctx, command, p.command, p.description, timeout_ms, recovering=recovering
         )
@@ -121,7 +122,7 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
         command = in_directory(p.command, ctx.cwd, record=False)
         return await start_in_background(ctx, command, p.description, label=p.command)
     timeout_ms = p.timeout_ms(ctx.bash_max_timeout_ms)
-    if can_move(p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
+    if can_move(p.command, p.timeout, ctx, min(ctx.bash_max_timeout_ms, MAX_TIMEOUT_MS)):
         return await bash(p, ctx, recovering=True)  # every sandbox call is named: safe
     result = await ctx.workspace.lookup(ctx.tool_use_id, timeout_s=timeout_ms / 1000)
     moves = _MAY_CHANGE_DIRECTORY.search(p.command) is not None
@@ -136,8 +137,7 @@ def report(result: CommandResult, timeout_ms: int) -> ToolOutcome:
     """
     output = "\n".join(s.rstrip("\n") for s in (result.stdout, result.stderr) if s)
     if result.timed_out:
-        head = f"Command timed out after {timeout_ms / 1000:g} s and was killed."
-        return ToolOutcome(f"{head}\n{output}".rstrip("\n"), is_error=True)
+        return ToolOutcome(killed_text(output, timeout_ms), is_error=True)
     if result.exit_code != 0:
         code = "unknown" if result.exit_code is None else str(result.exit_code)
         return ToolOutcome(f"Exit code {code}\n{output}".rstrip("\n"), is_error=True)

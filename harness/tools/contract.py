@@ -10,6 +10,7 @@ is retried, not reported to the model.
 
 from __future__ import annotations
 
+import json
 import operator
 import posixpath
 import re
@@ -82,6 +83,7 @@ class ToolContext:
             §13): an MCP tool the org asks approval for may run.
         tasks: the background tasks' rows (None: background commands are refused).
         min_wakeup_s: the shortest ``ScheduleWakeup`` delay, in seconds.
+        wakeup_pending: the session has a ``ScheduleWakeup`` pending (``stop`` says so).
         agents: starts subagents (None: ``Agent`` is refused, as in a subagent).
         cwd: the session's working directory in the sandbox (where the last Bash call's
             ``cd`` left it): relative paths of the file tools are taken from it.
@@ -109,6 +111,7 @@ class ToolContext:
     approved: bool = False
     tasks: BackgroundTasks | None = None
     min_wakeup_s: float = 60.0
+    wakeup_pending: bool = False
     agents: AgentSpawner | None = None
     cwd: str = WORKSPACE
     todos: tuple[Todo, ...] = ()
@@ -153,6 +156,7 @@ class ToolContext:
             approved=approved,
             tasks=tasks,
             min_wakeup_s=limits.min_wakeup_s,
+            wakeup_pending=cp.wakeup is not None,
             agents=agents if cp.parent is None else None,
             cwd=cp.cwd,
             todos=cp.todos,
@@ -244,6 +248,13 @@ class ToolOutcome:
 def tool_error(text: str) -> ToolOutcome:
     """An error result in Claude Code's shape: ``<tool_use_error>text</tool_use_error>``."""
     return ToolOutcome(f"<tool_use_error>{text}</tool_use_error>", is_error=True)
+
+
+def schema_error(issue: Mapping[str, object]) -> ToolOutcome:
+    """An input error in the shape Claude Code gives for its deferred tools (Monitor,
+    WebFetch): ``InputValidationError:`` then the schema validator's issue list as JSON
+    indented by two, wrapped as a tool error (captured from 2.1.336)."""
+    return tool_error("InputValidationError: " + json.dumps([dict(issue)], indent=2))
 
 
 class Tool(Protocol):

@@ -8,8 +8,9 @@ the same transaction, so a due time fires once even across worker crashes. Every
 durable (``durable`` is accepted and changes nothing). Expressions are 5 fields in the
 server's local time, UTC; two firings at least ``min_wakeup_s`` apart (a minute by
 default); at most ``MAX_CRON_JOBS`` per session. ``stop`` and the session's end delete
-its jobs. The result texts are ours, short and in Claude Code's manner (its own were
-not captured); docs/tools.md.
+its jobs. The result texts are Claude Code 2.1.336's (captured), except that a Warroom job
+is kept in the database, not in a file, and does not expire (it ends with its session or a
+CronDelete); docs/tools.md.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.cron_words import describe, next_run
 from memory_store.cron.schedule import CronExpressionError, check
 from memory_store.cron.store import CronJob, CronLimitReached, job_id_for
 
@@ -55,12 +57,30 @@ class CronDeleteInput(BaseModel):
 _UNAVAILABLE = "Scheduled jobs are not available here (a subagent, or no database)."
 
 
-def _when(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+KEPT = (
+    "Persisted in Warroom's database: it survives restarts and deploys, and ends with this session."
+)
+"""Where Claude Code says where a job is kept ("Persisted to .claude/scheduled_tasks.json")."""
 
 
 def _kind(job: CronJob) -> str:
     return "recurring" if job.recurring else "one-shot"
+
+
+def created_text(job: CronJob) -> str:
+    """CronCreate's result (Claude Code 2.1.336's sentences, with Warroom's ``KEPT``)."""
+    head = "recurring job" if job.recurring else "one-shot task"
+    text = f"Scheduled {head} {job.job_id} ({describe(job.cron)}). Next run: "
+    text += f"{next_run(job.next_due_at)}. {KEPT} "
+    if job.recurring:
+        return text + "Use CronDelete to cancel sooner."
+    return text + "It will fire once then auto-delete."
+
+
+def listed_line(job: CronJob) -> str:
+    """One CronList line (Claude Code 2.1.336's; a durable job has no ``[session-only]``)."""
+    when = next_run(job.next_due_at)
+    return f"{job.job_id} \u2014 {describe(job.cron)} ({_kind(job)}), next run {when}: {job.prompt}"
 
 
 async def cron_create(p: CronCreateInput, ctx: ToolContext) -> ToolOutcome:
@@ -88,9 +108,7 @@ async def cron_create(p: CronCreateInput, ctx: ToolContext) -> ToolOutcome:
         return tool_error(
             f"Too many scheduled jobs (at most {MAX_CRON_JOBS}); delete one with CronDelete first"
         )
-    return ToolOutcome(
-        f"Scheduled {_kind(job)} job {job.job_id} ({job.cron}). Next run: {_when(job.next_due_at)}."
-    )
+    return ToolOutcome(created_text(job))
 
 
 async def cron_list(p: CronListInput, ctx: ToolContext) -> ToolOutcome:
@@ -100,11 +118,7 @@ async def cron_list(p: CronListInput, ctx: ToolContext) -> ToolOutcome:
     jobs = await ctx.cron.list(ctx.session_id)
     if not jobs:
         return ToolOutcome("No scheduled jobs.")
-    lines = [
-        f"{j.job_id} — {j.cron} ({_kind(j)}, next run {_when(j.next_due_at)}): {j.prompt}"
-        for j in jobs
-    ]
-    return ToolOutcome("\n".join(lines))
+    return ToolOutcome("\n".join(listed_line(j) for j in jobs))
 
 
 async def cron_delete(p: CronDeleteInput, ctx: ToolContext) -> ToolOutcome:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.loop.checkpoint import ScheduledWakeup
-from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome
 
 MAX_DELAY_S = 3600.0
 
@@ -46,25 +46,63 @@ def clamp_delay_s(delay_s: float, min_delay_s: float) -> float:
     return min(max(delay_s, min_delay_s), MAX_DELAY_S)
 
 
+END_THE_TURN = (
+    "If you owe the user a status update this tick, write it now as ordinary response "
+    "text; then end the turn \u2014 the harness re-invokes you when the wakeup fires or a "
+    "task-notification arrives."
+)
+"""What follows a scheduled wake-up (Claude Code 2.1.336's sentence, captured)."""
+_OUTCOME = (
+    "If you armed a Monitor for this loop, TaskStop it now. Then write the loop's outcome "
+    "for the user as ordinary visible response text \u2014 and end the turn."
+)
+STOPPED_PENDING = (
+    "Loop stopped \u2014 cancelled 1 pending wakeup(s); no further dynamic-loop wakeups "
+    f"scheduled. {_OUTCOME}"
+)
+"""``stop`` with a wake-up pending (Claude Code 2.1.336, captured)."""
+STOPPED_NONE = (
+    "Loop stopped \u2014 any dynamic loop in this session is ended; there was no pending "
+    "wakeup to cancel. If you are running a fixed-interval /loop (a recurring cron), it is "
+    f"NOT stopped by this call \u2014 cancel it with CronDelete. {_OUTCOME}"
+)
+"""``stop`` with nothing pending (Claude Code 2.1.336, captured)."""
+
+
+def scheduled_text(due_at: float, delay_s: float, requested_s: float) -> str:
+    """The result of a scheduled wake-up: its time (UTC, as ``HH:MM:SS``), the delay in
+    whole seconds and, when the requested delay was moved into range, the bound it was
+    clamped to (Claude Code 2.1.336's words).
+
+    >>> print(scheduled_text(3600 * 2 + 60, 60, 5))  # doctest: +ELLIPSIS
+    Next wakeup scheduled for 02:01:00 (in 60s) (clamped to 60s from your requested value). If ...
+    """
+    when = datetime.fromtimestamp(due_at, UTC).strftime("%H:%M:%S")
+    clamped = (
+        f" (clamped to {delay_s:g}s from your requested value)" if delay_s != requested_s else ""
+    )
+    return f"Next wakeup scheduled for {when} (in {round(delay_s)}s){clamped}. {END_THE_TURN}"
+
+
 async def schedule_wakeup(p: ScheduleWakeupInput, ctx: ToolContext) -> ToolOutcome:
     """Record the wake-up (replacing a pending one) and say when it fires; ``stop``
-    cancels the pending one."""
+    cancels the pending one. The errors and texts are Claude Code 2.1.336's (captured):
+    ``delaySeconds`` and ``reason`` are checked first, then ``prompt``, and ``noop``
+    needs them too."""
     if p.stop:
-        return ToolOutcome("Stopped: no wakeup is scheduled now.", cancel_wakeup=True)
+        text = STOPPED_PENDING if ctx.wakeup_pending else STOPPED_NONE
+        return ToolOutcome(text, cancel_wakeup=True)
+    if p.delay_seconds is None or not p.reason.strip():
+        return ToolOutcome(
+            "`delaySeconds` and `reason` are required when `stop` is not true.", is_error=True
+        )
+    if p.prompt is None:
+        return ToolOutcome("`prompt` is required when `stop` is not true.", is_error=True)
     if p.noop:
         return ToolOutcome("Nothing scheduled; a pending wakeup, if any, is unchanged.")
-    if p.delay_seconds is None or p.prompt is None:
-        missing = "delaySeconds" if p.delay_seconds is None else "prompt"
-        return tool_error(f"The required parameter `{missing}` is missing (unless stop is true)")
     delay_s = clamp_delay_s(p.delay_seconds, ctx.min_wakeup_s)
     due_at = time.time() + delay_s
-    when = datetime.fromtimestamp(due_at, UTC).strftime("%H:%M:%S")
-    text = f"Next wakeup scheduled for {when} UTC (in {round(delay_s)} seconds)."
-    if delay_s != p.delay_seconds:
-        text += (
-            f" The delay was moved into the allowed range of {ctx.min_wakeup_s:g}-"
-            f"{MAX_DELAY_S:g} seconds."
-        )
+    text = scheduled_text(due_at, delay_s, p.delay_seconds)
     wakeup = ScheduledWakeup(due_at, " ".join(p.reason.split()), p.prompt)
     return ToolOutcome(text, wakeup=wakeup)
 

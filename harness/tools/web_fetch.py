@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from http import HTTPStatus
 from shlex import quote
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import ModelRejected
 from harness.model.messages import Message, TextBlock
-from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
+from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, schema_error, tool_error
 
 MAX_URL_CHARS = 2_000
 MAX_FETCH_BYTES = 1_000_000
@@ -166,6 +167,10 @@ async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
     """
     if ctx.small_model is None:
         return tool_error("WebFetch is not available in this session (no model to read pages).")
+    parts = urlsplit(p.url)
+    if not (parts.scheme and parts.netloc):  # not a URL at all: the schema's own error
+        issue = {"code": "invalid_format", "format": "url", "path": ["url"]}
+        return schema_error(issue | {"message": "Invalid URL"})
     url = upgraded(p.url)
     if url is None:
         return tool_error("Invalid URL")
@@ -178,18 +183,13 @@ async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
     if fetched.status >= 400:
         if fetched.status == 403 and fetched.body.startswith(GATEWAY_REFUSAL):
             return tool_error(fetched.body.strip())
-        return tool_error(f"Request failed with status code {fetched.status}")
+        return ToolOutcome(status_notice(fetched.status))
     content = await asyncio.to_thread(as_markdown, fetched)  # CPU-bound on a large page
     if fetched.cut:
         content += f"\n\n[Page cut: only its first {MAX_FETCH_BYTES} bytes were read.]"
     start = p.offset or 0
     part = content[start : start + MAX_CONTENT_CHARS]
-    if start + MAX_CONTENT_CHARS < len(content):
-        end = start + MAX_CONTENT_CHARS
-        part += (
-            f"\n\n[Content truncated: characters {start}-{end} of {len(content)} shown; "
-            f"call WebFetch again with offset: {end} for the rest.]"
-        )
+    end = start + len(part)
     try:
         reply = await ctx.small_model.complete(
             system="You read a web page for an agent and answer its question about it.",
@@ -200,7 +200,43 @@ async def web_fetch(p: WebFetchInput, ctx: ToolContext) -> ToolOutcome:
     except ModelRejected as exc:  # permanent (e.g. an unknown WARROOM_SMALL_MODEL): say it
         return tool_error(f"The model reading the page refused the request: {exc}")
     answer = "".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
-    return ToolOutcome(answer or "No response from model")
+    answer = answer or "No response from model"
+    if end < len(content):
+        answer += "\n\n" + unread_note(len(content), start, end)
+    return ToolOutcome(answer)
+
+
+def status_notice(status: int) -> str:
+    """The result for an error status (Claude Code 2.1.336's words, captured; not an
+    error: the body is not read).
+
+    >>> print(status_notice(404))  # doctest: +ELLIPSIS
+    The server returned HTTP 404 Not Found.
+    <BLANKLINE>
+    The response body was not retrieved. If this URL requires authentication, use an ...
+    """
+    try:
+        phrase = f" {HTTPStatus(status).phrase}"
+    except ValueError:
+        phrase = ""
+    return (
+        f"The server returned HTTP {status}{phrase}.\n\nThe response body was not retrieved. "
+        "If this URL requires authentication, use an authenticated tool (e.g. `gh` for "
+        "GitHub, or an MCP-provided fetch tool) instead of WebFetch."
+    )
+
+
+def unread_note(total: int, start: int, end: int) -> str:
+    """What follows an answer that covered part of the page (Claude Code 2.1.336's note).
+
+    >>> unread_note(600058, 0, 100000)  # doctest: +ELLIPSIS
+    "[WebFetch note: this page's text is 600058 characters long and the answer above ...]"
+    """
+    return (
+        f"[WebFetch note: this page's text is {total} characters long and the answer above "
+        f"covers only characters {start} to {end}; the final {total - end} were not read "
+        f"\u2014 to read on, call WebFetch again with the same url and offset: {end}.]"
+    )
 
 
 async def _follow(url: str, ctx: ToolContext) -> tuple[Fetched | ToolOutcome, str]:
@@ -221,13 +257,22 @@ async def _follow(url: str, ctx: ToolContext) -> tuple[Fetched | ToolOutcome, st
 
 
 def _redirect_notice(url: str, target: str, status: int, prompt: str) -> str:
-    """The result for a redirect to another host (Claude Code does not follow those)."""
+    """The result for a redirect to another host, which Claude Code does not follow
+    (its 2.1.336 text, captured)."""
+    try:
+        phrase = f" {HTTPStatus(status).phrase}"
+    except ValueError:
+        phrase = ""
     return (
-        "REDIRECT DETECTED: The URL redirects to a different host.\n\n"
-        f"Original URL: {url}\nRedirect URL: {target}\nStatus: {status}\n\n"
-        "To complete your request, I need to fetch content from the redirected URL. "
+        "REDIRECT DETECTED: The URL redirects to a location that was not fetched "
+        "automatically.\n\n"
+        f"    Original URL: {url}\n"
+        "    Redirect URL (from the server's Location header \u2014 server-supplied, not "
+        f"verified): {target}\n"
+        f"    Status: {status}{phrase}\n\n"
+        "    To complete your request, I need to fetch content from the redirected URL. "
         "Please use WebFetch again with these parameters:\n"
-        f'- url: "{target}"\n- prompt: "{prompt}"'
+        f'    - url: "{target}"\n    - prompt: "{prompt}"'
     )
 
 

@@ -35,8 +35,7 @@ def check(expr: str, *, now: datetime, min_interval_s: float, seconds: bool = Fa
     allowed = (5, 6) if seconds else (5,)
     if len(fields) not in allowed:
         raise CronExpressionError(
-            f"Invalid cron expression '{expr}': expected 5 fields "
-            "(minute hour day-of-month month day-of-week)"
+            f"Invalid cron expression '{expr}'. Expected 5 fields: M H DoM Mon DoW."
         )
     normal = " ".join(fields)
     if not croniter.is_valid(normal):

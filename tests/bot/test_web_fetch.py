@@ -200,19 +200,22 @@ async def test_a_redirect_to_another_host_is_reported_not_followed(scene: Scene)
     outcome = await run_tool("WebFetch", {"url": url, "prompt": "status?"}, scene.ctx)
 
     assert not outcome.is_error
-    assert outcome.content.startswith("REDIRECT DETECTED: The URL redirects to a different host.")
-    assert f'- url: "https://{OTHER}:{scene.upstream.port}/status"' in outcome.content
+    assert outcome.content.startswith(
+        "REDIRECT DETECTED: The URL redirects to a location that was not fetched automatically."
+    )
+    assert f'    - url: "https://{OTHER}:{scene.upstream.port}/status"' in outcome.content
     assert [p for _, p, _ in scene.upstream.seen] == ["/away"]
 
 
 @pytest.mark.slow
-async def test_an_error_status_is_a_tool_error(scene: Scene) -> None:
+async def test_an_error_status_is_said_as_claude_code_says_it(scene: Scene) -> None:
     url = f"https://{HOST}:{scene.upstream.port}/missing"
 
     outcome = await run_tool("WebFetch", {"url": url, "prompt": "status?"}, scene.ctx)
 
-    assert outcome.is_error
-    assert outcome.content == "<tool_use_error>Request failed with status code 404</tool_use_error>"
+    assert not outcome.is_error  # Claude Code 2.1.336: a result, the body not read
+    assert outcome.content.startswith("The server returned HTTP 404 Not Found.\n\n")
+    assert scene.fake.requests == []  # no model call for a body never read
 
 
 @pytest.mark.slow
@@ -227,9 +230,11 @@ async def test_a_large_page_is_cut_with_notes_and_offset_reads_on(scene: Scene) 
     assert not later.is_error, later.content
     head, tail = (r.messages[0]["content"][0]["text"] for r in scene.fake.requests)
     assert len(head) < 101_000
-    assert "[Content truncated: characters 0-100000 of 1000" in head
-    assert "call WebFetch again with offset: 100000 for the rest.]" in head
     assert "[Page cut: only its first 1000000 bytes were read.]" in tail
+    # The answer says what it did not read, as Claude Code 2.1.336 does
+    assert "[WebFetch note: this page's text is " in first.content
+    assert "covers only characters 0 to 100000; the final " in first.content
+    assert first.content.endswith("call WebFetch again with the same url and offset: 100000.]")
 
 
 @pytest.mark.slow

@@ -218,7 +218,8 @@ async def test_a_command_done_within_its_timeout_is_reported_as_usual(rig: Rig) 
     assert outcome.task is None
     assert await rig.tasks.of_session(SESSION) == ()
     listing = await rig.agent.call("Bash", {"command": "ls -A /workspace/.warroom/tasks"})
-    assert listing.content == "(Bash completed with no output)"
+    left = task_id_for("toolu_quick")
+    assert left not in listing.content  # its output file and command were removed
 
 
 async def test_a_moved_command_past_its_background_limit_is_stopped_and_told(rig: Rig) -> None:
@@ -260,3 +261,40 @@ async def test_a_timeout_shorter_than_the_sandbox_can_start_a_command_still_move
 
     assert outcome.content == "before\n" + moved(task_id_for("toolu_tiny"), "1s")
     assert not (await rig.process("toolu_tiny")).finished
+
+
+SILENT_GATED = f"while [ ! -e {GATE} ]; do sleep 0.05; done"
+
+
+async def test_a_command_past_the_default_timeout_is_moved_too(rig: Rig) -> None:
+    # Given: a silent command with no timeout, in a session whose cap is 1 s
+    ctx = replace(rig.agent.context("toolu_default"), bash_max_timeout_ms=1000)
+
+    outcome = await run_tool("Bash", {"command": SILENT_GATED}, ctx)
+
+    # Then: moved at the default (here the cap), saying no output was read yet
+    task_id = task_id_for("toolu_default")
+    assert not outcome.is_error, outcome.content
+    assert outcome.content == moved(task_id, "1s").replace(
+        "TaskStop. To check",
+        "TaskStop. No output had been read from it when it was moved. A program that "
+        "buffers its output, or a pipe into one such as tail, can keep the output file "
+        "empty until the command finishes. To check",
+    )
+    assert outcome.task is not None
+    await rig.open_gate()
+    await rig.watch_until_ended(task_id)
+    [note] = await rig.notifications(task_id)
+    assert "<status>completed</status>" in note
+
+
+async def test_a_command_that_starts_with_sleep_is_killed_at_its_timeout(rig: Rig) -> None:
+    call = {"command": "sleep 30; touch /workspace/late", "timeout": 1000}
+
+    outcome = await rig.agent.call("Bash", call, tool_use_id="toolu_sleep")
+
+    assert outcome.is_error
+    assert outcome.content == "Exit code 143\nCommand timed out after 1s"
+    assert outcome.task is None
+    assert await rig.tasks.of_session(SESSION) == ()
+    assert (await rig.process("toolu_sleep")).finished

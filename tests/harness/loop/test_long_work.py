@@ -58,7 +58,11 @@ async def test_schedule_wakeup_parks_with_its_time_and_a_fired_wake_spends_it(
     at, note = wake
     assert note == "check the error rate"
     assert before + 300 <= at.timestamp() <= time.time() + 300
-    assert result["content"] == (f"Next wakeup scheduled for {at:%H:%M:%S} UTC (in 300 seconds).")
+    assert result["content"] == (
+        f"Next wakeup scheduled for {at:%H:%M:%S} (in 300s). If you owe the user a status update "
+        "this tick, write it now as ordinary response text; then end the turn \u2014 the harness "
+        "re-invokes you when the wakeup fires or a task-notification arrives."
+    )
     # When the sweeper fires it (an input of kind wake, at its time)
     run.cp = replace(run.cp, wakeup=replace(run.cp.wakeup, due_at=time.time() - 1))  # type: ignore[type-var]
     await run.run((Inbound("", note, kind="wake"),))
@@ -81,7 +85,7 @@ async def test_a_delay_out_of_range_is_moved_into_it(fake: FakeAnthropicAPI, kit
     assert 55 <= short.due_at - time.time() <= 60
     assert 3590 <= long.due_at - time.time() <= 3600
     said = fake.requests[1].messages[-1]["content"][0]["content"]
-    assert said.endswith("The delay was moved into the allowed range of 60-3600 seconds.")
+    assert "(in 60s) (clamped to 60s from your requested value). If you owe" in said
 
 
 async def test_a_negative_delay_is_moved_into_range_as_the_schema_says(
@@ -96,7 +100,7 @@ async def test_a_negative_delay_is_moved_into_range_as_the_schema_says(
     assert not result.get("is_error"), result["content"]
     assert run.cp.wakeup is not None
     assert 55 <= run.cp.wakeup.due_at - time.time() <= 60
-    assert result["content"].endswith("moved into the allowed range of 60-3600 seconds.")
+    assert "(clamped to 60s from your requested value)" in result["content"]
 
 
 async def test_a_subagent_is_offered_no_wake_up_it_could_never_get(
@@ -252,7 +256,30 @@ async def test_schedule_wakeup_with_stop_cancels_the_pending_wake_up(
     # Then nothing is armed
     assert next_wake(run.cp) is None
     result = fake.requests[-1].messages[-1]["content"][0]
-    assert result["content"] == "Stopped: no wakeup is scheduled now."
+    assert result["content"].startswith("Loop stopped \u2014 cancelled 1 pending wakeup(s);")
+    # And a second stop finds nothing pending, and says so as Claude Code does
+    fake.push(Reply.tool("ScheduleWakeup", {"stop": True}), Reply.text("Nothing to stop."))
+    await run.run((Inbound("U-ALICE", "stop again", "Alice"),))
+    again = fake.requests[-1].messages[-1]["content"][0]
+    assert again["content"].startswith(
+        "Loop stopped \u2014 any dynamic loop in this session is ended; there was no pending"
+    )
+
+
+async def test_schedule_wakeup_errors_are_claude_codes(fake: FakeAnthropicAPI, kit: Kit) -> None:
+    fake.push(
+        Reply.tool("ScheduleWakeup", {"noop": True}),
+        Reply.tool("ScheduleWakeup", {"delaySeconds": 120, "reason": "no prompt"}),
+        Reply.text("ok"),
+    )
+    run = kit.session(fake.base_url)
+    await run.run((Inbound("U-ALICE", "watch", "Alice"),))
+    [first] = fake.requests[1].messages[-1]["content"]
+    [second] = fake.requests[2].messages[-1]["content"]
+    assert first["is_error"] is True
+    assert first["content"] == "`delaySeconds` and `reason` are required when `stop` is not true."
+    assert second["content"] == "`prompt` is required when `stop` is not true."
+    assert next_wake(run.cp) is None
 
 
 async def test_a_task_call_runs_agent_through_the_loop(fake: FakeAnthropicAPI, kit: Kit) -> None:

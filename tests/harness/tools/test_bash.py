@@ -57,7 +57,8 @@ async def test_bash_reports_a_timeout_and_the_process_is_killed(agent: SessionDr
     )
 
     assert outcome.is_error
-    assert outcome.content.startswith("Command timed out after 0.3 s and was killed.")
+    assert outcome.content.startswith("Exit code 143\n")
+    assert outcome.content.endswith("\nCommand timed out after 0.3s")
     assert not (agent.jail.root / "late").exists()
 
 
@@ -137,7 +138,7 @@ async def test_the_sessions_limits_cap_the_bash_timeout(agent: SessionDriver) ->
 
     outcome = await run_tool("Bash", {"command": "sleep 5", "timeout": 60000}, ctx)
 
-    assert outcome.content == "Command timed out after 0.2 s and was killed."
+    assert outcome.content == "Exit code 143\nCommand timed out after 0.2s"
 
 
 async def test_bash_keeps_the_event_loop_running_while_the_guard_analyses(

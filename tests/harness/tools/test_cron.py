@@ -55,11 +55,19 @@ async def test_a_job_is_created_listed_and_deleted_by_its_id(ctx: ToolContext) -
     assert job.recurring is True
     assert job.next_due_at.minute % 15 == 0
     assert job.next_due_at > datetime.now(UTC)
-    when = job.next_due_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    assert made.content == f"Scheduled recurring job {job.job_id} (*/15 * * * *). Next run: {when}."
+    at = job.next_due_at
+    when = (
+        f"{at:%b} {at.day} {(at.hour % 12) or 12}:{at.minute:02d}{'am' if at.hour < 12 else 'pm'}"
+    )
+    # Claude Code 2.1.336's sentences (captured), with where Warroom keeps the job
+    assert made.content == (
+        f"Scheduled recurring job {job.job_id} (Every 15 minutes). Next run: {when}. "
+        "Persisted in Warroom's database: it survives restarts and deploys, and ends with "
+        "this session. Use CronDelete to cancel sooner."
+    )
     listed = await run_tool("CronList", {}, ctx)
     assert listed.content == (
-        f"{job.job_id} — */15 * * * * (recurring, next run {when}): Re-check the error rate."
+        f"{job.job_id} — Every 15 minutes (recurring), next run {when}: Re-check the error rate."
     )
     deleted = await run_tool("CronDelete", {"id": job.job_id}, ctx)
     assert deleted.content == f"Cancelled job {job.job_id}."
@@ -73,7 +81,9 @@ async def test_a_retried_call_makes_one_job_and_a_one_shot_says_so(ctx: ToolCont
     first = await run_tool("CronCreate", call, ctx)
     second = await run_tool("CronCreate", call, ctx)  # the same tool_use_id, run again
     assert first.content == second.content
-    assert first.content.startswith("Scheduled one-shot job ")
+    assert first.content.startswith("Scheduled one-shot task ")
+    assert "(Every day at 2:30 PM)" in first.content
+    assert first.content.endswith("It will fire once then auto-delete.")
     assert ctx.cron is not None
     assert len(await ctx.cron.list(SESSION)) == 1
 
@@ -81,11 +91,11 @@ async def test_a_retried_call_makes_one_job_and_a_one_shot_says_so(ctx: ToolCont
 @pytest.mark.parametrize(
     ("cron", "error"),
     [
-        ("*/15 * * *", "Invalid cron expression '*/15 * * *': expected 5 fields"),
+        ("*/15 * * *", "Invalid cron expression '*/15 * * *'. Expected 5 fields: M H DoM Mon DoW."),
         ("61 * * * *", "Invalid cron expression '61 * * * *'"),
         ("every 15 minutes", "Invalid cron expression 'every 15 minutes'"),
         ("0 0 31 2 *", "Cron expression '0 0 31 2 *' never fires"),
-        ("* * * * * */5", "Invalid cron expression '* * * * * */5': expected 5 fields"),
+        ("* * * * * */5", "Invalid cron expression '* * * * * */5'. Expected 5"),
     ],
 )
 async def test_a_bad_expression_is_an_error_that_records_nothing(

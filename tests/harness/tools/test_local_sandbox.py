@@ -55,7 +55,7 @@ async def test_bash_timeout_in_the_real_sandbox_is_reported(agent: SessionDriver
     outcome = await agent.call("Bash", {"command": "sleep 20", "timeout": 500})
 
     assert outcome.is_error
-    assert outcome.content.startswith("Command timed out after 0.5 s and was killed.")
+    assert outcome.content == "Exit code 143\nCommand timed out after 0.5s"
 
 
 async def test_file_tools_round_trip_through_the_real_sandbox(agent: SessionDriver) -> None:

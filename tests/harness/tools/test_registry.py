@@ -43,7 +43,7 @@ CLAUDE_CODE_PARAMETERS = {
     "Write": ["file_path", "content"],
     "TodoWrite": ["todos"],
     "Skill": ["skill", "args"],
-    "Monitor": ["description", "timeout_ms", "command", "persistent"],
+    "Monitor": ["description", "timeout_ms", "command", "ws"],
     "TaskStop": ["task_id", "shell_id"],
     "ScheduleWakeup": ["delaySeconds", "reason", "prompt", "stop", "noop"],
     "CronCreate": ["cron", "prompt", "recurring", "durable"],
