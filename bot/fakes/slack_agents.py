@@ -196,7 +196,9 @@ class AgentSurfaceState:
 
     def streams_in(self, channel: str, thread_ts: str) -> list[Stream]:
         """The thread's streamed messages, oldest first."""
-        return [s for s in self.streams.values() if (s.channel, s.thread_ts) == (channel, thread_ts)]
+        return [
+            s for s in self.streams.values() if (s.channel, s.thread_ts) == (channel, thread_ts)
+        ]
 
     def click_stop(self, channel: str, thread_ts: str, user: str) -> JsonDict:
         """A person clicks the native Stop: returns the ``agent_session_stopped`` event.
@@ -257,7 +259,9 @@ class AgentSurfaceState:
             except Exception:
                 raise self.failure("not_authorized") from None
         title = args.get("title")
-        if title is not None and (not isinstance(title, str) or len(title) > MAX_SESSION_TITLE_CHARS):
+        if title is not None and (
+            not isinstance(title, str) or len(title) > MAX_SESSION_TITLE_CHARS
+        ):
             raise self.failure("invalid_arguments")
         session = self.sessions.get((channel, thread_ts))
         if session is None:
@@ -265,7 +269,11 @@ class AgentSurfaceState:
             session = AgentSession(channel, thread_ts, str(title or ""), initiator)
             self.sessions[(channel, thread_ts)] = session
         session.statuses.append(str(status))
-        answer: JsonDict = {"status": session.status, "agent_status": status, "title": session.title}
+        answer: JsonDict = {
+            "status": session.status,
+            "agent_status": status,
+            "title": session.title,
+        }
         if not self.subscribed_to_stop:
             answer["warning"] = STOP_SUBSCRIPTION_WARNING
             answer["response_metadata"] = {"warnings": [STOP_SUBSCRIPTION_WARNING]}
@@ -350,7 +358,10 @@ class AgentSurfaceState:
         return stream
 
     def _expire(self, stream: Stream) -> None:
-        if stream.state == "streaming" and self.clock() - stream.started_at > self.stream_lifetime_s:
+        if (
+            stream.state == "streaming"
+            and self.clock() - stream.started_at > self.stream_lifetime_s
+        ):
             stream.state = "expired"
 
 
@@ -387,7 +398,9 @@ def _check_chunk(chunk: Any, failure: Callable[..., Exception]) -> None:
         if not isinstance(chunk["text"], str) or len(chunk["text"]) > MAX_STREAM_MARKDOWN_CHARS:
             raise failure("msg_too_long")
     elif chunk["type"] == "task_update":
-        title_ok = isinstance(chunk["title"], str) and 0 < len(chunk["title"]) <= MAX_TASK_TITLE_CHARS
+        title_ok = (
+            isinstance(chunk["title"], str) and 0 < len(chunk["title"]) <= MAX_TASK_TITLE_CHARS
+        )
         texts_ok = all(isinstance(chunk.get(k, ""), str) for k in ("details", "output"))
         if not (title_ok and texts_ok and isinstance(chunk["id"], str) and chunk["id"]):
             raise failure("invalid_chunks")
