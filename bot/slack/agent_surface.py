@@ -359,7 +359,10 @@ class AgentSurface:
                     return
                 if exc.error not in ENDED:
                     raise
-                await self._mark_closed(thread, segment)  # expired or stopped: a new one
+                await self._mark_closed(thread, segment)
+                if exc.error == "stopped_by_user":  # a person stopped it: show no more
+                    return
+                # it expired (or was stopped elsewhere): the chunks go to a new one
         logger.warning("stream of %s: chunks dropped after 3 segments", thread.session_id)
 
     async def _start(self, lane: _Lane, turn: int, chunks: list[dict[str, Any]]) -> _Segment | None:
