@@ -58,9 +58,7 @@ def reporter_over(client: AsyncWebClient, outbox: Outbox) -> ThreadReporter:
     return ThreadReporter(poster, surface=AgentSurface(poster))
 
 
-async def show(
-    reporter: ThreadReporter, thread: Thread, cp: Checkpoint, *events: Event
-) -> None:
+async def show(reporter: ThreadReporter, thread: Thread, cp: Checkpoint, *events: Event) -> None:
     await reporter.show_progress(
         session_id=thread.session_id,
         channel_id=thread.channel_id,
