@@ -151,7 +151,8 @@ async def test_the_native_stop_stops_the_streams_and_leaves_the_status_to_the_ap
     assert set(event) == set(recorded)
     assert event["streaming_message_ts"] == [ts]
     session = agents.session(CHANNEL, THREAD)
-    assert session is not None and session.status == "processing"
+    assert session is not None
+    assert session.status == "processing"
     after = slack_client.chat_appendStream(channel=CHANNEL, ts=ts, chunks=[TASK])
     assert await refused(after) == "stopped_by_user"
 

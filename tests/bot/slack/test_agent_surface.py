@@ -17,7 +17,6 @@ from bot.slack.agent_surface import AgentStatus, AgentSurface, stream_key
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from harness import (
-    Answered,
     Checkpoint,
     Event,
     Inbound,
@@ -135,7 +134,8 @@ async def test_the_session_status_follows_the_whole_turn_and_each_tool_call_is_a
     [stream] = agents.streams_in(thread.channel_id, thread.thread_ts)
     task = stream.tasks()["tu1"]
     assert (task["title"], task["status"]) == ("Running `kubectl get pods`", "complete")
-    assert "3 pods CrashLoopBackOff" in task["output"] and "1.2 s" in task["output"]
+    assert "3 pods CrashLoopBackOff" in task["output"]
+    assert "1.2 s" in task["output"]
     assert stream.tasks()["todo-0"]["status"] == "in_progress"
     assert any(c["type"] == "plan_update" for c in stream.chunks)
 
@@ -157,7 +157,8 @@ async def test_the_session_status_follows_the_whole_turn_and_each_tool_call_is_a
     await show(reporter, thread, cp, ran("tu-restart", "systemctl restart payments"))
     assert session.statuses == ["processing", "suspended", "processing"]
     first, second = agents.streams_in(thread.channel_id, thread.thread_ts)
-    assert first is stream and second.state == "streaming"
+    assert first is stream
+    assert second.state == "streaming"
 
     # The answer ends that stream with the answer's blocks, findable by its key: active
     posted = await answer(reporter, thread, "The pool was exhausted; restarted it.")
@@ -188,7 +189,8 @@ async def test_a_step_that_parks_the_session_suspends_it(
     assert session is not None
     assert session.statuses == ["processing", "suspended"]
     [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
-    assert stream.state == "stopped" and stream.tasks()["tu1"]["status"] == "complete"
+    assert stream.state == "stopped"
+    assert stream.tasks()["tu1"]["status"] == "complete"
 
 
 async def test_a_process_that_died_mid_stream_leaves_one_stream_the_next_completes(
@@ -207,7 +209,8 @@ async def test_a_process_that_died_mid_stream_leaves_one_stream_the_next_complet
 
     [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
     assert first == again == stream.ts
-    assert stream.state == "stopped" and stream.tasks()["tu1"]["status"] == "complete"
+    assert stream.state == "stopped"
+    assert stream.tasks()["tu1"]["status"] == "complete"
     assert len(slack_api.calls_to("chat.startStream")) == 1
     assert len([c for c in slack_api.calls_to("chat.stopStream") if c.response["ok"]]) == 1
     assert await outbox.get_post(stream_key(thread.session_id, 1, 0)) is not None
@@ -225,7 +228,8 @@ async def test_an_answer_whose_stream_ended_is_posted_once_as_a_message(
     await show(reporter, thread, checkpoint(thread), done("tu1", "uptime"))
     # the chunks went on in a new stream rather than being lost
     old, new = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
-    assert old.state == "expired" and new.tasks()["tu1"]["status"] == "complete"
+    assert old.state == "expired"
+    assert new.tasks()["tu1"]["status"] == "complete"
 
     posted = await answer(reporter, thread, "All good.")
     again = await answer(reporter_over(slack_client, outbox), thread, "All good.")
@@ -233,7 +237,8 @@ async def test_an_answer_whose_stream_ended_is_posted_once_as_a_message(
     [message] = [m for m in slack_api.calls_to("chat.postMessage")]
     assert "All good." in str(message.args["blocks"])
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
-    assert session is not None and session.status == "active"
+    assert session is not None
+    assert session.status == "active"
 
 
 async def test_two_threads_keep_separate_sessions_and_streams(
@@ -259,11 +264,13 @@ async def test_two_threads_keep_separate_sessions_and_streams(
 
     mine = slack_api.agents.session(thread.channel_id, thread.thread_ts)
     theirs = slack_api.agents.session(other.channel_id, other.thread_ts)
-    assert mine is not None and theirs is not None
+    assert mine is not None
+    assert theirs is not None
     assert (mine.status, theirs.status) == ("active", "processing")
     [a] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
     [b] = slack_api.agents.streams_in(other.channel_id, other.thread_ts)
-    assert set(a.tasks()) == {"a1"} and set(b.tasks()) == {"b1"}
+    assert set(a.tasks()) == {"a1"}
+    assert set(b.tasks()) == {"b1"}
 
 
 @pytest.mark.parametrize(
@@ -287,7 +294,8 @@ async def test_a_workspace_that_refuses_the_surface_gets_the_status_message_once
     await answer(reporter, thread, "Up for 3 days.")
     await reporter.board.drain(timeout_s=10)
 
-    assert reporter.surface is not None and not reporter.surface.available
+    assert reporter.surface is not None
+    assert not reporter.surface.available
     assert error in str(reporter.surface.refused)
     tried = [c.method for c in slack_api.calls if c.response.get("error") == error]
     assert tried == ["agents.sessions.setStatus"]  # asked once, then the status message
@@ -311,7 +319,8 @@ async def test_a_native_stop_leaves_the_streams_to_slack_and_closes_the_session(
     poster = SlackPoster(slack_client, outbox)
     await AgentSurface(poster).end(thread, AgentStatus.CLOSED)
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
-    assert session is not None and session.statuses == ["processing", "closed"]
+    assert session is not None
+    assert session.statuses == ["processing", "closed"]
     # the stream Slack stopped was not appended to again nor started anew
     await show(reporter, thread, checkpoint(thread), done("tu1", "sleep 3600"))
     assert len(slack_api.calls_to("chat.startStream")) == 1

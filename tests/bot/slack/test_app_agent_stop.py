@@ -55,7 +55,8 @@ async def test_the_recorded_event_stops_the_thread_s_session_as_stop_does(
 
     assert response.status_code == 200
     session = await edge.session(ROOT_TS)
-    assert session is not None and session.status is SessionStatus.CANCELLED
+    assert session is not None
+    assert session.status is SessionStatus.CANCELLED
     assert [c.session_id for c in edge.cancelled] == [session_id]
     assert any("Stopped by <@U0FAKEBOB>" in t for t in thread_messages(edge, ROOT_TS))
 
@@ -77,7 +78,8 @@ async def test_a_click_during_a_long_command_ends_it_once_and_closes_the_session
     said = [t for t in thread_messages(edge, ROOT_TS) if "Stopped by" in t]
     assert len(said) == 1
     session = agents.session(CHANNEL, ROOT_TS)
-    assert session is not None and session.statuses == ["processing", "closed"]
+    assert session is not None
+    assert session.statuses == ["processing", "closed"]
     [stream] = agents.streams_in(CHANNEL, ROOT_TS)
     assert stream.state == "stopped_by_user"  # Slack stopped it; nothing appended since
 
@@ -105,6 +107,7 @@ async def test_the_typed_stop_closes_the_agent_session_too(edge: SlackEdge) -> N
 
     assert [c.session_id for c in edge.cancelled] == [session_id]
     session = edge.slack_api.agents.session(CHANNEL, ROOT_TS)
-    assert session is not None and session.statuses == ["processing", "closed"]
+    assert session is not None
+    assert session.statuses == ["processing", "closed"]
     [stream] = edge.slack_api.agents.streams_in(CHANNEL, ROOT_TS)
     assert stream.state == "stopped"  # the open stream was ended by chat.stopStream
