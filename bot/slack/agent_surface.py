@@ -135,6 +135,7 @@ class _Lane:
     initiator: str | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     park: bool = False
+    tail: bool = False
     task: asyncio.Task[None] | None = None
 
 
@@ -182,10 +183,13 @@ class AgentSurface:
         title: str = "",
         initiator: str | None = None,
         park: bool = False,
+        tail: bool = False,
     ) -> None:
         """Queue ``chunks`` for the turn's stream (opened, and the session set to
         ``processing``, on the first); ``park``: then close it ``suspended`` (the session
-        waits for a wake-up, a background command or a reply)."""
+        waits for a wake-up, a background command or a reply). ``tail``: the step's next
+        step closes the stream (an approval request): these chunks open none, so if that
+        step went first they are dropped rather than reopening the session."""
         if not self.available or (not chunks and not park):
             return
         lane = self._lanes.get(thread.session_id)
@@ -195,6 +199,7 @@ class AgentSurface:
             lane.park = False  # an earlier turn's leftovers go to that turn's segment first
         lane.turn, lane.title, lane.initiator = turn, title or lane.title, initiator
         lane.pending.extend(chunks)
+        lane.tail = tail
         lane.park = lane.park or park
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
@@ -320,10 +325,11 @@ class AgentSurface:
         while lane.pending or lane.park:
             chunks, lane.pending = lane.pending, []
             park, lane.park = lane.park, False
+            tail, lane.tail = lane.tail, False
             turn = lane.turn
             try:
                 if chunks:
-                    await self._write(lane, turn, chunks)
+                    await self._write(lane, turn, chunks, tail=tail)
                 if park:
                     await self.end(lane.thread, AgentStatus.SUSPENDED, turn=turn)
             except SlackCallFailed as exc:
@@ -331,12 +337,16 @@ class AgentSurface:
             except Exception:  # a database outage: the next step shows its state again
                 logger.exception("stream of %s not written", lane.thread.session_id)
 
-    async def _write(self, lane: _Lane, turn: int, chunks: list[dict[str, Any]]) -> None:
+    async def _write(
+        self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, tail: bool = False
+    ) -> None:
         thread = lane.thread
         for _attempt in range(3):
             if not self.available:
                 return
             segment = await self._open_segment(thread, turn)
+            if segment is None and tail and await self._closed_any(thread.session_id, turn):
+                return  # the step after this one closed the stream already
             if segment is None:
                 segment = await self._start(lane, turn, chunks)
                 if segment is not None:
@@ -445,6 +455,10 @@ class AgentSurface:
         segment = _Segment(key, number, await self._poster.recorded_ts(key), closed)
         self._segments[(thread.session_id, turn)] = segment
         return None if closed else segment
+
+    async def _closed_any(self, session_id: str, turn: int) -> bool:
+        """Whether the turn had a stream (now closed)."""
+        return await self._next_number(session_id, turn) > 0
 
     async def _next_number(self, session_id: str, turn: int) -> int:
         known = self._segments.get((session_id, turn))

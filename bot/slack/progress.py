@@ -33,6 +33,7 @@ from bot.slack.status_board import StatusBoard
 from bot.slack.stream_chunks import step_chunks
 from harness import (
     Answered,
+    ApprovalRequested,
     Checkpoint,
     Event,
     ModelResponded,
@@ -180,10 +181,11 @@ class ThreadReporter:
             self.surface.push(
                 thread,
                 turn=checkpoint.turns,
-                chunks=step_chunks(events, checkpoint.todos),
+                chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
                 title=_incident(checkpoint),
                 initiator=checkpoint.requester.user_id or None,
                 park=not finished and next_kind(checkpoint) is StepKind.WAIT,
+                tail=any(isinstance(e, ApprovalRequested) for e in events),
             )
             return
         step = None if finished else _step_line(events, "Working…")

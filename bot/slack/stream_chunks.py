@@ -29,6 +29,7 @@ from harness import (
     ToolBlocked,
     ToolFinished,
     ToolIntent,
+    ToolUseBlock,
 )
 
 Chunk = dict[str, Any]
@@ -40,9 +41,13 @@ MAX_NOTE_CHARS = 1_500
 _TODO_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "complete"}
 
 
-def step_chunks(events: Sequence[Event], todos: Sequence[Todo] = ()) -> list[Chunk]:
+def step_chunks(
+    events: Sequence[Event], todos: Sequence[Todo] = (), calls: Sequence[ToolUseBlock] = ()
+) -> list[Chunk]:
     """The chunks a committed step's ``events`` add to its turn's stream, in order;
-    ``todos`` (the checkpoint's list) is sent as the plan when the step changed it.
+    ``todos`` (the checkpoint's list) is sent as the plan when the step changed it;
+    ``calls`` (the tool calls a model step asked for, not yet run) are shown as tasks at
+    once, the first running, so a long command is on screen while it runs.
 
     >>> from harness import ToolIntent
     >>> [chunk] = step_chunks([ToolIntent(tool_use_id="t1", name="Bash", summary="uptime")])
@@ -55,6 +60,9 @@ def step_chunks(events: Sequence[Event], todos: Sequence[Todo] = ()) -> list[Chu
             said = event.text.strip()
             if said:
                 chunks.append(_markdown(_cut(said, MAX_NOTE_CHARS) + "\n\n"))
+            for i, call in enumerate(calls):
+                status = "in_progress" if i == 0 else "pending"
+                chunks.append(_task(call.id, _doing(call.name, _call_summary(call)), status))
         elif isinstance(event, ToolIntent):
             chunks.append(
                 _task(event.tool_use_id, _doing(event.name, event.summary), "in_progress")
@@ -89,6 +97,18 @@ def plan_chunks(todos: Sequence[Todo]) -> list[Chunk]:
         status = _TODO_STATUS.get(todo.status.value, "pending")
         chunks.append(_task(f"todo-{i}", _cut(todo.content, MAX_TASK_TITLE_CHARS), status))
     return chunks
+
+
+def _call_summary(call: ToolUseBlock) -> str:
+    """What a call is about, from its input: a Bash command's first line, else its first
+    text argument (a path, a pattern, a URL)."""
+    if call.name == "Bash":
+        return str(call.input.get("command", "")).strip().split("\n", 1)[0]
+    for value in call.input.values():
+        if isinstance(value, str) and value.strip():
+            first: str = value.strip().splitlines()[0]
+            return f"{call.name} {first}"
+    return call.name
 
 
 def _doing(name: str, summary: str) -> str:

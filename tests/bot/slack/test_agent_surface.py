@@ -17,10 +17,12 @@ from bot.slack.agent_surface import AgentStatus, AgentSurface, stream_key
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from harness import (
+    ApprovalRequested,
     Checkpoint,
     Event,
     Inbound,
     Message,
+    ModelResponded,
     PendingApproval,
     Requester,
     TextBlock,
@@ -29,6 +31,8 @@ from harness import (
     TodoStatus,
     ToolFinished,
     ToolIntent,
+    ToolUseBlock,
+    Usage,
 )
 from memory_store import Database, Outbox, SessionKey, SessionStore
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
@@ -323,4 +327,56 @@ async def test_a_native_stop_leaves_the_streams_to_slack_and_closes_the_session(
     assert session.statuses == ["processing", "closed"]
     # the stream Slack stopped was not appended to again nor started anew
     await show(reporter, thread, checkpoint(thread), done("tu1", "sleep 3600"))
+    assert len(slack_api.calls_to("chat.startStream")) == 1
+
+
+async def test_a_command_the_model_asked_for_is_a_running_task_before_it_runs(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    call = ToolUseBlock("toolu_1", "Bash", {"command": "sleep 600\necho done"})
+    cp = replace(
+        checkpoint(thread), messages=(*checkpoint(thread).messages, Message("assistant", (call,)))
+    )
+    asked = ModelResponded("tool_use", "", ("Bash",), Usage(), 1)
+
+    await show(reporter, thread, cp, asked)
+
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    task = stream.tasks()["toolu_1"]
+    assert (task["title"], task["status"]) == ("Running `sleep 600`", "in_progress")
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "processing"  # Slack shows its Stop while the command runs
+
+
+async def test_an_approval_request_shown_late_does_not_reopen_the_suspended_session(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    cp = checkpoint(thread)
+    await show(reporter, thread, cp, ran("tu1", "uptime"))
+    # the next step (another worker) posts the request before this step's progress is shown
+    other = reporter_over(slack_client, outbox)
+    await other.ask_approval(
+        key=f"{thread.session_id}:approval:tu-restart",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        approval=approval(),
+        requester_id="U0FAKEALICE",
+    )
+    requested = ApprovalRequested(
+        tool_use_id="tu-restart",
+        name="Bash",
+        action="systemctl restart payments",
+        reason="restarts a production service",
+        input_sha256="0" * 64,
+        expires_at="2099-01-01T00:00:00+00:00",
+    )
+    await show(reporter_over(slack_client, outbox), thread, cp, requested)
+
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["processing", "suspended"]
     assert len(slack_api.calls_to("chat.startStream")) == 1
