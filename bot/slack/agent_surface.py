@@ -95,6 +95,8 @@ STOP_SUBSCRIPTION_WARNING = "missing_agent_session_stopped_event_subscription"
 DRAIN_BEFORE_CLOSE_S = 10.0
 """How long a durable step waits for its session's pending chunks before closing the
 stream (they go first, so the answer is the last thing in the message)."""
+SETTLE_LOOP_TURNS = 8
+"""Event-loop turns a durable step gives the step before it to queue its progress."""
 MAX_TITLE_CHARS = 80
 """Titles are cut here (Slack takes 200; the sidebar shows far less)."""
 
@@ -239,7 +241,11 @@ class AgentSurface:
         await self._settle(thread.session_id)
         if (known := await self._poster.recorded_ts(key)) is not None:
             return known
-        segment = await self._open_segment(thread, await self._turn(thread.session_id, turn))
+        turn = await self._turn(thread.session_id, turn)
+        await self._poster.record_intent(
+            thread, _answered(thread.session_id, turn), kind="stream_stop", payload_json="{}"
+        )
+        segment = await self._open_segment(thread, turn)
         if segment is None or segment.ts is None or message is None:
             if segment is not None and segment.ts is not None:
                 await self._close(thread, segment, AgentStatus.ACTIVE)
@@ -253,22 +259,36 @@ class AgentSurface:
         await self._poster.record_done(key, segment.ts)
         return segment.ts
 
-    async def suspend(self, thread: Thread, *, turn: int | None = None) -> None:
+    async def suspend(
+        self,
+        thread: Thread,
+        *,
+        turn: int | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """The session waits (an approval request is being posted): close the turn's
-        stream ``suspended``, or set the status. Slack failures are logged."""
+        stream ``suspended`` with ``chunks`` last (what it waits for), or set the status.
+        Slack failures are logged."""
         await self._settle(thread.session_id)
         try:
             turn = await self._turn(thread.session_id, turn)
         except Exception:
             logger.exception("agent session of %s not suspended", thread.session_id)
             return
-        await self.end(thread, AgentStatus.SUSPENDED, turn=turn)
+        await self.end(thread, AgentStatus.SUSPENDED, turn=turn, chunks=chunks)
 
     async def answered(self, thread: Thread) -> None:
         """The answer was posted without the stream: the session listens (``active``)."""
         await self.set_status(thread, AgentStatus.ACTIVE)
 
-    async def end(self, thread: Thread, status: AgentStatus, *, turn: int | None = None) -> None:
+    async def end(
+        self,
+        thread: Thread,
+        status: AgentStatus,
+        *,
+        turn: int | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """Move the session to ``status``: through its open stream's ``chat.stopStream``
         when it has one (of ``turn``, or of any turn when None), else
         ``agents.sessions.setStatus``. Slack failures are logged, not raised."""
@@ -277,8 +297,8 @@ class AgentSurface:
         try:
             turn = await self._turn(thread.session_id, turn)
             segment = await self._open_segment(thread, turn)
-            opened = segment is not None and segment.ts is not None
-            if opened and segment is not None and await self._close(thread, segment, status):
+            opened = segment if segment is not None and segment.ts is not None else None
+            if opened is not None and await self._close(thread, opened, status, chunks=chunks):
                 return
             await self.set_status(thread, status)
         except SlackCallFailed as exc:
@@ -345,8 +365,8 @@ class AgentSurface:
             if not self.available:
                 return
             segment = await self._open_segment(thread, turn)
-            if segment is None and tail and await self._closed_any(thread.session_id, turn):
-                return  # the step after this one closed the stream already
+            if segment is None and await self._reopens_nothing(thread.session_id, turn, tail):
+                return  # a later step closed the stream already: reopen nothing
             if segment is None:
                 segment = await self._start(lane, turn, chunks)
                 if segment is not None:
@@ -415,12 +435,15 @@ class AgentSurface:
         *,
         blocks: Sequence[dict[str, Any]] = (),
         metadata: dict[str, Any] | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
     ) -> bool:
-        """``chat.stopStream`` of ``segment`` with ``status``; False when the stream had
-        already ended (the caller sets the status itself)."""
+        """``chat.stopStream`` of ``segment`` with ``status`` (``chunks`` last, ``blocks``
+        below); False when the stream had already ended (the caller sets the status)."""
         assert segment.ts is not None
         await self._budgets.start_stop.take()
         args: dict[str, Any] = {"session_status": status.value}
+        if chunks:
+            args["chunks"] = list(chunks)
         if blocks:
             args["blocks"] = list(blocks)
         if metadata is not None:
@@ -456,9 +479,12 @@ class AgentSurface:
         self._segments[(thread.session_id, turn)] = segment
         return None if closed else segment
 
-    async def _closed_any(self, session_id: str, turn: int) -> bool:
-        """Whether the turn had a stream (now closed)."""
-        return await self._next_number(session_id, turn) > 0
+    async def _reopens_nothing(self, session_id: str, turn: int, tail: bool) -> bool:
+        """Whether chunks of a turn whose stream is closed must not open another: they
+        came before an approval request (``tail``) or the turn's answer was posted."""
+        if await self._next_number(session_id, turn) == 0:
+            return False  # the turn has had no stream yet
+        return tail or await self._poster.recorded_intent(_answered(session_id, turn))
 
     async def _next_number(self, session_id: str, turn: int) -> int:
         known = self._segments.get((session_id, turn))
@@ -491,6 +517,11 @@ class AgentSurface:
         return latest
 
     async def _settle(self, session_id: str) -> None:
+        """Let this process's progress of the session reach Slack first: the driver
+        shows a step's progress in a task of its own, which a few turns of the event
+        loop let run (it queues without waiting), then the writer's sends, bounded."""
+        for _turn in range(SETTLE_LOOP_TURNS):
+            await asyncio.sleep(0)
         lane = self._lanes.get(session_id)
         if lane is not None and lane.task is not None and not lane.task.done():
             with contextlib.suppress(TimeoutError):
@@ -525,6 +556,11 @@ class AgentSurface:
             answer = await slack_call("auth.test", self._client.auth_test())
             self._team_id = str(answer.get("team_id") or "")
         return self._team_id
+
+
+def _answered(session_id: str, turn: int) -> str:
+    """The outbox key saying the turn's answer was posted: no stream of it opens again."""
+    return f"{session_id}:stream:{turn}/answered"
 
 
 def incident_title(text: str) -> str:

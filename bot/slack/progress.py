@@ -30,7 +30,7 @@ from bot.slack.render import (
 )
 from bot.slack.spend import checkpoint_spend
 from bot.slack.status_board import StatusBoard
-from bot.slack.stream_chunks import step_chunks
+from bot.slack.stream_chunks import approval_chunk, step_chunks
 from harness import (
     Answered,
     ApprovalRequested,
@@ -147,7 +147,8 @@ class ThreadReporter:
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
         if self._streaming():
             assert self.surface is not None
-            await self.surface.suspend(thread)
+            waiting = approval_chunk(approval.tool_use_id, approval.action, approval.reason)
+            await self.surface.suspend(thread, chunks=[waiting])
             return await self._poster.post(thread, key, message, kind="approval")
         ts = await self._poster.post(thread, key, message, kind="approval")
         self._clear_thinking(thread)
@@ -185,7 +186,7 @@ class ThreadReporter:
                 title=_incident(checkpoint),
                 initiator=checkpoint.requester.user_id or None,
                 park=not finished and next_kind(checkpoint) is StepKind.WAIT,
-                tail=any(isinstance(e, ApprovalRequested) for e in events),
+                tail=_waits_for_approval(checkpoint, events),
             )
             return
         step = None if finished else _step_line(events, "Working…")
@@ -239,12 +240,24 @@ class ThreadReporter:
         self.board.set_thinking(thread, "")
 
 
+def _waits_for_approval(cp: Checkpoint, events: Sequence[Event]) -> bool:
+    """Whether the step's next step is an approval request (which closes the stream)."""
+    pending = cp.approval is not None and cp.approval.pending
+    return pending or any(isinstance(e, ApprovalRequested) for e in events)
+
+
 def _incident(cp: Checkpoint) -> str:
-    """The session's title: its first user message (the alert, or what was asked)."""
+    """The session's title: its first user message (the alert, or what was asked), without
+    the harness's ``<system-reminder>`` blocks."""
     for message in cp.messages:
         if message.role == "user":
             content = message.to_dict()["content"]
-            texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+            texts = [
+                str(b.get("text", ""))
+                for b in content
+                if b.get("type") == "text"
+                and not str(b.get("text", "")).startswith("<system-reminder>")
+            ]
             if any(texts):
                 return incident_title(" ".join(texts))
     return "Incident"

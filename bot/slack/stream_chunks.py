@@ -41,6 +41,16 @@ MAX_NOTE_CHARS = 1_500
 _TODO_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "complete"}
 
 
+def approval_chunk(tool_use_id: str, action: str, reason: str) -> Chunk:
+    """The task of a call waiting for a person's approval (the request has the buttons)."""
+    return _task(
+        tool_use_id,
+        _cut(f"Waiting for approval: {action}", MAX_TASK_TITLE_CHARS),
+        "pending",
+        details=reason,
+    )
+
+
 def step_chunks(
     events: Sequence[Event], todos: Sequence[Todo] = (), calls: Sequence[ToolUseBlock] = ()
 ) -> list[Chunk]:
@@ -73,8 +83,7 @@ def step_chunks(
             title = f"Blocked: {event.name}"
             chunks.append(_task(event.tool_use_id, title, "error", output=event.reason))
         elif isinstance(event, ApprovalRequested):
-            title = f"Waiting for approval: {event.action}"
-            chunks.append(_task(event.tool_use_id, title, "pending", details=event.reason))
+            chunks.append(approval_chunk(event.tool_use_id, event.action, event.reason))
         elif isinstance(event, Notice):
             chunks.append(_markdown(f"_{_cut(event.text, MAX_NOTE_CHARS)}_\n\n"))
         elif isinstance(event, TodosChanged):
@@ -112,7 +121,11 @@ def _call_summary(call: ToolUseBlock) -> str:
 
 
 def _doing(name: str, summary: str) -> str:
-    return _cut(f"Running `{summary}`" if name == "Bash" else summary or name, MAX_TASK_TITLE_CHARS)
+    """A task's title: ``Running `<command>``` for Bash, else the call's summary. The
+    harness's summaries may start with the tool's name (``Bash: uptime``): it goes."""
+    summary = summary.removeprefix(f"{name}: ")
+    title = f"Running `{summary}`" if name == "Bash" else summary or name
+    return _cut(title, MAX_TASK_TITLE_CHARS)
 
 
 def _finished(event: ToolFinished) -> Chunk:

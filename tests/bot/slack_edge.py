@@ -201,15 +201,19 @@ async def running_edge(
     approvers: Approvers | None = None,
     enqueue: Callable[[str, str], Awaitable[None]] | None = None,
     agent_surface: bool = False,
+    slack_api: FakeSlackApi | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
     SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
     worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
     ``agent_surface``: ``stop`` also closes the thread's Slack agent session.
+    ``slack_api``: a fake Slack already running (the workers'), else one of its own.
     """
-    slack_api = FakeSlackApi()
-    await slack_api.start()
+    own_fake = slack_api is None
+    if slack_api is None:
+        slack_api = FakeSlackApi()
+        await slack_api.start()
     database = Database.from_url(database_url, data_dir=tmp_path, limits=limits)
     await database.migrate()
     client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
@@ -267,4 +271,5 @@ async def running_edge(
         await running.close()
         await background.cancel()
         await database.dispose()
-        await slack_api.stop()
+        if own_fake:
+            await slack_api.stop()
