@@ -21,10 +21,11 @@ import pytest
 
 from bot.fakes.anthropic_api import Reply
 from bot.fakes.slack_agents import AgentSession
+from bot.slack.agent_surface import stream_key
 from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
 from bot.slack.installation import Installation
 from harness import Checkpoint
-from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionStore
+from memory_store import Database, Outbox, SandboxLedgerStore, SessionStatus, SessionStore
 from tests.bot.conftest import load_case
 from tests.bot.durable.test_workers import WORKER_SETTINGS
 from tests.bot.durable_support import (
@@ -56,6 +57,7 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
 class World:
     probe: Probe
     edge: SlackEdge
+    outbox: Outbox
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ async def world(cluster: Cluster, tmp_path: Path) -> AsyncIterator[World]:
             agent_surface=True,
             slack_api=cluster.fakes.slack,
         ) as edge:
-            yield World(probe, edge)
+            yield World(probe, edge, Outbox(db))
     finally:
         await db.dispose()
         sender.close()
@@ -220,3 +222,42 @@ async def test_two_parallel_threads_keep_separate_sessions(world: World) -> None
         titles = [t["title"] for t in stream.tasks().values()]
         assert titles == [f"Running `echo thread {n}`"]
         assert f"Thread {n}." in json.dumps(stream.blocks)
+
+
+async def test_a_worker_killed_mid_stream_leaves_one_stream_which_the_next_completes(
+    world: World, cluster: Cluster
+) -> None:
+    session_id = f"killed-{uuid.uuid4().hex[:6]}"
+    plan = [
+        Reply.tool("Bash", {"command": "sleep 4; echo slept"}, text="Waiting for the pods."),
+        Reply.text("The pods came back."),
+    ]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_running_command(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+
+    async def recorded() -> str | None:  # the stream's ts is in the outbox
+        for turn in range(3):
+            post = await world.outbox.get_post(stream_key(session_id, turn, 0))
+            if post is not None and post.ts:
+                return post.ts
+        return None
+
+    stream_ts = await poll(recorded, timeout_s=30, what="the stream's ts to be recorded")
+    owner = (await world.probe.session(session_id)).lease_owner
+    cluster.pool.owning(owner).kill()  # SIGKILL, mid-command and mid-stream
+
+    await world.probe.wait_answered(session_id, timeout_s=90)
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "active"]
+    [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    assert stream.ts == stream_ts
+    assert stream.state == "stopped"
+    assert [t["status"] for t in stream.tasks().values()] == ["complete"]
+    assert "The pods came back." in json.dumps(stream.blocks)
+    starts = [
+        c
+        for c in world.probe.fakes.slack.calls_to("chat.startStream")
+        if c.args.get("thread_ts") == thread_ts
+    ]
+    assert len(starts) == 1
