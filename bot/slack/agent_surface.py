@@ -95,6 +95,8 @@ STOP_SUBSCRIPTION_WARNING = "missing_agent_session_stopped_event_subscription"
 DRAIN_BEFORE_CLOSE_S = 10.0
 """How long a durable step waits for its session's pending chunks before closing the
 stream (they go first, so the answer is the last thing in the message)."""
+MEMO_SESSIONS = 4096
+"""Sessions whose stream state a process keeps in memory (the outbox has it all)."""
 SETTLE_LOOP_TURNS = 8
 """Event-loop turns a durable step gives the step before it to queue its progress."""
 MAX_TITLE_CHARS = 80
@@ -197,14 +199,25 @@ class AgentSurface:
         lane = self._lanes.get(thread.session_id)
         if lane is None:
             lane = self._lanes[thread.session_id] = _Lane(thread)
-        if turn != lane.turn and lane.pending:
-            lane.park = False  # an earlier turn's leftovers go to that turn's segment first
+            self._forget_idle()
         lane.turn, lane.title, lane.initiator = turn, title or lane.title, initiator
         lane.pending.extend(chunks)
         lane.tail = tail
         lane.park = lane.park or park
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
+
+    def _forget_idle(self) -> None:
+        """Keep at most ``MEMO_SESSIONS`` sessions' lanes and segments: the oldest idle
+        ones go (what they knew is in the outbox)."""
+        if len(self._lanes) <= MEMO_SESSIONS:
+            return
+        for session_id in list(self._lanes)[: len(self._lanes) - MEMO_SESSIONS]:
+            lane = self._lanes[session_id]
+            if not lane.pending and (lane.task is None or lane.task.done()):
+                del self._lanes[session_id]
+                for key in [k for k in self._segments if k[0] == session_id]:
+                    del self._segments[key]
 
     async def drain(self, *, timeout_s: float) -> bool:
         """Wait until every queued chunk is sent (or failed); False on timeout."""
