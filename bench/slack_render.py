@@ -8,8 +8,17 @@ Run: ``.venv/bin/python bench/slack_render.py``. Prints one JSON line:
                                on SQLite and the local fake Slack Web API
     recover_ms_p50             the same post after a crash, found by metadata (200-message thread)
     status_updates_for_100     chat.update calls made for a burst of 100 status states (coalesced)
+    calls_per_model_step       Slack Web API calls a model step's progress costs on the agent
+                               surface (streamed steps, issue #28), after the turn's first step
+    calls_per_tool_step        the same for a tool step
+    chat_update_per_step       ``chat.update`` calls per step on the agent surface
+    calls_first_step           the turn's first step (agent session + stream, or status post)
+    calls_answer               posting the answer (with the session's move to ``active``)
+    status_path                the same five figures on today's status-message path
 
-No goal is set for these figures yet: ``goal`` is empty, ``met`` null (``bench/goals.py``).
+Each step's progress is sent before the next (steps take seconds; the status message's
+one-update-a-second spacing then coalesces nothing). Goals: the agent surface makes no
+more calls per step than the status message, and none of them ``chat.update``.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from goals import verdict  # bench/ is on the path when run as a script
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.agent_surface import AgentSurface
 from bot.slack.poster import SlackPoster, Thread
+from bot.slack.progress import ThreadReporter
 from bot.slack.render import (
     InlineAnswer,
     Progress,
@@ -37,7 +48,20 @@ from bot.slack.render import (
     render_status,
     split_markdown,
 )
-from harness import Todo, TodoStatus
+from harness import (
+    Checkpoint,
+    Event,
+    Inbound,
+    Message,
+    ModelResponded,
+    Requester,
+    TextBlock,
+    Todo,
+    TodoStatus,
+    ToolFinished,
+    ToolIntent,
+    Usage,
+)
 from memory_store import Database, Outbox, SessionKey, SessionStore
 from tests.fakes.slack_api import FakeSlackApi
 
@@ -113,6 +137,102 @@ async def _post_and_recover(fake: FakeSlackApi, db: Database) -> dict[str, float
     }
 
 
+STEP_PAIRS = 20
+"""Model steps (each asking for one command) and tool steps (each running it) in the turn."""
+
+
+def _model_step(i: int) -> tuple[Event, ...]:
+    said = f"Checking shard {i}."
+    return (ModelResponded("tool_use", said, ("Bash",), Usage(input_tokens=1), 1),)
+
+
+def _tool_step(i: int) -> tuple[Event, ...]:
+    command = f"kubectl -n shard-{i} get pods"
+    return (
+        ToolIntent(tool_use_id=f"tu{i}", name="Bash", summary=command),
+        ToolFinished(f"tu{i}", "Bash", command, False, 20, "3 pods Running", "", 900),
+    )
+
+
+async def step_call_figures(*, streaming: bool) -> dict[str, float]:
+    """Web API calls per step of one turn through ``ThreadReporter``, on the agent
+    surface (``streaming``) or the status message."""
+    fake = FakeSlackApi(rate_limits=False)
+    await fake.start()
+    with tempfile.TemporaryDirectory() as data_dir:
+        db = Database.from_url(None, data_dir=Path(data_dir))
+        await db.migrate()
+        try:
+            return await _turn_calls(fake, db, streaming=streaming)
+        finally:
+            await db.dispose()
+            await fake.stop()
+
+
+async def _turn_calls(fake: FakeSlackApi, db: Database, *, streaming: bool) -> dict[str, float]:
+    client = AsyncWebClient(token=fake.token, base_url=fake.base_url)
+    thread_ts = fake.add_message("C1", "<@U0FAKEBOT> checkout is down")
+    opened = await SessionStore(db).open_or_join(
+        SessionKey("T1", "C1", thread_ts),
+        requester_id="U1",
+        initial_checkpoint="{}",
+        text="checkout is down",
+        source_ts=thread_ts,
+    )
+    thread = Thread(opened.session_id, "C1", thread_ts)
+    poster = SlackPoster(client, Outbox(db), min_update_interval_s=0.0)
+    surface = AgentSurface(poster, team_id="T1", enabled=streaming)
+    reporter = ThreadReporter(poster, surface=surface)
+    cp = Checkpoint(
+        thread.session_id,
+        "T1",
+        "C1",
+        Requester("U1"),
+        messages=(Message("user", (TextBlock("checkout is down"),)),),
+        pending_input=(Inbound("U1", "go on"),),
+        turns=1,
+    )
+
+    async def show(events: tuple[Event, ...]) -> int:
+        before = len(fake.calls)
+        await reporter.show_progress(
+            session_id=thread.session_id,
+            channel_id="C1",
+            thread_ts=thread_ts,
+            checkpoint=cp,
+            events=events,
+        )
+        await surface.drain(timeout_s=30)
+        await reporter.board.drain(timeout_s=30)
+        return len(fake.calls) - before
+
+    first = await show(_model_step(0))
+    model_calls, tool_calls = [], []
+    for i in range(STEP_PAIRS):
+        tool_calls.append(await show(_tool_step(i)))
+        model_calls.append(await show(_model_step(i + 1)))
+    updates_before = len(fake.calls_to("chat.update"))
+    before = len(fake.calls)
+    await reporter.post_answer(
+        key=f"{thread.session_id}:answer:1",
+        session_id=thread.session_id,
+        channel_id="C1",
+        thread_ts=thread_ts,
+        markdown="The pool was exhausted.",
+    )
+    await reporter.board.drain(timeout_s=30)
+    answer_calls = len(fake.calls) - before
+    steps = 2 * STEP_PAIRS
+    step_updates = updates_before  # every chat.update so far was a step's
+    return {
+        "calls_per_model_step": round(statistics.mean(model_calls), 2),
+        "calls_per_tool_step": round(statistics.mean(tool_calls), 2),
+        "chat_update_per_step": round(step_updates / (steps + 1), 2),
+        "calls_first_step": first,
+        "calls_answer": answer_calls,
+    }
+
+
 def main() -> None:
     answer_40k = "\n\n".join(f"{i}. {PARAGRAPH}" for i in range(30))[:40_000]
     code_1mb = (
@@ -131,7 +251,15 @@ def main() -> None:
         "status_2000_todos_blocks": len(render_status(Progress("s", "step", todos)).blocks),
     }
     figures.update(asyncio.run(posting_figures()))
-    print(json.dumps(figures | verdict(figures, {})))  # no goal set yet: met is null
+    status_path = asyncio.run(step_call_figures(streaming=False))
+    figures.update(asyncio.run(step_call_figures(streaming=True)))
+    figures["status_path"] = status_path
+    goals = {
+        "calls_per_model_step": ("<=", status_path["calls_per_model_step"]),
+        "calls_per_tool_step": ("<=", status_path["calls_per_tool_step"]),
+        "chat_update_per_step": ("==", 0.0),
+    }
+    print(json.dumps(figures | verdict(figures, goals)))
 
 
 if __name__ == "__main__":

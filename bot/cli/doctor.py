@@ -5,8 +5,9 @@ Each check is a small ``async`` function of ``Settings`` returning a ``CheckResu
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, the data directory (writable), database (connect + Alembic head), Redis
 (``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
-destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; in
-Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models/{id}``
+destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; with
+``WARROOM_AGENT_SURFACE`` whether the workspace takes agent sessions; in Socket Mode a
+connection opened with the app token), Anthropic (``GET /v1/models/{id}``
 of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
 ``WARROOM_MCP_CONFIG``).
 ``quick`` runs only the data directory, database and Redis checks: cheap enough for
@@ -220,6 +221,44 @@ async def check_slack(settings: Settings) -> CheckResult:
         )
     team = f"{answer.get('team')} ({answer.get('enterprise_id') or answer.get('team_id')})"
     return CheckResult("slack", Status.OK, f"auth.test: {team}, bot user {answer.get('user_id')}")
+
+
+async def check_agent_surface(settings: Settings) -> CheckResult:
+    """With ``WARROOM_AGENT_SURFACE``, whether the workspace takes Slack's agent surface:
+    ``agents.sessions.setStatus`` asked with a status no session has, so nothing is
+    created (``invalid_status`` or an argument error: the method is allowed); a refusal
+    (``feature_disabled``, ``missing_scope``, …) means each process falls back, once, to
+    the status message."""
+    from bot.durable.wiring import make_slack_client
+    from bot.errors import SlackCallFailed, slack_call
+    from bot.slack.agent_surface import REFUSALS
+
+    if not settings.agent_surface:
+        detail = "off (WARROOM_AGENT_SURFACE unset): progress is a status message"
+        return CheckResult("agents", Status.SKIPPED, detail)
+    if settings.slack_bot_token is None:
+        return CheckResult("agents", Status.SKIPPED, "SLACK_BOT_TOKEN not set")
+    client = make_slack_client(settings)
+    probe = {"status": "doctor-probe"}  # not a status: Slack creates no session
+    try:
+        await slack_call(
+            "agents.sessions.setStatus", client.api_call("agents.sessions.setStatus", json=probe)
+        )
+    except SlackCallFailed as exc:
+        if exc.error in REFUSALS:
+            detail = (
+                f"this workspace refuses agents.sessions.setStatus ({exc.error}): "
+                "sessions fall back to the status message"
+            )
+            fix = (
+                "reinstall the app with the chat:write scope and turn on 'Agents & AI Apps' "
+                "in its settings, or ask the org's admin to allow agent apps"
+            )
+            return CheckResult("agents", Status.WARNING, detail, fix)
+        if exc.error not in ("invalid_status", "channel_not_found", "thread_ts_required"):
+            return CheckResult("agents", Status.WARNING, f"probe failed: {_slack_failure(exc)}")
+    detail = "agent sessions and streamed steps (agent_session_stopped must be subscribed)"
+    return CheckResult("agents", Status.OK, detail)
 
 
 async def check_socket_mode(settings: Settings) -> CheckResult:
@@ -484,6 +523,7 @@ FULL: tuple[Check, ...] = (
     check_approvals,
     check_prices,
     check_slack,
+    check_agent_surface,
     check_socket_mode,
     check_anthropic,
     check_mcp,

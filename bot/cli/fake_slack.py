@@ -11,7 +11,10 @@ command; in a modal the app opened, ``set BLOCK TEXT`` and ``submit`` send a sig
 ``view_submission``. What the bot posts or edits, its replies only you see and its
 modals are printed (``warroom:``). A line that is just ``approve`` or ``deny`` clicks
 that button of the bot's latest approval request in the thread (§13), as a signed
-``block_actions`` interaction.
+``block_actions`` interaction. With ``WARROOM_AGENT_SURFACE`` the thread's agent session
+(its status and title) and its streamed steps (each tool call a task: ◐ running, ● done,
+✗ failed; the plan; the model's notes) are printed as they change, and ``click stop``
+clicks Slack's own Stop, sent as a signed ``agent_session_stopped`` event.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ LINES = (
     "what you type: a message replies in the latest thread (the first, or one starting "
     "@warroom, opens a new thread); 'top: TEXT' posts at the top of #incident without a "
     "mention; '/agent …' runs the slash command; 'approve' or 'deny' clicks that button; "
+    "'click stop' clicks Slack's Stop of the agent session; "
     "in an open modal, 'set BLOCK TEXT' fills an input ('\\n' for a new line, '@FILE' for a "
     "file's text), then 'submit' or 'close'"
 )
@@ -107,6 +111,8 @@ class _Player:
             self.thread_ts = await self.channel.mention(you)
         elif word in CLICKS:
             await _click(self.fake, self.channel, you, CLICKS[word], self.thread_ts, self.say)
+        elif word == NATIVE_STOP:
+            await _native_stop(self.fake, self.channel, you, self.thread_ts, self.say)
         else:
             await self.channel.reply(you, self.thread_ts)
 
@@ -154,6 +160,8 @@ def _typed_value(text: str) -> str:
 
 
 CLICKS = {"approve": APPROVE_ACTION_ID, "deny": DENY_ACTION_ID}
+NATIVE_STOP = "click stop"
+"""The line that clicks Slack's own Stop of the thread's agent session (while processing)."""
 """The lines that click a button of the latest approval request, and the button."""
 
 
@@ -189,11 +197,73 @@ def _button(message: dict[str, Any], action_id: str) -> dict[str, Any] | None:
     return None
 
 
+async def _native_stop(
+    fake: FakeSlackApi,
+    channel: IncidentChannel,
+    you: Person,
+    thread_ts: str,
+    say: Callable[[str], None],
+) -> None:
+    """Click the native Stop: Slack stops the streams and sends ``agent_session_stopped``."""
+    try:
+        event = fake.agents.click_stop(CHANNEL, thread_ts, you.user_id)
+    except ValueError as exc:
+        say(str(exc))
+        return
+    await channel.event(event)
+
+
+def agent_lines(fake: FakeSlackApi, seen: dict[str, str]) -> list[str]:
+    """What changed in the agent sessions and streamed messages of ``#incident`` since
+    ``seen`` (updated): a session's status and title, each task's title and status, the
+    plan's title and the streamed text, as Slack shows them."""
+    lines = []
+    for (channel, thread_ts), session in fake.agents.sessions.items():
+        shown = f"agent session: {session.status} · {session.title}"
+        if channel == CHANNEL and seen.get(f"s:{thread_ts}") != shown:
+            seen[f"s:{thread_ts}"] = shown
+            lines.append(
+                shown
+                + (" (Stop shown: type 'click stop')" if session.status == "processing" else "")
+            )
+    for stream in fake.agents.streams.values():
+        if stream.channel != CHANNEL:
+            continue
+        for chunk in stream.chunks:
+            line = _chunk_line(chunk, stream.tasks())
+            key = f"c:{stream.ts}:{line}"
+            if line and key not in seen:
+                seen[key] = line
+                lines.append(line)
+        if stream.state != "streaming" and seen.get(f"e:{stream.ts}") != stream.state:
+            seen[f"e:{stream.ts}"] = stream.state
+            lines.append(f"  (stream {stream.state.replace('_', ' ')})")
+    return lines
+
+
+_TASK_MARKS = {"pending": "○", "in_progress": "◐", "complete": "●", "error": "✗"}
+
+
+def _chunk_line(chunk: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> str:
+    kind = chunk.get("type")
+    if kind == "task_update":
+        mark = _TASK_MARKS.get(str(chunk.get("status")), "?")
+        output = str(chunk.get("output") or "").split("\n", 1)[0]
+        return f"  {mark} {chunk.get('title')}" + (f" — {output}" if output else "")
+    if kind == "plan_update":
+        return f"  plan: {chunk.get('title')}"
+    if kind == "markdown_text":
+        text = " ".join(str(chunk.get("text", "")).split())
+        return f"  {text}" if text else ""
+    return ""
+
+
 async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     """Print each message the bot posts in ``#incident`` (and each edit of one), each reply
     only you see (ephemeral, or to a command's ``response_url``) and each modal it opens,
     until cancelled."""
     shown: dict[str, str] = {}
+    agents: dict[str, str] = {}
     ephemerals = len(fake.state.ephemerals)
     views = set(fake.state.views)
     while True:
@@ -206,6 +276,8 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
         for ephemeral in fake.state.ephemerals[ephemerals:]:
             say(f"warroom (only you): {ephemeral.get('text', '')}")
         ephemerals = len(fake.state.ephemerals)
+        for line in agent_lines(fake, agents):
+            say(f"warroom {line}" if not line.startswith(" ") else line)
         for view_id in [v for v in fake.state.views if v not in views]:
             say(_describe_view(fake.state.views[view_id]))
             views.add(view_id)

@@ -28,6 +28,7 @@ from bot.durable.wiring import cancel_running, make_provider, make_slack_client,
 from bot.errors import slack_call
 from bot.metrics import start_metrics_server
 from bot.settings import Settings
+from bot.slack.agent_surface import AgentSurface
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.approvals import Approvers
 from bot.slack.background import Background
@@ -125,6 +126,8 @@ async def slack_deps(
         destroy its sandbox (errors are logged)."""
         await cancel_running(manager, cancelled, tasks, sessions)
 
+    poster = SlackPoster(client, Outbox(db), update_budget=update_budget(settings))
+    surface = AgentSurface(poster, team_id=str(identity["team_id"]), enabled=settings.agent_surface)
     return SlackDeps(
         sessions=sessions,
         dedupe=InboundDedupe(db),
@@ -139,7 +142,8 @@ async def slack_deps(
         enqueue=enqueue,
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
-        poster=SlackPoster(client, Outbox(db), update_budget=update_budget(settings)),
+        poster=poster,
+        surface=surface,
         egress=EgressLog(db),
         external_may_start=settings.external_users_start,
         approvers=Approvers.parse(

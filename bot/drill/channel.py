@@ -111,6 +111,17 @@ class IncidentChannel:
         raw = urlencode({"payload": json.dumps(payload)}).encode()
         await self._post(raw, "application/x-www-form-urlencoded", "an interaction")
 
+    async def event(self, event: dict[str, Any]) -> None:
+        """Deliver ``event`` (e.g. Slack's ``agent_session_stopped``) as a signed Events
+        API request, in the envelope Slack wraps each event in.
+
+        Raises:
+            DrillError: the app refused the request.
+        """
+        body = self._event("message", "", "", "", None)
+        body["event"] = event
+        await self._deliver(body)
+
     async def post(self, person: Person) -> str:
         """``person`` posts at the top of the channel without mentioning the bot: a
         ``message`` event the app sees (and, as Slack has it, need not answer)."""

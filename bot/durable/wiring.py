@@ -35,6 +35,7 @@ from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack import retries
+from bot.slack.agent_surface import AgentSurface
 from bot.slack.budget import CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
 from bot.slack.poster import SlackPoster
@@ -505,8 +506,10 @@ class Runtime:
                 closers.append(budget.aclose)
             client = make_slack_client(settings)
             slack = SlackPoster(client, posts, update_budget=budget)
-            reporter = ThreadReporter(slack, model=settings.model)
+            surface = AgentSurface(slack, enabled=settings.agent_surface)
+            reporter = ThreadReporter(slack, model=settings.model, surface=surface)
             closers.append(functools.partial(_close_board, reporter.board))
+            closers.append(functools.partial(_close_surface, surface))
             workspace_url = await slack_workspace_url(client)
         approvals = None
         if settings.approvals and isinstance(reporter, ApprovalPoster):
@@ -699,6 +702,13 @@ BOARD_DRAIN_S = 5.0
 """How long a stopping worker waits for its status messages' last views (a final view
 takes a turn of the workspace's ``chat.update`` budget; the next process's steps show
 the session's progress anyway)."""
+
+
+async def _close_surface(surface: AgentSurface) -> None:
+    """Send the stream chunks the surface holds (within ``BOARD_DRAIN_S``), then stop it."""
+    if not await surface.drain(timeout_s=BOARD_DRAIN_S):
+        log.warning("streams not all written within %.0f s of stopping", BOARD_DRAIN_S)
+    await surface.aclose()
 
 
 async def _close_board(board: StatusBoard) -> None:

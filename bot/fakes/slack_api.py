@@ -56,6 +56,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.fakes.slack_agents import AgentSurfaceState
 from bot.fakes.slack_limits import RateLimits
 
 __all__ = [
@@ -97,7 +98,7 @@ MAX_PRIVATE_METADATA_CHARS = 3_000
 MAX_INPUT_CHARS = 3_000
 MAX_VIEW_TITLE_CHARS = 24
 _SIGN_IN_PAGE = "<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in</body></html>"
-_JSON_ARGS = ("blocks", "metadata", "view", "files", "attachments", "loading_messages")
+_JSON_ARGS = ("blocks", "metadata", "view", "files", "attachments", "loading_messages", "chunks")
 
 
 class SlackFailure(Exception):
@@ -197,6 +198,15 @@ class FakeSlackApi:
             "users.info": self._users_info,
             "usergroups.users.list": self._usergroup_users,
         }
+        self.agents = AgentSurfaceState(
+            new_ts=self._ts,
+            store_message=self._store_message,
+            bot_in=lambda channel: self._check_bot_in(channel, absent="not_in_channel"),
+            check_blocks=_check_blocks,
+            check_metadata=_checked_metadata,
+            failure=SlackFailure,
+        )
+        self._handlers.update(self.agents.handlers())
 
     # ----- lifecycle ---------------------------------------------------------------
 
@@ -499,6 +509,7 @@ class FakeSlackApi:
         if len(str(args.get("text", ""))) > MAX_TEXT_CHARS:
             raise SlackFailure("msg_too_long")
         _check_message(args)
+        self.agents.refuses_update(_required(args, "channel"), _required(args, "ts"))
         message = self._find(_required(args, "channel"), _required(args, "ts"))
         for key in ("text", "blocks"):
             if key in args:
@@ -751,6 +762,13 @@ def _check_message(args: JsonDict) -> None:
     markdown_total = sum(len(b.get("text", "")) for b in blocks if b.get("type") == "markdown")
     if markdown_total > MAX_MARKDOWN_CHARS:
         raise SlackFailure("msg_blocks_too_long")
+
+
+def _check_blocks(blocks: list[JsonDict]) -> None:
+    """Raise ``invalid_blocks`` (with ``errors``) for blocks Slack would refuse."""
+    problems = _block_problems(blocks, max_blocks=MAX_BLOCKS)
+    if problems:
+        raise SlackFailure("invalid_blocks", errors=problems)
 
 
 def _block_problems(blocks: list[JsonDict], *, max_blocks: int) -> list[str]:

@@ -23,7 +23,11 @@ TIER_PER_MINUTE = {1: 1, 2: 20, 3: 50, 4: 100}
 
 METHOD_TIERS: Mapping[str, int] = {
     # docs.slack.dev method reference, "Rate limits" of each method
+    "agents.sessions.setStatus": 3,
     "auth.test": 4,
+    "chat.appendStream": 4,
+    "chat.startStream": 2,
+    "chat.stopStream": 2,
     "chat.update": 3,
     "chat.delete": 3,
     "chat.postEphemeral": 4,

@@ -12,7 +12,8 @@ bot's own events itself. Listeners:
   each replying through the command's ``response_url``; anything else gets the usage in
   the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
-- the ``warroom_stop`` button: ack, then cancel and reply;
+- the ``warroom_stop`` button and Slack's native Stop (``agent_session_stopped``): ack,
+  then cancel and reply, as the ``stop`` reply does;
 - the ``warroom_approve`` / ``warroom_deny`` buttons of an approval message: ack, then
   record the decision once and wake the session, or tell the clicker why not (§13).
 
@@ -42,6 +43,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.logs import log_context
+from bot.slack.agent_surface import AgentSurface
 from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
 from bot.slack.approvals import ApprovalButtons, Approvers
 from bot.slack.background import Background
@@ -87,6 +89,8 @@ AGENT_USAGE = (
 RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
 AGENT_COMMANDS = ("skills", "memory", "egress", *RECORD_COMMANDS)
 SKILL_VIEWS = re.compile("^warroom_skill_")
+AGENT_STOP_EVENT = "agent_session_stopped"
+"""Slack's native Stop of an agent session (docs.slack.dev, "agent_session_stopped")."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,7 @@ class SlackDeps:
         egress: the egress gateway's audit log, for ``/agent egress`` (None: not offered).
         approvers: who may decide approvals (``WARROOM_APPROVERS``; default: any member
             of the installing org).
+        surface: Slack's agent surface (agent sessions): ``stop`` closes the session.
     """
 
     sessions: SessionStore
@@ -135,6 +140,7 @@ class SlackDeps:
     record: IncidentRecord | None = None
     egress: EgressLog | None = None
     approvers: Approvers = field(default_factory=Approvers)
+    surface: AgentSurface | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -149,6 +155,7 @@ class SlackDeps:
             strict_channels=self.strict_channels,
             dedupe_ttl_s=self.dedupe_ttl_s,
             external_may_start=self.external_may_start,
+            surface=self.surface,
         )
 
 
@@ -166,6 +173,7 @@ def build_app(*, deps: SlackDeps, background: Background | None = None) -> Async
     listeners = _Listeners(deps, deps.intake(), background or Background())
     app.event("app_mention")(listeners.on_message)
     app.event("message")(listeners.on_message)
+    app.event(AGENT_STOP_EVENT)(listeners.on_agent_stop)
     app.command("/agent")(listeners.on_agent)
     app.view(SKILL_VIEWS)(listeners.on_skill_view)
     app.action(STOP_ACTION_ID)(listeners.on_stop)
@@ -200,6 +208,25 @@ class _Listeners:
             await ack()
             if work is not None:  # the task inherits the log context
                 self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
+
+    async def on_agent_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """Slack's native Stop (``agent_session_stopped``): ack, then the ``stop`` reply's
+        cancellation (``Intake.native_stop``)."""
+        await ack()
+        self._background.spawn(self._agent_stop(body), name="native stop")
+
+    async def _agent_stop(self, body: dict[str, Any]) -> None:
+        event = body.get("event") or {}
+        async with self._input_slots:
+            stopped = await self._intake.native_stop(
+                org_id=org_id_of(body),
+                channel_id=str(event.get("channel") or ""),
+                thread_ts=str(event.get("thread_ts") or ""),
+                user_id=str(event.get("user") or ""),
+                event_id=str(body.get("event_id") or ""),
+                event_ts=str(event.get("event_ts") or ""),
+            )
+        await self._follow(stopped)
 
     async def on_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackCallFailed, slack_call
+from bot.slack.agent_surface import AgentStatus, AgentSurface
 from bot.slack.approval_messages import render_approval
 from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
@@ -161,6 +162,7 @@ class Intake:
     strict_channels: frozenset[str] = frozenset()
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
+    surface: AgentSurface | None = None
 
     async def receive(self, message: InboundMessage) -> FollowUp | None:
         """Decide, dedupe and record; returns the Slack and queue work to do next.
@@ -204,6 +206,34 @@ class Intake:
         if session is None or session.key.org_id != org_id:
             return None
         return await self._stop(session_id, session.key, user_id, action_ts)
+
+    async def native_stop(
+        self,
+        *,
+        org_id: str,
+        channel_id: str,
+        thread_ts: str,
+        user_id: str,
+        event_id: str,
+        event_ts: str,
+    ) -> Stopped | None:
+        """Slack's native Stop (the ``agent_session_stopped`` event) is the ``stop`` reply:
+        the same cancellation, whoever clicks (anyone who may reply in the thread may
+        stop it), done once per event (Slack retries an event it saw no ack for). A
+        thread without a session is ignored (None).
+
+        Raises:
+            DatabaseUnavailable: the store could not be reached.
+        """
+        keys = [f"event:{org_id}:{event_id}"] if event_id else [f"stop:{channel_id}:{event_ts}"]
+        sight = functools.partial(self.dedupe.first_sightings, keys, ttl_s=self.dedupe_ttl_s)
+        if not await _retrying(sight):
+            return None
+        key = SessionKey(org_id, channel_id, thread_ts)
+        session = await _retrying(lambda: self.sessions.find(key))
+        if session is None:
+            return None
+        return await self._stop(session.id, key, user_id, event_ts)
 
     async def follow_up(self, work: FollowUp) -> None:
         """Do ``work``: enqueue, reply, kill. Slack failures are logged, not raised."""
@@ -425,6 +455,8 @@ class Intake:
             message = render_stopped(user_id=work.user_id)
         else:
             message = notice("Nothing is running in this thread.")
+        if self.surface is not None:  # away from processing: Slack leaves that to the app
+            await self.surface.end(work.thread, AgentStatus.CLOSED)
         key = f"{work.thread.session_id}:stop:{work.request_ts}"
         try:
             await self.poster.post(work.thread, key, message, kind="notice")

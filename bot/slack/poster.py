@@ -471,6 +471,21 @@ class SlackPoster:
             payload_json=payload_json,
         )
 
+    async def claim_intent(
+        self, thread: Thread, key: str, *, kind: str, payload_json: str = "{}"
+    ) -> bool:
+        """Record ``key``'s intent; True if this call recorded it (False: some process
+        already had). Raises DatabaseUnavailable."""
+        intent = await self._outbox.post_intent(
+            thread.session_id,
+            key,
+            channel_id=thread.channel_id,
+            thread_ts=thread.thread_ts,
+            kind=kind,
+            payload_json=payload_json,
+        )
+        return intent.created
+
     async def recorded_intent(self, key: str) -> bool:
         """Whether any process recorded ``key`` in the outbox. Raises DatabaseUnavailable."""
         return key in self._posted or await self._outbox.get_post(key) is not None
@@ -478,6 +493,11 @@ class SlackPoster:
     async def record_done(self, key: str, ts: str) -> None:
         """Record that ``key``'s intent is carried out, as Slack message ``ts``."""
         await self._recorded(key, ts)
+
+    @property
+    def client(self) -> AsyncWebClient:
+        """The Slack client this poster calls (its retry handlers installed)."""
+        return self._client
 
     async def _send_update(self, channel_id: str, ts: str, message: SlackMessage) -> None:
         await slack_call(

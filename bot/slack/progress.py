@@ -17,21 +17,33 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from bot.slack.agent_surface import AgentStatus, AgentSurface, incident_title
 from bot.slack.approval_messages import render_approval
 from bot.slack.poster import SlackPoster, Thread
-from bot.slack.render import Progress, SlackMessage, long_work_lines, render_status
+from bot.slack.render import (
+    InlineAnswer,
+    Progress,
+    SlackMessage,
+    long_work_lines,
+    render_answer,
+    render_status,
+)
 from bot.slack.spend import checkpoint_spend
 from bot.slack.status_board import StatusBoard
+from bot.slack.stream_chunks import approval_chunk, step_chunks
 from harness import (
     Answered,
+    ApprovalRequested,
     Checkpoint,
     Event,
     ModelResponded,
     Notice,
     NoticeTopic,
     PendingApproval,
+    StepKind,
     Todo,
     ToolIntent,
+    next_kind,
 )
 
 
@@ -74,7 +86,9 @@ class ThreadReporter:
 
     With ``model`` (the model id the sessions use), the status line shows the session's
     tokens and their cost at that model's price. ``board`` writes the status messages
-    (default: one of its own over ``poster``).
+    (default: one of its own over ``poster``). With ``surface`` (Slack's agent surface)
+    a turn is an agent session and a streamed message instead, while the workspace
+    takes them (``AgentSurface.available``); where it refuses, this status-message path.
     """
 
     def __init__(
@@ -84,9 +98,11 @@ class ThreadReporter:
         model: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         board: StatusBoard | None = None,
+        surface: AgentSurface | None = None,
     ) -> None:
         """``clock``: monotonic seconds, for ``THINKING_REFRESH_S``."""
         self._poster = poster
+        self.surface = surface
         self._model = model
         self._clock = clock
         self.board = board or StatusBoard(poster)
@@ -95,8 +111,23 @@ class ThreadReporter:
     async def post_answer(
         self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
     ) -> str:
-        """Post the answer once per ``key``; returns the first message's ts."""
+        """Post the answer once per ``key``; returns the first message's ts. On the agent
+        surface the answer ends the turn's stream (its blocks below the streamed steps)
+        and the session is ``active``."""
         thread = Thread(session_id, channel_id, thread_ts)
+        if self._streaming():
+            assert self.surface is not None
+            rendered = render_answer(markdown)
+            one = rendered.messages[0] if isinstance(rendered, InlineAnswer) else None
+            single = (
+                one if isinstance(rendered, InlineAnswer) and len(rendered.messages) == 1 else None
+            )
+            ts = await self.surface.finish(thread, key=key, message=single)
+            if ts is not None:
+                return ts
+            posted = await self._poster.post_answer(thread, key, markdown)
+            await self.surface.answered(thread)
+            return posted.message_ts[0] if posted.message_ts else ""
         posted = await self._poster.post_answer(thread, key, markdown)
         self._clear_thinking(thread)
         return posted.message_ts[0] if posted.message_ts else ""
@@ -114,6 +145,11 @@ class ThreadReporter:
         """Post the approval message with its buttons once per ``key``; returns its ts."""
         thread = Thread(session_id, channel_id, thread_ts)
         message = render_approval(approval, session_id=session_id, requester_id=requester_id)
+        if self._streaming():
+            assert self.surface is not None
+            waiting = approval_chunk(approval.tool_use_id, approval.action, approval.reason)
+            await self.surface.suspend(thread, chunks=[waiting])
+            return await self._poster.post(thread, key, message, kind="approval")
         ts = await self._poster.post(thread, key, message, kind="approval")
         self._clear_thinking(thread)
         return ts
@@ -141,6 +177,18 @@ class ThreadReporter:
         one is first recorded in the outbox (one database write, no Slack call)."""
         thread = Thread(session_id, channel_id, thread_ts)
         finished = any(isinstance(e, Answered) for e in events)
+        if self._streaming():
+            assert self.surface is not None
+            self.surface.push(
+                thread,
+                turn=checkpoint.turns,
+                chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
+                title=_incident(checkpoint),
+                initiator=checkpoint.requester.user_id or None,
+                park=not finished and next_kind(checkpoint) is StepKind.WAIT,
+                tail=_waits_for_approval(checkpoint, events),
+            )
+            return
         step = None if finished else _step_line(events, "Working…")
         key = f"{session_id}:status:{checkpoint.turns}"
         spend = checkpoint_spend(checkpoint, self._model) if self._model else None
@@ -157,6 +205,16 @@ class ThreadReporter:
         self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
             self._show_thinking(thread, checkpoint.turns)
+
+    def _streaming(self) -> bool:
+        """Whether this turn goes to Slack's agent surface (else the status message)."""
+        return self.surface is not None and self.surface.available
+
+    async def end_session(self, thread: Thread) -> None:
+        """The session ended (stopped): its agent session is ``closed``."""
+        if self._streaming():
+            assert self.surface is not None
+            await self.surface.end(thread, AgentStatus.CLOSED)
 
     def _show_thinking(self, thread: Thread, turn: int) -> None:
         """Set the "is thinking…" status, unless this turn set it under
@@ -180,6 +238,29 @@ class ThreadReporter:
         for key in [k for k in self._thinking if k[0] == thread.session_id]:
             del self._thinking[key]
         self.board.set_thinking(thread, "")
+
+
+def _waits_for_approval(cp: Checkpoint, events: Sequence[Event]) -> bool:
+    """Whether the step's next step is an approval request (which closes the stream)."""
+    pending = cp.approval is not None and cp.approval.pending
+    return pending or any(isinstance(e, ApprovalRequested) for e in events)
+
+
+def _incident(cp: Checkpoint) -> str:
+    """The session's title: its first user message (the alert, or what was asked), without
+    the harness's ``<system-reminder>`` blocks."""
+    for message in cp.messages:
+        if message.role == "user":
+            content = message.to_dict()["content"]
+            texts = [
+                str(b.get("text", ""))
+                for b in content
+                if b.get("type") == "text"
+                and not str(b.get("text", "")).startswith("<system-reminder>")
+            ]
+            if any(texts):
+                return incident_title(" ".join(texts))
+    return "Incident"
 
 
 def _view(progress: Progress) -> Callable[[float], SlackMessage]:

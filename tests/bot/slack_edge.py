@@ -29,6 +29,7 @@ import httpx
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.agent_surface import AgentSurface
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.approvals import Approvers
 from bot.slack.background import Background
@@ -199,14 +200,20 @@ async def running_edge(
     installation: Installation | None = None,
     approvers: Approvers | None = None,
     enqueue: Callable[[str, str], Awaitable[None]] | None = None,
+    agent_surface: bool = False,
+    slack_api: FakeSlackApi | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
     SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
     worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
+    ``agent_surface``: ``stop`` also closes the thread's Slack agent session.
+    ``slack_api``: a fake Slack already running (the workers'), else one of its own.
     """
-    slack_api = FakeSlackApi()
-    await slack_api.start()
+    own_fake = slack_api is None
+    if slack_api is None:
+        slack_api = FakeSlackApi()
+        await slack_api.start()
     database = Database.from_url(database_url, data_dir=tmp_path, limits=limits)
     await database.migrate()
     client = AsyncWebClient(token=slack_api.token, base_url=slack_api.base_url)
@@ -238,6 +245,7 @@ async def running_edge(
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
         egress=EgressLog(database),
         approvers=approvers or Approvers(),
+        surface=AgentSurface(poster, team_id=TEAM_ID, enabled=agent_surface),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))
@@ -263,4 +271,5 @@ async def running_edge(
         await running.close()
         await background.cancel()
         await database.dispose()
-        await slack_api.stop()
+        if own_fake:
+            await slack_api.stop()

@@ -20,6 +20,10 @@ METHOD_SCOPES: dict[str, str | None] = {
     "chat_update": "chat:write",
     "chat_postEphemeral": "chat:write",
     "assistant_threads_setStatus": "chat:write",
+    "agents_sessions_setStatus": "chat:write",
+    "chat_startStream": "chat:write",
+    "chat_appendStream": "chat:write",
+    "chat_stopStream": "chat:write",
     "conversations_replies": "channels:history",  # groups:history in private channels
     "files_upload_v2": "files:write",
     "files_info": "files:read",
@@ -37,7 +41,7 @@ FEATURE_SCOPES = {
     "files:read",  # url_private downloads of small text files people share (slack/files.py)
 }
 _FAMILIES = (
-    "admin|apps|assistant|auth|bookmarks|bots|canvases|chat|conversations|dnd|emoji|files|"
+    "admin|agents|apps|assistant|auth|bookmarks|bots|canvases|chat|conversations|dnd|emoji|files|"
     "pins|reactions|reminders|search|stars|team|usergroups|users|views"
 )
 _CALL = re.compile(rf"client\.((?:{_FAMILIES})_[A-Za-z0-9_]+)\(")
@@ -66,6 +70,7 @@ def test_manifest_uses_socket_mode_with_interactivity(manifest: Any) -> None:
         "app_mention",
         "message.channels",
         "message.groups",
+        "agent_session_stopped",
     ]
 
 
@@ -86,3 +91,10 @@ def test_manifest_requests_exactly_the_scopes_the_code_calls_for(manifest: Any) 
     assert not unknown, f"look up the scopes of {sorted(unknown)} and add them to METHOD_SCOPES"
     assert len(scopes) == len(set(scopes))
     assert set(scopes) == needed
+
+
+def test_manifest_subscribes_to_the_native_stop_of_agent_sessions(manifest: Any) -> None:
+    """Without it ``agents.sessions.setStatus`` warns
+    ``missing_agent_session_stopped_event_subscription`` and Slack shows no Stop."""
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert "agent_session_stopped" in events

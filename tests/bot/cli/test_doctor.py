@@ -16,6 +16,7 @@ from bot.cli.app import app
 from bot.cli.doctor import (
     CheckResult,
     Status,
+    check_agent_surface,
     check_anthropic,
     check_approvals,
     check_database,
@@ -245,6 +246,40 @@ async def test_slack_check_reports_a_refused_token(data_dir: Path, slack: FakeSl
 
 async def test_slack_check_is_skipped_without_a_bot_token(data_dir: Path) -> None:
     assert (await check_slack(settings(data_dir))).status is Status.SKIPPED
+
+
+async def test_agents_check_says_the_workspace_takes_the_agent_surface_creating_nothing(
+    data_dir: Path, slack: FakeSlackApi
+) -> None:
+    config = settings(
+        data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url, agent_surface=True
+    )
+
+    result = await check_agent_surface(config)
+
+    assert result.status is Status.OK
+    assert slack.agents.sessions == {}
+
+
+async def test_agents_check_says_a_refusing_workspace_falls_back_to_the_status_message(
+    data_dir: Path, slack: FakeSlackApi
+) -> None:
+    slack.agents.refuse("feature_disabled")
+    config = settings(
+        data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url, agent_surface=True
+    )
+
+    result = await check_agent_surface(config)
+
+    assert result.status is Status.WARNING
+    assert "feature_disabled" in result.detail
+    assert "status message" in result.detail
+
+
+async def test_agents_check_is_skipped_when_the_surface_is_off(data_dir: Path) -> None:
+    result = await check_agent_surface(settings(data_dir))
+    assert result.status is Status.SKIPPED
+    assert "WARROOM_AGENT_SURFACE" in result.detail
 
 
 # ----- anthropic ---------------------------------------------------------------------------

@@ -1,0 +1,591 @@
+"""Slack's agent surface for a session's thread: its agent session and its streamed steps.
+
+Slack's contracts (docs.slack.dev method and event reference, slack_sdk 3.48's
+``WebClient``; the gaps are in docs/slack-agent-surface.md):
+
+- ``agents.sessions.setStatus`` (Tier 3): one agent session per thread, created by the
+  first call (``title`` ≤ 200 chars and ``initiator_user_id`` apply then only); status
+  ``processing`` shows Slack's loader and, with the ``agent_session_stopped`` subscription,
+  its native Stop; ``suspended``, ``active``, ``closed``.
+- ``chat.startStream`` (Tier 2), ``chat.appendStream`` (Tier 4), ``chat.stopStream``
+  (Tier 2, ``session_status`` default ``active``, ``blocks`` and ``metadata`` of the
+  finished message).
+
+What this module does with them:
+
+- a turn's steps are one streamed message, a *segment*, opened with the session set to
+  ``processing`` (title from the incident). Its outbox key is ``<session>:stream:<turn>.<n>``
+  and its ``ts`` is recorded there like any post; closing it records ``<key>/stop``. A
+  segment closed (approval, wait, expiry) is followed by ``n+1``; a retried step finds the
+  open one and appends to it, never starting a second one;
+- chunks are written off the step (``push`` returns at once): one writer task per session
+  sends, in order, everything pending in one ``chat.appendStream``, each call within the
+  method's per-workspace budget (issue #32: no worker thread waits on Slack's budget);
+- the durable steps move the status away from ``processing``: the answer's post closes the
+  segment with the answer's blocks and the post key in ``metadata`` (so a retry finds it,
+  as ``SlackPoster.post`` does) and ``active``; an approval request closes it ``suspended``;
+  ``stop`` (typed, or Slack's native Stop) closes it ``closed``;
+- a workspace that refuses the methods (``REFUSALS``) turns the surface off for this
+  installation, once, with one warning: the caller goes back to the status message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bot.errors import SlackCallFailed, slack_call
+from bot.slack.budget import CallBudget
+from bot.slack.poster import METADATA_EVENT_TYPE, SlackPoster, Thread
+from bot.slack.render import SlackMessage
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ENDED",
+    "REFUSALS",
+    "AgentStatus",
+    "AgentSurface",
+    "SurfaceBudgets",
+    "stream_key",
+]
+
+
+class AgentStatus(StrEnum):
+    """An agent session's lifecycle status (``agents.sessions.setStatus``)."""
+
+    PROCESSING = "processing"
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+
+
+REFUSALS = frozenset(
+    {
+        "feature_disabled",  # setStatus: "the agent tasks feature is not enabled"
+        "missing_scope",
+        "not_allowed_token_type",
+        "not_allowed",
+        "no_permission",
+        "unknown_method",
+        "method_deprecated",
+        "restricted_action",
+        "access_denied",
+        "team_access_not_granted",
+    }
+)
+"""Answers meaning this workspace does not let the app use the agent surface at all."""
+
+ENDED = frozenset(
+    {
+        "message_not_in_streaming_state",
+        "stopped_by_user",
+        "message_not_found",
+        "message_not_owned_by_app",
+    }
+)
+"""Answers meaning a stream takes nothing more (over, stopped by a person, or gone)."""
+
+STOP_SUBSCRIPTION_WARNING = "missing_agent_session_stopped_event_subscription"
+DRAIN_BEFORE_CLOSE_S = 10.0
+"""How long a durable step waits for its session's pending chunks before closing the
+stream (they go first, so the answer is the last thing in the message)."""
+MEMO_SESSIONS = 4096
+"""Sessions whose stream state a process keeps in memory (the outbox has it all)."""
+SETTLE_LOOP_TURNS = 8
+"""Event-loop turns a durable step gives the step before it to queue its progress."""
+MAX_TITLE_CHARS = 80
+"""Titles are cut here (Slack takes 200; the sidebar shows far less)."""
+
+
+@dataclass
+class SurfaceBudgets:
+    """Per-workspace budgets of the surface's methods, under Slack's tiers (a minute)."""
+
+    status: CallBudget = field(default_factory=lambda: CallBudget(45))  # Tier 3: 50
+    start_stop: CallBudget = field(default_factory=lambda: CallBudget(18))  # Tier 2: 20 each
+    append: CallBudget = field(default_factory=lambda: CallBudget(90))  # Tier 4: 100
+
+
+def stream_key(session_id: str, turn: int, segment: int) -> str:
+    """The outbox key of a turn's ``segment``-th streamed message.
+
+    >>> stream_key("s1", 2, 0)
+    's1:stream:2.0'
+    """
+    return f"{session_id}:stream:{turn}.{segment}"
+
+
+@dataclass
+class _Segment:
+    key: str
+    number: int
+    ts: str | None
+    closed: bool
+
+
+@dataclass
+class _Lane:
+    """One session's pending stream writes, sent in order by one task."""
+
+    thread: Thread
+    turn: int = 0
+    title: str = ""
+    initiator: str | None = None
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    park: bool = False
+    tail: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class AgentSurface:
+    """A process's writer of agent sessions and streams (see the module docstring).
+
+    Args:
+        poster: its client makes the calls; its outbox records the streams.
+        team_id: the installing workspace (``recipient_team_id`` of channel streams);
+            asked of ``auth.test`` once when None.
+        budgets: the per-workspace budgets of the methods.
+        enabled: False to start with the surface off (the status-message path).
+    """
+
+    def __init__(
+        self,
+        poster: SlackPoster,
+        *,
+        team_id: str | None = None,
+        budgets: SurfaceBudgets | None = None,
+        enabled: bool = True,
+    ) -> None:
+        self._poster = poster
+        self._client = poster.client
+        self._team_id = team_id
+        self._budgets = budgets or SurfaceBudgets()
+        self.refused: str | None = None if enabled else "turned off"
+        self._lanes: dict[str, _Lane] = {}
+        self._segments: dict[tuple[str, int], _Segment] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def available(self) -> bool:
+        """Whether this installation's workspace takes the agent surface (else fall back)."""
+        return self.refused is None
+
+    # ----- what steps call: returns at once -------------------------------------------
+
+    def push(
+        self,
+        thread: Thread,
+        *,
+        turn: int,
+        chunks: Sequence[dict[str, Any]],
+        title: str = "",
+        initiator: str | None = None,
+        park: bool = False,
+        tail: bool = False,
+    ) -> None:
+        """Queue ``chunks`` for the turn's stream (opened, and the session set to
+        ``processing``, on the first); ``park``: then close it ``suspended`` (the session
+        waits for a wake-up, a background command or a reply). ``tail``: the step's next
+        step closes the stream (an approval request): these chunks open none, so if that
+        step went first they are dropped rather than reopening the session."""
+        if not self.available or (not chunks and not park):
+            return
+        lane = self._lanes.get(thread.session_id)
+        if lane is None:
+            lane = self._lanes[thread.session_id] = _Lane(thread)
+            self._forget_idle()
+        lane.turn, lane.title, lane.initiator = turn, title or lane.title, initiator
+        lane.pending.extend(chunks)
+        lane.tail = tail
+        lane.park = lane.park or park
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.create_task(self._drain(lane))
+
+    def _forget_idle(self) -> None:
+        """Keep at most ``MEMO_SESSIONS`` sessions' lanes and segments: the oldest idle
+        ones go (what they knew is in the outbox)."""
+        if len(self._lanes) <= MEMO_SESSIONS:
+            return
+        for session_id in list(self._lanes)[: len(self._lanes) - MEMO_SESSIONS]:
+            lane = self._lanes[session_id]
+            if not lane.pending and (lane.task is None or lane.task.done()):
+                del self._lanes[session_id]
+                for key in [k for k in self._segments if k[0] == session_id]:
+                    del self._segments[key]
+
+    async def drain(self, *, timeout_s: float) -> bool:
+        """Wait until every queued chunk is sent (or failed); False on timeout."""
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if not tasks:
+            return True
+        _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        return not pending
+
+    async def aclose(self) -> None:
+        """Stop the writers (what they hold is dropped: the next step shows it again)."""
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ----- what durable steps await --------------------------------------------------
+
+    async def finish(
+        self, thread: Thread, *, key: str, message: SlackMessage | None, turn: int | None = None
+    ) -> str | None:
+        """End the turn's stream with the answer ``message`` (its blocks below what was
+        streamed; ``key`` in its metadata) and the session ``active``; returns the
+        stream's ts when it carried the answer, None when the caller must post it (no
+        open stream, it ended meanwhile, or ``message`` is None: the answer is too big
+        for one message). Idempotent per ``key``.
+
+        Raises:
+            SlackCallFailed: a transient failure (the step is retried; the outbox keeps
+                what was done).
+        """
+        await self._settle(thread.session_id)
+        if (known := await self._poster.recorded_ts(key)) is not None:
+            return known
+        turn = await self._turn(thread.session_id, turn)
+        await self._poster.record_intent(
+            thread, _answered(thread.session_id, turn), kind="stream_stop", payload_json="{}"
+        )
+        segment = await self._open_segment(thread, turn)
+        if segment is None or segment.ts is None or message is None:
+            if segment is not None and segment.ts is not None:
+                await self._close(thread, segment, AgentStatus.ACTIVE)
+            return None
+        await self._poster.record_intent(thread, key, kind="answer", payload_json="{}")
+        metadata = {"event_type": METADATA_EVENT_TYPE, "event_payload": {"key": key}}
+        if not await self._close(
+            thread, segment, AgentStatus.ACTIVE, blocks=message.blocks, metadata=metadata
+        ):
+            return None
+        await self._poster.record_done(key, segment.ts)
+        return segment.ts
+
+    async def suspend(
+        self,
+        thread: Thread,
+        *,
+        turn: int | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """The session waits (an approval request is being posted): close the turn's
+        stream ``suspended`` with ``chunks`` last (what it waits for), or set the status.
+        Slack failures are logged."""
+        await self._settle(thread.session_id)
+        try:
+            turn = await self._turn(thread.session_id, turn)
+        except Exception:
+            logger.exception("agent session of %s not suspended", thread.session_id)
+            return
+        await self.end(thread, AgentStatus.SUSPENDED, turn=turn, chunks=chunks)
+
+    async def answered(self, thread: Thread) -> None:
+        """The answer was posted without the stream: the session listens (``active``)."""
+        await self.set_status(thread, AgentStatus.ACTIVE)
+
+    async def end(
+        self,
+        thread: Thread,
+        status: AgentStatus,
+        *,
+        turn: int | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Move the session to ``status``: through its open stream's ``chat.stopStream``
+        when it has one (of ``turn``, or of any turn when None), else
+        ``agents.sessions.setStatus``. Slack failures are logged, not raised."""
+        if not self.available:
+            return
+        try:
+            turn = await self._turn(thread.session_id, turn)
+            segment = await self._open_segment(thread, turn)
+            opened = segment if segment is not None and segment.ts is not None else None
+            if opened is not None and await self._close(thread, opened, status, chunks=chunks):
+                return
+            await self.set_status(thread, status)
+        except SlackCallFailed as exc:
+            logger.warning("agent session of %s not set %s: %s", thread.session_id, status, exc)
+
+    async def set_status(
+        self,
+        thread: Thread,
+        status: AgentStatus,
+        *,
+        title: str = "",
+        initiator: str | None = None,
+    ) -> bool:
+        """``agents.sessions.setStatus`` within its budget; returns whether Slack took it.
+        A refusal of the method turns the surface off (``refused``).
+
+        Raises:
+            SlackCallFailed: a transient failure (ratelimited past the client's retries,
+                no answer).
+        """
+        if not self.available:
+            return False
+        await self._budgets.status.take()
+        args: dict[str, Any] = {"channel_id": thread.channel_id, "thread_ts": thread.thread_ts}
+        if title:
+            args["title"] = _title(title)
+        if initiator:
+            args["initiator_user_id"] = initiator
+        try:
+            answer = await slack_call(
+                "agents.sessions.setStatus",
+                self._client.agents_sessions_setStatus(status=status.value, **args),
+            )
+        except SlackCallFailed as exc:
+            if self._refusal(exc):
+                return False
+            raise
+        self._warn_once(answer)
+        return True
+
+    # ----- the writer ----------------------------------------------------------------
+
+    async def _drain(self, lane: _Lane) -> None:
+        while lane.pending or lane.park:
+            chunks, lane.pending = lane.pending, []
+            park, lane.park = lane.park, False
+            tail, lane.tail = lane.tail, False
+            turn = lane.turn
+            try:
+                if chunks:
+                    await self._write(lane, turn, chunks, tail=tail)
+                if park:
+                    await self.end(lane.thread, AgentStatus.SUSPENDED, turn=turn)
+            except SlackCallFailed as exc:
+                logger.warning("stream of %s not written: %s", lane.thread.session_id, exc)
+            except Exception:  # a database outage: the next step shows its state again
+                logger.exception("stream of %s not written", lane.thread.session_id)
+
+    async def _write(
+        self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, tail: bool = False
+    ) -> None:
+        thread = lane.thread
+        for _attempt in range(3):
+            if not self.available:
+                return
+            segment = await self._open_segment(thread, turn)
+            if segment is None and await self._reopens_nothing(thread.session_id, turn, tail):
+                return  # a later step closed the stream already: reopen nothing
+            if segment is None:
+                segment = await self._start(lane, turn, chunks)
+                if segment is not None:
+                    return
+                continue
+            if segment.ts is None:  # started by a worker that died before recording it
+                await self._mark_closed(thread, segment)
+                continue
+            await self._budgets.append.take()
+            try:
+                await slack_call(
+                    "chat.appendStream",
+                    self._client.chat_appendStream(
+                        channel=thread.channel_id, ts=segment.ts, chunks=list(chunks)
+                    ),
+                )
+                return
+            except SlackCallFailed as exc:
+                if self._refusal(exc):
+                    return
+                if exc.error not in ENDED:
+                    raise
+                await self._mark_closed(thread, segment)
+                if exc.error == "stopped_by_user":  # a person stopped it: show no more
+                    return
+                # it expired (or was stopped elsewhere): the chunks go to a new one
+        logger.warning("stream of %s: chunks dropped after 3 segments", thread.session_id)
+
+    async def _start(self, lane: _Lane, turn: int, chunks: list[dict[str, Any]]) -> _Segment | None:
+        thread = lane.thread
+        number = await self._next_number(thread.session_id, turn)
+        key = stream_key(thread.session_id, turn, number)
+        if not await self._poster.claim_intent(thread, key, kind="stream"):
+            return None  # another process opened it meanwhile: append to it
+        segment = _Segment(key, number, None, False)
+        self._segments[(thread.session_id, turn)] = segment
+        if not await self.set_status(
+            thread, AgentStatus.PROCESSING, title=lane.title, initiator=lane.initiator
+        ):
+            return segment if not self.available else None
+        await self._budgets.start_stop.take()
+        args: dict[str, Any] = {"channel": thread.channel_id, "thread_ts": thread.thread_ts}
+        if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
+            args["recipient_user_id"] = lane.initiator or ""
+            args["recipient_team_id"] = await self._team()
+        try:
+            answer = await slack_call(
+                "chat.startStream",
+                self._client.chat_startStream(
+                    task_display_mode="timeline", chunks=list(chunks), **args
+                ),
+            )
+        except SlackCallFailed as exc:
+            self._refusal(exc)
+            await self._mark_closed(thread, segment)
+            raise
+        segment.ts = str(answer["ts"])
+        await self._poster.record_done(key, segment.ts)
+        return segment
+
+    async def _close(
+        self,
+        thread: Thread,
+        segment: _Segment,
+        status: AgentStatus,
+        *,
+        blocks: Sequence[dict[str, Any]] = (),
+        metadata: dict[str, Any] | None = None,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> bool:
+        """``chat.stopStream`` of ``segment`` with ``status`` (``chunks`` last, ``blocks``
+        below); False when the stream had already ended (the caller sets the status)."""
+        assert segment.ts is not None
+        await self._budgets.start_stop.take()
+        args: dict[str, Any] = {"session_status": status.value}
+        if chunks:
+            args["chunks"] = list(chunks)
+        if blocks:
+            args["blocks"] = list(blocks)
+        if metadata is not None:
+            args["metadata"] = metadata
+        try:
+            await slack_call(
+                "chat.stopStream",
+                self._client.chat_stopStream(channel=thread.channel_id, ts=segment.ts, **args),
+            )
+        except SlackCallFailed as exc:
+            if self._refusal(exc):
+                return False
+            if exc.error not in ENDED:
+                raise
+            await self._mark_closed(thread, segment)
+            return False
+        await self._mark_closed(thread, segment)
+        return True
+
+    # ----- segments in the outbox ----------------------------------------------------
+
+    async def _open_segment(self, thread: Thread, turn: int) -> _Segment | None:
+        """The turn's open segment (possibly not yet given a ts), or None."""
+        known = self._segments.get((thread.session_id, turn))
+        if known is not None:
+            return None if known.closed else known
+        number = await self._next_number(thread.session_id, turn) - 1
+        if number < 0:
+            return None
+        key = stream_key(thread.session_id, turn, number)
+        closed = await self._poster.recorded_intent(f"{key}/stop")
+        segment = _Segment(key, number, await self._poster.recorded_ts(key), closed)
+        self._segments[(thread.session_id, turn)] = segment
+        return None if closed else segment
+
+    async def _reopens_nothing(self, session_id: str, turn: int, tail: bool) -> bool:
+        """Whether chunks of a turn whose stream is closed must not open another: they
+        came before an approval request (``tail``) or the turn's answer was posted."""
+        if await self._next_number(session_id, turn) == 0:
+            return False  # the turn has had no stream yet
+        return tail or await self._poster.recorded_intent(_answered(session_id, turn))
+
+    async def _next_number(self, session_id: str, turn: int) -> int:
+        known = self._segments.get((session_id, turn))
+        number = known.number + 1 if known is not None else 0
+        while await self._poster.recorded_intent(stream_key(session_id, turn, number)):
+            number += 1
+        return number
+
+    async def _mark_closed(self, thread: Thread, segment: _Segment) -> None:
+        segment.closed = True
+        await self._poster.record_intent(
+            thread, f"{segment.key}/stop", kind="stream_stop", payload_json="{}"
+        )
+
+    async def _turn(self, session_id: str, turn: int | None) -> int:
+        """``turn``, else the latest turn this process streamed for the session, else the
+        latest any process did (read from the outbox: ``<session>:stream:<t>.0``)."""
+        if turn is not None:
+            return turn
+        lane = self._lanes.get(session_id)
+        if lane is not None:
+            return lane.turn
+        latest, candidate, misses = 0, 0, 0
+        while misses < 2:  # turns count from 0 or 1; a turn without steps has no stream
+            if await self._poster.recorded_intent(stream_key(session_id, candidate, 0)):
+                latest, misses = candidate, 0
+            else:
+                misses += 1
+            candidate += 1
+        return latest
+
+    async def _settle(self, session_id: str) -> None:
+        """Let this process's progress of the session reach Slack first: the driver
+        shows a step's progress in a task of its own, which a few turns of the event
+        loop let run (it queues without waiting), then the writer's sends, bounded."""
+        for _turn in range(SETTLE_LOOP_TURNS):
+            await asyncio.sleep(0)
+        lane = self._lanes.get(session_id)
+        if lane is not None and lane.task is not None and not lane.task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(lane.task), DRAIN_BEFORE_CLOSE_S)
+
+    # ----- refusals and warnings -----------------------------------------------------
+
+    def _refusal(self, exc: SlackCallFailed) -> bool:
+        """Turn the surface off when ``exc`` says the workspace refuses it; True then."""
+        if exc.error not in REFUSALS:
+            return False
+        if self.refused is None:
+            self.refused = f"{exc.method}: {exc.error}"
+            logger.warning(
+                "Slack refuses the agent surface here (%s): back to the status message",
+                self.refused,
+            )
+        return True
+
+    def _warn_once(self, answer: Any) -> None:
+        data = getattr(answer, "data", answer)
+        metadata = data.get("response_metadata") or {} if isinstance(data, dict) else {}
+        warnings = set(metadata.get("warnings") or ())
+        if isinstance(data, dict) and data.get("warning"):
+            warnings.update(str(data["warning"]).split(","))
+        for warning in warnings - self._warned:
+            self._warned.add(warning)
+            logger.warning("agents.sessions.setStatus warns %s", warning)
+
+    async def _team(self) -> str:
+        if self._team_id is None:
+            answer = await slack_call("auth.test", self._client.auth_test())
+            self._team_id = str(answer.get("team_id") or "")
+        return self._team_id
+
+
+def _answered(session_id: str, turn: int) -> str:
+    """The outbox key saying the turn's answer was posted: no stream of it opens again."""
+    return f"{session_id}:stream:{turn}/answered"
+
+
+def incident_title(text: str) -> str:
+    """A session title from the incident's first words (one line, at most 80 chars).
+
+    >>> incident_title("<@U1> pods are\\n crashlooping in prod")
+    'pods are crashlooping in prod'
+    """
+    words = [w for w in text.split() if not (w.startswith("<@") and w.endswith(">"))]
+    return _title(" ".join(words)) or "Incident"
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"

@@ -1,0 +1,263 @@
+"""Slack's agent surface with real worker processes (issue #28).
+
+Two ``dramatiq bot.durable.worker_main`` processes (``WARROOM_AGENT_SURFACE=true``) over
+PostgreSQL and Redis run the sessions against the fakes; the real Slack app (signed
+requests) records replies, clicks and Slack's native Stop into the same database and
+queue. The workers and the app call the same fake Slack, which keeps each thread's agent
+session (every status it was given) and streamed messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.fakes.anthropic_api import Reply
+from bot.fakes.slack_agents import AgentSession
+from bot.slack.agent_surface import stream_key
+from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
+from bot.slack.installation import Installation
+from harness import Checkpoint
+from memory_store import Database, Outbox, SandboxLedgerStore, SessionStatus, SessionStore
+from tests.bot.conftest import load_case
+from tests.bot.durable.test_workers import WORKER_SETTINGS
+from tests.bot.durable_support import (
+    CHANNEL,
+    EFFECTS_FILE,
+    Cluster,
+    Probe,
+    Sender,
+    poll,
+    running_cluster,
+)
+from tests.bot.slack_edge import SlackEdge, event, running_edge
+from tests.fakes.slack_api import TEAM_ID
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.bwrap]
+
+RESTART = f"systemctl restart payments 2>/dev/null; echo ran >> {EFFECTS_FILE}; echo restarted"
+
+
+@pytest.fixture(scope="module")
+def cluster(redis_url: str) -> Iterator[Cluster]:
+    """A fresh database, the fakes and two workers on the agent surface, for the module."""
+    settings = {**WORKER_SETTINGS, "WARROOM_AGENT_SURFACE": "true"}
+    with running_cluster(redis_url, name="warroom_agents", workers=2, settings=settings) as made:
+        yield made
+
+
+@dataclass
+class World:
+    probe: Probe
+    edge: SlackEdge
+    outbox: Outbox
+
+
+@pytest.fixture
+async def world(cluster: Cluster, tmp_path: Path) -> AsyncIterator[World]:
+    cluster.pool.wait_ready(count=2)
+    sender = Sender(cluster.redis_url)
+    sender.flush()
+    db = Database.from_url(cluster.database_url, data_dir=cluster.data_dir)
+    probe = Probe(SessionStore(db), cluster.fakes, sender, cluster.data_dir, SandboxLedgerStore(db))
+
+    async def enqueue(session_id: str, token: str) -> None:
+        await asyncio.to_thread(sender.send, session_id, token)
+
+    try:
+        async with running_edge(
+            tmp_path,
+            database_url=cluster.database_url,
+            installation=Installation(TEAM_ID),
+            enqueue=enqueue,
+            agent_surface=True,
+            slack_api=cluster.fakes.slack,
+        ) as edge:
+            yield World(probe, edge, Outbox(db))
+    finally:
+        await db.dispose()
+        sender.close()
+        logs = [f"--- {w.log_path.name}:\n{w.log()[-4000:]}" for w in cluster.pool.history]
+        print("\n".join(logs))
+
+
+async def _thread_ts(probe: Probe, session_id: str) -> str:
+    return (await probe.session(session_id)).key.thread_ts
+
+
+async def _agent_session(world: World, session_id: str, status: str) -> AgentSession:
+    """The thread's agent session once its status is ``status``."""
+    thread_ts = await _thread_ts(world.probe, session_id)
+    agents = world.probe.fakes.slack.agents
+
+    async def reached() -> AgentSession | None:
+        session = agents.session(CHANNEL, thread_ts)
+        return session if session is not None and session.status == status else None
+
+    return await poll(reached, timeout_s=30, what=f"the agent session to be {status}")
+
+
+async def _click_approve(edge: SlackEdge, cp: Checkpoint) -> None:
+    assert cp.approval is not None
+    value = ButtonValue(cp.session_id, cp.approval.tool_use_id, cp.approval.input_sha256)
+    payload: dict[str, Any] = load_case("interactive_block_actions.json")
+    payload.pop("enterprise")
+    payload["team"].pop("enterprise_id")
+    payload["user"].update(id="U0FAKEBOB", team_id=TEAM_ID)
+    payload["actions"][0].update(action_id=APPROVE_ACTION_ID, value=value.encode())
+    response = await edge.post_form({"payload": json.dumps(payload)})
+    assert response.status_code == 200
+    await edge.settle()
+
+
+async def _parked(probe: Probe, session_id: str) -> Checkpoint:
+    async def asked() -> Checkpoint | None:
+        session = await probe.session(session_id)
+        cp = Checkpoint.from_json(session.checkpoint)
+        waiting = session.status is SessionStatus.WAITING
+        posted = cp.approval is not None and cp.approval.pending and cp.approval.message_ts
+        return cp if waiting and posted else None
+
+    return await poll(asked, timeout_s=30, what=f"{session_id} to wait for approval")
+
+
+def _stop_reply(thread_ts: str) -> dict[str, Any]:
+    return event(
+        "event_message_thread_reply_no_mention.json",
+        text="stop",
+        channel=CHANNEL,
+        thread_ts=thread_ts,
+        ts=f"{float(thread_ts) + 500:.6f}",
+    )
+
+
+async def test_the_status_follows_the_whole_session_from_mention_to_stop(world: World) -> None:
+    session_id = f"agents-{uuid.uuid4().hex[:6]}"
+    plan = [
+        Reply.tool("Bash", {"command": "uptime"}, text="Looking at the host first."),
+        Reply.tool("Bash", {"command": RESTART}),
+        Reply.text("Restarted payments; it answers again."),
+    ]
+    await world.probe.start(session_id, plan)
+
+    # the change waits for approval: the session is suspended, the request has its buttons
+    cp = await _parked(world.probe, session_id)
+    agent = await _agent_session(world, session_id, "suspended")
+    assert agent.statuses[0] == "processing"
+    assert agent.title == f"[session:{session_id}] look"
+
+    await _click_approve(world.edge, cp)
+    await world.probe.wait_answered(session_id)
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "suspended", "processing", "active"]
+
+    thread_ts = await _thread_ts(world.probe, session_id)
+    first, second = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    assert first.state == second.state == "stopped"
+    tasks = {t["title"]: t["status"] for t in first.tasks().values()}
+    assert tasks.get("Running `uptime`") == "complete", tasks
+    assert "Restarted payments" in json.dumps(second.blocks)  # the answer, with its blocks
+    # no status message: the only edit is the approval request's (who decided)
+    assert cp.approval is not None
+    edited = {c.args["ts"] for c in world.probe.fakes.slack.calls_to("chat.update")}
+    assert edited <= {cp.approval.message_ts}
+
+    response = await world.edge.post_event(_stop_reply(thread_ts))
+    await world.edge.settle()
+    assert response.status_code == 200
+    agent = await _agent_session(world, session_id, "closed")
+    assert agent.statuses[-2:] == ["active", "closed"]
+
+
+async def test_the_native_stop_during_a_long_command_ends_it_once(world: World) -> None:
+    session_id = f"natstop-{uuid.uuid4().hex[:6]}"
+    await world.probe.start(session_id, [Reply.tool("Bash", {"command": "sleep 600"})])
+    await world.probe.wait_running_command(session_id)
+    await _agent_session(world, session_id, "processing")
+    thread_ts = await _thread_ts(world.probe, session_id)
+    agents = world.probe.fakes.slack.agents
+
+    clicked = agents.click_stop(CHANNEL, thread_ts, "U0FAKEBOB")
+    body = load_case("event_agent_session_stopped.json")
+    body["event"], body["event_id"] = clicked, f"Ev0{session_id}"
+    for retry in ("0", "1"):  # Slack retries an event it saw no ack for in time
+        response = await world.edge.post_event(body, headers={"X-Slack-Retry-Num": retry})
+        assert response.status_code == 200
+    await world.edge.settle()
+
+    await world.probe.wait_status(session_id, SessionStatus.CANCELLED)
+    agent = await _agent_session(world, session_id, "closed")
+    assert agent.statuses == ["processing", "closed"]
+    assert [c.session_id for c in world.edge.cancelled] == [session_id]
+    said = [
+        m
+        for m in world.probe.fakes.slack.thread(CHANNEL, thread_ts)
+        if "Stopped by" in str(m.get("text"))
+    ]
+    assert len(said) == 1
+    [stream] = agents.streams_in(CHANNEL, thread_ts)
+    assert stream.state == "stopped_by_user"
+
+
+async def test_two_parallel_threads_keep_separate_sessions(world: World) -> None:
+    ids = [f"pair-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    for n, session_id in enumerate(ids):
+        plan = [Reply.tool("Bash", {"command": f"echo thread {n}"}), Reply.text(f"Thread {n}.")]
+        await world.probe.start(session_id, plan, text=f"thread {n}")
+    for session_id in ids:
+        await world.probe.wait_answered(session_id)
+    for n, session_id in enumerate(ids):
+        agent = await _agent_session(world, session_id, "active")
+        assert agent.title == f"[session:{session_id}] thread {n}"
+        [stream] = world.probe.fakes.slack.agents.streams_in(
+            CHANNEL, await _thread_ts(world.probe, session_id)
+        )
+        titles = [t["title"] for t in stream.tasks().values()]
+        assert titles == [f"Running `echo thread {n}`"]
+        assert f"Thread {n}." in json.dumps(stream.blocks)
+
+
+async def test_a_worker_killed_mid_stream_leaves_one_stream_which_the_next_completes(
+    world: World, cluster: Cluster
+) -> None:
+    session_id = f"killed-{uuid.uuid4().hex[:6]}"
+    plan = [
+        Reply.tool("Bash", {"command": "sleep 4; echo slept"}, text="Waiting for the pods."),
+        Reply.text("The pods came back."),
+    ]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_running_command(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+
+    async def recorded() -> str | None:  # the stream's ts is in the outbox
+        for turn in range(3):
+            post = await world.outbox.get_post(stream_key(session_id, turn, 0))
+            if post is not None and post.ts:
+                return post.ts
+        return None
+
+    stream_ts = await poll(recorded, timeout_s=30, what="the stream's ts to be recorded")
+    owner = (await world.probe.session(session_id)).lease_owner
+    cluster.pool.owning(owner).kill()  # SIGKILL, mid-command and mid-stream
+
+    await world.probe.wait_answered(session_id, timeout_s=90)
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "active"]
+    [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    assert stream.ts == stream_ts
+    assert stream.state == "stopped"
+    assert [t["status"] for t in stream.tasks().values()] == ["complete"]
+    assert "The pods came back." in json.dumps(stream.blocks)
+    starts = [
+        c
+        for c in world.probe.fakes.slack.calls_to("chat.startStream")
+        if c.args.get("thread_ts") == thread_ts
+    ]
+    assert len(starts) == 1

@@ -1,0 +1,382 @@
+"""Slack's agent surface through ``ThreadReporter``: the agent session and streamed steps.
+
+The fake Slack answers the agent-surface methods as strictly as docs.slack.dev describes
+them (``bot/fakes/slack_agents.py``); the outbox is the real one. A process that died is
+a new ``AgentSurface`` over the same outbox: all it knows is what the outbox recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.agent_surface import AgentStatus, AgentSurface, stream_key
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.progress import ThreadReporter
+from harness import (
+    ApprovalRequested,
+    Checkpoint,
+    Event,
+    Inbound,
+    Message,
+    ModelResponded,
+    PendingApproval,
+    Requester,
+    TextBlock,
+    Todo,
+    TodosChanged,
+    TodoStatus,
+    ToolFinished,
+    ToolIntent,
+    ToolUseBlock,
+    Usage,
+)
+from memory_store import Database, Outbox, SessionKey, SessionStore
+from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
+
+ALERT = "<@U0FAKEBOT> checkout is returning 500s since the 14:02 deploy"
+
+
+def checkpoint(thread: Thread, *, turns: int = 1, waits: bool = False) -> Checkpoint:
+    """A session mid-turn: a model step is due (``waits``: it is parked instead)."""
+    cp = Checkpoint(
+        thread.session_id,
+        TEAM_ID,
+        thread.channel_id,
+        Requester("U0FAKEALICE"),
+        messages=(Message("user", (TextBlock(ALERT),)),),
+        turns=turns,
+    )
+    if waits:  # the model ended its turn without an answer: it waits for its command
+        said = Message("assistant", (TextBlock("It runs in the background."),))
+        return replace(cp, messages=(*cp.messages, said))
+    return replace(cp, pending_input=(Inbound("U0FAKEALICE", "go on"),))
+
+
+def reporter_over(client: AsyncWebClient, outbox: Outbox) -> ThreadReporter:
+    poster = SlackPoster(client, outbox, min_update_interval_s=0.0)
+    return ThreadReporter(poster, surface=AgentSurface(poster))
+
+
+async def show(reporter: ThreadReporter, thread: Thread, cp: Checkpoint, *events: Event) -> None:
+    await reporter.show_progress(
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        checkpoint=cp,
+        events=events,
+    )
+    assert reporter.surface is not None
+    assert await reporter.surface.drain(timeout_s=10)
+
+
+async def answer(reporter: ThreadReporter, thread: Thread, text: str, n: int = 2) -> str:
+    return await reporter.post_answer(
+        key=f"{thread.session_id}:answer:{n}",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        markdown=text,
+    )
+
+
+def ran(tool_use_id: str, command: str) -> ToolIntent:
+    return ToolIntent(tool_use_id=tool_use_id, name="Bash", summary=command)
+
+
+def done(tool_use_id: str, command: str, output: str = "ok") -> ToolFinished:
+    return ToolFinished(
+        tool_use_id=tool_use_id,
+        name="Bash",
+        summary=command,
+        is_error=False,
+        output_chars=len(output),
+        output_head=output,
+        elapsed_ms=1200,
+    )
+
+
+def approval(tool_use_id: str = "tu-restart") -> PendingApproval:
+    now = datetime.now(UTC)
+    return PendingApproval(
+        tool_use_id=tool_use_id,
+        tool="Bash",
+        input_sha256="0" * 64,
+        action="systemctl restart payments",
+        reason="restarts a production service",
+        requested_at=now,
+        expires_at=now + timedelta(minutes=30),
+    )
+
+
+def methods(slack_api: FakeSlackApi) -> list[str]:
+    shown = ("agents.", "chat.", "assistant.")
+    return [c.method for c in slack_api.calls if c.method.startswith(shown)]
+
+
+async def test_the_session_status_follows_the_whole_turn_and_each_tool_call_is_a_task(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    cp = checkpoint(thread)
+    agents = slack_api.agents
+
+    # A tool step: the session is processing, titled from the alert, the call is a task
+    await show(reporter, thread, cp, ran("tu1", "kubectl get pods"))
+    session = agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.title == "checkout is returning 500s since the 14:02 deploy"
+    assert session.initiator_user_id == "U0FAKEALICE"
+    assert session.statuses == ["processing"]
+    await show(reporter, thread, cp, done("tu1", "kubectl get pods", "3 pods CrashLoopBackOff"))
+    todos = (Todo("Read the logs", TodoStatus.IN_PROGRESS, "Reading the logs"),)
+    await show(reporter, thread, replace(cp, todos=todos), TodosChanged(todos=()))
+
+    [stream] = agents.streams_in(thread.channel_id, thread.thread_ts)
+    task = stream.tasks()["tu1"]
+    assert (task["title"], task["status"]) == ("Running `kubectl get pods`", "complete")
+    assert "3 pods CrashLoopBackOff" in task["output"]
+    assert "1.2 s" in task["output"]
+    assert stream.tasks()["todo-0"]["status"] == "in_progress"
+    assert any(c["type"] == "plan_update" for c in stream.chunks)
+
+    # An approval request: the stream ends suspended, the request keeps its buttons
+    ts = await reporter.ask_approval(
+        key=f"{thread.session_id}:approval:tu-restart",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        approval=approval(),
+        requester_id="U0FAKEALICE",
+    )
+    assert session.statuses == ["processing", "suspended"]
+    assert stream.state == "stopped"
+    asked = [m for m in slack_api.thread(thread.channel_id, thread.thread_ts) if m["ts"] == ts]
+    assert any(b["type"] == "actions" for b in asked[0]["blocks"])
+
+    # Approved: the next step opens a second stream, processing again
+    await show(reporter, thread, cp, ran("tu-restart", "systemctl restart payments"))
+    assert session.statuses == ["processing", "suspended", "processing"]
+    first, second = agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert first is stream
+    assert second.state == "streaming"
+
+    # The answer ends that stream with the answer's blocks, findable by its key: active
+    posted = await answer(reporter, thread, "The pool was exhausted; restarted it.")
+    assert posted == second.ts
+    assert second.state == "stopped"
+    assert second.metadata == {
+        "event_type": "warroom_post",
+        "event_payload": {"key": f"{thread.session_id}:answer:2"},
+    }
+    assert "The pool was exhausted" in str(second.blocks)
+    assert session.status == "active"
+
+    # `stop` closes it
+    await reporter.end_session(thread)
+    assert session.statuses[-1] == "closed"
+    assert "chat.update" not in methods(slack_api)
+    assert "assistant.threads.setStatus" not in methods(slack_api)
+
+
+async def test_a_step_that_parks_the_session_suspends_it(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "sleep 600 &"))
+    # the step started a background command; the session now waits for it
+    await show(reporter, thread, checkpoint(thread, waits=True), done("tu1", "sleep 600 &"))
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["processing", "suspended"]
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert stream.state == "stopped"
+    assert stream.tasks()["tu1"]["status"] == "complete"
+
+
+async def test_a_process_that_died_mid_stream_leaves_one_stream_the_next_completes(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    dead = reporter_over(slack_client, outbox)
+    cp = checkpoint(thread)
+    await show(dead, thread, cp, ran("tu1", "kubectl logs deploy/checkout"))
+    # the worker dies here; another one runs the next steps and the answer
+    heir = reporter_over(slack_client, outbox)
+    await show(heir, thread, cp, done("tu1", "kubectl logs deploy/checkout"))
+    key = f"{thread.session_id}:answer:2"
+    first = await answer(heir, thread, "Found it.")
+    # the answer step is retried (its commit was lost): nothing is posted or stopped again
+    again = await answer(reporter_over(slack_client, outbox), thread, "Found it.")
+
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert first == again == stream.ts
+    assert stream.state == "stopped"
+    assert stream.tasks()["tu1"]["status"] == "complete"
+    assert len(slack_api.calls_to("chat.startStream")) == 1
+    assert len([c for c in slack_api.calls_to("chat.stopStream") if c.response["ok"]]) == 1
+    assert await outbox.get_post(stream_key(thread.session_id, 1, 0)) is not None
+    assert (await outbox.get_post(key)) is not None
+    assert slack_api.calls_to("chat.postMessage") == []
+
+
+async def test_an_answer_whose_stream_ended_is_posted_once_as_a_message(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "uptime"))
+    # Slack ends a stream some minutes after it started (measured by others: ~5 min)
+    slack_api.agents.stream_lifetime_s = 0.0
+    await show(reporter, thread, checkpoint(thread), done("tu1", "uptime"))
+    # the chunks went on in a new stream rather than being lost
+    old, new = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert old.state == "expired"
+    assert new.tasks()["tu1"]["status"] == "complete"
+
+    posted = await answer(reporter, thread, "All good.")
+    again = await answer(reporter_over(slack_client, outbox), thread, "All good.")
+    assert posted == again
+    [message] = [m for m in slack_api.calls_to("chat.postMessage")]
+    assert "All good." in str(message.args["blocks"])
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "active"
+
+
+async def test_two_threads_keep_separate_sessions_and_streams(
+    slack_api: FakeSlackApi,
+    slack_client: AsyncWebClient,
+    outbox: Outbox,
+    thread: Thread,
+    database: Database,
+) -> None:
+    other_ts = slack_api.add_message("C0FAKEINC", "<@U0FAKEBOT> disk full on db-2")
+    opened = await SessionStore(database).open_or_join(
+        SessionKey(TEAM_ID, "C0FAKEINC", other_ts),
+        requester_id="U0FAKEBOB",
+        initial_checkpoint="{}",
+        text="disk full on db-2",
+        source_ts=other_ts,
+    )
+    other = Thread(opened.session_id, "C0FAKEINC", other_ts)
+    reporter = reporter_over(slack_client, outbox)
+    await show(reporter, thread, checkpoint(thread), ran("a1", "df -h"))
+    await show(reporter, other, checkpoint(other), ran("b1", "du -sh /var"))
+    await answer(reporter, thread, "Checkout is fine.")
+
+    mine = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    theirs = slack_api.agents.session(other.channel_id, other.thread_ts)
+    assert mine is not None
+    assert theirs is not None
+    assert (mine.status, theirs.status) == ("active", "processing")
+    [a] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    [b] = slack_api.agents.streams_in(other.channel_id, other.thread_ts)
+    assert set(a.tasks()) == {"a1"}
+    assert set(b.tasks()) == {"b1"}
+
+
+@pytest.mark.parametrize(
+    ("error", "extra"),
+    [("feature_disabled", {}), ("missing_scope", {"needed": "chat:write", "provided": "x"})],
+)
+async def test_a_workspace_that_refuses_the_surface_gets_the_status_message_once(
+    slack_api: FakeSlackApi,
+    slack_client: AsyncWebClient,
+    outbox: Outbox,
+    thread: Thread,
+    error: str,
+    extra: dict[str, str],
+) -> None:
+    slack_api.agents.refuse(error, **extra)
+    reporter = reporter_over(slack_client, outbox)
+    cp = checkpoint(thread)
+    for step in range(3):
+        await show(reporter, thread, cp, ran(f"tu{step}", "uptime"))
+        await reporter.board.drain(timeout_s=10)
+    await answer(reporter, thread, "Up for 3 days.")
+    await reporter.board.drain(timeout_s=10)
+
+    assert reporter.surface is not None
+    assert not reporter.surface.available
+    assert error in str(reporter.surface.refused)
+    tried = [c.method for c in slack_api.calls if c.response.get("error") == error]
+    assert tried == ["agents.sessions.setStatus"]  # asked once, then the status message
+    posted = [str(c.args.get("text")) for c in slack_api.calls_to("chat.postMessage")]
+    assert any("Up for 3 days." in str(c.args) for c in slack_api.calls_to("chat.postMessage"))
+    assert len(posted) == 2  # the status message and the answer
+    assert slack_api.calls_to("chat.update")  # the status message's updates
+
+
+async def test_a_native_stop_leaves_the_streams_to_slack_and_closes_the_session(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "sleep 3600"))
+    event = slack_api.agents.click_stop(thread.channel_id, thread.thread_ts, "U0FAKEBOB")
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert event["streaming_message_ts"] == [stream.ts]
+    assert stream.state == "stopped_by_user"
+
+    # the intake's surface (another process: it knows only the outbox) closes it
+    poster = SlackPoster(slack_client, outbox)
+    await AgentSurface(poster).end(thread, AgentStatus.CLOSED)
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["processing", "closed"]
+    # the stream Slack stopped was not appended to again nor started anew
+    await show(reporter, thread, checkpoint(thread), done("tu1", "sleep 3600"))
+    assert len(slack_api.calls_to("chat.startStream")) == 1
+
+
+async def test_a_command_the_model_asked_for_is_a_running_task_before_it_runs(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    call = ToolUseBlock("toolu_1", "Bash", {"command": "sleep 600\necho done"})
+    cp = replace(
+        checkpoint(thread), messages=(*checkpoint(thread).messages, Message("assistant", (call,)))
+    )
+    asked = ModelResponded("tool_use", "", ("Bash",), Usage(), 1)
+
+    await show(reporter, thread, cp, asked)
+
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    task = stream.tasks()["toolu_1"]
+    assert (task["title"], task["status"]) == ("Running `sleep 600`", "in_progress")
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "processing"  # Slack shows its Stop while the command runs
+
+
+async def test_an_approval_request_shown_late_does_not_reopen_the_suspended_session(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    cp = checkpoint(thread)
+    await show(reporter, thread, cp, ran("tu1", "uptime"))
+    # the next step (another worker) posts the request before this step's progress is shown
+    other = reporter_over(slack_client, outbox)
+    await other.ask_approval(
+        key=f"{thread.session_id}:approval:tu-restart",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        approval=approval(),
+        requester_id="U0FAKEALICE",
+    )
+    requested = ApprovalRequested(
+        tool_use_id="tu-restart",
+        name="Bash",
+        action="systemctl restart payments",
+        reason="restarts a production service",
+        input_sha256="0" * 64,
+        expires_at="2099-01-01T00:00:00+00:00",
+    )
+    await show(reporter_over(slack_client, outbox), thread, cp, requested)
+
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["processing", "suspended"]
+    assert len(slack_api.calls_to("chat.startStream")) == 1
