@@ -2,7 +2,9 @@
 
 ``exec_worker`` replaces the ``warroom`` process with Dramatiq's CLI (``os.execvp``,
 same PID), so whatever started ``warroom worker`` — a shell, tini, systemd — signals
-the Dramatiq parent directly. SIGTERM to that parent lets every worker process
+the Dramatiq parent directly. The CLI runs under ``bot.durable.launcher``, which imports
+the worker code once before Dramatiq forks its worker processes (a new group is ready
+sooner in a deploy). SIGTERM to that parent lets every worker process
 finish its running step and exit (``--worker-shutdown-timeout``: one step's time
 limit), and so does a SIGTERM to the whole process group (systemd's default; see
 ``bot.durable.shutdown``; docs/architecture.md §5). The workers log through ``setup_logging``
@@ -26,18 +28,20 @@ from bot.settings import Settings
 __all__ = ["dramatiq_argv", "exec_worker"]
 
 WORKER_MODULE = "bot.durable.worker_main"
+LAUNCHER = "bot.durable.launcher"
 METRICS_FORK = "bot.metrics:serve_worker_metrics"
 
 
 def dramatiq_argv(
     *, processes: int, threads: int, with_metrics: bool, python: str = sys.executable
 ) -> list[str]:
-    """The Dramatiq command line (``python -m dramatiq …``) for ``warroom worker``.
+    """The Dramatiq command line (``python -m bot.durable.launcher …``: Dramatiq's CLI with
+    the worker code imported once before the fork) for ``warroom worker``.
 
     >>> dramatiq_argv(processes=2, threads=8, with_metrics=False, python="py")[3:7]
     ['--processes', '2', '--threads', '8']
     """
-    argv = [python, "-m", "dramatiq", "--processes", str(processes), "--threads", str(threads)]
+    argv = [python, "-m", LAUNCHER, "--processes", str(processes), "--threads", str(threads)]
     argv += ["--worker-shutdown-timeout", str(STEP_TIME_LIMIT_MS), "--skip-logging"]
     if with_metrics:
         argv += ["--fork-function", METRICS_FORK]

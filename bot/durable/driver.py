@@ -21,7 +21,9 @@ message only names a pending token (docs/architecture.md §5):
 - for ``carry_on_s`` from a message's first step, a step that continues is followed by
   the next in this worker: the commit claims it (``SessionStore.commit_then_claim``), so
   there is no queue round trip between steps; its lease is an ordinary lease, so a
-  worker that dies there is recovered by the sweeper as any other.
+  worker that dies there is recovered by the sweeper as any other. Whether to carry on
+  is decided at the commit (``carry_on``): a worker told to stop during a step hands the
+  next one to the queue.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from bot.durable.agents import ChildSessions, answer_parent
+from bot.durable.carry_on import NEVER, CarryOn
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
@@ -202,8 +205,10 @@ class StepDriver:
         cron: the cron jobs' rows (None: the Cron tools are refused).
         carry_on_s: for this long from a message's first step, a step that continues is
             followed by the next in this worker, claimed by its commit, with no queue
-            message between (docs/architecture.md §5); 0: one step per message.
-        draining: the worker is stopping: carry on no further (set by ``drain``).
+            message between (docs/architecture.md §5; ``carry_on.CarryOn``); 0: one step
+            per message.
+        draining: the worker is stopping: carry on no further (set by ``drain``; read
+            when a step commits, so a step running when it is set hands the next back).
         approvals: the approval policy every tool call passes (§13); the poster must then
             be an ``ApprovalPoster``. None: every call runs.
         small_model: the small model WebFetch reads pages with, metered on ``ledger`` like
@@ -273,11 +278,10 @@ class StepDriver:
         it, each claimed by the previous one's commit (no queue message between). The
         thread's progress is shown in order, each update while the next step runs.
         Returns the last step's outcome."""
-        started = time.monotonic()
+        carry = CarryOn.from_now(self.carry_on_s, lambda: self.draining)
         shown: asyncio.Task[None] | None = None
         try:
             while True:
-                carry = self._may_carry_on(started)
                 outcome, following, report = await self._run_claimed(claim, carry=carry)
                 if report is not None:
                     shown = asyncio.create_task(self._progress_after(shown, claim, *report))
@@ -288,16 +292,12 @@ class StepDriver:
             if shown is not None:
                 await shown
 
-    def _may_carry_on(self, started: float) -> bool:
-        """Whether the next step may be run here rather than through the queue."""
-        within = time.monotonic() - started < self.carry_on_s
-        return self.carry_on_s > 0 and within and not self.draining
-
     async def _run_claimed(
-        self, claim: Claim, *, carry: bool
+        self, claim: Claim, *, carry: CarryOn
     ) -> tuple[StepOutcome, Claim | None, _Report | None]:
-        """One claimed step: its outcome, the next step's claim when ``carry`` and the
-        step continues (else its token was enqueued), and the progress to show."""
+        """One claimed step: its outcome, the next step's claim when ``carry`` allows it
+        at the commit and the step continues (else its token was enqueued), and the
+        progress to show."""
         session_id, started = claim.session_id, time.monotonic()
         cp: Checkpoint | None = None
         try:
@@ -335,7 +335,7 @@ class StepDriver:
         stored: StoredTranscript,
         lease: _Lease,
         *,
-        carry: bool = False,
+        carry: CarryOn = NEVER,
     ) -> tuple[StepOutcome, str | Claim | None, _Report | None]:
         started = time.monotonic()
         inbox = _inbound(claim)
@@ -365,7 +365,7 @@ class StepDriver:
             "usage": _usage_delta(cp, new),
         }
         next_step: str | Claim | None
-        if carry and not waits:
+        if not waits and carry.allows():  # decided now: a stop during the step counts
             next_step = await self._commit_then_claim(claim, stored, new, **end)
         else:
             outcome = self._wait(new) if waits else Continue()
