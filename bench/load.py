@@ -76,6 +76,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import redis
 
+from bot.cli.worker import dramatiq_argv
+from bot.durable.actors import WORKER_TIMEOUT_MS
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi
 from memory_store import Database
@@ -90,6 +92,7 @@ TODO_STEPS = 4
 GOAL_RATIO = 3.0
 GOAL_GAP_S = 15.0
 _MARKER = re.compile(r"\[session:(b\d+)\]")
+FENCED_LINE = "step fenced"  # a live worker's step whose claim another worker took over
 
 
 class Script:
@@ -205,7 +208,8 @@ def percentile(values: list[float], q: float) -> float:
 def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
     """One fresh stack, ``sessions`` mentions at once; the figures of the round."""
     service, script = ServiceLoop(), Script()
-    model, slack = FakeAnthropicAPI(script), FakeSlackApi()
+    model = FakeAnthropicAPI(script, latency_s=args.model_latency_s)
+    slack = FakeSlackApi()
     service.run(model.__aenter__())
     service.run(slack.start())
     database = f"warroom_bench_load_{uuid.uuid4().hex[:10]}"
@@ -234,10 +238,12 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
             "SLACK_HTTP_PORT": str(port),
             "WARROOM_DATA_DIR": str(data_dir),
             "PYTHONUNBUFFERED": "1",
+            # as ``warroom worker`` sets them (``--plain-dramatiq`` runs without it)
+            "dramatiq_worker_timeout": str(WORKER_TIMEOUT_MS),
+            "dramatiq_queue_prefetch": str(args.threads),
         }
         worker_log = data_dir / "worker.log"
-        command = [WARROOM, "worker", "--processes", str(args.workers), "--threads"]
-        command.append(str(args.threads))
+        command = worker_command(args)
         with worker_log.open("wb") as log:
             processes.append(
                 subprocess.Popen(
@@ -264,9 +270,11 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
         wait_workers(worker_log, args.workers)
         sent = asyncio.run(_send_all(sessions, f"http://127.0.0.1:{port}/slack/events", slack))
         exited: dict[str, float] = {}
+        ready_s = None
         if args.deploy_after_s is not None:
             time.sleep(args.deploy_after_s)  # the bench's schedule: sessions are mid-turn
-            processes.append(_deploy(processes[0], command, env, data_dir, args, exited))
+            new, ready_s = _deploy(processes[0], command, env, data_dir, args, exited)
+            processes.append(new)
         answered = _wait_answers(slack, sessions, args.deadline_s)
         figures = _figures(sessions, sent, answered, script, slack)
         if args.deploy_after_s is not None:
@@ -274,6 +282,9 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
             while "s" not in exited and time.monotonic() < deadline:
                 time.sleep(0.2)
             figures["old_workers_exit_s"] = round(exited["s"], 1) if "s" in exited else None
+            figures["new_workers_ready_s"] = round(ready_s, 1) if ready_s is not None else None
+        logs = [p.read_text(errors="replace") for p in data_dir.glob("worker*.log")]
+        figures["takeovers"] = sum(text.count(FENCED_LINE) for text in logs)
         return figures
     finally:
         for process in processes:
@@ -301,9 +312,10 @@ def _deploy(
     data_dir: Path,
     args: argparse.Namespace,
     exited: dict[str, float],
-) -> subprocess.Popen[bytes]:
+) -> tuple[subprocess.Popen[bytes], float]:
     """A deploy: SIGTERM to the old worker group, new workers started at once; the old
-    group's exit time (seconds from the signal) lands in ``exited["s"]``."""
+    group's exit time (seconds from the signal) lands in ``exited["s"]``. Returns the new
+    group and how long from the signal its processes took to be ready."""
     signalled = time.monotonic()
     os.killpg(old.pid, signal.SIGTERM)
 
@@ -323,7 +335,16 @@ def _deploy(
             start_new_session=True,
         )
     wait_workers(log_path, args.workers)
-    return new
+    return new, time.monotonic() - signalled
+
+
+def worker_command(args: argparse.Namespace) -> list[str]:
+    """``warroom worker``, or with ``--plain-dramatiq`` the Dramatiq CLI as ``warroom
+    worker`` ran it before ``bot.durable.launcher`` (each process imports the code)."""
+    if not args.plain_dramatiq:
+        return [WARROOM, "worker", "--processes", str(args.workers), "--threads", str(args.threads)]
+    argv = dramatiq_argv(processes=args.workers, threads=args.threads, with_metrics=False)
+    return [argv[0], "-m", "dramatiq", *argv[3:]]
 
 
 async def _migrate(url: str, data_dir: Path) -> None:
@@ -405,6 +426,17 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--deadline-s", type=float, default=300.0)
     parser.add_argument("--keep", action="store_true", help="keep each round's logs")
+    parser.add_argument(
+        "--model-latency-s",
+        type=float,
+        default=0.0,
+        help="the fake model waits this long before each reply (sessions last, as real ones)",
+    )
+    parser.add_argument(
+        "--plain-dramatiq",
+        action="store_true",
+        help="start workers with Dramatiq's own CLI (no preload: the peer of a deploy run)",
+    )
     parser.add_argument(
         "--deploy-after-s",
         type=float,
