@@ -179,7 +179,7 @@ async def post_signed(http: httpx.AsyncClient, url: str, body: Mapping[str, Any]
     response.raise_for_status()
 
 
-def wait_up(url: str, deadline_s: float = 60.0) -> None:
+def wait_up(url: str, deadline_s: float = 180.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         try:
@@ -191,7 +191,7 @@ def wait_up(url: str, deadline_s: float = 60.0) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def wait_workers(log_path: Path, count: int, deadline_s: float = 90.0) -> None:
+def wait_workers(log_path: Path, count: int, deadline_s: float = 180.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if log_path.read_text(errors="replace").count("is ready for action") >= count:

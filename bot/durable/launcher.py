@@ -42,8 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dramatiq.cli import main as dramatiq_main
     from dramatiq.cli import make_argument_parser
 
-    args = make_argument_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    return int(dramatiq_main(args) or 0)
+    parser = make_argument_parser()  # type: ignore[no-untyped-call]
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return int(dramatiq_main(args) or 0)  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":
