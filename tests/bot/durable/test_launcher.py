@@ -41,7 +41,8 @@ def test_the_parent_imports_the_worker_code_and_runs_dramatiqs_cli_with_its_argu
     assert ran.returncode == 7, ran.stderr
     seen = json.loads(ran.stdout.strip().splitlines()[-1])
     # the parent has the harness and the runtime's code before Dramatiq forks
-    assert seen["harness"] and seen["wiring"]
+    assert seen["harness"]
+    assert seen["wiring"]
     # but not the worker module itself: each worker process runs its body (broker, settings)
     assert not seen["worker_main"]
     assert seen["processes"] == 3
