@@ -21,8 +21,14 @@ Prints one JSON line:
             posted), max_step_gap_s (the longest wait of any session between two of its
             model calls, or before its first / after its last until the answer),
             chat_update_calls and slack_429s
-    p50_ratio       the largest N's p50 over the smallest N's (the floor, same run)
+    p50_ratios      per repetition (``--repeat``: the sizes run interleaved, 20, 60, 20,
+                    60, …, so the host's changing load hits both alike), the largest N's
+                    p50 over the smallest N's (the floor, same repetition)
+    p50_ratio       the largest of them
     goal, met       p50_ratio ≤ 3 and every max_step_gap_s ≤ 15 (issue #32)
+
+Each round also gives ``takeovers`` (steps of live workers fenced because another worker
+took their session over: a lease renewal came too late) and ``load_avg``.
 
 Measured on a shared 2-core machine (other jobs running), 3 × 8 threads:
 
@@ -443,22 +449,38 @@ def main() -> None:
         default=None,
         help="SIGTERM the workers this long after the mentions and start new ones at once",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the sizes this many times, interleaved (20, 60, 20, 60, …): one ratio each",
+    )
     args = parser.parse_args()
-    rounds = [run_round(n, args) for n in args.sessions]
-    floor, top = rounds[0], rounds[-1]
-    ratio = None
-    if floor["answer_p50_s"] and top["answer_p50_s"]:
-        ratio = round(top["answer_p50_s"] / floor["answer_p50_s"], 2)
+    rounds, ratios = [], []
+    for _ in range(args.repeat):
+        sizes = [run_round(n, args) | {"load_avg": _load_avg()} for n in args.sessions]
+        rounds += sizes
+        floor, top = sizes[0], sizes[-1]
+        if floor["answer_p50_s"] and top["answer_p50_s"]:
+            ratios.append(round(top["answer_p50_s"] / floor["answer_p50_s"], 2))
+    # every repetition must meet the ratio: "reliably", not on a lucky draw of the load
+    ratio = max(ratios) if len(ratios) == args.repeat else None
     all_answered = all(r["answered"] == r["sessions"] for r in rounds)
     gaps_ok = all(
         r["max_step_gap_s"] is not None and r["max_step_gap_s"] <= GOAL_GAP_S for r in rounds
     )
     met = all_answered and ratio is not None and ratio <= GOAL_RATIO and gaps_ok
     goal = (
-        f"p50 at {top['sessions']} ≤ {GOAL_RATIO:g}× p50 at {floor['sessions']}; "
-        f"no step gap > {GOAL_GAP_S:g} s"
+        f"p50 at {args.sessions[-1]} ≤ {GOAL_RATIO:g}× p50 at {args.sessions[0]} in every "
+        f"repetition; no step gap > {GOAL_GAP_S:g} s"
     )
-    print(json.dumps({"rounds": rounds, "p50_ratio": ratio, "goal": goal, "met": met}))
+    figures = {"rounds": rounds, "p50_ratios": ratios, "p50_ratio": ratio}
+    print(json.dumps(figures | {"goal": goal, "met": met}))
+
+
+def _load_avg() -> float:
+    """The host's 1-minute load average at the end of a round (others' jobs included)."""
+    return round(os.getloadavg()[0], 1)
 
 
 if __name__ == "__main__":
