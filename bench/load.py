@@ -248,6 +248,8 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
             "dramatiq_worker_timeout": str(WORKER_TIMEOUT_MS),
             "dramatiq_queue_prefetch": str(args.threads),
         }
+        if args.lease_s is not None:  # the default's peer: takeovers of live steps by lease
+            env["WARROOM_LEASE_S"] = str(args.lease_s)
         worker_log = data_dir / "worker.log"
         command = worker_command(args)
         with worker_log.open("wb") as log:
@@ -448,6 +450,12 @@ def main() -> None:
         type=float,
         default=None,
         help="SIGTERM the workers this long after the mentions and start new ones at once",
+    )
+    parser.add_argument(
+        "--lease-s",
+        type=float,
+        default=None,
+        help="the workers' WARROOM_LEASE_S (default: the setting's default)",
     )
     parser.add_argument(
         "--repeat",
