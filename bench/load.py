@@ -46,6 +46,11 @@ A deploy (``--sessions 20 --deploy-after-s 3``), same machine: the old group exi
 and 7.3 s after SIGTERM, 20/20 answered, but p50 52–68 s and a step gap of 48–64 s: the new
 group took ~46 s from its start to "ready for action" on the loaded machine (log times), and
 the old one takes no new step from the signal on, so sessions wait for the new group's boot.
+Give the model time (``--model-latency-s 1``): with an instant model 20 sessions end before a
+SIGTERM at 3 s on a quiet host. With it, at load 19–38 on the shared host: main's workers
+(each process importing the code) ready 78–85 s after the signal, longest gap 82–88 s; with
+the code imported once before Dramatiq forks (``bot.durable.launcher``, run inside
+``warroom worker``) ready 24.5 s, gap 34.7 s, old group out in 12 s, no takeover.
 
 Each round flushes Redis first, so the shared ``chat.update`` budget starts as after a
 Redis restart (``AFTER_RESET_CALLS`` turns in the first minute): ``chat_update_calls``
