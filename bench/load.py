@@ -21,8 +21,14 @@ Prints one JSON line:
             posted), max_step_gap_s (the longest wait of any session between two of its
             model calls, or before its first / after its last until the answer),
             chat_update_calls and slack_429s
-    p50_ratio       the largest N's p50 over the smallest N's (the floor, same run)
+    p50_ratios      per repetition (``--repeat``: the sizes run interleaved, 20, 60, 20,
+                    60, …, so the host's changing load hits both alike), the largest N's
+                    p50 over the smallest N's (the floor, same repetition)
+    p50_ratio       the largest of them
     goal, met       p50_ratio ≤ 3 and every max_step_gap_s ≤ 15 (issue #32)
+
+Each round also gives ``takeovers`` (steps of live workers fenced because another worker
+took their session over: a lease renewal came too late) and ``load_avg``.
 
 Measured on a shared 2-core machine (other jobs running), 3 × 8 threads:
 
@@ -40,6 +46,11 @@ A deploy (``--sessions 20 --deploy-after-s 3``), same machine: the old group exi
 and 7.3 s after SIGTERM, 20/20 answered, but p50 52–68 s and a step gap of 48–64 s: the new
 group took ~46 s from its start to "ready for action" on the loaded machine (log times), and
 the old one takes no new step from the signal on, so sessions wait for the new group's boot.
+Give the model time (``--model-latency-s 1``): with an instant model 20 sessions end before a
+SIGTERM at 3 s on a quiet host. With it, at load 19–38 on the shared host: main's workers
+(each process importing the code) ready 78–85 s after the signal, longest gap 82–88 s; with
+the code imported once before Dramatiq forks (``bot.durable.launcher``, run inside
+``warroom worker``) ready 24.5 s, gap 34.7 s, old group out in 12 s, no takeover.
 
 Each round flushes Redis first, so the shared ``chat.update`` budget starts as after a
 Redis restart (``AFTER_RESET_CALLS`` turns in the first minute): ``chat_update_calls``
@@ -76,6 +87,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import redis
 
+from bot.cli.worker import dramatiq_argv
+from bot.durable.actors import WORKER_TIMEOUT_MS
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi
 from memory_store import Database
@@ -90,6 +103,7 @@ TODO_STEPS = 4
 GOAL_RATIO = 3.0
 GOAL_GAP_S = 15.0
 _MARKER = re.compile(r"\[session:(b\d+)\]")
+FENCED_LINE = "step fenced"  # a live worker's step whose claim another worker took over
 
 
 class Script:
@@ -176,7 +190,7 @@ async def post_signed(http: httpx.AsyncClient, url: str, body: Mapping[str, Any]
     response.raise_for_status()
 
 
-def wait_up(url: str, deadline_s: float = 60.0) -> None:
+def wait_up(url: str, deadline_s: float = 180.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         try:
@@ -188,7 +202,7 @@ def wait_up(url: str, deadline_s: float = 60.0) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def wait_workers(log_path: Path, count: int, deadline_s: float = 90.0) -> None:
+def wait_workers(log_path: Path, count: int, deadline_s: float = 180.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if log_path.read_text(errors="replace").count("is ready for action") >= count:
@@ -205,7 +219,8 @@ def percentile(values: list[float], q: float) -> float:
 def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
     """One fresh stack, ``sessions`` mentions at once; the figures of the round."""
     service, script = ServiceLoop(), Script()
-    model, slack = FakeAnthropicAPI(script), FakeSlackApi()
+    model = FakeAnthropicAPI(script, latency_s=args.model_latency_s)
+    slack = FakeSlackApi()
     service.run(model.__aenter__())
     service.run(slack.start())
     database = f"warroom_bench_load_{uuid.uuid4().hex[:10]}"
@@ -234,10 +249,14 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
             "SLACK_HTTP_PORT": str(port),
             "WARROOM_DATA_DIR": str(data_dir),
             "PYTHONUNBUFFERED": "1",
+            # as ``warroom worker`` sets them (``--plain-dramatiq`` runs without it)
+            "dramatiq_worker_timeout": str(WORKER_TIMEOUT_MS),
+            "dramatiq_queue_prefetch": str(args.threads),
         }
+        if args.lease_s is not None:  # the default's peer: takeovers of live steps by lease
+            env["WARROOM_LEASE_S"] = str(args.lease_s)
         worker_log = data_dir / "worker.log"
-        command = [WARROOM, "worker", "--processes", str(args.workers), "--threads"]
-        command.append(str(args.threads))
+        command = worker_command(args)
         with worker_log.open("wb") as log:
             processes.append(
                 subprocess.Popen(
@@ -264,9 +283,11 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
         wait_workers(worker_log, args.workers)
         sent = asyncio.run(_send_all(sessions, f"http://127.0.0.1:{port}/slack/events", slack))
         exited: dict[str, float] = {}
+        ready_s = None
         if args.deploy_after_s is not None:
             time.sleep(args.deploy_after_s)  # the bench's schedule: sessions are mid-turn
-            processes.append(_deploy(processes[0], command, env, data_dir, args, exited))
+            new, ready_s = _deploy(processes[0], command, env, data_dir, args, exited)
+            processes.append(new)
         answered = _wait_answers(slack, sessions, args.deadline_s)
         figures = _figures(sessions, sent, answered, script, slack)
         if args.deploy_after_s is not None:
@@ -274,6 +295,9 @@ def run_round(sessions: int, args: argparse.Namespace) -> dict[str, Any]:
             while "s" not in exited and time.monotonic() < deadline:
                 time.sleep(0.2)
             figures["old_workers_exit_s"] = round(exited["s"], 1) if "s" in exited else None
+            figures["new_workers_ready_s"] = round(ready_s, 1) if ready_s is not None else None
+        logs = [p.read_text(errors="replace") for p in data_dir.glob("worker*.log")]
+        figures["takeovers"] = sum(text.count(FENCED_LINE) for text in logs)
         return figures
     finally:
         for process in processes:
@@ -301,9 +325,10 @@ def _deploy(
     data_dir: Path,
     args: argparse.Namespace,
     exited: dict[str, float],
-) -> subprocess.Popen[bytes]:
+) -> tuple[subprocess.Popen[bytes], float]:
     """A deploy: SIGTERM to the old worker group, new workers started at once; the old
-    group's exit time (seconds from the signal) lands in ``exited["s"]``."""
+    group's exit time (seconds from the signal) lands in ``exited["s"]``. Returns the new
+    group and how long from the signal its processes took to be ready."""
     signalled = time.monotonic()
     os.killpg(old.pid, signal.SIGTERM)
 
@@ -323,7 +348,16 @@ def _deploy(
             start_new_session=True,
         )
     wait_workers(log_path, args.workers)
-    return new
+    return new, time.monotonic() - signalled
+
+
+def worker_command(args: argparse.Namespace) -> list[str]:
+    """``warroom worker``, or with ``--plain-dramatiq`` the Dramatiq CLI as ``warroom
+    worker`` ran it before ``bot.durable.launcher`` (each process imports the code)."""
+    if not args.plain_dramatiq:
+        return [WARROOM, "worker", "--processes", str(args.workers), "--threads", str(args.threads)]
+    argv = dramatiq_argv(processes=args.workers, threads=args.threads, with_metrics=False)
+    return [argv[0], "-m", "dramatiq", *argv[3:]]
 
 
 async def _migrate(url: str, data_dir: Path) -> None:
@@ -406,27 +440,60 @@ def main() -> None:
     parser.add_argument("--deadline-s", type=float, default=300.0)
     parser.add_argument("--keep", action="store_true", help="keep each round's logs")
     parser.add_argument(
+        "--model-latency-s",
+        type=float,
+        default=0.0,
+        help="the fake model waits this long before each reply (sessions last, as real ones)",
+    )
+    parser.add_argument(
+        "--plain-dramatiq",
+        action="store_true",
+        help="start workers with Dramatiq's own CLI (no preload: the peer of a deploy run)",
+    )
+    parser.add_argument(
         "--deploy-after-s",
         type=float,
         default=None,
         help="SIGTERM the workers this long after the mentions and start new ones at once",
     )
+    parser.add_argument(
+        "--lease-s",
+        type=float,
+        default=None,
+        help="the workers' WARROOM_LEASE_S (default: the setting's default)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the sizes this many times, interleaved (20, 60, 20, 60, …): one ratio each",
+    )
     args = parser.parse_args()
-    rounds = [run_round(n, args) for n in args.sessions]
-    floor, top = rounds[0], rounds[-1]
-    ratio = None
-    if floor["answer_p50_s"] and top["answer_p50_s"]:
-        ratio = round(top["answer_p50_s"] / floor["answer_p50_s"], 2)
+    rounds, ratios = [], []
+    for _ in range(args.repeat):
+        sizes = [run_round(n, args) | {"load_avg": _load_avg()} for n in args.sessions]
+        rounds += sizes
+        floor, top = sizes[0], sizes[-1]
+        if floor["answer_p50_s"] and top["answer_p50_s"]:
+            ratios.append(round(top["answer_p50_s"] / floor["answer_p50_s"], 2))
+    # every repetition must meet the ratio: "reliably", not on a lucky draw of the load
+    ratio = max(ratios) if len(ratios) == args.repeat else None
     all_answered = all(r["answered"] == r["sessions"] for r in rounds)
     gaps_ok = all(
         r["max_step_gap_s"] is not None and r["max_step_gap_s"] <= GOAL_GAP_S for r in rounds
     )
     met = all_answered and ratio is not None and ratio <= GOAL_RATIO and gaps_ok
     goal = (
-        f"p50 at {top['sessions']} ≤ {GOAL_RATIO:g}× p50 at {floor['sessions']}; "
-        f"no step gap > {GOAL_GAP_S:g} s"
+        f"p50 at {args.sessions[-1]} ≤ {GOAL_RATIO:g}× p50 at {args.sessions[0]} in every "
+        f"repetition; no step gap > {GOAL_GAP_S:g} s"
     )
-    print(json.dumps({"rounds": rounds, "p50_ratio": ratio, "goal": goal, "met": met}))
+    figures = {"rounds": rounds, "p50_ratios": ratios, "p50_ratio": ratio}
+    print(json.dumps(figures | {"goal": goal, "met": met}))
+
+
+def _load_avg() -> float:
+    """The host's 1-minute load average at the end of a round (others' jobs included)."""
+    return round(os.getloadavg()[0], 1)
 
 
 if __name__ == "__main__":

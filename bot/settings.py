@@ -155,7 +155,7 @@ class Settings(BaseSettings):
         default=False, validation_alias="WARROOM_AGENT_WRITES_SKILLS"
     )
     lease_s: float = Field(default=5.0, gt=0, validation_alias="WARROOM_LEASE_S")
-    sweep_interval_s: float = Field(default=1.0, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
+    sweep_interval_s: float = Field(default=0.5, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
     carry_on_s: float = Field(default=1.0, ge=0, validation_alias="WARROOM_CARRY_ON_S")
     stale_after_s: float = Field(default=30.0, gt=0, validation_alias="WARROOM_STALE_AFTER_S")
     background_poll_s: float = Field(

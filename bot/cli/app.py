@@ -83,7 +83,7 @@ def worker(
 ) -> None:
     """Run Dramatiq worker processes for REDIS_URL (this process becomes their parent)."""
     from bot.cli.credentials import missing_for_worker
-    from bot.cli.worker import exec_worker
+    from bot.cli.worker import prepare_worker_env, run_worker
 
     settings = _settings()
     if not settings.redis_url:
@@ -94,9 +94,12 @@ def worker(
         )
     if missing := missing_for_worker(settings):
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
-    _preflight(settings)
     threads = threads or settings.worker_threads
-    _run(lambda: exec_worker(settings, processes=processes, threads=threads))
+    prepare_worker_env(settings, threads=threads)  # before the checks import Dramatiq
+    _preflight(settings)
+    code = _run(lambda: run_worker(settings, processes=processes, threads=threads))
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

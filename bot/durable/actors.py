@@ -37,6 +37,8 @@ from dramatiq.middleware import AsyncIO, Middleware
 from bot.durable.crash_points import Crasher, CrashPoint, no_crash
 from bot.durable.driver import ThreadPoster
 from bot.durable.wiring import Runtime
+from bot.durable.worker_limits import STEP_TIME_LIMIT_MS as STEP_TIME_LIMIT_MS
+from bot.durable.worker_limits import WORKER_TIMEOUT_MS as WORKER_TIMEOUT_MS
 from bot.settings import Settings
 from harness import ModelStalled, ModelUnavailable, WorkspaceUnavailable
 from memory_store import DatabaseUnavailable, SessionOrigin
@@ -46,13 +48,6 @@ log = logging.getLogger(__name__)
 QUEUE = "warroom"
 HEARTBEAT_TIMEOUT_MS = 10_000
 MAINTENANCE_CHANCE = 1_000_000
-WORKER_TIMEOUT_MS = 100
-"""Dramatiq's idle poll cap (``dramatiq_worker_timeout``, default 1,000 ms): an idle
-consumer backs off exponentially up to it between Redis fetches, so the wake-up of a
-session's next step waited ~15 ms per step on average at the default; at 100 ms the
-idle cost is ~10 fetches/s per worker process. Read by Dramatiq at import: the
-launcher sets it in the worker's environment (see ``bot.cli.worker``)."""
-STEP_TIME_LIMIT_MS = 11 * 60 * 1000  # one step: Bash may take 10 min (Claude Code's max)
 MAX_RETRIES = 3
 MIN_BACKOFF_MS = 500
 MAX_BACKOFF_MS = 10_000

@@ -21,7 +21,9 @@ message only names a pending token (docs/architecture.md §5):
 - for ``carry_on_s`` from a message's first step, a step that continues is followed by
   the next in this worker: the commit claims it (``SessionStore.commit_then_claim``), so
   there is no queue round trip between steps; its lease is an ordinary lease, so a
-  worker that dies there is recovered by the sweeper as any other.
+  worker that dies there is recovered by the sweeper as any other. Whether to carry on
+  is decided at the commit (``carry_on``): a worker told to stop during a step hands the
+  next one to the queue.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from bot.durable.agents import ChildSessions, answer_parent
+from bot.durable.carry_on import NEVER, CarryOn
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
+from bot.durable.lease import StepLease
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
@@ -188,7 +192,8 @@ class StepDriver:
     """Runs one step of one session per call.
 
     Attributes:
-        lease_s: the claim's lease (docs/architecture.md §5); renewed every third of it.
+        lease_s: the claim's lease (docs/architecture.md §5), renewed while a step runs
+            (``lease.StepLease``).
         wait_s: how long an answered session waits for a reply before it is done.
         sandboxes: provisions a sandbox before a session's first ``Bash`` intent and
             suspends it when the session waits; None leaves both to the harness.
@@ -202,8 +207,10 @@ class StepDriver:
         cron: the cron jobs' rows (None: the Cron tools are refused).
         carry_on_s: for this long from a message's first step, a step that continues is
             followed by the next in this worker, claimed by its commit, with no queue
-            message between (docs/architecture.md §5); 0: one step per message.
-        draining: the worker is stopping: carry on no further (set by ``drain``).
+            message between (docs/architecture.md §5; ``carry_on.CarryOn``); 0: one step
+            per message.
+        draining: the worker is stopping: carry on no further (set by ``drain``; read
+            when a step commits, so a step running when it is set hands the next back).
         approvals: the approval policy every tool call passes (§13); the poster must then
             be an ``ApprovalPoster``. None: every call runs.
         small_model: the small model WebFetch reads pages with, metered on ``ledger`` like
@@ -273,11 +280,10 @@ class StepDriver:
         it, each claimed by the previous one's commit (no queue message between). The
         thread's progress is shown in order, each update while the next step runs.
         Returns the last step's outcome."""
-        started = time.monotonic()
+        carry = CarryOn.from_now(self.carry_on_s, lambda: self.draining)
         shown: asyncio.Task[None] | None = None
         try:
             while True:
-                carry = self._may_carry_on(started)
                 outcome, following, report = await self._run_claimed(claim, carry=carry)
                 if report is not None:
                     shown = asyncio.create_task(self._progress_after(shown, claim, *report))
@@ -288,21 +294,18 @@ class StepDriver:
             if shown is not None:
                 await shown
 
-    def _may_carry_on(self, started: float) -> bool:
-        """Whether the next step may be run here rather than through the queue."""
-        within = time.monotonic() - started < self.carry_on_s
-        return self.carry_on_s > 0 and within and not self.draining
-
     async def _run_claimed(
-        self, claim: Claim, *, carry: bool
+        self, claim: Claim, *, carry: CarryOn
     ) -> tuple[StepOutcome, Claim | None, _Report | None]:
-        """One claimed step: its outcome, the next step's claim when ``carry`` and the
-        step continues (else its token was enqueued), and the progress to show."""
+        """One claimed step: its outcome, the next step's claim when ``carry`` allows it
+        at the commit and the step continues (else its token was enqueued), and the
+        progress to show."""
         session_id, started = claim.session_id, time.monotonic()
         cp: Checkpoint | None = None
         try:
-            cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
-            async with _Lease(self.sessions, claim, self.lease_s) as lease:
+            async with StepLease(self.sessions, claim, self.lease_s) as lease:
+                # decoded under the lease: a long transcript on a cold worker takes a while
+                cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
                 outcome, next_step, report = await self._step(
                     claim, _checkpoint(claim, cp), stored, lease, carry=carry
                 )
@@ -333,9 +336,9 @@ class StepDriver:
         claim: Claim,
         cp: Checkpoint,
         stored: StoredTranscript,
-        lease: _Lease,
+        lease: StepLease,
         *,
-        carry: bool = False,
+        carry: CarryOn = NEVER,
     ) -> tuple[StepOutcome, str | Claim | None, _Report | None]:
         started = time.monotonic()
         inbox = _inbound(claim)
@@ -365,7 +368,7 @@ class StepDriver:
             "usage": _usage_delta(cp, new),
         }
         next_step: str | Claim | None
-        if carry and not waits:
+        if not waits and carry.allows():  # decided now: a stop during the step counts
             next_step = await self._commit_then_claim(claim, stored, new, **end)
         else:
             outcome = self._wait(new) if waits else Continue()
@@ -375,7 +378,7 @@ class StepDriver:
         return status, next_step, (new, result.events)
 
     async def _post_answer(
-        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: StepLease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         assert cp.answer is not None
         if cp.parent is not None:
@@ -412,7 +415,7 @@ class StepDriver:
         return StepOutcome.POSTED, next_token, None
 
     async def _answer_parent(
-        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: StepLease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         """A subagent's answer goes to its parent's inbox (once, by key), not to Slack;
         then the subagent ends ``done`` (its shared sandbox stays the parent's) and so do
@@ -436,7 +439,7 @@ class StepDriver:
         return StepOutcome.POSTED, next_token, None
 
     async def _ask(
-        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: _Lease
+        self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: StepLease
     ) -> tuple[StepOutcome, str | None, _Report | None]:
         """Post the pending approval with its buttons, then wait holding nothing: no
         worker, the sandbox suspended, woken by a decision or by the expiry (``wake_at``)."""
@@ -499,7 +502,7 @@ class StepDriver:
         claim: Claim,
         cp: Checkpoint,
         stored: StoredTranscript,
-        lease: _Lease,
+        lease: StepLease,
         key: str,
         refused: SlackRefused,
         started: float,
@@ -715,58 +718,6 @@ class StepDriver:
         """Give up the lease of a failed step so its next attempt need not wait for it."""
         with contextlib.suppress(Fenced, DatabaseUnavailable):
             await self.sessions.renew(claim, lease_s=RELEASE_LEASE_S)
-
-
-class _Lease:
-    """Keeps a claim's lease alive while its step runs (``async with``).
-
-    Renews every third of ``lease_s``. A renewal that finds the claim fenced (the
-    session was stopped, or another worker took it over) cancels the step, which then
-    leaves the block as ``Fenced``: nothing it does could be committed any more. Once
-    the step calls ``committing()`` it is never cancelled (a renewal may then have lost
-    only to the step's own commit; a real fence makes the commit raise ``Fenced``).
-    """
-
-    def __init__(self, sessions: SessionStore, claim: Claim, lease_s: float) -> None:
-        self._sessions = sessions
-        self._claim = claim
-        self._lease_s = lease_s
-        self._committing = False
-        self._fenced = False
-        self._step: asyncio.Task[object] | None = None
-        self._renewer: asyncio.Task[None] | None = None
-
-    def committing(self) -> None:
-        """The step is about to commit: from now on a fenced renewal cancels nothing."""
-        self._committing = True
-
-    async def __aenter__(self) -> _Lease:
-        self._step = asyncio.current_task()
-        self._renewer = asyncio.create_task(self._renew())
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        self._committing = True
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-        if kind is asyncio.CancelledError and self._fenced and self._step is not None:
-            self._step.uncancel()
-            raise Fenced(self._claim.session_id, self._claim.epoch)
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self._lease_s / 3)
-            try:
-                await self._sessions.renew(self._claim, lease_s=self._lease_s)
-            except Fenced:
-                if not self._committing and self._step is not None:
-                    self._fenced = True
-                    self._step.cancel()
-                return
-            except DatabaseUnavailable:
-                log.warning("session %s: lease renewal failed", self._claim.session_id)
 
 
 def _checkpoint(claim: Claim, cp: Checkpoint) -> Checkpoint:

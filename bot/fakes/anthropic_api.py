@@ -250,6 +250,8 @@ class FakeAnthropicAPI:
         context_tokens: a context window to use instead of each model's (tests of overflow).
         host: the address to listen on.
         port: the port to listen on (0: any free port).
+        latency_s: how long every reply waits before its first byte (a real model takes
+            seconds; benches of load and deploys need sessions that last).
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>`` once entered (pass it as ``base_url``).
@@ -270,6 +272,7 @@ class FakeAnthropicAPI:
         context_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        latency_s: float = 0.0,
     ) -> None:
         self._script: deque[Reply | Fault] | Callable[[RecordedRequest], Reply | Fault]
         self._script = script if callable(script) else deque(script)
@@ -280,6 +283,7 @@ class FakeAnthropicAPI:
         self._think = think
         self._context_tokens = context_tokens
         self._address = (host, port)
+        self._latency_s = latency_s
         self._cache = PromptCache()
         self._memory = Memory(thinking_of={}, paused=set())
         self._ids = itertools.count(1)
@@ -335,6 +339,8 @@ class FakeAnthropicAPI:
             self.refusals.append(problem)
             return self._error(problem)
         planned = self._next(recorded)
+        if self._latency_s > 0:
+            await asyncio.sleep(self._latency_s)
         if isinstance(planned, Fault) and planned.kind == "status":
             problem = ApiError(planned.http_status, planned.error_type, planned.message)
             return self._error(problem, planned)

@@ -385,11 +385,15 @@ async def test_worker_becomes_the_dramatiq_parent_which_stops_on_sigterm(
     assert worker.stderr is not None
     log = Output(worker.stderr)
     try:
-        # The warroom process itself (same PID) is now Dramatiq's parent, running one worker
+        # The warroom process itself (same PID) is now Dramatiq's parent (Dramatiq's CLI run
+        # in it, so the worker process is forked with the code it imported), running one worker
         await log.until(lambda text: "Worker process is ready" in text)
         cmdline = await asyncio.to_thread(Path(f"/proc/{worker.pid}/cmdline").read_bytes)
-        assert b"\0dramatiq\0" in cmdline
-        assert cmdline.endswith(b"\0bot.durable.worker_main\0")
+        assert b"\0worker\0" in cmdline
+        children = await asyncio.to_thread(_children, worker.pid)
+        assert children
+        child = await asyncio.to_thread(Path(f"/proc/{children[0]}/cmdline").read_bytes)
+        assert child == cmdline  # forked, not started anew
         # and its metrics fork serves the worker processes' metrics
         await wait_until_up(f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
@@ -459,3 +463,11 @@ def test_a_malformed_approval_policy_stops_the_worker_naming_the_variable_and_en
     assert result.exit_code == 2, result.output
     assert "WARROOM_APPROVAL_POLICY" in result.output
     assert "rule 1: decision must be allowed, approval or blocked" in result.output
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (every thread's)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found

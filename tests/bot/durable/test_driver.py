@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.durable.driver import StepDriver
 from bot.errors import SlackRefused
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import StepOutcome, default_metrics
@@ -176,9 +177,25 @@ def three_todos_then_answer(request: RecordedRequest) -> Reply:
 
 
 async def _run_turn(
-    tmp_path: Path, *, carry_on_s: float, draining: bool
+    tmp_path: Path,
+    *,
+    carry_on_s: float,
+    draining: bool,
+    stop_at_request: int | None = None,
 ) -> tuple[StepOutcome, Workers, StepsThread, list[str]]:
-    async with FakeAnthropicAPI(three_todos_then_answer) as fake:
+    """One message's run of a three-``TodoWrite`` turn; ``stop_at_request``: the worker is
+    told to stop (as its SIGTERM handler does) while the model answers that request."""
+    driver: StepDriver | None = None
+    requests = 0
+
+    def stopping_script(request: RecordedRequest) -> Reply:
+        nonlocal requests
+        requests += 1
+        if requests == stop_at_request and driver is not None:
+            driver.draining = True  # mid-step: the model call is under way
+        return three_todos_then_answer(request)
+
+    async with FakeAnthropicAPI(stopping_script) as fake:
         workers, db, manager = await open_workers(fake, tmp_path)
         try:
             thread = StepsThread(workers)
@@ -219,3 +236,20 @@ async def test_a_draining_worker_runs_one_step_and_hands_the_next_to_the_queue(
     assert len(workers.enqueued) == 1
     assert thread.answers == []
     assert kinds.count("tool_result") == 0
+
+
+async def test_a_worker_told_to_stop_during_a_step_hands_the_next_step_to_the_queue(
+    tmp_path: Path,
+) -> None:
+    # Given a worker carrying a session on (a minute's window), told to stop (SIGTERM)
+    # while its second model call is under way (the third step of the message)
+    outcome, workers, thread, kinds = await _run_turn(
+        tmp_path, carry_on_s=60, draining=False, stop_at_request=2
+    )
+    # Then that step commits and its next step goes to the queue: the worker starts no
+    # tool call (nor model call) after the step that was running when it was told
+    assert outcome is StepOutcome.STEPPED
+    assert len(workers.enqueued) == 1
+    assert kinds.count("model_response") == 2
+    assert kinds.count("tool_result") == 1
+    assert thread.answers == []
