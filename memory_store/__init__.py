@@ -80,6 +80,7 @@ from memory_store.sessions.records import (
 )
 from memory_store.sessions.store import SessionStore
 from memory_store.tasks.store import BackgroundTask, BackgroundTasks
+from memory_store.watch.store import ChannelWatch, WatchedChannels
 
 __all__ = [
     # the egress audit log
@@ -152,6 +153,9 @@ __all__ = [
     "BackgroundTasks",
     "CronJob",
     "CronJobs",
+    # watched (alert) channels
+    "ChannelWatch",
+    "WatchedChannels",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",
