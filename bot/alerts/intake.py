@@ -133,16 +133,15 @@ class AlertIntake:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _summary_locks: dict[str, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
 
-    async def record(
-        self, alerts: Sequence[Alert], *, org_id: str, channel_id: str | None
-    ) -> list[int]:
-        """Record ``alerts`` (one delivery) in one transaction; returns the new rows'
-        ids (a retried delivery's alerts are already there: not returned).
+    async def record(self, routed: Sequence[tuple[Alert, str | None]], *, org_id: str) -> list[int]:
+        """Record one delivery's alerts, each with the channel a new thread of it goes
+        to, in one transaction; returns the new rows' ids (a retried delivery's alerts
+        are already there: not returned).
 
         Raises:
             DatabaseUnavailable: nothing was recorded.
         """
-        rows = [_new(alert, org_id=org_id, channel_id=channel_id) for alert in alerts]
+        rows = [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
         return await self.store.record(rows)
 
     async def take_pending(self, *, limit: int = 100) -> int:
@@ -160,12 +159,16 @@ class AlertIntake:
             if not batch:
                 return taken
             for row in batch:
-                posted = (row.channel_id, row.posted_ts) if row.channel_id and row.posted_ts else None
+                posted = (
+                    (row.channel_id, row.posted_ts) if row.channel_id and row.posted_ts else None
+                )
                 alert = Alert.from_json(row.alert_json)
                 try:
                     await self._take(row.id, alert, row.org_id, row.channel_id, posted)
                 except SlackCallFailed as exc:  # decided and accounted; Slack is told later
-                    logger.warning("alert %s (%s): a post failed: %s", row.id, alert.dedupe_key, exc)
+                    logger.warning(
+                        "alert %s (%s): a post failed: %s", row.id, alert.dedupe_key, exc
+                    )
             taken += len(batch)
 
     async def take_alert(
@@ -222,6 +225,8 @@ class AlertIntake:
             summary_channel_id=self.policy.summary_channel_id or channel_id,
         )
         thread = decision.thread
+        if decision.kind == "taken":  # another process took it
+            return Outcome("duplicate")
         if thread is None:  # a resolve with no open thread, already its own Slack message
             where = posted_thread or (channel_id, None)
             return Outcome(decision.kind, None, where[0], where[1])
@@ -306,9 +311,7 @@ class AlertIntake:
         lock = self._summary_locks.setdefault(summary.id, asyncio.Lock())
         async with lock:
             thread_ts = summary.thread_ts or (await self._summary_ts(summary.id))
-            tally = summary_tally(
-                self.policy.max_open_per_org, await self.store.folded(summary.id)
-            )
+            tally = summary_tally(self.policy.max_open_per_org, await self.store.folded(summary.id))
             if thread_ts is None and decision.created_thread:
                 posted = await slack_call(
                     "chat.postMessage",

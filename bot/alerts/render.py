@@ -1,4 +1,4 @@
-"""Slack messages of the alert intake: the thread root, "on it", repeats, the resolve, the storm summary.
+"""The alert intake's Slack messages: thread root, "on it", repeats, resolve, storm summary.
 
 Pure functions from alerts to ``SlackMessage``. The alert's own text is escaped
 (``escape_mrkdwn``): a label cannot mention ``@channel`` or fake a link.
@@ -58,7 +58,9 @@ def on_it_message(session_id: str) -> SlackMessage:
         ":mag: I'm on it: investigating this alert now. Reply here to steer me; "
         "`stop` or the button ends it."
     )
-    return SlackMessage(text=truncate(text, MAX_FALLBACK_CHARS), blocks=(section(text), stop_button(session_id)))
+    return SlackMessage(
+        text=truncate(text, MAX_FALLBACK_CHARS), blocks=(section(text), stop_button(session_id))
+    )
 
 
 def repeat_note(*, count: int, first_at: datetime) -> str:

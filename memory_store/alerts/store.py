@@ -99,7 +99,8 @@ class AlertDecision:
     ``resolved`` (the thread is closed), ``folded`` (in the summary ``thread``;
     ``created_thread``: this call opened it, so the caller posts its root), ``noted``
     (a resolve with no open thread, already in Slack as its own message: ``thread``
-    None), or a repeat call's earlier outcome. ``delivery_row`` is the delivery's id.
+    None), or ``taken`` (decided before, by another call: nothing to do). ``delivery_row``
+    is the delivery's id.
     """
 
     kind: str
@@ -189,9 +190,9 @@ class AlertStore:
                 raise LookupError(f"no alert delivery {delivery_row}")
             if self._db.is_postgres:
                 await conn.execute(select(func.pg_advisory_xact_lock(_org_lock(row.org_id))))
-            if row.taken_at is not None:  # decided before (a crash after the decision)
+            if row.taken_at is not None:  # decided before: another process, or a retry
                 thread = await _thread(conn, row.thread_id) if row.thread_id else None
-                return AlertDecision(str(row.outcome), delivery_row, thread)
+                return AlertDecision("taken", delivery_row, thread)
             decision = await self._decide(conn, row, max_open, burst_window_s, summary_channel_id)
             thread_id = decision.thread.id if decision.thread else None
             await conn.execute(
@@ -253,9 +254,19 @@ class AlertStore:
                         func.count(),
                         func.count().filter(_D.taken_at.is_(None)),
                         func.count().filter(_D.thread_id.is_not(None)),
-                        func.count().filter(and_(_D.thread_id.is_(None), _D.posted_ts.is_not(None), _D.taken_at.is_not(None))),
                         func.count().filter(
-                            and_(_D.taken_at.is_not(None), _D.thread_id.is_(None), _D.posted_ts.is_(None))
+                            and_(
+                                _D.thread_id.is_(None),
+                                _D.posted_ts.is_not(None),
+                                _D.taken_at.is_not(None),
+                            )
+                        ),
+                        func.count().filter(
+                            and_(
+                                _D.taken_at.is_not(None),
+                                _D.thread_id.is_(None),
+                                _D.posted_ts.is_(None),
+                            )
                         ),
                     ).where(_D.org_id == org_id)
                 )
@@ -268,7 +279,10 @@ class AlertStore:
                     ).where(_T.org_id == org_id, _T.kind == "session")
                 )
             ).one()
-        return AlertTally(*(int(n) for n in counts), int(threads[0]), int(threads[1]))
+        received, pending, in_threads, in_channel, unaccounted = (int(n) for n in counts)
+        return AlertTally(
+            received, pending, in_threads, in_channel, unaccounted, int(threads[0]), int(threads[1])
+        )
 
     # ----- inside the decision's transaction -----------------------------------------
 
@@ -283,9 +297,7 @@ class AlertStore:
         now = self._clock()
         found = (
             await conn.execute(
-                select(alert_threads).where(
-                    _T.org_id == row.org_id, _T.open_key == row.dedupe_key
-                )
+                select(alert_threads).where(_T.org_id == row.org_id, _T.open_key == row.dedupe_key)
             )
         ).one_or_none()
         if found is not None:
@@ -294,8 +306,13 @@ class AlertStore:
             return AlertDecision("noted", row.id, None)
         if row.firing and await _open_count(conn, row.org_id) < max_open:
             thread = await _new_thread(
-                conn, row, kind="session", key=row.dedupe_key,
-                channel_id=str(row.channel_id), now=now, thread_ts=row.posted_ts,
+                conn,
+                row,
+                kind="session",
+                key=row.dedupe_key,
+                channel_id=str(row.channel_id),
+                now=now,
+                thread_ts=row.posted_ts,
             )
             return AlertDecision("start", row.id, thread, created_thread=True)
         return await _fold(conn, row, now, summary_channel_id or str(row.channel_id))
@@ -309,7 +326,9 @@ async def _follow(
         await conn.execute(
             update(alert_threads)
             .where(_T.id == thread.id)
-            .values(open_key=None, state="resolved", resolved_at=now, last_at=now, last_input_at=now)
+            .values(
+                open_key=None, state="resolved", resolved_at=now, last_at=now, last_input_at=now
+            )
         )
         return AlertDecision("resolved", row.id, _with(thread, state="resolved", resolved_at=now))
     bursting = thread.last_input_at is not None and (

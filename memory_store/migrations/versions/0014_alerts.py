@@ -37,9 +37,7 @@ def upgrade() -> None:
         sa.Column("taken_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("outcome", sa.String(16), nullable=True),
         sa.Column("thread_id", sa.String(32), nullable=True),
-        sa.UniqueConstraint(
-            "org_id", "source", "delivery_id", name="uq_alert_deliveries_delivery"
-        ),
+        sa.UniqueConstraint("org_id", "source", "delivery_id", name="uq_alert_deliveries_delivery"),
     )
     op.create_index("ix_alert_deliveries_pending", "alert_deliveries", ["taken_at", "id"])
     op.create_index("ix_alert_deliveries_thread", "alert_deliveries", ["thread_id"])
@@ -62,9 +60,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_alert_threads"),
         sa.UniqueConstraint("org_id", "open_key", name="uq_alert_threads_open"),
     )
-    op.create_index(
-        "ix_alert_threads_org_state", "alert_threads", ["org_id", "kind", "state"]
-    )
+    op.create_index("ix_alert_threads_org_state", "alert_threads", ["org_id", "kind", "state"])
 
 
 def downgrade() -> None:
