@@ -41,12 +41,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.alerts.model import Alert, for_model
 from bot.alerts.render import (
+    note_message,
     on_it_message,
     repeat_note,
     resolved_note,
     root_message,
-    summary_lines,
-    summary_root,
+    summary_tally,
 )
 from bot.errors import SlackCallFailed, slack_call
 from bot.slack.poster import SlackPoster, Thread
@@ -54,6 +54,7 @@ from harness import Checkpoint, Requester
 from memory_store import (
     AlertDecision,
     AlertStore,
+    AlertThread,
     NewAlert,
     SessionKey,
     SessionStatus,
@@ -130,24 +131,27 @@ class AlertIntake:
     policy: AlertPolicy = field(default_factory=AlertPolicy)
     budget_left: BudgetLeft | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
+    _summary_locks: dict[str, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
 
-    async def record(
-        self, alerts: Sequence[Alert], *, org_id: str, channel_id: str | None
-    ) -> list[int]:
-        """Record ``alerts`` (one delivery) in one transaction; returns the new rows'
-        ids (a retried delivery's alerts are already there: not returned).
+    async def record(self, routed: Sequence[tuple[Alert, str | None]], *, org_id: str) -> list[int]:
+        """Record one delivery's alerts, each with the channel a new thread of it goes
+        to, in one transaction; returns the new rows' ids (a retried delivery's alerts
+        are already there: not returned).
 
         Raises:
             DatabaseUnavailable: nothing was recorded.
         """
-        rows = [_new(alert, org_id=org_id, channel_id=channel_id) for alert in alerts]
+        rows = [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
         return await self.store.record(rows)
 
     async def take_pending(self, *, limit: int = 100) -> int:
         """Take every recorded, not yet taken alert (oldest first); returns how many.
 
-        Serialised per process: decisions of one org are made in arrival order.
+        Call it from one task per process (decisions are then in arrival order); the
+        store serialises decisions across processes.
+
+        Raises:
+            DatabaseUnavailable: the database went away (what was taken stays taken).
         """
         taken = 0
         while True:
@@ -155,8 +159,16 @@ class AlertIntake:
             if not batch:
                 return taken
             for row in batch:
-                await self._take(row.id, Alert.from_json(row.alert_json), row.org_id,
-                                 row.channel_id, None)
+                posted = (
+                    (row.channel_id, row.posted_ts) if row.channel_id and row.posted_ts else None
+                )
+                alert = Alert.from_json(row.alert_json)
+                try:
+                    await self._take(row.id, alert, row.org_id, row.channel_id, posted)
+                except SlackCallFailed as exc:  # decided and accounted; Slack is told later
+                    logger.warning(
+                        "alert %s (%s): a post failed: %s", row.id, alert.dedupe_key, exc
+                    )
             taken += len(batch)
 
     async def take_alert(
@@ -203,44 +215,34 @@ class AlertIntake:
         channel_id: str | None,
         posted_thread: tuple[str, str] | None,
     ) -> Outcome:
-        async with self._lock:
-            may_start = True
-            if alert.firing and self.budget_left is not None:
-                may_start = await self.budget_left(org_id)
-            decision = await self.store.decide(
-                delivery_row,
-                max_open=self.policy.max_open_per_org if may_start else 0,
-                burst_window_s=self.policy.burst_window_s,
-                summary_channel_id=self.policy.summary_channel_id or channel_id,
-                posted_thread=posted_thread,
-            )
-        return await self._act(decision, alert, org_id, posted_thread)
-
-    async def _act(
-        self,
-        decision: AlertDecision,
-        alert: Alert,
-        org_id: str,
-        posted_thread: tuple[str, str] | None,
-    ) -> Outcome:
+        may_start = True
+        if alert.firing and self.budget_left is not None:
+            may_start = await self.budget_left(org_id)
+        decision = await self.store.decide(
+            delivery_row,
+            max_open=self.policy.max_open_per_org if may_start else 0,
+            burst_window_s=self.policy.burst_window_s,
+            summary_channel_id=self.policy.summary_channel_id or channel_id,
+        )
+        thread = decision.thread
+        if decision.kind == "taken":  # another process took it
+            return Outcome("duplicate")
+        if thread is None:  # a resolve with no open thread, already its own Slack message
+            where = posted_thread or (channel_id, None)
+            return Outcome(decision.kind, None, where[0], where[1])
         if decision.kind == "start":
-            return await self._start(decision, alert, org_id, posted_thread)
+            return await self._start(decision, thread, alert, org_id)
         if decision.kind == "folded":
-            return await self._fold(decision, alert, org_id)
-        return await self._follow(decision, alert)
+            return await self._fold(decision, thread)
+        return await self._follow(decision, thread, alert)
 
     async def _start(
-        self,
-        decision: AlertDecision,
-        alert: Alert,
-        org_id: str,
-        posted_thread: tuple[str, str] | None,
+        self, decision: AlertDecision, thread: AlertThread, alert: Alert, org_id: str
     ) -> Outcome:
-        thread = decision.thread
+        """Post the root (unless the alert is one), open the session, say "on it", wake it."""
         channel_id = thread.channel_id
-        if posted_thread is not None:
-            thread_ts = posted_thread[1]
-        else:
+        thread_ts = thread.thread_ts
+        if thread_ts is None:
             message = root_message(alert)
             posted = await slack_call(
                 "chat.postMessage",
@@ -264,26 +266,22 @@ class AlertIntake:
             session_id=session_id,
         )
         await self.store.opened(thread.id, thread_ts=thread_ts, session_id=opened.session_id)
-        where = Thread(opened.session_id, channel_id, thread_ts)
         if opened.created:
-            await self.poster.post(
-                where, f"{opened.session_id}:alert:on-it", on_it_message(opened.session_id),
-                kind="notice",
-            )
+            where = Thread(opened.session_id, channel_id, thread_ts)
+            key = f"{opened.session_id}:alert:on-it"
+            await self.poster.post(where, key, on_it_message(opened.session_id), kind="notice")
         if opened.token is not None:
             await self.enqueue(opened.session_id, opened.token)
         kind = "started" if opened.created else "joined"
         return Outcome(kind, opened.session_id, channel_id, thread_ts)
 
-    async def _follow(self, decision: AlertDecision, alert: Alert) -> Outcome:
+    async def _follow(self, decision: AlertDecision, thread: AlertThread, alert: Alert) -> Outcome:
         """A repeat, a burst or a resolve of an open thread."""
-        thread = decision.thread
         outcome = Outcome(decision.kind, thread.session_id, thread.channel_id, thread.thread_ts)
         if decision.kind == "burst" or thread.session_id is None or thread.thread_ts is None:
             return outcome
-        now = self.clock()
         if decision.kind == "resolved":
-            note = resolved_note(alert, now=now, first_at=thread.first_at)
+            note = resolved_note(alert, now=self.clock(), first_at=thread.first_at)
             ask = (
                 f"{note} Say in one or two lines whether this agrees with your hypothesis "
                 "of the cause, and what, if anything, is left to check."
@@ -292,10 +290,8 @@ class AlertIntake:
             note = repeat_note(count=thread.firing_count, first_at=thread.first_at)
             ask = note
         where = Thread(thread.session_id, thread.channel_id, thread.thread_ts)
-        await self.poster.post(
-            where, f"{thread.session_id}:alert:{decision.delivery_row}",
-            _notice(note), kind="notice",
-        )
+        key = f"{thread.session_id}:alert:{decision.delivery_row}"
+        await self.poster.post(where, key, note_message(note), kind="notice")
         session = await self.sessions.get(thread.session_id)
         if session is None or session.status is SessionStatus.CANCELLED:
             return Outcome("noted", thread.session_id, thread.channel_id, thread.thread_ts)
@@ -309,34 +305,31 @@ class AlertIntake:
             await self.enqueue(thread.session_id, token)
         return outcome
 
-    async def _fold(self, decision: AlertDecision, alert: Alert, org_id: str) -> Outcome:
-        """Into the org's storm summary thread (its root posted once, by its creator)."""
-        summary = decision.thread
-        thread_ts = summary.thread_ts
-        if thread_ts is None and decision.created_thread:
-            message = summary_root(self.policy.max_open_per_org)
-            posted = await slack_call(
-                "chat.postMessage",
-                self.client.chat_postMessage(
-                    channel=summary.channel_id, text=message.text, blocks=list(message.blocks)
-                ),
-            )
-            thread_ts = str(posted["ts"])
-            await self.store.opened(summary.id, thread_ts=thread_ts, session_id=None)
-        elif thread_ts is None:
-            thread_ts = await self.store.wait_posted(summary.id)
-        if thread_ts is not None:
-            text = summary_lines([alert])
-            try:
-                await slack_call(
+    async def _fold(self, decision: AlertDecision, summary: AlertThread) -> Outcome:
+        """Into the org's storm summary thread: its root is a tally of every folded
+        problem, posted once by the call that opened it, then updated (coalesced)."""
+        lock = self._summary_locks.setdefault(summary.id, asyncio.Lock())
+        async with lock:
+            thread_ts = summary.thread_ts or (await self._summary_ts(summary.id))
+            tally = summary_tally(self.policy.max_open_per_org, await self.store.folded(summary.id))
+            if thread_ts is None and decision.created_thread:
+                posted = await slack_call(
                     "chat.postMessage",
                     self.client.chat_postMessage(
-                        channel=summary.channel_id, thread_ts=thread_ts, text=text
+                        channel=summary.channel_id, text=tally.text, blocks=list(tally.blocks)
                     ),
                 )
-            except SlackCallFailed as exc:  # recorded in the summary thread's rows anyway
-                logger.warning("storm summary line for %s not posted: %s", org_id, exc)
+                thread_ts = str(posted["ts"])
+                await self.store.opened(summary.id, thread_ts=thread_ts, session_id=None)
+            elif thread_ts is not None:
+                await self.poster.update_status(summary.channel_id, thread_ts, tally)
+            else:  # another process opened it and has not posted it yet: its tally will
+                logger.info("storm summary %s not posted yet; alert counted there", summary.id)
         return Outcome("folded", None, summary.channel_id, thread_ts)
+
+    async def _summary_ts(self, thread_id: str) -> str | None:
+        found = await self.store.thread(thread_id)
+        return None if found is None else found.thread_ts
 
 
 def _new(
@@ -358,9 +351,3 @@ def _new(
         channel_id=channel_id,
         posted_ts=posted_thread[1] if posted_thread else None,
     )
-
-
-def _notice(text: str):  # type: ignore[no-untyped-def]
-    from bot.slack.render import notice
-
-    return notice(text)

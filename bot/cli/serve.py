@@ -17,10 +17,14 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from aiohttp import web
 from slack_bolt.async_app import AsyncApp
+
+from bot.alerts.webhook import start_listener
+from bot.alerts.wiring import Alerts, build_alerts
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
@@ -93,8 +97,11 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             worker.start()
         background = Background()
         app = _quiet(build_app, deps=deps, background=background)
+        alerts = build_alerts(settings, deps, db)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
-        await serve_slack(app, _mode(settings), stop=stop, background=background)
+        async with _alert_intake(alerts, settings) as extra_routes:
+            mode = _mode(settings, extra_routes)
+            await serve_slack(app, mode, stop=stop, background=background)
     finally:
         if worker is not None:
             await asyncio.to_thread(worker.stop, timeout_ms=STEP_TIME_LIMIT_MS)
@@ -169,10 +176,37 @@ def _quiet(build: Callable[..., AsyncApp], **kwargs: Any) -> AsyncApp:
         bolt_log.removeFilter(quiet)
 
 
-def _mode(settings: Settings) -> SocketMode | HttpMode:
+def _mode(settings: Settings, extra_routes: tuple[web.RouteDef, ...] = ()) -> SocketMode | HttpMode:
     if settings.slack_mode == "http":
-        return HttpMode(port=settings.slack_http_port)
+        return HttpMode(port=settings.slack_http_port, extra_routes=extra_routes)
     return SocketMode(app_token=settings.require("slack_app_token", "Socket Mode needs it"))
+
+
+@contextlib.asynccontextmanager
+async def _alert_intake(
+    alerts: Alerts | None, settings: Settings
+) -> AsyncIterator[tuple[web.RouteDef, ...]]:
+    """Take alerts while serving: in HTTP mode the Slack listener serves the webhook
+    (the routes yielded); in Socket Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
+    if alerts is None:
+        yield ()
+        return
+    alerts.taker.start()
+    runner = None
+    try:
+        if settings.slack_mode == "http":
+            yield tuple(alerts.webhook.routes_table())
+            return
+        if settings.alert_port is not None:
+            runner, port = await start_listener(alerts.webhook, port=settings.alert_port)
+            log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+        else:
+            log.warning("alerts are set up but Socket Mode has no listener: set WARROOM_ALERT_PORT")
+        yield ()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await alerts.taker.stop()
 
 
 def _where(settings: Settings) -> str:
