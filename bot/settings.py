@@ -205,6 +205,18 @@ class Settings(BaseSettings):
         default=None, ge=0, le=65535, validation_alias="WARROOM_ALERT_PORT"
     )
 
+    # watched channels (issue #27): alerting apps' posts start sessions, no mention
+    watch_channels: str = Field(
+        default="",
+        pattern=r"^\s*([CG][A-Z0-9]+\s*(,\s*[CG][A-Z0-9]+\s*)*)?$",
+        validation_alias="WARROOM_WATCH_CHANNELS",
+    )
+    watch_senders: str = Field(
+        default="",
+        pattern=r"^\s*([AB][A-Z0-9]+\s*(,\s*[AB][A-Z0-9]+\s*)*)?$",
+        validation_alias="WARROOM_WATCH_SENDERS",
+    )
+
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:

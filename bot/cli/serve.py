@@ -24,6 +24,7 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
 from bot.alerts.webhook import start_listener
+from bot.alerts.watch_wiring import watching
 from bot.alerts.wiring import Alerts, build_alerts
 
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
@@ -96,10 +97,13 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)
             worker.start()
         background = Background()
-        app = _quiet(build_app, deps=deps, background=background)
         alerts = build_alerts(settings, deps, db)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
-        async with _alert_intake(alerts, settings) as extra_routes:
+        async with (
+            watching(settings, deps, db, alerts) as deps,
+            _alert_intake(alerts, settings) as extra_routes,
+        ):
+            app = _quiet(build_app, deps=deps, background=background)
             mode = _mode(settings, extra_routes)
             await serve_slack(app, mode, stop=stop, background=background)
     finally:
@@ -143,6 +147,7 @@ async def slack_deps(
             else ""
         ),
         bot_user_id=str(identity["user_id"]),
+        bot_id=str(identity.get("bot_id") or ""),
         enqueue=enqueue,
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),

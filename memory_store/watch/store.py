@@ -76,9 +76,7 @@ class WatchedChannels:
         async with self._db.read() as conn:
             row = (
                 await conn.execute(
-                    select(watched_channels).where(
-                        _W.org_id == org_id, _W.channel_id == channel_id
-                    )
+                    select(watched_channels).where(_W.org_id == org_id, _W.channel_id == channel_id)
                 )
             ).one_or_none()
         return None if row is None else ChannelWatch(**row._mapping)
@@ -91,8 +89,6 @@ class WatchedChannels:
         """
         async with self._db.read() as conn:
             rows = await conn.execute(
-                select(watched_channels)
-                .where(_W.org_id == org_id)
-                .order_by(_W.channel_id)
+                select(watched_channels).where(_W.org_id == org_id).order_by(_W.channel_id)
             )
             return [ChannelWatch(**row._mapping) for row in rows]
