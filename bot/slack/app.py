@@ -86,9 +86,7 @@ logger = logging.getLogger(__name__)
 AGENT_USAGE = (
     "`/agent` has the commands `skills`, `memory`, `egress`, `usage`, `timeline`, "
     "`postmortem` and `watch`.\n"
-    + "\n".join(
-        (SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE, WATCH_USAGE)
-    )
+    + "\n".join((SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE, WATCH_USAGE))
 )
 RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
 AGENT_COMMANDS = ("skills", "memory", "egress", "watch", *RECORD_COMMANDS)

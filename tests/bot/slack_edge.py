@@ -20,7 +20,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -29,6 +29,8 @@ import httpx
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.alerts.intake import AlertIntake, AlertPolicy
+from bot.alerts.webhook import Taker
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.approvals import Approvers
 from bot.slack.background import Background
@@ -37,9 +39,11 @@ from bot.slack.modes import HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
+from bot.slack.watch import Watch, WatchPolicy
 from harness import IncidentRecord
 from memory_store import (
     DEFAULT_LIMITS,
+    AlertStore,
     Cancelled,
     Database,
     EgressLog,
@@ -52,9 +56,10 @@ from memory_store import (
     Session,
     SessionKey,
     SessionStore,
+    WatchedChannels,
 )
 from tests.bot.conftest import load_case
-from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, WORKSPACE_URL, FakeSlackApi
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, WORKSPACE_URL, FakeSlackApi
 
 SIGNING_SECRET = "fake-signing-secret"
 CHANNEL = "C0FAKEINC"
@@ -131,6 +136,8 @@ class SlackEdge:
     app: AsyncApp
     running: RunningSlack
     http: httpx.AsyncClient
+    watch: Watch | None = None
+    taker: Taker | None = None
 
     @property
     def url(self) -> str:
@@ -199,11 +206,16 @@ async def running_edge(
     installation: Installation | None = None,
     approvers: Approvers | None = None,
     enqueue: Callable[[str, str], Awaitable[None]] | None = None,
+    watch_policy: WatchPolicy | None = None,
+    alert_policy: AlertPolicy | None = None,
+    edit_policy: EditPolicy | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
     SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
     worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
+    ``watch_policy``: watch channels (issue #27) with a real alert intake and taker
+    (``alert_policy``); ``edit_policy``: who may change skills, memory and watches.
     """
     slack_api = FakeSlackApi()
     await slack_api.start()
@@ -229,7 +241,7 @@ async def running_edge(
         bot_user_id=BOT_USER_ID,
         enqueue=enqueue or enqueued,
         cancel_running=cancel_running,
-        skills=SkillsCommands(files, client, EditPolicy()),
+        skills=SkillsCommands(files, client, edit_policy or EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
         strict_channels=strict_channels,
         external_may_start=external_may_start,
@@ -238,7 +250,25 @@ async def running_edge(
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
         egress=EgressLog(database),
         approvers=approvers or Approvers(),
+        bot_id=BOT_ID,
     )
+    taker = watch = None
+    if watch_policy is not None:
+        intake = AlertIntake(
+            store=AlertStore(database),
+            sessions=sessions,
+            client=client,
+            poster=poster,
+            enqueue=enqueue or enqueued,
+            bot_user_id=BOT_USER_ID,
+            policy=alert_policy or AlertPolicy(),
+        )
+        taker = Taker(intake)
+        watch = Watch(
+            WatchedChannels(database), watch_policy, AlertStore(database).record, taker.wake, BOT_ID
+        )
+        deps = replace(deps, watch=watch)
+        taker.start()
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))
     http = httpx.AsyncClient(timeout=10.0)
@@ -257,8 +287,12 @@ async def running_edge(
             app,
             running,
             http,
+            watch,
+            taker,
         )
     finally:
+        if taker is not None:
+            await taker.stop()
         await http.aclose()
         await running.close()
         await background.cancel()

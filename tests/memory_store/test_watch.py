@@ -39,9 +39,10 @@ async def test_switches_are_kept_per_org_and_channel(file_db: Database, org: str
 
     assert [(c.channel_id, c.watching) for c in mine] == [("C0A", False), ("C0B", True)]
     other = await channels.get(f"{org}x", "C0A")
-    assert other is not None and other.watching
+    assert other is not None
+    assert other.watching
 
 
 async def test_an_empty_channel_id_is_refused(file_db: Database, org: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="channel id"):
         await WatchedChannels(file_db).switch(org, "", watching=True, actor="U1")
