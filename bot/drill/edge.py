@@ -1,9 +1,11 @@
 """The real Slack app of the drill, in HTTP mode on 127.0.0.1, talking to the fake Web API.
 
 Built by ``warroom serve``'s own ``slack_deps`` (over the drill's database, its Web API
-client from the settings, the bot's user id from ``auth.test``), then served
-with ``slack_runtime.start`` on a free port. Requests must carry a valid Slack
-signature for the drill's signing secret (``IncidentChannel`` signs them).
+client from the settings, the bot's user id from ``auth.test``) with its watched
+channels (``bot.alerts.watch_wiring``: an alert taker of their own, as the drill sets up
+no alert webhook), then served with ``slack_runtime.start`` on a free port. Requests
+must carry a valid Slack signature for the drill's signing secret (``IncidentChannel``
+signs them).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+from bot.alerts.watch_wiring import watching
 from bot.cli.serve import slack_deps
 from bot.durable.actors import Actors
 from bot.durable.wiring import make_provider
@@ -32,6 +35,7 @@ class Edge:
 
     running: RunningSlack
     background: Background
+    stack: contextlib.AsyncExitStack
 
     @property
     def url(self) -> str:
@@ -49,10 +53,16 @@ class Edge:
         """
         settings.require("slack_signing_secret", "HTTP mode verifies requests")
         deps = await slack_deps(settings, db, make_provider(settings), actors.enqueue)
+        stack = contextlib.AsyncExitStack()
+        deps = await stack.enter_async_context(watching(settings, deps, db, None))
         background = Background()
         app = build_app(deps=deps, background=background)
-        running = await start(app, HttpMode(host="127.0.0.1", port=0))
-        return cls(running, background)
+        try:
+            running = await start(app, HttpMode(host="127.0.0.1", port=0))
+        except BaseException:
+            await stack.aclose()
+            raise
+        return cls(running, background, stack)
 
     async def close(self) -> None:
         """Stop listening; let started follow-ups finish (≤ 10 s), cancel the rest."""
@@ -60,3 +70,4 @@ class Edge:
         with contextlib.suppress(TimeoutError):
             await self.background.drain(timeout_s=10.0)
         await self.background.cancel()
+        await self.stack.aclose()
