@@ -281,13 +281,15 @@ class AlertIntake:
         if decision.kind == "burst" or thread.session_id is None or thread.thread_ts is None:
             return outcome
         if decision.kind == "resolved":
-            note = resolved_note(alert, now=self.clock(), first_at=thread.first_at)
+            since = alert.starts_at or thread.first_at
+            note = resolved_note(alert, now=self.clock(), first_at=since)
             ask = (
                 f"{note} Say in one or two lines whether this agrees with your hypothesis "
                 "of the cause, and what, if anything, is left to check."
             )
         else:
-            note = repeat_note(count=thread.firing_count, first_at=thread.first_at)
+            since = alert.starts_at or thread.first_at
+            note = repeat_note(count=thread.firing_count, first_at=since)
             ask = note
         where = Thread(thread.session_id, thread.channel_id, thread.thread_ts)
         key = f"{thread.session_id}:alert:{decision.delivery_row}"
