@@ -184,25 +184,29 @@ def _mode(settings: Settings, extra_routes: tuple[web.RouteDef, ...] = ()) -> So
 
 @contextlib.asynccontextmanager
 async def _alert_intake(
-    alerts: Alerts | None, settings: Settings
+    alerts: Alerts, settings: Settings
 ) -> AsyncIterator[tuple[web.RouteDef, ...]]:
-    """Take alerts while serving: in HTTP mode the Slack listener serves the webhook
-    (the routes yielded); in Socket Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
-    if alerts is None:
-        yield ()
-        return
+    """Take alerts while serving: the taker always runs (watched channels and leftovers);
+    in HTTP mode the Slack listener serves the webhook (the routes yielded), in Socket
+    Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
     alerts.taker.start()
     runner = None
     try:
-        if settings.slack_mode == "http":
-            yield tuple(alerts.webhook.routes_table())
-            return
-        if settings.alert_port is not None:
-            runner, port = await start_listener(alerts.webhook, port=settings.alert_port)
-            log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+        webhook = alerts.webhook
+        if webhook is None:
+            yield ()
+        elif settings.slack_mode == "http":
+            yield tuple(webhook.routes_table())
         else:
-            log.warning("alerts are set up but Socket Mode has no listener: set WARROOM_ALERT_PORT")
-        yield ()
+            if settings.alert_port is not None:
+                runner, port = await start_listener(webhook, port=settings.alert_port)
+                log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+            else:
+                log.warning(
+                    "the alert webhook is set up but Socket Mode has no listener: "
+                    "set WARROOM_ALERT_PORT"
+                )
+            yield ()
     finally:
         if runner is not None:
             await runner.cleanup()
