@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class AlertEdge:
     runner: web.AppRunner
     port: int
     http: httpx.AsyncClient
+    org: str
 
     def url(self, source: str) -> str:
         return f"http://127.0.0.1:{self.port}/alerts/{source}"
@@ -75,7 +77,10 @@ async def alert_edge(
     policy: AlertPolicy | None = None,
     routes: Routes | None = None,
 ) -> AsyncIterator[AlertEdge]:
-    """The running Slack edge and the webhook (``start_listener``) with its taker."""
+    """The running Slack edge and the webhook (``start_listener``) with its taker.
+
+    On PostgreSQL (the run's shared database) the alerts belong to an org of their own."""
+    org = TEAM_ID if database_url is None else f"T{uuid.uuid4().hex[:10].upper()}"
     async with running_edge(tmp_path, database_url=database_url) as edge:
         store = AlertStore(edge.database)
         intake = AlertIntake(
@@ -93,13 +98,13 @@ async def alert_edge(
             taker=taker,
             routes=routes or Routes(default_channel=CHANNEL),
             auth=AlertAuth(token=TOKEN, pagerduty_secret=PD_SECRET),
-            org_id=TEAM_ID,
+            org_id=org,
         )
         runner, port = await start_listener(webhook, host="127.0.0.1", port=0)
         taker.start()
         try:
             async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
-                yield AlertEdge(edge, intake, store, taker, runner, port, http)
+                yield AlertEdge(edge, intake, store, taker, runner, port, http, org)
         finally:
             await taker.stop()
             await runner.cleanup()
