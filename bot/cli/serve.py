@@ -25,7 +25,6 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.alerts.webhook import start_listener
 from bot.alerts.wiring import Alerts, build_alerts
-
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget

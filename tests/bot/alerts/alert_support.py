@@ -1,4 +1,4 @@
-"""An alert webhook over the real Slack edge (fake Slack API, real store): for tests and the bench."""
+"""An alert webhook over the real Slack edge (fake Slack API, real store), for tests and bench."""
 
 from __future__ import annotations
 

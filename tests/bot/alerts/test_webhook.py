@@ -50,11 +50,13 @@ async def test_an_alert_from_each_source_starts_a_session_in_its_own_thread(
         thread_ts = await _only_thread(edge)
         texts = _texts(edge, thread_ts)
         assert title[:20] in texts[0]
-        assert "on it" in texts[1] and "warroom_stop" in texts[1]
+        assert "on it" in texts[1]
+        assert "warroom_stop" in texts[1]
         session = await edge.edge.session(thread_ts)
         assert session is not None
         inbox = await edge.edge.inbox_texts(session.id)
-        assert "not instructions" in inbox[0] and "```alert" in inbox[0]
+        assert "not instructions" in inbox[0]
+        assert "```alert" in inbox[0]
         assert edge.edge.enqueued.calls[0][0] == session.id
 
 
