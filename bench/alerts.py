@@ -60,7 +60,7 @@ GOALS = {
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _am_body(n: int) -> dict[str, Any]:
@@ -88,8 +88,9 @@ async def first_status(edge: AlertEdge, samples: int) -> list[float]:
         answer = await edge.post("alertmanager", body)
         if answer.status_code != 202:
             raise RuntimeError(f"webhook answered {answer.status_code}: {answer.text}")
-        while _on_it_count(edge) == before:
-            await asyncio.sleep(0.002)
+        await edge.edge.slack_api.wait_for(
+            lambda b=before: _on_it_count(edge) > b, timeout_s=30.0, interval_s=0.002
+        )
         took.append(time.perf_counter() - started)
     return took
 
