@@ -83,6 +83,7 @@ class Taker:
             self._busy = True
             try:
                 await self.intake.take_pending()
+                await self.intake.resume_openings()
             except Exception:  # a bad row or the database away: logged, tried again
                 logger.exception("taking recorded alerts failed; trying again")
             self._busy = False
