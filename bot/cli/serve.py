@@ -55,7 +55,7 @@ from memory_store import (
 )
 from sandbox_client import SandboxProvider
 
-__all__ = ["run_serve", "serve", "slack_deps"]
+__all__ = ["alerts_running", "run_serve", "serve", "slack_deps"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         app = _quiet(build_app, deps=deps, background=background)
         alerts = build_alerts(settings, deps, db)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
-        async with _alert_intake(alerts, settings) as extra_routes:
+        async with alerts_running(alerts, settings) as extra_routes:
             mode = _mode(settings, extra_routes)
             await serve_slack(app, mode, stop=stop, background=background)
     finally:
@@ -182,7 +182,7 @@ def _mode(settings: Settings, extra_routes: tuple[web.RouteDef, ...] = ()) -> So
 
 
 @contextlib.asynccontextmanager
-async def _alert_intake(
+async def alerts_running(
     alerts: Alerts, settings: Settings
 ) -> AsyncIterator[tuple[web.RouteDef, ...]]:
     """Take alerts while serving: the taker always runs (watched channels and leftovers);

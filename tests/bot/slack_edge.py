@@ -131,6 +131,7 @@ class SlackEdge:
     app: AsyncApp
     running: RunningSlack
     http: httpx.AsyncClient
+    deps: SlackDeps | None = None
 
     @property
     def url(self) -> str:
@@ -257,6 +258,7 @@ async def running_edge(
             app,
             running,
             http,
+            deps,
         )
     finally:
         await http.aclose()

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from bot.alerts.auth import pagerduty_signature
 from bot.alerts.intake import AlertPolicy
-from tests.bot.alerts.alert_support import PD_SECRET, AlertEdge, alert_edge, payload
+from bot.alerts.wiring import build_alerts
+from bot.cli.serve import alerts_running
+from bot.settings import Settings
+from bot.slack.installation import Installation
+from tests.bot.alerts.alert_support import PD_SECRET, TOKEN, AlertEdge, alert_edge, payload
+from tests.bot.alerts.alertmanager import free_port
 from tests.bot.slack_edge import CHANNEL
 from tests.fakes.slack_api import TEAM_ID
 
@@ -156,3 +163,30 @@ async def test_an_unknown_source_is_404(tmp_path: Path) -> None:
     async with alert_edge(tmp_path) as edge:
         answer = await edge.post("nagios", payload("generic_firing"))
         assert answer.status_code == 404
+
+
+async def test_in_socket_mode_the_webhook_has_a_listener_of_its_own(tmp_path: Path) -> None:
+    async with alert_edge(tmp_path) as edge:
+        port = free_port()
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+            data_dir=tmp_path,
+            slack_mode="socket",
+            alert_token=SecretStr(TOKEN),
+            alert_channel=CHANNEL,
+            alert_port=port,
+        )
+        assert edge.edge.deps is not None
+        deps = replace(edge.edge.deps, installation=Installation(TEAM_ID, None))
+        alerts = build_alerts(settings, deps, edge.edge.database)
+        async with alerts_running(alerts, settings) as extra_routes:
+            assert extra_routes == ()  # Socket Mode: nothing for a Slack listener
+            answer = await edge.http.post(
+                f"http://127.0.0.1:{port}/alerts/generic",
+                json=payload("generic_firing"),
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert answer.status_code == 202
+            await alerts.taker.settled()
+        tally = await alerts.intake.store.tally(TEAM_ID)
+        assert (tally.received, tally.session_threads, tally.unaccounted) == (1, 1, 0)
