@@ -48,7 +48,7 @@ from bot.alerts.render import (
     root_message,
     summary_tally,
 )
-from bot.errors import SlackCallFailed, slack_call
+from bot.errors import ContentTooLong, SlackCallFailed, SlackRefused, slack_call
 from bot.slack.poster import SlackPoster, Thread
 from harness import Checkpoint, Requester
 from memory_store import (
@@ -70,6 +70,9 @@ BudgetLeft = Callable[[str], Awaitable[bool]]
 ALERT_KIND = "alert"
 """The inbox kind of an alert's later inputs (repeats, the resolve): data for the model."""
 DEFAULT_MAX_OPEN = 5
+RESUME_AFTER_S = 30.0
+"""A thread decided but not in Slack this long after is taken to be a crash's leftover."""
+
 DEFAULT_BURST_WINDOW_S = 60.0
 
 
@@ -205,6 +208,26 @@ class AlertIntake:
             return Outcome("duplicate")
         return await self._take(ids[0], alert, org_id, channel, posted_thread)
 
+    async def resume_openings(self, *, older_than_s: float = RESUME_AFTER_S) -> int:
+        """Open the threads that were decided but never reached Slack (a crash or a
+        passing Slack failure in between); returns how many were tried.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached.
+        """
+        stale = await self.store.stale_openings(older_than_s=older_than_s)
+        for thread, delivery_row, alert_json in stale:
+            decision = AlertDecision("start", delivery_row, thread, created_thread=True)
+            try:
+                alert = Alert.from_json(alert_json)
+                if thread.kind == "summary":
+                    await self._fold(decision, thread)
+                else:
+                    await self._start(decision, thread, alert, thread.org_id)
+            except SlackCallFailed as exc:
+                logger.warning("alert thread %s still not opened: %s", thread.id, exc)
+        return len(stale)
+
     # ----- one alert -------------------------------------------------------------------
 
     async def _take(
@@ -244,16 +267,29 @@ class AlertIntake:
         thread_ts = thread.thread_ts
         if thread_ts is None:
             message = root_message(alert)
-            posted = await slack_call(
-                "chat.postMessage",
-                self.client.chat_postMessage(
-                    channel=channel_id,
-                    text=message.text,
-                    blocks=list(message.blocks),
-                    unfurl_links=False,
-                    unfurl_media=False,
-                ),
-            )
+            try:
+                posted = await slack_call(
+                    "chat.postMessage",
+                    self.client.chat_postMessage(
+                        channel=channel_id,
+                        text=message.text,
+                        blocks=list(message.blocks),
+                        unfurl_links=False,
+                        unfurl_media=False,
+                    ),
+                )
+            except SlackCallFailed as exc:
+                if not isinstance(exc, SlackRefused | ContentTooLong):
+                    raise  # passing: the thread stays "opening", resume_openings tries again
+                logger.error(
+                    "alert %r not opened in %s: Slack refused (%s); fix the route or invite "
+                    "the bot; it stays on record as failed",
+                    alert.title,
+                    channel_id,
+                    exc,
+                )
+                await self.store.abandon(thread.id, decision.delivery_row)
+                raise
             thread_ts = str(posted["ts"])
         session_id = uuid.uuid4().hex
         checkpoint = Checkpoint(session_id, org_id, channel_id, Requester(self.bot_user_id))
@@ -281,13 +317,15 @@ class AlertIntake:
         if decision.kind == "burst" or thread.session_id is None or thread.thread_ts is None:
             return outcome
         if decision.kind == "resolved":
-            note = resolved_note(alert, now=self.clock(), first_at=thread.first_at)
+            since = alert.starts_at or thread.first_at
+            note = resolved_note(alert, now=self.clock(), first_at=since)
             ask = (
                 f"{note} Say in one or two lines whether this agrees with your hypothesis "
                 "of the cause, and what, if anything, is left to check."
             )
         else:
-            note = repeat_note(count=thread.firing_count, first_at=thread.first_at)
+            since = alert.starts_at or thread.first_at
+            note = repeat_note(count=thread.firing_count, first_at=since)
             ask = note
         where = Thread(thread.session_id, thread.channel_id, thread.thread_ts)
         key = f"{thread.session_id}:alert:{decision.delivery_row}"

@@ -48,6 +48,9 @@ class Taker:
     poll_s: float = 5.0
     _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _passes: int = field(default=0, init=False)
+    _busy: bool = field(default=False, init=False)
+    _passed: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
 
     def wake(self) -> None:
         """Something was recorded: take it soon."""
@@ -66,13 +69,27 @@ class Taker:
                 await self._task
             self._task = None
 
+    async def settled(self) -> None:
+        """Wait until everything recorded before this call has been taken (a pass of
+        the taker that started after it has ended)."""
+        target = self._passes + (2 if self._busy else 1)
+        self.wake()
+        async with self._passed:
+            await self._passed.wait_for(lambda: self._passes >= target)
+
     async def _run(self) -> None:
         while True:
             self._wake.clear()
+            self._busy = True
             try:
                 await self.intake.take_pending()
+                await self.intake.resume_openings()
             except Exception:  # a bad row or the database away: logged, tried again
                 logger.exception("taking recorded alerts failed; trying again")
+            self._busy = False
+            async with self._passed:
+                self._passes += 1
+                self._passed.notify_all()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
 

@@ -1,7 +1,8 @@
 """Building the alert intake and webhook from ``Settings`` (the composition root's part).
 
 ``serve`` calls ``build_alerts`` once it has the Slack dependencies; the drill and tests
-build the same way. Alerts are off (None) unless ``WARROOM_ALERT_TOKEN`` or
+build the same way. The intake and its taker are always built (watched channels use
+them); the webhook is off (None) unless ``WARROOM_ALERT_TOKEN`` or
 ``WARROOM_ALERT_PAGERDUTY_SECRET`` is set.
 """
 
@@ -23,12 +24,12 @@ NANO = 1_000_000_000
 
 @dataclass(frozen=True)
 class Alerts:
-    """The running alert intake of a process: ``webhook`` (its routes), ``taker`` (start
-    and stop it with the listener), ``intake`` (the watched channels call it too)."""
+    """The running alert intake of a process: ``intake`` (the watched channels use it
+    too), ``taker`` (start and stop it with the listener), ``webhook`` (None: off)."""
 
     intake: AlertIntake
-    webhook: AlertWebhook
     taker: Taker
+    webhook: AlertWebhook | None
 
 
 def alerts_enabled(settings: Settings) -> bool:
@@ -71,19 +72,14 @@ def org_budget(ledger: ModelCallLog, cap_usd: float | None) -> BudgetLeft | None
 
 def build_alerts(
     settings: Settings, deps: SlackDeps, db: Database, *, routes: Routes | None = None
-) -> Alerts | None:
-    """The intake, webhook and taker over the Slack app's dependencies (None: alerts off).
-
-    ``deps.installation`` names the org alerts belong to.
+) -> Alerts:
+    """The intake and taker over the Slack app's dependencies, and the webhook when
+    ``alerts_enabled``; ``deps.installation`` names the org webhook alerts belong to.
 
     Raises:
         RoutesError, OSError: the routes file (checked by the preflight first).
+        ValueError: the webhook is on but ``deps.installation`` is None.
     """
-    if not alerts_enabled(settings):
-        return None
-    installation = deps.installation
-    if installation is None:
-        raise ValueError("alerts need the installation (auth.test) to know their org")
     intake = AlertIntake(
         store=AlertStore(db),
         sessions=deps.sessions,
@@ -95,6 +91,11 @@ def build_alerts(
         budget_left=org_budget(ModelCallLog(db), settings.max_org_day_cost_usd),
     )
     taker = Taker(intake)
+    if not alerts_enabled(settings):
+        return Alerts(intake, taker, None)
+    installation = deps.installation
+    if installation is None:
+        raise ValueError("the alert webhook needs the installation (auth.test) to know its org")
     webhook = AlertWebhook(
         intake=intake,
         taker=taker,
@@ -106,7 +107,7 @@ def build_alerts(
         org_id=installation.org_id,
         retry_window_s=settings.alert_retry_window_s,
     )
-    return Alerts(intake, webhook, taker)
+    return Alerts(intake, taker, webhook)
 
 
 def _secret(value: object) -> str:

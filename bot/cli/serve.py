@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
-from bot.alerts.watch_wiring import watching
+from bot.alerts.watch_wiring import with_watch
 from bot.alerts.webhook import start_listener
 from bot.alerts.wiring import Alerts, build_alerts
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
@@ -56,7 +56,7 @@ from memory_store import (
 )
 from sandbox_client import SandboxProvider
 
-__all__ = ["run_serve", "serve", "slack_deps"]
+__all__ = ["alerts_running", "run_serve", "serve", "slack_deps"]
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         background = Background()
         alerts = build_alerts(settings, deps, db)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
-        async with (
-            watching(settings, deps, db, alerts) as deps,
-            _alert_intake(alerts, settings) as extra_routes,
-        ):
-            app = _quiet(build_app, deps=deps, background=background)
+        deps = with_watch(settings, deps, db, alerts)
+        app = _quiet(build_app, deps=deps, background=background)
+        async with alerts_running(alerts, settings) as extra_routes:
             mode = _mode(settings, extra_routes)
             await serve_slack(app, mode, stop=stop, background=background)
     finally:
@@ -187,26 +185,30 @@ def _mode(settings: Settings, extra_routes: tuple[web.RouteDef, ...] = ()) -> So
 
 
 @contextlib.asynccontextmanager
-async def _alert_intake(
-    alerts: Alerts | None, settings: Settings
+async def alerts_running(
+    alerts: Alerts, settings: Settings
 ) -> AsyncIterator[tuple[web.RouteDef, ...]]:
-    """Take alerts while serving: in HTTP mode the Slack listener serves the webhook
-    (the routes yielded); in Socket Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
-    if alerts is None:
-        yield ()
-        return
+    """Take alerts while serving: the taker always runs (watched channels and leftovers);
+    in HTTP mode the Slack listener serves the webhook (the routes yielded), in Socket
+    Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
     alerts.taker.start()
     runner = None
     try:
-        if settings.slack_mode == "http":
-            yield tuple(alerts.webhook.routes_table())
-            return
-        if settings.alert_port is not None:
-            runner, port = await start_listener(alerts.webhook, port=settings.alert_port)
-            log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+        webhook = alerts.webhook
+        if webhook is None:
+            yield ()
+        elif settings.slack_mode == "http":
+            yield tuple(webhook.routes_table())
         else:
-            log.warning("alerts are set up but Socket Mode has no listener: set WARROOM_ALERT_PORT")
-        yield ()
+            if settings.alert_port is not None:
+                runner, port = await start_listener(webhook, port=settings.alert_port)
+                log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+            else:
+                log.warning(
+                    "the alert webhook is set up but Socket Mode has no listener: "
+                    "set WARROOM_ALERT_PORT"
+                )
+            yield ()
     finally:
         if runner is not None:
             await runner.cleanup()

@@ -2,8 +2,8 @@
 
 Built by ``warroom serve``'s own ``slack_deps`` (over the drill's database, its Web API
 client from the settings, the bot's user id from ``auth.test``) with its watched
-channels (``bot.alerts.watch_wiring``: an alert taker of their own, as the drill sets up
-no alert webhook), then served with ``slack_runtime.start`` on a free port. Requests
+channels and the alert taker (``bot.alerts.watch_wiring``; the drill sets up no alert
+webhook), then served with ``slack_runtime.start`` on a free port. Requests
 must carry a valid Slack signature for the drill's signing secret (``IncidentChannel``
 signs them).
 """
@@ -14,7 +14,9 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from bot.alerts.watch_wiring import watching
+from bot.alerts.watch_wiring import with_watch
+from bot.alerts.webhook import Taker
+from bot.alerts.wiring import build_alerts
 from bot.cli.serve import slack_deps
 from bot.durable.actors import Actors
 from bot.durable.wiring import make_provider
@@ -35,7 +37,7 @@ class Edge:
 
     running: RunningSlack
     background: Background
-    stack: contextlib.AsyncExitStack
+    taker: Taker
 
     @property
     def url(self) -> str:
@@ -53,16 +55,13 @@ class Edge:
         """
         settings.require("slack_signing_secret", "HTTP mode verifies requests")
         deps = await slack_deps(settings, db, make_provider(settings), actors.enqueue)
-        stack = contextlib.AsyncExitStack()
-        deps = await stack.enter_async_context(watching(settings, deps, db, None))
+        alerts = build_alerts(settings, deps, db)
+        deps = with_watch(settings, deps, db, alerts)
         background = Background()
         app = build_app(deps=deps, background=background)
-        try:
-            running = await start(app, HttpMode(host="127.0.0.1", port=0))
-        except BaseException:
-            await stack.aclose()
-            raise
-        return cls(running, background, stack)
+        running = await start(app, HttpMode(host="127.0.0.1", port=0))
+        alerts.taker.start()
+        return cls(running, background, alerts.taker)
 
     async def close(self) -> None:
         """Stop listening; let started follow-ups finish (≤ 10 s), cancel the rest."""
@@ -70,4 +69,4 @@ class Edge:
         with contextlib.suppress(TimeoutError):
             await self.background.drain(timeout_s=10.0)
         await self.background.cancel()
-        await self.stack.aclose()
+        await self.taker.stop()

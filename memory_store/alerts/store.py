@@ -112,7 +112,8 @@ class AlertDecision:
 @dataclass(frozen=True)
 class AlertTally:
     """Accounting of an org's alerts (``tally``): every received alert is pending,
-    in a thread, or (``in_channel``) its own Slack message; ``unaccounted`` must be 0."""
+    in a thread, or (``in_channel``) its own Slack message; ``unaccounted`` must be 0.
+    ``failed``: alerts whose thread Slack refused to open (on record, logged)."""
 
     received: int
     pending: int
@@ -121,6 +122,7 @@ class AlertTally:
     unaccounted: int
     session_threads: int
     open_session_threads: int
+    failed: int = 0
 
 
 class AlertStore:
@@ -211,6 +213,40 @@ class AlertStore:
                 .values(thread_ts=thread_ts, session_id=session_id, state="open")
             )
 
+    async def abandon(self, thread_id: str, delivery_row: int) -> None:
+        """The thread could not be opened in Slack (its root post was refused): it closes
+        as ``failed`` and the alert's outcome says so (it stays on record, not retried)."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(alert_threads)
+                .where(_T.id == thread_id)
+                .values(state="failed", open_key=None)
+            )
+            await conn.execute(
+                update(alert_deliveries).where(_D.id == delivery_row).values(outcome="failed")
+            )
+
+    async def stale_openings(self, *, older_than_s: float) -> list[tuple[AlertThread, int, str]]:
+        """Threads decided but never opened in Slack (a crash between the two), older than
+        ``older_than_s``: each with its first delivery's id and alert JSON."""
+        cutoff = self._clock() - timedelta(seconds=older_than_s)
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(alert_threads, _D.id.label("delivery_row"), _D.alert_json)
+                .join(alert_deliveries, _D.thread_id == _T.id)
+                .where(_T.state == "opening", _T.thread_ts.is_(None), _T.first_at < cutoff)
+                .order_by(_T.first_at, _D.id)
+            )
+            found: dict[str, tuple[AlertThread, int, str]] = {}
+            for row in rows:
+                values = dict(row._mapping)
+                delivery_row, alert_json = values.pop("delivery_row"), values.pop("alert_json")
+                values.pop("open_key", None)
+                found.setdefault(
+                    str(values["id"]), (AlertThread(**values), int(delivery_row), str(alert_json))
+                )
+            return list(found.values())
+
     async def thread(self, thread_id: str) -> AlertThread | None:
         """One thread row, or None."""
         async with self._db.read() as conn:
@@ -268,6 +304,7 @@ class AlertStore:
                                 _D.posted_ts.is_(None),
                             )
                         ),
+                        func.count().filter(_D.outcome == "failed"),
                     ).where(_D.org_id == org_id)
                 )
             ).one()
@@ -279,9 +316,16 @@ class AlertStore:
                     ).where(_T.org_id == org_id, _T.kind == "session")
                 )
             ).one()
-        received, pending, in_threads, in_channel, unaccounted = (int(n) for n in counts)
+        received, pending, in_threads, in_channel, unaccounted, failed = (int(n) for n in counts)
         return AlertTally(
-            received, pending, in_threads, in_channel, unaccounted, int(threads[0]), int(threads[1])
+            received,
+            pending,
+            in_threads,
+            in_channel,
+            unaccounted,
+            int(threads[0]),
+            int(threads[1]),
+            failed,
         )
 
     # ----- inside the decision's transaction -----------------------------------------

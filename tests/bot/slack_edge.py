@@ -136,6 +136,7 @@ class SlackEdge:
     app: AsyncApp
     running: RunningSlack
     http: httpx.AsyncClient
+    deps: SlackDeps | None = None
     watch: Watch | None = None
     taker: Taker | None = None
 
@@ -287,6 +288,7 @@ async def running_edge(
             app,
             running,
             http,
+            deps,
             watch,
             taker,
         )
