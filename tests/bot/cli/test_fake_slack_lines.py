@@ -89,6 +89,14 @@ async def test_the_fake_slacks_ts_keeps_to_the_clock_however_many_messages() -> 
     assert stamps[-1] <= time.time() + 1  # not ahead of the clock (it was +200 s)
 
 
+async def watched(fake: FakeSlackApi, *, timeout_s: float = 30.0) -> None:
+    """Wait until ``/agent watch on`` has answered (the switch is stored before that)."""
+    deadline = time.monotonic() + timeout_s
+    while not any("now watched" in str(e.get("text")) for e in fake.state.ephemerals):
+        assert time.monotonic() < deadline, "/agent watch on did not answer"
+        await asyncio.sleep(0.05)
+
+
 async def alert_session(edge: SlackEdge, *, timeout_s: float = 10.0) -> Session:
     """The session the Alertmanager post in ``CHANNEL`` started, once it exists."""
     deadline = time.monotonic() + timeout_s
@@ -115,6 +123,7 @@ async def test_an_alert_line_is_an_alerting_apps_post_that_starts_a_session_once
         async def lines() -> AsyncIterator[str]:
             yield "alert: datadog"  # not watched yet: starts nothing
             yield "/agent watch on"
+            await watched(fake)
             yield "alert: alertmanager"  # an alert thread
             await alert_session(edge)
             yield "is it the 14:02 deploy?"  # a reply in the alert's thread
