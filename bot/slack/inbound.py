@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -60,7 +60,8 @@ class InboundMessage:
         files: the message's file objects (``id``, ``name``, ``size``, …).
         sender: the bot or app that posted it (None: a person).
         alert: what a new top-level post of another bot or app says, read as an alert
-            (``bot.alerts.slack_alert``); None for anything else. Only a watched
+            (``bot.alerts.slack_alert``), or the resolve an app's edit of such a post
+            makes (firing → resolved); None for anything else. Only a watched
             channel acts on it (``bot.slack.watch``).
     """
 
@@ -142,8 +143,11 @@ def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> Inbound
     ts = str(message.get("ts") or event["ts"])
     top_level = message.get("thread_ts") in (None, ts)
     alert = None
-    if sender is not None and kind is MessageKind.POSTED and top_level and user != bot_user_id:
-        alert = _alert(message, sender, str(event["channel"]), bot_user_id)
+    if sender is not None and top_level and user != bot_user_id:
+        if kind is MessageKind.POSTED:
+            alert = _alert(message, sender, str(event["channel"]), bot_user_id)
+        elif subtype == "message_changed":
+            alert = _resolved_by_edit(event, message, sender, bot_user_id)
     return InboundMessage(
         event_id=str(body.get("event_id") or ""),
         org_id=org_id_of(body),
@@ -173,6 +177,21 @@ def _alert(
     except ValueError as exc:
         logger.warning("a post of %s in %s is not an alert: %s", sender.name, channel_id, exc)
         return None
+
+
+def _resolved_by_edit(
+    event: Mapping[str, Any], message: Mapping[str, Any], sender: Sender, bot_user_id: str
+) -> Alert | None:
+    """An app's edit of its own alert post that turns it from firing to resolved (PagerDuty's
+    app, for one, updates the incident's post in place): the resolve, as a delivery of its
+    own (keyed by the edit's event ``ts``). Any other edit of an app's post is no alert."""
+    channel = str(event["channel"])
+    previous = event.get("previous_message") or {}
+    before = _alert(previous, sender_of(previous) or sender, channel, bot_user_id)
+    after = _alert(message, sender, channel, bot_user_id)
+    if before is None or after is None or not before.firing or after.firing:
+        return None
+    return replace(after, delivery_id=f"{after.delivery_id}:edit:{event['ts']}")
 
 
 def _content(

@@ -306,3 +306,42 @@ async def command(edge: SlackEdge, text: str) -> None:
     response = await edge.post_form(fields)
     assert response.status_code == 200
     await edge.settle()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_apps_edit_that_resolves_its_post_reaches_the_session(
+    tmp_path: Path, transport: str
+) -> None:
+    async with watched_channel(tmp_path, transport) as channel:
+        edge = channel.edge
+        # Given PagerDuty's post of an incident, which started a session
+        ts = await channel.alert("pagerduty_triggered")
+        session = await session_on(edge, ts)
+        # When PagerDuty's app edits that post in place to say Resolved (message_changed)
+        before = alert_body("pagerduty_triggered")["event"]
+        after = alert_body("pagerduty_resolved")["event"]
+        edit_ts = "1767229400.000900"
+        changed = alert_body("pagerduty_triggered")
+        changed["event"] = {
+            "type": "message",
+            "subtype": "message_changed",
+            "message": {**after, "ts": ts, "edited": {"user": after["user"], "ts": edit_ts}},
+            "previous_message": {**before, "ts": ts},
+            "channel": WATCHED,
+            "hidden": True,
+            "ts": edit_ts,
+            "event_ts": edit_ts,
+            "channel_type": "channel",
+        }
+        for fields in (changed["event"]["message"], changed["event"]["previous_message"]):
+            for name in ("channel", "channel_type", "event_ts"):
+                fields.pop(name, None)
+        await channel.deliver(changed)
+        # Then the resolve reached the first thread's session
+        texts = await until(lambda: edge.inbox_texts(session.id), lambda t: len(t) >= 2)
+        assert "status: resolved" in texts[1]
+        # and an edit that changes nothing about the status is no alert
+        again = json.loads(json.dumps(changed))
+        again["event"]["previous_message"] = again["event"]["message"]
+        await channel.deliver(again)
+        assert (await tally(edge)).received == 2
