@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.slack.skills.edit_policy import EditPolicy
 from bot.slack.watch import WatchPolicy
-from memory_store import AlertStore, AlertTally, SessionKey, SessionStatus
+from memory_store import AlertStore, AlertTally, SessionKey, SessionStatus, WatchedChannels
 from tests.bot.alerts.alert_cases import alert_body
 from tests.bot.alerts.watch_support import WATCHED, Channel, session_on, until, watched_channel
 from tests.bot.conftest import load_case
@@ -345,3 +346,17 @@ async def test_an_apps_edit_that_resolves_its_post_reaches_the_session(
         again["event"]["previous_message"] = again["event"]["message"]
         await channel.deliver(again)
         assert (await tally(edge)).received == 2
+
+
+async def test_only_the_skill_editors_may_switch_a_channel(tmp_path: Path) -> None:
+    # Given skill editors that do not include the person running the command
+    editors = EditPolicy.parse("U0BOSS")
+    async with watched_channel(tmp_path, "http", policy=WatchPolicy(), edit_policy=editors) as ch:
+        edge = ch.edge
+        # When they run /agent watch on
+        await command(edge, "watch on")
+        # Then they are told no, and the channel stays unwatched (anyone may ask the status)
+        assert "now watched" not in edge.slack_api.state.ephemerals[-1]["text"]
+        assert await WatchedChannels(edge.database).get(TEAM_ID, WATCHED) is None
+        await command(edge, "watch status")
+        assert "is not watched (the default)" in edge.slack_api.state.ephemerals[-1]["text"]
