@@ -24,6 +24,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 PATH = "/alerts/{source}"
 DEFAULT_RETRY_WINDOW_S = 300.0
+YIELD_S = 0.05
+"""Longest the taker waits for recordings in flight before its next alert."""
 
 
 @dataclass
@@ -51,6 +54,28 @@ class Taker:
     _passes: int = field(default=0, init=False)
     _busy: bool = field(default=False, init=False)
     _passed: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
+    _recording: int = field(default=0, init=False)
+    _quiet: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self._quiet.set()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Around a request's recording: the taker waits (≤ ``YIELD_S``) while any runs,
+        so acks go first under a storm."""
+        self._recording += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._recording -= 1
+            if self._recording == 0:
+                self._quiet.set()
+
+    async def _let_recordings_go_first(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), timeout=YIELD_S)
 
     def wake(self) -> None:
         """Something was recorded: take it soon."""
@@ -62,12 +87,15 @@ class Taker:
             self._task = asyncio.create_task(self._run(), name="alert taker")
 
     async def stop(self) -> None:
-        """Stop taking; an alert being taken is finished first (≤ 10 s)."""
+        """Stop taking (an alert being taken is cut short: it stays recorded, or its
+        thread stays to be resumed), then let storm summaries show their last tally."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.intake.flush(), timeout=10.0)
 
     async def settled(self) -> None:
         """Wait until everything recorded before this call has been taken (a pass of
@@ -82,7 +110,7 @@ class Taker:
             self._wake.clear()
             self._busy = True
             try:
-                await self.intake.take_pending()
+                await self.intake.take_pending(before_each=self._let_recordings_go_first)
                 await self.intake.resume_openings()
             except Exception:  # a bad row or the database away: logged, tried again
                 logger.exception("taking recorded alerts failed; trying again")
@@ -146,7 +174,8 @@ class AlertWebhook:
         if lost:
             return _error(422, f"no routing rule matches {lost[0]!r} and no default channel is set")
         try:
-            ids = await self.intake.record(routed, org_id=self.org_id)
+            with self.taker.recording():
+                ids = await self.intake.record(routed, org_id=self.org_id)
         except DatabaseUnavailable as exc:
             logger.warning("alert not recorded: %s", exc)
             return _error(503, "the database is unavailable; retry")
