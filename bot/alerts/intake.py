@@ -151,6 +151,21 @@ class AlertIntake:
         rows = [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
         return await self.store.record(rows)
 
+    async def record_groups(
+        self, deliveries: Sequence[Sequence[tuple[Alert, str | None]]], *, org_id: str
+    ) -> list[list[int]]:
+        """``record`` for several deliveries in one transaction (the webhook's group
+        commit); per delivery, the new rows' ids.
+
+        Raises:
+            DatabaseUnavailable: nothing was recorded.
+        """
+        groups = [
+            [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
+            for routed in deliveries
+        ]
+        return await self.store.record_groups(groups)
+
     async def take_pending(
         self, *, limit: int = 100, before_each: Callable[[], Awaitable[None]] | None = None
     ) -> int:

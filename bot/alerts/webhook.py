@@ -3,7 +3,8 @@
 The request path does only what makes the alert safe: the size limit, the token or
 signature (401, logged without the body), parsing (400 with what is wrong; nothing is
 recorded), routing (every alert has a channel, or 422 and nothing recorded), and one
-transaction recording every alert of the delivery. Then it answers 202 and wakes the
+transaction recording every alert of the delivery (concurrent requests share one:
+``GroupCommit``). Then it answers 202 and wakes the
 ``Taker``, one task per process that takes recorded alerts in order
 (``AlertIntake.take_pending``): posting, starting sessions and replying never delay
 an ack. A crash after the ack loses nothing: the next start takes what was left.
@@ -31,6 +32,7 @@ from aiohttp import web
 
 from bot.alerts.auth import AlertAuth
 from bot.alerts.intake import AlertIntake
+from bot.alerts.model import Alert
 from bot.alerts.routes import Routes
 from bot.alerts.sources import MAX_BODY_BYTES, SOURCES, BadPayload, body_digest, parse
 from memory_store import DatabaseUnavailable
@@ -122,6 +124,51 @@ class Taker:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
 
 
+Routed = list[tuple[Alert, str | None]]
+
+
+@dataclass
+class GroupCommit:
+    """Records concurrent requests' alerts in one transaction: the first request writes at
+    once; requests arriving while a write runs are written together by the next one."""
+
+    intake: AlertIntake
+    org_id: str
+    _queue: list[tuple[Routed, asyncio.Future[list[int]]]] = field(default_factory=list)
+    _writer: asyncio.Task[None] | None = None
+
+    async def record(self, routed: Routed) -> list[int]:
+        """The new rows' ids of this delivery (``AlertIntake.record``).
+
+        Raises:
+            DatabaseUnavailable: nothing of this delivery was recorded.
+        """
+        done: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._queue.append((routed, done))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write(), name="alert group commit")
+        return await done
+
+    async def _write(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    ids = await self.intake.record_groups(
+                        [routed for routed, _ in batch], org_id=self.org_id
+                    )
+                except Exception as exc:  # every waiting request answers it (503)
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for (_, done), new in zip(batch, ids, strict=True):
+                    if not done.done():
+                        done.set_result(new)
+        finally:
+            self._writer = None
+
+
 @dataclass(frozen=True)
 class AlertWebhook:
     """The ``POST /alerts/<source>`` handler.
@@ -141,6 +188,10 @@ class AlertWebhook:
     auth: AlertAuth
     org_id: str
     retry_window_s: float = DEFAULT_RETRY_WINDOW_S
+    commits: GroupCommit = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "commits", GroupCommit(self.intake, self.org_id))
 
     def routes_table(self) -> list[web.RouteDef]:
         """The aiohttp routes to add to a listener."""
@@ -175,7 +226,7 @@ class AlertWebhook:
             return _error(422, f"no routing rule matches {lost[0]!r} and no default channel is set")
         try:
             with self.taker.recording():
-                ids = await self.intake.record(routed, org_id=self.org_id)
+                ids = await self.commits.record(routed)
         except DatabaseUnavailable as exc:
             logger.warning("alert not recorded: %s", exc)
             return _error(503, "the database is unavailable; retry")
