@@ -11,9 +11,11 @@ worker is idle (wake-ups are only recorded), as when an alert arrives at a quiet
 1. First status: ``--samples`` alerts of distinct problems, one at a time (Alertmanager
    v4 bodies); the clock runs from just before the POST to the moment the fake Slack
    holds the thread's first status message (the agent is on it, with its Stop button).
-2. Storm: ``--storm`` generic alerts of ``--problems`` problems, sent open-loop evenly
-   over ``--storm-s`` seconds (each on its own schedule, whatever the answers do); each
-   ack is timed request → response. Then every recorded alert is taken and counted.
+2. Storm: a child process serves the webhook (``--serve-storm``: the same parts, so the
+   sender's own CPU does not slow the server); ``--storm`` generic alerts of ``--problems``
+   problems are sent open-loop evenly over ``--storm-s`` seconds (each on its own schedule,
+   whatever the answers do), after one warm-up alert; each ack is timed request →
+   response. Then the child takes every recorded alert and counts them.
 
 Prints one JSON line:
 
@@ -40,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
@@ -48,7 +52,7 @@ sys.path.append(str(_HERE))  # last, for bench/goals.py alone
 from goals import verdict  # noqa: E402
 
 from bot.alerts.intake import AlertPolicy  # noqa: E402
-from tests.bot.alerts.alert_support import AlertEdge, alert_edge, payload  # noqa: E402
+from tests.bot.alerts.alert_support import TOKEN, AlertEdge, alert_edge, payload  # noqa: E402
 from tests.bot.slack_edge import CHANNEL  # noqa: E402
 
 GOALS = {
@@ -95,39 +99,90 @@ async def first_status(edge: AlertEdge, samples: int) -> list[float]:
     return took
 
 
-async def storm(edge: AlertEdge, alerts: int, problems: int, duration_s: float) -> dict[str, Any]:
-    """Send the storm open-loop; return the ack times and what was taken."""
+async def serve_storm(tmp: Path, database_url: str | None, max_open: int) -> None:
+    """The storm's server (``--serve-storm``, a child process): print the webhook's port,
+    wait for a line on stdin (the storm was sent), take everything, print the tally."""
+    policy = AlertPolicy(max_open_per_org=max_open, burst_window_s=30.0)
+    async with alert_edge(tmp, database_url=database_url, policy=policy) as edge:
+        print(json.dumps({"port": edge.port, "org": edge.org}), flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        started = time.perf_counter()
+        await edge.settled()
+        tally = await edge.store.tally(edge.org)
+        print(
+            json.dumps(
+                {
+                    "received": tally.received,
+                    "missing": tally.unaccounted + tally.pending,
+                    "sessions": tally.session_threads,
+                    "take_s": round(time.perf_counter() - started, 2),
+                }
+            ),
+            flush=True,
+        )
+
+
+async def storm(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Send the storm open-loop to a child process serving the webhook; the ack times and
+    what the child took."""
+    command = [
+        sys.executable,
+        __file__,
+        "--serve-storm",
+        str(tmp),
+        "--max-open",
+        str(args.max_open),
+    ]
+    if args.postgres:
+        command += ["--postgres", args.postgres]
+    child = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    ready = json.loads(await child.stdout.readline())
+    url = f"http://127.0.0.1:{ready['port']}/alerts/generic"
     acks: list[float] = []
     errors = 0
-    start = time.perf_counter() + 0.2
+    alerts, problems, duration_s = args.storm, args.problems, args.storm_s
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+    async with httpx.AsyncClient(timeout=30.0, trust_env=False, limits=limits) as http:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        await http.post(
+            url, json={"key": "warm-up", "title": "warm-up", "id": "w"}, headers=headers
+        )
+        start = time.perf_counter() + 0.2
 
-    async def one(n: int) -> None:
-        nonlocal errors
-        await asyncio.sleep(max(0.0, start + n * duration_s / alerts - time.perf_counter()))
-        body = {
-            "key": f"storm-{n % problems}",
-            "title": f"Storm problem {n % problems}",
-            "id": f"storm-{n}",
-        }
-        sent = time.perf_counter()
-        answer = await edge.post("generic", body)
-        acks.append((time.perf_counter() - sent) * 1000)
-        if answer.status_code != 202:
-            errors += 1
+        async def one(n: int) -> None:
+            nonlocal errors
+            await asyncio.sleep(max(0.0, start + n * duration_s / alerts - time.perf_counter()))
+            body = {
+                "key": f"storm-{n % problems}",
+                "title": f"Storm problem {n % problems}",
+                "id": f"storm-{n}",
+            }
+            sent = time.perf_counter()
+            try:
+                answer = await http.post(url, json=body, headers=headers)
+                ok = answer.status_code == 202
+            except httpx.HTTPError:
+                ok = False
+            acks.append((time.perf_counter() - sent) * 1000)
+            errors += 0 if ok else 1
 
-    await asyncio.gather(*(one(n) for n in range(alerts)))
-    acked_at = time.perf_counter()
-    await edge.settled()
-    take_s = time.perf_counter() - acked_at
-    tally = await edge.store.tally(edge.org)
+        await asyncio.gather(*(one(n) for n in range(alerts)))
+    child.stdin.write(b"done\n")
+    await child.stdin.drain()
+    taken = json.loads(await child.stdout.readline())
+    await child.wait()
     return {
         "storm_ack_p50_ms": round(statistics.median(acks), 2),
         "storm_ack_p99_ms": round(_percentile(acks, 0.99), 2),
         "storm_alerts": alerts,
         "storm_errors": errors,
-        "storm_sessions": tally.session_threads,
-        "alerts_unaccounted": tally.unaccounted + tally.pending + (alerts - tally.received),
-        "storm_take_s": round(take_s, 2),
+        "storm_sessions": taken["sessions"],
+        "alerts_unaccounted": taken["missing"] + (alerts + 1 - taken["received"]),
+        "storm_take_s": taken["take_s"],
     }
 
 
@@ -141,9 +196,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             took = await first_status(edge, args.samples)
         figures["first_status_p50_s"] = round(statistics.median(took), 3)
         figures["first_status_p99_s"] = round(_percentile(took, 0.99), 3)
-        policy = AlertPolicy(max_open_per_org=args.max_open, burst_window_s=30.0)
-        async with alert_edge(Path(tmp) / "b", database_url=args.postgres, policy=policy) as edge:
-            figures |= await storm(edge, args.storm, args.problems, args.storm_s)
+        figures |= await storm(args, Path(tmp) / "b")
     figures["storm_max_open"] = args.max_open
     return figures
 
@@ -156,6 +209,10 @@ if __name__ == "__main__":
     parser.add_argument("--storm-s", type=float, default=60.0)
     parser.add_argument("--max-open", type=int, default=5)
     parser.add_argument("--postgres", default=None, help="a migrated-or-empty database URL")
+    parser.add_argument("--serve-storm", type=Path, default=None, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    result = asyncio.run(main(arguments))
-    print(json.dumps(result | verdict(result, GOALS)))
+    if arguments.serve_storm is not None:
+        asyncio.run(serve_storm(arguments.serve_storm, arguments.postgres, arguments.max_open))
+    else:
+        result = asyncio.run(main(arguments))
+        print(json.dumps(result | verdict(result, GOALS)))

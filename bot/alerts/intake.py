@@ -71,6 +71,8 @@ ALERT_KIND = "alert"
 """The inbox kind of an alert's later inputs (repeats, the resolve): data for the model."""
 DEFAULT_MAX_OPEN = 5
 RESUME_AFTER_S = 30.0
+SUMMARY_REFRESH_S = 1.0
+"""Least time between two tally queries of one storm summary."""
 """A thread decided but not in Slack this long after is taken to be a crash's leftover."""
 
 DEFAULT_BURST_WINDOW_S = 60.0
@@ -135,6 +137,8 @@ class AlertIntake:
     budget_left: BudgetLeft | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _summary_locks: dict[str, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
+    _dirty: set[str] = field(default_factory=set, init=False, repr=False)
+    _refreshers: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
 
     async def record(self, routed: Sequence[tuple[Alert, str | None]], *, org_id: str) -> list[int]:
         """Record one delivery's alerts, each with the channel a new thread of it goes
@@ -147,11 +151,29 @@ class AlertIntake:
         rows = [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
         return await self.store.record(rows)
 
-    async def take_pending(self, *, limit: int = 100) -> int:
+    async def record_groups(
+        self, deliveries: Sequence[Sequence[tuple[Alert, str | None]]], *, org_id: str
+    ) -> list[list[int]]:
+        """``record`` for several deliveries in one transaction (the webhook's group
+        commit); per delivery, the new rows' ids.
+
+        Raises:
+            DatabaseUnavailable: nothing was recorded.
+        """
+        groups = [
+            [_new(alert, org_id=org_id, channel_id=channel) for alert, channel in routed]
+            for routed in deliveries
+        ]
+        return await self.store.record_groups(groups)
+
+    async def take_pending(
+        self, *, limit: int = 100, before_each: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
         """Take every recorded, not yet taken alert (oldest first); returns how many.
 
         Call it from one task per process (decisions are then in arrival order); the
-        store serialises decisions across processes.
+        store serialises decisions across processes. ``before_each`` is awaited before each
+        alert (the taker lets requests being recorded go first).
 
         Raises:
             DatabaseUnavailable: the database went away (what was taken stays taken).
@@ -162,6 +184,8 @@ class AlertIntake:
             if not batch:
                 return taken
             for row in batch:
+                if before_each is not None:
+                    await before_each()
                 posted = (
                     (row.channel_id, row.posted_ts) if row.channel_id and row.posted_ts else None
                 )
@@ -349,8 +373,9 @@ class AlertIntake:
         lock = self._summary_locks.setdefault(summary.id, asyncio.Lock())
         async with lock:
             thread_ts = summary.thread_ts or (await self._summary_ts(summary.id))
-            tally = summary_tally(self.policy.max_open_per_org, await self.store.folded(summary.id))
             if thread_ts is None and decision.created_thread:
+                folded = await self.store.folded(summary.id)
+                tally = summary_tally(self.policy.max_open_per_org, folded)
                 posted = await slack_call(
                     "chat.postMessage",
                     self.client.chat_postMessage(
@@ -360,10 +385,38 @@ class AlertIntake:
                 thread_ts = str(posted["ts"])
                 await self.store.opened(summary.id, thread_ts=thread_ts, session_id=None)
             elif thread_ts is not None:
-                await self.poster.update_status(summary.channel_id, thread_ts, tally)
+                self._refresh_soon(summary.id, summary.channel_id, thread_ts)
             else:  # another process opened it and has not posted it yet: its tally will
                 logger.info("storm summary %s not posted yet; alert counted there", summary.id)
         return Outcome("folded", None, summary.channel_id, thread_ts)
+
+    def _refresh_soon(self, summary_id: str, channel_id: str, ts: str) -> None:
+        """Update the summary's tally at most every ``SUMMARY_REFRESH_S`` (a storm folds
+        hundreds of alerts: one tally query per refresh, not per alert)."""
+        self._dirty.add(summary_id)
+        if summary_id not in self._refreshers:
+            task = asyncio.create_task(self._refresh(summary_id, channel_id, ts))
+            self._refreshers[summary_id] = task
+
+    async def _refresh(self, summary_id: str, channel_id: str, ts: str) -> None:
+        try:
+            while summary_id in self._dirty:
+                self._dirty.discard(summary_id)
+                folded = await self.store.folded(summary_id)
+                await self.poster.update_status(
+                    channel_id, ts, summary_tally(self.policy.max_open_per_org, folded)
+                )
+                await asyncio.sleep(SUMMARY_REFRESH_S)  # pacing, as the poster's own interval
+        except Exception:  # the database or Slack away: the next fold tries again
+            logger.exception("storm summary %s not refreshed", summary_id)
+        finally:
+            del self._refreshers[summary_id]
+
+    async def flush(self) -> None:
+        """Wait until every storm summary shows its last tally (tests; shutdown)."""
+        while self._refreshers:
+            await asyncio.gather(*self._refreshers.values(), return_exceptions=True)
+        await self.poster.flush()
 
     async def _summary_ts(self, thread_id: str) -> str | None:
         found = await self.store.thread(thread_id)

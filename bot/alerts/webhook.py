@@ -3,7 +3,8 @@
 The request path does only what makes the alert safe: the size limit, the token or
 signature (401, logged without the body), parsing (400 with what is wrong; nothing is
 recorded), routing (every alert has a channel, or 422 and nothing recorded), and one
-transaction recording every alert of the delivery. Then it answers 202 and wakes the
+transaction recording every alert of the delivery (concurrent requests share one:
+``GroupCommit``). Then it answers 202 and wakes the
 ``Taker``, one task per process that takes recorded alerts in order
 (``AlertIntake.take_pending``): posting, starting sessions and replying never delay
 an ack. A crash after the ack loses nothing: the next start takes what was left.
@@ -24,12 +25,14 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from bot.alerts.auth import AlertAuth
 from bot.alerts.intake import AlertIntake
+from bot.alerts.model import Alert
 from bot.alerts.routes import Routes
 from bot.alerts.sources import MAX_BODY_BYTES, SOURCES, BadPayload, body_digest, parse
 from memory_store import DatabaseUnavailable
@@ -38,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 PATH = "/alerts/{source}"
 DEFAULT_RETRY_WINDOW_S = 300.0
+YIELD_S = 0.05
+"""Longest the taker waits for recordings in flight before its next alert."""
 
 
 @dataclass
@@ -51,6 +56,28 @@ class Taker:
     _passes: int = field(default=0, init=False)
     _busy: bool = field(default=False, init=False)
     _passed: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
+    _recording: int = field(default=0, init=False)
+    _quiet: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self._quiet.set()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Around a request's recording: the taker waits (≤ ``YIELD_S``) while any runs,
+        so acks go first under a storm."""
+        self._recording += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._recording -= 1
+            if self._recording == 0:
+                self._quiet.set()
+
+    async def _let_recordings_go_first(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), timeout=YIELD_S)
 
     def wake(self) -> None:
         """Something was recorded: take it soon."""
@@ -62,12 +89,15 @@ class Taker:
             self._task = asyncio.create_task(self._run(), name="alert taker")
 
     async def stop(self) -> None:
-        """Stop taking; an alert being taken is finished first (≤ 10 s)."""
+        """Stop taking (an alert being taken is cut short: it stays recorded, or its
+        thread stays to be resumed), then let storm summaries show their last tally."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.intake.flush(), timeout=10.0)
 
     async def settled(self) -> None:
         """Wait until everything recorded before this call has been taken (a pass of
@@ -82,7 +112,7 @@ class Taker:
             self._wake.clear()
             self._busy = True
             try:
-                await self.intake.take_pending()
+                await self.intake.take_pending(before_each=self._let_recordings_go_first)
                 await self.intake.resume_openings()
             except Exception:  # a bad row or the database away: logged, tried again
                 logger.exception("taking recorded alerts failed; trying again")
@@ -92,6 +122,51 @@ class Taker:
                 self._passed.notify_all()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+
+
+Routed = list[tuple[Alert, str | None]]
+
+
+@dataclass
+class GroupCommit:
+    """Records concurrent requests' alerts in one transaction: the first request writes at
+    once; requests arriving while a write runs are written together by the next one."""
+
+    intake: AlertIntake
+    org_id: str
+    _queue: list[tuple[Routed, asyncio.Future[list[int]]]] = field(default_factory=list)
+    _writer: asyncio.Task[None] | None = None
+
+    async def record(self, routed: Routed) -> list[int]:
+        """The new rows' ids of this delivery (``AlertIntake.record``).
+
+        Raises:
+            DatabaseUnavailable: nothing of this delivery was recorded.
+        """
+        done: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._queue.append((routed, done))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write(), name="alert group commit")
+        return await done
+
+    async def _write(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    ids = await self.intake.record_groups(
+                        [routed for routed, _ in batch], org_id=self.org_id
+                    )
+                except Exception as exc:  # every waiting request answers it (503)
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for (_, done), new in zip(batch, ids, strict=True):
+                    if not done.done():
+                        done.set_result(new)
+        finally:
+            self._writer = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +188,10 @@ class AlertWebhook:
     auth: AlertAuth
     org_id: str
     retry_window_s: float = DEFAULT_RETRY_WINDOW_S
+    commits: GroupCommit = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "commits", GroupCommit(self.intake, self.org_id))
 
     def routes_table(self) -> list[web.RouteDef]:
         """The aiohttp routes to add to a listener."""
@@ -146,7 +225,8 @@ class AlertWebhook:
         if lost:
             return _error(422, f"no routing rule matches {lost[0]!r} and no default channel is set")
         try:
-            ids = await self.intake.record(routed, org_id=self.org_id)
+            with self.taker.recording():
+                ids = await self.commits.record(routed)
         except DatabaseUnavailable as exc:
             logger.warning("alert not recorded: %s", exc)
             return _error(503, "the database is unavailable; retry")

@@ -139,20 +139,33 @@ class AlertStore:
         Raises:
             DatabaseUnavailable: nothing was recorded.
         """
-        now = self._clock()
-        ids: list[int] = []
-        async with self._db.write() as conn:
-            for alert in alerts:
-                stmt = (
-                    insert(alert_deliveries, is_postgres=self._db.is_postgres)
-                    .values(received_at=now, **alert.__dict__)
-                    .on_conflict_do_nothing(index_elements=["org_id", "source", "delivery_id"])
-                    .returning(_D.id)
-                )
-                row = (await conn.execute(stmt)).one_or_none()
-                if row is not None:
-                    ids.append(int(row[0]))
+        (ids,) = await self.record_groups([alerts])
         return ids
+
+    async def record_groups(self, groups: list[list[NewAlert]]) -> list[list[int]]:
+        """Record several deliveries' alerts in ONE transaction (a group commit: concurrent
+        requests share a write); per group, the ids ``record`` would return.
+
+        Raises:
+            DatabaseUnavailable: nothing was recorded.
+        """
+        now = self._clock()
+        written: list[list[int]] = []
+        async with self._db.write() as conn:
+            for alerts in groups:
+                ids = []
+                for alert in alerts:
+                    stmt = (
+                        insert(alert_deliveries, is_postgres=self._db.is_postgres)
+                        .values(received_at=now, **alert.__dict__)
+                        .on_conflict_do_nothing(index_elements=["org_id", "source", "delivery_id"])
+                        .returning(_D.id)
+                    )
+                    row = (await conn.execute(stmt)).one_or_none()
+                    if row is not None:
+                        ids.append(int(row[0]))
+                written.append(ids)
+        return written
 
     async def pending(self, *, limit: int = 100) -> list[PendingAlert]:
         """Recorded alerts not yet taken, oldest first (at most ``limit``)."""

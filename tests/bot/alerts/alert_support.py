@@ -66,7 +66,7 @@ class AlertEdge:
     async def settled(self) -> None:
         """Every recorded alert taken (awaited, not slept)."""
         await self.taker.settled()
-        await self.edge.poster.flush()
+        await self.intake.flush()
 
 
 @asynccontextmanager
