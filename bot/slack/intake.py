@@ -24,6 +24,11 @@ outbox. Only the usage reply, which writes nothing else, is gated by a sighting 
 ``"<org>:<channel>:<ts>"``. So when a record fails (the database busy past the ack
 budget), no dedupe key is left behind and Slack's retry of the event is recorded.
 
+Another app's top-level post (``InboundMessage.alert``) in a watched channel is recorded as
+an alert (``bot.slack.watch.Watch``) before the ack, the message being its thread's root;
+the follow-up wakes the alert taker, which opens the session there (issue #27). Anywhere
+else, bots' posts are ignored as before.
+
 A wake-up lost between record and enqueue (a crash) is not lost work: the session is
 recorded runnable and the store's sweeper re-enqueues it.
 """
