@@ -49,12 +49,15 @@ from bot.alerts.render import (
     summary_tally,
 )
 from bot.errors import ContentTooLong, SlackCallFailed, SlackRefused, slack_call
+from bot.slack.intake import early_reply_key
 from bot.slack.poster import SlackPoster, Thread
+from bot.slack.thread_context import thread_so_far
 from harness import Checkpoint, Requester
 from memory_store import (
     AlertDecision,
     AlertStore,
     AlertThread,
+    InboundDedupe,
     NewAlert,
     SessionKey,
     SessionStatus,
@@ -124,6 +127,8 @@ class AlertIntake:
         bot_user_id: who the alert sessions are "requested by" (the bot itself).
         policy: storm control and grouping.
         budget_left: the org's daily cost cap check (None: no cap).
+        dedupe: the Slack intake's sightings: a watched channel's alert thread that had
+            people's replies before its session gets them (None: not looked for).
         clock: aware UTC now.
     """
 
@@ -135,6 +140,7 @@ class AlertIntake:
     bot_user_id: str
     policy: AlertPolicy = field(default_factory=AlertPolicy)
     budget_left: BudgetLeft | None = None
+    dedupe: InboundDedupe | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _summary_locks: dict[str, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
     _dirty: set[str] = field(default_factory=set, init=False, repr=False)
@@ -326,6 +332,13 @@ class AlertIntake:
             session_id=session_id,
         )
         await self.store.opened(thread.id, thread_ts=thread_ts, session_id=opened.session_id)
+        session_key = SessionKey(org_id, channel_id, thread_ts)
+        if (
+            opened.created
+            and thread.thread_ts is not None  # the alert is a Slack message: people may reply
+            and await self._had_replies(session_key)
+        ):
+            await self._add_replies(opened.session_id, session_key)
         if opened.created:
             where = Thread(opened.session_id, channel_id, thread_ts)
             key = f"{opened.session_id}:alert:on-it"
@@ -334,6 +347,34 @@ class AlertIntake:
             await self.enqueue(opened.session_id, opened.token)
         kind = "started" if opened.created else "joined"
         return Outcome(kind, opened.session_id, channel_id, thread_ts)
+
+    async def _had_replies(self, key: SessionKey) -> bool:
+        """Whether a person replied in the alert's own thread before its session existed
+        (the Slack intake remembers such a reply: ``early_reply_key``)."""
+        return self.dedupe is not None and await self.dedupe.seen(early_reply_key(key))
+
+    async def _add_replies(self, session_id: str, key: SessionKey) -> None:
+        """Give the new session the people's replies already in the thread, each as an
+        input (as a mention-started session gets them), before its first step."""
+        given = frozenset(item.source_ts for item in await self.sessions.inbox(session_id))
+        try:
+            thread = await thread_so_far(
+                self.client,
+                channel_id=key.channel_id,
+                thread_ts=key.thread_ts,
+                mention_ts=key.thread_ts,
+                bot_user_id=self.bot_user_id,
+                skip_ts=given,
+            )
+        except SlackCallFailed as exc:
+            logger.warning(
+                "alert session %s starts without the thread's replies: %s", session_id, exc
+            )
+            return
+        for reply in thread.later:
+            await self.sessions.add_input(
+                session_id, user_id=reply.user_id, text=reply.text, source_ts=reply.ts
+            )
 
     async def _follow(self, decision: AlertDecision, thread: AlertThread, alert: Alert) -> Outcome:
         """A repeat, a burst or a resolve of an open thread."""
