@@ -30,7 +30,6 @@ of its problem are noted in the thread but do not wake it; a person's reply does
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,15 +45,18 @@ from bot.alerts.render import (
     repeat_note,
     resolved_note,
     root_message,
-    summary_tally,
 )
+from bot.alerts.summary import StormSummaries
 from bot.errors import ContentTooLong, SlackCallFailed, SlackRefused, slack_call
+from bot.slack.intake import early_reply_key
 from bot.slack.poster import SlackPoster, Thread
+from bot.slack.thread_context import thread_so_far
 from harness import Checkpoint, Requester
 from memory_store import (
     AlertDecision,
     AlertStore,
     AlertThread,
+    InboundDedupe,
     NewAlert,
     SessionKey,
     SessionStatus,
@@ -71,8 +73,6 @@ ALERT_KIND = "alert"
 """The inbox kind of an alert's later inputs (repeats, the resolve): data for the model."""
 DEFAULT_MAX_OPEN = 5
 RESUME_AFTER_S = 30.0
-SUMMARY_REFRESH_S = 1.0
-"""Least time between two tally queries of one storm summary."""
 """A thread decided but not in Slack this long after is taken to be a crash's leftover."""
 
 DEFAULT_BURST_WINDOW_S = 60.0
@@ -124,6 +124,8 @@ class AlertIntake:
         bot_user_id: who the alert sessions are "requested by" (the bot itself).
         policy: storm control and grouping.
         budget_left: the org's daily cost cap check (None: no cap).
+        dedupe: the Slack intake's sightings: a watched channel's alert thread that had
+            people's replies before its session gets them (None: not looked for).
         clock: aware UTC now.
     """
 
@@ -135,10 +137,14 @@ class AlertIntake:
     bot_user_id: str
     policy: AlertPolicy = field(default_factory=AlertPolicy)
     budget_left: BudgetLeft | None = None
+    dedupe: InboundDedupe | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    _summary_locks: dict[str, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
-    _dirty: set[str] = field(default_factory=set, init=False, repr=False)
-    _refreshers: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
+    _summaries: StormSummaries = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._summaries = StormSummaries(
+            self.store, self.client, self.poster, self.policy.max_open_per_org
+        )
 
     async def record(self, routed: Sequence[tuple[Alert, str | None]], *, org_id: str) -> list[int]:
         """Record one delivery's alerts, each with the channel a new thread of it goes
@@ -326,6 +332,13 @@ class AlertIntake:
             session_id=session_id,
         )
         await self.store.opened(thread.id, thread_ts=thread_ts, session_id=opened.session_id)
+        session_key = SessionKey(org_id, channel_id, thread_ts)
+        if (
+            opened.created
+            and thread.thread_ts is not None  # the alert is a Slack message: people may reply
+            and await self._had_replies(session_key)
+        ):
+            await self._add_replies(opened.session_id, session_key)
         if opened.created:
             where = Thread(opened.session_id, channel_id, thread_ts)
             key = f"{opened.session_id}:alert:on-it"
@@ -334,6 +347,34 @@ class AlertIntake:
             await self.enqueue(opened.session_id, opened.token)
         kind = "started" if opened.created else "joined"
         return Outcome(kind, opened.session_id, channel_id, thread_ts)
+
+    async def _had_replies(self, key: SessionKey) -> bool:
+        """Whether a person replied in the alert's own thread before its session existed
+        (the Slack intake remembers such a reply: ``early_reply_key``)."""
+        return self.dedupe is not None and await self.dedupe.seen(early_reply_key(key))
+
+    async def _add_replies(self, session_id: str, key: SessionKey) -> None:
+        """Give the new session the people's replies already in the thread, each as an
+        input (as a mention-started session gets them), before its first step."""
+        given = frozenset(item.source_ts for item in await self.sessions.inbox(session_id))
+        try:
+            thread = await thread_so_far(
+                self.client,
+                channel_id=key.channel_id,
+                thread_ts=key.thread_ts,
+                mention_ts=key.thread_ts,
+                bot_user_id=self.bot_user_id,
+                skip_ts=given,
+            )
+        except SlackCallFailed as exc:
+            logger.warning(
+                "alert session %s starts without the thread's replies: %s", session_id, exc
+            )
+            return
+        for reply in thread.later:
+            await self.sessions.add_input(
+                session_id, user_id=reply.user_id, text=reply.text, source_ts=reply.ts
+            )
 
     async def _follow(self, decision: AlertDecision, thread: AlertThread, alert: Alert) -> Outcome:
         """A repeat, a burst or a resolve of an open thread."""
@@ -368,59 +409,13 @@ class AlertIntake:
         return outcome
 
     async def _fold(self, decision: AlertDecision, summary: AlertThread) -> Outcome:
-        """Into the org's storm summary thread: its root is a tally of every folded
-        problem, posted once by the call that opened it, then updated (coalesced)."""
-        lock = self._summary_locks.setdefault(summary.id, asyncio.Lock())
-        async with lock:
-            thread_ts = summary.thread_ts or (await self._summary_ts(summary.id))
-            if thread_ts is None and decision.created_thread:
-                folded = await self.store.folded(summary.id)
-                tally = summary_tally(self.policy.max_open_per_org, folded)
-                posted = await slack_call(
-                    "chat.postMessage",
-                    self.client.chat_postMessage(
-                        channel=summary.channel_id, text=tally.text, blocks=list(tally.blocks)
-                    ),
-                )
-                thread_ts = str(posted["ts"])
-                await self.store.opened(summary.id, thread_ts=thread_ts, session_id=None)
-            elif thread_ts is not None:
-                self._refresh_soon(summary.id, summary.channel_id, thread_ts)
-            else:  # another process opened it and has not posted it yet: its tally will
-                logger.info("storm summary %s not posted yet; alert counted there", summary.id)
+        """Into the org's storm summary thread (``StormSummaries``)."""
+        thread_ts = await self._summaries.fold(summary, opened_it=decision.created_thread)
         return Outcome("folded", None, summary.channel_id, thread_ts)
-
-    def _refresh_soon(self, summary_id: str, channel_id: str, ts: str) -> None:
-        """Update the summary's tally at most every ``SUMMARY_REFRESH_S`` (a storm folds
-        hundreds of alerts: one tally query per refresh, not per alert)."""
-        self._dirty.add(summary_id)
-        if summary_id not in self._refreshers:
-            task = asyncio.create_task(self._refresh(summary_id, channel_id, ts))
-            self._refreshers[summary_id] = task
-
-    async def _refresh(self, summary_id: str, channel_id: str, ts: str) -> None:
-        try:
-            while summary_id in self._dirty:
-                self._dirty.discard(summary_id)
-                folded = await self.store.folded(summary_id)
-                await self.poster.update_status(
-                    channel_id, ts, summary_tally(self.policy.max_open_per_org, folded)
-                )
-                await asyncio.sleep(SUMMARY_REFRESH_S)  # pacing, as the poster's own interval
-        except Exception:  # the database or Slack away: the next fold tries again
-            logger.exception("storm summary %s not refreshed", summary_id)
-        finally:
-            del self._refreshers[summary_id]
 
     async def flush(self) -> None:
         """Wait until every storm summary shows its last tally (tests; shutdown)."""
-        while self._refreshers:
-            await asyncio.gather(*self._refreshers.values(), return_exceptions=True)
-        await self.poster.flush()
-
-    async def _summary_ts(self, thread_id: str) -> str | None:
-        found = await self.store.thread(thread_id)
-        return None if found is None else found.thread_ts
+        await self._summaries.flush()
 
 
 def _new(

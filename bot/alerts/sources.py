@@ -15,7 +15,8 @@ Shapes (each source's public documentation):
   ("incident.triggered", "incident.resolved", …), "occurred_at", "data": {"id",
   "type": "incident", "title", "status", "urgency", "service": {"summary"},
   "html_url", "incident_key", "priority": {"summary"}}}}``; keyed by the incident id;
-  ``event.id`` is the delivery id. Only incident events are alerts.
+  ``event.id`` is the delivery id. ``incident.triggered`` and ``incident.reopened`` fire,
+  ``incident.resolved`` resolves; other events (acknowledged, annotated…) are not alerts.
 - ``datadog``: Datadog's Webhooks integration sends the payload template you write;
   its default (``id``, ``title``, ``body``, ``event_type``, ``date``, ``last_updated``,
   ``org``) plus, when added to the template, ``aggreg_key`` ($AGGREG_KEY),
@@ -147,6 +148,7 @@ def _alerts(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 # ----- PagerDuty -----------------------------------------------------------------------
 
+_PD_FIRING = {"incident.triggered", "incident.reopened"}
 _PD_RESOLVED = {"incident.resolved"}
 
 
@@ -156,9 +158,9 @@ def _pagerduty(data: dict[str, Any], delivery: str) -> list[Alert]:
         raise BadPayload('no event object (PagerDuty v3 webhooks send {"event": {…}})')
     kind = str(_required(event, "event_type"))
     incident = event.get("data") or {}
-    if not kind.startswith("incident.") or incident.get("type") != "incident":
-        return []  # pagey.ping, services, …: not an alert
-    resolved = kind in _PD_RESOLVED or incident.get("status") == "resolved"
+    if kind not in _PD_FIRING | _PD_RESOLVED or incident.get("type") != "incident":
+        return []  # pagey.ping, an acknowledgement, a note…: not a firing nor a resolve
+    resolved = kind in _PD_RESOLVED
     service = (incident.get("service") or {}).get("summary", "")
     priority = (incident.get("priority") or {}).get("summary", "")
     fields = {"event_type": kind}

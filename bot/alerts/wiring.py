@@ -89,6 +89,7 @@ def build_alerts(
         bot_user_id=deps.bot_user_id,
         policy=policy_of(settings),
         budget_left=org_budget(ModelCallLog(db), settings.max_org_day_cost_usd),
+        dedupe=deps.dedupe,
     )
     taker = Taker(intake)
     if not alerts_enabled(settings):

@@ -240,14 +240,15 @@ class AlertStore:
             )
 
     async def stale_openings(self, *, older_than_s: float) -> list[tuple[AlertThread, int, str]]:
-        """Threads decided but never opened in Slack (a crash between the two), older than
-        ``older_than_s``: each with its first delivery's id and alert JSON."""
+        """Threads decided but never opened (a crash between the decision and the session,
+        or a passing Slack failure), older than ``older_than_s``: each with its first
+        delivery's id and alert JSON."""
         cutoff = self._clock() - timedelta(seconds=older_than_s)
         async with self._db.read() as conn:
             rows = await conn.execute(
                 select(alert_threads, _D.id.label("delivery_row"), _D.alert_json)
                 .join(alert_deliveries, _D.thread_id == _T.id)
-                .where(_T.state == "opening", _T.thread_ts.is_(None), _T.first_at < cutoff)
+                .where(_T.state == "opening", _T.first_at < cutoff)
                 .order_by(_T.first_at, _D.id)
             )
             found: dict[str, tuple[AlertThread, int, str]] = {}

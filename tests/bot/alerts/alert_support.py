@@ -91,6 +91,7 @@ async def alert_edge(
             enqueue=edge.enqueued,
             bot_user_id=BOT_USER_ID,
             policy=policy or AlertPolicy(),
+            dedupe=edge.dedupe,
         )
         taker = Taker(intake)
         webhook = AlertWebhook(

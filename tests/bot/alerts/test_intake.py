@@ -10,6 +10,7 @@ import pytest
 from bot.alerts.intake import AlertPolicy
 from bot.alerts.model import Alert, AlertStatus
 from bot.errors import SlackCallFailed
+from bot.slack.intake import early_reply_key
 from memory_store import SessionKey, SessionStatus
 from tests.bot.alerts.alert_support import alert_edge
 from tests.bot.slack_edge import CHANNEL
@@ -158,3 +159,24 @@ async def test_a_thread_decided_but_never_posted_is_opened_by_the_next_pass(
         assert thread.thread_ts is not None
         assert thread.session_id is not None
         assert await edge.intake.resume_openings(older_than_s=0) == 0
+
+
+async def test_a_reply_in_the_alert_thread_before_its_session_reaches_the_session(
+    tmp_path: Path,
+) -> None:
+    async with alert_edge(tmp_path) as edge:
+        slack = edge.edge.slack_api
+        root = slack.add_message(CHANNEL, "[FIRING:1] CheckoutErrors", user="U0ALERTAPP")
+        # Given a person replied in the alert's thread before the taker opened its session
+        # (the Slack intake remembered that the thread has a reply)
+        slack.add_message(CHANNEL, "this started after the deploy", thread_ts=root)
+        key = SessionKey(edge.org, CHANNEL, root)
+        await edge.edge.dedupe.first_sightings([early_reply_key(key)])
+        # When the alert's session opens
+        outcome = await edge.intake.take_alert(
+            _alert(1), org_id=edge.org, posted_thread=(CHANNEL, root)
+        )
+        # Then the reply is one of its inputs, before its first step
+        assert outcome.session_id is not None
+        inbox = await edge.edge.inbox_texts(outcome.session_id)
+        assert inbox[-1] == "this started after the deploy"

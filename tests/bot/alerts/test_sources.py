@@ -46,6 +46,8 @@ def test_pagerduty_is_keyed_by_incident_and_resolves_with_its_event() -> None:
     assert (fired.severity, fired.service) == ("P1", "checkout-api")
     assert fired.delivery_id == "01DEN9ZQ6R9W4PXH8VQ2J0C9WV"
     assert _parse("pagerduty", {"event": {"event_type": "pagey.ping", "data": {}}}) == []
+    body["event"]["event_type"] = "incident.acknowledged"
+    assert _parse("pagerduty", body) == []
 
 
 def test_datadog_is_keyed_by_its_aggregation_key_and_recovers() -> None:
