@@ -263,6 +263,7 @@ async def running_edge(
             enqueue=enqueue or enqueued,
             bot_user_id=BOT_USER_ID,
             policy=alert_policy or AlertPolicy(),
+            dedupe=deps.dedupe,
         )
         taker = Taker(intake)
         watch = Watch(

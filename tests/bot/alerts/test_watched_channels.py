@@ -360,3 +360,23 @@ async def test_only_the_skill_editors_may_switch_a_channel(tmp_path: Path) -> No
         assert await WatchedChannels(edge.database).get(TEAM_ID, WATCHED) is None
         await command(edge, "watch status")
         assert "is not watched (the default)" in edge.slack_api.state.ephemerals[-1]["text"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_reply_before_the_alerts_session_opened_still_reaches_it(
+    tmp_path: Path, transport: str
+) -> None:
+    async with watched_channel(tmp_path, transport) as channel:
+        edge = channel.edge
+        assert edge.taker is not None
+        # Given an alert post whose session is not open yet (the taker has not run)
+        await edge.taker.stop()
+        ts = await channel.alert("sentry_issue")
+        # When a person replies in its thread first
+        await reply(channel, ts, "that's the pay.ts change from this morning")
+        assert await edge.sessions.find(SessionKey(TEAM_ID, WATCHED, ts)) is None
+        edge.taker.start()
+        # Then the session, once open, has the alert and the reply
+        session = await session_on(edge, ts)
+        texts = await edge.inbox_texts(session.id)
+        assert "that's the pay.ts change from this morning" in texts
