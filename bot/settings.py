@@ -183,6 +183,43 @@ class Settings(BaseSettings):
         validation_alias="WARROOM_MCP_TOOL_SEARCH",
     )
 
+    # alerts (issue #27): POST /alerts/<source>; off unless a token or a secret is set
+    alert_token: SecretStr | None = Field(default=None, validation_alias="WARROOM_ALERT_TOKEN")
+    alert_pagerduty_secret: SecretStr | None = Field(
+        default=None, validation_alias="WARROOM_ALERT_PAGERDUTY_SECRET"
+    )
+    alert_routes: FilePath | None = Field(default=None, validation_alias="WARROOM_ALERT_ROUTES")
+    alert_channel: str | None = Field(
+        default=None, pattern=r"^[CGD][A-Z0-9]{2,}$", validation_alias="WARROOM_ALERT_CHANNEL"
+    )
+    alert_summary_channel: str | None = Field(
+        default=None,
+        pattern=r"^[CGD][A-Z0-9]{2,}$",
+        validation_alias="WARROOM_ALERT_SUMMARY_CHANNEL",
+    )
+    alert_max_open: int = Field(default=5, ge=0, validation_alias="WARROOM_ALERT_MAX_OPEN")
+    alert_burst_window_s: float = Field(
+        default=60.0, ge=0, validation_alias="WARROOM_ALERT_BURST_WINDOW_S"
+    )
+    alert_retry_window_s: float = Field(
+        default=300.0, gt=0, validation_alias="WARROOM_ALERT_RETRY_WINDOW_S"
+    )
+    alert_port: int | None = Field(
+        default=None, ge=0, le=65535, validation_alias="WARROOM_ALERT_PORT"
+    )
+
+    # watched channels (issue #27): alerting apps' posts start sessions, no mention
+    watch_channels: str = Field(
+        default="",
+        pattern=r"^\s*([CG][A-Z0-9]+\s*(,\s*[CG][A-Z0-9]+\s*)*)?$",
+        validation_alias="WARROOM_WATCH_CHANNELS",
+    )
+    watch_senders: str = Field(
+        default="",
+        pattern=r"^\s*([AB][A-Z0-9]+\s*(,\s*[AB][A-Z0-9]+\s*)*)?$",
+        validation_alias="WARROOM_WATCH_SENDERS",
+    )
+
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:

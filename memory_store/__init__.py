@@ -3,6 +3,14 @@
 The door: other packages import only these names.
 """
 
+from memory_store.alerts.store import (
+    AlertDecision,
+    AlertStore,
+    AlertTally,
+    AlertThread,
+    NewAlert,
+    PendingAlert,
+)
 from memory_store.clock import Clock, utc_now
 from memory_store.cron.store import CronJob, CronJobs
 from memory_store.db import Database, normalise_url
@@ -80,8 +88,16 @@ from memory_store.sessions.records import (
 )
 from memory_store.sessions.store import SessionStore
 from memory_store.tasks.store import BackgroundTask, BackgroundTasks
+from memory_store.watch.store import ChannelWatch, WatchedChannels
 
 __all__ = [
+    # the alert registry (issue #27)
+    "AlertDecision",
+    "AlertStore",
+    "AlertTally",
+    "AlertThread",
+    "NewAlert",
+    "PendingAlert",
     # the egress audit log
     "EgressEntry",
     "EgressLog",
@@ -152,6 +168,9 @@ __all__ = [
     "BackgroundTasks",
     "CronJob",
     "CronJobs",
+    # watched (alert) channels
+    "ChannelWatch",
+    "WatchedChannels",
     # Slack outbox and inbound dedupe
     "InboundDedupe",
     "Outbox",

@@ -6,12 +6,15 @@ variables that point ``serve`` at it. With ``--events-url`` it also plays the
 channel: each line typed is a message in ``#incident`` (the first, and one starting
 ``@warroom``, @mentions the bot and opens a thread; later ones reply in the latest),
 stored in the fake and delivered to the app as a signed Events API request, as Slack
-would; ``top: …`` posts at the top without a mention; ``/agent …`` is the slash
-command; in a modal the app opened, ``set BLOCK TEXT`` and ``submit`` send a signed
-``view_submission``. What the bot posts or edits, its replies only you see and its
-modals are printed (``warroom:``). A line that is just ``approve`` or ``deny`` clicks
-that button of the bot's latest approval request in the thread (§13), as a signed
-``block_actions`` interaction. With ``WARROOM_AGENT_SURFACE`` the thread's agent session
+would; ``top: …`` posts at the top without a mention; ``alert: SOURCE [resolved]``
+is an alerting app's post there (Alertmanager, Grafana, PagerDuty, Datadog, Sentry,
+Opsgenie, shaped as each posts; in a watched channel it starts a session, and later
+lines reply in its thread); ``/agent …`` is the slash command; in a modal the app
+opened, ``set BLOCK TEXT`` and ``submit`` send a signed ``view_submission``. What the
+bot posts or edits, its replies only you see and its modals are printed
+(``warroom:``). A line that is just ``approve`` or ``deny`` clicks that button of the
+bot's latest approval request in the thread (§13), as a signed ``block_actions``
+interaction. With ``WARROOM_AGENT_SURFACE`` the thread's agent session
 (its status and title) and its streamed steps (each tool call a task: ◐ running, ● done,
 ✗ failed; the plan; the model's notes) are printed as they change, and ``click stop``
 clicks Slack's own Stop, sent as a signed ``agent_session_stopped`` event.
@@ -29,7 +32,8 @@ import httpx
 from bot.drill.channel import IncidentChannel
 from bot.drill.errors import DrillError
 from bot.drill.scenario import Person
-from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+from bot.fakes.slack_alerts import SOURCES, alert_post
+from bot.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
 
 __all__ = ["CHANNEL", "LINES", "SIGNING_SECRET", "deliver_lines", "exports", "watch_channel"]
@@ -105,6 +109,8 @@ class _Player:
                 self.say(f"warroom (only you): {answer}")
         elif line.lower().startswith("top:"):
             await self.channel.post(Person(YOU, "you", line[4:].strip()))
+        elif word.startswith("alert:"):
+            await self._alert(word[6:].split())
         elif self.view_id is not None and word.split(" ", 1)[0] in ("set", "submit", "close"):
             await self._modal(you, line)
         elif self.thread_ts is None or word.startswith(("@warroom", "<@")):
@@ -115,6 +121,18 @@ class _Player:
             await _native_stop(self.fake, self.channel, you, self.thread_ts, self.say)
         else:
             await self.channel.reply(you, self.thread_ts)
+
+    async def _alert(self, words: list[str]) -> None:
+        """``alert: SOURCE [resolved]``: the app's post; later lines reply in its thread."""
+        source = words[0] if words else ""
+        if source not in SOURCES:
+            self.say(f"alert from what? one of: {', '.join(SOURCES)}")
+            return
+        resolved = words[1:2] == ["resolved"]
+        ts = await self.channel.app_post(alert_post(source, resolved=resolved))
+        if not resolved:
+            self.thread_ts = ts
+        self.say(f"{source} posted {'its resolve' if resolved else 'an alert'} (ts {ts})")
 
     def _notice_new_view(self) -> None:
         """Take the modal the app opened last (views.open after a command) as the open one."""
@@ -268,7 +286,7 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     views = set(fake.state.views)
     while True:
         for message in list(fake.state.messages.get(CHANNEL, [])):
-            if message.get("user") == BOT_USER_ID or message.get("bot_id"):
+            if message.get("user") == BOT_USER_ID or message.get("bot_id") == BOT_ID:
                 ts, text = str(message["ts"]), str(message.get("text", ""))
                 if shown.get(ts) != text:
                     say(f"warroom{' (edited)' if ts in shown else ''}: {text}")

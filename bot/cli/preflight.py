@@ -97,6 +97,26 @@ def _mcp_config(settings: Settings) -> list[ConfigProblem]:
     return []
 
 
+def _alert_routes(settings: Settings) -> list[ConfigProblem]:
+    """The alert routing rules load, and an alert has somewhere to go."""
+    from bot.alerts.routes import RoutesError
+    from bot.alerts.wiring import alerts_enabled, load_routes
+
+    if not alerts_enabled(settings):
+        return []
+    try:
+        routes = load_routes(settings)
+    except (OSError, UnicodeDecodeError, RoutesError) as exc:
+        return [ConfigProblem("WARROOM_ALERT_ROUTES", _one_line(exc))]
+    if routes.default_channel is None:
+        detail = (
+            "alerts are on but no channel takes an alert no rule matches: set "
+            "WARROOM_ALERT_CHANNEL or default_channel in the routes file"
+        )
+        return [ConfigProblem("WARROOM_ALERT_CHANNEL", detail)]
+    return []
+
+
 def price_problems(settings: Settings) -> list[ConfigProblem]:
     """The shipped price table loads, and a spending cap has a price to count with."""
     from harness import Usage, default_prices
@@ -123,8 +143,8 @@ def price_problems(settings: Settings) -> list[ConfigProblem]:
 
 
 _CHECKS: dict[Role, tuple[Callable[[Settings], list[ConfigProblem]], ...]] = {
-    "steps": (_egress_rules, _approval_policy, _mcp_config, price_problems),
-    "bot": (_approval_policy,),
+    "steps": (_egress_rules, _approval_policy, _mcp_config, price_problems, _alert_routes),
+    "bot": (_approval_policy, _alert_routes),
     "gateway": (_egress_rules,),
 }
 

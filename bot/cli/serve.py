@@ -17,11 +17,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
+from bot.alerts.watch_wiring import with_watch
+from bot.alerts.webhook import start_listener
+from bot.alerts.wiring import Alerts, build_alerts
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget
@@ -53,7 +57,7 @@ from memory_store import (
 )
 from sandbox_client import SandboxProvider
 
-__all__ = ["run_serve", "serve", "slack_deps"]
+__all__ = ["alerts_running", "run_serve", "serve", "slack_deps"]
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +97,13 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)
             worker.start()
         background = Background()
-        app = _quiet(build_app, deps=deps, background=background)
+        alerts = build_alerts(settings, deps, db)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
-        await serve_slack(app, _mode(settings), stop=stop, background=background)
+        deps = with_watch(settings, deps, db, alerts)
+        app = _quiet(build_app, deps=deps, background=background)
+        async with alerts_running(alerts, settings) as extra_routes:
+            mode = _mode(settings, extra_routes)
+            await serve_slack(app, mode, stop=stop, background=background)
     finally:
         if worker is not None:
             await asyncio.to_thread(worker.stop, timeout_ms=STEP_TIME_LIMIT_MS)
@@ -139,6 +147,7 @@ async def slack_deps(
             else ""
         ),
         bot_user_id=str(identity["user_id"]),
+        bot_id=str(identity.get("bot_id") or ""),
         enqueue=enqueue,
         cancel_running=stop_running,
         skills=SkillsCommands(files, client, EditPolicy.parse(settings.skill_editors)),
@@ -173,10 +182,41 @@ def _quiet(build: Callable[..., AsyncApp], **kwargs: Any) -> AsyncApp:
         bolt_log.removeFilter(quiet)
 
 
-def _mode(settings: Settings) -> SocketMode | HttpMode:
+def _mode(settings: Settings, extra_routes: tuple[web.RouteDef, ...] = ()) -> SocketMode | HttpMode:
     if settings.slack_mode == "http":
-        return HttpMode(port=settings.slack_http_port)
+        return HttpMode(port=settings.slack_http_port, extra_routes=extra_routes)
     return SocketMode(app_token=settings.require("slack_app_token", "Socket Mode needs it"))
+
+
+@contextlib.asynccontextmanager
+async def alerts_running(
+    alerts: Alerts, settings: Settings
+) -> AsyncIterator[tuple[web.RouteDef, ...]]:
+    """Take alerts while serving: the taker always runs (watched channels and leftovers);
+    in HTTP mode the Slack listener serves the webhook (the routes yielded), in Socket
+    Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
+    alerts.taker.start()
+    runner = None
+    try:
+        webhook = alerts.webhook
+        if webhook is None:
+            yield ()
+        elif settings.slack_mode == "http":
+            yield tuple(webhook.routes_table())
+        else:
+            if settings.alert_port is not None:
+                runner, port = await start_listener(webhook, port=settings.alert_port)
+                log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+            else:
+                log.warning(
+                    "the alert webhook is set up but Socket Mode has no listener: "
+                    "set WARROOM_ALERT_PORT"
+                )
+            yield ()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await alerts.taker.stop()
 
 
 def _where(settings: Settings) -> str:

@@ -18,7 +18,7 @@ every command in the drill is read-only.
 
 from __future__ import annotations
 
-from bot.drill import postmortem, roles
+from bot.drill import alert_scene, postmortem, roles
 from bot.drill import scenario as s
 from bot.drill.steps import first_due
 from bot.drill.transcript import Transcript
@@ -41,16 +41,23 @@ class IncidentPolicy:
         """The reply to one request (recorded in ``seen``)."""
         t = Transcript.of(request)
         person = person_of(t)
-        self.seen.setdefault(person.name if person else "", []).append(t)
+        name = alert_scene.NAME if alert_scene.is_alert_session(t) else ""
+        self.seen.setdefault(person.name if person else name, []).append(t)
         return reply_to(t)
 
     def requests_of(self, person: s.Person) -> list[Transcript]:
         """The requests ``person``'s sessions made so far, oldest first."""
         return list(self.seen.get(person.name, ()))
 
+    def requests_named(self, name: str) -> list[Transcript]:
+        """The requests of the sessions recorded under ``name`` (``alert_scene.NAME``)."""
+        return list(self.seen.get(name, ()))
+
 
 def reply_to(t: Transcript) -> Reply:
     """The next reply for a transcript: a planned tool call, or the final answer."""
+    if alert_scene.is_alert_session(t):
+        return first_due(t, alert_scene.plan(t)) or Reply.text(alert_scene.answer(t))
     person = person_of(t)
     if person is s.ALICE:
         return first_due(t, roles.alice_plan(t)) or Reply.text(roles.alice_answer(t))

@@ -129,6 +129,25 @@ class IncidentChannel:
         await self._deliver(self._event("message", person.user_id, person.text, ts, None))
         return ts
 
+    async def app_post(self, message: dict[str, Any]) -> str:
+        """An alerting app posts ``message`` (``bot.fakes.slack_alerts``) at the top of
+        the channel: stored in the fake Slack (which gives its ``ts``), then delivered
+        as Slack delivers another app's post, a ``message`` event. Returns the ``ts``.
+
+        Raises:
+            DrillError: the app refused the event.
+            SlackFailure: the fake Slack refused the post (as Slack would).
+        """
+        stored = self._slack.add_bot_message(self.channel_id, message)
+        event = {
+            **stored,
+            "channel": self.channel_id,
+            "event_ts": stored["ts"],
+            "channel_type": "channel",
+        }
+        await self._deliver(self._callback(event))
+        return str(stored["ts"])
+
     async def command(self, person: Person, command: str, text: str) -> str:
         """``person`` runs the slash command ``command`` with ``text`` in the channel: a
         signed form as Slack sends it (docs.slack.dev, "Implementing slash commands"), its
@@ -201,6 +220,10 @@ class IncidentChannel:
         }
         if thread_ts is not None:
             event["thread_ts"] = thread_ts
+        return self._callback(event)
+
+    def _callback(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The Events API body around ``event``, as Slack wraps it."""
         return {
             "type": "event_callback",
             "team_id": self.org_id,

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.drill import mcp_scene, record_check
+from bot.drill import alert_scene, mcp_scene, record_check
 from bot.drill import scenario as s
 from bot.drill.record_check import RecordEvidence
 from bot.drill.roles import MEMORY_INDEX, NOTES_INDEX, SKILLS_INDEX, rise_of
@@ -139,6 +139,8 @@ class Evidence:
 def evaluate(e: Evidence) -> tuple[Check, ...]:
     """Every property of the drill, in the issue's order."""
     return (
+        alert_started_session(e),
+        alert_resolve_reached_session(e),
         playbook_read(e),
         commands_ran_in_sandbox(e),
         findings_written(e),
@@ -155,6 +157,37 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         prometheus_through_gateway(e),
         no_secret_in_sandbox(e),
     )
+
+
+def alert_started_session(e: Evidence) -> Check:
+    """Alertmanager's post in the watched channel started a session in its thread before
+    anyone mentioned the bot; the alert reached the model as fenced data; it answered."""
+    name = "the alert started a session in its thread before anyone mentioned the bot"
+    alert, alice = e.sessions.get(alert_scene.NAME), e.sessions.get("alice")
+    seen = e.transcripts(alert_scene.NAME)
+    opening = seen[0].opening if seen else ""
+    fenced = "```alert" in opening and "not instructions" in opening.split("```")[0]
+    first = alert is not None and (alice is None or alert.created_at < alice.created_at)
+    nobody = alert is not None and alert.requester_id not in {p.user_id for p in s.PEOPLE}
+    ok = first and nobody and fenced and _answered(e, alert_scene.NAME)
+    detail = (
+        "no session opened for the alert"
+        if alert is None
+        else f"opened {'first' if first else 'AFTER a mention'}, "
+        f"alert {'fenced as data' if fenced else 'NOT fenced'}, "
+        f"{'answered' if _answered(e, alert_scene.NAME) else 'no answer'}"
+    )
+    return Check(name, ok, detail)
+
+
+def alert_resolve_reached_session(e: Evidence) -> Check:
+    """Alertmanager's resolve joined the alert's thread and its session answered it."""
+    name = "the alert's resolve reached its session, which answered whether it agrees"
+    seen = e.transcripts(alert_scene.NAME)
+    told = bool(seen) and seen[-1].told(alert_scene.RESOLVED)
+    answers = sum(ev.kind == "post_done" for ev in e.events.get(alert_scene.NAME, ()))
+    ok = told and answers >= 2
+    return Check(name, ok, f"resolve {'told' if told else 'NOT told'}; {answers} answer(s)")
 
 
 def rollback_approved(e: Evidence) -> Check:

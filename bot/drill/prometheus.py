@@ -82,10 +82,14 @@ class Prometheus:
 
 
 @contextlib.asynccontextmanager
-async def real_prometheus(*, password: str, history: str = "") -> AsyncIterator[Prometheus]:
+async def real_prometheus(
+    *, password: str, history: str = "", rules: str = "", alertmanager: str | None = None
+) -> AsyncIterator[Prometheus]:
     """Start the exporter and Prometheus (see the module docstring); stop both afterwards.
 
     ``history``: OpenMetrics text (ending ``# EOF``) to load before Prometheus starts.
+    ``rules``: a rule file's YAML (alerting rules, evaluated every second);
+    ``alertmanager``: ``host:port`` of the Alertmanager its alerts are sent to.
 
     Raises:
         PrometheusFailed: a binary is missing, ``promtool`` refused the history, or
@@ -102,7 +106,9 @@ async def real_prometheus(*, password: str, history: str = "") -> AsyncIterator[
     try:
         exporter_port = _free_port("127.0.0.1")
         await web.TCPSite(runner, "127.0.0.1", exporter_port).start()
-        ca = await asyncio.to_thread(_write_config, directory, password, exporter_port)
+        ca = await asyncio.to_thread(
+            _write_config, directory, password, exporter_port, rules, alertmanager
+        )
         if history:
             await _backfill(directory, history)
         port = _free_port(HOST)
@@ -118,7 +124,13 @@ async def real_prometheus(*, password: str, history: str = "") -> AsyncIterator[
         await asyncio.to_thread(shutil.rmtree, directory, True)
 
 
-def _write_config(directory: Path, password: str, exporter_port: int) -> CertificateAuthority:
+def _write_config(
+    directory: Path,
+    password: str,
+    exporter_port: int,
+    rules: str = "",
+    alertmanager: str | None = None,
+) -> CertificateAuthority:
     """Write the TLS files, the web config (bcrypt hash) and the scrape config; return the CA.
     Blocking (a bcrypt hash, file I/O)."""
     ca = CertificateAuthority.create("prometheus CA")
@@ -132,11 +144,20 @@ def _write_config(directory: Path, password: str, exporter_port: int) -> Certifi
         f"  key_file: {directory / 'tls.key'}\n"
         f"basic_auth_users:\n  {USER}: '{hashed}'\n"
     )
-    (directory / "prometheus.yml").write_text(
+    config = (
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: checkout-api\n"
         f"    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n"
     )
+    if rules:
+        (directory / "rules.yml").write_text(rules)
+        config += f"rule_files: ['{directory / 'rules.yml'}']\n"
+    if alertmanager:
+        config += (
+            "alerting:\n  alertmanagers:\n"
+            f"    - static_configs:\n        - targets: ['{alertmanager}']\n"
+        )
+    (directory / "prometheus.yml").write_text(config)
     return ca
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.cli.signals import run_interruptible
-from bot.drill import scenario
+from bot.drill import alert_scene, scenario
 from bot.drill.checks import Check, Evidence, SecretSweep, evaluate
 from bot.drill.narrator import post_key
 from bot.drill.prometheus import USER
@@ -138,7 +138,10 @@ async def gather(stage: Stage, record: Record) -> Evidence:
         mode=stage.options.mode,
         sessions=sessions,
         events=events,
-        requests={p.name: stage.policy.requests_of(p) for p in (ALICE, BOB, DAVE, FRANK)},
+        requests={
+            **{p.name: stage.policy.requests_of(p) for p in (ALICE, BOB, DAVE, FRANK)},
+            alert_scene.NAME: stage.policy.requests_named(alert_scene.NAME),
+        },
         steer_sent_at=record.steer_sent_at,
         kill=record.kill,
         killed_gone=record.kill is not None

@@ -79,6 +79,7 @@ CAROL = Person("U0CAROL", "carol", "also check the DB pool size")
 DAVE = Person(
     "U0DAVE", "dave", "new incident, checkout-api again: what do we know about it from before?"
 )
+ERIN = Person("U0ERIN", "erin", "watch on")  # makes the channel an alert channel (issue #27)
 FRANK = Person("U0FRANK", "frank", "postmortem")  # the word alone asks for the draft (§15)
 PEOPLE = (ALICE, BOB, CAROL, DAVE, FRANK)
 

@@ -1,5 +1,8 @@
 """The incident, played as people would, with the driver's two acts of sabotage.
 
+0. erin makes the channel an alert channel (``/agent watch on``) and Alertmanager posts
+   its alert there: a session starts in the alert's thread before anyone mentions the
+   bot (``alert_scene``).
 1. alice @mentions the bot at the top of the channel: session one starts.
 2. Once its first tool call has finished, carol replies in alice's thread to steer
    it ("also check the DB pool size").
@@ -18,6 +21,8 @@
 6. Once both sessions have answered, dave starts a third thread.
 7. Once dave's session has answered, frank asks ``@warroom postmortem`` in a fourth: its
    session drafts ``/incident/postmortem.md`` from the timeline.
+8. Once the alert's session has answered, Alertmanager posts the resolve: it reaches that
+   session, which says whether it agrees with its hypothesis.
 
 Every wait polls a condition with a deadline (``DrillStalled`` when it passes).
 """
@@ -31,11 +36,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from bot.drill import scenario
+from bot.drill import alert_scene, scenario
 from bot.drill.checks import Kill
 from bot.drill.errors import DrillStalled
-from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, FRANK, Person
+from bot.drill.scenario import ALICE, BOB, CAROL, DAVE, ERIN, FRANK, Person
 from bot.drill.stage import Stage
+from bot.fakes.slack_alerts import alert_post
 from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
 from harness import Checkpoint, PendingApproval
 from memory_store import Event, Session, SessionKey, SessionStatus
@@ -86,6 +92,7 @@ class Story:
         return self.record
 
     async def _incident(self) -> None:
+        await self._alert_fires()
         alice = await self._start(ALICE)
         await self._event(alice, "tool_result", "its first tool call")
         self.record.steer_sent_at = len(self.stage.policy.requests_of(ALICE))
@@ -111,7 +118,59 @@ class Story:
         await self._answered(dave, DAVE)
         frank = await self._start(FRANK)
         await self._answered(frank, FRANK)
+        await self._alert_resolves()
         await self.stage.narrator.catch_up()
+
+    # ----- the alert (alert_scene) ------------------------------------------------------
+
+    async def _alert_fires(self) -> None:
+        """erin watches the channel; Alertmanager's post starts a session, no mention."""
+        channel = self.stage.channel
+        self._say(f"{ERIN.name} in #{channel.channel_id}: /agent watch on")
+        await channel.command(ERIN, "/agent", "watch on")
+
+        async def watched() -> bool | None:
+            replies = self.stage.slack.state.ephemerals
+            return True if any("now watched" in str(r.get("text")) for r in replies) else None
+
+        await self._until(watched, "the channel to be watched")
+        post = alert_post(alert_scene.SOURCE)
+        self._say(f"Alertmanager in #{channel.channel_id}: {post['attachments'][0]['title']}")
+        ts = await channel.app_post(post)
+        self.record.mark("alert posted")
+        key = SessionKey(channel.org_id, channel.channel_id, ts)
+
+        async def opened() -> Session | None:
+            return await self.stage.sessions.find(key)
+
+        session = await self._until(opened, "the alert's session to open")
+        self.record.sessions[alert_scene.NAME] = session.id
+        self.record.threads[alert_scene.NAME] = ts
+        self.stage.narrator.follow(session.id, "the alert's thread")
+
+    async def _alert_resolves(self) -> None:
+        """Once the alert's session answered, Alertmanager posts the resolve."""
+        session_id = self.record.sessions[alert_scene.NAME]
+        await self._posted(session_id, 1, "the alert's session to answer")
+        post = alert_post(alert_scene.SOURCE, resolved=True)
+        await self.stage.narrator.catch_up()
+        channel = self.stage.channel
+        self._say(f"Alertmanager in #{channel.channel_id}: {post['attachments'][0]['title']}")
+        await channel.app_post(post)
+        await self._posted(session_id, 2, "the alert's session to answer the resolve")
+        self.record.mark("alert resolved answered")
+
+    async def _posted(self, session_id: str, answers: int, what: str) -> None:
+        """Wait until the session is idle with ``answers`` answers posted."""
+
+        async def done() -> bool | None:
+            session = await self.stage.sessions.get(session_id)
+            if session is None or session.status is not SessionStatus.WAITING:
+                return None
+            events = await self.stage.sessions.events(session_id)
+            return True if sum(e.kind == "post_done" for e in events) >= answers else None
+
+        await self._until(done, what)
 
     # ----- people ---------------------------------------------------------------------
 

@@ -298,6 +298,35 @@ class FakeSlackApi:
         self.state.messages.setdefault(channel, []).append(message)
         return str(message["ts"])
 
+    def add_bot_message(self, channel: str, message: JsonDict) -> JsonDict:
+        """Seed another app's post (an alerting app's, say); returns it as stored, with
+        its new ``ts``.
+
+        As Slack has it (docs.slack.dev, "bot_message" subtype; message payloads): an
+        app's post carries its ``bot_id`` (``B…``), and an incoming webhook's also the
+        ``bot_message`` subtype and a ``username``; a message needs ``text``,
+        ``attachments`` or ``blocks`` (else ``no_text``); attachments and blocks are
+        checked as ``chat.postMessage`` checks blocks.
+
+        Raises:
+            SlackFailure: ``no_text``, ``invalid_blocks``, ``invalid_attachments``, or
+                ``invalid_arguments`` (no ``bot_id``, or this app's own ``bot_id``: its
+                posts go through ``chat.postMessage``).
+        """
+        bot_id = str(message.get("bot_id") or "")
+        if not bot_id.startswith("B") or bot_id == BOT_ID:
+            raise SlackFailure("invalid_arguments")
+        if not (message.get("text") or message.get("attachments") or message.get("blocks")):
+            raise SlackFailure("no_text")
+        if not isinstance(message.get("attachments", []), list):
+            raise SlackFailure("invalid_attachments")
+        problems = _block_problems(message.get("blocks") or [], max_blocks=MAX_BLOCKS)
+        if problems:
+            raise SlackFailure("invalid_blocks", errors=problems)
+        stored: JsonDict = {"type": "message", **message, "ts": self._ts()}
+        self.state.messages.setdefault(channel, []).append(stored)
+        return stored
+
     def calls_to(self, method: str) -> list[RecordedCall]:
         """The recorded calls of one method, oldest first."""
         return [call for call in self.calls if call.method == method]

@@ -8,7 +8,8 @@ bot's own events itself. Listeners:
 - ``app_mention`` and a catch-all ``message`` (every subtype, so no event goes
   unacked and retried): ``Intake.receive`` (dedupe, record), ack, then
   ``Intake.follow_up`` (enqueue, replies);
-- ``/agent``: ack, then ``skills …`` (``SkillsCommands``), ``memory …`` or ``egress …``,
+- ``/agent``: ack, then ``skills …`` (``SkillsCommands``), ``memory …``, ``egress …``
+  or ``watch …`` (``WatchCommand``),
   each replying through the command's ``response_url``; anything else gets the usage in
   the ack itself;
 - ``view_submission`` of the skills editor: acked with the save's result (≤ 3 s);
@@ -69,6 +70,9 @@ from bot.slack.timeline import USAGE as RECORD_USAGE
 from bot.slack.timeline import TimelineCommand
 from bot.slack.usage import USAGE as SPEND_USAGE
 from bot.slack.usage import UsageCommand
+from bot.slack.watch import Watch
+from bot.slack.watch_command import USAGE as WATCH_USAGE
+from bot.slack.watch_command import WatchCommand
 from harness import IncidentRecord
 from memory_store import (
     Cancelled,
@@ -82,12 +86,12 @@ from memory_store import (
 logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
-    "`/agent` has the commands `skills`, `memory`, `egress`, `usage`, `timeline` and "
-    "`postmortem`.\n"
-    + "\n".join((SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE))
+    "`/agent` has the commands `skills`, `memory`, `egress`, `usage`, `timeline`, "
+    "`postmortem` and `watch`.\n"
+    + "\n".join((SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE, WATCH_USAGE))
 )
 RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
-AGENT_COMMANDS = ("skills", "memory", "egress", *RECORD_COMMANDS)
+AGENT_COMMANDS = ("skills", "memory", "egress", "watch", *RECORD_COMMANDS)
 SKILL_VIEWS = re.compile("^warroom_skill_")
 AGENT_STOP_EVENT = "agent_session_stopped"
 """Slack's native Stop of an agent session (docs.slack.dev, "agent_session_stopped")."""
@@ -120,6 +124,9 @@ class SlackDeps:
         approvers: who may decide approvals (``WARROOM_APPROVERS``; default: any member
             of the installing org).
         surface: Slack's agent surface (agent sessions): ``stop`` closes the session.
+        bot_id: the bot's ``bot_id`` (``auth.test``): its own posts are never alerts.
+        watch: the watched (alert) channels (None: none is watched; ``/agent watch``
+            says so).
     """
 
     sessions: SessionStore
@@ -141,6 +148,8 @@ class SlackDeps:
     egress: EgressLog | None = None
     approvers: Approvers = field(default_factory=Approvers)
     surface: AgentSurface | None = None
+    bot_id: str = ""
+    watch: Watch | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -156,6 +165,7 @@ class SlackDeps:
             dedupe_ttl_s=self.dedupe_ttl_s,
             external_may_start=self.external_may_start,
             surface=self.surface,
+            watch=self.watch,
         )
 
 
@@ -277,6 +287,9 @@ class _Listeners:
         verb = str(body.get("text", "")).split()[0].lower()
         if verb == "memory":
             await MemoryCommands(self._deps.skills).handle(command)
+            return
+        if verb == "watch":
+            await WatchCommand(self._deps.watch, self._deps.skills).handle(command)
             return
         if verb in RECORD_COMMANDS:
             await self._record_command(verb, command)

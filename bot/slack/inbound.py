@@ -8,13 +8,19 @@ the event's own ``team`` is the sender's workspace, not the installation's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from bot.alerts.model import Alert
+from bot.alerts.slack_alert import alert_from_message
+from bot.alerts.slack_view import Sender, sender_of
 from bot.slack.content import message_content
 from bot.slack.text import mentions
+
+logger = logging.getLogger(__name__)
 
 # Subtypes that are a person posting (docs.slack.dev, "message" event subtypes).
 _POSTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
@@ -52,6 +58,11 @@ class InboundMessage:
         external: the author is not a member of the installing workspace (a Slack
             Connect user in an externally shared channel).
         files: the message's file objects (``id``, ``name``, ``size``, …).
+        sender: the bot or app that posted it (None: a person).
+        alert: what a new top-level post of another bot or app says, read as an alert
+            (``bot.alerts.slack_alert``), or the resolve an app's edit of such a post
+            makes (firing → resolved); None for anything else. Only a watched
+            channel acts on it (``bot.slack.watch``).
     """
 
     event_id: str
@@ -68,6 +79,8 @@ class InboundMessage:
     edited_ts: str | None = None
     external: bool = False
     files: tuple[Mapping[str, Any], ...] = ()
+    sender: Sender | None = None
+    alert: Alert | None = None
 
     @property
     def thread_root(self) -> str:
@@ -126,11 +139,20 @@ def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> Inbound
     edited = message.get("edited") or {}
     if kind is MessageKind.POSTED and edited.get("ts"):
         kind = MessageKind.EDITED  # the ``app_mention`` of an edit that added the mention
+    sender = sender_of(message)
+    ts = str(message.get("ts") or event["ts"])
+    top_level = message.get("thread_ts") in (None, ts)
+    alert = None
+    if sender is not None and top_level and user != bot_user_id:
+        if kind is MessageKind.POSTED:
+            alert = _alert(message, sender, str(event["channel"]), bot_user_id)
+        elif subtype == "message_changed":
+            alert = _resolved_by_edit(event, message, sender, bot_user_id)
     return InboundMessage(
         event_id=str(body.get("event_id") or ""),
         org_id=org_id_of(body),
         channel_id=str(event["channel"]),
-        ts=str(message.get("ts") or event["ts"]),
+        ts=ts,
         thread_ts=message.get("thread_ts"),
         event_ts=str(event["ts"]),
         user_id=user,
@@ -141,7 +163,35 @@ def parse_message_event(body: Mapping[str, Any], *, bot_user_id: str) -> Inbound
         edited_ts=str(edited["ts"]) if edited.get("ts") else None,
         external=_external(body, message),
         files=tuple(f for f in message.get("files") or [] if isinstance(f, Mapping)),
+        sender=sender,
+        alert=alert,
     )
+
+
+def _alert(
+    message: Mapping[str, Any], sender: Sender, channel_id: str, bot_user_id: str
+) -> Alert | None:
+    """The post read as an alert; None (logged) when it cannot be one."""
+    try:
+        return alert_from_message(message, sender, channel_id=channel_id, bot_user_id=bot_user_id)
+    except ValueError as exc:
+        logger.warning("a post of %s in %s is not an alert: %s", sender.name, channel_id, exc)
+        return None
+
+
+def _resolved_by_edit(
+    event: Mapping[str, Any], message: Mapping[str, Any], sender: Sender, bot_user_id: str
+) -> Alert | None:
+    """An app's edit of its own alert post that turns it from firing to resolved (PagerDuty's
+    app, for one, updates the incident's post in place): the resolve, as a delivery of its
+    own (keyed by the edit's event ``ts``). Any other edit of an app's post is no alert."""
+    channel = str(event["channel"])
+    previous = event.get("previous_message") or {}
+    before = _alert(previous, sender_of(previous) or sender, channel, bot_user_id)
+    after = _alert(message, sender, channel, bot_user_id)
+    if before is None or after is None or not before.firing or after.firing:
+        return None
+    return replace(after, delivery_id=f"{after.delivery_id}:edit:{event['ts']}")
 
 
 def _content(

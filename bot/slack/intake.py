@@ -24,6 +24,11 @@ outbox. Only the usage reply, which writes nothing else, is gated by a sighting 
 ``"<org>:<channel>:<ts>"``. So when a record fails (the database busy past the ack
 budget), no dedupe key is left behind and Slack's retry of the event is recorded.
 
+Another app's top-level post (``InboundMessage.alert``) in a watched channel is recorded as
+an alert (``bot.slack.watch.Watch``) before the ack, the message being its thread's root;
+the follow-up wakes the alert taker, which opens the session there (issue #27). Anywhere
+else, bots' posts are ignored as before.
+
 A wake-up lost between record and enqueue (a crash) is not lost work: the session is
 recorded runnable and the store's sweeper re-enqueues it.
 """
@@ -50,6 +55,7 @@ from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice, render_stopped
 from bot.slack.routing import Ignore, Remember, Start, Steer, Stop, Usage, route
 from bot.slack.thread_context import thread_so_far
+from bot.slack.watch import Watch
 from harness import (
     APPROVAL_KIND,
     ApprovalDecision,
@@ -139,7 +145,12 @@ class Stopped:
     requester_id: str = ""
 
 
-FollowUp = Wake | WakeWithContext | ReplyUsage | Stopped
+@dataclass(frozen=True)
+class AlertRecorded:
+    """A watched channel's alert was recorded: wake the alert taker (``bot.slack.watch``)."""
+
+
+FollowUp = Wake | WakeWithContext | ReplyUsage | Stopped | AlertRecorded
 
 
 @dataclass(frozen=True)
@@ -150,6 +161,7 @@ class Intake:
         strict_channels: channel ids where only @mentions steer a session.
         dedupe_ttl_s: how long a seen ``event_id`` or message ``ts`` is remembered.
         external_may_start: Slack Connect users of other orgs may start sessions.
+        watch: the watched channels (None: no channel is watched).
     """
 
     sessions: SessionStore
@@ -163,6 +175,7 @@ class Intake:
     dedupe_ttl_s: float = DEDUPE_TTL_S
     external_may_start: bool = False
     surface: AgentSurface | None = None
+    watch: Watch | None = None
 
     async def receive(self, message: InboundMessage) -> FollowUp | None:
         """Decide, dedupe and record; returns the Slack and queue work to do next.
@@ -172,6 +185,8 @@ class Intake:
         Raises:
             DatabaseUnavailable: still unreachable after the retries (the input is lost).
         """
+        if message.alert is not None:
+            return await self._alert(message)
         if not _worth_a_look(message):
             return None
         key = SessionKey(message.org_id, message.channel_id, message.thread_root)
@@ -248,10 +263,25 @@ class Intake:
             await self.enqueue(work.session_id, work.token)
         elif isinstance(work, ReplyUsage):
             await self._reply_usage(work)
+        elif isinstance(work, AlertRecorded):
+            if self.watch is not None:
+                self.watch.wake()
         else:
             await self._finish_stop(work)
 
     # ----- the database part ---------------------------------------------------------
+
+    async def _alert(self, message: InboundMessage) -> FollowUp | None:
+        """An app's top-level post: an alert when its channel is watched (``Watch``)."""
+        watch, alert, sender = self.watch, message.alert, message.sender
+        if watch is None or alert is None or sender is None:
+            return None
+        recorded = await _retrying(
+            lambda: watch.take(
+                alert, sender, org_id=message.org_id, channel_id=message.channel_id, ts=message.ts
+            )
+        )
+        return AlertRecorded() if recorded else None
 
     async def _act(
         self, message: InboundMessage, key: SessionKey, decision: Usage | Start | Steer | Stop

@@ -71,11 +71,13 @@ class PortUnavailable(OSError):
 
 @dataclass(frozen=True)
 class HttpMode:
-    """Listen for Slack's HTTP requests on ``host:port`` (0: any free port) at ``path``."""
+    """Listen for Slack's HTTP requests on ``host:port`` (0: any free port) at ``path``;
+    ``extra_routes`` are served beside them (``POST /alerts/<source>``)."""
 
     host: str = "0.0.0.0"
     port: int = 3000
     path: str = DEFAULT_PATH
+    extra_routes: tuple[web.RouteDef, ...] = ()
 
 
 class RunningSlack:
@@ -140,8 +142,11 @@ async def serve(
         await background.cancel()
 
 
-def http_app(app: AsyncApp, *, path: str = DEFAULT_PATH) -> web.Application:
-    """The aiohttp application serving ``app`` at ``POST path`` and ``GET /healthz``."""
+def http_app(
+    app: AsyncApp, *, path: str = DEFAULT_PATH, extra_routes: tuple[web.RouteDef, ...] = ()
+) -> web.Application:
+    """The aiohttp application serving ``app`` at ``POST path`` and ``GET /healthz``,
+    and ``extra_routes``."""
 
     async def events(request: web.Request) -> web.Response:
         try:
@@ -159,11 +164,13 @@ def http_app(app: AsyncApp, *, path: str = DEFAULT_PATH) -> web.Application:
     web_app = web.Application()
     web_app.router.add_post(path, events)
     web_app.router.add_get("/healthz", healthz)
+    web_app.add_routes(extra_routes)
     return web_app
 
 
 async def _start_http(app: AsyncApp, mode: HttpMode) -> RunningSlack:
-    runner = web.AppRunner(http_app(app, path=mode.path), access_log=None)
+    web_app = http_app(app, path=mode.path, extra_routes=mode.extra_routes)
+    runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:

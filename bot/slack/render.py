@@ -404,7 +404,7 @@ def render_status(progress: Progress) -> SlackMessage:
     lines = [_todo_line(t, finished=progress.finished) for t in progress.todos]
     blocks.extend(sections_from_lines(lines, max_blocks=room))
     if not progress.finished:
-        blocks.append(_stop_button(progress.session_id))
+        blocks.append(stop_button(progress.session_id))
     step = progress.step or ("Done" if progress.finished else "Working")
     return SlackMessage(
         text=truncate(f"{step} ({elapsed})", MAX_FALLBACK_CHARS), blocks=tuple(blocks)
@@ -480,7 +480,8 @@ def _todo_line(todo: Todo, *, finished: bool = False) -> str:
     return f"{mark} ~{words}~" if status is TodoStatus.COMPLETED else f"{mark} {words}"
 
 
-def _stop_button(session_id: str) -> Block:
+def stop_button(session_id: str) -> Block:
+    """The actions block with the Stop button (``warroom_stop``, value = session id)."""
     return {
         "type": "actions",
         "block_id": "warroom_controls",

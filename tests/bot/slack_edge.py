@@ -20,7 +20,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -29,6 +29,8 @@ import httpx
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.alerts.intake import AlertIntake, AlertPolicy
+from bot.alerts.webhook import Taker
 from bot.slack.agent_surface import AgentSurface
 from bot.slack.app import SlackDeps, build_app
 from bot.slack.approvals import Approvers
@@ -38,9 +40,11 @@ from bot.slack.modes import HttpMode, RunningSlack, start
 from bot.slack.poster import SlackPoster
 from bot.slack.skills.command import SkillsCommands
 from bot.slack.skills.edit_policy import EditPolicy
+from bot.slack.watch import Watch, WatchPolicy
 from harness import IncidentRecord
 from memory_store import (
     DEFAULT_LIMITS,
+    AlertStore,
     Cancelled,
     Database,
     EgressLog,
@@ -53,9 +57,10 @@ from memory_store import (
     Session,
     SessionKey,
     SessionStore,
+    WatchedChannels,
 )
 from tests.bot.conftest import load_case
-from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, WORKSPACE_URL, FakeSlackApi
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, WORKSPACE_URL, FakeSlackApi
 
 SIGNING_SECRET = "fake-signing-secret"
 CHANNEL = "C0FAKEINC"
@@ -132,6 +137,9 @@ class SlackEdge:
     app: AsyncApp
     running: RunningSlack
     http: httpx.AsyncClient
+    deps: SlackDeps | None = None
+    watch: Watch | None = None
+    taker: Taker | None = None
 
     @property
     def url(self) -> str:
@@ -202,6 +210,9 @@ async def running_edge(
     enqueue: Callable[[str, str], Awaitable[None]] | None = None,
     agent_surface: bool = False,
     slack_api: FakeSlackApi | None = None,
+    watch_policy: WatchPolicy | None = None,
+    alert_policy: AlertPolicy | None = None,
+    edit_policy: EditPolicy | None = None,
 ) -> AsyncIterator[SlackEdge]:
     """Start the fake Slack API, a migrated database and the app over HTTP; stop them after.
 
@@ -209,6 +220,8 @@ async def running_edge(
     worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
     ``agent_surface``: ``stop`` also closes the thread's Slack agent session.
     ``slack_api``: a fake Slack already running (the workers'), else one of its own.
+    ``watch_policy``: watch channels (issue #27) with a real alert intake and taker
+    (``alert_policy``); ``edit_policy``: who may change skills, memory and watches.
     """
     own_fake = slack_api is None
     if slack_api is None:
@@ -236,7 +249,7 @@ async def running_edge(
         bot_user_id=BOT_USER_ID,
         enqueue=enqueue or enqueued,
         cancel_running=cancel_running,
-        skills=SkillsCommands(files, client, EditPolicy()),
+        skills=SkillsCommands(files, client, edit_policy or EditPolicy()),
         poster=(poster := SlackPoster(client, outbox)),
         strict_channels=strict_channels,
         external_may_start=external_may_start,
@@ -246,7 +259,26 @@ async def running_edge(
         egress=EgressLog(database),
         approvers=approvers or Approvers(),
         surface=AgentSurface(poster, team_id=TEAM_ID, enabled=agent_surface),
+        bot_id=BOT_ID,
     )
+    taker = watch = None
+    if watch_policy is not None:
+        intake = AlertIntake(
+            store=AlertStore(database),
+            sessions=sessions,
+            client=client,
+            poster=poster,
+            enqueue=enqueue or enqueued,
+            bot_user_id=BOT_USER_ID,
+            policy=alert_policy or AlertPolicy(),
+            dedupe=deps.dedupe,
+        )
+        taker = Taker(intake)
+        watch = Watch(
+            WatchedChannels(database), watch_policy, AlertStore(database).record, taker.wake, BOT_ID
+        )
+        deps = replace(deps, watch=watch)
+        taker.start()
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))
     http = httpx.AsyncClient(timeout=10.0)
@@ -265,8 +297,13 @@ async def running_edge(
             app,
             running,
             http,
+            deps,
+            watch,
+            taker,
         )
     finally:
+        if taker is not None:
+            await taker.stop()
         await http.aclose()
         await running.close()
         await background.cancel()

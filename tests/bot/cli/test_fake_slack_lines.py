@@ -11,8 +11,9 @@ from pathlib import Path
 
 from bot.cli.fake_slack import CHANNEL, deliver_lines
 from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
-from memory_store import Namespace, Scope, SessionKey
-from tests.bot.slack_edge import running_edge
+from bot.slack.watch import WatchPolicy
+from memory_store import Namespace, Scope, Session, SessionKey
+from tests.bot.slack_edge import SlackEdge, running_edge
 
 
 async def modal_opened(fake: FakeSlackApi, *, timeout_s: float = 30.0) -> None:
@@ -86,3 +87,59 @@ async def test_the_fake_slacks_ts_keeps_to_the_clock_however_many_messages() -> 
 
     assert stamps == sorted(set(stamps))  # unique, in order
     assert stamps[-1] <= time.time() + 1  # not ahead of the clock (it was +200 s)
+
+
+async def watched(fake: FakeSlackApi, *, timeout_s: float = 30.0) -> None:
+    """Wait until ``/agent watch on`` has answered (the switch is stored before that)."""
+    deadline = time.monotonic() + timeout_s
+    while not any("now watched" in str(e.get("text")) for e in fake.state.ephemerals):
+        assert time.monotonic() < deadline, "/agent watch on did not answer"
+        await asyncio.sleep(0.05)
+
+
+async def alert_session(edge: SlackEdge, *, timeout_s: float = 10.0) -> Session:
+    """The session the Alertmanager post in ``CHANNEL`` started, once it exists."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        posts = [m for m in edge.slack_api.state.messages[CHANNEL] if m.get("username")]
+        alertmanager = [m for m in posts if m["username"] == "Alertmanager"]
+        if alertmanager:
+            key = SessionKey(TEAM_ID, CHANNEL, alertmanager[0]["ts"])
+            if (session := await edge.sessions.find(key)) is not None:
+                return session
+        assert time.monotonic() < deadline, "no session in the alert's thread"
+        await asyncio.sleep(0.05)
+
+
+async def test_an_alert_line_is_an_alerting_apps_post_that_starts_a_session_once_watched(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    policy = WatchPolicy()  # nothing watched until /agent watch on
+    async with running_edge(tmp_path, watch_policy=policy) as edge:
+        fake = edge.slack_api
+        fake.state.messages.setdefault(CHANNEL, [])
+
+        async def lines() -> AsyncIterator[str]:
+            yield "alert: datadog"  # not watched yet: starts nothing
+            yield "/agent watch on"
+            await watched(fake)
+            yield "alert: alertmanager"  # an alert thread
+            await alert_session(edge)
+            yield "is it the 14:02 deploy?"  # a reply in the alert's thread
+
+        # When these lines are typed into fake-slack, against the real app
+        await deliver_lines(fake, edge.url, lines(), said.append)
+        await edge.settle()
+
+        # Then both alerts are other apps' posts at the top of the channel; the second,
+        # in the now watched channel, started a session in its thread, and the typed
+        # reply reached it
+        posts = [m for m in fake.state.messages[CHANNEL] if m.get("bot_id", "").startswith("B0")]
+        posts = [m for m in posts if m.get("bot_id") != "B0FAKEBOT"]
+        assert [m.get("username") for m in posts] == ["Datadog", "Alertmanager"]
+        assert await edge.sessions.find(SessionKey(TEAM_ID, CHANNEL, posts[0]["ts"])) is None
+        session = await alert_session(edge)
+        texts = [item.text for item in await edge.sessions.inbox(session.id)]
+        assert "is it the 14:02 deploy?" in texts
+        assert any("alertmanager posted an alert" in line for line in said)

@@ -62,6 +62,8 @@ from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.conftest import missing
 
 PROPERTIES = (
+    "the alert started a session in its thread before anyone mentioned the bot",
+    "the alert's resolve reached its session, which answered whether it agrees",
     "playbook read from /skills",
     "commands ran in a real local sandbox",
     "findings written to /incident/",
@@ -78,10 +80,10 @@ PROPERTIES = (
     "session one found the 500s rising at 14:02 in the real Prometheus, via the gateway",
     "no secret in the sandbox",
 )
-KILL = PROPERTIES[5]
-MCP = PROPERTIES[9]
+KILL = PROPERTIES[7]
+MCP = PROPERTIES[11]
 MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
-PROMETHEUS_SCENE = PROPERTIES[13:]
+PROMETHEUS_SCENE = PROPERTIES[15:]
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -114,6 +116,9 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     code = await finish(process)
     # Then the live log shows the people, the agent's tool calls and the answers as posted
     text = output.text
+    assert "Alertmanager in #C-INC: [FIRING:1] HighErrorRate" in text  # before any mention
+    assert text.index("Alertmanager in #C-INC") < text.index("alice in #C-INC")
+    assert "warroom → the alert's thread (chat.postMessage):" in text
     assert f"carol in alice's thread: {s.CAROL.text}" in text
     assert f"→ Bash: {s.COUNT_500S}" in text
     assert "warroom → alice's thread (chat.postMessage):" in text
@@ -129,7 +134,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
         "GET /api/v1/query_range?query&start&end&step injected by rule prometheus (200)"
     ) in checklist
     assert "the Prometheus password found in: none" in checklist
-    verdict = "13 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "14 passed, 0 failed, 1 skipped"
+    verdict = "15 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "16 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0

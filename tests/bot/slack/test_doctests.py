@@ -17,6 +17,7 @@ from bot.slack import (
     retries,
     routing,
     thread_context,
+    watch,
 )
 from bot.slack import text as slack_text
 
@@ -34,6 +35,7 @@ from bot.slack import text as slack_text
         render,
         retries,
         egress,
+        watch,
     ],
 )
 def test_docstring_examples_hold(module: ModuleType) -> None:

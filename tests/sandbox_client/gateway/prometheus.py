@@ -20,9 +20,12 @@ PASSWORD = "prom-basic-7c41d0e2b9"
 
 
 @contextlib.asynccontextmanager
-async def real_prometheus() -> AsyncIterator[Prometheus]:
-    """A running Prometheus whose ``USER`` has ``PASSWORD``; stopped afterwards."""
+async def real_prometheus(
+    *, rules: str = "", alertmanager: str | None = None
+) -> AsyncIterator[Prometheus]:
+    """A running Prometheus whose ``USER`` has ``PASSWORD``; stopped afterwards.
+    ``rules`` and ``alertmanager``: as ``bot.drill.prometheus.real_prometheus``'s."""
     if (reason := missing()) is not None:
         skip_or_fail(f"{reason}: .ci/run installs it")
-    async with _started(password=PASSWORD) as running:
+    async with _started(password=PASSWORD, rules=rules, alertmanager=alertmanager) as running:
         yield running

@@ -1,0 +1,1 @@
+"""Alerts (issue #27): the webhook, watched channels, and one thread per problem."""

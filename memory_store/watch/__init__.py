@@ -1,0 +1,1 @@
+"""Watched channels (issue #27): which Slack channels are alert channels, per org."""
