@@ -1,0 +1,161 @@
+"""Several worker hosts: how often a session loses its sandbox, and what routing costs.
+Prints one JSON line:
+
+    replacements_per_100_steps_2_hosts, _3_hosts   sandbox replacements (``sandbox_replaced``
+        notices) per 100 tool steps, with 2 and 3 real worker hosts on this machine (each
+        its own ``WARROOM_HOST_ID`` and data directory, so each reaches only its own jails,
+        as separate machines would), all hosts alive throughout (goal 0 with routing)
+    replacements_per_100_steps_2_hosts_unrouted, _3_hosts_unrouted   the same with
+        ``WARROOM_HOST_ROUTING=false``: every step on the shared queue, as before issue #30
+    step_ms_one_host, step_ms_routed_2_hosts   median time of one step (a session's span
+        from its first to its last event, over its steps), sessions one after another:
+        one host without routing, and two hosts with it
+    routing_overhead_ratio   step_ms_routed_2_hosts / step_ms_one_host (goal ≤ 1.1)
+
+Each session writes a file in ``/workspace`` per tool step and counts them, against the
+fake Anthropic API answering at once; ``WARROOM_CARRY_ON_S=0`` sends every step through
+the queue (a real model's call outlasts the 1 s a worker carries a session on).
+
+    .venv/bin/python bench/hosts.py [--sessions 4] [--tool-steps 10] [--timing-sessions 4]
+        [--redis-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, not bench/*.py
+
+from goals import verdict  # bench/ is on the path when run as a script
+
+from bot.fakes.anthropic_api import Reply
+from tests.bot.durable_support import Probe
+from tests.bot.hosts_support import (
+    HOST_SETTINGS,
+    HostCluster,
+    probing,
+    replacements,
+    running_hosts,
+)
+
+GOALS = {
+    "replacements_per_100_steps_2_hosts": ("==", 0),
+    "replacements_per_100_steps_3_hosts": ("==", 0),
+    "routing_overhead_ratio": ("<=", 1.1),
+}
+UNROUTED = {**HOST_SETTINGS, "WARROOM_HOST_ROUTING": "false"}
+
+
+def plan(tool_steps: int) -> list[Reply]:
+    """Write one file per tool step, count the files; then answer."""
+    calls = [
+        Reply.tool(
+            "Bash",
+            {"command": f"echo {n} > /workspace/f{n}.txt && ls /workspace | wc -l"},
+        )
+        for n in range(1, tool_steps + 1)
+    ]
+    return [*calls, Reply.text("Done.")]
+
+
+async def run_sessions(
+    probe: Probe, *, sessions: int, tool_steps: int, together: bool
+) -> tuple[int, list[float]]:
+    """Run the sessions (all at once, or one after another); returns the replacements
+    they were told of and each one's time per step (ms)."""
+    ids = [f"bench-{uuid.uuid4().hex[:8]}" for _ in range(sessions)]
+    if together:
+        for session_id in ids:
+            await probe.start(session_id, plan(tool_steps))
+    step_ms = []
+    replaced = 0
+    for session_id in ids:
+        if not together:
+            await probe.start(session_id, plan(tool_steps))
+        await probe.wait_answered(session_id, timeout_s=600)
+        events = await probe.events(session_id)
+        replaced += replacements(events)
+        span_s = (events[-1].created_at - events[0].created_at).total_seconds()
+        step_ms.append(1000 * span_s / (2 * tool_steps + 1))
+    return replaced, step_ms
+
+
+def measure(
+    redis_url: str,
+    *,
+    hosts: int,
+    settings: dict[str, str],
+    sessions: int,
+    tool_steps: int,
+    together: bool,
+) -> tuple[int, list[float]]:
+    """Start ``hosts`` hosts with ``settings`` and run the sessions on them."""
+    with running_hosts(redis_url, name="warroom_bench_hosts", hosts=hosts, settings=settings) as c:
+
+        async def run(cluster: HostCluster) -> tuple[int, list[float]]:
+            async with probing(cluster) as probe:
+                return await run_sessions(
+                    probe, sessions=sessions, tool_steps=tool_steps, together=together
+                )
+
+        return asyncio.run(run(c))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--tool-steps", type=int, default=10)
+    parser.add_argument("--timing-sessions", type=int, default=4)
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    )
+    args = parser.parse_args()
+    tool_steps_total = args.sessions * args.tool_steps
+    figures: dict[str, object] = {
+        "sessions": args.sessions,
+        "tool_steps_per_session": args.tool_steps,
+    }
+    for hosts in (2, 3):
+        for suffix, settings in (("", HOST_SETTINGS), ("_unrouted", UNROUTED)):
+            replaced, _ = measure(
+                args.redis_url,
+                hosts=hosts,
+                settings=dict(settings),
+                sessions=args.sessions,
+                tool_steps=args.tool_steps,
+                together=True,
+            )
+            key = f"replacements_per_100_steps_{hosts}_hosts{suffix}"
+            figures[key] = round(100 * replaced / tool_steps_total, 1)
+    _, one = measure(
+        args.redis_url,
+        hosts=1,
+        settings=dict(UNROUTED),
+        sessions=args.timing_sessions,
+        tool_steps=args.tool_steps,
+        together=False,
+    )
+    _, routed = measure(
+        args.redis_url,
+        hosts=2,
+        settings=dict(HOST_SETTINGS),
+        sessions=args.timing_sessions,
+        tool_steps=args.tool_steps,
+        together=False,
+    )
+    figures["step_ms_one_host"] = round(statistics.median(one), 1)
+    figures["step_ms_routed_2_hosts"] = round(statistics.median(routed), 1)
+    figures["routing_overhead_ratio"] = round(statistics.median(routed) / statistics.median(one), 3)
+    print(json.dumps({**figures, **verdict(figures, GOALS)}))
+
+
+if __name__ == "__main__":
+    main()
