@@ -7,17 +7,23 @@ Prints one JSON line:
         as separate machines would), all hosts alive throughout (goal 0 with routing)
     replacements_per_100_steps_2_hosts_unrouted, _3_hosts_unrouted   the same with
         ``WARROOM_HOST_ROUTING=false``: every step on the shared queue, as before issue #30
-    step_ms_one_host, step_ms_routed_2_hosts   median time of one step (a session's span
-        from its first to its last event, over its steps), sessions one after another:
-        one host without routing, and two hosts with it
+    step_ms_one_host, step_ms_routed_1_host, step_ms_routed_2_hosts   median time of one step
+        (a session's span from its first to its last event, over its steps), sessions one
+        after another: one host without routing, one host with it, two hosts with it; the
+        three are measured in turns (``--rounds``), so the machine's load drifts over all
     routing_overhead_ratio   step_ms_routed_2_hosts / step_ms_one_host (goal ≤ 1.1)
+    routing_overhead_ratio_1_host   step_ms_routed_1_host / step_ms_one_host: the routing's
+        own cost (a lookup per enqueue, the host's queue), without a second host's load
 
 Each session writes a file in ``/workspace`` per tool step and counts them, against the
 fake Anthropic API answering at once; ``WARROOM_CARRY_ON_S=0`` sends every step through
 the queue (a real model's call outlasts the 1 s a worker carries a session on).
 
-    .venv/bin/python bench/hosts.py [--sessions 4] [--tool-steps 10] [--timing-sessions 4]
-        [--redis-url URL]
+    .venv/bin/python bench/hosts.py [--sessions 4] [--tool-steps 10] [--rounds 3]
+        [--timing-sessions 2] [--unrouted-only] [--redis-url URL]
+
+``--unrouted-only`` measures only the replacements without routing (also runs where the
+routing does not exist: the figure before issue #30).
 """
 
 from __future__ import annotations
@@ -112,7 +118,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--tool-steps", type=int, default=10)
-    parser.add_argument("--timing-sessions", type=int, default=4)
+    parser.add_argument("--timing-sessions", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--unrouted-only", action="store_true")
     parser.add_argument(
         "--redis-url",
         default=os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
@@ -123,8 +131,11 @@ def main() -> None:
         "sessions": args.sessions,
         "tool_steps_per_session": args.tool_steps,
     }
+    kinds = [("_unrouted", UNROUTED)]
+    if not args.unrouted_only:
+        kinds.insert(0, ("", HOST_SETTINGS))
     for hosts in (2, 3):
-        for suffix, settings in (("", HOST_SETTINGS), ("_unrouted", UNROUTED)):
+        for suffix, settings in kinds:
             replaced, _ = measure(
                 args.redis_url,
                 hosts=hosts,
@@ -135,25 +146,34 @@ def main() -> None:
             )
             key = f"replacements_per_100_steps_{hosts}_hosts{suffix}"
             figures[key] = round(100 * replaced / tool_steps_total, 1)
-    _, one = measure(
-        args.redis_url,
-        hosts=1,
-        settings=dict(UNROUTED),
-        sessions=args.timing_sessions,
-        tool_steps=args.tool_steps,
-        together=False,
+    if args.unrouted_only:
+        print(json.dumps(figures))
+        return
+    timed: dict[str, list[float]] = {"one_host": [], "routed_1_host": [], "routed_2_hosts": []}
+    shapes = (
+        ("one_host", 1, UNROUTED),
+        ("routed_1_host", 1, HOST_SETTINGS),
+        ("routed_2_hosts", 2, HOST_SETTINGS),
     )
-    _, routed = measure(
-        args.redis_url,
-        hosts=2,
-        settings=dict(HOST_SETTINGS),
-        sessions=args.timing_sessions,
-        tool_steps=args.tool_steps,
-        together=False,
+    for _ in range(args.rounds):
+        for name, hosts, settings in shapes:
+            _, step_ms = measure(
+                args.redis_url,
+                hosts=hosts,
+                settings=dict(settings),
+                sessions=args.timing_sessions,
+                tool_steps=args.tool_steps,
+                together=False,
+            )
+            timed[name] += step_ms
+    median = {name: statistics.median(values) for name, values in timed.items()}
+    for name, value in median.items():
+        figures[f"step_ms_{name}"] = round(value, 1)
+    ratio = median["routed_2_hosts"] / median["one_host"]
+    figures["routing_overhead_ratio"] = round(ratio, 3)
+    figures["routing_overhead_ratio_1_host"] = round(
+        median["routed_1_host"] / median["one_host"], 3
     )
-    figures["step_ms_one_host"] = round(statistics.median(one), 1)
-    figures["step_ms_routed_2_hosts"] = round(statistics.median(routed), 1)
-    figures["routing_overhead_ratio"] = round(statistics.median(routed) / statistics.median(one), 3)
     print(json.dumps({**figures, **verdict(figures, GOALS)}))
 
 
