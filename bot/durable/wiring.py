@@ -600,6 +600,8 @@ class Runtime:
             enqueue,
             interval_s=settings.background_poll_s,
             monitor_batch_s=settings.monitor_batch_s,
+            hosts=runtime.hosts if routes_by_host(settings) else None,
+            host_dead_after_s=settings.host_dead_after_s,
         )
         return runtime
 

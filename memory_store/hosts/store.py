@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, cast, func, or_, select, type_coerce
+from sqlalchemy import ColumnElement, and_, cast, func, not_, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 
 from memory_store.clock import Clock, utc_now
@@ -149,6 +149,25 @@ class HostStore:
         async with self._db.read() as conn:
             found = await conn.scalars(
                 select(_H.host_id).where(self._live(cutoff)).order_by(_H.host_id)
+            )
+            return tuple(found)
+
+    async def gone_scopes(self, *, dead_after_s: float) -> tuple[str, ...]:
+        """The sandbox scopes of hosts that stopped or have not beaten for
+        ``dead_after_s`` seconds (and that no live host has): their sandboxes are out of
+        every live host's reach.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        cutoff = self._clock() - timedelta(seconds=dead_after_s)
+        live = select(_H.scope).where(self._live(cutoff))
+        async with self._db.read() as conn:
+            found = await conn.scalars(
+                select(_H.scope)
+                .where(not_(self._live(cutoff)), _H.scope.not_in(live))
+                .distinct()
+                .order_by(_H.scope)
             )
             return tuple(found)
 

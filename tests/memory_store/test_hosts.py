@@ -88,3 +88,19 @@ async def test_two_live_hosts_with_one_identity_are_reported(file_db: Database) 
     assert await hosts.start(host, queue="q", scope="local:a") is None
     assert await hosts.start(host, queue="q", scope="local:a") is None, "a restart is fine"
     assert await hosts.start(host, queue="q", scope="local:b") == "local:a"
+
+
+async def test_the_scopes_of_hosts_gone_are_those_no_live_host_has(file_db: Database) -> None:
+    clock = ManualClock()
+    hosts = HostStore(file_db, clock=clock)
+    tag = uuid.uuid4().hex[:6]
+    await hosts.start(f"silent-{tag}", queue="q1", scope=f"local:silent-{tag}")
+    await hosts.start(f"stopped-{tag}", queue="q2", scope=f"local:stopped-{tag}")
+    clock.advance(DEAD_AFTER_S + 1)
+    await hosts.start(f"live-{tag}", queue="q3", scope=f"local:live-{tag}")
+    await hosts.start(f"stopped-{tag}", queue="q2", scope=f"local:stopped-{tag}")
+    await hosts.stop(f"stopped-{tag}")
+
+    gone = [s for s in await hosts.gone_scopes(dead_after_s=DEAD_AFTER_S) if tag in s]
+
+    assert gone == [f"local:silent-{tag}", f"local:stopped-{tag}"]

@@ -178,3 +178,24 @@ async def test_a_background_command_keeps_its_session_on_its_host(
     outputs = tool_outputs(events)
     assert "finished" in outputs[-1], cluster.logs()
     assert replacements(events) == 0
+
+
+async def test_the_background_command_of_a_killed_host_is_told_lost_by_another(
+    cluster: HostCluster, probe: Probe
+) -> None:
+    session_id = f"bglost-{uuid.uuid4().hex[:6]}"
+    started = {"command": "sleep 120", "run_in_background": True}
+    plan = [
+        Reply.tool("Bash", started | {"description": "a long job"}),
+        Reply.text("Started."),
+        Reply.text("The job was lost with its host."),
+    ]
+    await probe.start(session_id, plan)
+    await probe.wait_answered(session_id, timeout_s=60)
+    doomed = cluster.host_of_state_dir((await probe.sandbox(session_id)).state_dir)
+    doomed.kill()
+
+    await probe.wait_answered(session_id, posts=2, timeout_s=60)
+    told = [i.text for i in await probe.sessions.inbox(session_id) if i.kind == "notification"]
+    assert len(told) == 1, cluster.logs()
+    assert "<status>lost</status>" in told[0] or "was lost" in told[0]
