@@ -17,7 +17,8 @@ Prints one JSON line:
 
 Each session writes a file in ``/workspace`` per tool step and counts them, against the
 fake Anthropic API answering at once; ``WARROOM_CARRY_ON_S=0`` sends every step through
-the queue (a real model's call outlasts the 1 s a worker carries a session on).
+the queue (a real model's call outlasts the 1 s a worker carries a session on). The hosts
+otherwise run the shipped settings (sweeps, watcher, heartbeats).
 
     .venv/bin/python bench/hosts.py [--sessions 4] [--tool-steps 10] [--rounds 3]
         [--timing-sessions 2] [--unrouted-only] [--redis-url URL]
@@ -44,7 +45,6 @@ from goals import verdict  # bench/ is on the path when run as a script
 from bot.fakes.anthropic_api import Reply
 from tests.bot.durable_support import Probe
 from tests.bot.hosts_support import (
-    HOST_SETTINGS,
     HostCluster,
     probing,
     replacements,
@@ -56,7 +56,13 @@ GOALS = {
     "replacements_per_100_steps_3_hosts": ("==", 0),
     "routing_overhead_ratio": ("<=", 1.1),
 }
-UNROUTED = {**HOST_SETTINGS, "WARROOM_HOST_ROUTING": "false"}
+ROUTED = {
+    # the shipped sweep, watcher and heartbeat intervals: an idle host costs what it would
+    "WARROOM_CARRY_ON_S": "0",
+    "dramatiq_worker_timeout": "100",  # as `warroom worker` sets them
+    "dramatiq_queue_prefetch": "2",
+}
+UNROUTED = {**ROUTED, "WARROOM_HOST_ROUTING": "false"}
 
 
 def plan(tool_steps: int) -> list[Reply]:
@@ -133,7 +139,7 @@ def main() -> None:
     }
     kinds = [("_unrouted", UNROUTED)]
     if not args.unrouted_only:
-        kinds.insert(0, ("", HOST_SETTINGS))
+        kinds.insert(0, ("", ROUTED))
     for hosts in (2, 3):
         for suffix, settings in kinds:
             replaced, _ = measure(
@@ -152,8 +158,8 @@ def main() -> None:
     timed: dict[str, list[float]] = {"one_host": [], "routed_1_host": [], "routed_2_hosts": []}
     shapes = (
         ("one_host", 1, UNROUTED),
-        ("routed_1_host", 1, HOST_SETTINGS),
-        ("routed_2_hosts", 2, HOST_SETTINGS),
+        ("routed_1_host", 1, ROUTED),
+        ("routed_2_hosts", 2, ROUTED),
     )
     for _ in range(args.rounds):
         for name, hosts, settings in shapes:

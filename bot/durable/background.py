@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -98,6 +99,9 @@ class BackgroundWatcher:
     ) -> None:
         self.hosts = hosts
         self.host_dead_after_s = host_dead_after_s
+        # hosts go in seconds: a look a third of the bound apart is soon enough
+        self._gone_every_s = max(interval_s, host_dead_after_s / 3)
+        self._gone_due = 0.0
         self.monitor_batch_s = monitor_batch_s
         self.tasks = tasks
         self.sessions = sessions
@@ -120,8 +124,9 @@ class BackgroundWatcher:
 
     async def _of_gone_hosts(self) -> int:
         """End lost the tasks in sandboxes of hosts gone (see the module docstring)."""
-        if self.hosts is None:
+        if self.hosts is None or time.monotonic() < self._gone_due:
             return 0
+        self._gone_due = time.monotonic() + self._gone_every_s
         ended = 0
         for scope in await self.hosts.gone_scopes(dead_after_s=self.host_dead_after_s):
             if scope != self.manager.scope:
