@@ -162,7 +162,7 @@ class Settings(BaseSettings):
         default_factory=socket.gethostname,
         min_length=1,
         max_length=200,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        pattern=r"^\S+$",
         validation_alias="WARROOM_HOST_ID",
     )
     host_beat_s: float = Field(default=2.0, gt=0, validation_alias="WARROOM_HOST_BEAT_S")

@@ -137,6 +137,7 @@ class HostPresence:
             DatabaseUnavailable: the database could not be reached.
         """
         other = await self.hosts.start(self.host_id, queue=self.queue, scope=self.scope)
+        log.info("worker host %s: its own queue is %s", self.host_id, self.queue)
         if other is not None:
             log.warning(
                 "host %s also runs with other sandboxes (%s): give each worker host its own "

@@ -17,7 +17,13 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from bot.durable.actors import declare_actors
-from bot.durable.routing import SHARED_QUEUE, HostRouter, host_queue, routes_by_host
+from bot.durable.routing import (
+    SHARED_QUEUE,
+    HostPresence,
+    HostRouter,
+    host_queue,
+    routes_by_host,
+)
 from bot.settings import Settings
 from memory_store import (
     Database,
@@ -103,3 +109,26 @@ def test_only_local_sandboxes_over_redis_are_routed() -> None:
     assert not routes_by_host(blaxel)
     off = Settings(redis_url=redis, WARROOM_HOST_ROUTING="false", _env_file=None)  # type: ignore[call-arg]
     assert not routes_by_host(off)
+
+
+async def test_a_stopping_host_hands_its_waiting_sessions_to_the_shared_queue_once(
+    db: Database,
+) -> None:
+    handed: list[tuple[str, str]] = []
+
+    async def enqueue_shared(session_id: str, token: str) -> None:
+        handed.append((session_id, token))
+
+    hosts = HostStore(db)
+    scope = "local:host-b:/srv/sbx"
+    presence = HostPresence(hosts, "host-b", scope=scope, beat_s=1, enqueue_shared=enqueue_shared)
+    await presence.start()
+    await SandboxLedgerStore(db).record("sbx-2", handle_json="{}", scope=scope, session_id=None)
+    waiting = await _session(db, "sbx-2")
+    await _session(db, None)
+
+    assert await presence.hand_over() == 1
+    assert await presence.hand_over() == 0, "once per process"
+    assert [session_id for session_id, _ in handed] == [waiting]
+    assert "host-b" not in await hosts.live_hosts(dead_after_s=60)
+    assert await hosts.queue_of(waiting, dead_after_s=60) is None
