@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_, cast, func, not_, or_, select, type_coerce
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSON
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
@@ -178,7 +178,7 @@ class HostStore:
         """SQL: the ``sandbox_id`` of the handle in the session's checkpoint (NULL: none).
         The handle is JSON stored as a string inside the checkpoint's JSON."""
         if self._db.is_postgres:
-            handle = cast(_S.checkpoint, JSONB)["sandbox"].astext
-            return type_coerce(cast(handle, JSONB)["sandbox_id"].astext, _X.sandbox_id.type)
+            handle = cast(_S.checkpoint, JSON)["sandbox"].astext
+            return type_coerce(cast(handle, JSON)["sandbox_id"].astext, _X.sandbox_id.type)
         handle_text = func.json_extract(_S.checkpoint, "$.sandbox")
         return type_coerce(func.json_extract(handle_text, "$.sandbox_id"), _X.sandbox_id.type)
