@@ -7,6 +7,7 @@ variable (upper case). Secrets are ``SecretStr`` so they never print.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -158,6 +159,20 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=0.5, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
     carry_on_s: float = Field(default=1.0, ge=0, validation_alias="WARROOM_CARRY_ON_S")
     stale_after_s: float = Field(default=30.0, gt=0, validation_alias="WARROOM_STALE_AFTER_S")
+    # steps go where the sandbox is (issue #30): this worker host's identity (default: the
+    # machine's host name; hosts sharing a machine need their own, and their own data dir)
+    host_id: str = Field(
+        default_factory=socket.gethostname,
+        min_length=1,
+        max_length=200,
+        pattern=r"^\S+$",
+        validation_alias="WARROOM_HOST_ID",
+    )
+    host_beat_s: float = Field(default=2.0, gt=0, validation_alias="WARROOM_HOST_BEAT_S")
+    host_dead_after_s: float = Field(
+        default=15.0, gt=0, validation_alias="WARROOM_HOST_DEAD_AFTER_S"
+    )
+    host_routing: bool = Field(default=True, validation_alias="WARROOM_HOST_ROUTING")
     background_poll_s: float = Field(
         default=0.5, gt=0, validation_alias="WARROOM_BACKGROUND_POLL_S"
     )

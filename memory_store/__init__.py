@@ -40,6 +40,7 @@ from memory_store.errors import (
 from memory_store.files.paths import normalise_file_path, normalise_path
 from memory_store.files.skills import validate_skill
 from memory_store.files.store import FileStore
+from memory_store.hosts.store import HostStore, HostWakeup
 from memory_store.incident import IncidentLog, IncidentRow, IncidentRows, IncidentSession
 from memory_store.migrate import SchemaVersion
 from memory_store.model_calls import ModelCall, ModelCallLog, Spend
@@ -163,6 +164,8 @@ __all__ = [
     "utc_now",
     # sandboxes (the shared use record)
     "SandboxLedgerStore",
+    "HostStore",
+    "HostWakeup",
     # background processes of sessions
     "BackgroundTask",
     "BackgroundTasks",

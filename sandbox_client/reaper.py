@@ -71,17 +71,23 @@ class Reaper:
         return tuple(reaped)
 
     async def shutdown(self) -> tuple[str, ...]:
-        """Destroy every sandbox this process used that no use anywhere holds, then
-        close the manager (this process is stopping). Returns the ids destroyed."""
+        """Destroy every sandbox this process used that no use anywhere holds, or that the
+        ledger forgot (its session moved on to a replacement elsewhere), then close the
+        manager (this process is stopping). Returns the ids destroyed."""
         manager = self.manager
         await manager.stop()
         destroyed = []
-        for sandbox_id in manager.seen_ids():
+        seen = manager.seen_ids()
+        known = await manager.ledger.known(seen)
+        for sandbox_id in seen:
             handle = manager.seen_handle(sandbox_id)
             if handle is None:
                 continue
             try:
-                if await manager.retire(handle):
+                if sandbox_id not in known:
+                    await manager.destroy(handle)
+                    destroyed.append(sandbox_id)
+                elif await manager.retire(handle):
                     destroyed.append(sandbox_id)
             except SandboxError:
                 log.exception("sandbox %s: could not destroy it at shutdown", sandbox_id)

@@ -27,6 +27,7 @@ from bot.alerts.watch_wiring import with_watch
 from bot.alerts.webhook import start_listener
 from bot.alerts.wiring import Alerts, build_alerts
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
+from bot.durable.routing import HostRouter, routes_by_host
 from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget
 from bot.errors import slack_call
@@ -49,6 +50,7 @@ from memory_store import (
     Database,
     EgressLog,
     FileStore,
+    HostStore,
     InboundDedupe,
     IncidentLog,
     ModelCallLog,
@@ -92,6 +94,10 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     worker = None
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
+        if routes_by_host(settings):  # a thread's new message goes to its sandbox's host
+            actors.router = HostRouter(
+                HostStore(db), actors.send_to, dead_after_s=settings.host_dead_after_s
+            )
         deps = await slack_deps(settings, db, provider, actors.enqueue)
         if settings.redis_url is None:
             worker = EmbeddedWorker(broker, threads=settings.worker_threads)

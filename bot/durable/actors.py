@@ -36,6 +36,7 @@ from dramatiq.middleware import AsyncIO, Middleware
 
 from bot.durable.crash_points import Crasher, CrashPoint, no_crash
 from bot.durable.driver import ThreadPoster
+from bot.durable.routing import SHARED_QUEUE, HostRouter, host_queue, routes_by_host
 from bot.durable.wiring import Runtime
 from bot.durable.worker_limits import STEP_TIME_LIMIT_MS as STEP_TIME_LIMIT_MS
 from bot.durable.worker_limits import WORKER_TIMEOUT_MS as WORKER_TIMEOUT_MS
@@ -45,12 +46,14 @@ from memory_store import DatabaseUnavailable, SessionOrigin
 
 log = logging.getLogger(__name__)
 
-QUEUE = "warroom"
+QUEUE = SHARED_QUEUE
 HEARTBEAT_TIMEOUT_MS = 10_000
 MAINTENANCE_CHANCE = 1_000_000
 MAX_RETRIES = 3
 MIN_BACKOFF_MS = 500
 MAX_BACKOFF_MS = 10_000
+HAND_OVER_TIMEOUT_S = 10.0
+"""The longest a stopping worker process waits to hand its host's sessions back."""
 TRANSIENT = (ModelUnavailable, ModelStalled, WorkspaceUnavailable, DatabaseUnavailable)
 
 
@@ -148,7 +151,9 @@ class RuntimeHolder:
 
     ``reporter`` replaces the Slack poster (``warroom chat`` prints to the terminal);
     ``origin`` and ``owned`` limit the sessions the runtime runs and sweeps (see
-    ``Runtime``).
+    ``Runtime``). With ``actors``, once the runtime is open their wake-ups are routed to
+    the host of each session's sandbox (``routing``); ``host``: this process is a
+    worker host's (it registers, beats and hands its sessions back when it stops).
     """
 
     def __init__(
@@ -159,9 +164,13 @@ class RuntimeHolder:
         reporter: ThreadPoster | None = None,
         origin: SessionOrigin = SessionOrigin.SLACK,
         owned: Collection[str] | None = None,
+        actors: Actors | None = None,
+        host: bool = False,
     ) -> None:
         self.settings = settings
         self._enqueue = enqueue
+        self._actors = actors
+        self._host = host
         self._reporter = reporter
         self._origin = origin
         self._owned = owned
@@ -195,15 +204,30 @@ class RuntimeHolder:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._runtime is None:
-                self._runtime = await Runtime.open(
+                actors = self._actors
+                runtime = await Runtime.open(
                     self.settings,
                     enqueue=self._enqueue,
+                    enqueue_shared=actors.enqueue_shared if actors is not None else None,
                     crash=crash_from(self.settings.crash_at),
                     reporter=self._reporter,
                     origin=self._origin,
                     owned=self._owned,
+                    host=self._host,
                 )
+                if actors is not None and routes_by_host(self.settings):
+                    actors.router = HostRouter(
+                        runtime.hosts, actors.send_to, dead_after_s=self.settings.host_dead_after_s
+                    )
+                self._runtime = runtime
         return self._runtime
+
+    async def hand_over(self) -> int:
+        """This host stops: hand its sessions back to the shared queue (``routing``);
+        0 when the runtime is not open or the process is not a host's."""
+        if self._runtime is None or self._runtime.presence is None:
+            return 0
+        return await self._runtime.presence.hand_over()
 
     async def close(self) -> None:
         """Close the runtime if it was opened."""
@@ -214,18 +238,40 @@ class RuntimeHolder:
 
 @dataclass
 class Actors:
-    """The declared actors and how to enqueue without blocking an event loop."""
+    """The declared actors and how to enqueue without blocking an event loop.
+
+    ``router`` (set once a database is open, ``routing.HostRouter``) sends each wake-up
+    to the queue of the host holding the session's sandbox; without one every wake-up
+    goes to the shared queue.
+    """
 
     advance: dramatiq.Actor[Any, Any]
+    router: HostRouter | None = None
 
     async def enqueue(self, session_id: str, token: str) -> None:
-        """Send ``advance(session_id, token)``; ``Actor.send`` blocks, so in a thread.
+        """Send ``advance(session_id, token)`` where the session's sandbox is (routed).
 
         Raises:
             dramatiq.errors.ConnectionError: the broker could not be reached (the
                 session stays runnable; the sweeper enqueues it again later).
         """
-        await asyncio.to_thread(self.advance.send, session_id, token)
+        if self.router is not None:
+            await self.router.enqueue(session_id, token)
+        else:
+            await self.send_to(QUEUE, session_id, token)
+
+    async def enqueue_shared(self, session_id: str, token: str) -> None:
+        """Send ``advance(session_id, token)`` to the shared queue. Raises as ``enqueue``."""
+        await self.send_to(QUEUE, session_id, token)
+
+    async def send_to(self, queue: str, session_id: str, token: str) -> None:
+        """Send ``advance(session_id, token)`` on ``queue`` (Dramatiq's ``queue_name``:
+        the actor's own, or a host's); sending blocks, so in a thread. Raises as
+        ``enqueue``."""
+        message = self.advance.message(session_id, token)
+        if queue != message.queue_name:
+            message = message.copy(queue_name=queue)
+        await asyncio.to_thread(self.advance.broker.enqueue, message)
 
 
 def _transient(retries: int, exc: BaseException) -> bool:
@@ -274,6 +320,7 @@ class Housekeeping(Middleware):
     def __init__(self, holder: RuntimeHolder) -> None:
         self.holder = holder
         self._future: Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Open the runtime and start sweeping (the first sweep re-enqueues lost work:
@@ -287,17 +334,27 @@ class Housekeeping(Middleware):
         async def run() -> None:
             runtime = await self.holder.get()
             await asyncio.gather(
-                runtime.sweep_forever(queue_was_empty=in_memory), runtime.watch_forever()
+                runtime.sweep_forever(queue_was_empty=in_memory),
+                runtime.watch_forever(),
+                runtime.beat_forever(),
             )
 
+        self._loop = thread.loop
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Stop sweeping and taking steps (a message still handed to a worker thread is
-        sent back to the queue); steps in flight go on."""
+        sent back to the queue), and hand the host's waiting sessions back to the shared
+        queue (within ``HAND_OVER_TIMEOUT_S``); steps in flight go on."""
         self.holder.drain()
         if self._future is not None:
             self._future.cancel()
+        if self._loop is not None and self._loop.is_running():
+            handed = asyncio.run_coroutine_threadsafe(self.holder.hand_over(), self._loop)
+            try:
+                handed.result(HAND_OVER_TIMEOUT_S)
+            except Exception:  # the sweepers of other hosts re-route them later
+                log.exception("this host's sessions could not be handed back")
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Close the runtime on its loop, after every worker thread stopped."""
@@ -312,15 +369,27 @@ def setup(
     reporter: ThreadPoster | None = None,
     origin: SessionOrigin = SessionOrigin.SLACK,
     owned: Collection[str] | None = None,
+    host: bool = False,
 ) -> tuple[dramatiq.Broker, Actors, RuntimeHolder]:
     """Make the broker, set it as Dramatiq's global broker, declare the actors, and
     install the housekeeping middleware. The one place the global broker is set.
-    ``reporter``, ``origin``, ``owned``: see ``RuntimeHolder``."""
+    ``reporter``, ``origin``, ``owned``, ``host``: see ``RuntimeHolder``; a host's
+    worker also consumes its own queue (``routing.host_queue``) when steps are routed."""
     broker = make_broker(settings.redis_url)
     dramatiq.set_broker(broker)
     ref: list[RuntimeHolder] = []
     actors = declare_actors(broker, ref)
-    holder = RuntimeHolder(settings, actors.enqueue, reporter=reporter, origin=origin, owned=owned)
+    if host and routes_by_host(settings):
+        broker.declare_queue(host_queue(settings.host_id))
+    holder = RuntimeHolder(
+        settings,
+        actors.enqueue,
+        reporter=reporter,
+        origin=origin,
+        owned=owned,
+        actors=actors,
+        host=host,
+    )
     ref.append(holder)
     broker.add_middleware(Housekeeping(holder))
     return broker, actors, holder

@@ -15,8 +15,10 @@ carry the output of every command the sandbox ran), and for each one that ended:
 4. ends the row.
 
 A task whose sandbox is gone (destroyed, or replaced and no longer knows the process) is
-ended ``lost`` and the session is told so. A task the model or ``stop`` ended first
-(``killed``) is not notified.
+ended ``lost`` and the session is told so; so is a task in a sandbox of a worker host that
+stopped or stopped beating (``hosts``: no live host reaches it any more), without asking the
+sandbox, and its session's wake-up goes to the shared queue like any of that host's. A task
+the model or ``stop`` ended first (``killed``) is not notified.
 
 A monitor (``Monitor``) is looked at the same way, and between its start and its end its
 new complete output lines are delivered as monitor events, at most one every
@@ -32,13 +34,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from bot.durable.driver import Enqueue
 from harness import NOTIFICATION_KIND, event_lines, monitor_event, task_notification
-from memory_store import BackgroundTask, BackgroundTasks, SessionNotFound, SessionStore
+from memory_store import (
+    BackgroundTask,
+    BackgroundTasks,
+    HostStore,
+    SessionNotFound,
+    SessionStore,
+)
 from sandbox_client import (
     FileNotFound,
     Health,
@@ -73,6 +82,7 @@ class BackgroundWatcher:
         interval_s: how often ``watch_forever`` looks (the notification latency's cap).
         monitor_batch_s: a monitor's new lines are delivered at most this often (the
             lines of that time go in one notification).
+        hosts: with it, the tasks of hosts gone for ``host_dead_after_s`` are ended lost.
     """
 
     def __init__(
@@ -84,7 +94,14 @@ class BackgroundWatcher:
         *,
         interval_s: float = 0.5,
         monitor_batch_s: float = 3.0,
+        hosts: HostStore | None = None,
+        host_dead_after_s: float = 15.0,
     ) -> None:
+        self.hosts = hosts
+        self.host_dead_after_s = host_dead_after_s
+        # hosts go in seconds: a look a third of the bound apart is soon enough
+        self._gone_every_s = max(interval_s, host_dead_after_s / 3)
+        self._gone_due = 0.0
         self.monitor_batch_s = monitor_batch_s
         self.tasks = tasks
         self.sessions = sessions
@@ -103,7 +120,19 @@ class BackgroundWatcher:
         for task in due:
             by_sandbox.setdefault(task.sandbox_id, []).append(task)
         ended = await asyncio.gather(*(self._look(group) for group in by_sandbox.values()))
-        return sum(ended)
+        return sum(ended) + await self._of_gone_hosts()
+
+    async def _of_gone_hosts(self) -> int:
+        """End lost the tasks in sandboxes of hosts gone (see the module docstring)."""
+        if self.hosts is None or time.monotonic() < self._gone_due:
+            return 0
+        self._gone_due = time.monotonic() + self._gone_every_s
+        ended = 0
+        for scope in await self.hosts.gone_scopes(dead_after_s=self.host_dead_after_s):
+            if scope != self.manager.scope:
+                due = await self.tasks.due(scope=scope, recheck_s=self.interval_s)
+                ended += await self._all_lost(due)
+        return ended
 
     async def watch_forever(self) -> None:
         """``poll_once`` every ``interval_s`` until cancelled; errors are logged."""

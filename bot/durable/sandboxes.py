@@ -12,7 +12,6 @@ used.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Iterable
 
@@ -29,10 +28,11 @@ ORPHAN_REAP_INTERVAL_S = 60.0
 
 def sandbox_scope(settings: Settings) -> str:
     """The sandboxes this process can reach and destroy: local jails live on one host
-    under one data directory; Blaxel sandboxes anywhere in the workspace."""
+    (``WARROOM_HOST_ID``) under one data directory; Blaxel sandboxes anywhere in the
+    workspace."""
     if settings.sandbox_provider == "blaxel":
         return f"blaxel:{settings.bl_workspace}"
-    return f"local:{socket.gethostname()}:{(settings.data_dir / 'sbx').resolve()}"
+    return f"local:{settings.host_id}:{(settings.data_dir / 'sbx').resolve()}"
 
 
 def make_sandbox_manager(

@@ -29,6 +29,7 @@ from bot.durable.crash_points import Crasher, no_crash
 from bot.durable.driver import ApprovalPoster, Enqueue, StepDriver, ThreadPoster
 from bot.durable.failures import tell_failed
 from bot.durable.queue_watch import QueueWatch
+from bot.durable.routing import HostPresence, routes_by_host
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
@@ -68,6 +69,7 @@ from memory_store import (
     Database,
     DatabaseUnavailable,
     FileStore,
+    HostStore,
     IncidentLog,
     ModelCallLog,
     Outbox,
@@ -455,6 +457,9 @@ class Runtime:
     tasks: BackgroundTasks | None = None
     watcher: BackgroundWatcher | None = None
     queue_watch: QueueWatch | None = None
+    hosts: HostStore | None = None
+    presence: HostPresence | None = None
+    enqueue_shared: Enqueue | None = None
 
     @classmethod
     async def open(
@@ -462,6 +467,7 @@ class Runtime:
         settings: Settings,
         *,
         enqueue: Enqueue,
+        enqueue_shared: Enqueue | None = None,
         crash: Crasher = no_crash,
         reporter: ThreadPoster | None = None,
         model: Model | None = None,
@@ -469,9 +475,13 @@ class Runtime:
         migrate: bool = True,
         origin: SessionOrigin = SessionOrigin.SLACK,
         owned: Collection[str] | None = None,
+        host: bool = False,
     ) -> Runtime:
         """Build and connect everything. ``setup`` replaces the workspace set-up read
-        from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``).
+        from ``WARROOM_WORKSPACE_SEED`` (``workspace_seed``). ``enqueue_shared`` sends a
+        wake-up to the shared queue (the sweeper's re-enqueues; default ``enqueue``);
+        ``host``: this process is a worker host's, registered in ``worker_hosts`` when
+        steps are routed by host (``routing``).
 
         Raises:
             MissingSetting: a credential the configuration needs is absent.
@@ -572,6 +582,17 @@ class Runtime:
         runtime.owned = owned
         runtime.closers = closers
         runtime.tasks = tasks
+        runtime.hosts = HostStore(db)
+        runtime.enqueue_shared = enqueue_shared
+        if host and routes_by_host(settings):
+            runtime.presence = HostPresence(
+                runtime.hosts,
+                settings.host_id,
+                scope=manager.scope,
+                beat_s=settings.host_beat_s,
+                enqueue_shared=enqueue_shared or enqueue,
+            )
+            await runtime.presence.start()
         if settings.redis_url:
             runtime.queue_watch = QueueWatch(settings.redis_url)
             closers.append(runtime.queue_watch.aclose)
@@ -582,6 +603,8 @@ class Runtime:
             enqueue,
             interval_s=settings.background_poll_s,
             monitor_batch_s=settings.monitor_batch_s,
+            hosts=runtime.hosts if routes_by_host(settings) else None,
+            host_dead_after_s=settings.host_dead_after_s,
         )
         return runtime
 
@@ -605,7 +628,12 @@ class Runtime:
             origin=self.driver.origin,
             session_ids=self.owned,
         )
-        for wakeup in (*result.requeue, *result.woken):
+        # a stale wake-up goes to the shared queue (its host may have stopped taking
+        # messages: it holds nobody hostage); after a lost queue, and for timers, routed
+        shared = self.enqueue_shared if stale_after_s is None else None
+        for wakeup in result.requeue:
+            await (shared or self.driver.enqueue)(wakeup.session_id, wakeup.token)
+        for wakeup in result.woken:
             await self.driver.enqueue(wakeup.session_id, wakeup.token)
         if self.tasks is not None:  # a session that is over keeps no process running
             for session_id in (*result.failed, *result.expired_waits):
@@ -667,6 +695,12 @@ class Runtime:
             self.reporter.board.resend(await self.outbox.unsent(FINAL_KIND, created_before=cutoff))
         except Exception:  # the sweep goes on whatever this finds
             log.exception("unsent final statuses could not be resent")
+
+    async def beat_forever(self) -> None:
+        """Beat this worker host's heartbeat until cancelled (``routing.HostPresence``);
+        returns at once when the process is not a routed host's."""
+        if self.presence is not None:
+            await self.presence.beat_forever()
 
     async def watch_forever(self) -> None:
         """Watch the background processes of this host's sandboxes until cancelled

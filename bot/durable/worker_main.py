@@ -12,7 +12,7 @@ from bot.logs import setup_logging
 from bot.settings import Settings
 
 setup_logging()  # ``warroom worker`` runs Dramatiq with --skip-logging: lines carry the session
-broker, actors, holder = setup(Settings())
+broker, actors, holder = setup(Settings(), host=True)  # a worker host: its own queue too
 # a group SIGTERM must not turn a graceful stop into sys.exit, and from the first one on
 # the process takes no new step (Dramatiq's own stop starts up to a second later)
 keep_first_stop_signal(on_first=holder.drain)

@@ -313,10 +313,15 @@ class Sender:
         self.redis.flushdb()
 
     def in_flight(self) -> int:
-        """Messages queued or fetched-but-unacked (each busy worker thread holds one)."""
+        """Messages queued (on the shared queue or a host's) or fetched-but-unacked (each
+        busy worker thread holds one)."""
         acks = self.redis.keys("dramatiq:__acks__.*")
         unacked = sum(int(self.redis.scard(key)) for key in acks)
-        return unacked + int(self.redis.llen("dramatiq:warroom"))
+        found = self.redis.keys("dramatiq:warroom.host.*")
+        keys = [k.decode() if isinstance(k, bytes) else str(k) for k in found]
+        hosts = [k for k in keys if not k.endswith((".msgs", ".DQ", ".XQ"))]
+        queued = sum(int(self.redis.llen(key)) for key in ["dramatiq:warroom", *hosts])
+        return unacked + queued
 
     def size(self) -> int:
         """How many keys the Redis database holds."""

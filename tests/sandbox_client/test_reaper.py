@@ -124,3 +124,41 @@ async def test_a_stopping_process_destroys_every_sandbox_it_used(
     assert sorted(destroyed) == sorted(r.handle.sandbox_id for r in used)
     assert not any(jail_alive(r.handle) for r in used)
     assert await manager.provider.list_sandboxes() == ()
+
+
+async def test_a_stopping_process_destroys_a_used_sandbox_the_ledger_forgot(
+    manager: SandboxManager,
+) -> None:
+    # its session moved to another host, which replaced the sandbox and forgot this one
+    used = await manager.ensure(None)
+    await manager.ledger.forget(used.handle.sandbox_id)
+
+    destroyed = await Reaper(manager).shutdown()
+
+    assert destroyed == (used.handle.sandbox_id,)
+    assert not jail_alive(used.handle)
+
+
+async def test_a_jail_of_another_state_directory_is_another_hosts(
+    manager: SandboxManager, state_dir: Path
+) -> None:
+    # two hosts on one machine: each reaches only its own jails, as on two machines
+    theirs = await manager.ensure(None, SETUP)
+    other_host = LocalProvider(local_config(state_dir / "other-host"))
+    mine = SandboxManager(other_host, ledger=manager.ledger)
+    try:
+        assert not other_host.reaches(theirs.handle)
+        assert await other_host.health(theirs.handle) is Health.GONE
+        await other_host.destroy(theirs.handle)  # left to its own host
+        assert jail_alive(theirs.handle)
+
+        moved = await mine.ensure(theirs.handle, SETUP)
+
+        assert moved.replaced
+        assert moved.handle.sandbox_id != theirs.handle.sandbox_id
+        assert other_host.reaches(moved.handle)
+        assert await moved.client.read_file("/workspace/runbook.md") == b"restart the pool\n"
+        assert jail_alive(theirs.handle), "the other host's jail is its own to destroy"
+    finally:
+        await mine.aclose()
+        await other_host.destroy_all()

@@ -52,8 +52,11 @@ class LocalProvider:
     SIGSTOPs its processes; which one is detected once (``freezer``) unless the config forces it.
     Limits (``config.limits``) go where ``enforcer`` found room: cgroup v2, v1, or
     resource limits of the jail's first process. Jails are detached: they outlive the
-    process that made them, and any process with the handle (or ``find``) can reach,
-    freeze or destroy them.
+    process that made them, and any process with the handle (or ``find``) and the same
+    ``state_dir`` can reach, freeze or destroy them. A handle of another state directory
+    is another host's jail (as a jail on another machine would be): ``health`` says GONE,
+    so a session that moved to this host gets a replacement, and ``destroy`` leaves it to
+    its own host (whose orphan reaper takes it once the ledger forgot it).
     """
 
     kind = "local"
@@ -63,6 +66,7 @@ class LocalProvider:
         self._freezer: Freezer | None = None
         self._enforcer: Enforcer | None = None
         self._prepared = False
+        self._real_state_dir: str | None = None
 
     @property
     def freezer(self) -> Freezer:
@@ -229,9 +233,22 @@ class LocalProvider:
 
     # lifecycle ------------------------------------------------------------------------
 
+    def reaches(self, handle: SandboxHandle) -> bool:
+        """Whether the jail is under this provider's ``state_dir`` (this host's): a handle
+        without a state directory (written before it was recorded) is taken as ours."""
+        if handle.state_dir is None:
+            return True
+        parent = os.path.realpath(os.path.dirname(handle.state_dir))
+        if self._real_state_dir is None:
+            self._real_state_dir = os.path.realpath(self.config.state_dir)
+        return parent == self._real_state_dir
+
     async def health(self, handle: SandboxHandle) -> Health:
-        """GONE when the jail's init died (or its pid was recycled), SUSPENDED when
-        frozen, READY when its server answers within a second, else STARTING."""
+        """GONE when the jail's init died (or its pid was recycled) or is another host's
+        (``reaches``), SUSPENDED when frozen, READY when its server answers within a
+        second, else STARTING."""
+        if not self.reaches(handle):
+            return Health.GONE
         if handle.pid is None or not procfs.is_alive(handle.pid, handle.pid_start_ticks):
             return Health.GONE
         try:
@@ -293,12 +310,17 @@ class LocalProvider:
             raise SandboxUnavailable(handle.sandbox_id, "no answer after thawing")
 
     def _live_pid(self, handle: SandboxHandle) -> int:
+        if not self.reaches(handle):
+            raise SandboxGone(handle.sandbox_id, "its jail is another host's")
         if handle.pid is None or not procfs.is_alive(handle.pid, handle.pid_start_ticks):
             raise SandboxGone(handle.sandbox_id, "its jail is not running")
         return handle.pid
 
     async def destroy(self, handle: SandboxHandle) -> None:
-        """Kill the jail's whole process tree and delete its directory (idempotent)."""
+        """Kill the jail's whole process tree and delete its directory (idempotent); another
+        host's jail (``reaches``) is left to that host."""
+        if not self.reaches(handle):
+            return
         freezer, cgroup = _freezer(handle), _cgroup(handle)
         if handle.pid is not None and procfs.is_alive(handle.pid, handle.pid_start_ticks):
             with contextlib.suppress(ProcessLookupError):

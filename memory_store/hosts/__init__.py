@@ -1,0 +1,1 @@
+"""Worker hosts: each host's identity, queue, sandbox scope and heartbeat (issue #30)."""
