@@ -154,7 +154,7 @@ class Conversation:
             text=decision.to_text(),
             source_key=decision_key(approval.tool_use_id),
         )
-        if token is not None:
+        if token is not None and not stopped:  # a stop cancels the session next: no step
             await self.enqueue(self.session_id, token)
         return True
 
