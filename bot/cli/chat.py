@@ -45,6 +45,7 @@ from bot.cli.credentials import missing_for_chat
 from bot.cli.signals import run_interruptible
 from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
+from bot.durable.setup_failure import SETUP_FAILED
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
 from harness import (
@@ -304,7 +305,8 @@ async def _report_failure(
     if session is None or session.status not in ended or session.updated_at in reported:
         return
     reported.add(session.updated_at)
-    reason = last_error.text or await _last_notice(conversation)
+    reason = await _last_notice(conversation, only=SETUP_FAILED)
+    reason = reason or last_error.text or await _last_notice(conversation)
     out.write(f"The session ended as {session.status}" + (f": {reason}\n" if reason else ".\n"))
     out.write("Type again to retry, or press Ctrl-D to quit.\n")
     out.flush()
@@ -325,8 +327,9 @@ async def _stop(task: asyncio.Task[None]) -> None:
         await task
 
 
-async def _last_notice(conversation: Conversation) -> str | None:
-    """The payload of the session's last ``notice`` event, as text (None: none logged)."""
+async def _last_notice(conversation: Conversation, *, only: str | None = None) -> str | None:
+    """The payload of the session's last ``notice`` event, as text (None: none logged);
+    with ``only``, of that notice if it is the last one."""
     if conversation.session_id is None:
         return None
     events = await conversation.sessions.events(conversation.session_id)
@@ -334,6 +337,8 @@ async def _last_notice(conversation: Conversation) -> str | None:
     if not notices:
         return None
     payload = json.loads(notices[-1])
+    if only is not None and not (isinstance(payload, dict) and payload.get("notice") == only):
+        return None
     if isinstance(payload, dict) and payload.get("notice") == "crash_loop":
         return f"its step failed {payload.get('max_crashes')} times in a row"
     return str(payload.get("text", payload) if isinstance(payload, dict) else payload)
@@ -349,7 +354,7 @@ async def _destroy_sandbox(settings: Settings, conversation: Conversation) -> No
     recorded = {session.sandbox, Checkpoint.from_json(session.checkpoint).sandbox} - {None}
     if not recorded:
         return
-    provider = make_provider(settings)
+    provider = make_provider(settings, makes_jails=False)
     try:
         for handle in recorded:
             await _destroy_one(provider, str(handle))

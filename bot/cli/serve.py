@@ -83,7 +83,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     stop = stop or _stop_on_signals()
     broker, actors, _holder = setup(settings)
     db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
-    provider = make_provider(settings)
+    provider = make_provider(settings, makes_jails=False)  # the worker makes its own
     worker = None
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time

@@ -36,7 +36,8 @@ from dramatiq.middleware import AsyncIO, Middleware
 
 from bot.durable.crash_points import Crasher, CrashPoint, no_crash
 from bot.durable.driver import ThreadPoster
-from bot.durable.wiring import Runtime
+from bot.durable.setup_failure import fail_setup
+from bot.durable.wiring import Runtime, make_worker_id
 from bot.settings import Settings
 from harness import ModelStalled, ModelUnavailable, WorkspaceUnavailable
 from memory_store import DatabaseUnavailable, SessionOrigin
@@ -56,6 +57,9 @@ STEP_TIME_LIMIT_MS = 11 * 60 * 1000  # one step: Bash may take 10 min (Claude Co
 MAX_RETRIES = 3
 MIN_BACKOFF_MS = 500
 MAX_BACKOFF_MS = 10_000
+SETUP_RETRY_S = 30.0
+"""How often a worker that could not open its runtime tries again to start sweeping (each
+wake-up it receives meanwhile tries too, and tells its thread when it fails)."""
 TRANSIENT = (ModelUnavailable, ModelStalled, WorkspaceUnavailable, DatabaseUnavailable)
 
 
@@ -210,6 +214,24 @@ class RuntimeHolder:
                 )
         return self._runtime
 
+    async def fail_setup(self, session_id: str, token: str, error: BaseException) -> None:
+        """End the session of a wake-up this worker could not set itself up for, telling
+        its thread why (``setup_failure.fail_setup``; Slack unless a reporter was given).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached (the wake-up is retried).
+        """
+        await fail_setup(
+            self.settings,
+            session_id,
+            token,
+            error,
+            worker_id=make_worker_id(),
+            origin=self._origin,
+            enqueue=self._enqueue,
+            tell_slack=self._reporter is None,
+        )
+
     async def close(self) -> None:
         """Close the runtime if it was opened."""
         if self._runtime is not None:
@@ -251,7 +273,14 @@ def declare_actors(broker: dramatiq.Broker, holder_ref: list[RuntimeHolder]) -> 
             log.info("session %s: worker stopping, wake-up handed back", session_id)
             await asyncio.to_thread(actor.send, session_id, token)
             return
-        runtime = await holder_ref[0].get()
+        try:
+            runtime = await holder_ref[0].get()
+        except TRANSIENT:
+            raise  # retried (the database, the model API)
+        except Exception as exc:  # permanent for this worker: the thread is told, no retry
+            log.exception("session %s: the worker could not set itself up", session_id)
+            await holder_ref[0].fail_setup(session_id, token, exc)
+            return
         await runtime.driver.run(session_id, token)
 
     actor = dramatiq.actor(
@@ -290,10 +319,16 @@ class Housekeeping(Middleware):
         in_memory = isinstance(broker, StubBroker)
 
         async def run() -> None:
-            runtime = await self.holder.get()
-            await asyncio.gather(
-                runtime.sweep_forever(queue_was_empty=in_memory), runtime.watch_forever()
-            )
+            while True:  # a worker that cannot set itself up tries again now and then
+                try:
+                    runtime = await self.holder.get()
+                except Exception:
+                    log.exception("the worker could not set itself up; trying again later")
+                    await asyncio.sleep(SETUP_RETRY_S)
+                    continue
+                await asyncio.gather(
+                    runtime.sweep_forever(queue_was_empty=in_memory), runtime.watch_forever()
+                )
 
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)
 
