@@ -9,7 +9,9 @@ stored in the fake and delivered to the app as a signed Events API request, as S
 would; ``top: …`` posts at the top without a mention; ``/agent …`` is the slash
 command; in a modal the app opened, ``set BLOCK TEXT`` and ``submit`` send a signed
 ``view_submission``. What the bot posts or edits, its replies only you see and its
-modals are printed (``warroom:``). A line that is just ``approve`` or ``deny`` clicks
+modals are printed (``warroom:``), each message as its blocks read in Slack
+(``fake_slack_render``: an approval request's command and buttons, a timeline's entries),
+not only its fallback text. A line that is just ``approve`` or ``deny`` clicks
 that button of the bot's latest approval request in the thread (§13), as a signed
 ``block_actions`` interaction.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from bot.cli.fake_slack_render import render_message
 from bot.drill.channel import IncidentChannel
 from bot.drill.errors import DrillError
 from bot.drill.scenario import Person
@@ -199,17 +202,23 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     while True:
         for message in list(fake.state.messages.get(CHANNEL, [])):
             if message.get("user") == BOT_USER_ID or message.get("bot_id"):
-                ts, text = str(message["ts"]), str(message.get("text", ""))
+                ts, text = str(message["ts"]), render_message(message)
                 if shown.get(ts) != text:
-                    say(f"warroom{' (edited)' if ts in shown else ''}: {text}")
+                    say(_as_said(f"warroom{' (edited)' if ts in shown else ''}", text))
                     shown[ts] = text
         for ephemeral in fake.state.ephemerals[ephemerals:]:
-            say(f"warroom (only you): {ephemeral.get('text', '')}")
+            say(_as_said("warroom (only you)", render_message(ephemeral)))
         ephemerals = len(fake.state.ephemerals)
         for view_id in [v for v in fake.state.views if v not in views]:
             say(_describe_view(fake.state.views[view_id]))
             views.add(view_id)
         await asyncio.sleep(WATCH_S)
+
+
+def _as_said(who: str, text: str) -> str:
+    """``who: `` and the message's first line, its other lines indented under it."""
+    first, *rest = text.split("\n") or [""]
+    return "\n".join([f"{who}: {first}", *(f"    {line}" for line in rest)])
 
 
 def _describe_view(view: dict[str, Any]) -> str:

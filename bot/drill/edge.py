@@ -48,7 +48,8 @@ class Edge:
             OSError: no port could be bound.
         """
         settings.require("slack_signing_secret", "HTTP mode verifies requests")
-        deps = await slack_deps(settings, db, make_provider(settings, makes_jails=False), actors.enqueue)
+        provider = make_provider(settings, makes_jails=False)
+        deps = await slack_deps(settings, db, provider, actors.enqueue)
         background = Background()
         app = build_app(deps=deps, background=background)
         running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -98,8 +98,9 @@ async def test_serve_tells_the_slack_thread_its_worker_could_not_set_up(
                 await wait_until_up(f"http://127.0.0.1:{app_port}/healthz")
                 # When someone mentions the bot
                 said: list[str] = []
-                await deliver_lines(slack, f"http://127.0.0.1:{app_port}/slack/events",
-                                    _lines("@warroom is checkout-api up?"), said.append)  # fmt: skip
+                events_url = f"http://127.0.0.1:{app_port}/slack/events"
+                mention = _lines("@warroom is checkout-api up?")
+                await deliver_lines(slack, events_url, mention, said.append)
                 # Then the thread is told why nothing runs, once, and no model was asked
                 told = await _bot_says(slack, SAID)
             finally:
