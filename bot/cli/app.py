@@ -96,6 +96,10 @@ def worker(
         _fail("\n".join(str(m) for m in missing), CONFIG_ERROR)
     _preflight(settings)
     threads = threads or settings.worker_threads
+    if settings.metrics_port is not None:  # served later, by a process Dramatiq starts
+        from bot.metrics import check_metrics_port
+
+        _run(lambda: check_metrics_port(settings.metrics_port or 0))
     _run(lambda: exec_worker(settings, processes=processes, threads=threads))
 
 
@@ -522,6 +526,7 @@ def _explain(exc: Exception) -> None:
     from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
     from bot.settings import MissingSetting
+    from bot.metrics import MetricsPortUnavailable
     from bot.slack.modes import PortUnavailable
     from harness import McpConfigError, PolicyError
     from memory_store import DatabaseUnavailable
@@ -545,7 +550,7 @@ def _explain(exc: Exception) -> None:
         _fail(f"approval policy (WARROOM_APPROVAL_POLICY): {exc}", CONFIG_ERROR)
     if isinstance(exc, NoIncident):
         _fail(str(exc))
-    if isinstance(exc, PortUnavailable):
+    if isinstance(exc, PortUnavailable | MetricsPortUnavailable):
         _fail(f"{exc}: choose another port, or stop what holds it.", CONFIG_ERROR)
     if isinstance(exc, OSError):
         _fail(str(exc))
