@@ -525,8 +525,8 @@ def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
     from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
-    from bot.settings import MissingSetting
     from bot.metrics import MetricsPortUnavailable
+    from bot.settings import MissingSetting
     from bot.slack.modes import PortUnavailable
     from harness import McpConfigError, PolicyError
     from memory_store import DatabaseUnavailable

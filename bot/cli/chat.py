@@ -20,7 +20,8 @@ last ``notice`` event.
 ``approve`` or ``deny`` decides a pending approval; with none waiting the chat says so
 and sends nothing. Input that ends (Ctrl-D) while an approval waits settles it as
 stopped and stops the session, saying so: the call never runs. At start the chat says
-which configured MCP servers are down (``chat_mcp``).
+which configured MCP servers are down (``chat_mcp``), and when the model API cannot be
+reached (``model_reach``).
 
 Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
 ``warroom fake-anthropic``).
@@ -42,6 +43,7 @@ from typing import TextIO
 from bot.cli.chat_input import stdin_lines, typed_input
 from bot.cli.chat_mcp import report_mcp_down
 from bot.cli.credentials import missing_for_chat
+from bot.cli.model_reach import report_model_unreachable
 from bot.cli.signals import run_interruptible
 from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
@@ -264,6 +266,7 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
             watchers = [
                 asyncio.create_task(_report_failures(conversation, shown, last_error, reported)),
                 asyncio.create_task(report_mcp_down(holder, shown)),
+                asyncio.create_task(report_model_unreachable(settings, shown)),
             ]
             try:
                 async for text in typed.messages:

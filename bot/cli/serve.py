@@ -22,6 +22,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.cli.model_reach import model_unreachable
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.sandboxes import make_sandbox_manager
 from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget
@@ -94,6 +95,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         background = Background()
         app = _quiet(build_app, deps=deps, background=background)
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
+        if worker is not None:  # its steps call the model: say now if they cannot
+            background.spawn(_warn_if_model_unreachable(settings), name="model reach")
         await serve_slack(app, _mode(settings), stop=stop, background=background)
     finally:
         if worker is not None:
@@ -177,6 +180,11 @@ def _mode(settings: Settings) -> SocketMode | HttpMode:
 
 def _where(settings: Settings) -> str:
     return "in this process" if settings.redis_url is None else "processes read from Redis"
+
+
+async def _warn_if_model_unreachable(settings: Settings) -> None:
+    if (why := await model_unreachable(settings)) is not None:
+        log.warning("%s", why)
 
 
 def _stop_on_signals() -> asyncio.Event:
