@@ -27,6 +27,7 @@ Dramatiq forks ``serve_worker_metrics``, which serves their sum.
 from __future__ import annotations
 
 import functools
+import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -249,16 +250,44 @@ class MetricsServer:
         self._server.server_close()
 
 
+class MetricsPortUnavailable(OSError):
+    """``WARROOM_METRICS_PORT`` could not be listened on (in use, or not ours to bind): a
+    setting to fix, not a crash."""
+
+    def __init__(self, addr: str, port: int, reason: str) -> None:
+        super().__init__(f"WARROOM_METRICS_PORT {port} cannot be listened on ({addr}): {reason}")
+        self.addr = addr
+        self.port = port
+
+
 def start_metrics_server(
     port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
 ) -> MetricsServer:
     """Serve ``registry`` on ``addr:port`` (0: any free port) from a daemon thread.
 
     Raises:
-        OSError: the port could not be bound.
+        MetricsPortUnavailable: the port could not be bound.
     """
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    try:
+        server, _thread = start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        raise MetricsPortUnavailable(addr, port, exc.strerror or str(exc)) from exc
     return MetricsServer(int(server.server_port), server)
+
+
+def check_metrics_port(port: int, *, addr: str = "0.0.0.0") -> None:
+    """Bind ``addr:port`` and let it go at once: for ``warroom worker``, whose metrics are
+    served later by a process Dramatiq starts, so a busy port is said before it starts.
+
+    Raises:
+        MetricsPortUnavailable: the port could not be bound.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((addr, port))
+        except OSError as exc:
+            raise MetricsPortUnavailable(addr, port, exc.strerror or str(exc)) from exc
 
 
 def serve_worker_metrics() -> int:

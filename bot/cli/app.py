@@ -97,6 +97,10 @@ def worker(
     threads = threads or settings.worker_threads
     prepare_worker_env(settings, threads=threads)  # before the checks import Dramatiq
     _preflight(settings)
+    if settings.metrics_port is not None:  # served later, by a process Dramatiq starts
+        from bot.metrics import check_metrics_port
+
+        _run(lambda: check_metrics_port(settings.metrics_port or 0))
     code = _run(lambda: run_worker(settings, processes=processes, threads=threads))
     if code:
         raise typer.Exit(code)
@@ -524,6 +528,7 @@ def _explain(exc: Exception) -> None:
     """Exit with a message for the errors a person can fix; return for any other."""
     from bot.cli.export import NoIncident
     from bot.errors import SlackCallFailed, SlackUnreachable
+    from bot.metrics import MetricsPortUnavailable
     from bot.settings import MissingSetting
     from bot.slack.modes import PortUnavailable
     from harness import McpConfigError, PolicyError
@@ -548,7 +553,7 @@ def _explain(exc: Exception) -> None:
         _fail(f"approval policy (WARROOM_APPROVAL_POLICY): {exc}", CONFIG_ERROR)
     if isinstance(exc, NoIncident):
         _fail(str(exc))
-    if isinstance(exc, PortUnavailable):
+    if isinstance(exc, PortUnavailable | MetricsPortUnavailable):
         _fail(f"{exc}: choose another port, or stop what holds it.", CONFIG_ERROR)
     if isinstance(exc, OSError):
         _fail(str(exc))

@@ -20,7 +20,8 @@ last ``notice`` event.
 ``approve`` or ``deny`` decides a pending approval; with none waiting the chat says so
 and sends nothing. Input that ends (Ctrl-D) while an approval waits settles it as
 stopped and stops the session, saying so: the call never runs. At start the chat says
-which configured MCP servers are down (``chat_mcp``).
+which configured MCP servers are down (``chat_mcp``), and when the model API cannot be
+reached (``model_reach``).
 
 Needs ``ANTHROPIC_API_KEY`` (``ANTHROPIC_BASE_URL`` may point at a gateway, or at
 ``warroom fake-anthropic``).
@@ -42,9 +43,11 @@ from typing import TextIO
 from bot.cli.chat_input import stdin_lines, typed_input
 from bot.cli.chat_mcp import report_mcp_down
 from bot.cli.credentials import missing_for_chat
+from bot.cli.model_reach import report_model_unreachable
 from bot.cli.signals import run_interruptible
 from bot.cli.terminal import TerminalReporter
 from bot.durable.actors import EmbeddedWorker, setup
+from bot.durable.setup_failure import SETUP_FAILED
 from bot.durable.wiring import make_provider
 from bot.settings import Settings
 from harness import (
@@ -154,7 +157,7 @@ class Conversation:
             text=decision.to_text(),
             source_key=decision_key(approval.tool_use_id),
         )
-        if token is not None:
+        if token is not None and not stopped:  # a stop cancels the session next: no step
             await self.enqueue(self.session_id, token)
         return True
 
@@ -263,6 +266,7 @@ async def _converse(settings: Settings, stdin: TextIO, out: TextIO) -> SessionSt
             watchers = [
                 asyncio.create_task(_report_failures(conversation, shown, last_error, reported)),
                 asyncio.create_task(report_mcp_down(holder, shown)),
+                asyncio.create_task(report_model_unreachable(settings, shown)),
             ]
             try:
                 async for text in typed.messages:
@@ -304,7 +308,8 @@ async def _report_failure(
     if session is None or session.status not in ended or session.updated_at in reported:
         return
     reported.add(session.updated_at)
-    reason = last_error.text or await _last_notice(conversation)
+    reason = await _last_notice(conversation, only=SETUP_FAILED)
+    reason = reason or last_error.text or await _last_notice(conversation)
     out.write(f"The session ended as {session.status}" + (f": {reason}\n" if reason else ".\n"))
     out.write("Type again to retry, or press Ctrl-D to quit.\n")
     out.flush()
@@ -325,8 +330,9 @@ async def _stop(task: asyncio.Task[None]) -> None:
         await task
 
 
-async def _last_notice(conversation: Conversation) -> str | None:
-    """The payload of the session's last ``notice`` event, as text (None: none logged)."""
+async def _last_notice(conversation: Conversation, *, only: str | None = None) -> str | None:
+    """The payload of the session's last ``notice`` event, as text (None: none logged);
+    with ``only``, of that notice if it is the last one."""
     if conversation.session_id is None:
         return None
     events = await conversation.sessions.events(conversation.session_id)
@@ -334,6 +340,8 @@ async def _last_notice(conversation: Conversation) -> str | None:
     if not notices:
         return None
     payload = json.loads(notices[-1])
+    if only is not None and not (isinstance(payload, dict) and payload.get("notice") == only):
+        return None
     if isinstance(payload, dict) and payload.get("notice") == "crash_loop":
         return f"its step failed {payload.get('max_crashes')} times in a row"
     return str(payload.get("text", payload) if isinstance(payload, dict) else payload)
@@ -349,7 +357,7 @@ async def _destroy_sandbox(settings: Settings, conversation: Conversation) -> No
     recorded = {session.sandbox, Checkpoint.from_json(session.checkpoint).sandbox} - {None}
     if not recorded:
         return
-    provider = make_provider(settings)
+    provider = make_provider(settings, makes_jails=False)
     try:
         for handle in recorded:
             await _destroy_one(provider, str(handle))

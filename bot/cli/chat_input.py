@@ -11,6 +11,16 @@ shown, what the chat prints goes above it (``patch_stdout``), so progress never 
 the line being typed. Ctrl-C raises SIGINT as the terminal would have, so it takes the
 chat's one clean-up path (``bot.cli.signals``); Ctrl-D on an empty line ends the input.
 
+The terminal stays in raw mode from before the banner (the sign that typing may start)
+until the input ends: between two prompts and while a line is printed above the prompt
+too (prompt_toolkit switches to canonical mode for each print, ``run_in_terminal``, and
+back; ``_RawInput`` keeps it raw). A key typed while the terminal was canonical went
+through the line discipline instead of reaching the editor: Ctrl-D became a NUL byte
+(so the chat never ended), Ctrl-C a signal to the terminal's foreground process group
+(none when the chat is not a terminal's job, so it was lost), and a long line was cut at
+4,095 characters. Once the input ends the terminal is restored, so Ctrl-C while the chat
+finishes is the terminal's SIGINT again.
+
 From a pipe (a script, a test), each line is a message, as before.
 """
 
@@ -28,6 +38,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
+    from prompt_toolkit.input.vt100 import Vt100Input
 
 __all__ = ["PROMPT", "Typed", "stdin_lines", "typed_input"]
 
@@ -52,16 +63,34 @@ def typed_input(stdin: TextIO, out: TextIO) -> Iterator[Typed]:
     from prompt_toolkit import PromptSession  # only a terminal needs the editor
     from prompt_toolkit.patch_stdout import patch_stdout
 
-    session: PromptSession[str] = PromptSession(PROMPT)
-    with patch_stdout(raw=True):
-        yield Typed(_edited(session), sys.stdout)
+    keys = _raw_input(stdin)
+    session: PromptSession[str] = PromptSession(PROMPT, input=keys)
+    with contextlib.ExitStack() as raw:
+        raw.enter_context(keys.raw_mode())  # before anything says typing may start
+        with patch_stdout(raw=True):
+            yield Typed(_edited(session, raw), sys.stdout)
 
 
-async def _edited(session: PromptSession[str]) -> AsyncIterator[str]:
+def _raw_input(stdin: TextIO) -> Vt100Input:
+    """prompt_toolkit's terminal input, except that printing above the prompt keeps the
+    terminal in raw mode (see the module docstring)."""
+    from prompt_toolkit.input.vt100 import Vt100Input
+
+    class _RawInput(Vt100Input):
+        def cooked_mode(self) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()  # output needs no canonical input mode
+
+    return _RawInput(stdin)
+
+
+async def _edited(session: PromptSession[str], raw: contextlib.ExitStack) -> AsyncIterator[str]:
+    """The messages edited at the prompt; at end of input ``raw`` is closed (the terminal
+    is restored)."""
     while True:
         try:
             text = await session.prompt_async(handle_sigint=False)  # ours stays installed
         except EOFError:
+            raw.close()
             return
         except KeyboardInterrupt:  # raw mode: Ctrl-C is a key, not the terminal's SIGINT
             os.kill(os.getpid(), signal.SIGINT)

@@ -12,12 +12,14 @@ Opsgenie, shaped as each posts; in a watched channel it starts a session, and la
 lines reply in its thread); ``/agent …`` is the slash command; in a modal the app
 opened, ``set BLOCK TEXT`` and ``submit`` send a signed ``view_submission``. What the
 bot posts or edits, its replies only you see and its modals are printed
-(``warroom:``). A line that is just ``approve`` or ``deny`` clicks that button of the
-bot's latest approval request in the thread (§13), as a signed ``block_actions``
-interaction. With ``WARROOM_AGENT_SURFACE`` the thread's agent session
-(its status and title) and its streamed steps (each tool call a task: ◐ running, ● done,
-✗ failed; the plan; the model's notes) are printed as they change, and ``click stop``
-clicks Slack's own Stop, sent as a signed ``agent_session_stopped`` event.
+(``warroom:``), each message as its blocks read in Slack (``fake_slack_render``: an
+approval request's command and buttons, a timeline's entries), not only its fallback
+text. A line that is just ``approve`` or ``deny`` clicks that button of the bot's latest
+approval request in the thread (§13), as a signed ``block_actions`` interaction. With
+``WARROOM_AGENT_SURFACE`` the thread's agent session (its status and title) and its
+streamed steps (each tool call a task: ◐ running, ● done, ✗ failed; the plan; the
+model's notes) are printed as they change, and ``click stop`` clicks Slack's own Stop,
+sent as a signed ``agent_session_stopped`` event.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from bot.cli.fake_slack_render import render_message
 from bot.drill.channel import IncidentChannel
 from bot.drill.errors import DrillError
 from bot.drill.scenario import Person
@@ -287,12 +290,12 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     while True:
         for message in list(fake.state.messages.get(CHANNEL, [])):
             if message.get("user") == BOT_USER_ID or message.get("bot_id") == BOT_ID:
-                ts, text = str(message["ts"]), str(message.get("text", ""))
+                ts, text = str(message["ts"]), render_message(message)
                 if shown.get(ts) != text:
-                    say(f"warroom{' (edited)' if ts in shown else ''}: {text}")
+                    say(_as_said(f"warroom{' (edited)' if ts in shown else ''}", text))
                     shown[ts] = text
         for ephemeral in fake.state.ephemerals[ephemerals:]:
-            say(f"warroom (only you): {ephemeral.get('text', '')}")
+            say(_as_said("warroom (only you)", render_message(ephemeral)))
         ephemerals = len(fake.state.ephemerals)
         for line in agent_lines(fake, agents):
             say(f"warroom {line}" if not line.startswith(" ") else line)
@@ -300,6 +303,12 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
             say(_describe_view(fake.state.views[view_id]))
             views.add(view_id)
         await asyncio.sleep(WATCH_S)
+
+
+def _as_said(who: str, text: str) -> str:
+    """``who: `` and the message's first line, its other lines indented under it."""
+    first, *rest = text.split("\n") or [""]
+    return "\n".join([f"{who}: {first}", *(f"    {line}" for line in rest)])
 
 
 def _describe_view(view: dict[str, Any]) -> str:

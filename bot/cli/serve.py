@@ -26,6 +26,7 @@ from slack_bolt.async_app import AsyncApp
 from bot.alerts.watch_wiring import with_watch
 from bot.alerts.webhook import start_listener
 from bot.alerts.wiring import Alerts, build_alerts
+from bot.cli.model_reach import model_unreachable
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.routing import HostRouter, routes_by_host
 from bot.durable.sandboxes import make_sandbox_manager
@@ -90,7 +91,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     stop = stop or _stop_on_signals()
     broker, actors, _holder = setup(settings)
     db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
-    provider = make_provider(settings)
+    provider = make_provider(settings, makes_jails=False)  # the worker makes its own
     worker = None
     try:
         await db.migrate()  # before the worker's runtime migrates too: one writer at a time
@@ -107,6 +108,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         log.info("serving Slack (%s mode); worker %s", settings.slack_mode, _where(settings))
         deps = with_watch(settings, deps, db, alerts)
         app = _quiet(build_app, deps=deps, background=background)
+        if worker is not None:  # its steps call the model: say now if they cannot
+            background.spawn(_warn_if_model_unreachable(settings), name="model reach")
         async with alerts_running(alerts, settings) as extra_routes:
             mode = _mode(settings, extra_routes)
             await serve_slack(app, mode, stop=stop, background=background)
@@ -227,6 +230,11 @@ async def alerts_running(
 
 def _where(settings: Settings) -> str:
     return "in this process" if settings.redis_url is None else "processes read from Redis"
+
+
+async def _warn_if_model_unreachable(settings: Settings) -> None:
+    if (why := await model_unreachable(settings)) is not None:
+        log.warning("%s", why)
 
 
 def _stop_on_signals() -> asyncio.Event:

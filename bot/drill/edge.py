@@ -54,7 +54,8 @@ class Edge:
             OSError: no port could be bound.
         """
         settings.require("slack_signing_secret", "HTTP mode verifies requests")
-        deps = await slack_deps(settings, db, make_provider(settings), actors.enqueue)
+        provider = make_provider(settings, makes_jails=False)
+        deps = await slack_deps(settings, db, provider, actors.enqueue)
         alerts = build_alerts(settings, deps, db)
         deps = with_watch(settings, deps, db, alerts)
         background = Background()

@@ -37,7 +37,8 @@ from dramatiq.middleware import AsyncIO, Middleware
 from bot.durable.crash_points import Crasher, CrashPoint, no_crash
 from bot.durable.driver import ThreadPoster
 from bot.durable.routing import SHARED_QUEUE, HostRouter, host_queue, routes_by_host
-from bot.durable.wiring import Runtime
+from bot.durable.setup_failure import fail_setup
+from bot.durable.wiring import Runtime, make_worker_id
 from bot.durable.worker_limits import STEP_TIME_LIMIT_MS as STEP_TIME_LIMIT_MS
 from bot.durable.worker_limits import WORKER_TIMEOUT_MS as WORKER_TIMEOUT_MS
 from bot.settings import Settings
@@ -54,6 +55,9 @@ MIN_BACKOFF_MS = 500
 MAX_BACKOFF_MS = 10_000
 HAND_OVER_TIMEOUT_S = 10.0
 """The longest a stopping worker process waits to hand its host's sessions back."""
+SETUP_RETRY_S = 30.0
+"""How often a worker that could not open its runtime tries again to start sweeping (each
+wake-up it receives meanwhile tries too, and tells its thread when it fails)."""
 TRANSIENT = (ModelUnavailable, ModelStalled, WorkspaceUnavailable, DatabaseUnavailable)
 
 
@@ -229,6 +233,24 @@ class RuntimeHolder:
             return 0
         return await self._runtime.presence.hand_over()
 
+    async def fail_setup(self, session_id: str, token: str, error: BaseException) -> None:
+        """End the session of a wake-up this worker could not set itself up for, telling
+        its thread why (``setup_failure.fail_setup``; Slack unless a reporter was given).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached (the wake-up is retried).
+        """
+        await fail_setup(
+            self.settings,
+            session_id,
+            token,
+            error,
+            worker_id=make_worker_id(),
+            origin=self._origin,
+            enqueue=self._enqueue,
+            tell_slack=self._reporter is None,
+        )
+
     async def close(self) -> None:
         """Close the runtime if it was opened."""
         if self._runtime is not None:
@@ -292,7 +314,14 @@ def declare_actors(broker: dramatiq.Broker, holder_ref: list[RuntimeHolder]) -> 
             log.info("session %s: worker stopping, wake-up handed back", session_id)
             await asyncio.to_thread(actor.send, session_id, token)
             return
-        runtime = await holder_ref[0].get()
+        try:
+            runtime = await holder_ref[0].get()
+        except TRANSIENT:
+            raise  # retried (the database, the model API)
+        except Exception as exc:  # permanent for this worker: the thread is told, no retry
+            log.exception("session %s: the worker could not set itself up", session_id)
+            await holder_ref[0].fail_setup(session_id, token, exc)
+            return
         await runtime.driver.run(session_id, token)
 
     actor = dramatiq.actor(
@@ -332,12 +361,18 @@ class Housekeeping(Middleware):
         in_memory = isinstance(broker, StubBroker)
 
         async def run() -> None:
-            runtime = await self.holder.get()
-            await asyncio.gather(
-                runtime.sweep_forever(queue_was_empty=in_memory),
-                runtime.watch_forever(),
-                runtime.beat_forever(),
-            )
+            while True:  # a worker that cannot set itself up tries again now and then
+                try:
+                    runtime = await self.holder.get()
+                except Exception:
+                    log.exception("the worker could not set itself up; trying again later")
+                    await asyncio.sleep(SETUP_RETRY_S)
+                    continue
+                await asyncio.gather(
+                    runtime.sweep_forever(queue_was_empty=in_memory),
+                    runtime.watch_forever(),
+                    runtime.beat_forever(),
+                )
 
         self._loop = thread.loop
         self._future = asyncio.run_coroutine_threadsafe(run(), thread.loop)

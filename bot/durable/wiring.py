@@ -110,11 +110,16 @@ process's sweep under way does nothing, so one alone might miss its turn (a dupl
 wake-up claims nothing)."""
 
 
-def make_provider(settings: Settings) -> SandboxProvider:
+def make_provider(settings: Settings, *, makes_jails: bool = True) -> SandboxProvider:
     """The sandbox provider the settings name (no secrets enter a sandbox's env).
 
     With egress rules, the gateway's CA is made on first use and local jails get its trust
-    files (blocking file I/O: call at start-up).
+    files (blocking file I/O: call at start-up). ``makes_jails`` False: a provider that only
+    stops and destroys existing sandboxes (the Slack edge's, the chat's clean-up), which
+    needs no gateway trust, so a data directory where it cannot be made does not stop it.
+
+    Raises:
+        OSError: the gateway's CA or trust files could not be made (``makes_jails``).
     """
     if settings.sandbox_provider == "blaxel":
         return BlaxelProvider(
@@ -127,7 +132,7 @@ def make_provider(settings: Settings) -> SandboxProvider:
         LocalConfig(
             state_dir=settings.data_dir / "sbx",
             network=settings.sandbox_network,
-            egress=jail_egress(settings),
+            egress=jail_egress(settings) if makes_jails else None,
             limits=jail_limits(settings),
         )
     )
@@ -488,22 +493,71 @@ class Runtime:
             DatabaseUnavailable: the database could not be reached.
             OSError: a file of the workspace seed or the MCP configuration could not be read.
             McpConfigError: ``WARROOM_MCP_CONFIG`` is not a valid configuration.
+            Exception: whatever else building a collaborator raised (a file changed since
+                start-up, a data directory that cannot be written); what was opened
+                before it is closed again (the gateway, MCP servers, the database pool).
         """
+        async with contextlib.AsyncExitStack() as undo:
+            runtime = await cls._open(
+                settings,
+                undo,
+                enqueue,
+                crash,
+                reporter,
+                model,
+                setup,
+                migrate,
+                origin,
+                owned,
+                enqueue_shared=enqueue_shared,
+                host=host,
+            )
+            undo.pop_all()  # opened: the runtime's close undoes it from now on
+        return runtime
+
+    @classmethod
+    async def _open(
+        cls,
+        settings: Settings,
+        undo: contextlib.AsyncExitStack,
+        enqueue: Enqueue,
+        crash: Crasher,
+        reporter: ThreadPoster | None,
+        model: Model | None,
+        setup: tuple[SetupStep, ...],
+        migrate: bool,
+        origin: SessionOrigin,
+        owned: Collection[str] | None,
+        *,
+        enqueue_shared: Enqueue | None,
+        host: bool,
+    ) -> Runtime:
+        """``open``'s work; each thing opened is pushed on ``undo``."""
         setup = setup or await asyncio.to_thread(workspace_seed, settings.workspace_seed)
         if settings.sandbox_provider != "local":  # remote sandboxes get the gateway's trust
             setup = (*setup, *await asyncio.to_thread(remote_setup, settings))
         db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+        undo.push_async_callback(db.dispose)
         if migrate:
             await db.migrate()
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
         tasks = BackgroundTasks(db)
         provider = await asyncio.to_thread(make_provider, settings)
         manager = make_sandbox_manager(settings, db, CountingProvider(provider))
+        undo.push_async_callback(_quietly, manager.aclose)
         egress = await WorkerEgress.open(settings, db, default_metrics())
+        if egress is not None:
+            undo.push_async_callback(_quietly, egress.aclose)
         mcp = await open_mcp_servers(settings)
-        the_model = model or make_model(settings)
+        if mcp is not None:
+            undo.push_async_callback(_quietly, mcp.aclose)
+        the_model = model
+        if the_model is None:
+            made = the_model = make_model(settings)
+            undo.push_async_callback(_quietly, made.aclose)
         slack, hook, workspace_url = None, None, None
         closers: list[Callable[[], Awaitable[None]]] = []
+        undo.push_async_callback(_close_all, closers)
         small_model = make_small_model(settings)
         if small_model is not None:
             closers.append(small_model.aclose)
@@ -730,6 +784,19 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await aclose()
         await self.db.dispose()
+
+
+async def _quietly(close: Callable[[], Awaitable[object]]) -> None:
+    """``close()``, its failure logged (undoing a runtime that did not open)."""
+    try:
+        await close()
+    except Exception:
+        log.exception("could not close what a runtime that did not open had opened")
+
+
+async def _close_all(closers: list[Callable[[], Awaitable[None]]]) -> None:
+    for close in reversed(closers):
+        await _quietly(close)
 
 
 BOARD_DRAIN_S = 5.0

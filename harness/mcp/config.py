@@ -96,6 +96,11 @@ def _server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfig:
             raise McpConfigError(f"server {name}: an http server needs a url")
         headers = {str(k): str(v) for k, v in spec.get("headers", {}).items()}
         return HttpServer(name, spec["url"], headers, channels, policy)
+    if kind is None:
+        raise McpConfigError(
+            f'server {name}: no "command" (a stdio server: "command" and "args") and no '
+            '"type" (an http server: "type": "http" and "url"); say how to start or reach it'
+        )
     raise McpConfigError(f"server {name}: type {kind!r} is not supported (stdio or http)")
 
 

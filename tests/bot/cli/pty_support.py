@@ -15,6 +15,7 @@ import fcntl
 import os
 import pty
 import re
+import signal
 import struct
 import termios
 import time
@@ -44,7 +45,12 @@ class PtyCommand:
     async def start(cls, *args: str, env: dict[str, str], cwd: Path) -> PtyCommand:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
-        env = {**env, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+        env = {
+            **env,
+            "TERM": "xterm-256color",
+            "PROMPT_TOOLKIT_NO_CPR": "1",
+            "PYTHONFAULTHANDLER": "1",  # SIGABRT dumps every thread's stack (see finish)
+        }
         process = await asyncio.create_subprocess_exec(
             WARROOM,
             *args,
@@ -102,12 +108,41 @@ class PtyCommand:
         try:
             code = await asyncio.wait_for(self.process.wait(), timeout_s)
         except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
-            raise AssertionError(f"warroom did not exit within {timeout_s} s") from None
+            self.process.send_signal(signal.SIGABRT)  # faulthandler prints where it sits
+            stacks = await self._stderr_after_exit()
+            raise AssertionError(
+                f"warroom did not exit within {timeout_s} s; its threads:\n{stacks}"
+            ) from None
         finally:
             self.close()
         return code
+
+    async def _stderr_after_exit(self) -> str:
+        """What the process wrote to stderr, once it ended (killed after 10 s more)."""
+        assert self.process.stderr is not None
+        try:
+            err = await asyncio.wait_for(self.process.stderr.read(), 10)
+        except TimeoutError:
+            err = b"(no faulthandler dump within 10 s)"
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.process.wait()
+        return err.decode("utf-8", "replace")[-20_000:]
+
+    def pause(self) -> None:
+        """Stop reading what the command shows: once the pty's buffer is full, its next
+        write blocks until ``resume``."""
+        asyncio.get_running_loop().remove_reader(self._master)
+
+    def resume(self) -> None:
+        """Read again after ``pause``."""
+        asyncio.get_running_loop().add_reader(self._master, self._read)
+
+    def unread(self) -> int:
+        """Bytes the command wrote that were not read yet (the pty's read buffer holds at
+        most 4,095: ``FIONREAD`` on the master)."""
+        count = fcntl.ioctl(self._master, termios.FIONREAD, struct.pack("i", 0))
+        return int(struct.unpack("i", count)[0])
 
     def close(self) -> None:
         """Stop reading and close the pty (idempotent)."""

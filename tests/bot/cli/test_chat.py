@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -333,3 +334,31 @@ async def test_chat_asks_before_a_change_and_the_person_decides_by_typing(
         chat.stdin.close()
         assert await finish(chat) == 0
     assert shown in out.text.split("warroom> Result:")[1]
+
+
+@pytest.mark.slow
+async def test_chat_says_at_once_that_the_model_api_cannot_be_reached(tmp_path: Path) -> None:
+    # Given a chat pointed at a model API nothing listens on
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    port = holder.getsockname()[1]  # bound, not listening: connections are refused
+    env = warroom_env(
+        tmp_path / "data",
+        ANTHROPIC_API_KEY="fake-key",
+        ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
+    )
+    try:
+        chat = await start("chat", env=env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        # Then, before anything is typed (no minute of retries first), it names the host
+        shown = await out.until(lambda text: "cannot reach the model API" in text)
+        chat.stdin.close()
+        assert await finish(chat) == 0
+    finally:
+        holder.close()
+    line = next(line for line in shown.splitlines() if "cannot reach the model API" in line)
+    assert f"127.0.0.1:{port}" in line
+    assert "refused" in line
+    assert "ANTHROPIC_BASE_URL" in line

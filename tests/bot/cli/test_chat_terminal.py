@@ -3,11 +3,13 @@ Messages API, the real harness, store, worker and jails."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +25,7 @@ TRACE = (
     "psycopg.OperationalError: connection pool exhausted"
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xfail(
-        strict=False,
-        reason="known bug: on a loaded host with other chats or serve processes running at "
-        "once, warroom chat at a terminal sometimes does not exit after Ctrl-C or Ctrl-D, and a "
-        "long typed line has once arrived cut (alone, every test here passes); see the #26 note",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -77,6 +71,42 @@ async def test_a_long_line_and_a_pasted_stack_trace_are_each_one_whole_message(
     first, second = fake.requests
     assert any("x" * 5000 in text for text in user_texts(first))
     assert next(t for t in user_texts(second) if "Traceback" in t).endswith(TRACE)
+
+
+LONG_ANSWER = "".join(f"Line {n} of a long answer.\n" for n in range(12_000))  # ~300 KB
+
+
+async def test_ctrl_d_typed_while_a_long_answer_is_printed_ends_the_chat(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    async with FakeAnthropicAPI(lambda _: Reply.text(LONG_ANSWER), api_key="fake-key") as fake:
+        env = warroom_env(data_dir, ANTHROPIC_API_KEY="fake-key", ANTHROPIC_BASE_URL=fake.base_url)
+        chat = await PtyCommand.start("chat", env=env, cwd=tmp_path)
+        try:
+            await chat.until(lambda text: READY in text)
+            await chat.type(b"what happened?" + ENTER)
+            # When the terminal shows nothing for a while (a slow link, a paused screen):
+            # the answer (far more than the pty holds) is printed until its write blocks
+            chat.pause()
+            await _until(lambda: chat.unread() >= 3_000)
+            # and Ctrl-D is typed meanwhile, then the screen catches up
+            await chat.type(CTRL_D)
+            chat.resume()
+            # Then the whole answer is shown and the chat ends (the key was read as typed:
+            # while the terminal was in canonical mode, Ctrl-D became a NUL byte)
+            assert await chat.finish(timeout_s=60) == 0
+        finally:
+            chat.close()
+    assert "Line 11999 of a long answer." in chat.text
+    assert len(fake.requests) == 1
+
+
+async def _until(condition: Callable[[], bool], *, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` (a state of the pty no event tells) every 10 ms until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not so within {timeout_s} s"
+        await asyncio.sleep(0.01)
 
 
 def restarter(request: RecordedRequest) -> Reply:

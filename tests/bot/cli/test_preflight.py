@@ -143,6 +143,20 @@ def test_an_mcp_configuration_that_is_not_json_stops_the_chat(home: Path) -> Non
     assert f"WARROOM_MCP_CONFIG: {config}: not JSON" in output
 
 
+def test_an_mcp_server_without_a_command_or_type_stops_start_up_saying_what_it_lacks(
+    home: Path,
+) -> None:
+    config = home / ".mcp.json"
+    config.write_text('{"mcpServers": {"grafana": {"args": ["serve"]}}}')
+
+    code, output = invoke("chat", WARROOM_MCP_CONFIG=str(config))
+
+    assert code == 2, output
+    assert f'WARROOM_MCP_CONFIG: {config}: server grafana: no "command"' in output
+    assert '"type": "http" and "url"' in output
+    assert "None" not in output
+
+
 def test_a_spending_cap_on_an_unpriced_model_stops_start_up(home: Path) -> None:
     code, output = invoke(
         "chat", WARROOM_MODEL="claude-unpriced-1", WARROOM_MAX_SESSION_COST_USD="5"

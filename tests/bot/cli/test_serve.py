@@ -170,3 +170,33 @@ async def test_serve_in_http_mode_on_a_port_in_use_exits_2_naming_the_setting(
     assert serve.returncode == 2, stderr.decode()[-2000:]
     assert f"SLACK_HTTP_PORT {port} cannot be listened on" in stderr.decode()
     assert "Traceback" not in stderr.decode()
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+async def test_a_metrics_port_in_use_exits_2_naming_the_setting(
+    tmp_path: Path, slack: FakeSlackApi, command: str
+) -> None:
+    # Given a port something else already listens on
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("0.0.0.0", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    env = warroom_env(
+        tmp_path / "data",
+        WARROOM_METRICS_PORT=str(port),
+        SLACK_BOT_TOKEN=slack.token,
+        SLACK_APP_TOKEN="xapp-fake",
+        SLACK_API_URL=slack.base_url,
+        ANTHROPIC_API_KEY="fake-key",
+        **({"REDIS_URL": "redis://127.0.0.1:1/0"} if command == "worker" else {}),
+    )
+    try:
+        # When serve or a worker starts with it as WARROOM_METRICS_PORT
+        process = await start(command, env=env, cwd=tmp_path)
+        _, stderr = await asyncio.wait_for(process.communicate(), 150)  # a loaded host
+    finally:
+        holder.close()
+    # Then it stops at once with the configuration exit code, naming the setting
+    assert process.returncode == 2, stderr.decode()[-2000:]
+    assert f"WARROOM_METRICS_PORT {port} cannot be listened on" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
