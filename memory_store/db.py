@@ -28,10 +28,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from memory_store.errors import DatabaseUnavailable
-from memory_store.migrate import SchemaVersion, schema_version, upgrade_to_head
+from memory_store.migrate import schema_version, upgrade_to_head
 from memory_store.records import DEFAULT_LIMITS, Limits
+from memory_store.schema_probe import SQLITE_FILE_NAME, SchemaVersion
 
-SQLITE_FILE_NAME = "warroom.sqlite3"
 _BEGIN_OPTION = "warroom_begin"
 _MIGRATION_LOCK_KEY = 7220417211  # any constant bigint shared by every migrating process
 
