@@ -6,8 +6,9 @@ user + system, is the ``resource.getrusage(RUSAGE_CHILDREN)`` difference around 
 
     floor_cpu_s       ``python -c pass``: an interpreter's start
     libraries_cpu_s   importing what the quick checks need and Warroom does not own
-                      (memory_store's SQLAlchemy and Alembic through ``memory_store``,
-                      ``redis.asyncio``, ``typer``, ``pydantic_settings``)
+                      (``typer``, ``pydantic_settings``, ``sqlite3``; ``asyncpg`` with a
+                      PostgreSQL ``--database-url``, ``redis.asyncio`` with ``--redis-url``:
+                      the quick database check reads the schema with the driver alone)
     doctor_cpu_s      ``warroom doctor --quick`` on a migrated SQLite database in a
                       temporary data directory (or ``--database-url``), no Redis unless
                       ``--redis-url``
@@ -34,7 +35,7 @@ from pathlib import Path
 from goals import verdict  # bench/ is on the path when run as a script
 
 GOALS = {"doctor_cpu_s": ("<=", 0.3)}
-LIBRARIES = "import memory_store, redis.asyncio, typer, pydantic_settings"
+LIBRARIES = "import typer, pydantic_settings, sqlite3"
 WARROOM = [sys.executable, "-c", "from bot.cli.app import main; main()"]
 
 
@@ -63,7 +64,9 @@ def measure(rounds: int, database_url: str | None, redis_url: str | None) -> dic
         samples: dict[str, list[float]] = {"floor": [], "libraries": [], "doctor": []}
         for _ in range(rounds):
             samples["floor"].append(child_cpu_s([sys.executable, "-c", "pass"], env, cwd))
-            samples["libraries"].append(child_cpu_s([sys.executable, "-c", LIBRARIES], env, cwd))
+            libraries = LIBRARIES + (", asyncpg" if database_url else "")
+            libraries += ", redis.asyncio" if redis_url else ""
+            samples["libraries"].append(child_cpu_s([sys.executable, "-c", libraries], env, cwd))
             samples["doctor"].append(child_cpu_s([*WARROOM, "doctor", "--quick"], env, cwd))
     median = {k: statistics.median(v) for k, v in samples.items()}
     return {

@@ -16,13 +16,16 @@ ones (half tool steps, half model steps).
   the carry-on window ends at the first real model call), reading the session from
   the database.
 
+Once the sessions are open, what exists is frozen out of the garbage collector's
+generations (``gc.freeze``), as a worker does once its runtime is open.
+
 The model is an in-process ``Model`` that builds the real request body
 (``build_request`` with a ``MessagesMemo``, as the Anthropic adapter does for every
 call) and answers at once with the next ``TodoWrite`` call; only its answer is
 subtracted, the request building counts as overhead. Bytes are the payload handed to
 and returned by ``SessionStore`` (every string in the arguments of ``save``/``commit``
 and in the ``Claim``), so the figure means the same before and after a change of
-storage. Prints one JSON line:
+storage; the time spent counting them is not counted as the step's. Prints one JSON line:
 
     warm, cold: {sizes: {N: {overhead_mean_ms, overhead_p50_ms, model_step_p50_ms,
                              tool_step_p50_ms, written_bytes_per_step,
@@ -41,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import itertools
 import json
 import statistics
@@ -156,22 +160,33 @@ def payload_bytes(value: Any) -> int:
 
 
 class CountingStore(SessionStore):
-    """``SessionStore`` that counts the payload bytes it is given and gives back."""
+    """``SessionStore`` that counts the payload bytes it is given and gives back.
+
+    ``counting_s`` is the time spent counting (walking a 3,000-message claim is not the
+    step's cost): it is subtracted from the step, as the model's answer is."""
 
     written = 0
     read = 0
+    counting_s = 0.0
+
+    @staticmethod
+    def _count(value: Any) -> int:
+        started = time.perf_counter()
+        n = payload_bytes(value)
+        CountingStore.counting_s += time.perf_counter() - started
+        return n
 
     async def claim(self, *args: Any, **kwargs: Any) -> Any:
         claim = await super().claim(*args, **kwargs)
-        CountingStore.read += payload_bytes(claim)
+        CountingStore.read += self._count(claim)
         return claim
 
     async def save(self, claim: Any, **kwargs: Any) -> None:
-        CountingStore.written += payload_bytes(kwargs)
+        CountingStore.written += self._count(kwargs)
         await super().save(claim, **kwargs)
 
     async def commit(self, claim: Any, **kwargs: Any) -> Any:
-        CountingStore.written += payload_bytes(kwargs)
+        CountingStore.written += self._count(kwargs)
         return await super().commit(claim, **kwargs)
 
 
@@ -241,10 +256,11 @@ class Bench:
         else:
             model, driver = self.warm_model, self.warm_driver
         answer_s, calls = model.answer_s, model.calls
-        w0, r0 = CountingStore.written, CountingStore.read
+        w0, r0, counting_s = CountingStore.written, CountingStore.read, CountingStore.counting_s
         started = time.perf_counter()
         await driver.run(session_id, self.pending.pop(session_id))
         elapsed = time.perf_counter() - started - (model.answer_s - answer_s)
+        elapsed -= CountingStore.counting_s - counting_s
         kind = "model" if model.calls > calls else "tool"
         return kind, elapsed, CountingStore.written - w0, CountingStore.read - r0
 
@@ -258,6 +274,7 @@ async def measure(url: str, sizes: list[int], steps: int) -> dict[str, Any]:
             await db.migrate()
             bench = Bench(db, Path(tmp))
             ids = {run: await bench.open(run[1]) for run in runs}
+            gc.freeze()  # as a worker does once its runtime is open (``RuntimeHolder.get``)
             samples: dict[tuple[str, int], list[tuple[str, float, int, int]]] = {
                 run: [] for run in runs
             }

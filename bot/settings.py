@@ -23,7 +23,6 @@ from pydantic import (
     field_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from redis.connection import parse_url
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """``harness.DEFAULT_MODEL``, spelled here so that reading the settings does not import the
@@ -243,6 +242,8 @@ class Settings(BaseSettings):
             return None
         if urlsplit(value).scheme not in REDIS_SCHEMES:
             raise ValueError("must start with redis://, rediss:// or unix:// (redis://host:6379/0)")
+        from redis.connection import parse_url  # only for a URL given: not free to import
+
         parse_url(value)  # type: ignore[no-untyped-call]  # ValueError: a bad port, …
         return value
 

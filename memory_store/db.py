@@ -16,8 +16,9 @@ violation is mapped to ``WriteConflict`` (the caller retries against fresh state
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,37 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql.elements import ClauseElement
 
 from memory_store.errors import DatabaseUnavailable
-from memory_store.migrate import SchemaVersion, schema_version, upgrade_to_head
+from memory_store.migrate import schema_version, upgrade_to_head
 from memory_store.records import DEFAULT_LIMITS, Limits
+from memory_store.schema_probe import SQLITE_FILE_NAME, SchemaVersion
 
-SQLITE_FILE_NAME = "warroom.sqlite3"
 _BEGIN_OPTION = "warroom_begin"
 _MIGRATION_LOCK_KEY = 7220417211  # any constant bigint shared by every migrating process
+
+
+@dataclass(frozen=True)
+class Precompiled:
+    """A statement compiled once to the driver's SQL (``Database.precompiled``).
+
+    ``names`` are its bound parameters in the order of ``$1, $2, …``; ``defaults``
+    the values the statement itself holds (literals). Values go to the driver as
+    given: pass aware datetimes (what ``UtcDateTime`` would bind on PostgreSQL).
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    defaults: Mapping[str, Any]
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        """The positional arguments for ``params`` (each name not given: its default).
+
+        Raises:
+            KeyError: a parameter with neither a value nor a default.
+        """
+        return [params[n] if n in params else self.defaults[n] for n in self.names]
 
 
 class WriteConflict(Exception):
@@ -61,6 +85,7 @@ class Database:
         """
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        self._precompiled: dict[ClauseElement, Precompiled] = {}
         self._lock_timeout_s = lock_timeout_ms / 1000
         self._sqlite_writer = asyncio.Lock()
 
@@ -133,6 +158,48 @@ class Database:
         with _mapped_errors():
             async with self.engine.connect() as conn:
                 yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @asynccontextmanager
+    async def driver(self) -> AsyncIterator[Any]:
+        """PostgreSQL: a pooled connection's own ``asyncpg.Connection``, for statements
+        sent as ``Precompiled`` SQL (each its own transaction).
+
+        For the few statements of Slack's ack path, where SQLAlchemy's execution of a
+        statement costs more CPU than the driver's (``bench/slack_ack.py``); the pool,
+        its connection settings and error mapping are the same.
+
+        Raises:
+            RuntimeError: on SQLite.
+            WriteConflict: a unique constraint refused a row.
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        if not self.is_postgres:
+            raise RuntimeError("the driver's connection is for PostgreSQL only")
+        import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
+
+        with _mapped_errors():
+            async with self.engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                try:
+                    yield raw.driver_connection
+                except asyncpg.UniqueViolationError as error:
+                    raise WriteConflict(str(error)) from error
+                except (asyncpg.InterfaceError, OSError, TimeoutError) as error:
+                    await conn.invalidate()  # the pool must not hand this one out again
+                    raise DatabaseUnavailable(f"database error: {error}") from error
+                except asyncpg.PostgresError as error:
+                    raise DatabaseUnavailable(f"database error: {error}") from error
+
+    def precompiled(self, statement: ClauseElement) -> Precompiled:
+        """``statement`` as PostgreSQL SQL for ``driver()``, compiled on first use and kept
+        (give a statement built once, with ``bindparam``s for what varies)."""
+        kept = self._precompiled.get(statement)
+        if kept is None:
+            compiled = statement.compile(dialect=self.engine.dialect)
+            names = tuple(getattr(compiled, "positiontup", None) or ())  # SQLCompiler's
+            kept = Precompiled(compiled.string, names, dict(compiled.params))
+            self._precompiled[statement] = kept
+        return kept
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:

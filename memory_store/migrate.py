@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -10,6 +9,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
+
+from memory_store.schema_probe import SchemaVersion
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -29,20 +30,6 @@ def alembic_config(connection: Connection | None = None) -> Config:
 def upgrade_to_head(connection: Connection) -> None:
     """Upgrade to the newest revision over a sync connection (run via ``run_sync``)."""
     command.upgrade(alembic_config(connection), "head")
-
-
-@dataclass(frozen=True)
-class SchemaVersion:
-    """Where a database's schema is: ``current`` Alembic revision (None: never
-    migrated) and ``head``, the newest this package ships."""
-
-    current: str | None
-    head: str
-
-    @property
-    def at_head(self) -> bool:
-        """True when no migration is pending."""
-        return self.current == self.head
 
 
 def schema_version(connection: Connection) -> SchemaVersion:

@@ -431,13 +431,14 @@ def _settings(*, check_database: bool = True) -> Settings:
     from pydantic import ValidationError
 
     from bot.settings import Settings
-    from memory_store import normalise_url
 
     try:
         settings = Settings()
     except ValidationError as exc:
         _fail("invalid settings:\n  " + "\n  ".join(_problems(exc)), CONFIG_ERROR)
     if check_database and settings.database_url is not None:
+        from memory_store import normalise_url  # SQLAlchemy's: not for ``doctor --quick``
+
         try:
             normalise_url(settings.database_url)
         except ValueError as exc:

@@ -28,12 +28,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
-
 from bot.cli.credentials import missing_for_serve
 from bot.settings import MissingSetting, Settings
-from memory_store import Database, DatabaseUnavailable
+from memory_store import DatabaseUnavailable, probe_schema
 
 if TYPE_CHECKING:
     import httpx
@@ -103,18 +100,18 @@ def _write_probe(directory: Path) -> None:
 
 
 async def check_database(settings: Settings) -> CheckResult:
-    """The database answers and its schema is at the newest migration."""
+    """The database answers and its schema is at the newest migration.
+
+    Read with the database's driver alone (``memory_store.probe_schema``): the health
+    check imports neither SQLAlchemy nor Alembic."""
     try:
-        db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
+        probed = await probe_schema(settings.database_url, data_dir=settings.data_dir)
     except (ValueError, OSError) as exc:
         return CheckResult("database", Status.PROBLEM, str(exc), _DATABASE_FIX)
-    try:
-        version = await db.schema_version()
     except DatabaseUnavailable as exc:
         return CheckResult("database", Status.PROBLEM, f"cannot connect: {exc}", _DATABASE_FIX)
-    finally:
-        await db.dispose()
-    where = f"{db.engine.dialect.name} at {db.engine.url.render_as_string(hide_password=True)}"
+    version = probed.version
+    where = f"{probed.backend} at {probed.where}"
     if not version.at_head:
         return CheckResult(
             "database",
@@ -129,6 +126,9 @@ async def check_redis(settings: Settings) -> CheckResult:
     """Redis answers ``PING`` (skipped without ``REDIS_URL``: the in-process broker)."""
     if not settings.redis_url:
         return CheckResult("redis", Status.SKIPPED, "REDIS_URL not set: in-process broker")
+    import redis.asyncio as aioredis  # only with REDIS_URL: it is not free to import
+    from redis.exceptions import RedisError
+
     try:
         client = aioredis.from_url(settings.redis_url, socket_connect_timeout=5.0)
     except ValueError as exc:

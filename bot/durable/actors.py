@@ -20,6 +20,7 @@ one harmless, and from the first signal on the worker takes no new step
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -223,6 +224,12 @@ class RuntimeHolder:
                     actors.router = HostRouter(
                         runtime.hosts, actors.send_to, dead_after_s=self.settings.host_dead_after_s
                     )
+                # What start-up made (modules, engine, clients) lives as long as the
+                # process: out of the collector's generations, the garbage of a step (a
+                # long session's messages, read on a process that did not run its
+                # previous step) no longer makes a full collection walk it all
+                # (bench/growth.py: it was most of such a step's time).
+                gc.freeze()
                 self._runtime = runtime
         return self._runtime
 

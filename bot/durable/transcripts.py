@@ -6,7 +6,8 @@ its small state apart (``Checkpoint.state_json``). A step here:
 1. claims with the mark of the transcript this worker cached for the session (if
    any), so the claim carries only the rows the cache lacks — none when this worker
    ran the session's previous step (the epoch follows on);
-2. rebuilds the checkpoint from the state and cached + decoded messages;
+2. rebuilds the checkpoint from the state and the cached + read messages (a read
+   message's blocks are decoded only when the step reads them: ``Message.from_stored``);
 3. stores with each ``save``/``commit`` only the messages added since the last write
    (a compaction, which rewrites the transcript, stores it whole as a new
    generation);
@@ -94,7 +95,7 @@ class TranscriptCache:
                 prefix = entry.messages[: claim.transcript_from]
             if len(prefix) != claim.transcript_from:
                 prefix, rows = (), await read_all(claim.session_id)
-        messages = prefix + tuple(Message.from_json(r) for r in rows)
+        messages = prefix + tuple(map(Message.from_stored, rows))
         return Checkpoint.from_json(claim.checkpoint, messages=messages), StoredTranscript(
             mark, messages
         )

@@ -19,10 +19,15 @@ EVERY_TOOL_RESULTS = 10
 MARK = "TodoWrite has not been used in a while."
 
 
-def calls_since_todo(messages: Sequence[Message]) -> int:
-    """Tool calls since the last TodoWrite call or the last todo reminder, newest first."""
+def calls_since_todo(messages: Sequence[Message], *, at_most: int | None = None) -> int:
+    """Tool calls since the last TodoWrite call or the last todo reminder, newest first.
+
+    With ``at_most``, counting stops there: the older messages are not read (a long
+    session's stored messages are decoded only when read: ``Message.from_stored``)."""
     count = 0
     for message in reversed(messages):
+        if at_most is not None and count >= at_most:
+            return count
         for block in reversed(message.content):
             if isinstance(block, ToolUseBlock):
                 if block.name == "TodoWrite":
@@ -48,7 +53,7 @@ def todo_reminder(cp: Checkpoint, *, compacted: bool) -> str | None:
             + _listing(cp.todos)
             + "\nKeep it up to date with TodoWrite as you go on."
         )
-    if calls_since_todo(cp.messages) < EVERY_TOOL_RESULTS:
+    if calls_since_todo(cp.messages, at_most=EVERY_TOOL_RESULTS) < EVERY_TOOL_RESULTS:
         return None
     text = (
         f"{MARK} If this work has several steps, a task list helps you and the team follow "

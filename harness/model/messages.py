@@ -152,6 +152,58 @@ class Message:
             raise InvalidMessage("a message must be a JSON object")
         return cls.from_dict(data)
 
+    @classmethod
+    def from_stored(cls, text: str) -> Message:
+        """A message from the JSON ``to_json`` wrote, decoded only as far as it is used.
+
+        Its ``to_json``/``json_bytes`` are ``text`` itself and its ``content`` is decoded
+        on first read (then kept), so a step that sends a long history without reading
+        it (``request.build_request`` splices the middle messages' bytes) decodes none
+        of it. The role is read from ``text``'s canonical opening; a text not in that
+        shape (not written by ``to_json``) is decoded at once, as ``from_json`` does.
+
+        Raises:
+            InvalidMessage: malformed ``text``: at once when its opening is not
+                canonical, else when ``content`` is first read.
+        """
+        role: Role
+        if text.startswith(_ASSISTANT_OPENING):
+            role = "assistant"
+        elif text.startswith(_USER_OPENING):
+            role = "user"
+        else:
+            return cls.from_json(text)
+        message = object.__new__(cls)
+        fields = message.__dict__
+        fields["role"] = role
+        fields["_json"] = text
+        fields["json_bytes"] = text.encode()
+        if _REFERENCE_KEY not in text:
+            fields["referenced_tools"] = frozenset()
+        return message
+
+
+class _StoredContent:
+    """``Message.content`` of a message made by ``Message.from_stored``: decoded from its
+    JSON on first read. An ordinary message holds ``content`` in its ``__dict__``, which
+    wins over this non-data descriptor, so only a stored message ever reaches it; the
+    decoded blocks are then put there too."""
+
+    def __get__(self, message: Message | None, owner: type[Message]) -> Any:
+        if message is None:
+            return self
+        content = Message.from_json(message.__dict__["_json"]).content
+        message.__dict__["content"] = content
+        return content
+
+
+# Installed after the dataclass was made: in the class body it would read as the field's
+# default value.
+setattr(Message, "content", _StoredContent())  # noqa: B010
+_USER_OPENING = '{"role":"user","content":['
+_ASSISTANT_OPENING = '{"role":"assistant","content":['
+_REFERENCE_KEY = '"tool_reference"'
+
 
 @dataclass(frozen=True)
 class Usage:

@@ -223,6 +223,16 @@ def only_matching(matches: list[GrepMatch], pattern: str, *, ignore_case: bool) 
     return parts
 
 
+def _enough(p: GrepInput) -> int | None:
+    """How many entries content mode can show: ``offset + head_limit`` and one more (to
+    know that some were left out); None when every match counts (the other modes, no
+    limit, ``-o`` which drops context lines, a type filter applied after the search).
+    Each entry is at least one line of the listing, so stopping there shows the same."""
+    if p.output_mode != "content" or p.head_limit == 0 or p.only_matching or p.type is not None:
+        return None
+    return p.offset + p.head_limit + 1
+
+
 def _mount_root(where: Resolved) -> str:
     """What to put before a mount-relative path to show it: ``/memory``, or "" (sandbox)."""
     return Resolved(where.mount, "/").display() if where.is_virtual else ""
@@ -247,6 +257,7 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
             after=after,
             multiline=p.multiline,
             newest_first=p.output_mode == "files_with_matches",
+            enough=_enough(p),
         )
     except ValueError as exc:
         return tool_error(str(exc))

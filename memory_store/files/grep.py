@@ -79,11 +79,14 @@ def search(
     after: int = 0,
     multiline: bool = False,
     deadline: float,
+    enough: int | None = None,
 ) -> list[GrepMatch]:
     """Matching lines of each ``(path, content)``, with context lines, in the given order.
 
     Args:
         deadline: ``time.monotonic()`` value after which the search gives up.
+        enough: stop after the file in which this many entries (matching and context
+            lines) were found; None: search every file.
 
     Raises:
         SearchTimeout: the deadline passed.
@@ -91,6 +94,8 @@ def search(
     found: list[GrepMatch] = []
     whole = multiline or _whole_content_is_a_superset(regex.pattern)
     for path, content in files:
+        if enough is not None and len(found) >= enough:
+            break
         if time.monotonic() > deadline:
             raise SearchTimeout(path)
         if not whole or regex.search(content) is not None:  # one pass rules most files out

@@ -189,8 +189,12 @@ class FileStore:
         multiline: bool = False,
         newest_first: bool = False,
         timeout_s: float = SEARCH_TIMEOUT_S,
+        enough: int | None = None,
     ) -> list[GrepMatch]:
         """Lines matching a regex (RE2 syntax, ripgrep's; see ``grep``), with context lines.
+
+        ``enough``: the caller shows no more than this many entries (matching and context
+        lines), so the search stops after the file that reached it (None: every file).
 
         Files come in path order, or most recently modified first when
         ``newest_first``; lines in line order. ``prefix`` is a directory or one file.
@@ -214,7 +218,13 @@ class FileStore:
             regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
             chosen = listing.grep_order(found, glob, prefix, newest_first=newest_first)
             return search(
-                chosen, regex, before=before, after=after, multiline=multiline, deadline=deadline
+                chosen,
+                regex,
+                before=before,
+                after=after,
+                multiline=multiline,
+                deadline=deadline,
+                enough=enough,
             )
 
         return await asyncio.to_thread(run)

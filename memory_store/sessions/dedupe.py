@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
-from memory_store.sessions.tables import inbound_sightings
+from memory_store.sessions.tables import UtcDateTime, inbound_sightings
 from memory_store.upsert import insert
 
 _D = inbound_sightings.c
@@ -91,6 +91,11 @@ class InboundDedupe:
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
+        if self._db.is_postgres:  # on the ack path of a new thread: the driver's connection
+            statement = self._db.precompiled(_live_sighting())
+            args = statement.args({"key": key, "now": self._clock()})
+            async with self._db.driver() as raw:
+                return await raw.fetchrow(statement.sql, *args) is not None
         query = select(_D.key).where(_D.key == key, _D.expires_at > self._clock())
         async with self._db.read() as conn:
             return (await conn.execute(query)).one_or_none() is not None
@@ -108,6 +113,13 @@ class InboundDedupe:
         async with self._db.write() as conn:
             result = await conn.execute(delete(inbound_sightings).where(_D.expires_at <= cutoff))
         return result.rowcount
+
+
+@cache
+def _live_sighting() -> Any:
+    """``seen``'s query, built once (bound parameters only)."""
+    now = bindparam("now", type_=UtcDateTime())
+    return select(_D.key).where(_D.key == bindparam("key"), _D.expires_at > now)
 
 
 @cache

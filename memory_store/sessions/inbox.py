@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, case, null, select
+from sqlalchemy import Row, String, bindparam, case, null, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory_store.db import Database
 from memory_store.errors import SessionNotFound
 from memory_store.sessions.records import InboxItem, SessionStatus
-from memory_store.sessions.tables import at, session_inbox, sessions
+from memory_store.sessions.tables import UtcDateTime, at, session_inbox, sessions
 from memory_store.upsert import insert
 
 _S = sessions.c
@@ -78,6 +80,70 @@ async def record(
         raise SessionNotFound(session_id)
     await insert_item(conn, session_id, row.inbox_seq, message, now=now, is_postgres=is_postgres)
     return new_token if row.pending_token == new_token else None
+
+
+async def record_on_driver(
+    db: Database, session_id: str, message: Message, *, new_token: str, now: datetime
+) -> str | None:
+    """PostgreSQL only: ``record``, in one transaction on the driver's connection
+    (``Database.driver``: a steering reply is recorded before Slack's ack). Returns and
+    raises as ``record`` (a ``DuplicateInput`` has rolled its transaction back)."""
+    bump, add = db.precompiled(_bump()), db.precompiled(_add())
+    async with db.driver() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            bump.sql, *bump.args({"session_id": session_id, "new_token": new_token, "now": now})
+        )
+        if row is None:
+            raise SessionNotFound(session_id)
+        item = {
+            "session_id": session_id,
+            "position": row["inbox_seq"],
+            "user_id": message.user_id,
+            "text": message.text,
+            "source_ts": message.source_ts,
+            "now": now,
+            "kind": message.kind,
+        }
+        if await conn.fetchrow(add.sql, *add.args(item)) is None:
+            raise DuplicateInput(message.source_ts)
+    return new_token if row["pending_token"] == new_token else None
+
+
+@cache
+def _bump() -> Any:
+    """``record``'s UPDATE, built once (bound parameters only)."""
+    idle = _S.pending_token.is_(None)
+    now = bindparam("now", type_=UtcDateTime())
+    new_token = bindparam("new_token", type_=String())
+    return (
+        sessions.update()
+        .where(_S.id == bindparam("session_id"))
+        .values(
+            inbox_seq=_S.inbox_seq + 1,
+            status=SessionStatus.RUNNING.value,
+            pending_token=case((idle, new_token), else_=_S.pending_token),
+            enqueued_at=case((idle, now), else_=_S.enqueued_at),
+            crash_count=case((idle, 0), else_=_S.crash_count),
+            wait_until=null(),
+            updated_at=now,
+        )
+        .returning(_S.inbox_seq, _S.pending_token)
+    )
+
+
+@cache
+def _add() -> Any:
+    """``insert_item``'s INSERT on PostgreSQL, built once (bound parameters only)."""
+    columns = ("session_id", "position", "user_id", "text", "source_ts", "kind")
+    return (
+        insert(session_inbox, is_postgres=True)
+        .values(
+            {name: bindparam(name) for name in columns}
+            | {"created_at": bindparam("now", type_=UtcDateTime())}
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "source_ts"])
+        .returning(session_inbox.c.position)
+    )
 
 
 async def insert_item(

@@ -6,16 +6,18 @@ Statements for a connection the caller opened (``Database.write()``/``read()``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, String, Text, bindparam, literal, null, select
+from sqlalchemy import ColumnElement, String, Text, bindparam, literal, null, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.cron import store as cron_store
+from memory_store.db import Database
 from memory_store.sessions import event_log
 from memory_store.sessions.inbox import Message
 from memory_store.sessions.records import (
@@ -69,12 +71,17 @@ async def create(
 
 
 async def create_with_input(
-    conn: AsyncConnection, key: SessionKey, new: NewSession, message: Message
+    db: Database, key: SessionKey, new: NewSession, message: Message
 ) -> bool:
     """PostgreSQL only: ``create`` and the first inbox row in ONE statement (a
-    data-modifying CTE), so an autocommit connection records a new thread in one
-    round trip. Returns False, changing nothing, when ``key`` already has a session.
+    data-modifying CTE) on the driver's connection (``Database.driver``: the ack path),
+    so a new thread is recorded in one round trip. Returns False, changing nothing,
+    when ``key`` already has a session.
+
+    Raises:
+        DatabaseUnavailable: the database could not be reached or timed out.
     """
+    statement = db.precompiled(_session_with_input())
     params = {
         "id": new.session_id,
         "origin": new.origin.value,
@@ -89,7 +96,8 @@ async def create_with_input(
         "text": message.text,
         "source_ts": message.source_ts,
     }
-    return (await conn.execute(_session_with_input(), params)).one_or_none() is not None
+    async with db.driver() as conn:
+        return await conn.fetchrow(statement.sql, *statement.args(params)) is not None
 
 
 @cache
@@ -228,7 +236,31 @@ async def cancel(
 async def read(conn: AsyncConnection, *where: ColumnElement[bool]) -> Session | None:
     """The one session matching ``where``, or None."""
     row = (await conn.execute(select(sessions).where(*where))).one_or_none()
+    return None if row is None else _session(row._mapping)
+
+
+async def find(db: Database, key: SessionKey) -> Session | None:
+    """PostgreSQL only: the session of ``key`` (``read`` by ``key_is``), or None, on the
+    driver's connection (``Database.driver``: the ack path looks a thread up first).
+
+    Raises:
+        DatabaseUnavailable: the database could not be reached or timed out.
+    """
+    statement = db.precompiled(_by_key())
+    params = {"org_id": key.org_id, "channel_id": key.channel_id, "thread_ts": key.thread_ts}
+    async with db.driver() as conn:
+        row = await conn.fetchrow(statement.sql, *statement.args(params))
     return None if row is None else _session(row)
+
+
+@cache
+def _by_key() -> Any:
+    """The statement of ``find``, built once."""
+    return select(sessions).where(
+        _S.org_id == bindparam("org_id"),
+        _S.channel_id == bindparam("channel_id"),
+        _S.thread_ts == bindparam("thread_ts"),
+    )
 
 
 async def latest(conn: AsyncConnection, org_id: str, channel_id: str) -> Session | None:
@@ -240,11 +272,11 @@ async def latest(conn: AsyncConnection, org_id: str, channel_id: str) -> Session
         .limit(1)
     )
     row = (await conn.execute(stmt)).first()
-    return None if row is None else _session(row)
+    return None if row is None else _session(row._mapping)
 
 
-def _session(row: Row[Any]) -> Session:
-    m = row._mapping
+def _session(m: Mapping[Any, Any]) -> Session:
+    """The session of a row (SQLAlchemy's ``Row._mapping`` or the driver's record)."""
     return Session(
         id=m["id"],
         key=SessionKey(m["org_id"], m["channel_id"], m["thread_ts"]),

@@ -113,10 +113,9 @@ class SessionStore:
             session_id, requester_id, initial_checkpoint, token, now, origin
         )
         try:
-            if self._pg:  # the common case, a new thread, in one statement and round trip
-                async with self._db.autocommit() as conn:
-                    if await session_rows.create_with_input(conn, key, new, message):
-                        return Opened(session_id, created=True, token=token)
+            # the common case, a new thread, in one statement and round trip
+            if self._pg and await session_rows.create_with_input(self._db, key, new, message):
+                return Opened(session_id, created=True, token=token)
             async with self._db.write() as conn:
                 if not self._pg and await session_rows.create(conn, key, new, is_postgres=False):
                     await inbox.insert_item(
@@ -149,6 +148,10 @@ class SessionStore:
         """
         message, now = inbox.Message(user_id, text, source_ts), self._clock()
         try:
+            if self._pg:  # before Slack's ack: on the driver's connection
+                return await inbox.record_on_driver(
+                    self._db, session_id, message, new_token=new_token(), now=now
+                )
             async with self._db.write() as conn:
                 return await inbox.record(
                     conn, session_id, message, new_token=new_token(), now=now, is_postgres=self._pg
@@ -448,6 +451,8 @@ class SessionStore:
 
     async def find(self, key: SessionKey) -> Session | None:
         """The session of a Slack thread, or None. Raises DatabaseUnavailable."""
+        if self._pg:
+            return await session_rows.find(self._db, key)
         async with self._db.read() as conn:
             return await session_rows.read(conn, *session_rows.key_is(key))
 
@@ -573,5 +578,5 @@ def _check_positive(**values: float) -> None:
 
 
 def _size(*texts: str) -> int:
-    """UTF-8 bytes of ``texts``."""
-    return sum(len(t.encode()) for t in texts)
+    """UTF-8 bytes of ``texts`` (an ASCII text's length is its size: no encoding)."""
+    return sum(len(t) if t.isascii() else len(t.encode()) for t in texts)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, select
+from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.sessions.records import TranscriptDelta, TranscriptMark
@@ -65,16 +66,21 @@ async def write(
 async def read(
     conn: AsyncConnection, session_id: str, *, generation: int, from_position: int = 0
 ) -> tuple[str, ...]:
-    """The messages of ``generation`` at ``from_position`` and after, in order."""
-    query = (
-        select(_T.message)
-        .where(
-            _T.session_id == session_id,
-            _T.generation == generation,
-            _T.position >= from_position,
-        )
-        .order_by(_T.position)
+    """The messages of ``generation`` at ``from_position`` and after, in order.
+
+    On PostgreSQL the rows come back as one ``text[]`` (``array_agg``), decoded by the
+    driver: one result row instead of one per message, so a claim reading a long
+    history does not pay the result machinery per message."""
+    where = (
+        _T.session_id == session_id,
+        _T.generation == generation,
+        _T.position >= from_position,
     )
+    if conn.dialect.name == "postgresql":
+        aggregated = select(func.array_agg(aggregate_order_by(_T.message, _T.position)))
+        messages = (await conn.execute(aggregated.where(*where))).scalar_one()
+        return tuple(messages or ())
+    query = select(_T.message).where(*where).order_by(_T.position)
     return tuple((await conn.execute(query)).scalars())
 
 

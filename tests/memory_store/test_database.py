@@ -13,8 +13,11 @@ from memory_store import (
     Database,
     DatabaseUnavailable,
     FileStore,
+    InboundDedupe,
     Namespace,
     Scope,
+    SessionKey,
+    SessionStore,
     normalise_url,
 )
 from memory_store.migrate import alembic_config
@@ -92,5 +95,35 @@ async def test_an_unreachable_server_raises_database_unavailable(tmp_path: Path)
             await FileStore(db).read(Namespace("T1", Scope.MEMORY), "/a.md")
         with pytest.raises(DatabaseUnavailable):
             await db.migrate()
+        # the ack path's statements, sent on the driver's own connection, say the same
+        with pytest.raises(DatabaseUnavailable):
+            await SessionStore(db).find(SessionKey("T1", "C1", "1.0"))
+        with pytest.raises(DatabaseUnavailable):
+            await InboundDedupe(db).seen("ts:C1:1.0")
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_statement_refused_on_the_drivers_connection_leaves_the_pool_usable(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        await db.migrate()
+        with pytest.raises(DatabaseUnavailable):
+            async with db.driver() as conn:
+                await conn.fetchval("SELECT no_such_column FROM sessions")
+        assert await SessionStore(db).find(SessionKey("T1", "C1", "1.0")) is None
+    finally:
+        await db.dispose()
+
+
+async def test_the_drivers_connection_is_for_postgresql_only(tmp_path: Path) -> None:
+    db = Database.from_url(None, data_dir=tmp_path)
+    try:
+        with pytest.raises(RuntimeError):
+            async with db.driver():
+                pass
     finally:
         await db.dispose()

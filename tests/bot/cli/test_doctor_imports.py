@@ -15,6 +15,9 @@ from pathlib import Path
 
 HEAVY = ("harness", "anthropic", "mcp", "sandbox_client", "slack_sdk", "slack_bolt", "dramatiq")
 """Packages none of the quick checks (data directory, database, Redis) uses."""
+ORM = ("sqlalchemy", "alembic", "aiosqlite")
+"""What the store's full machinery loads: the quick database check reads the schema's
+revision with the driver alone (``memory_store.probe_schema``)."""
 
 RUN_AND_LIST = """
 import json, sys
@@ -55,8 +58,10 @@ def test_quick_doctor_checks_the_database_without_importing_the_harness(
     # Then it checked the data directory and the database
     assert "data_dir" in output
     assert "database" in output
-    # And loaded none of the packages only the full checks use
+    # And loaded none of the packages only the full checks use, nor the store's ORM and
+    # migration tool, nor Redis's client without a REDIS_URL
     assert loaded & set(HEAVY) == set(), output
+    assert loaded & {*ORM, "redis"} == set(), output
 
 
 def test_the_settings_default_model_and_tokens_are_the_harness_defaults() -> None:

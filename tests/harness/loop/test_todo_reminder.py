@@ -52,3 +52,12 @@ def test_after_compaction_the_task_list_is_repeated_when_there_is_one() -> None:
     assert "The conversation was compacted." in text
     assert "2. [in_progress] Read logs" in text
     assert todo_reminder(session([]), compacted=True) is None
+
+
+def test_the_count_reads_no_further_back_than_it_needs() -> None:
+    # Given a long session with no TodoWrite whose oldest messages cannot be read
+    cp = session(["Bash"] * 30)
+    unreadable = Message.from_stored('{"role":"user","content":[{"type":"image"}]}')
+    cp = replace(cp, messages=(unreadable, *cp.messages[1:]))
+    # Then the reminder is worked out from the newest calls alone
+    assert todo_reminder(cp, compacted=False) is not None

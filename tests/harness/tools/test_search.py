@@ -197,6 +197,24 @@ async def test_grep_head_limit_cuts_the_output_and_gives_the_pagination(
     )
 
 
+@pytest.mark.parametrize("context", [0, 1])
+async def test_a_limited_listing_is_the_one_every_match_would_give(
+    agent: SessionDriver, context: int
+) -> None:
+    # Given matches in many files (the search may stop once the listing is full)
+    files = {f"/f{i:02}.md": "".join(f"hit {i}.{j}\nmiss\n" for j in range(3)) for i in range(20)}
+    await seed(agent, files)
+    base = {"pattern": "hit", "path": "/memory", "output_mode": "content", "-C": context}
+    # When the listing is limited, and when it is not
+    whole = await agent.call("Grep", {**base, "head_limit": 0})
+    limited = await agent.call("Grep", {**base, "head_limit": 7, "offset": 5})
+    # Then the limited one is the same lines, paged, with its pagination note
+    lines = whole.content.split("\n")
+    assert limited.content == "\n".join(lines[5:12]) + (
+        "\n\n[Showing results with pagination = limit: 7, offset: 5]"
+    )
+
+
 async def test_grep_offset_pages_through_results_in_every_mode(agent: SessionDriver) -> None:
     await seed(agent, {"/many.md": "".join(f"hit {i}\n" for i in range(5)), "/b.md": "hit\n"})
     base = {"pattern": "hit", "path": "/memory", "head_limit": 2, "offset": 3}
