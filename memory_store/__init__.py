@@ -35,6 +35,17 @@ from memory_store.files.store import FileStore
 from memory_store.incident import IncidentLog, IncidentRow, IncidentRows, IncidentSession
 from memory_store.migrate import SchemaVersion
 from memory_store.model_calls import ModelCall, ModelCallLog, Spend
+from memory_store.recall.store import (
+    Given,
+    IncidentFile,
+    IncidentSummary,
+    PastIncident,
+    RecallQuery,
+    RecallStore,
+    Related,
+    Viewer,
+    words_of,
+)
 from memory_store.records import (
     DEFAULT_LIMITS,
     Change,
@@ -89,6 +100,16 @@ __all__ = [
     "TokenOwner",
     # the incident record's rows
     "IncidentLog",
+    # past incidents' recall (issue 29)
+    "Given",
+    "IncidentFile",
+    "IncidentSummary",
+    "PastIncident",
+    "RecallQuery",
+    "RecallStore",
+    "Related",
+    "Viewer",
+    "words_of",
     "IncidentRow",
     "IncidentRows",
     "IncidentSession",
