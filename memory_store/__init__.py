@@ -48,6 +48,7 @@ from memory_store.recall.store import (
 )
 from memory_store.records import (
     DEFAULT_LIMITS,
+    READ_ONLY_TREES,
     Change,
     EditResult,
     Entry,
@@ -136,6 +137,7 @@ __all__ = [
     "Origin",
     "Revision",
     "Scope",
+    "READ_ONLY_TREES",
     "WriteResult",
     # paths and skills
     "normalise_file_path",

@@ -13,8 +13,10 @@ unless the org allows private-channel incidents org-wide (``private_org_wide``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,9 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
+from memory_store.files import listing
+from memory_store.files.grep import compile_pattern, search
+from memory_store.files.lean import PathRow
+from memory_store.files.paths import normalise_path
+from memory_store.files.prefilter import required_literal
 from memory_store.files.rows import aware
 from memory_store.recall.tables import incident_recall, private_channels, related_given
-from memory_store.records import Scope
+from memory_store.records import Entry, GrepMatch, Scope
 from memory_store.sessions.tables import sessions
 from memory_store.upsert import insert
 
@@ -206,7 +213,7 @@ class RecallStore:
                     incident_recall.c.org_id == org_id, incident_recall.c.channel_id == channel_id
                 )
             )
-        return PastIncident(org_id, channel_id, aware(kept), summary, summary_version)
+        return PastIncident(org_id, channel_id, aware(_when(kept)), summary, summary_version)
 
     async def mark_private(self, org_id: str, channel_id: str) -> None:
         """Remember that ``channel_id`` is private (idempotent)."""
@@ -221,17 +228,22 @@ class RecallStore:
         session_id: str,
         org_id: str,
         channel_id: str,
-        thread_ts: str,
         items: Sequence[Mapping[str, Any]],
+        *,
+        thread_ts: str | None = None,
     ) -> None:
         """Keep what session ``session_id`` was given at its start (the first record wins:
-        a step run again gives the same items)."""
+        a step run again gives the same items). ``thread_ts`` None: the session row's."""
         async with self._db.write() as conn:
+            if thread_ts is None:
+                thread_ts = await conn.scalar(
+                    select(sessions.c.thread_ts).where(sessions.c.id == session_id)
+                )
             statement = insert(related_given, is_postgres=self._db.is_postgres).values(
                 session_id=session_id,
                 org_id=org_id,
                 channel_id=channel_id,
-                thread_ts=thread_ts,
+                thread_ts=thread_ts or "",
                 given_at=self._clock(),
                 items=json.dumps(list(items), sort_keys=True),
             )
@@ -314,6 +326,76 @@ class RecallStore:
                 )
         return files
 
+    async def glob(
+        self,
+        viewer: Viewer,
+        pattern: str,
+        prefix: str = "/",
+        *,
+        generated: Sequence[str] = (),
+    ) -> list[Entry]:
+        """Files of the ``/incidents`` tree (``/<folder>/<path>``) matching a glob relative
+        to ``prefix``, most recently modified first, as ``FileStore.glob`` matches them.
+        ``generated``: names of files made on read in each folder (``timeline.md``), dated
+        by their incident's last summary. Raises InvalidPath (a bad ``prefix``)."""
+        prefix = normalise_path(prefix)
+        folder = _folder_of(prefix)
+        found: list[PathRow] = [
+            (f"/{f.dir_name}{f.path}", 0, f.size_bytes, f.updated_at, 0o644)
+            for f in await self.files(viewer, folder, with_content=False)
+        ]
+        if generated:
+            for incident in await self.incidents(viewer):
+                if folder is None or incident.dir_name == folder:
+                    found += [
+                        (f"/{incident.dir_name}/{name}", 0, 0, incident.started_at, 0o444)
+                        for name in generated
+                    ]
+        under = [row for row in found if _is_under(row[0], prefix)]
+        absolute = listing.absolute_pattern(pattern, prefix)
+        return await asyncio.to_thread(listing.glob_entries, under, absolute)
+
+    async def grep(
+        self,
+        viewer: Viewer,
+        pattern: str,
+        *,
+        prefix: str = "/",
+        glob: str | None = None,
+        ignore_case: bool = False,
+        before: int = 0,
+        after: int = 0,
+        multiline: bool = False,
+        newest_first: bool = False,
+        timeout_s: float = 20.0,
+    ) -> list[GrepMatch]:
+        """Lines matching a regex in the notes of the ``/incidents`` tree, with the
+        semantics of ``FileStore.grep`` (RE2, linear time, off the event loop); paths are
+        ``/<folder>/<path>``. Raises InvalidPath; ValueError for a bad regex;
+        SearchTimeout."""
+        prefix = normalise_path(prefix)
+        deadline = time.monotonic() + timeout_s
+        literal = None if multiline else required_literal(pattern)
+        if ignore_case and literal is not None and not literal.isascii():
+            literal = None
+        chosen_files = await self.files(
+            viewer, _folder_of(prefix), containing=literal, ignore_case=ignore_case
+        )
+        found = [
+            (f"/{f.dir_name}{f.path}", f.content, f.updated_at)
+            for f in chosen_files
+            if _is_under(f"/{f.dir_name}{f.path}", prefix)
+        ]
+
+        def run() -> list[GrepMatch]:
+            regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
+            chosen = listing.grep_order(found, glob, prefix, newest_first=newest_first)
+            return search(
+                chosen, regex, before=before, after=after, multiline=multiline, deadline=deadline
+            )
+
+        return await asyncio.to_thread(run)
+
     async def related(
         self, viewer: Viewer, query: RecallQuery, *, limit: int = 3
     ) -> list[Related]:
@@ -346,6 +428,16 @@ class RecallStore:
         async with self._db.read() as conn:
             found = (await conn.execute(text(statement), params)).all()
         return _rerank(viewer.org_id, found, services, words, limit)
+
+
+def _folder_of(prefix: str) -> str | None:
+    """The incident folder a ``/incidents``-relative prefix is inside (None: the root)."""
+    first = prefix.strip("/").split("/", 1)[0]
+    return first or None
+
+
+def _is_under(path: str, prefix: str) -> bool:
+    return prefix == "/" or path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 def _when(value: Any) -> datetime:

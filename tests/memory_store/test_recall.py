@@ -155,8 +155,35 @@ async def test_notes_of_visible_incidents_are_read_in_one_statement(
 async def test_what_a_session_was_given_is_kept_once(file_db: Database, org: str) -> None:
     recall = RecallStore(file_db)
     item = {"title": "t", "path": "/incidents/2026-11-02-C1/"}
-    await recall.note_given("s1", org, "C9", "1.0001", [item])
-    await recall.note_given("s1", org, "C9", "1.0001", [])  # a step run again
+    await recall.note_given("s1", org, "C9", [item], thread_ts="1.0001")
+    await recall.note_given("s1", org, "C9", [], thread_ts="1.0001")  # a step run again
     [given] = await recall.given(org, "C9")
-    assert given.session_id == "s1" and list(given.items) == [item]
+    assert given.session_id == "s1" and given.thread_ts == "1.0001"
+    assert list(given.items) == [item]
     assert await recall.given(org, "C1") == []
+
+
+async def test_grep_and_glob_over_the_tree_work_like_over_one_incident(
+    file_db: Database, org: str
+) -> None:
+    recall, files = RecallStore(file_db), FileStore(file_db)
+    await recall.record(org, "C1", POOL, started_at=NOV)
+    ns = Namespace(org, Scope.INCIDENT, "C1")
+    text = "pool size 5\nthe 500s rise from 14:02\npool size 50 restored\n"
+    await files.write(ns, "/findings.md", text, Origin("u"), expected_version=None)
+    await files.write(ns, "/raw/log.txt", "pool x\n", Origin("u"), expected_version=None)
+    viewer = Viewer(org, "C9")
+    direct = await files.grep(ns, r"pool size \d+", before=1)
+    tree = await recall.grep(viewer, r"pool size \d+", before=1)
+    assert [(m.line_number, m.line, m.is_context) for m in tree] == [
+        (m.line_number, m.line, m.is_context) for m in direct
+    ]
+    assert {m.path for m in tree} == {"/2026-11-02-C1/findings.md"}
+    inside = await recall.grep(viewer, "pool", prefix="/2026-11-02-C1/raw", glob="*.txt")
+    assert [m.path for m in inside] == ["/2026-11-02-C1/raw/log.txt"]
+    names = await recall.glob(viewer, "**/*.md", generated=("timeline.md",))
+    assert {e.path for e in names} == {
+        "/2026-11-02-C1/findings.md",
+        "/2026-11-02-C1/timeline.md",
+    }
+    assert await recall.grep(Viewer(f"T{uuid.uuid4().hex[:12]}", "C9"), "pool") == []
