@@ -125,6 +125,7 @@ from harness.model.messages import (
 )
 from harness.model.request import ToolSpec, build_request
 from harness.model.spliced import MessagesMemo
+from harness.recall.related import Recall
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.kinds import Actor, ActorKind, EntryKind
 from harness.record.links import permalink
@@ -237,6 +238,7 @@ __all__ = [
     "Entry",
     "EntryKind",
     "IncidentRecord",
+    "Recall",
     "Timeline",
     "build_timeline",
     "permalink",

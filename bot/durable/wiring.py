@@ -46,6 +46,7 @@ from harness import (
     Checkpoint,
     EgressReach,
     IncidentRecord,
+    Recall,
     Limits,
     McpServers,
     Model,
@@ -71,6 +72,7 @@ from memory_store import (
     ModelCallLog,
     Outbox,
     OutboxItem,
+    RecallStore,
     SessionOrigin,
     SessionStore,
 )
@@ -544,6 +546,11 @@ class Runtime:
             mcp=mcp,
             ledger=ModelCallLog(db),
             record=IncidentRecord(IncidentLog(db), workspace_url),
+            recall=Recall(
+                RecallStore(db),
+                private_org_wide=settings.recall_private == "org",
+                record=IncidentRecord(IncidentLog(db), workspace_url),
+            ),
             approvals=approvals,
             tasks=tasks,
             cron=CronJobs(db),

@@ -181,6 +181,29 @@ class RecallStore:
         first session's creation time, else now; later records keep it, so the folder
         name never changes.
         """
+        async with self._db.write() as conn:
+            return await self._record(
+                conn, org_id, channel_id, summary, summary_version, started_at
+            )
+
+    async def record_many(
+        self, org_id: str, incidents: Sequence[tuple[str, IncidentSummary, datetime]]
+    ) -> None:
+        """``record`` each (channel, summary, start date) in one transaction (imports,
+        benchmarks)."""
+        async with self._db.write() as conn:
+            for channel_id, summary, started_at in incidents:
+                await self._record(conn, org_id, channel_id, summary, 0, started_at)
+
+    async def _record(
+        self,
+        conn: AsyncConnection,
+        org_id: str,
+        channel_id: str,
+        summary: IncidentSummary,
+        summary_version: int,
+        started_at: datetime | None,
+    ) -> PastIncident:
         now = self._clock()
         values = {
             "title": summary.title,
@@ -192,27 +215,26 @@ class RecallStore:
             "summary_version": summary_version,
             "updated_at": now,
         }
-        async with self._db.write() as conn:
-            if started_at is None:
-                first = await conn.scalar(
-                    select(func.min(sessions.c.created_at)).where(
-                        sessions.c.org_id == org_id, sessions.c.channel_id == channel_id
-                    )
-                )
-                started_at = aware(first) if first is not None else now
-            statement = insert(incident_recall, is_postgres=self._db.is_postgres).values(
-                org_id=org_id, channel_id=channel_id, started_at=started_at, **values
-            )
-            await conn.execute(
-                statement.on_conflict_do_update(index_elements=["org_id", "channel_id"], set_=values)
-            )
-            if not self._db.is_postgres:
-                await _index_sqlite(conn, org_id, channel_id, summary)
-            kept = await conn.scalar(
-                select(incident_recall.c.started_at).where(
-                    incident_recall.c.org_id == org_id, incident_recall.c.channel_id == channel_id
+        if started_at is None:
+            first = await conn.scalar(
+                select(func.min(sessions.c.created_at)).where(
+                    sessions.c.org_id == org_id, sessions.c.channel_id == channel_id
                 )
             )
+            started_at = aware(_when(first)) if first is not None else now
+        statement = insert(incident_recall, is_postgres=self._db.is_postgres).values(
+            org_id=org_id, channel_id=channel_id, started_at=started_at, **values
+        )
+        await conn.execute(
+            statement.on_conflict_do_update(index_elements=["org_id", "channel_id"], set_=values)
+        )
+        if not self._db.is_postgres:
+            await _index_sqlite(conn, org_id, channel_id, summary)
+        kept = await conn.scalar(
+            select(incident_recall.c.started_at).where(
+                incident_recall.c.org_id == org_id, incident_recall.c.channel_id == channel_id
+            )
+        )
         return PastIncident(org_id, channel_id, aware(_when(kept)), summary, summary_version)
 
     async def mark_private(self, org_id: str, channel_id: str) -> None:
