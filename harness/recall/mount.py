@@ -148,9 +148,7 @@ async def glob(ctx: ToolContext, where: Resolved, pattern: str) -> ToolOutcome:
         entries = await recall.store.glob(viewer, pattern, where.path, generated=generated)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
-    return ToolOutcome(
-        search_output.glob_listing([MOUNT_ROOT + e.path for e in reversed(entries)])
-    )
+    return ToolOutcome(search_output.glob_listing([MOUNT_ROOT + e.path for e in reversed(entries)]))
 
 
 async def grep(

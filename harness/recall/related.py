@@ -84,7 +84,9 @@ def related_items(found: Sequence[Related]) -> list[dict[str, str]]:
     ]
 
 
-def related_lines(items: Sequence[Mapping[str, str]], max_bytes: int = RELATED_MAX_BYTES) -> list[str]:
+def related_lines(
+    items: Sequence[Mapping[str, str]], max_bytes: int = RELATED_MAX_BYTES
+) -> list[str]:
     """The section's lines: a heading, then one line per incident (date, channel, title,
     path; then what fixed it), fitted to ``max_bytes``; none without items."""
     if not items:

@@ -39,8 +39,9 @@ FIELDS = {
 }
 MAX_FIELD_CHARS = 600
 MAX_TITLE_CHARS = 120
-_FIELD = re.compile(r"^\s*[-*]?\s*\**(services|symptoms|root[ _-]?cause|fix|links)\**\s*:\s*(.*)$",
-                    re.IGNORECASE)
+_FIELD = re.compile(
+    r"^\s*[-*]?\s*\**(services|symptoms|root[ _-]?cause|fix|links)\**\s*:\s*(.*)$", re.IGNORECASE
+)
 _SPLIT = re.compile(r"[,\s]+")
 _MENTION = re.compile(r"<[@#!][^>]*>")
 _FIX_WORDS = re.compile(
@@ -84,7 +85,9 @@ def parse_summary(text: str) -> IncidentSummary:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(n.strip("`'\".").lower() for n in _SPLIT.split(text) if n.strip("`'\".")))
+    return tuple(
+        dict.fromkeys(n.strip("`'\".").lower() for n in _SPLIT.split(text) if n.strip("`'\"."))
+    )
 
 
 def render_summary(summary: IncidentSummary, note: str = "") -> str:

@@ -189,11 +189,50 @@ class RecallStore:
     async def record_many(
         self, org_id: str, incidents: Sequence[tuple[str, IncidentSummary, datetime]]
     ) -> None:
-        """``record`` each (channel, summary, start date) in one transaction (imports,
-        benchmarks)."""
+        """Record each (channel, summary, start date) of ``org_id`` in one transaction, in
+        bulk (imports, benchmarks); a channel already recorded is replaced, its start date
+        kept. On SQLite the org's full-text rows are rebuilt."""
+        now = self._clock()
+        rows = [
+            {
+                "org_id": org_id,
+                "channel_id": channel_id,
+                "started_at": started_at,
+                "title": summary.title,
+                "services": " ".join(summary.services),
+                "symptoms": summary.symptoms,
+                "root_cause": summary.root_cause,
+                "fix": summary.fix,
+                "links": "\n".join(summary.links),
+                "summary_version": 0,
+                "updated_at": now,
+            }
+            for channel_id, summary, started_at in incidents
+        ]
+        if not rows:
+            return
+        statement = insert(incident_recall, is_postgres=self._db.is_postgres)
+        replaced = {
+            name: getattr(statement.excluded, name)
+            for name in (
+                "title",
+                "services",
+                "symptoms",
+                "root_cause",
+                "fix",
+                "links",
+                "summary_version",
+                "updated_at",
+            )
+        }
+        upsert = statement.on_conflict_do_update(
+            index_elements=["org_id", "channel_id"], set_=replaced
+        )
         async with self._db.write() as conn:
-            for channel_id, summary, started_at in incidents:
-                await self._record(conn, org_id, channel_id, summary, 0, started_at)
+            await conn.execute(upsert, rows)
+            if not self._db.is_postgres:
+                await conn.execute(text(_SQLITE_DROP_ORG), {"org": org_id})
+                await conn.execute(text(_SQLITE_INDEX_ORG), {"org": org_id})
 
     async def _record(
         self,
@@ -289,7 +328,9 @@ class RecallStore:
     async def incidents(self, viewer: Viewer) -> list[PastIncident]:
         """Every past incident ``viewer`` may see, newest first."""
         async with self._db.read() as conn:
-            found = await conn.execute(text(_LIST + " ORDER BY r.started_at DESC, r.channel_id"), _seen_by(viewer))
+            found = await conn.execute(
+                text(_LIST + " ORDER BY r.started_at DESC, r.channel_id"), _seen_by(viewer)
+            )
         return [_incident(viewer.org_id, row) for row in found.all()]
 
     async def incident(self, viewer: Viewer, dir_name: str) -> PastIncident | None:
@@ -418,9 +459,7 @@ class RecallStore:
 
         return await asyncio.to_thread(run)
 
-    async def related(
-        self, viewer: Viewer, query: RecallQuery, *, limit: int = 3
-    ) -> list[Related]:
+    async def related(self, viewer: Viewer, query: RecallQuery, *, limit: int = 3) -> list[Related]:
         """The past incidents closest to ``query`` that ``viewer`` may see, best first
         (never the viewer's own channel).
 
@@ -491,6 +530,17 @@ _SQLITE_RELATED = (
     "WHERE incident_recall_fts MATCH :m AND r.org_id = :org AND r.channel_id <> :viewer"
     + _VISIBLE
     + " ORDER BY rank DESC, r.started_at DESC LIMIT :candidates"
+)
+
+
+_SQLITE_DROP_ORG = (
+    "DELETE FROM incident_recall_fts WHERE rowid IN "
+    "(SELECT rowid FROM incident_recall WHERE org_id = :org)"
+)
+_SQLITE_INDEX_ORG = (
+    "INSERT INTO incident_recall_fts (rowid, org, services, title_symptoms, cause_fix) "
+    "SELECT rowid, org_id, services, title || char(10) || symptoms, "
+    "root_cause || char(10) || fix FROM incident_recall WHERE org_id = :org"
 )
 
 

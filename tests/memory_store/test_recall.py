@@ -85,9 +85,7 @@ async def test_the_own_channel_is_not_related_and_the_start_date_is_kept(
     assert listed.summary == DISK and listed.summary_version == 3
     query = RecallQuery(services=("search-indexer",), words=("disk", "full"))
     assert await recall.related(Viewer(org, "C1"), query) == []
-    assert [r.incident.channel_id for r in await recall.related(Viewer(org, "C2"), query)] == [
-        "C1"
-    ]
+    assert [r.incident.channel_id for r in await recall.related(Viewer(org, "C2"), query)] == ["C1"]
     # the old summary is no longer indexed
     old = RecallQuery(services=("checkout-api",), words=("pool", "exhausted"))
     assert await recall.related(Viewer(org, "C2"), old) == []
@@ -100,7 +98,10 @@ async def test_another_orgs_incidents_are_never_found_nor_listed(
     other = f"T{uuid.uuid4().hex[:12]}"
     await recall.record(other, "C1", POOL, started_at=NOV)
     await FileStore(file_db).write(
-        Namespace(other, Scope.INCIDENT, "C1"), "/findings.md", "pool", Origin("u"),
+        Namespace(other, Scope.INCIDENT, "C1"),
+        "/findings.md",
+        "pool",
+        Origin("u"),
         expected_version=None,
     )
     viewer = Viewer(org, "C9", private_org_wide=True)
@@ -140,8 +141,11 @@ async def test_notes_of_visible_incidents_are_read_in_one_statement(
     await recall.mark_private(org, "C2")
     for channel in ("C1", "C2", "C3"):  # C3 has notes but no recorded summary
         await files.write(
-            Namespace(org, Scope.INCIDENT, channel), "/findings.md", f"Pool in {channel}",
-            Origin("u"), expected_version=None,
+            Namespace(org, Scope.INCIDENT, channel),
+            "/findings.md",
+            f"Pool in {channel}",
+            Origin("u"),
+            expected_version=None,
         )
     viewer = Viewer(org, "C9")
     assert [(f.dir_name, f.path) for f in await recall.files(viewer)] == [

@@ -83,9 +83,9 @@ async def test_grep_over_incidents_works_like_over_incident(
         direct = await there.call("Grep", {**query, "path": "/incident"})
         past = await here.call("Grep", {**query, "path": "/incidents"})
         assert not past.is_error, past.content
-        assert past.content == direct.content.replace(
-            "/incident/", "/incidents/2026-11-02-C1/"
-        ), mode
+        assert past.content == direct.content.replace("/incident/", "/incidents/2026-11-02-C1/"), (
+            mode
+        )
     inside = await here.call("Grep", {"pattern": "14:02", "path": "/incidents/2026-11-02-C1"})
     assert inside.content.endswith("/incidents/2026-11-02-C1/findings.md")
     globbed = await here.call("Glob", {"pattern": "/incidents/**/*.md"})
@@ -107,7 +107,9 @@ async def test_read_lists_and_shows_past_incidents_and_write_and_edit_are_refuse
         ("Write", {"content": "x"}),
         ("Edit", {"old_string": "pool", "new_string": "POOL"}),
     ):
-        refused = await here.call(name, {"file_path": "/incidents/2026-11-02-C1/findings.md", **extra})
+        refused = await here.call(
+            name, {"file_path": "/incidents/2026-11-02-C1/findings.md", **extra}
+        )
         assert "/incidents/ is read-only" in error_text(refused)
     unchanged = await FileStore(db).read(Namespace(org, Scope.INCIDENT, "C1"), "/findings.md")
     assert unchanged.content == FINDINGS
