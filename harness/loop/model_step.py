@@ -33,7 +33,6 @@ from harness.loop.stops import (
 from harness.loop.todo_reminder import todo_reminder
 from harness.loop.turn import build_user_message, compact, final_answer_text
 from harness.mcp.servers import McpTool
-from harness.recall.related import Recall
 from harness.model.adapter import Model, ModelReply
 from harness.model.messages import (
     Message,
@@ -42,6 +41,7 @@ from harness.model.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from harness.recall.related import Recall
 from harness.tools.mcp_call import mcp_specs
 from harness.tools.toolbox import AGENT_TOOL, WAKEUP_TOOL, summarize_call, tool_specs
 from memory_store import FileStore

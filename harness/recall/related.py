@@ -13,6 +13,7 @@ after a person or the agent changed it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -192,7 +193,7 @@ class Recall:
                     services=tuple(dict.fromkeys((*earlier.services, *draft.services))),
                 )
             text = render_summary(draft, DRAFT_NOTE)
-            try:
+            with contextlib.suppress(StaleVersion):  # someone wrote it meanwhile: index theirs
                 await files.write(
                     notes,
                     SUMMARY_PATH,
@@ -200,8 +201,6 @@ class Recall:
                     Origin(DRAFT_ACTOR, cp.session_id, f"recall:{cp.session_id}:{cp.turns}"),
                     expected_version=current.version if current is not None else 0,
                 )
-            except StaleVersion:
-                pass  # someone wrote it meanwhile: index theirs
         return await self.reindex(files, cp.org_id, cp.channel_id)
 
 

@@ -22,10 +22,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.recall import mount as past
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import generated_here
-from harness.recall import mount as past
 from harness.vfs import Mount, Resolved, resolve
 from memory_store import GrepMatch, SearchTimeout
 
@@ -313,7 +313,8 @@ GLOB = ModelTool(
         "Returns matching paths, least recently modified first (at most 100). Searches `path` "
         "(default: the working directory /workspace); give path /memory, /skills, /incident or "
         "/incidents (the org's past incidents, read-only), or an absolute pattern such as "
-        "`/memory/**/*.md`, to search the shared virtual trees. A pattern without `/` matches file names at any depth."
+        "`/memory/**/*.md`, to search the shared virtual trees. A pattern without `/` "
+        "matches file names at any depth."
     ),
     input_schema={
         "type": "object",

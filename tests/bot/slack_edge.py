@@ -49,6 +49,7 @@ from memory_store import (
     Limits,
     ModelCallLog,
     Outbox,
+    RecallStore,
     Session,
     SessionKey,
     SessionStore,
@@ -238,6 +239,7 @@ async def running_edge(
         record=IncidentRecord(IncidentLog(database), WORKSPACE_URL),
         egress=EgressLog(database),
         approvers=approvers or Approvers(),
+        recall=RecallStore(database),
     )
     app = build_app(deps=deps, background=background)
     running = await start(app, HttpMode(host="127.0.0.1", port=0))

@@ -82,7 +82,8 @@ async def test_the_own_channel_is_not_related_and_the_start_date_is_kept(
     again = await recall.record(org, "C1", DISK, summary_version=3)
     assert again.dir_name == first.dir_name
     [listed] = await recall.incidents(Viewer(org, "C1"))
-    assert listed.summary == DISK and listed.summary_version == 3
+    assert listed.summary == DISK
+    assert listed.summary_version == 3
     query = RecallQuery(services=("search-indexer",), words=("disk", "full"))
     assert await recall.related(Viewer(org, "C1"), query) == []
     assert [r.incident.channel_id for r in await recall.related(Viewer(org, "C2"), query)] == ["C1"]
@@ -162,7 +163,8 @@ async def test_what_a_session_was_given_is_kept_once(file_db: Database, org: str
     await recall.note_given("s1", org, "C9", [item], thread_ts="1.0001")
     await recall.note_given("s1", org, "C9", [], thread_ts="1.0001")  # a step run again
     [given] = await recall.given(org, "C9")
-    assert given.session_id == "s1" and given.thread_ts == "1.0001"
+    assert given.session_id == "s1"
+    assert given.thread_ts == "1.0001"
     assert list(given.items) == [item]
     assert await recall.given(org, "C1") == []
 

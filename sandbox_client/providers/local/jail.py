@@ -5,8 +5,8 @@ policy is ``host``); no capabilities; an environment holding only what the confi
 allows; the host's system directories read-only; ``/workspace``, ``/tmp`` and
 ``/dev/shm`` writable tmpfs of the sizes ``limits`` gives (see ``limits`` for why a
 tmpfs), and nothing else writable (the root and ``/dev`` are remounted read-only); read-only
-``/memory``, ``/skills``, ``/incident``, ``/incidents`` holding only a note that Warroom's file tools
-serve those paths.
+``/memory``, ``/skills``, ``/incident``, ``/incidents`` holding only a note that Warroom's file
+tools serve those paths.
 
 Nothing the host follows or connects to lies where the jail can write. The server's
 socket is bound by the host in the sandbox's state directory, which the jail does not

@@ -89,10 +89,10 @@ def ask(text: str) -> tuple[Inbound, ...]:
 
 
 def session(
-    kit: Kit, fake: FakeAnthropicAPI, org: str, recall: Recall | None, **kw: str
+    kit: Kit, fake: FakeAnthropicAPI, org: str, recall: Recall | None, session_id: str = "s-main"
 ) -> SessionRun:
     """A session of ``org`` (each test its own: the PostgreSQL database is the run's)."""
-    run = kit.session(fake.base_url, **kw)
+    run = kit.session(fake.base_url, session_id=session_id)
     run.cp = replace(run.cp, org_id=org)
     run.recall = recall
     return run

@@ -122,7 +122,8 @@ async def test_another_orgs_incidents_are_never_readable(
     await past_incident(db, other)
     here = session(db, org, "C9", tmp_path)
     read = await here.call("Read", {"file_path": "/incidents/2026-11-02-C1/findings.md"})
-    assert read.is_error and "does not exist" in read.content
+    assert read.is_error
+    assert "does not exist" in read.content
     assert "empty directory" in (await here.call("Read", {"file_path": "/incidents/"})).content
     grep = await here.call("Grep", {"pattern": "pool", "path": "/incidents"})
     assert grep.content == "No files found"
