@@ -126,6 +126,7 @@ from harness.model.messages import (
 from harness.model.request import ToolSpec, build_request
 from harness.model.spliced import MessagesMemo
 from harness.recall.related import Recall
+from harness.recall.summary import parse_summary
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.kinds import Actor, ActorKind, EntryKind
 from harness.record.links import permalink
@@ -239,6 +240,7 @@ __all__ = [
     "EntryKind",
     "IncidentRecord",
     "Recall",
+    "parse_summary",
     "Timeline",
     "build_timeline",
     "permalink",
