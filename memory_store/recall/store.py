@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import bindparam, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
@@ -33,7 +33,12 @@ from memory_store.files.lean import PathRow
 from memory_store.files.paths import normalise_path
 from memory_store.files.prefilter import required_literal
 from memory_store.files.rows import aware
-from memory_store.recall.tables import incident_recall, private_channels, related_given
+from memory_store.recall.tables import (
+    incident_recall,
+    incident_services,
+    private_channels,
+    related_given,
+)
 from memory_store.records import Entry, GrepMatch, Scope
 from memory_store.sessions.tables import sessions
 from memory_store.upsert import insert
@@ -308,8 +313,23 @@ class RecallStore:
         upsert = statement.on_conflict_do_update(
             index_elements=["org_id", "channel_id"], set_=replaced
         )
+        names = [
+            {"org_id": org_id, "service": name, "channel_id": channel_id}
+            for channel_id, summary, _ in incidents
+            for name in dict.fromkeys(summary.services)
+        ]
+        channels = [channel_id for channel_id, _, _ in incidents]
         async with self._db.write() as conn:
             await conn.execute(upsert, rows)
+            for start in range(0, len(channels), 500):
+                await conn.execute(
+                    delete(incident_services).where(
+                        incident_services.c.org_id == org_id,
+                        incident_services.c.channel_id.in_(channels[start : start + 500]),
+                    )
+                )
+            if names:
+                await conn.execute(incident_services.insert(), names)
             if not self._db.is_postgres:
                 await conn.execute(text(_SQLITE_DROP_ORG), {"org": org_id})
                 await conn.execute(text(_SQLITE_INDEX_ORG), {"org": org_id})
@@ -349,6 +369,19 @@ class RecallStore:
         )
         if not self._db.is_postgres:
             await _index_sqlite(conn, org_id, channel_id, summary)
+        await conn.execute(
+            delete(incident_services).where(
+                incident_services.c.org_id == org_id, incident_services.c.channel_id == channel_id
+            )
+        )
+        if summary.services:
+            await conn.execute(
+                incident_services.insert(),
+                [
+                    {"org_id": org_id, "service": name, "channel_id": channel_id}
+                    for name in dict.fromkeys(summary.services)
+                ],
+            )
         kept = await conn.scalar(
             select(incident_recall.c.started_at).where(
                 incident_recall.c.org_id == org_id, incident_recall.c.channel_id == channel_id
@@ -543,32 +576,47 @@ class RecallStore:
         """The past incidents closest to ``query`` that ``viewer`` may see, best first
         (never the viewer's own channel).
 
-        The database ranks up to ``CANDIDATES`` by full text (services weigh most, then
-        title and symptoms, then cause and fix); each then scores ``SERVICE_WEIGHT`` per
-        service it shares with ``query.services`` plus its text rank scaled to [0, 1]. A
+        Two reads: the incidents naming one of ``query.services`` (an index lookup in
+        ``incident_services``), then, when they are fewer than ``limit``, up to
+        ``CANDIDATES`` more ranked by full text (PostgreSQL: the weighted ``tsvector``;
+        SQLite: FTS5's ``bm25``; services weigh most, then title and symptoms, then cause and
+        fix). Each candidate then scores ``SERVICE_WEIGHT`` per service it shares with the
+        query, plus its share of the query's words (title and symptoms count double). A
         candidate sharing no service must share ``MIN_SHARED_WORDS`` query words, so an
         unrelated alert finds nothing. Ties: newest first, then channel.
         """
-        services = tuple(dict.fromkeys(s.lower() for s in query.services if s.strip()))
+        services = tuple(dict.fromkeys(s.lower() for s in query.services if s.strip()))[:16]
         words = list(
-            dict.fromkeys(
-                w for w in (*words_of(" ".join(services)), *words_of(" ".join(query.words)))
-            )
+            dict.fromkeys((*words_of(" ".join(services)), *words_of(" ".join(query.words))))
         )[:64]
         if not words:
             return []
         params: dict[str, Any] = {**_seen_by(viewer)}
+        async with self._db.read() as conn:
+            found: Sequence[Sequence[Any]] = ()
+            if services:
+                by_service = text(_BY_SERVICE).bindparams(bindparam("services", expanding=True))
+                found = (await conn.execute(by_service, {**params, "services": services})).all()
+            scored = _rerank(viewer.org_id, found, services, words)
+            if len(scored) < limit:
+                known = {r.incident.channel_id for r in scored}
+                more = (await conn.execute(*self._by_text(viewer, words))).all()
+                fresh = [row for row in more if row[0] not in known]
+                scored += _rerank(viewer.org_id, fresh, services, words)
+        scored.sort(
+            key=lambda r: (-r.score, -r.incident.started_at.timestamp(), r.incident.channel_id)
+        )
+        return scored[:limit]
+
+    def _by_text(self, viewer: Viewer, words: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+        """The full-text candidates' statement and parameters, for this backend."""
+        params: dict[str, Any] = {**_seen_by(viewer), "candidates": CANDIDATES}
         if self._db.is_postgres:
             params["q"] = " | ".join(words)
-            statement = _PG_RELATED
-        else:
-            org = viewer.org_id.replace('"', '""')
-            params["m"] = f'org : "{org}" AND (' + " OR ".join(f'"{w}"' for w in words) + ")"
-            statement = _SQLITE_RELATED
-        params["candidates"] = CANDIDATES
-        async with self._db.read() as conn:
-            found = (await conn.execute(text(statement), params)).all()
-        return _rerank(viewer.org_id, found, services, words, limit)
+            return text(_PG_RELATED), params
+        org = viewer.org_id.replace('"', '""')
+        params["m"] = f'org : "{org}" AND (' + " OR ".join(f'"{w}"' for w in words) + ")"
+        return text(_SQLITE_RELATED), params
 
 
 def _folder_of(prefix: str) -> str | None:
@@ -597,6 +645,11 @@ _VISIBLE = (
     " WHERE p.org_id = r.org_id AND p.channel_id = r.channel_id))"
 )
 _LIST = f"SELECT {_COLUMNS} FROM incident_recall r WHERE r.org_id = :org" + _VISIBLE
+_BY_SERVICE = (
+    f"SELECT {_COLUMNS} FROM incident_recall r WHERE r.org_id = :org AND r.channel_id <> :viewer"
+    " AND r.channel_id IN (SELECT s.channel_id FROM incident_services s"
+    " WHERE s.org_id = :org AND s.service IN :services)" + _VISIBLE
+)
 _PG_RELATED = (
     f"SELECT {_COLUMNS}, ts_rank(r.search, q) AS rank "
     "FROM incident_recall r, to_tsquery('english', :q) q "
@@ -641,29 +694,25 @@ def _incident(org_id: str, row: Sequence[Any]) -> PastIncident:
 
 
 def _rerank(
-    org_id: str,
-    found: Sequence[Sequence[Any]],
-    services: Sequence[str],
-    words: Sequence[str],
-    limit: int,
+    org_id: str, found: Sequence[Sequence[Any]], services: Sequence[str], words: Sequence[str]
 ) -> list[Related]:
-    if not found:
-        return []
-    top = max(float(r[10]) for r in found) or 1.0
+    """Score each candidate row (see ``RecallStore.related``); the unqualified are dropped."""
     wanted = {_stem(w) for w in words}
     scored: list[Related] = []
     for row in found:
         incident = _incident(org_id, row)
         s = incident.summary
         shared_services = len(set(services) & set(s.services))
-        body = " ".join((s.title, " ".join(s.services), s.symptoms, s.root_cause, s.fix))
-        shared_words = len(wanted & {_stem(w) for w in words_of(body)})
-        if not shared_services and shared_words < MIN_SHARED_WORDS:
+        near = wanted & {
+            _stem(w) for w in words_of(f"{s.title} {s.symptoms} {' '.join(s.services)}")
+        }
+        far = wanted & {_stem(w) for w in words_of(f"{s.root_cause} {s.fix}")}
+        if not shared_services and len(near | far) < MIN_SHARED_WORDS:
             continue
-        score = SERVICE_WEIGHT * shared_services + max(0.0, float(row[10])) / top
+        text_score = (2 * len(near) + len(far - near)) / (2 * len(wanted))
+        score = SERVICE_WEIGHT * shared_services + text_score
         scored.append(Related(incident, round(score, 6)))
-    scored.sort(key=lambda r: (-r.score, -r.incident.started_at.timestamp(), r.incident.channel_id))
-    return scored[:limit]
+    return scored
 
 
 async def _index_sqlite(

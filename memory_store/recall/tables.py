@@ -7,6 +7,8 @@
   ``tsvector`` (services A, title and symptoms B, root cause and fix C) under a GIN index;
   on SQLite the FTS5 table ``incident_recall_fts`` holds the same columns, its ``rowid``
   the recall row's.
+- ``incident_services``: each recorded incident's services, one row each, so the
+  incidents of an alert's service are an index lookup.
 - ``private_channels``: channels Slack said are private (``channel_type`` ``group``);
   their incidents follow the org's private-channel rule.
 - ``related_given``: what each session was given at its start (JSON list), for
@@ -37,6 +39,15 @@ incident_recall = Table(
     PrimaryKeyConstraint("org_id", "channel_id", name="pk_incident_recall"),
 )
 Index("ix_incident_recall_org_started", incident_recall.c.org_id, incident_recall.c.started_at)
+
+incident_services = Table(
+    "incident_services",
+    metadata,
+    Column("org_id", String(255), nullable=False),
+    Column("service", String(255), nullable=False),
+    Column("channel_id", String(255), nullable=False),
+    PrimaryKeyConstraint("org_id", "service", "channel_id", name="pk_incident_services"),
+)
 
 private_channels = Table(
     "private_channels",

@@ -1,5 +1,5 @@
-"""Past incidents' recall: ``incident_recall`` with its full-text index, ``private_channels``
-and ``related_given`` (``memory_store.recall.tables``).
+"""Past incidents' recall: ``incident_recall`` with its full-text index, ``incident_services``,
+``private_channels`` and ``related_given`` (``memory_store.recall.tables``).
 
 PostgreSQL: a stored generated ``tsvector`` (services weigh A, title and symptoms B, root
 cause and fix C) under a GIN index. SQLite: an FTS5 table with the same columns, kept by
@@ -60,6 +60,13 @@ def upgrade() -> None:
             "org, services, title_symptoms, cause_fix, tokenize = 'porter unicode61')"
         )
     op.create_table(
+        "incident_services",
+        sa.Column("org_id", sa.String(255), nullable=False),
+        sa.Column("service", sa.String(255), nullable=False),
+        sa.Column("channel_id", sa.String(255), nullable=False),
+        sa.PrimaryKeyConstraint("org_id", "service", "channel_id", name="pk_incident_services"),
+    )
+    op.create_table(
         "private_channels",
         sa.Column("org_id", sa.String(255), nullable=False),
         sa.Column("channel_id", sa.String(255), nullable=False),
@@ -85,6 +92,7 @@ def downgrade() -> None:
     op.drop_index("ix_related_given_channel", table_name="related_given")
     op.drop_table("related_given")
     op.drop_table("private_channels")
+    op.drop_table("incident_services")
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP INDEX ix_incident_recall_search")
     else:
