@@ -47,6 +47,8 @@ CANDIDATES = 50
 """How many full-text candidates the database ranks before the re-rank by services."""
 SERVICE_WEIGHT = 2.0
 """Score of each service an incident shares with the query (text scores are in [0, 1])."""
+BY_SERVICE_MAX = 500
+"""The newest incidents of the query's services that are scored (bounds a busy service's cost)."""
 MIN_SHARED_WORDS = 2
 """A candidate sharing no service must share at least this many query words."""
 _WORD = re.compile(r"[a-z0-9]+")
@@ -596,7 +598,8 @@ class RecallStore:
             found: Sequence[Sequence[Any]] = ()
             if services:
                 by_service = text(_BY_SERVICE).bindparams(bindparam("services", expanding=True))
-                found = (await conn.execute(by_service, {**params, "services": services})).all()
+                bound = {**params, "services": services, "by_service": BY_SERVICE_MAX}
+                found = (await conn.execute(by_service, bound)).all()
             scored = _rerank(viewer.org_id, found, services, words)
             if len(scored) < limit:
                 known = {r.incident.channel_id for r in scored}
@@ -648,7 +651,9 @@ _LIST = f"SELECT {_COLUMNS} FROM incident_recall r WHERE r.org_id = :org" + _VIS
 _BY_SERVICE = (
     f"SELECT {_COLUMNS} FROM incident_recall r WHERE r.org_id = :org AND r.channel_id <> :viewer"
     " AND r.channel_id IN (SELECT s.channel_id FROM incident_services s"
-    " WHERE s.org_id = :org AND s.service IN :services)" + _VISIBLE
+    " WHERE s.org_id = :org AND s.service IN :services)"
+    + _VISIBLE
+    + " ORDER BY r.started_at DESC, r.channel_id LIMIT :by_service"
 )
 _PG_RELATED = (
     f"SELECT {_COLUMNS}, ts_rank(r.search, q) AS rank "
