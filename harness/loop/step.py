@@ -48,6 +48,7 @@ from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
 from harness.recall.related import Recall
+from harness.recall.summary import SUMMARY_PATH
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
 from harness.tools.agent import AGENT_RESULT_KIND, AgentSpawner, parse_agent_result
@@ -701,14 +702,20 @@ async def _model_step(
     if cp.answer is not None and limit is None and deps.record is not None:
         cp, events = await checked(cp, events, deps.record, deps.store, ask)
     if cp.answer is not None and cp.parent is None and deps.recall is not None:
-        await summarised(cp, deps.recall, deps.store, cp.answer)
+        cp = await summarised(cp, deps.recall, deps.store, cp.answer)
     return StepResult(cp, tuple(events), Next.CONTINUE)
 
 
-async def summarised(cp: Checkpoint, recall: Recall, store: FileStore, answer: str) -> None:
-    """The turn's answer is ready: record the incident's summary (``Recall.on_answer``).
+async def summarised(cp: Checkpoint, recall: Recall, store: FileStore, answer: str) -> Checkpoint:
+    """The turn's answer is ready: record the incident's summary (``Recall.on_answer``);
+    the session knows the file's version then, so it is not told of it as another's.
     Best effort: a failure is logged, never the step's (the answer matters more)."""
     try:
-        await recall.on_answer(cp, store, answer)
+        incident = await recall.on_answer(cp, store, answer)
     except StoreError:
         _log.warning("could not record the summary of %s", cp.channel_id, exc_info=True)
+        return cp
+    if incident is None or not incident.summary_version:
+        return cp
+    known = {**cp.known_files, f"/incident{SUMMARY_PATH}": incident.summary_version}
+    return replace(cp, known_files=known)
