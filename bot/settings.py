@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     agent_may_write_skills: bool = Field(
         default=False, validation_alias="WARROOM_AGENT_WRITES_SKILLS"
     )
+    recall_private: Literal["channel", "org"] = Field(  # issue 29: who sees a private
+        default="channel",
+        validation_alias="WARROOM_RECALL_PRIVATE",  # channel's incidents
+    )
     lease_s: float = Field(default=5.0, gt=0, validation_alias="WARROOM_LEASE_S")
     sweep_interval_s: float = Field(default=0.5, gt=0, validation_alias="WARROOM_SWEEP_INTERVAL_S")
     carry_on_s: float = Field(default=1.0, ge=0, validation_alias="WARROOM_CARRY_ON_S")

@@ -125,6 +125,8 @@ from harness.model.messages import (
 )
 from harness.model.request import ToolSpec, build_request
 from harness.model.spliced import MessagesMemo
+from harness.recall.related import Recall
+from harness.recall.summary import parse_summary
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
 from harness.record.kinds import Actor, ActorKind, EntryKind
 from harness.record.links import permalink
@@ -237,6 +239,8 @@ __all__ = [
     "Entry",
     "EntryKind",
     "IncidentRecord",
+    "Recall",
+    "parse_summary",
     "Timeline",
     "build_timeline",
     "permalink",

@@ -8,6 +8,8 @@ Resolved(mount=<Mount.MEMORY: 'memory'>, path='/teams/payments.md')
 Resolved(mount=<Mount.INCIDENT: 'incident'>, path='/')
 >>> resolve("/workspace/logs/../app.log")
 Resolved(mount=<Mount.SANDBOX: 'sandbox'>, path='/workspace/app.log')
+>>> resolve("/incidents/2026-11-02-C1/summary.md")
+Resolved(mount=<Mount.INCIDENTS: 'incidents'>, path='/2026-11-02-C1/summary.md')
 >>> resolve("/memoryless/x").mount
 <Mount.SANDBOX: 'sandbox'>
 >>> resolve("/skills/../memory/x.md")
@@ -23,7 +25,7 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory_store import Scope
+from memory_store import READ_ONLY_TREES, Scope
 
 
 class PathError(ValueError):
@@ -31,19 +33,25 @@ class PathError(ValueError):
 
 
 class Mount(StrEnum):
-    """Where a path lives. The first three are org files in the database."""
+    """Where a path lives. The first three are org files in the database; ``INCIDENTS`` is
+    the org's past incidents, read-only (``harness.recall.mount``)."""
 
     MEMORY = "memory"
     SKILLS = "skills"
     INCIDENT = "incident"
+    INCIDENTS = "incidents"
     SANDBOX = "sandbox"
 
 
 VIRTUAL_ROOTS: tuple[tuple[str, Mount], ...] = tuple(
-    sorted((f"/{scope.value}", Mount(scope.value)) for scope in Scope)
+    sorted(
+        [(f"/{scope.value}", Mount(scope.value)) for scope in Scope]
+        + [(f"/{name}", Mount(name)) for name in READ_ONLY_TREES]
+    )
 )
-"""The one table of virtual roots: one per ``memory_store.Scope``, sorted. The guard, the tools'
-root checks, the prompt's indexes and the jail's stub directories all follow the scopes."""
+"""The one table of virtual roots: one per ``memory_store.Scope``, and the read-only trees
+(``memory_store.READ_ONLY_TREES``: ``/incidents``), sorted. The guard, the tools' root checks
+and the jail's stub directories follow the same names."""
 WORKSPACE = "/workspace"
 
 

@@ -55,8 +55,20 @@ if TYPE_CHECKING:
     )
     from memory_store.incident import IncidentLog, IncidentRow, IncidentRows, IncidentSession
     from memory_store.model_calls import ModelCall, ModelCallLog, Spend
+    from memory_store.recall.store import (
+        Given,
+        IncidentFile,
+        IncidentSummary,
+        PastIncident,
+        RecallQuery,
+        RecallStore,
+        Related,
+        Viewer,
+        words_of,
+    )
     from memory_store.records import (
         DEFAULT_LIMITS,
+        READ_ONLY_TREES,
         Change,
         EditResult,
         Entry,
@@ -107,6 +119,17 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    # past incidents' recall (issue #29)
+    "Given",
+    "IncidentFile",
+    "IncidentSummary",
+    "PastIncident",
+    "RecallQuery",
+    "RecallStore",
+    "Related",
+    "Viewer",
+    "words_of",
+    "READ_ONLY_TREES",
     # alerts (issue #27), worker hosts (issue #30), watched channels
     "AlertDecision",
     "AlertStore",
@@ -125,6 +148,7 @@ __all__ = [
     "TokenOwner",
     # the incident record's rows
     "IncidentLog",
+    # past incidents' recall (issue 29)
     "IncidentRow",
     "IncidentRows",
     "IncidentSession",
@@ -218,6 +242,17 @@ __all__ = [
 ]
 
 _MODULES: dict[str, tuple[str, ...]] = {
+    "memory_store.recall.store": (
+        "Given",
+        "IncidentFile",
+        "IncidentSummary",
+        "PastIncident",
+        "RecallQuery",
+        "RecallStore",
+        "Related",
+        "Viewer",
+        "words_of",
+    ),
     "memory_store.alerts.store": (
         "AlertDecision",
         "AlertStore",
@@ -293,6 +328,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Spend",
     ),
     "memory_store.records": (
+        "READ_ONLY_TREES",
         "Change",
         "DEFAULT_LIMITS",
         "EditResult",

@@ -21,6 +21,12 @@ class Scope(StrEnum):
     INCIDENT = "incident"  # one incident's notes; an incident is (org, Slack channel)
 
 
+READ_ONLY_TREES = ("incidents",)
+"""Virtual trees that are no scope of their own: ``/incidents`` shows the org's past
+incidents (``Scope.INCIDENT`` namespaces of other channels, ``RecallStore``), read-only.
+With the scopes, the first path components that live in the database."""
+
+
 @dataclass(frozen=True)
 class Namespace:
     """A tenant-isolated tree of files.

@@ -56,6 +56,7 @@ from memory_store import (
     IncidentLog,
     ModelCallLog,
     Outbox,
+    RecallStore,
     SessionStore,
 )
 from sandbox_client import SandboxProvider
@@ -170,6 +171,7 @@ async def slack_deps(
         installation=Installation(str(identity["team_id"]), identity.get("enterprise_id")),
         ledger=ModelCallLog(db),
         record=IncidentRecord(IncidentLog(db), identity.get("url") or None),
+        recall=RecallStore(db),
     )
 
 

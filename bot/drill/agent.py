@@ -73,7 +73,7 @@ def reply_to(t: Transcript) -> Reply:
 def person_of(t: Transcript) -> s.Person | None:
     """Who started the session, from the request text in its first message (``postmortem``
     alone is asked as ``postmortem_request()``, as the Slack edge does)."""
-    return next((p for p in s.PEOPLE if asked(p) in t.opening), None)
+    return next((p for p in s.PEOPLE if asked(p) in t.request), None)
 
 
 def asked(person: s.Person) -> str:

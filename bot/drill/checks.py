@@ -150,6 +150,7 @@ def evaluate(e: Evidence) -> tuple[Check, ...]:
         sandbox_replaced(e),
         answers_posted_once(e),
         memory_in_next_index(e),
+        past_incident_cited(e),
         mcp_tool_called(e),
         rollback_approved(e),
         timeline_listed(e),
@@ -359,6 +360,25 @@ def memory_in_next_index(e: Evidence) -> Check:
         listed and new and by_alice,
         f"{s.MEMORY_PATH} {'listed' if listed else 'NOT listed'} in dave's first message",
     )
+
+
+def past_incident_cited(e: Evidence) -> Check:
+    """Session one was given last month's incident of another channel at its start, read
+    it under /incidents/ and cited it in its answer."""
+    name = "session one was given a past incident, read it and cited it"
+    seen = e.transcripts("alice")
+    if not seen:
+        return Check(name, False, "alice's session made no model request")
+    given = seen[0].related(s.PAST_DIR)
+    call = seen[-1].last(read(s.PAST_SUMMARY_PATH))
+    read_ok = call is not None and not call.is_error and s.PAST_FIX in call.output
+    answers = [ev.payload_json for ev in e.events.get("alice", ()) if ev.kind == "answer"]
+    cited = any(s.PAST_SUMMARY_PATH in text and s.PAST_FIX in text for text in answers)
+    detail = (
+        f"{s.PAST_DIR} {'given' if given else 'NOT given'} in its first message; "
+        f"{'read' if read_ok else 'NOT read'}; {'cited' if cited else 'NOT cited'} in its answer"
+    )
+    return Check(name, given and read_ok and cited, detail)
 
 
 def _answered(e: Evidence, name: str) -> bool:

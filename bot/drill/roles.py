@@ -48,6 +48,11 @@ def alice_plan(t: Transcript) -> list[Step]:
             read(s.SKILL_PATH),
             wanted=t.listed(SKILLS_INDEX, s.SKILL_NAME),
         ),
+        Step(
+            "This looks like a past incident I was given; reading how it was fixed.",
+            read(s.PAST_SUMMARY_PATH),
+            wanted=t.related(s.PAST_DIR),
+        ),
         Step("Here is my plan.", start),
         Step("Counting the failing requests.", bash(s.COUNT_500S)),
         Step("Checking the last deploys.", bash(s.SHOW_DEPLOYS)),
@@ -161,12 +166,25 @@ def alice_answer(t: Transcript) -> str:
         )
     if t.announced(s.DB_NOTE_PATH):
         lines.append(f"- The other thread checked the database side ({s.DB_NOTE_PATH}).")
+    lines += past_incident(t)
     lines += [
         "",
         "*Next:* roll back v2.14.0, or set `pool_size` back to 20.",
         f"Notes: `{s.FINDINGS_PATH}`. Lesson saved to `{s.MEMORY_PATH}`.",
     ]
     return "\n".join(lines)
+
+
+def past_incident(t: Transcript) -> list[str]:
+    """The line citing the past incident the session was given and read (none otherwise)."""
+    summary = output_of(t, read(s.PAST_SUMMARY_PATH))
+    if not t.ran(read(s.PAST_SUMMARY_PATH)):
+        return []
+    fix = line_with(summary, "- Fix:").removeprefix("- Fix:").strip()
+    return [
+        f"- Seen before: the incident of {s.PAST_AT:%Y-%m-%d} in <#{s.PAST_CHANNEL}> had the "
+        f"same cause (`{s.PAST_SUMMARY_PATH}`); what fixed it then: {fix}."
+    ]
 
 
 # ----- bob: the parallel thread -------------------------------------------------------

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memory_store import FileStore, Namespace, Origin, Scope
+from harness import parse_summary
+from memory_store import FileStore, Namespace, Origin, RecallStore, Scope
 
 CHANNEL = "C-INC"
 SAMPLE_S = 1.5
@@ -101,6 +102,27 @@ Use when a service returns 500s with "timeout acquiring connection" errors.
 5. Confirm it is still happening: `sh /workspace/bin/error-rate <service>`.
 6. Recommend: roll the deploy back, or raise `pool_size` in `config/db.yaml`.
    Record the lesson in `/memory/<service>.md`.
+"""
+
+PAST_CHANNEL = "C-PAST"
+PAST_AT = datetime(2026, 10, 12, 9, 30, tzinfo=UTC)
+PAST_DIR = f"/incidents/{PAST_AT:%Y-%m-%d}-{PAST_CHANNEL}/"
+PAST_SUMMARY_PATH = f"{PAST_DIR}summary.md"
+PAST_FIX = "rolled back v2.9.1, which had set pool_size to 4; then pinned pool_size in review"
+PAST_SUMMARY = f"""\
+# checkout-api 500s after a deploy lowered the DB pool size
+
+- Services: checkout-api, orders-db
+- Symptoms: HTTP 500s, "timeout acquiring connection from pool", requests waiting
+- Root cause: the v2.9.1 deploy set pool_size to 4 in config/db.yaml
+- Fix: {PAST_FIX}
+- Links: /incident/postmortem.md
+"""
+PAST_NOTES = """\
+# checkout-api 500s (12 October)
+
+- 500s from 09:12 UTC, right after the v2.9.1 deploy
+- bin/pool-stats: size=4 in_use=4 waiting=22
 """
 
 SEEDED_MEMORY = """\
@@ -230,6 +252,27 @@ def write_skills(directory: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(SKILL_MD)
     return directory
+
+
+async def seed_past_incident(store: FileStore, recall: RecallStore, org_id: str) -> None:
+    """Write last month's incident of another channel (its summary and notes) and record
+    it, dated, as a past incident the org's sessions can find (idempotent).
+
+    Raises:
+        memory_store.StoreError: the store refused or could not be reached.
+    """
+    ns = Namespace(org_id, Scope.INCIDENT, PAST_CHANNEL)
+    summary = await store.write(
+        ns, "/summary.md", PAST_SUMMARY, Origin("drill"), expected_version=None
+    )
+    await store.write(ns, "/findings.md", PAST_NOTES, Origin("drill"), expected_version=None)
+    await recall.record(
+        org_id,
+        PAST_CHANNEL,
+        parse_summary(PAST_SUMMARY),
+        summary_version=summary.version,
+        started_at=PAST_AT,
+    )
 
 
 async def seed_memory(store: FileStore, org_id: str) -> None:

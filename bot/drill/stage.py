@@ -55,7 +55,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.logs import LOG_FORMAT, ContextFilter
 from bot.settings import Settings, child_environment
-from memory_store import Database, EgressLog, FileStore, SessionStore
+from memory_store import Database, EgressLog, FileStore, RecallStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
 
 LEASE_S = 2.0
@@ -237,7 +237,8 @@ async def _fakes(
 
 
 async def _seeded(db: Database, org_id: str, skills_dir: Path) -> FileStore:
-    """Migrate, import the playbook, write the older memory note."""
+    """Migrate, import the playbook, write the older memory note and last month's incident
+    of another channel (the past incident alice's session is given)."""
     await db.migrate()
     files = FileStore(db)
     reports = await import_skills(files, org_id, skills_dir, actor="drill")
@@ -245,6 +246,7 @@ async def _seeded(db: Database, org_id: str, skills_dir: Path) -> FileStore:
         problems = [p for r in reports for p in r.problems]
         raise DrillError(f"the drill's playbook did not import: {problems}")
     await scenario.seed_memory(files, org_id)
+    await scenario.seed_past_incident(files, RecallStore(db), org_id)
     return files
 
 

@@ -22,6 +22,7 @@ from bot.fakes.anthropic_api import RecordedRequest
 LOST_OUTCOME = "the outcome could not be recovered"
 SANDBOX_REPLACED = "The sandbox was replaced"
 NEW_SHARED_FILES = "New shared files were added by others"
+RELATED_INDEX = "Related past incidents"
 _STEER = re.compile(r"Message from (?P<user>.+?) in the incident thread:\n(?P<text>.*)", re.S)
 _NUMBERED = re.compile(r"^\s*\d+\t", re.M)
 
@@ -103,6 +104,16 @@ class Transcript:
                     calls.append(_call(block, answer))
         return cls(opening, later, tuple(calls))
 
+    @property
+    def request(self) -> str:
+        """The request of the first message: its text after the context block (the
+        notes index may quote other sessions' requests, e.g. a drafted summary's title).
+
+        >>> Transcript("<system-reminder>\\nctx\\n</system-reminder>\\nhelp", (), ()).request
+        'help'
+        """
+        return self.opening.rsplit("</system-reminder>", 1)[-1].strip()
+
     def ran(self, call: Call) -> int:
         """How many settled calls had ``call``'s signature."""
         return sum(c.settled and c.signature == call.signature for c in self.calls)
@@ -124,6 +135,16 @@ class Transcript:
     def listed(self, section: str, path: str) -> bool:
         """Whether the first message's index ``section`` (e.g. ``Org memory``) lists ``path``."""
         return f"- {path}" in index_section(self.opening, section)
+
+    def related(self, path: str) -> bool:
+        """Whether the first message lists the past incident at ``path`` (``/incidents/…/``)
+        among the related ones it was given.
+
+        >>> Transcript("Related past incidents …:\\n- 2026-10-12 in <#C>, t (/incidents/x/)", (),
+        ...            ()).related("/incidents/x/")
+        True
+        """
+        return f"({path})" in index_section(self.opening, RELATED_INDEX)
 
     def service_url(self, name: str) -> str | None:
         """The base URL the system prompt gives for reachable system ``name``, or None.

@@ -62,6 +62,7 @@ from harness import (
     MeteredModel,
     Next,
     PendingApproval,
+    Recall,
     Spent,
     StepKind,
     WorkspaceSource,
@@ -243,6 +244,7 @@ class StepDriver:
     draining: bool = False
     approvals: ApprovalGate | None = None
     small_model: ModelProtocol | None = None
+    recall: Recall | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -653,6 +655,7 @@ class StepDriver:
             agents=None if cp.parent is not None else self._spawner(claim, cp),
             approvals=self.approvals,
             small_model=small,
+            recall=self.recall,
         )
 
     def _spawner(self, claim: Claim, cp: Checkpoint) -> AgentSpawner:

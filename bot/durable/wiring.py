@@ -56,6 +56,7 @@ from harness import (
     Policy,
     PolicyError,
     Reach,
+    Recall,
     SandboxWorkspaces,
     WorkspaceUnavailable,
     default_policy,
@@ -74,6 +75,7 @@ from memory_store import (
     ModelCallLog,
     Outbox,
     OutboxItem,
+    RecallStore,
     SessionOrigin,
     SessionStore,
 )
@@ -611,6 +613,11 @@ class Runtime:
             mcp=mcp,
             ledger=ModelCallLog(db),
             record=IncidentRecord(IncidentLog(db), workspace_url),
+            recall=Recall(
+                RecallStore(db),
+                private_org_wide=settings.recall_private == "org",
+                record=IncidentRecord(IncidentLog(db), workspace_url),
+            ),
             approvals=approvals,
             tasks=tasks,
             cron=CronJobs(db),

@@ -61,6 +61,8 @@ from bot.slack.recording import (
     MAX_CONCURRENT_INPUTS,
     Recorder,
 )
+from bot.slack.related import USAGE as RELATED_USAGE
+from bot.slack.related import PrivateChannels, RelatedCommand
 from bot.slack.render import STOP_ACTION_ID
 from bot.slack.signatures import SignedRequests
 from bot.slack.skills.command import USAGE as SKILLS_USAGE
@@ -80,6 +82,7 @@ from memory_store import (
     FileStore,
     InboundDedupe,
     ModelCallLog,
+    RecallStore,
     SessionStore,
 )
 
@@ -87,11 +90,21 @@ logger = logging.getLogger(__name__)
 
 AGENT_USAGE = (
     "`/agent` has the commands `skills`, `memory`, `egress`, `usage`, `timeline`, "
-    "`postmortem` and `watch`.\n"
-    + "\n".join((SKILLS_USAGE, MEMORY_USAGE, EGRESS_USAGE, SPEND_USAGE, RECORD_USAGE, WATCH_USAGE))
+    "`postmortem`, `watch` and `related`.\n"
+    + "\n".join(
+        (
+            SKILLS_USAGE,
+            MEMORY_USAGE,
+            EGRESS_USAGE,
+            SPEND_USAGE,
+            RECORD_USAGE,
+            WATCH_USAGE,
+            RELATED_USAGE,
+        )
+    )
 )
 RECORD_COMMANDS = ("usage", "timeline", "postmortem")  # the incident record's commands (§14, §15)
-AGENT_COMMANDS = ("skills", "memory", "egress", "watch", *RECORD_COMMANDS)
+AGENT_COMMANDS = ("skills", "memory", "egress", "watch", *RECORD_COMMANDS, "related")
 SKILL_VIEWS = re.compile("^warroom_skill_")
 AGENT_STOP_EVENT = "agent_session_stopped"
 """Slack's native Stop of an agent session (docs.slack.dev, "agent_session_stopped")."""
@@ -127,6 +140,8 @@ class SlackDeps:
         bot_id: the bot's ``bot_id`` (``auth.test``): its own posts are never alerts.
         watch: the watched (alert) channels (None: none is watched; ``/agent watch``
             says so).
+        recall: past incidents' rows, for ``/agent related`` and for remembering which
+            channels are private (None: neither).
     """
 
     sessions: SessionStore
@@ -150,6 +165,7 @@ class SlackDeps:
     surface: AgentSurface | None = None
     bot_id: str = ""
     watch: Watch | None = None
+    recall: RecallStore | None = None
 
     def intake(self) -> Intake:
         """The intake over these dependencies."""
@@ -201,6 +217,7 @@ class _Listeners:
         self._background = background
         self._input_slots = asyncio.Semaphore(MAX_CONCURRENT_INPUTS)
         self._recorder = Recorder(intake, background)
+        self._private = PrivateChannels(deps.recall) if deps.recall is not None else None
         self._approvals = ApprovalButtons(
             sessions=deps.sessions,
             client=deps.client,
@@ -218,6 +235,9 @@ class _Listeners:
             await ack()
             if work is not None:  # the task inherits the log context
                 self._background.spawn(self._follow(work), name=f"event {body.get('event_id')}")
+            private = self._private and self._private.private_channel_of(body, message.org_id)
+            if self._private is not None and private:
+                self._background.spawn(self._private.remember(*private), name="private channel")
 
     async def on_agent_stop(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Slack's native Stop (``agent_session_stopped``): ack, then the ``stop`` reply's
@@ -294,6 +314,9 @@ class _Listeners:
         if verb in RECORD_COMMANDS:
             await self._record_command(verb, command)
             return
+        if verb == "related":
+            await self._related(command)
+            return
         if verb == "egress" and self._deps.egress is not None:
             commands = EgressCommands(self._deps.skills, self._deps.sessions, self._deps.egress)
             await commands.handle(command)
@@ -315,6 +338,15 @@ class _Listeners:
             await starter.handle(command)
         else:
             await deps.skills.tell(command, f"`/agent {verb}` is not set up here.")
+
+    async def _related(self, command: SkillsCommand) -> None:
+        """``/agent related`` (``bot.slack.related``)."""
+        deps = self._deps
+        if deps.recall is None:
+            await deps.skills.tell(command, "`/agent related` is not set up here.")
+            return
+        url = deps.record.workspace_url if deps.record is not None else None
+        await RelatedCommand(deps.recall, deps.skills, url).handle(command)
 
 
 def _interaction_org(body: dict[str, Any]) -> str:

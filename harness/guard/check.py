@@ -118,8 +118,14 @@ _TOOL_FOR: dict[Access, tuple[str, str]] = {
     Access.CHDIR: ("cd into", "Use the Glob tool to list it and the Read tool to open files"),
 }
 _VIRTUAL_NOTE = (
-    "/memory, /skills and /incident are virtual: they live in Warroom's database, "
+    "/memory, /skills, /incident and /incidents are virtual: they live in Warroom's database, "
     "not on the sandbox filesystem, so shell commands cannot reach them"
+)
+_PAST = "/incidents"
+_PAST_TOOLS = "Read, Glob and Grep"
+_PAST_WRITE = (
+    "it is also read-only (the org's past incidents): write this incident's notes under "
+    "/incident/ with the Write tool"
 )
 
 
@@ -198,6 +204,13 @@ def _deny(finding: Finding) -> Deny:
 def _reason(finding: Finding) -> str:
     if finding.path is not None:
         verb, advice = _TOOL_FOR.get(finding.access or Access.READ, _TOOL_FOR[Access.READ])
+        if finding.path == _PAST or finding.path.startswith(_PAST + "/"):
+            if finding.access in (Access.WRITE, Access.EDIT):
+                advice = _PAST_WRITE
+            return (
+                f"Refused: this command would {verb} {finding.path}. {_VIRTUAL_NOTE}. "
+                f"{advice}; only {_PAST_TOOLS} work on {_PAST}."
+            )
         return (
             f"Refused: this command would {verb} {finding.path}. {_VIRTUAL_NOTE}. "
             f"{advice}; {_DEFAULT_TOOLS} all work on these paths."

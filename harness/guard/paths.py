@@ -1,7 +1,7 @@
 """Where a shell path lands: resolution against the simulated working directory.
 
 A path is virtual when its first component, after resolution, is exactly ``memory``,
-``skills`` or ``incident`` (whole component, case-sensitive): ``/memory/x`` and
+``skills``, ``incident`` or ``incidents`` (whole component, case-sensitive): ``/memory/x`` and
 ``/tmp/../memory`` are, ``/memory-dumps``, ``/Memory``, ``/sys/fs/cgroup/memory`` and
 ``./memory`` (from ``/workspace``) are not. Resolution is lexical, like bash's logical
 ``cd``: ``.`` and ``//`` collapse, ``..`` drops the component before it.
@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 
 from harness.guard.fields import TAINT, UNKNOWN, glob_pattern, has_glob, plain
-from memory_store import Scope
+from memory_store import READ_ONLY_TREES, Scope
 
-VIRTUAL_ROOTS = tuple(scope.value for scope in Scope)  # the store's scopes: the one table
+VIRTUAL_ROOTS = (*(scope.value for scope in Scope), *READ_ONLY_TREES)  # the one table
 """The first path components that live in the database, not on the sandbox filesystem."""
 
 _ORDINARY_NAMES = ("bin", "etc", "usr", "var", "tmp", "proc", "workspace", "x", *VIRTUAL_ROOTS)

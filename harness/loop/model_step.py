@@ -41,6 +41,7 @@ from harness.model.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from harness.recall.related import Recall
 from harness.tools.mcp_call import mcp_specs
 from harness.tools.toolbox import AGENT_TOOL, WAKEUP_TOOL, summarize_call, tool_specs
 from memory_store import FileStore
@@ -53,11 +54,14 @@ async def model_step(
     limits: Limits,
     limit: LimitReached | None = None,
     offered: Sequence[McpTool] = (),
+    *,
+    recall: Recall | None = None,
 ) -> tuple[Checkpoint, list[Event]]:
     """Ask the model; at a ``limit``, for a final answer without tool calls.
 
     ``offered`` are the MCP tools the session may use now (after the built-in tools in
     the request); a server gone or back since the last model call is told in a notice.
+    ``recall`` finds the related past incidents the first message lists (None: none).
 
     Returns the new checkpoint (its ``answer`` set when the turn ended) and the events.
 
@@ -77,7 +81,9 @@ async def model_step(
         events += compacted
         did_compact = True
     for attempt in (1, 2):
-        user, built, told = await build_user_message(cp, store, limit=limit, limits=limits)
+        user, built, told = await build_user_message(
+            cp, store, limit=limit, limits=limits, recall=recall
+        )
         user = _with_todo_reminder(user, built, compacted=did_compact and limit is None)
         messages = (*built.messages, user)
         try:

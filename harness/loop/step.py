@@ -9,6 +9,7 @@ each step in a different worker process.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,8 @@ from harness.loop.wakeups import WAKE_KIND
 from harness.mcp.servers import McpServers
 from harness.model.adapter import Model
 from harness.model.messages import ToolResultBlock, ToolUseBlock
+from harness.recall.related import Recall
+from harness.recall.summary import SUMMARY_PATH
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import StepWorkspace, WorkspaceSource
 from harness.tools.agent import AGENT_RESULT_KIND, AgentSpawner, parse_agent_result
@@ -58,10 +61,11 @@ from harness.tools.toolbox import (
     run_tool,
     summarize_call,
 )
-from memory_store import BackgroundTasks, CronJobs, FileStore
+from memory_store import BackgroundTasks, CronJobs, FileStore, StoreError
 
 Save = Callable[[Checkpoint, Sequence[Event]], Awaitable[None]]
 
+_log = logging.getLogger(__name__)
 WAKE_SLACK_S = 5.0
 """A wake input up to this early still counts as the pending wake-up firing (clocks)."""
 MISSED_WAKEUP_S = 60.0
@@ -147,7 +151,8 @@ class Collaborators:
     holds the background tasks' rows (None: background commands are refused); ``agents``
     starts subagents (None: ``Agent`` is refused); ``cron`` holds the cron jobs' rows (None:
     the Cron tools are refused); ``small_model`` reads WebFetch's pages (None: WebFetch is
-    refused)."""
+    refused); ``recall`` is the org's past incidents: related ones in the first message,
+    ``/incidents``, and this incident's summary at each answer (None: none of these)."""
 
     store: FileStore
     model: Model
@@ -163,6 +168,7 @@ class Collaborators:
     announce: Callable[[Sequence[Event]], None] = field(default=lambda events: None)
     approvals: ApprovalGate | None = None
     small_model: Model | None = None
+    recall: Recall | None = None
 
 
 async def advance(cp: Checkpoint, deps: Collaborators, inbox: Sequence[Inbound] = ()) -> StepResult:
@@ -575,6 +581,7 @@ def _context(
         limits,
         mcp=deps.mcp,
         record=deps.record,
+        recall=deps.recall,
         tasks=deps.tasks,
         agents=deps.agents,
         cron=deps.cron,
@@ -687,9 +694,28 @@ async def _model_step(
     offered = deps.mcp.tools(cp.channel_id) if deps.mcp is not None else ()
 
     async def ask(cp: Checkpoint) -> tuple[Checkpoint, list[Event]]:
-        return await model_step(cp, deps.store, deps.model, deps.limits, limit, offered)
+        return await model_step(
+            cp, deps.store, deps.model, deps.limits, limit, offered, recall=deps.recall
+        )
 
     cp, events = await ask(cp)
     if cp.answer is not None and limit is None and deps.record is not None:
         cp, events = await checked(cp, events, deps.record, deps.store, ask)
+    if cp.answer is not None and cp.parent is None and deps.recall is not None:
+        cp = await summarised(cp, deps.recall, deps.store, cp.answer)
     return StepResult(cp, tuple(events), Next.CONTINUE)
+
+
+async def summarised(cp: Checkpoint, recall: Recall, store: FileStore, answer: str) -> Checkpoint:
+    """The turn's answer is ready: record the incident's summary (``Recall.on_answer``);
+    the session knows the file's version then, so it is not told of it as another's.
+    Best effort: a failure is logged, never the step's (the answer matters more)."""
+    try:
+        incident = await recall.on_answer(cp, store, answer)
+    except StoreError:
+        _log.warning("could not record the summary of %s", cp.channel_id, exc_info=True)
+        return cp
+    if incident is None or not incident.summary_version:
+        return cp
+    known = {**cp.known_files, f"/incident{SUMMARY_PATH}": incident.summary_version}
+    return replace(cp, known_files=known)

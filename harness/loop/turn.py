@@ -34,7 +34,8 @@ from harness.model.messages import (
     ToolUseBlock,
     dumps,
 )
-from harness.record.postmortem import request_for_model
+from harness.recall.related import Recall
+from harness.record.postmortem import is_postmortem_request, request_for_model
 from harness.tools.toolbox import tool_specs
 from memory_store import FileStore, IndexEntry, Namespace, Scope
 
@@ -66,7 +67,9 @@ def _known(indexes: dict[str, list[IndexEntry]]) -> dict[str, int]:
     return {root + e.path: e.version for root, entries in indexes.items() for e in entries}
 
 
-async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[ContentBlock], Checkpoint]:
+async def _first_message(
+    cp: Checkpoint, store: FileStore, recall: Recall | None
+) -> tuple[list[ContentBlock], Checkpoint]:
     indexes = await _indexes(cp, store)
     requester = cp.requester.display_name or f"<@{cp.requester.user_id}>"
     context = FrozenContext(
@@ -75,8 +78,21 @@ async def _first_message(cp: Checkpoint, store: FileStore) -> tuple[list[Content
         incident=indexes["/incident"],
         requester=requester,
         channel_id=cp.channel_id,
+        related=await _related(cp, recall),
     )
     return [TextBlock(frozen_context(context))], replace(cp, known_files=_known(indexes))
+
+
+async def _related(cp: Checkpoint, recall: Recall | None) -> tuple[str, ...]:
+    """The related past incidents' lines for the first message (none for a subagent, a
+    postmortem request, or without a request from a person). The session's first text is
+    the query; labels an alert wrote in it count as the alert's (``harness.recall.query``)."""
+    if recall is None or cp.parent is not None:
+        return ()
+    first = next((item for item in cp.pending_input if item.from_user), None)
+    if first is None or is_postmortem_request(first.text):
+        return ()
+    return tuple(await recall.at_start(cp.org_id, cp.channel_id, cp.session_id, first.text))
 
 
 async def _new_files(cp: Checkpoint, store: FileStore) -> tuple[list[str], Checkpoint]:
@@ -123,8 +139,11 @@ async def build_user_message(
     *,
     limit: LimitReached | None = None,
     limits: Limits | None = None,
+    recall: Recall | None = None,
 ) -> tuple[Message, Checkpoint, list[Event]]:
     """The next user message, the checkpoint updated for what it tells, and events.
+
+    The first message lists the related past incidents ``recall`` finds (None: none).
 
     ``limit`` set: the session is at a limit, and the message ends by asking for a
     final answer without tools. Each user text is bounded by ``limits.max_input_chars``;
@@ -137,7 +156,7 @@ async def build_user_message(
     blocks: list[ContentBlock] = [*cp.pending_results, *map(TextBlock, cp.follow_ups)]
     events: list[Event] = []
     if not cp.messages:
-        first, cp = await _first_message(cp, store)
+        first, cp = await _first_message(cp, store, recall)
         blocks.extend(first)
     else:
         changed, updates = await change_notices(store, cp)

@@ -40,6 +40,7 @@ from memory_store import BackgroundTasks, CronJobs, FileStore, Namespace, Origin
 
 if TYPE_CHECKING:
     from harness.mcp.servers import McpServers
+    from harness.recall.related import Recall
     from harness.tools.agent import AgentSpawner
 
 AGENT_ACTOR = "agent"
@@ -93,6 +94,8 @@ class ToolContext:
             ``WARROOM_CRON_SECONDS``).
         small_model: the small, fast model WebFetch reads pages with, its calls on the
             model-call ledger like the session's own (None: WebFetch is refused).
+        recall: the org's past incidents: serves ``/incidents`` and indexes
+            ``/incident/summary.md`` when it is written (None: neither).
     """
 
     store: FileStore
@@ -118,6 +121,7 @@ class ToolContext:
     cron: CronJobs | None = None
     cron_seconds: bool = False
     small_model: Model | None = None
+    recall: Recall | None = None
 
     @classmethod
     def for_session(
@@ -135,6 +139,7 @@ class ToolContext:
         agents: AgentSpawner | None = None,
         cron: CronJobs | None = None,
         small_model: Model | None = None,
+        recall: Recall | None = None,
     ) -> ToolContext:
         """The context of one call made by the model in the session ``cp`` (``limits``
         give the Bash timeout maximum and whether the agent may write /skills)."""
@@ -163,6 +168,7 @@ class ToolContext:
             cron=cron if cp.parent is None else None,
             cron_seconds=limits.cron_seconds,
             small_model=small_model,
+            recall=recall,
         )
 
     def namespace(self, mount: Mount) -> Namespace:

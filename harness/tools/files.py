@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.loop.checkpoint import ReadRecord
 from harness.loop.notices import contents_at
+from harness.recall import mount as past
+from harness.recall.summary import SUMMARY_PATH
 from harness.record.incident import TIMELINE_PATH
 from harness.tools import bounds, sandbox_files, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
@@ -81,6 +83,8 @@ async def read(p: ReadInput, ctx: ToolContext) -> ToolOutcome:
         )
     if not where.is_virtual:
         return await sandbox_files.read(where.path, p.window(), ctx)
+    if where.mount is Mount.INCIDENTS:
+        return await past.read(ctx, where, p.offset, p.limit, p.allow_large)
     ns, shown = ctx.namespace(where.mount), where.display()
     if _is_timeline(where) and ctx.record is not None:
         return await _read_timeline(p, ctx)
@@ -153,6 +157,7 @@ async def write(p: WriteInput, ctx: ToolContext) -> ToolOutcome:
         return _stale_write(where, ctx, exc, record)
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
+    await _reindexed(where, ctx)
     text = wording.created(shown) if result.created else wording.updated(shown)
     return ToolOutcome(text, read_updates={shown: _written(result.version)})
 
@@ -180,7 +185,20 @@ def _written(version: int) -> ReadRecord:
     return ReadRecord(version=version, full=True, notified_version=version)
 
 
+async def _reindexed(where: Resolved, ctx: ToolContext) -> None:
+    """After a change of ``/incident/summary.md``: index it, so later incidents find this
+    one as it now reads (a person's correction included)."""
+    if ctx.recall is not None and where.mount is Mount.INCIDENT and where.path == SUMMARY_PATH:
+        await ctx.recall.reindex(ctx.store, ctx.org_id, ctx.channel_id)
+
+
 def _refuse_write(where: Resolved, ctx: ToolContext) -> ToolOutcome | None:
+    if where.mount is Mount.INCIDENTS:
+        return tool_error(
+            f"{where.display()} is a past incident of this org, and /incidents/ is read-only. "
+            "Write this incident's notes under /incident/ and lasting lessons under /memory/ "
+            "(to correct a past incident's summary, ask in its channel)."
+        )
     if where.path == "/":
         return tool_error(f"{where.display()} is a directory; give the path of a file in it.")
     if where.mount is Mount.SKILLS and not ctx.agent_may_write_skills:
@@ -252,6 +270,7 @@ async def _edit_virtual(p: EditInput, where: Resolved, ctx: ToolContext) -> Tool
         if isinstance(exc, AmbiguousMatch):
             return tool_error(wording.ambiguous(exc.count, p.old_string))
         return tool_error(wording.string_not_found(p.old_string))
+    await _reindexed(where, ctx)
     if p.old_string == "":  # created the file, or filled an empty one (Claude Code's words)
         return ToolOutcome(wording.updated(shown), read_updates={shown: _written(result.version)})
     text = wording.edited(shown, p.replace_all, current=not result.concurrent_change)
@@ -294,14 +313,16 @@ READ = ModelTool(
     description=(
         "Read a file and return its lines numbered like `cat -n`: each line is the line "
         "number, a tab, then the file's text. Reads files under /workspace (the sandbox's "
-        "working directory) and the shared virtual trees /memory/, /skills/ and /incident/; "
+        "working directory), the shared virtual trees /memory/, /skills/ and /incident/, and "
+        "the org's past incidents under /incidents/ (read-only); "
         "for other files of the sandbox (/etc, /tmp, ...) use Bash. "
         "Returns the whole file by default; use offset (first line, 1-based) and limit "
         "(number of lines) to read part of a long one. A relative path is taken from the "
         "working directory (where Bash's `cd` left it). A whole file over "
         f"{bounds.MAX_READ_BYTES // 1024} KB is refused: read it in parts with offset and "
         "limit, or search it with Grep (allow_large reads it anyway, as much as fits). "
-        "Reading a directory under /memory/, /skills/ or /incident/ lists its entries. Read a "
+        "Reading a directory under /memory/, /skills/, /incident/ or /incidents/ lists its "
+        "entries. Read a "
         "file before you change it with Write or Edit."
     ),
     input_schema=_schema(

@@ -22,10 +22,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.recall import mount as past
 from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import generated_here
-from harness.vfs import Resolved, resolve
+from harness.vfs import Mount, Resolved, resolve
 from memory_store import GrepMatch, SearchTimeout
 
 SEARCH_TIMEOUT_S = 60.0
@@ -105,6 +106,8 @@ async def glob(p: GlobInput, ctx: ToolContext) -> ToolOutcome:
         if problem is not None:
             return _failed(problem)
         return ToolOutcome(search_output.glob_listing(paths[::-1]))
+    if where.mount is Mount.INCIDENTS:
+        return await past.glob(ctx, where, pattern)
     if "/" not in pattern:
         pattern = "**/" + pattern
     try:
@@ -245,6 +248,23 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
         known = ", ".join(sorted(_TYPES))
         return tool_error(f"Unknown file type {p.type!r} on {where.display()}; use one of {known}")
     before, after = p.context_lines()
+    if where.mount is Mount.INCIDENTS:
+        found = await past.grep(
+            ctx,
+            where,
+            p.pattern,
+            glob=p.glob,
+            ignore_case=p.ignore_case,
+            before=before,
+            after=after,
+            multiline=p.multiline,
+            newest_first=p.output_mode == "files_with_matches",
+            timeout_s=SEARCH_TIMEOUT_S,
+        )
+        if isinstance(found, ToolOutcome):
+            return found
+        matches = [m for m in found if extensions is None or m.path.endswith(extensions)]
+        return matches, search_output.matched_paths(matches)
     ns = ctx.namespace(where.mount)
     try:
         matches = await ctx.store.grep(
@@ -302,9 +322,10 @@ GLOB = ModelTool(
     description=(
         "Find files by name with a glob pattern such as `**/*.py` or `src/**/*.{ts,tsx}`. "
         "Returns matching paths, least recently modified first (at most 100). Searches `path` "
-        "(default: the working directory /workspace); give path /memory, /skills or /incident "
-        "(or an absolute pattern such as `/memory/**/*.md`) to search the shared virtual "
-        "trees. A pattern without `/` matches file names at any depth."
+        "(default: the working directory /workspace); give path /memory, /skills, /incident or "
+        "/incidents (the org's past incidents, read-only), or an absolute pattern such as "
+        "`/memory/**/*.md`, to search the shared virtual trees. A pattern without `/` "
+        "matches file names at any depth."
     ),
     input_schema={
         "type": "object",

@@ -23,15 +23,18 @@ async def list_directory(
     generated: Sequence[str] = (),
     *,
     missing: str = wording.FILE_MISSING,
+    shown: str | None = None,
 ) -> ToolOutcome:
     """The entries under ``where``; ``missing`` (an error, unwrapped as Claude Code gives
     Read's) when it holds nothing.
 
     A mount root always exists, so an empty root is reported as empty. ``generated``:
     names of files made on each read (``timeline.md``), listed after the stored ones.
+    ``shown``: the directory as the model named it, when not ``where.display()`` (a past
+    incident's notes under ``/incidents``).
     """
     entries = await store.listdir(ns, where.path)
-    shown = where.display()
+    shown = shown or where.display()
     count = len(entries) + len(generated)
     if not count:
         if where.path != "/":

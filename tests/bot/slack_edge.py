@@ -54,6 +54,7 @@ from memory_store import (
     Limits,
     ModelCallLog,
     Outbox,
+    RecallStore,
     Session,
     SessionKey,
     SessionStore,
@@ -260,6 +261,7 @@ async def running_edge(
         approvers=approvers or Approvers(),
         surface=AgentSurface(poster, team_id=TEAM_ID, enabled=agent_surface),
         bot_id=BOT_ID,
+        recall=RecallStore(database),
     )
     taker = watch = None
     if watch_policy is not None:

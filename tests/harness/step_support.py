@@ -33,6 +33,7 @@ from harness import (
     Limits,
     McpServers,
     Next,
+    Recall,
     Requester,
     SandboxWorkspaces,
     StepResult,
@@ -153,6 +154,7 @@ class SessionRun:
     events: list[Event] = field(default_factory=list)
     approvals: ApprovalGate | None = None
     answers: list[str] = field(default_factory=list)
+    recall: Recall | None = None
 
     def deps(self) -> Collaborators:
         """The collaborators of one step."""
@@ -165,6 +167,7 @@ class SessionRun:
             mcp=self.mcp,
             agents=self.spawner,
             approvals=self.approvals,
+            recall=self.recall,
         )
 
     async def step(self, inbox: Sequence[Inbound] = ()) -> StepResult:

@@ -90,10 +90,11 @@ def test_vfs_doctests_pass() -> None:
 
 def test_every_table_of_virtual_roots_follows_the_stores_scopes() -> None:
     from harness.guard.paths import VIRTUAL_ROOTS as GUARDED
-    from memory_store import Scope
+    from memory_store import READ_ONLY_TREES, Scope
     from sandbox_client.providers.local.jail import VIRTUAL_MOUNTS
 
-    scopes = {scope.value for scope in Scope}
+    scopes = {scope.value for scope in Scope} | set(READ_ONLY_TREES)
+    assert "incidents" in scopes
     assert {root.lstrip("/") for root, _ in vfs.VIRTUAL_ROOTS} == scopes
     assert set(GUARDED) == scopes
     assert set(VIRTUAL_MOUNTS) == scopes  # the jail's stubs: a leaf package, checked here

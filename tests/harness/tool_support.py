@@ -26,6 +26,7 @@ from harness import (
     Checkpoint,
     CommandResult,
     ReadRecord,
+    Recall,
     Requester,
     Todo,
     ToolContext,
@@ -137,6 +138,7 @@ class SessionDriver:
     tasks: BackgroundTasks | None = None
     cwd: str = "/workspace"
     todos: tuple[Todo, ...] = ()
+    recall: Recall | None = None
 
     def context(self, tool_use_id: str | None = None) -> ToolContext:
         """The context for a call; a fresh ``tool_use`` id unless one is given."""
@@ -154,6 +156,7 @@ class SessionDriver:
             tasks=self.tasks,
             cwd=self.cwd,
             todos=self.todos,
+            recall=self.recall,
         )
 
     async def call(self, name: str, tool_input: dict[str, Any], **ids: str) -> ToolOutcome:

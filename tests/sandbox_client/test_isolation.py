@@ -88,11 +88,16 @@ async def test_with_network_host_the_same_port_is_reachable(state_dir: Path, lis
 async def test_virtual_mounts_are_read_only_notes_pointing_at_the_file_tools(
     client: SandboxClient,
 ) -> None:
-    listing = await client.exec("virtual", "ls -A /memory /skills /incident", timeout_s=10)
+    listing = await client.exec(
+        "virtual", "ls -A /memory /skills /incident /incidents", timeout_s=10
+    )
     note = await client.exec("note", "cat /skills/README-warroom.txt", timeout_s=10)
+    past = await client.exec("past", "cat /incidents/README-warroom.txt", timeout_s=10)
     write = await client.exec("virtual-write", "echo x > /memory/new.md", timeout_s=10)
 
-    assert listing.stdout.count("README-warroom.txt") == 3
+    assert listing.stdout.count("README-warroom.txt") == 4
+    assert "Read, Glob and Grep" in past.stdout
+    assert "read-only" in past.stdout
     assert "Read, Write" in note.stdout
     assert "/skills" in note.stdout
     assert write.exit_code != 0

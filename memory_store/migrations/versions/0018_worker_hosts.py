@@ -1,7 +1,7 @@
 """Worker hosts: the ``worker_hosts`` table (``memory_store.hosts.tables``).
 
 Revision ID: 0018
-Revises: 0015
+Revises: 0017
 Create Date: 2026-12-05
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018"
-down_revision: str | None = "0015"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -5,8 +5,8 @@ policy is ``host``); no capabilities; an environment holding only what the confi
 allows; the host's system directories read-only; ``/workspace``, ``/tmp`` and
 ``/dev/shm`` writable tmpfs of the sizes ``limits`` gives (see ``limits`` for why a
 tmpfs), and nothing else writable (the root and ``/dev`` are remounted read-only); read-only
-``/memory``, ``/skills``, ``/incident`` holding only a note that Warroom's file tools
-serve those paths.
+``/memory``, ``/skills``, ``/incident``, ``/incidents`` holding only a note that Warroom's file
+tools serve those paths.
 
 Nothing the host follows or connects to lies where the jail can write. The server's
 socket is bound by the host in the sandbox's state directory, which the jail does not
@@ -38,7 +38,7 @@ EGRESS_SOCKET_NAME = "egress.sock"  # served by the egress gateway, in the same 
 CA_BUNDLE = "/etc/warroom/ca-bundle.pem"
 EGRESS_CA = "/etc/warroom/egress-ca.pem"
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-VIRTUAL_MOUNTS = ("memory", "skills", "incident")
+VIRTUAL_MOUNTS = ("memory", "skills", "incident", "incidents")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The server never speaks TLS: hiding ``ssl`` makes asyncio skip it (its imports are
 # guarded), which saves a tenth of the server's start-up time.
@@ -222,7 +222,15 @@ def _sandbox_binds(paths: JailPaths) -> list[str]:
 
 
 def stub_note(name: str) -> str:
-    """The note inside the read-only ``/memory``, ``/skills`` or ``/incident`` stub."""
+    """The note inside the read-only ``/memory``, ``/skills``, ``/incident`` or
+    ``/incidents`` stub."""
+    if name == "incidents":
+        return (
+            "/incidents is not on this sandbox's filesystem.\n"
+            "Warroom serves the org's past incidents under /incidents from its database, "
+            "read-only:\nuse Read, Glob and Grep with /incidents/... paths instead of shell "
+            "commands.\n"
+        )
     return (
         f"/{name} is not on this sandbox's filesystem.\n"
         f"Warroom serves /{name} from its database through its file tools: use Read, Write,\n"

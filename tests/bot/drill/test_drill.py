@@ -73,6 +73,7 @@ PROPERTIES = (
     "sandbox destroyed from outside, replaced, model told",
     "each session's final answer posted to Slack exactly once",
     "session three's memory index lists session one's memory",
+    "session one was given a past incident, read it and cited it",
     "a scripted model called an MCP tool outside the sandbox",
     "the rollback waited for approval, carol approved, it ran once",
     "the incident timeline lists messages, commands and writes, linked",
@@ -81,9 +82,9 @@ PROPERTIES = (
     "no secret in the sandbox",
 )
 KILL = PROPERTIES[7]
-MCP = PROPERTIES[11]
+MCP = PROPERTIES[12]
 MCP_SKIPPED = mcp_scene.missing() is not None  # mcp-server-everything is not installed
-PROMETHEUS_SCENE = PROPERTIES[15:]
+PROMETHEUS_SCENE = PROPERTIES[16:]
 LOST = (
     "The worker running this tool call stopped before its result was recorded, and the "
     "outcome could not be recovered. The command may or may not have run; check its "
@@ -134,7 +135,7 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
         "GET /api/v1/query_range?query&start&end&step injected by rule prometheus (200)"
     ) in checklist
     assert "the Prometheus password found in: none" in checklist
-    verdict = "15 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "16 passed, 0 failed, 1 skipped"
+    verdict = "16 passed, 0 failed, 2 skipped" if MCP_SKIPPED else "17 passed, 0 failed, 1 skipped"
     assert f"PASSED: {verdict}." in checklist
     assert MCP_SKIPPED or f"→ {mcp_scene.ECHO}" in text
     assert code == 0
@@ -229,13 +230,16 @@ RESULTS = {
 }
 
 
-def opening(person: s.Person, *, skills: str = "", memory: str = "(empty)") -> dict[str, Any]:
+def opening(
+    person: s.Person, *, skills: str = "", memory: str = "(empty)", related: str = ""
+) -> dict[str, Any]:
     """A first user message as the harness builds it (frozen context, then the request)."""
     context = (
         "<system-reminder>\nSkills available (load one with the Skill tool when it applies):\n"
         f"{skills or '(no skills yet)'}\n\nOrg memory (/memory/):\n{memory}\n\n"
         f"Notes of this incident (channel {s.CHANNEL}, /incident/):\n(no notes yet)\n\n"
-        f"This session was started by <@{person.user_id}>.\n</system-reminder>"
+        + (f"{related}\n\n" if related else "")
+        + f"This session was started by <@{person.user_id}>.\n</system-reminder>"
     )
     asked = postmortem_request() if person is s.FRANK else person.text  # as the Slack edge asks
     return {"role": "user", "content": [text(context), text(asked)]}
@@ -340,6 +344,23 @@ def test_the_scripted_investigation_reads_the_playbook_then_gathers_evidence_the
     ]
     assert f"*{s.expected_500s()}* failed requests" in answer
     assert "pool_size 20 -> 5" in answer
+
+
+def test_a_related_past_incident_in_the_first_message_is_read_and_cited() -> None:
+    related = (
+        "Related past incidents of this org, found by searching …:\n"
+        f"- 2026-10-12 in <#{s.PAST_CHANNEL}>, checkout-api 500s ({s.PAST_DIR}): fix: rolled back"
+    )
+
+    calls, answer = play(
+        [opening(s.ALICE, related=related)],
+        results={**RESULTS, s.PAST_SUMMARY_PATH: s.PAST_SUMMARY},
+    )
+
+    assert commands(calls)[:2] == [s.PAST_SUMMARY_PATH, ""]  # then the todo list
+    assert f"`{s.PAST_SUMMARY_PATH}`); what fixed it then: {s.PAST_FIX}." in answer
+    _, without = play([opening(s.ALICE)])
+    assert s.PAST_SUMMARY_PATH not in without
 
 
 def test_without_the_playbook_in_the_skill_index_the_investigation_does_not_read_it() -> None:

@@ -316,3 +316,30 @@ def test_module_docstring_examples_hold(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0
     assert result.attempted > 0
+
+
+# -- the past incidents' tree (issue 29) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "tool"),
+    [
+        ("cat /incidents/2026-11-02-C1/summary.md", "Read tool"),
+        ("ls -la /incidents/", "Glob tool"),
+        ("grep -rn pool /incidents/", "Grep tool"),
+        ("cd / && cat incidents/2026-11-02-C1/findings.md", "Read tool"),
+        ("cat /tmp/../incidents/x.md", "Read tool"),
+        ("echo fixed >> /incidents/2026-11-02-C1/summary.md", "read-only"),
+        ("bash -c 'head /incidents/2026-11-02-C1/answers.md'", "Read tool"),
+    ],
+)
+def test_bash_on_the_past_incidents_tree_is_refused(command: str, tool: str) -> None:
+    decision = check_bash(command)
+    assert isinstance(decision, Deny), command
+    assert tool in decision.reason
+    assert "only Read, Glob and Grep work on /incidents" in decision.reason
+
+
+@pytest.mark.parametrize("command", ["ls /incidents-2025", "grep -c incidents /var/log/x"])
+def test_names_like_the_past_incidents_tree_pass(command: str) -> None:
+    assert not _refused(command)

@@ -598,7 +598,7 @@ ALLOWED: dict[str, list[str]] = {
         "ls /memoryx",
         "ls /skill",
         "cat /data/memory/x",
-        "ls /incidents/2024",
+        "ls /incidents_2024",  # /incidents itself is a virtual tree (issue 29)
         "cat /var/log/skills.log",
         "ls /mem",
         "cat /skills.md",

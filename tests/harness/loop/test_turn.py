@@ -26,6 +26,7 @@ from harness import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from harness.loop.prompt import FIRST_CONTEXT_MAX_BYTES
 from harness.loop.turn import build_user_message, compact
 from memory_store import FileStore, Namespace, Origin, Scope
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply
@@ -159,5 +160,5 @@ async def test_compaction_never_keeps_an_over_budget_first_block(kit: Kit) -> No
     # Then: the kept block is within the first message's budget and says it was cut
     kept = compacted.messages[0].content[0]
     assert isinstance(kept, TextBlock)
-    assert len(kept.text.encode()) <= 30_000
+    assert len(kept.text.encode()) <= FIRST_CONTEXT_MAX_BYTES <= 30_000 + 2_048  # + related
     assert kept.text.endswith("(index cut; use Glob and Grep to find files)\n</system-reminder>")
