@@ -155,10 +155,15 @@ async def check_sandbox(settings: Settings) -> CheckResult:
             "install it (Debian/Ubuntu: apt-get install bubblewrap) or set "
             "WARROOM_SANDBOX_PROVIDER=blaxel",
         )
+    from sandbox_client.gateway import MissingSecret, RulesError
+
     try:
         exit_code = await _run_true(settings)
     except MissingSetting as exc:
         return CheckResult("sandbox", Status.PROBLEM, str(exc), f"set {exc.variable}")
+    except (RulesError, MissingSecret) as exc:  # a jail gets the rules' trust and proxy
+        detail = f"not tried: the egress rules do not load ({exc})".splitlines()[0]
+        return CheckResult("sandbox", Status.PROBLEM, detail, "correct WARROOM_EGRESS_RULES")
     except (SandboxError, OSError) as exc:
         return CheckResult("sandbox", Status.PROBLEM, f"{kind}: {exc}", _SANDBOX_FIX[kind])
     if exit_code != 0:
@@ -494,6 +499,25 @@ async def check_approvals(settings: Settings) -> CheckResult:
     return CheckResult("approvals", Status.OK, detail)
 
 
+async def check_alerts(settings: Settings) -> CheckResult:
+    """The alert webhook's routing (``WARROOM_ALERT_ROUTES``, ``WARROOM_ALERT_CHANNEL``):
+    the rules load and an alert always has a channel; skipped when the webhook is off (no
+    ``WARROOM_ALERT_TOKEN`` nor PagerDuty secret). The same check ``serve`` runs at start."""
+    from bot.alerts.wiring import alerts_enabled, load_routes
+    from bot.cli.preflight import alert_route_problems
+
+    if not alerts_enabled(settings):
+        return CheckResult("alerts", Status.SKIPPED, "the alert webhook is off (no token set)")
+    problems = await asyncio.to_thread(alert_route_problems, settings)
+    if problems:
+        detail = "; ".join(f"{p.variable}: {p.detail}" for p in problems)
+        return CheckResult("alerts", Status.PROBLEM, detail, "correct the routes file")
+    routes = await asyncio.to_thread(load_routes, settings)
+    count = len(routes.routes)
+    detail = f"{count} routing rule{'s' if count != 1 else ''}; "
+    return CheckResult("alerts", Status.OK, detail + f"default channel {routes.default_channel}")
+
+
 async def check_prices(settings: Settings) -> CheckResult:
     """``WARROOM_MODEL`` has a price in the shipped table (else its calls count as $0: a
     spending cap is then a problem, since it could never be reached)."""
@@ -522,6 +546,7 @@ FULL: tuple[Check, ...] = (
     check_egress,
     check_approvals,
     check_prices,
+    check_alerts,
     check_slack,
     check_agent_surface,
     check_socket_mode,
@@ -562,6 +587,9 @@ async def _bounded(check: Check, settings: Settings, timeout_s: float) -> CheckR
         return CheckResult(
             name, Status.PROBLEM, detail, "check that the service is up and reachable"
         )
+    except Exception as exc:  # a check that breaks is a problem line, never a traceback
+        detail = f"the check could not run: {type(exc).__name__}: {exc}".splitlines()[0]
+        return CheckResult(name, Status.PROBLEM, detail, "correct what it names, then re-run")
 
 
 def _schema(current: str | None) -> str:

@@ -97,7 +97,7 @@ def _mcp_config(settings: Settings) -> list[ConfigProblem]:
     return []
 
 
-def _alert_routes(settings: Settings) -> list[ConfigProblem]:
+def alert_route_problems(settings: Settings) -> list[ConfigProblem]:
     """The alert routing rules load, and an alert has somewhere to go."""
     from bot.alerts.routes import RoutesError
     from bot.alerts.wiring import alerts_enabled, load_routes
@@ -143,8 +143,8 @@ def price_problems(settings: Settings) -> list[ConfigProblem]:
 
 
 _CHECKS: dict[Role, tuple[Callable[[Settings], list[ConfigProblem]], ...]] = {
-    "steps": (_egress_rules, _approval_policy, _mcp_config, price_problems, _alert_routes),
-    "bot": (_approval_policy, _alert_routes),
+    "steps": (_egress_rules, _approval_policy, _mcp_config, price_problems, alert_route_problems),
+    "bot": (_approval_policy, alert_route_problems),
     "gateway": (_egress_rules,),
 }
 

@@ -167,6 +167,10 @@ class AgentSurface:
         self._team_id = team_id
         self._budgets = budgets or SurfaceBudgets()
         self.refused: str | None = None if enabled else "turned off"
+        self._answered = False
+        """Whether Slack answered a ``setStatus`` yet (taken or refused): until then calls
+        go one at a time, so a workspace that refuses the surface is asked once."""
+        self._first: asyncio.Lock | None = None
         self._lanes: dict[str, _Lane] = {}
         self._segments: dict[tuple[str, int], _Segment] = {}
         self._warned: set[str] = set()
@@ -333,6 +337,19 @@ class AgentSurface:
                 no answer).
         """
         if not self.available:
+            return False
+        if self._answered:
+            return await self._set_status(thread, status, title=title, initiator=initiator)
+        self._first = self._first or asyncio.Lock()  # the process's one event loop
+        async with self._first:  # the first answer decides for every later call
+            took = await self._set_status(thread, status, title=title, initiator=initiator)
+            self._answered = True  # a transient failure raised: the next call asks again
+            return took
+
+    async def _set_status(
+        self, thread: Thread, status: AgentStatus, *, title: str, initiator: str | None
+    ) -> bool:
+        if self.refused is not None:  # refused while this call waited for the first answer
             return False
         await self._budgets.status.take()
         args: dict[str, Any] = {"channel_id": thread.channel_id, "thread_ts": thread.thread_ts}

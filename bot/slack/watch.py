@@ -43,8 +43,9 @@ class WatchPolicy:
     def parse(cls, channels: str, senders: str) -> WatchPolicy:
         """From the settings' comma-separated lists.
 
-        >>> WatchPolicy.parse("C1, C2", "")
-        WatchPolicy(default_channels=frozenset({'C1', 'C2'}), senders=frozenset())
+        >>> policy = WatchPolicy.parse("C1, C2", "")
+        >>> sorted(policy.default_channels), policy.senders
+        (['C1', 'C2'], frozenset())
 
         Raises:
             ValueError: a sender that is not a bot (``B…``) or app (``A…``) id, or a

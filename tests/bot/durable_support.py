@@ -93,8 +93,10 @@ class ModelScript:
 
     def __call__(self, request: RecordedRequest) -> Reply:
         messages = request.messages
-        found = _MARKER.search(json.dumps(messages[0])) if messages else None
-        session_id = found.group(1) if found else ""
+        # The person's text comes last in the first message: a marker before it is an
+        # earlier session's, quoted in the context (a related past incident's title).
+        found = _MARKER.findall(json.dumps(messages[0])) if messages else []
+        session_id = found[-1] if found else ""
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         with self._lock:
             self.requests.setdefault(session_id, []).append(request)

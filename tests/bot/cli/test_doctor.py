@@ -527,3 +527,57 @@ async def test_approvals_check_says_what_is_in_force_and_names_a_malformed_org_f
     assert broken.status is Status.PROBLEM
     assert "decision must be allowed, approval or blocked" in broken.detail
     assert off.status is Status.WARNING
+
+
+# ----- what the second new-user trial found (issue #26) ------------------------------------
+
+
+async def test_the_sandbox_check_names_egress_rules_that_do_not_load(data_dir: Path) -> None:
+    require_bwrap()
+    rules = data_dir / "bad.yml"
+    rules.write_text("rules:\n  - name: prom\n    hosts: [prom.internal\n    ports: [443]\n")
+
+    result = await check_sandbox(settings(data_dir, egress_rules=rules))
+
+    assert result.status is Status.PROBLEM
+    assert result.detail.startswith("not tried: the egress rules do not load")
+    assert result.fix == "correct WARROOM_EGRESS_RULES"
+
+
+async def test_a_check_that_breaks_is_a_problem_line_not_a_traceback(data_dir: Path) -> None:
+    async def check_broken(_: Settings) -> CheckResult:
+        raise ValueError("something unforeseen\nsecond line")
+
+    [result] = [r async for r in _one(check_broken, settings(data_dir))]
+
+    assert result.name == "broken"
+    assert result.status is Status.PROBLEM
+    assert result.detail == "the check could not run: ValueError: something unforeseen"
+
+
+async def _one(check: Any, s: Settings) -> AsyncIterator[CheckResult]:
+    from bot.cli.doctor import _bounded
+
+    yield await _bounded(check, s, 5.0)
+
+
+async def test_the_alerts_check_names_bad_routing_rules_and_passes_good_ones(
+    data_dir: Path,
+) -> None:
+    from bot.cli.doctor import check_alerts
+
+    bad = data_dir / "routes.yml"
+    bad.write_text("routes:\n  - {name: db, channel: C0DB, match_re: {a: '('}}\n")
+    good = data_dir / "good.yml"
+    good.write_text("default_channel: C0ALERTS\nroutes:\n  - {name: db, channel: C0DB}\n")
+
+    off = await check_alerts(settings(data_dir))
+    broken = await check_alerts(settings(data_dir, alert_token="t0ken", alert_routes=bad))
+    fine = await check_alerts(settings(data_dir, alert_token="t0ken", alert_routes=good))
+
+    assert off.status is Status.SKIPPED
+    assert broken.status is Status.PROBLEM
+    assert "WARROOM_ALERT_ROUTES" in broken.detail
+    assert "'db'" in broken.detail
+    assert fine.status is Status.OK, fine.detail
+    assert fine.detail == "1 routing rule; default channel C0ALERTS"

@@ -123,7 +123,11 @@ async def test_a_click_wakes_a_parked_session_and_the_worker_runs_the_command_on
     session = await world.probe.session(session_id)
     assert session.pending_token is None  # no step queued, no worker holds it
     assert session.lease_owner is None
-    assert world.probe.queue.in_flight() == 0
+
+    async def acked() -> bool | None:  # the parking step's message is acked just after
+        return True if world.probe.queue.in_flight() == 0 else None
+
+    await poll(acked, timeout_s=30, what="the parking step's message to be acked")
     assert await world.probe.effects(session_id) == 0
 
     await _click(world.edge, _button(cp))
