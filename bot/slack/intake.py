@@ -52,7 +52,7 @@ from bot.slack.approval_messages import render_approval
 from bot.slack.files import file_contents
 from bot.slack.inbound import InboundMessage, MessageKind
 from bot.slack.poster import SlackPoster, Thread
-from bot.slack.render import notice, render_stopped
+from bot.slack.render import Progress, notice, render_status, render_stopped
 from bot.slack.routing import Ignore, Remember, Start, Steer, Stop, Usage, route
 from bot.slack.thread_context import thread_so_far
 from bot.slack.watch import Watch
@@ -483,6 +483,7 @@ class Intake:
         if work.cancelled is not None:
             await self.cancel_running(work.cancelled)
             message = render_stopped(user_id=work.user_id)
+            await self._close_status(work.thread)
         else:
             message = notice("Nothing is running in this thread.")
         if self.surface is not None:  # away from processing: Slack leaves that to the app
@@ -492,6 +493,28 @@ class Intake:
             await self.poster.post(work.thread, key, message, kind="notice")
         except SlackCallFailed as exc:
             logger.warning("stop reply for %s failed: %s", work.thread.session_id, exc)
+
+    async def _close_status(self, thread: Thread) -> None:
+        """The stopped turn's status message gets its final view: stopped, with no live
+        Stop button (the cancelled step posts no final view of its own)."""
+        try:
+            session = await _retrying(lambda: self.sessions.get(thread.session_id))
+        except DatabaseUnavailable as exc:
+            logger.warning("status of %s not closed: %s", thread.session_id, exc)
+            return
+        if session is None:
+            return
+        turn = Checkpoint.from_json(session.checkpoint).turns
+        ts = await self.poster.recorded_ts(f"{thread.session_id}:status:{turn}")
+        if ts is None:  # nothing shown for this turn (or Slack's agent surface shows it)
+            return
+        stopped = Progress(thread.session_id, "Stopped", finished=True)  # the reply says who
+        try:
+            await self.poster.update_status(
+                thread.channel_id, ts, render_status(stopped), final=True
+            )
+        except SlackCallFailed as exc:
+            logger.warning("status of %s not closed: %s", thread.session_id, exc)
 
 
 async def _retrying(call: Callable[[], Awaitable[T]]) -> T:

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from bot.slack.inbound import org_id_of
+from bot.slack.poster import Thread
+from bot.slack.render import Progress, render_status
 from bot.slack.routing import EDITED_PREFIX
 from bot.slack.thread_context import HEADER
 from harness import Checkpoint
@@ -294,6 +296,26 @@ async def test_stop_in_a_session_thread_cancels_it_kills_the_step_and_says_so(
     assert [c.session_id for c in edge.cancelled] == [session_id]
     assert "stop" not in await edge.inbox_texts(session_id)
     assert any("Stopped by <@U0FAKEBOB>" in t for t in thread_messages(edge, ROOT_TS))
+
+
+async def test_stop_closes_the_turns_status_message_with_no_live_stop_button(
+    edge: SlackEdge,
+) -> None:
+    # Given a session whose worker shows its turn's status message, Working with Stop
+    session_id = await start_session(edge)
+    thread = Thread(session_id, CHANNEL, ROOT_TS)
+    working = render_status(Progress(session_id, "Running `sleep 600`"))
+    status_ts = await edge.poster.post(thread, f"{session_id}:status:0", working, kind="status")
+
+    # When a person says stop
+    await edge.post_event(event(REPLY, text="stop", ts="1767225900.000100"))
+    await edge.settle()
+
+    # Then that message is final: stopped, without the Stop button (the reply says who)
+    [shown] = [m for m in edge.slack_api.thread(CHANNEL, ROOT_TS) if m["ts"] == status_ts]
+    assert "\\nStopped" in json.dumps(shown["blocks"])
+    assert "warroom_stop" not in json.dumps(shown["blocks"])
+    assert "Working" not in json.dumps(shown["blocks"])
 
 
 async def test_a_retried_stop_stops_once_and_says_so_once(edge: SlackEdge) -> None:
