@@ -208,31 +208,22 @@ def task_notification(task: BackgroundTask, tail: str = "") -> str:
     Read the output file to retrieve the result: /w/b1.output
     """
     label = html.escape(task.description, quote=False)
-    noun = "Monitor" if task.kind == "monitor" else "Background command"
     if task.kind == "monitor":
         return monitor_ended(task, tail)
     if task.state == "completed":
-        status, summary = "completed", f'{noun} "{label}" completed (exit code 0)'
+        status, summary = "completed", f'Background command "{label}" completed (exit code 0)'
     elif task.state == "lost":
         status = "failed"
         summary = (
-            f'{noun} "{label}" was lost: its sandbox stopped before the command ended '
+            f'Background command "{label}" was lost: its sandbox stopped before the command ended '
             "(the files it wrote may be gone too)"
         )
     elif task.state == "killed":
-        status, summary = "killed", f'{noun} "{label}" was stopped'
+        status, summary = "killed", f'Background command "{label}" was stopped'
     else:
         code = "unknown" if task.exit_code is None else str(task.exit_code)
-        status, summary = "failed", f'{noun} "{label}" failed with exit code {code}'
-    lines = [
-        "<task-notification>",
-        f"<task-id>{task.task_id}</task-id>",
-        f"<tool-use-id>{task.tool_use_id}</tool-use-id>",
-        f"<output-file>{task.output_path}</output-file>",
-        f"<status>{status}</status>",
-        f"<summary>{summary}</summary>",
-        "</task-notification>",
-    ]
+        status, summary = "failed", f'Background command "{label}" failed with exit code {code}'
+    lines = _notification(task, status, summary)
     if task.state != "lost":
         lines.append(f"Read the output file to retrieve the result: {task.output_path}")
     tail = tail[-TAIL_CHARS:].strip("\n")
@@ -276,6 +267,13 @@ def monitor_ended(task: BackgroundTask, last_lines: str = "") -> str:
     else:
         code = "unknown" if task.exit_code is None else str(task.exit_code)
         status, summary = "failed", f'Monitor "{label}" script failed (exit {code})'
+    last = last_lines.strip("\n") if task.state in ("completed", "failed") else ""
+    return "\n".join(_notification(task, status, summary, event=last))
+
+
+def _notification(task: BackgroundTask, status: str, summary: str, event: str = "") -> list[str]:
+    """The lines of a ``<task-notification>`` that says ``task`` ended (with its last
+    ``event`` when given: a monitor's lines not delivered yet)."""
     lines = [
         "<task-notification>",
         f"<task-id>{task.task_id}</task-id>",
@@ -284,9 +282,7 @@ def monitor_ended(task: BackgroundTask, last_lines: str = "") -> str:
         f"<status>{status}</status>",
         f"<summary>{summary}</summary>",
     ]
-    if last_lines.strip("\n") and task.state in ("completed", "failed"):
-        lines.append(f"<event>{last_lines.strip(chr(10))}</event>")
-    return "\n".join([*lines, "</task-notification>"])
+    return [*lines, *([f"<event>{event}</event>"] if event else []), "</task-notification>"]
 
 
 def notified_task_id(text: str) -> str | None:
