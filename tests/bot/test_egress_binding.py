@@ -239,7 +239,7 @@ if found:
 
 
 async def _audit_once_it_has(
-    scene: Scene, key: tuple[str, str], timeout_s: float = 10.0
+    scene: Scene, key: tuple[str, str], timeout_s: float = 30.0
 ) -> dict[tuple[str, str], tuple[str | None, int, str]]:
     """The audit as ``(path, method) -> (tool_use_id, status, outcome)``, read again until it
     holds ``key`` (its rows are written after the answer) or ``timeout_s`` passed."""
