@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from memory_store.sandboxes.ledger import SandboxLedgerStore
     from memory_store.schema_probe import Probed, SchemaVersion, probe_schema
     from memory_store.sessions.dedupe import InboundDedupe
+    from memory_store.sessions.liveness import LIVE_MARK, OwnerLiveness
     from memory_store.sessions.outbox import Outbox
     from memory_store.sessions.records import (
         Cancelled,
@@ -193,8 +194,10 @@ __all__ = [
     "InboxItem",
     "IoCounters",
     "NewEvent",
+    "LIVE_MARK",
     "Opened",
     "Outcome",
+    "OwnerLiveness",
     "Session",
     "SessionKey",
     "SessionOrigin",
@@ -346,6 +349,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "memory_store.sandboxes.ledger": ("SandboxLedgerStore",),
     "memory_store.sessions.dedupe": ("InboundDedupe",),
+    "memory_store.sessions.liveness": ("LIVE_MARK", "OwnerLiveness"),
     "memory_store.sessions.outbox": ("Outbox",),
     "memory_store.sessions.records": (
         "Cancelled",

@@ -64,6 +64,7 @@ from harness import (
     with_org_policy,
 )
 from memory_store import (
+    LIVE_MARK,
     BackgroundTasks,
     Cancelled,
     CronJobs,
@@ -75,6 +76,7 @@ from memory_store import (
     ModelCallLog,
     Outbox,
     OutboxItem,
+    OwnerLiveness,
     RecallStore,
     SessionOrigin,
     SessionStore,
@@ -281,9 +283,12 @@ def sandbox_reach(settings: Settings, egress: WorkerEgress | None) -> Reach:
     return EgressReach(egress.gateway.rules) if egress is not None else NoNetwork()
 
 
-def make_worker_id() -> str:
-    """``<host>:<pid>:<random>``: who holds a lease, readable by an operator."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+def make_worker_id(*, live: bool = False) -> str:
+    """``<host>:<pid>:<random>``: who holds a lease, readable by an operator; with
+    ``live``, ending in ``LIVE_MARK`` (the process holds its liveness lock:
+    ``memory_store.OwnerLiveness``)."""
+    made = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    return made + LIVE_MARK if live else made
 
 
 class ManagedSandboxes:
@@ -560,6 +565,11 @@ class Runtime:
         slack, hook, workspace_url = None, None, None
         closers: list[Callable[[], Awaitable[None]]] = []
         undo.push_async_callback(_close_all, closers)
+        worker_id = make_worker_id(live=db.is_postgres)
+        if db.is_postgres:  # a SIGKILLed worker's steps resume at the next sweep
+            alive = OwnerLiveness(db, worker_id)
+            await alive.start()
+            closers.append(alive.aclose)
         small_model = make_small_model(settings)
         if small_model is not None:
             closers.append(small_model.aclose)
@@ -593,7 +603,7 @@ class Runtime:
             workspaces=SandboxWorkspaces(manager, setup, egress),
             poster=reporter,
             enqueue=enqueue,
-            worker_id=make_worker_id(),
+            worker_id=worker_id,
             limits=Limits(
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,

@@ -1,6 +1,9 @@
 """The recovery sweep: re-enqueue lost steps, fail crash loops, end expired waits, fire
 timed wake-ups and cron jobs (§5).
 
+On PostgreSQL a lease whose owner's process died (``liveness``) ends at the sweep's start,
+so its step is recovered by that sweep rather than after ``lease_s``.
+
 One sweep at a time: on PostgreSQL through ``pg_try_advisory_xact_lock`` (a sweep that
 finds it taken does nothing), on SQLite through the database write lock. Each part is
 one ``UPDATE … RETURNING`` over every matching session, so a sweep is a handful of
@@ -19,7 +22,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, and_, null, or_, select, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memory_store.sessions import cron_firing, event_log, inbox
+from memory_store.sessions import cron_firing, event_log, inbox, liveness
 from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import (
     EventKind,
@@ -55,6 +58,8 @@ async def sweep(
     ``scope`` (``scope()``) limits the sessions re-enqueued, failed and woken."""
     if is_postgres and not await _try_lock(conn):
         return SweepResult()
+    if is_postgres:  # a dead worker's lease ends now: recovered by this sweep
+        await liveness.expire_dead(conn)
     mine = true() if scope is None else scope
     failed = await _fail_crash_loops(
         conn, now=now, lease_time=lease_time, max_crashes=max_crashes, mine=mine

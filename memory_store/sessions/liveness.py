@@ -1,0 +1,152 @@
+"""Owner liveness: a lease whose holder's process is gone ends at once, not at its expiry.
+
+A lease is the price of a resume after a worker dies: a SIGKILLed worker's step is taken
+over only once its lease has run out (5 s by default), and a shorter lease makes late
+renewals of live, loaded workers lose their steps (issue #31). On PostgreSQL a worker
+process can say it is alive without a clock: it holds a session-level advisory lock for
+as long as it runs, on a connection of its own (``OwnerLiveness``). The kernel closes a
+dead process's sockets, the server ends its backend and releases the lock, and the next
+sweep sees a lease whose owner holds no lock: it ends that lease then (``expire_dead``),
+and the usual re-enqueue follows in the same sweep. A live but slow worker keeps its
+lock, so nothing changes for it: its lease still lasts ``lease_s``.
+
+Only owners that hold such a lock take part: their id ends in ``LIVE_MARK``. An owner id
+without it (a worker of an earlier release during a rolling deploy, the embedded SQLite
+runtime) is judged by its lease alone.
+
+The lock's key is ``hashtextextended(owner, 0)``, computed by the server on both sides;
+``pg_locks`` shows an advisory lock on a bigint key as ``classid`` (its high 32 bits) and
+``objid`` (its low 32 bits) with ``objsubid`` 1 (PostgreSQL's documentation, "pg_locks").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memory_store.db import Database
+from memory_store.errors import DatabaseUnavailable
+
+__all__ = ["LIVE_MARK", "OwnerLiveness", "expire_dead"]
+
+log = logging.getLogger(__name__)
+
+LIVE_MARK = "+live"
+"""The end of a lease owner's id whose process holds its liveness lock while it runs."""
+
+_LOCK = "SELECT pg_advisory_lock(hashtextextended($1, 0))"
+
+_EXPIRE_DEAD = text(
+    """WITH held AS MATERIALIZED (
+      SELECT (l.classid::bigint << 32) | l.objid::bigint AS key
+      FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    )
+    UPDATE sessions SET lease_until = now() - interval '1 millisecond'
+    WHERE status = 'running'
+      AND lease_until >= now()
+      AND lease_owner LIKE :pattern
+      AND hashtextextended(lease_owner, 0) NOT IN (SELECT key FROM held)
+    RETURNING id"""
+)
+
+
+async def expire_dead(conn: AsyncConnection) -> tuple[str, ...]:
+    """End the leases of running sessions whose owner (an id ending in ``LIVE_MARK``) no
+    longer holds its liveness lock: its process died. PostgreSQL only; run inside the
+    sweep's transaction, before its re-enqueue (which then finds them expired).
+
+    Returns the ids of the sessions whose lease ended.
+    """
+    result = await conn.execute(_EXPIRE_DEAD, {"pattern": f"%{LIVE_MARK}"})
+    return tuple(sorted(str(row.id) for row in result.all()))
+
+
+class OwnerLiveness:
+    """Holds ``owner``'s liveness lock on a PostgreSQL connection of its own while the
+    process runs (``start`` … ``aclose``); on SQLite it does nothing.
+
+    The connection is checked every ``check_s`` seconds; a lost one (the server restarted)
+    is replaced and the lock taken again, so a live worker is judged dead only while the
+    database itself is away (its steps are then fenced at their commit, never run twice).
+    """
+
+    def __init__(self, db: Database, owner: str, *, check_s: float = 1.0) -> None:
+        """``owner`` must end in ``LIVE_MARK`` (ValueError otherwise)."""
+        if not owner.endswith(LIVE_MARK):
+            raise ValueError(f"a live owner's id ends in {LIVE_MARK!r}: {owner!r}")
+        self._db = db
+        self.owner = owner
+        self._check_s = check_s
+        self._conn: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self.held = asyncio.Event()
+
+    async def start(self) -> None:
+        """Take the lock (PostgreSQL; returns at once on SQLite) and keep it.
+
+        Raises:
+            DatabaseUnavailable: the first connection could not be made.
+        """
+        if not self._db.is_postgres:
+            return
+        try:
+            await self._lock()
+        except (OSError, TimeoutError) as error:
+            raise DatabaseUnavailable(f"liveness lock: {error}") from error
+        self._task = asyncio.create_task(self._keep(), name="owner-liveness")
+
+    async def aclose(self) -> None:
+        """Release the lock (its connection closes); idempotent."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._drop()
+
+    async def _lock(self) -> None:
+        import asyncpg  # PostgreSQL's driver (SQLAlchemy's dialect imports it too)
+
+        url = self._db.engine.url
+        self._conn = await asyncpg.connect(
+            host=url.host,
+            port=url.port,
+            user=url.username,
+            password=url.password,
+            database=url.database,
+            timeout=10,
+            server_settings={"application_name": f"warroom-liveness {self.owner}"[:63]},
+        )
+        await self._conn.execute(_LOCK, self.owner)
+        self.held.set()
+
+    async def _drop(self) -> None:
+        self.held.clear()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5)
+            if not conn.is_closed():
+                conn.terminate()
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(self._check_s)
+            try:
+                await asyncio.wait_for(self._conn.fetchval("SELECT 1"), self._check_s * 5)
+                continue
+            except Exception as error:  # a lost connection: take the lock again
+                log.warning("liveness lock of %s lost (%s): taking it again", self.owner, error)
+            await self._drop()
+            try:
+                await self._lock()
+            except Exception as error:
+                log.warning("liveness lock of %s not taken again yet: %s", self.owner, error)
+                await self._drop()
