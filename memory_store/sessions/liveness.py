@@ -8,7 +8,9 @@ as long as it runs, on a connection of its own (``OwnerLiveness``). The kernel c
 dead process's sockets, the server ends its backend and releases the lock, and the next
 sweep sees a lease whose owner holds no lock: it ends that lease then (``expire_dead``),
 and the usual re-enqueue follows in the same sweep. A live but slow worker keeps its
-lock, so nothing changes for it: its lease still lasts ``lease_s``.
+lock, so nothing changes for it: its lease still lasts ``lease_s``. A database restart
+drops every lock at once: for ``RESTART_GRACE_S`` after it, leases are judged by their
+expiry alone, while the live workers take their locks again.
 
 Only owners that hold such a lock take part: their id ends in ``LIVE_MARK``. An owner id
 without it (a worker of an earlier release during a rolling deploy, the embedded SQLite
@@ -39,6 +41,11 @@ log = logging.getLogger(__name__)
 LIVE_MARK = "+live"
 """The end of a lease owner's id whose process holds its liveness lock while it runs."""
 
+RESTART_GRACE_S = 10.0
+"""For this long after the database server started, leases are judged by their expiry
+alone: every live worker lost its lock with the restart and takes it again within
+``OwnerLiveness``'s check (about a second)."""
+
 _LOCK = "SELECT pg_advisory_lock(hashtextextended($1, 0))"
 
 _EXPIRE_DEAD = text(
@@ -52,6 +59,7 @@ _EXPIRE_DEAD = text(
     WHERE status = 'running'
       AND lease_until >= now()
       AND lease_owner LIKE :pattern
+      AND pg_postmaster_start_time() < now() - make_interval(secs => :grace_s)
       AND hashtextextended(lease_owner, 0) NOT IN (SELECT key FROM held)
     RETURNING id"""
 )
@@ -64,7 +72,8 @@ async def expire_dead(conn: AsyncConnection) -> tuple[str, ...]:
 
     Returns the ids of the sessions whose lease ended.
     """
-    result = await conn.execute(_EXPIRE_DEAD, {"pattern": f"%{LIVE_MARK}"})
+    params = {"pattern": f"%{LIVE_MARK}", "grace_s": RESTART_GRACE_S}
+    result = await conn.execute(_EXPIRE_DEAD, params)
     return tuple(sorted(str(row.id) for row in result.all()))
 
 
