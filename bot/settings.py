@@ -34,6 +34,8 @@ DEFAULT_SMALL_MODEL = "claude-haiku-5-5"
 """``harness.DEFAULT_SMALL_MODEL``, for the same reason."""
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
+MIN_ALERT_TOKEN_CHARS = 16
+"""Shortest ``WARROOM_ALERT_TOKEN``: the webhook's one secret must not be guessable."""
 
 
 class MissingSetting(RuntimeError):
@@ -225,6 +227,7 @@ class Settings(BaseSettings):
     alert_port: int | None = Field(
         default=None, ge=0, le=65535, validation_alias="WARROOM_ALERT_PORT"
     )
+    alert_host: str = Field(default="0.0.0.0", min_length=1, validation_alias="WARROOM_ALERT_HOST")
 
     # watched channels (issue #27): alerting apps' posts start sessions, no mention
     watch_channels: str = Field(
@@ -237,6 +240,17 @@ class Settings(BaseSettings):
         pattern=r"^\s*([AB][A-Z0-9]+\s*(,\s*[AB][A-Z0-9]+\s*)*)?$",
         validation_alias="WARROOM_WATCH_SENDERS",
     )
+
+    @field_validator("alert_token")
+    @classmethod
+    def _alert_token(cls, value: SecretStr | None) -> SecretStr | None:
+        """A bearer token long enough not to be guessed (every alert source holds it)."""
+        if value is not None and len(value.get_secret_value().strip()) < MIN_ALERT_TOKEN_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_ALERT_TOKEN_CHARS} characters, not blank "
+                "(make one with: openssl rand -hex 32)"
+            )
+        return value
 
     @field_validator("redis_url")
     @classmethod

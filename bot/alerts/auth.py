@@ -7,7 +7,9 @@
   keyed with the subscription's signing secret>``, several comma-separated during a
   secret rotation; one match is enough (PagerDuty's "Verifying Signatures" page).
 
-Comparisons are constant-time (``hmac.compare_digest``).
+Comparisons are constant-time (``hmac.compare_digest``) over SHA-256 digests of the bytes
+given and expected, so neither the token's contents nor its length leak through timing, and
+any header bytes (not UTF-8, not ASCII) are compared, never an error.
 """
 
 from __future__ import annotations
@@ -49,6 +51,25 @@ class AlertAuth:
             )
         return False
 
+    def may_pass(self, source: str, headers: Mapping[str, str]) -> bool:
+        """Whether the request may yet be allowed once its body is read: it carries the
+        token, or a signature header where one is checked (so a request with neither is
+        refused before its body is read).
+
+        >>> auth = AlertAuth(token="s3cret", pagerduty_secret="pd")
+        >>> auth.may_pass("generic", {"X-PagerDuty-Signature": "v1=00"})
+        False
+        >>> auth.may_pass("pagerduty", {"X-PagerDuty-Signature": "v1=00"})
+        True
+        """
+        if self.token and _bearer(headers.get("Authorization", ""), self.token):
+            return True
+        return (
+            source == "pagerduty"
+            and bool(self.pagerduty_secret)
+            and (PAGERDUTY_SIGNATURE in headers)
+        )
+
 
 def pagerduty_signature(body: bytes, secret: str) -> str:
     """The ``v1=<hex>`` signature PagerDuty sends for ``body`` (tests sign with it)."""
@@ -56,15 +77,28 @@ def pagerduty_signature(body: bytes, secret: str) -> str:
 
 
 def pagerduty_signed(header: str, body: bytes, secret: str) -> bool:
-    """Whether one of the header's ``v1=`` signatures is ``body``'s."""
+    """Whether one of the header's ``v1=`` signatures is ``body``'s.
+
+    >>> body = b'{"event": {}}'
+    >>> pagerduty_signed("v1=00, " + pagerduty_signature(body, "s"), body, "s")
+    True
+    >>> pagerduty_signed("v1=\u00e9", body, "s")
+    False
+    """
     expected = pagerduty_signature(body, secret)
-    return any(
-        hmac.compare_digest(part.strip(), expected) for part in header.split(",") if part.strip()
-    )
+    return any(_same(part.strip(), expected) for part in header.split(",") if part.strip())
 
 
 def _bearer(header: str, token: str) -> bool:
     scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    )
+    return scheme.lower() == "bearer" and _same(given.strip(), token)
+
+
+def _same(given: str, expected: str) -> bool:
+    """``given == expected`` in constant time whatever their lengths; ``given`` may hold
+    any character (aiohttp decodes header bytes that are not UTF-8 as surrogates)."""
+    return hmac.compare_digest(_digest(given), _digest(expected))
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()

@@ -22,7 +22,9 @@ no-op), then decided in ONE database transaction that also accounts for it
 - **resolved**: "resolved at 14:31" in the thread and to the session, which is asked
   whether its hypothesis agrees; the thread closes (a later firing opens a new one);
 - **folded**: over the cap (or the org is over its daily cost cap): the alert goes
-  to the org's storm summary thread, listed there; nothing is dropped silently.
+  to the storm summary thread of its channel (or of ``summary_channel_id``), listed
+  there; nothing is dropped silently. A resolved thread keeps its place under the cap
+  while its session runs (it was asked about the resolve).
 
 A session that was stopped (``stop``, the Stop button) stops listening: later alerts
 of its problem are noted in the thread but do not wake it; a person's reply does.
@@ -56,6 +58,7 @@ from memory_store import (
     AlertDecision,
     AlertStore,
     AlertThread,
+    DatabaseUnavailable,
     InboundDedupe,
     NewAlert,
     SessionKey,
@@ -83,10 +86,11 @@ class AlertPolicy:
     """Storm control and grouping (settings ``WARROOM_ALERT_*``).
 
     Attributes:
-        max_open_per_org: most alert threads with a live session per org at once.
+        max_open_per_org: most alert sessions per org at once (open threads whose session
+            was not stopped, and resolved ones whose session still runs).
         burst_window_s: repeats closer than this to the last input are one input.
-        summary_channel_id: where the storm summary thread goes (None: the channel of
-            the alert that overflowed).
+        summary_channel_id: where the storm summary thread goes (None: each channel
+            has its own, listing only the alerts routed or posted there).
     """
 
     max_open_per_org: int = DEFAULT_MAX_OPEN
@@ -179,7 +183,9 @@ class AlertIntake:
 
         Call it from one task per process (decisions are then in arrival order); the
         store serialises decisions across processes. ``before_each`` is awaited before each
-        alert (the taker lets requests being recorded go first).
+        alert (the taker lets requests being recorded go first). An alert that fails for
+        any other reason than Slack or the database (unreadable, a bug) is logged and kept
+        on record as failed (``AlertStore.fail``): it never holds up the ones after it.
 
         Raises:
             DatabaseUnavailable: the database went away (what was taken stays taken).
@@ -195,13 +201,16 @@ class AlertIntake:
                 posted = (
                     (row.channel_id, row.posted_ts) if row.channel_id and row.posted_ts else None
                 )
-                alert = Alert.from_json(row.alert_json)
                 try:
+                    alert = Alert.from_json(row.alert_json)
                     await self._take(row.id, alert, row.org_id, row.channel_id, posted)
                 except SlackCallFailed as exc:  # decided and accounted; Slack is told later
-                    logger.warning(
-                        "alert %s (%s): a post failed: %s", row.id, alert.dedupe_key, exc
-                    )
+                    logger.warning("alert %s: a post failed: %s", row.id, exc)
+                except DatabaseUnavailable:
+                    raise
+                except Exception:  # this one alert: never every later one behind it
+                    logger.exception("alert %s cannot be taken; on record as failed", row.id)
+                    await self.store.fail(row.id)
             taken += len(batch)
 
     async def take_alert(
@@ -256,6 +265,11 @@ class AlertIntake:
                     await self._start(decision, thread, alert, thread.org_id)
             except SlackCallFailed as exc:
                 logger.warning("alert thread %s still not opened: %s", thread.id, exc)
+            except DatabaseUnavailable:
+                raise
+            except Exception:  # never tried for ever in front of the others
+                logger.exception("alert thread %s cannot be opened; closed as failed", thread.id)
+                await self.store.abandon(thread.id, delivery_row)
         return len(stale)
 
     # ----- one alert -------------------------------------------------------------------
@@ -409,7 +423,7 @@ class AlertIntake:
         return outcome
 
     async def _fold(self, decision: AlertDecision, summary: AlertThread) -> Outcome:
-        """Into the org's storm summary thread (``StormSummaries``)."""
+        """Into its channel's storm summary thread (``StormSummaries``)."""
         thread_ts = await self._summaries.fold(summary, opened_it=decision.created_thread)
         return Outcome("folded", None, summary.channel_id, thread_ts)
 

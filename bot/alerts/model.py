@@ -9,12 +9,14 @@ second one. ``delivery_id`` names this one delivery, so a webhook retry is taken
 
 ``for_model`` renders the whole alert for the session as *data*: every field inside a
 fenced block whose fence cannot be closed by the alert's own text, preceded by a line
-saying it is untrusted content to investigate, not instructions to follow.
+saying it is untrusted content to investigate, not instructions to follow; tags the
+harness frames its own notices with are escaped inside it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -69,6 +71,11 @@ class Alert:
     delivery_id: str = ""
 
     def __post_init__(self) -> None:
+        for name in ("source", "dedupe_key", "title", "severity", "service", "delivery_id"):
+            object.__setattr__(self, name, storable(getattr(self, name)))
+        object.__setattr__(self, "labels", _storable_map(self.labels))
+        object.__setattr__(self, "fields", _storable_map(self.fields))
+        object.__setattr__(self, "links", tuple((storable(a), storable(b)) for a, b in self.links))
         if not self.source or not self.dedupe_key:
             raise ValueError("an alert needs a source and a dedupe_key")
         if len(self.dedupe_key) > MAX_KEY_CHARS:
@@ -122,6 +129,24 @@ class Alert:
         )
 
 
+_HARNESS_TAG = re.compile(r"<(\s*/?\s*system-reminder)", re.IGNORECASE)
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with what no database text column holds — NUL (PostgreSQL refuses it) and
+    lone surrogates (not UTF-8; JSON's ``\\ud800`` decodes to one) — each made U+FFFD.
+
+    >>> storable("disk" + chr(0) + "full" + chr(0xD800)) == "disk\\ufffdfull\\ufffd"
+    True
+    """
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def _storable_map(values: Mapping[str, str]) -> dict[str, str]:
+    return {storable(k): storable(v) for k, v in values.items()}
+
+
 def key_of(*parts: str) -> str:
     """A ``dedupe_key`` from ``parts`` (joined with ``:``), hashed when too long.
 
@@ -143,7 +168,9 @@ def for_model(alert: Alert, *, note: str = "") -> str:
 
     ``note`` (ours, trusted) comes first, outside the fence: "still firing, 3rd time…".
     The fence is longer than any run of backticks in the alert, so the alert's text
-    cannot close it; the whole is cut at ``MAX_RENDERED_CHARS``.
+    cannot close it; the harness's own ``<system-reminder>`` tags in it are escaped
+    (``&lt;system-reminder>``), so it cannot pose as one of the harness's notices
+    either; the whole is cut at ``MAX_RENDERED_CHARS``.
 
     >>> a = Alert("generic", "k1", AlertStatus.FIRING, "Disk full", severity="critical")
     >>> print(for_model(a))  # doctest: +ELLIPSIS
@@ -155,7 +182,7 @@ def for_model(alert: Alert, *, note: str = "") -> str:
     dedupe_key: k1
     ```
     """
-    body = _body(alert)
+    body = _HARNESS_TAG.sub(r"&lt;\1", _body(alert))
     if len(body) > MAX_RENDERED_CHARS:
         body = body[: MAX_RENDERED_CHARS - 1] + "…"
     fence = "`" * max(3, _longest_backtick_run(body) + 1)

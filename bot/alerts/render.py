@@ -48,7 +48,7 @@ def root_message(alert: Alert) -> SlackMessage:
     pairs = [*alert.labels.items(), *alert.fields.items()][:MAX_ROOT_FIELDS]
     lines += [f"`{escape_mrkdwn(k)}` {escape_mrkdwn(truncate(v, 300))}" for k, v in pairs]
     lines += [f"<{url}|{escape_mrkdwn(label)}>" for label, url in alert.links[:5] if _safe(url)]
-    text = truncate(head, MAX_FALLBACK_CHARS)
+    text = truncate(escape_mrkdwn(head), MAX_FALLBACK_CHARS)  # notifications show it: no mentions
     return SlackMessage(text=text, blocks=(section(truncate("\n".join(lines), 2900)),))
 
 

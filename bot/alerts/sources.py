@@ -42,6 +42,8 @@ from bot.alerts.model import Alert, AlertStatus, key_of
 
 SOURCES = ("alertmanager", "grafana", "pagerduty", "datadog", "generic")
 MAX_BODY_BYTES = 1_000_000
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and objects a body may have (the sources' own go 5 deep)."""
 _FRACTION = re.compile(r"\.\d+")  # Go writes nanoseconds; Python reads at most 6 digits
 
 
@@ -54,22 +56,47 @@ def parse(source: str, body: bytes, *, delivery: str) -> list[Alert]:
     (a retry repeats it) when the payload carries no id of its own.
 
     Raises:
-        BadPayload: not JSON, not an object, or missing what the source always sends.
+        BadPayload: not JSON (a number over Python's 4,300 digits, nesting too deep for
+            the decoder or deeper than ``MAX_DEPTH``: also), not an object, or missing
+            what the source always sends.
         KeyError: ``source`` is not one of ``SOURCES``.
     """
     parser = _PARSERS[source]
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
         raise BadPayload(f"the body is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise BadPayload(f"the body is nested deeper than {MAX_DEPTH} levels") from exc
     if not isinstance(data, dict):
         raise BadPayload("the body must be a JSON object")
+    if _depth(data) > MAX_DEPTH:
+        raise BadPayload(f"the body is nested deeper than {MAX_DEPTH} levels")
     try:
         return parser(data, delivery)
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, BadPayload):
             raise
         raise BadPayload(f"not a {source} webhook body: {_why(exc)}") from exc
+
+
+def _depth(data: Any) -> int:
+    """How deep ``data``'s arrays and objects nest (walked without recursion).
+
+    >>> _depth({"a": [1, {"b": []}]}), _depth("x")
+    (4, 0)
+    """
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    while todo:
+        value, depth = todo.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                return deepest
+            todo.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def body_digest(body: bytes) -> str:
@@ -290,15 +317,20 @@ def _strings(values: Any) -> dict[str, str]:
 
 
 def _when(value: Any) -> datetime | None:
-    """An ISO 8601 time (Go's zero time ``0001-01-01T00:00:00Z``: None)."""
+    """An ISO 8601 time (Go's zero time ``0001-01-01T00:00:00Z``, one out of range in UTC
+    or not a time at all: None).
+
+    >>> _when("9999-12-31T23:59:59-14:00") is None, _when("2026-12-05T14:02:00Z").hour
+    (True, 14)
+    """
     if not value or not isinstance(value, str) or value.startswith("0001-01-01"):
         return None
     value = _FRACTION.sub(lambda m: m.group(0)[:7], value.replace("Z", "+00:00"))
     try:
         when = datetime.fromisoformat(value)
-    except ValueError:
+        return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):  # not a time, or past year 9999 in UTC
         return None
-    return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _with_fields(alert: Alert, extra: dict[str, str], *, title: str) -> Alert:

@@ -1,11 +1,12 @@
 """``POST /alerts/<source>``: check, record, answer; the alerts are taken off the request path.
 
-The request path does only what makes the alert safe: the size limit, the token or
-signature (401, logged without the body), parsing (400 with what is wrong; nothing is
-recorded), routing (every alert has a channel, or 422 and nothing recorded), and one
-transaction recording every alert of the delivery (concurrent requests share one:
-``GroupCommit``). Then it answers 202 and wakes the
-``Taker``, one task per process that takes recorded alerts in order
+The request path does only what makes the alert safe: the token or signature (401,
+logged without the body; a request with neither the token nor a signature header is
+refused before its body is read), the size limit (413), parsing (400 with what is
+wrong; nothing is recorded), routing (every alert has a channel, or 422 and nothing
+recorded), and one transaction recording every alert of the delivery (concurrent
+requests share one: ``GroupCommit``). Then it answers 202 and wakes the ``Taker``,
+one task per process that takes recorded alerts in order
 (``AlertIntake.take_pending``): posting, starting sessions and replying never delay
 an ack. A crash after the ack loses nothing: the next start takes what was left.
 
@@ -153,20 +154,30 @@ class GroupCommit:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                try:
-                    ids = await self.intake.record_groups(
-                        [routed for routed, _ in batch], org_id=self.org_id
-                    )
-                except Exception as exc:  # every waiting request answers it (503)
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(exc)
-                    continue
-                for (_, done), new in zip(batch, ids, strict=True):
-                    if not done.done():
-                        done.set_result(new)
+                await self._write_batch(batch)
         finally:
             self._writer = None
+
+    async def _write_batch(self, batch: list[tuple[Routed, asyncio.Future[list[int]]]]) -> None:
+        """One transaction for ``batch``; when it fails for any reason but the database
+        being away, each delivery is written alone, so one delivery the database refuses
+        fails only its own request, not those that shared its transaction."""
+        try:
+            ids = await self.intake.record_groups(
+                [routed for routed, _ in batch], org_id=self.org_id
+            )
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, DatabaseUnavailable):
+                for one in batch:
+                    await self._write_batch([one])
+                return
+            for _, done in batch:  # every waiting request answers it (503 or 500)
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        for (_, done), new in zip(batch, ids, strict=True):
+            if not done.done():
+                done.set_result(new)
 
 
 @dataclass(frozen=True)
@@ -202,19 +213,15 @@ class AlertWebhook:
         source = request.match_info["source"]
         if source not in SOURCES:
             return _error(404, f"unknown alert source {source!r}; one of: {', '.join(SOURCES)}")
+        if not self.auth.may_pass(source, request.headers):  # before reading any body
+            return _refused(request)
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _error(413, f"the body is over {MAX_BODY_BYTES} bytes")
         body = await request.read()
         if len(body) > MAX_BODY_BYTES:
             return _error(413, f"the body is over {MAX_BODY_BYTES} bytes")
         if not self.auth.allows(source, request.headers, body):
-            logger.warning(
-                "alert refused: bad credentials (%s %s from %s)",
-                request.method,
-                request.path,
-                request.remote,
-            )
-            return _error(401, "missing or wrong bearer token or signature")
+            return _refused(request)
         bucket = int(time.time() // self.retry_window_s)
         try:
             alerts = parse(source, body, delivery=f"{body_digest(body)}:{bucket}")
@@ -230,6 +237,9 @@ class AlertWebhook:
         except DatabaseUnavailable as exc:
             logger.warning("alert not recorded: %s", exc)
             return _error(503, "the database is unavailable; retry")
+        except Exception:  # the database refused this delivery (others were recorded)
+            logger.exception("alert not recorded: the database refused it (%s)", source)
+            return _error(500, "the alert could not be recorded")
         if ids:
             self.taker.wake()
         answer = {"recorded": len(ids), "duplicates": len(alerts) - len(ids)}
@@ -240,17 +250,20 @@ async def start_listener(
     webhook: AlertWebhook, *, host: str = "0.0.0.0", port: int = 0
 ) -> tuple[web.AppRunner, int]:
     """A listener of its own for ``POST /alerts/<source>`` and ``GET /healthz`` (Socket
-    Mode, which has no HTTP listener); returns it and the port it listens on.
+    Mode, which has no HTTP listener) on ``host`` (``WARROOM_ALERT_HOST``: an IPv4 or
+    IPv6 address; ``127.0.0.1`` behind a TLS proxy on the same host); returns it and
+    the port it listens on. Nothing else is served there.
 
     Raises:
-        OSError: the port could not be bound (``WARROOM_ALERT_PORT``).
+        OSError: the address could not be bound (``WARROOM_ALERT_HOST``/``_PORT``).
     """
     app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
     app.add_routes(webhook.routes_table())
     app.router.add_get("/healthz", _healthz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -264,6 +277,16 @@ async def start_listener(
 
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+def _refused(request: web.Request) -> web.Response:
+    logger.warning(
+        "alert refused: bad credentials (%s %s from %s)",
+        request.method,
+        request.path,
+        request.remote,
+    )
+    return _error(401, "missing or wrong bearer token or signature")
 
 
 def _error(status: int, message: str) -> web.Response:

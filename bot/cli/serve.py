@@ -205,7 +205,7 @@ async def alerts_running(
 ) -> AsyncIterator[tuple[web.RouteDef, ...]]:
     """Take alerts while serving: the taker always runs (watched channels and leftovers);
     in HTTP mode the Slack listener serves the webhook (the routes yielded), in Socket
-    Mode a listener of its own on ``WARROOM_ALERT_PORT``."""
+    Mode a listener of its own on ``WARROOM_ALERT_HOST``:``WARROOM_ALERT_PORT``."""
     alerts.taker.start()
     runner = None
     try:
@@ -216,8 +216,9 @@ async def alerts_running(
             yield tuple(webhook.routes_table())
         else:
             if settings.alert_port is not None:
-                runner, port = await start_listener(webhook, port=settings.alert_port)
-                log.info("alert webhook listening on port %d (POST /alerts/<source>)", port)
+                host = settings.alert_host
+                runner, port = await start_listener(webhook, host=host, port=settings.alert_port)
+                log.info("alert webhook listening on %s:%d (POST /alerts/<source>)", host, port)
             else:
                 log.warning(
                     "the alert webhook is set up but Socket Mode has no listener: "

@@ -56,7 +56,7 @@ class InboundMessage:
         edited_ts: ``edited.ts`` of an edit: the same in the ``message_changed`` event
             and in the ``app_mention`` Slack sends when the edit added the mention.
         external: the author is not a member of the installing workspace (a Slack
-            Connect user in an externally shared channel).
+            Connect user, or another org's app, in an externally shared channel).
         files: the message's file objects (``id``, ``name``, ``size``, …).
         sender: the bot or app that posted it (None: a person).
         alert: what a new top-level post of another bot or app says, read as an alert
@@ -213,7 +213,7 @@ def _content(
 def _external(body: Mapping[str, Any], message: Mapping[str, Any]) -> bool:
     """Whether the author is outside the installing workspace: the channel is shared
     with another org (``is_ext_shared_channel``) and the author's team
-    (``user_team``, else ``team``) is not the installation's
+    (``user_team``, else ``team``, else an app's ``bot_profile.team_id``) is not the installation's
     (``authorizations[0].team_id``). A member of a sibling workspace of the same
     Enterprise Grid org in such a channel also counts as external: events do not say
     which org a team belongs to."""
@@ -221,7 +221,13 @@ def _external(body: Mapping[str, Any], message: Mapping[str, Any]) -> bool:
         return False
     installed = (body.get("authorizations") or [{}])[0].get("team_id") or body.get("team_id")
     event = body.get("event") or {}
-    team = message.get("user_team") or event.get("user_team") or message.get("team")
+    profile = message.get("bot_profile") or {}
+    team = (
+        message.get("user_team")
+        or event.get("user_team")
+        or message.get("team")
+        or profile.get("team_id")  # an app's post: the team of the app's install
+    )
     return bool(team) and team != installed
 
 

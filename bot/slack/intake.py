@@ -272,9 +272,13 @@ class Intake:
     # ----- the database part ---------------------------------------------------------
 
     async def _alert(self, message: InboundMessage) -> FollowUp | None:
-        """An app's top-level post: an alert when its channel is watched (``Watch``)."""
+        """An app's top-level post: an alert when its channel is watched (``Watch``). An
+        app of another org (a Slack Connect channel) starts nothing, as that org's people
+        start nothing, unless ``external_may_start``."""
         watch, alert, sender = self.watch, message.alert, message.sender
         if watch is None or alert is None or sender is None:
+            return None
+        if message.external and not self.external_may_start:
             return None
         recorded = await _retrying(
             lambda: watch.take(

@@ -23,12 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from memory_store.alerts.tables import alert_deliveries, alert_threads
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
+from memory_store.sessions.records import SessionStatus
 from memory_store.sessions.tables import sessions
 from memory_store.upsert import insert
 
 _D = alert_deliveries.c
 _T = alert_threads.c
 SUMMARY_KEY = "~summary"
+"""A storm summary thread's ``open_key`` is ``~summary:<channel>``: one per channel."""
 SUMMARY_REUSE_S = 3600.0
 """A storm summary thread takes folded alerts while its last one is younger than this."""
 OPEN_STATES = ("opening", "open")
@@ -112,8 +114,9 @@ class AlertDecision:
 @dataclass(frozen=True)
 class AlertTally:
     """Accounting of an org's alerts (``tally``): every received alert is pending,
-    in a thread, or (``in_channel``) its own Slack message; ``unaccounted`` must be 0.
-    ``failed``: alerts whose thread Slack refused to open (on record, logged)."""
+    in a thread, (``in_channel``) its own Slack message, or failed; ``unaccounted`` must
+    be 0. ``failed``: alerts whose thread Slack refused to open, or that could not be
+    taken at all (``fail``; on record, logged)."""
 
     received: int
     pending: int
@@ -239,6 +242,17 @@ class AlertStore:
                 update(alert_deliveries).where(_D.id == delivery_row).values(outcome="failed")
             )
 
+    async def fail(self, delivery_row: int) -> None:
+        """A recorded alert that cannot be taken (unreadable, or its decision broke): it
+        is taken as ``failed`` (on record, counted by ``tally``, never pending again). One
+        already decided keeps its decision."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(alert_deliveries)
+                .where(_D.id == delivery_row, _D.taken_at.is_(None))
+                .values(taken_at=self._clock(), outcome="failed")
+            )
+
     async def stale_openings(self, *, older_than_s: float) -> list[tuple[AlertThread, int, str]]:
         """Threads decided but never opened (a crash between the decision and the session,
         or a passing Slack failure), older than ``older_than_s``: each with its first
@@ -316,6 +330,7 @@ class AlertStore:
                                 _D.taken_at.is_not(None),
                                 _D.thread_id.is_(None),
                                 _D.posted_ts.is_(None),
+                                or_(_D.outcome.is_(None), _D.outcome != "failed"),
                             )
                         ),
                         func.count().filter(_D.outcome == "failed"),
@@ -408,11 +423,12 @@ async def _follow(
 async def _fold(
     conn: AsyncConnection, row: Row[Any], now: datetime, channel_id: str
 ) -> AlertDecision:
-    """Into the org's storm summary thread (a new one when none is open or it went quiet)."""
+    """Into the org's storm summary thread of ``channel_id`` (a new one when none is open
+    or it went quiet). One per channel: a summary lists its alerts' titles, so an alert
+    routed to a private channel is never listed in another channel's summary."""
+    key = f"{SUMMARY_KEY}:{channel_id}"
     found = (
-        await conn.execute(
-            select(alert_threads).where(_T.org_id == row.org_id, _T.open_key == SUMMARY_KEY)
-        )
+        await conn.execute(select(alert_threads).where(_T.org_id == row.org_id, _T.open_key == key))
     ).one_or_none()
     summary = _as_thread(found) if found is not None else None
     if summary is not None and now - summary.last_at > timedelta(seconds=SUMMARY_REUSE_S):
@@ -422,7 +438,7 @@ async def _fold(
         summary = None
     if summary is None:
         summary = await _new_thread(
-            conn, row, kind="summary", key=SUMMARY_KEY, channel_id=channel_id, now=now
+            conn, row, kind="summary", key=key, channel_id=channel_id, now=now
         )
         return AlertDecision("folded", row.id, summary, created_thread=True)
     await conn.execute(
@@ -465,16 +481,24 @@ async def _new_thread(
 
 
 async def _open_count(conn: AsyncConnection, org_id: str) -> int:
-    """Open problem threads of ``org_id`` whose session was not stopped."""
+    """The places taken under the cap: open problem threads of ``org_id`` whose session
+    was not stopped, and resolved ones whose session still runs (a resolve asks it a
+    question: freeing its place then would let fire-and-resolve start sessions unbounded)."""
     joined = alert_threads.outerjoin(sessions, sessions.c.id == _T.session_id)
+    status = sessions.c.status
     count = await conn.scalar(
         select(func.count())
         .select_from(joined)
         .where(
             _T.org_id == org_id,
             _T.kind == "session",
-            _T.state.in_(OPEN_STATES),
-            or_(sessions.c.status.is_(None), sessions.c.status != "cancelled"),
+            or_(
+                and_(
+                    _T.state.in_(OPEN_STATES),
+                    or_(status.is_(None), status != SessionStatus.CANCELLED.value),
+                ),
+                and_(_T.state == "resolved", status == SessionStatus.RUNNING.value),
+            ),
         )
     )
     return int(count or 0)

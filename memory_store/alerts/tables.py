@@ -6,7 +6,7 @@
   a taken row always names the thread it is in (its problem's, or the storm summary),
   or carries the ``posted_ts`` of the Slack message that is the alert itself.
 - ``alert_threads``: one row per problem thread (``kind`` ``session``) or storm summary
-  thread (``summary``). ``open_key`` is the ``dedupe_key`` (or ``~summary``) while the
+  thread (``summary``). ``open_key`` is the ``dedupe_key`` (or ``~summary:<channel>``) while the
   thread is open and NULL once resolved or closed; ``(org_id, open_key)`` is unique,
   so a problem has at most one open thread however many processes race (NULLs are
   distinct on both backends).

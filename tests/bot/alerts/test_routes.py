@@ -85,7 +85,7 @@ def test_serve_with_a_bad_routing_rule_exits_2_naming_it(home: Path, rules: str,
         "ANTHROPIC_API_KEY": "sk-ant-test",
         "SLACK_BOT_TOKEN": "xoxb-test",
         "SLACK_APP_TOKEN": "xapp-test",
-        "WARROOM_ALERT_TOKEN": "t",
+        "WARROOM_ALERT_TOKEN": "alert-token-0123456789",
         "WARROOM_ALERT_ROUTES": str(path),
     }
     result = CliRunner().invoke(app, ["serve"], env=env)

@@ -83,11 +83,29 @@ def test_different_problems_of_one_app_have_different_keys() -> None:
 
 
 def test_keys_name_the_problem_by_the_integrations_own_identity() -> None:
-    assert read("alertmanager_firing").dedupe_key == "slack:alertmanager:HighErrorRate"
-    assert read("pagerduty_triggered").dedupe_key == "slack:pagerduty:incident Q2W3E4R5T6Y7U8"
-    assert read("datadog_triggered").dedupe_key == "slack:datadog:monitor 4410 env:prod-eu"
-    assert read("sentry_issue").dedupe_key == "slack:sentry:issue 4509876543"
-    assert read("grafana_firing").dedupe_key == "slack:grafana:DiskAlmostFull Nodes"
+    keys = {
+        "alertmanager_firing": "B0ALERTMGR:alertmanager:HighErrorRate",
+        "pagerduty_triggered": "B0PAGERDUTY:pagerduty:incident Q2W3E4R5T6Y7U8",
+        "datadog_triggered": "B0DATADOG:datadog:monitor 4410 env:prod-eu",
+        "sentry_issue": "B0SENTRY:sentry:issue 4509876543",
+        "grafana_firing": "B0GRAFANA:grafana:DiskAlmostFull Nodes",
+    }
+    for case, key in keys.items():
+        assert read(case).dedupe_key == f"slack:C0ALERTS:{key}"
+
+
+def test_keys_are_the_posters_and_the_channels_own() -> None:
+    # Given one problem's post, the same post in another channel, and the same post by
+    # another bot of the same app (an incoming webhook anyone may name "Alertmanager")
+    first = read("alertmanager_firing")
+    event = alert_body("alertmanager_firing")["event"]
+    real, spoof = sender_of(event), sender_of({**event, "bot_id": "B0EVIL"})
+    assert real is not None
+    assert spoof is not None
+    elsewhere = alert_from_message(event, real, channel_id="C0OTHER", bot_user_id="U0FAKEBOT")
+    spoofed = alert_from_message(event, spoof, channel_id="C0ALERTS", bot_user_id="U0FAKEBOT")
+    # Then each is a problem of its own
+    assert len({first.dedupe_key, elsewhere.dedupe_key, spoofed.dedupe_key}) == 3
 
 
 def test_labels_fields_severity_and_service_are_read() -> None:

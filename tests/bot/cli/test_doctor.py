@@ -572,8 +572,9 @@ async def test_the_alerts_check_names_bad_routing_rules_and_passes_good_ones(
     good.write_text("default_channel: C0ALERTS\nroutes:\n  - {name: db, channel: C0DB}\n")
 
     off = await check_alerts(settings(data_dir))
-    broken = await check_alerts(settings(data_dir, alert_token="t0ken", alert_routes=bad))
-    fine = await check_alerts(settings(data_dir, alert_token="t0ken", alert_routes=good))
+    token = "alert-token-0123456789"
+    broken = await check_alerts(settings(data_dir, alert_token=token, alert_routes=bad))
+    fine = await check_alerts(settings(data_dir, alert_token=token, alert_routes=good))
 
     assert off.status is Status.SKIPPED
     assert broken.status is Status.PROBLEM
