@@ -20,7 +20,9 @@ Prints one JSON line:
     rounds: per N, sessions, answered, answer_p50_s / answer_p99_s (mention sent → answer
             posted), max_step_gap_s (the longest wait of any session between two of its
             model calls, or before its first / after its last until the answer),
-            chat_update_calls and slack_429s
+            chat_update_calls, slack_429s and misread_answers (answers whose text names
+            another session than the thread they went to: the script misread a
+            request; 0 unless the way a session is found in a request breaks)
     p50_ratios      per repetition (``--repeat``: the sizes run interleaved, 20, 60, 20,
                     60, …, so the host's changing load hits both alike), the largest N's
                     p50 over the smallest N's (the floor, same repetition)
@@ -54,7 +56,25 @@ the code imported once before Dramatiq forks (``bot.durable.launcher``, run insi
 
 Each round flushes Redis first, so the shared ``chat.update`` budget starts as after a
 Redis restart (``AFTER_RESET_CALLS`` turns in the first minute): ``chat_update_calls``
-counts what was sent by the time the last answer was posted.
+counts what was sent by the time the last answer was posted (or the deadline: a round
+that runs past a minute sends the next window's 45 too).
+
+An answer is found by its thread: session ``bN``'s mention and answer are in channel
+``channel_of("bN")``, and the script finds the session of a request by the *last*
+``[session:bN]`` marker of its first message (``session_of``). It took the first one
+until then: since each answer indexes its incident's summary (issue #29) and every mention
+of a round reads alike, a session whose first step came after another session answered
+had that one's marker quoted in its context first (a related past incident), was scripted
+as that session, and posted "Load answer for" the other one. Its own answer looked lost,
+the round ran to its deadline (hence 50 ``chat.update`` calls: a minute's 5 after the
+reset, then a whole window's 45), and its step times went to the other session. It struck
+on a quiet host, where the first sessions answer within a carry-on while later ones wait
+for their first step: 58/60, 60/60 and 26/60 "answered" in three rounds of 60 before the
+fix. Six mentions sent once the first had answered: all six answers posted at once, five
+of them "for b0". ``--sessions 20 60 --repeat 2`` on the shared 2-core host (load 9-14):
+before, one round of 60 "answered" 54 and ran to its deadline (46 ``chat.update``); after,
+every round answered all, ``misread_answers`` 0, 60-session p50 10.5 s and 32.7 s (ratios
+1.54 and 3.31: the second at load 13.7, the workers CPU-bound), longest gap 11.5 s.
 """
 
 from __future__ import annotations
@@ -106,6 +126,25 @@ _MARKER = re.compile(r"\[session:(b\d+)\]")
 FENCED_LINE = "step fenced"  # a live worker's step whose claim another worker took over
 
 
+def session_of(messages: list[dict[str, Any]]) -> str:
+    """The bench session (``bN``) a model request is for: the last marker of its first
+    message, "?" without one. The person's text comes last there; a marker before it is
+    another session's, quoted in the context block (a related past incident's title: each
+    answer indexes its incident's summary, and every mention of a round is alike)."""
+    found = _MARKER.findall(json.dumps(messages[0])) if messages else []
+    return str(found[-1]) if found else "?"
+
+
+def channel_of(session: str) -> str:
+    """The channel of bench session ``bN``, where its mention and answer are (each
+    session has its own).
+
+    >>> channel_of("b7")
+    'C0LOAD0007'
+    """
+    return f"C0LOAD{int(session.removeprefix('b')):04d}"
+
+
 class Script:
     """The fake model's script: per session, TODO_STEPS TodoWrite calls then the answer;
     records when each session's requests came (this process's monotonic clock)."""
@@ -116,8 +155,7 @@ class Script:
 
     def __call__(self, request: RecordedRequest) -> Reply:
         messages = request.messages
-        found = _MARKER.search(json.dumps(messages[0])) if messages else None
-        session = found.group(1) if found else "?"
+        session = session_of(messages)
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         with self._lock:
             self.times.setdefault(session, []).append(time.monotonic())
@@ -372,7 +410,7 @@ async def _send_all(sessions: int, url: str, slack: FakeSlackApi) -> dict[str, f
     """Seed each mention in its channel, then deliver them all at once; send times."""
     bodies = []
     for n in range(sessions):
-        channel = f"C0LOAD{n:04d}"
+        channel = channel_of(f"b{n}")
         ts = slack.add_message(channel, f"<@{BOT}> [session:b{n}] checkout-api 500s")
         bodies.append((f"b{n}", mention(n, channel, ts)))
     sent: dict[str, float] = {}
@@ -386,14 +424,26 @@ async def _send_all(sessions: int, url: str, slack: FakeSlackApi) -> dict[str, f
     return sent
 
 
-def _answers(slack: FakeSlackApi) -> dict[str, float]:
-    found: dict[str, float] = {}
+def _answer_posts(slack: FakeSlackApi) -> list[tuple[str, str, float]]:
+    """The answers posted, oldest first: (the session the text names, the channel it was
+    posted in, when)."""
+    posts = []
     for call in list(slack.calls):
         if call.method != "chat.postMessage" or not call.response.get("ok"):
             continue
         matched = re.search(r"Load answer for (b\d+)", json.dumps(call.args))
-        if matched and matched.group(1) not in found:
-            found[matched.group(1)] = call.at_s
+        if matched:
+            posts.append((matched.group(1), str(call.args.get("channel")), call.at_s))
+    return posts
+
+
+def _answers(slack: FakeSlackApi) -> dict[str, float]:
+    """When each session's answer was posted: its first answer naming it, in its own
+    channel (an answer naming another session is a misread request: ``misread_answers``)."""
+    found: dict[str, float] = {}
+    for session, channel, at in _answer_posts(slack):
+        if channel == channel_of(session) and session not in found:
+            found[session] = at
     return found
 
 
@@ -428,6 +478,7 @@ def _figures(
         "max_step_gap_s": round(max(gaps), 2) if gaps else None,
         "chat_update_calls": sum(1 for c in calls if c.method == "chat.update"),
         "slack_429s": sum(1 for c in calls if c.status == 429),
+        "misread_answers": sum(1 for s, c, _ in _answer_posts(slack) if c != channel_of(s)),
     }
 
 
