@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -269,6 +270,12 @@ class SlackPoster:
                 return None
             if (ts := await self._winners_ts(key)) is not None:
                 return ts
+        elif _age_s(record.created_at) < RACED_POST_WAIT_S and (
+            # an intent without its ts, recorded a moment ago: another poster is most
+            # likely posting it now (its Slack call not answered yet), not a crashed one
+            ts := await self._winners_ts(key)
+        ):
+            return ts
         found = await self._search_thread(thread, matches)
         if found is not None:
             logger.info("post %s was made before a crash; recorded %s", key, found)
@@ -546,3 +553,8 @@ def _markdown_of(message: SlackMessage) -> str:
     return "\n\n".join(
         str(b.get("text", "")) for b in message.blocks if b.get("type") == "markdown"
     )
+
+
+def _age_s(at: datetime) -> float:
+    """Seconds since ``at`` (an outbox row's time, timezone-aware), by this host's clock."""
+    return (datetime.now(UTC) - at).total_seconds()

@@ -372,3 +372,61 @@ async def test_the_loser_of_a_post_race_remembers_the_recorded_ts_not_its_own(
     assert won == [record.ts] == [lost]
     assert await b.recorded_ts(key) == record.ts
     assert await b.post(thread, key, notice("Working…"), kind="status") == record.ts
+
+
+class HeldOutbox(RacingOutbox):
+    """Worker A's outbox: its intent is recorded, then A is held before its Slack call
+    (``go``), as a post whose ``chat.postMessage`` is not answered yet."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        super().__init__(outbox)
+        self.recorded = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def post_intent(self, session_id: str, key: str, **fields: Any) -> Any:
+        intent = await self.outbox.post_intent(session_id, key, **fields)
+        self.recorded.set()
+        await self.go.wait()
+        return intent
+
+
+class PolledOutbox(RacingOutbox):
+    """Worker B's outbox: ``polled_again`` once B reads the key a second time (it waits
+    for the other poster's ts instead of posting)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        super().__init__(outbox)
+        self.reads = 0
+        self.polled_again = asyncio.Event()
+
+    async def get_post(self, key: str) -> Any:
+        self.reads += 1
+        if self.reads >= 2:
+            self.polled_again.set()
+        return await self.outbox.get_post(key)
+
+
+async def test_a_post_in_flight_on_another_worker_is_waited_for_not_made_twice(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    key = f"{thread.session_id}:status:1"
+    held = HeldOutbox(outbox)
+    a = SlackPoster(slack_client, held, min_update_interval_s=0.0)
+    watched = PolledOutbox(outbox)
+    b = SlackPoster(slack_client, watched, min_update_interval_s=0.0)
+    # Given worker A recorded the key's intent and its post is on its way to Slack
+    first = asyncio.create_task(a.post(thread, key, notice("Working…"), kind="status"))
+    await held.recorded.wait()
+
+    # When worker B shows the same status message meanwhile, and then A's post lands
+    second = asyncio.create_task(b.post(thread, key, notice("Working…"), kind="status"))
+    waiting = asyncio.create_task(watched.polled_again.wait())
+    await asyncio.wait([waiting, second], return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    held.go.set()
+    a_ts, b_ts = await asyncio.gather(first, second)
+
+    # Then the message was posted once, and both address it
+    posts = [c for c in slack_api.calls_to("chat.postMessage") if c.response.get("ok")]
+    assert len(posts) == 1
+    assert a_ts == b_ts == posts[0].response["ts"]
