@@ -52,6 +52,11 @@ _MAX_REPLY_PAGES = 50
 RACED_POST_WAIT_S = 10.0
 """How long a poster that lost the race to record a key's intent waits for the winner's
 ``ts`` before looking for the post in the thread itself (a post takes well under it)."""
+IN_FLIGHT_S = 3.0
+"""An intent younger than this with no ``ts`` is taken for a post still on its way (its
+``chat.postMessage`` not answered yet): the poster waits for it to be recorded until the
+intent is this old, then looks for it in the thread (a crashed poster's). Slack answers a
+post in well under a second; a longer wait would only delay a crashed post's recovery."""
 _RACED_POLL_S = 0.1
 POSTED_MEMO_SIZE = 4096
 """Post keys whose recorded ``ts`` a poster remembers (a key's ts never changes once
@@ -69,6 +74,9 @@ class PostRecord(Protocol):
 
     @property
     def created(self) -> bool: ...
+
+    @property
+    def created_at(self) -> datetime: ...  # when the intent was recorded (aware)
 
 
 class Outbox(Protocol):
@@ -270,10 +278,10 @@ class SlackPoster:
                 return None
             if (ts := await self._winners_ts(key)) is not None:
                 return ts
-        elif _age_s(record.created_at) < RACED_POST_WAIT_S and (
+        elif (left_s := IN_FLIGHT_S - _age_s(record.created_at)) > 0 and (
             # an intent without its ts, recorded a moment ago: another poster is most
             # likely posting it now (its Slack call not answered yet), not a crashed one
-            ts := await self._winners_ts(key)
+            ts := await self._winners_ts(key, wait_s=left_s)
         ):
             return ts
         found = await self._search_thread(thread, matches)
@@ -282,10 +290,10 @@ class SlackPoster:
             return await self._recorded(key, found)
         return found
 
-    async def _winners_ts(self, key: str) -> str | None:
-        """The ``ts`` another poster records for ``key`` within ``RACED_POST_WAIT_S``
-        (it recorded the intent a moment before this one tried), or None."""
-        deadline = time.monotonic() + RACED_POST_WAIT_S
+    async def _winners_ts(self, key: str, *, wait_s: float = RACED_POST_WAIT_S) -> str | None:
+        """The ``ts`` another poster records for ``key`` within ``wait_s`` (it recorded
+        the intent a moment before this one tried), or None."""
+        deadline = time.monotonic() + wait_s
         while True:
             record = await self._outbox.get_post(key)
             if record is not None and record.ts:
