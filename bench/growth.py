@@ -2,10 +2,10 @@
 
 For each session length N (default 10, 100, 1,000 and 3,000 steps) a session is opened
 on PostgreSQL already holding an N-step transcript (alternating ``TodoWrite`` calls and
-their results, as a long investigation leaves them), twice: a *warm* session and a *cold*
-one. The sessions are advanced in turns, one step each per turn, so the machine's load
-hits every size and both kinds alike: a few warm-up turns, then ``--steps`` measured
-ones (half tool steps, half model steps).
+their results, as a long investigation leaves them), three times: a *warm* session, a
+*cold* one and a *cold_db* one. The sessions are advanced in turns, one step each per
+turn, so the machine's load hits every size and every kind alike: a few warm-up turns,
+then ``--steps`` measured ones (half tool steps, half model steps).
 
 - A warm session is always stepped by the same ``StepDriver`` (one worker, in this
   process): each step finds its transcript in the worker's cache and its request's
@@ -14,7 +14,12 @@ ones (half tool steps, half model steps).
   ``TranscriptCache`` and a new model with an empty memo: what a step costs on a
   process that did not run the session's previous step (``warroom worker`` runs two;
   the carry-on window ends at the first real model call), reading the session from
-  the database.
+  the database and its transcript from the copy the deployment's Redis keeps of it
+  (``bot/durable/shared_transcripts.py``, as every worker does with ``REDIS_URL``; the
+  warm and cold drivers add to the copies as workers do).
+- A cold_db session is stepped as a cold one with no copy to read (Redis lost it, or
+  there is none): its transcript is read from the database. No goal: it shows what the
+  copy saves.
 
 Once the sessions are open, what exists is frozen out of the garbage collector's
 generations (``gc.freeze``), as a worker does once its runtime is open.
@@ -27,16 +32,18 @@ and returned by ``SessionStore`` (every string in the arguments of ``save``/``co
 and in the ``Claim``), so the figure means the same before and after a change of
 storage; the time spent counting them is not counted as the step's. Prints one JSON line:
 
-    warm, cold: {sizes: {N: {overhead_mean_ms, overhead_p50_ms, model_step_p50_ms,
-                             tool_step_p50_ms, written_bytes_per_step,
-                             read_bytes_per_step}},
+    warm, cold, cold_db: {sizes: {N: {overhead_mean_ms, overhead_p50_ms,
+                             model_step_p50_ms, tool_step_p50_ms, written_bytes_per_step,
+                             read_bytes_per_step, copy_written_bytes_per_step,
+                             copy_read_bytes_per_step}},
                  overhead_ratio, written_ratio, read_ratio}
         the ratios: the largest N against the smallest (goals, on warm AND cold:
-        overhead ≤ 1.5, written ≤ 2)
+        overhead ≤ 1.5, written ≤ 2); ``copy_*``: payload bytes added to and read from
+        the Redis copies (none for a transcript shorter than ``MIN_MESSAGES``)
     goal, met, unmet, load_avg   (bench/goals.py)
 
     .venv/bin/python bench/growth.py [--sizes 10,100,1000,3000] [--steps 20]
-        [--pg-admin-url URL]
+        [--pg-admin-url URL] [--redis-url URL]
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages, no
 from goals import verdict  # bench/ is on the path when run as a script
 
 from bot.durable.driver import StepDriver
+from bot.durable.shared_transcripts import SharedTranscripts
 from bot.durable.transcripts import TranscriptCache
 from harness import (
     Checkpoint,
@@ -97,7 +105,8 @@ GOALS = {
     "warm.written_ratio": ("<=", 2.0),
     "cold.written_ratio": ("<=", 2.0),
 }
-KINDS = ("warm", "cold")
+KINDS = ("warm", "cold", "cold_db")
+REDIS_URL = "redis://127.0.0.1:6379/11"
 
 
 class RequestBuildingModel:
@@ -132,6 +141,19 @@ class RequestBuildingModel:
         reply = ModelReply((call,), "tool_use", Usage(100, 20), "instant", None, 1)
         self.answer_s += time.perf_counter() - started
         return reply
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One measured step: its kind, overhead, and payload bytes to and from the store
+    and the copies."""
+
+    kind: str
+    overhead_s: float
+    written: int
+    read: int
+    copy_written: int
+    copy_read: int
 
 
 class QuietThread:
@@ -204,15 +226,21 @@ def transcript(steps: int) -> tuple[Message, ...]:
 class Bench:
     """One warm driver (one worker) and, for each cold step, a new driver and model."""
 
-    def __init__(self, db: Database, data_dir: Path) -> None:
+    def __init__(self, db: Database, data_dir: Path, shared: SharedTranscripts) -> None:
         self.db = db
         self.sessions = CountingStore(db)
+        self.shared = shared
         self.manager = SandboxManager(LocalProvider(LocalConfig(state_dir=data_dir / "sbx")))
         self.pending: dict[str, str] = {}
         self.warm_model = RequestBuildingModel()
-        self.warm_driver = self._driver(self.warm_model, TranscriptCache())
+        self.warm_driver = self._driver(self.warm_model, TranscriptCache(), shared)
 
-    def _driver(self, model: RequestBuildingModel, transcripts: TranscriptCache) -> StepDriver:
+    def _driver(
+        self,
+        model: RequestBuildingModel,
+        transcripts: TranscriptCache,
+        shared: SharedTranscripts | None,
+    ) -> StepDriver:
         return StepDriver(
             sessions=self.sessions,
             files=FileStore(self.db),
@@ -223,6 +251,7 @@ class Bench:
             worker_id="bench:0:growth",
             limits=Limits(max_steps=10**6, max_session_tokens=10**12),
             transcripts=transcripts,
+            shared=shared,
         )
 
     async def _enqueue(self, session_id: str, token: str) -> None:
@@ -246,46 +275,58 @@ class Bench:
         self.pending[session_id] = opened.token
         return session_id
 
-    async def step(self, session_id: str, *, cold: bool) -> tuple[str, float, int, int]:
-        """One step: its kind, overhead (s), payload bytes written and read.
+    async def step(self, session_id: str, *, kind: str) -> Sample:
+        """One step of a ``kind`` session (``KINDS``): its kind of step, overhead (s), and
+        payload bytes written to and read from the store and the copies.
 
-        ``cold``: on a new driver and model (empty transcript cache, empty memo)."""
-        if cold:
-            model = RequestBuildingModel()
-            driver = self._driver(model, TranscriptCache())
-        else:
+        ``cold``, ``cold_db``: on a new driver and model (empty transcript cache, empty
+        memo), with the copies or without."""
+        if kind == "warm":
             model, driver = self.warm_model, self.warm_driver
+        else:
+            model = RequestBuildingModel()
+            shared = self.shared if kind == "cold" else None
+            driver = self._driver(model, TranscriptCache(), shared)
         answer_s, calls = model.answer_s, model.calls
         w0, r0, counting_s = CountingStore.written, CountingStore.read, CountingStore.counting_s
+        copy_w0, copy_r0 = self.shared.io.written_bytes, self.shared.io.read_bytes
         started = time.perf_counter()
         await driver.run(session_id, self.pending.pop(session_id))
         elapsed = time.perf_counter() - started - (model.answer_s - answer_s)
         elapsed -= CountingStore.counting_s - counting_s
-        kind = "model" if model.calls > calls else "tool"
-        return kind, elapsed, CountingStore.written - w0, CountingStore.read - r0
+        return Sample(
+            "model" if model.calls > calls else "tool",
+            elapsed,
+            CountingStore.written - w0,
+            CountingStore.read - r0,
+            self.shared.io.written_bytes - copy_w0,
+            self.shared.io.read_bytes - copy_r0,
+        )
 
 
-async def measure(url: str, sizes: list[int], steps: int) -> dict[str, Any]:
+async def measure(url: str, redis_url: str, sizes: list[int], steps: int) -> dict[str, Any]:
     """Step the sessions of every size and kind in turns (so load hits all alike)."""
     runs = [(kind, n) for n in sizes for kind in KINDS]
+    prefix = f"warroom:bench:growth:{uuid.uuid4().hex[:8]}:"
+    shared = SharedTranscripts(redis_url, prefix=prefix)
     with tempfile.TemporaryDirectory(prefix="wr-growth-") as tmp:
         db = Database.from_url(url, data_dir=Path(tmp))
         try:
             await db.migrate()
-            bench = Bench(db, Path(tmp))
+            bench = Bench(db, Path(tmp), shared)
             ids = {run: await bench.open(run[1]) for run in runs}
             gc.freeze()  # as a worker does once its runtime is open (``RuntimeHolder.get``)
-            samples: dict[tuple[str, int], list[tuple[str, float, int, int]]] = {
-                run: [] for run in runs
-            }
+            samples: dict[tuple[str, int], list[Sample]] = {run: [] for run in runs}
             for turn in range(WARM_UP_STEPS + steps):
                 for run in runs:
-                    sample = await bench.step(ids[run], cold=run[0] == "cold")
+                    sample = await bench.step(ids[run], kind=run[0])
                     if turn >= WARM_UP_STEPS:
                         samples[run].append(sample)
             await bench.manager.aclose()
         finally:
             await db.dispose()
+            await _forget(redis_url, prefix)
+            await shared.aclose()
     figures: dict[str, Any] = {
         kind: _ratios({n: _figures(samples[kind, n]) for n in sizes}, sizes) for kind in KINDS
     }
@@ -305,19 +346,34 @@ def _ratios(results: dict[int, dict[str, float]], sizes: list[int]) -> dict[str,
     }
 
 
-def _figures(samples: list[tuple[str, float, int, int]]) -> dict[str, float]:
+def _figures(samples: list[Sample]) -> dict[str, float]:
     def ms(values: list[float], average: Callable[[list[float]], float]) -> float:
         return round(average(values) * 1000, 3)
 
-    by_kind = {k: [s[1] for s in samples if s[0] == k] for k in ("model", "tool")}
+    by_kind = {k: [s.overhead_s for s in samples if s.kind == k] for k in ("model", "tool")}
     return {
-        "overhead_mean_ms": ms([s[1] for s in samples], statistics.mean),
-        "overhead_p50_ms": ms([s[1] for s in samples], statistics.median),
+        "overhead_mean_ms": ms([s.overhead_s for s in samples], statistics.mean),
+        "overhead_p50_ms": ms([s.overhead_s for s in samples], statistics.median),
         "model_step_p50_ms": ms(by_kind["model"], statistics.median),
         "tool_step_p50_ms": ms(by_kind["tool"], statistics.median),
-        "written_bytes_per_step": round(statistics.mean(s[2] for s in samples)),
-        "read_bytes_per_step": round(statistics.mean(s[3] for s in samples)),
+        "written_bytes_per_step": round(statistics.mean(s.written for s in samples)),
+        "read_bytes_per_step": round(statistics.mean(s.read for s in samples)),
+        "copy_written_bytes_per_step": round(statistics.mean(s.copy_written for s in samples)),
+        "copy_read_bytes_per_step": round(statistics.mean(s.copy_read for s in samples)),
     }
+
+
+async def _forget(redis_url: str, prefix: str) -> None:
+    """Delete the copies the bench made."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(redis_url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
 
 
 def main() -> None:
@@ -325,13 +381,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100,1000,3000")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
+    parser.add_argument("--redis-url", default=REDIS_URL, help="where the copies are kept")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     name = f"warroom_bench_{uuid.uuid4().hex[:12]}"
     pg_admin.create_database(args.pg_admin_url, name)
     try:
         url = urlunsplit(urlsplit(args.pg_admin_url)._replace(path=f"/{name}"))
-        figures = asyncio.run(measure(url, sizes, args.steps))
+        figures = asyncio.run(measure(url, args.redis_url, sizes, args.steps))
     finally:
         pg_admin.drop_database(args.pg_admin_url, name)
     print(json.dumps(figures))

@@ -125,6 +125,7 @@ from harness.model.messages import (
 )
 from harness.model.request import ToolSpec, build_request
 from harness.model.spliced import MessagesMemo
+from harness.model.transcript import StoredMessages, Transcript, appended
 from harness.recall.related import Recall
 from harness.recall.summary import parse_summary
 from harness.record.incident import TIMELINE_PATH, IncidentRecord
@@ -310,6 +311,10 @@ __all__ = [
     "Usage",
     "from_wire",
     "to_wire",
+    # a transcript read from the store, decoded where read
+    "StoredMessages",
+    "Transcript",
+    "appended",
     # model
     "DEFAULT_BASE_URL",
     "AnthropicModel",

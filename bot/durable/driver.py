@@ -43,6 +43,7 @@ from bot.durable.agents import ChildSessions, answer_parent
 from bot.durable.carry_on import NEVER, CarryOn
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.lease import StepLease
+from bot.durable.shared_transcripts import SharedCopy, SharedTranscripts
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
@@ -216,6 +217,10 @@ class StepDriver:
             be an ``ApprovalPoster``. None: every call runs.
         small_model: the small model WebFetch reads pages with, metered on ``ledger`` like
             ``model``; None: WebFetch is refused.
+        shared: the copies of long transcripts every worker reads (``shared_transcripts``):
+            a step whose session this worker has not cached claims with its copy's mark,
+            and a commit that hands the session on adds what the copy lacks; None: a
+            worker that lacks a transcript reads it from the database.
     """
 
     sessions: SessionStore
@@ -245,6 +250,7 @@ class StepDriver:
     approvals: ApprovalGate | None = None
     small_model: ModelProtocol | None = None
     recall: Recall | None = None
+    shared: SharedTranscripts | None = None
     crash_hooks: CrashHooks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -262,12 +268,16 @@ class StepDriver:
                 (or the sweeper) runs the step again as its next attempt.
             Exception: anything else a step raises, after the same release.
         """
+        cached, copy = self.transcripts.mark(session_id), None
+        if cached is None and self.shared is not None:
+            copy = await self.shared.read(session_id)
+            cached = copy.mark if copy is not None else None
         claim = await self.sessions.claim(
             session_id,
             token,
             worker_id=self.worker_id,
             lease_s=self.lease_s,
-            cached=self.transcripts.mark(session_id),
+            cached=cached,
             origin=self.origin,
         )
         if claim is None:
@@ -275,29 +285,30 @@ class StepDriver:
             return StepOutcome.SKIPPED
         key = claim.key
         with log_context(session_id=session_id, org_id=key.org_id, channel_id=key.channel_id):
-            return await self._run_from(claim)
+            return await self._run_from(claim, copy)
 
-    async def _run_from(self, claim: Claim) -> StepOutcome:
+    async def _run_from(self, claim: Claim, copy: SharedCopy | None = None) -> StepOutcome:
         """Run the claimed step, then, while ``carry_on_s`` lasts, the steps that follow
         it, each claimed by the previous one's commit (no queue message between). The
         thread's progress is shown in order, each update while the next step runs.
+        ``copy``: the shared copy of the transcript the first claim was made with.
         Returns the last step's outcome."""
         carry = CarryOn.from_now(self.carry_on_s, lambda: self.draining)
         shown: asyncio.Task[None] | None = None
         try:
             while True:
-                outcome, following, report = await self._run_claimed(claim, carry=carry)
+                outcome, following, report = await self._run_claimed(claim, carry=carry, copy=copy)
                 if report is not None:
                     shown = asyncio.create_task(self._progress_after(shown, claim, *report))
                 if following is None:
                     return outcome
-                claim = following
+                claim, copy = following, None
         finally:
             if shown is not None:
                 await shown
 
     async def _run_claimed(
-        self, claim: Claim, *, carry: CarryOn
+        self, claim: Claim, *, carry: CarryOn, copy: SharedCopy | None = None
     ) -> tuple[StepOutcome, Claim | None, _Report | None]:
         """One claimed step: its outcome, the next step's claim when ``carry`` allows it
         at the commit and the step continues (else its token was enqueued), and the
@@ -306,8 +317,8 @@ class StepDriver:
         cp: Checkpoint | None = None
         try:
             async with StepLease(self.sessions, claim, self.lease_s) as lease:
-                # decoded under the lease: a long transcript on a cold worker takes a while
-                cp, stored = await self.transcripts.load(claim, self.sessions.transcript)
+                # read under the lease (rows the cache and the copy lack, on a cold worker)
+                cp, stored = await self.transcripts.load(claim, self.sessions.transcript, copy)
                 outcome, next_step, report = await self._step(
                     claim, _checkpoint(claim, cp), stored, lease, carry=carry
                 )
@@ -581,14 +592,31 @@ class StepDriver:
     async def _commit(
         self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, **end: Any
     ) -> str | None:
-        """``SessionStore.commit`` of ``cp``: its state, and the messages not yet stored."""
+        """``SessionStore.commit`` of ``cp``: its state, and the messages not yet stored;
+        then, unless the session ends, the shared copy gets what it lacks (``_share``)."""
         delta = stored.delta(cp.messages)
         token = await self.sessions.commit(
             claim, checkpoint=cp.state_json(), transcript=delta, **end
         )
         stored.stored(delta, cp.messages)
+        if not isinstance(end.get("outcome"), Finish):
+            await self._share(claim.session_id, stored)
         self.transcripts.keep(claim.session_id, stored)
         return token
+
+    async def _share(self, session_id: str, stored: StoredTranscript) -> None:
+        """Add to the shared copy of the transcript the messages it lacks (what this commit
+        and the carried steps before it stored), before the session's next step is
+        enqueued: another worker may take it. Best effort: a failure leaves the copy as
+        it was (the next worker reads the rest from the database)."""
+        if self.shared is None:
+            return
+        try:
+            stored.shared = await self.shared.share(
+                session_id, stored.mark.generation, stored.messages, stored.shared
+            )
+        except Exception:  # committed already: the copy is only a cache
+            log.exception("session %s: transcript copy not updated", session_id)
 
     async def _commit_then_claim(
         self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, **end: Any

@@ -31,6 +31,7 @@ from bot.durable.failures import tell_failed
 from bot.durable.queue_watch import QueueWatch
 from bot.durable.routing import HostPresence, routes_by_host
 from bot.durable.sandboxes import SandboxKeeping, make_sandbox_manager
+from bot.durable.shared_transcripts import SharedTranscripts
 from bot.egress import WorkerEgress, jail_egress, remote_setup
 from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
@@ -184,6 +185,19 @@ def make_small_model(settings: Settings) -> AnthropicModel | None:
 
 
 SMALL_MODEL_MAX_TOKENS = 4_096
+
+
+def shared_transcripts(
+    settings: Settings, closers: list[Callable[[], Awaitable[None]]]
+) -> SharedTranscripts | None:
+    """With ``REDIS_URL`` (several worker processes, maybe hosts), the copies of long
+    transcripts every worker reads (``shared_transcripts``), closed with the runtime;
+    without it (one process) none: its own cache serves every step."""
+    if not settings.redis_url:
+        return None
+    shared = SharedTranscripts(settings.redis_url)
+    closers.append(shared.aclose)
+    return shared
 
 
 def update_budget(settings: Settings) -> CallBudget:
@@ -632,6 +646,7 @@ class Runtime:
             tasks=tasks,
             cron=CronJobs(db),
             small_model=small_model,
+            shared=shared_transcripts(settings, closers),
         )
         if hook is not None:
             hook.before_record = driver.crash_hooks.before_post_recorded

@@ -33,6 +33,7 @@ from harness.model.messages import (
     block_to_dict,
     dumps,
 )
+from harness.model.transcript import Transcript
 
 
 class TodoStatus(StrEnum):
@@ -177,7 +178,8 @@ class Checkpoint:
         channel_id: Slack channel id: the incident for ``/incident/``.
         requester: who started it.
         messages: the transcript sent to the model, oldest first; only appended to,
-            except by compaction.
+            except by compaction. A tuple, or a ``Transcript`` (read from the store,
+            decoded where read): add to it with ``transcript.appended``.
         pending_input: user messages not yet given to the model.
         pending_results: ``tool_result`` blocks gathered for the last assistant
             message's ``tool_use`` blocks, in call order.
@@ -221,7 +223,7 @@ class Checkpoint:
     org_id: str
     channel_id: str
     requester: Requester
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()
     pending_input: tuple[Inbound, ...] = ()
     pending_results: tuple[ToolResultBlock, ...] = ()
     in_flight: str | None = None
@@ -313,14 +315,15 @@ class Checkpoint:
         """Inverse of ``to_json``, and of ``state_json`` given the ``messages``.
 
         A JSON that holds messages (``to_json``'s) keeps its own: ``messages`` is then
-        ignored.
+        ignored. A ``Transcript`` is kept as it is (nothing decoded), any other sequence
+        becomes a tuple.
 
         Raises:
             InvalidMessage: malformed JSON or fields.
         """
         try:
             data = json.loads(text)
-            return _decode(data, tuple(messages))
+            return _decode(data, messages if isinstance(messages, Transcript) else tuple(messages))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidMessage(f"malformed checkpoint: {exc}") from exc
 
@@ -422,7 +425,7 @@ def _inbound(item: Inbound) -> list[str]:
     return fields if item.from_user else [*fields, item.kind]
 
 
-def _decode(d: dict[str, Any], messages: tuple[Message, ...]) -> Checkpoint:
+def _decode(d: dict[str, Any], messages: Sequence[Message]) -> Checkpoint:
     results = tuple(block_from_dict(b) for b in d["pending_results"])
     if not all(isinstance(b, ToolResultBlock) for b in results):
         raise ValueError("pending_results must hold tool_result blocks")

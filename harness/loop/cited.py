@@ -17,6 +17,7 @@ from harness.loop.checkpoint import Checkpoint
 from harness.loop.events import Answered, Event
 from harness.loop.prompt import REMINDER_OPEN
 from harness.model.messages import TextBlock, ToolUseBlock
+from harness.model.transcript import containing
 from harness.record.citing import cited, linked, unknown
 from harness.record.incident import IncidentRecord
 from harness.record.postmortem import POSTMORTEM_PATH
@@ -90,12 +91,15 @@ def _sent_back(cp: Checkpoint) -> bool:
 
 
 async def _draft(cp: Checkpoint, store: FileStore) -> str:
-    """The postmortem draft, when this session wrote or edited it ("" otherwise)."""
+    """The postmortem draft, when this session wrote or edited it ("" otherwise).
+
+    Only the messages whose JSON names the draft's path are read (a long transcript read
+    from the store is not decoded whole: ``transcript.containing``)."""
     wrote = any(
         isinstance(b, ToolUseBlock)
         and b.name in ("Write", "Edit")
         and b.input.get("file_path") == POSTMORTEM_PATH
-        for m in cp.messages
+        for m in containing(cp.messages, POSTMORTEM_PATH)
         if m.role == "assistant"
         for b in m.content
     )

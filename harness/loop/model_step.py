@@ -41,6 +41,7 @@ from harness.model.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from harness.model.transcript import appended
 from harness.recall.related import Recall
 from harness.tools.mcp_call import mcp_specs
 from harness.tools.toolbox import AGENT_TOOL, WAKEUP_TOOL, summarize_call, tool_specs
@@ -85,7 +86,7 @@ async def model_step(
             cp, store, limit=limit, limits=limits, recall=recall
         )
         user = _with_todo_reminder(user, built, compacted=did_compact and limit is None)
-        messages = (*built.messages, user)
+        messages = appended(built.messages, user)
         try:
             reply = await ask(
                 model, messages, max_tokens=limits.max_tokens, tools=tools, system=system
@@ -133,7 +134,7 @@ def capped(cp: Checkpoint, limit: CostLimitReached) -> tuple[Checkpoint, list[Ev
 
 def _apply(
     cp: Checkpoint,
-    messages: tuple[Message, ...],
+    messages: Sequence[Message],
     reply: ModelReply,
     settled: Finished | Calls | Refused | Overflowed,
     events: list[Event],
@@ -152,7 +153,9 @@ def _apply(
         events.append(Notice(topic=topic, text=text))
         return _ended(counted, text, "withheld: the model declined to continue", events)
     assistant = Message("assistant", reply.content)
-    cp = replace(counted, messages=(*messages, assistant), pending_input=(), pending_results=())
+    cp = replace(
+        counted, messages=appended(messages, assistant), pending_input=(), pending_results=()
+    )
     calls = settled.calls if isinstance(settled, Calls) else ()
     events.append(_responded(reply, calls))
     if isinstance(settled, Calls) and settled.cut is not None:
@@ -164,7 +167,8 @@ def _apply(
     text = settled.text if isinstance(settled, Finished) else _text(reply)
     if limit is not None:
         events.append(Notice(topic=NoticeTopic.LIMIT, text=str(limit)))
-        cp = replace(cp, messages=(*cp.messages[:-1], _text_only(assistant)), pending_results=())
+        messages = appended(cp.messages[:-1], _text_only(assistant))
+        cp = replace(cp, messages=messages, pending_results=())
     answer = final_answer_text(text, limit=limit, cp=cp)
     events.append(Answered(text=answer, best_effort=limit is not None))
     return replace(cp, answer=answer, best_effort=limit is not None), events
@@ -201,12 +205,10 @@ def _ended(
         closed = tuple(
             ToolResultBlock(r.tool_use_id, f"(Result {why}.)", True) for r in cp.pending_results
         )
-        messages = (
-            *cp.messages,
-            Message("user", closed),
-            Message("assistant", (TextBlock(f"(Stopped: {why}.)"),)),
+        stopped = Message("assistant", (TextBlock(f"(Stopped: {why}.)"),))
+        cp = replace(
+            cp, messages=appended(cp.messages, Message("user", closed), stopped), pending_results=()
         )
-        cp = replace(cp, messages=messages, pending_results=())
     cp = replace(cp, pending_input=(), answer=text, best_effort=True)
     events.append(Answered(text=text, best_effort=True))
     return cp, events

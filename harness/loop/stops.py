@@ -28,6 +28,7 @@ from harness.loop.prompt import SYSTEM_PROMPT
 from harness.model.adapter import Model, ModelReply, RefusalDetails, ToolSpec
 from harness.model.catalog import MODELS
 from harness.model.messages import Message, TextBlock, ToolUseBlock
+from harness.model.transcript import appended
 from harness.tools.toolbox import tool_specs
 
 MAX_PAUSES = 5
@@ -104,7 +105,7 @@ async def ask(
     while reply.stop_reason == "pause_turn" and pauses < MAX_PAUSES:
         pauses += 1
         paused = Message("assistant", reply.content)
-        more = await _complete(model, system, (*messages, paused), max_tokens, offered)
+        more = await _complete(model, system, appended(messages, paused), max_tokens, offered)
         reply = _summed(more, reply, (*reply.content, *more.content))
     return reply
 

@@ -34,6 +34,7 @@ from harness.model.messages import (
     ToolUseBlock,
     dumps,
 )
+from harness.model.transcript import appended
 from harness.recall.related import Recall
 from harness.record.postmortem import is_postmortem_request, request_for_model
 from harness.tools.toolbox import tool_specs
@@ -216,7 +217,7 @@ async def compact(
         *map(TextBlock, cp.follow_ups),
         TextBlock(SUMMARY_REQUEST),
     )
-    messages = (*cp.messages, Message(role="user", content=tuple(request_blocks)))
+    messages = appended(cp.messages, Message(role="user", content=tuple(request_blocks)))
     tools = tool_specs() if tools is None else tools
     system = system_prompt(limits.services, cp.channel_id)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from harness.model.catalog import MODELS, Effort
 from harness.model.messages import Message, dumps, to_wire
 from harness.model.spliced import MessagesMemo
+from harness.model.transcript import stored_json
 
 _EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
 _MIN_BUDGET_TOKENS = 1024  # SDK ThinkingConfigEnabledParam: budget_tokens >= 1024, < max_tokens
@@ -114,16 +115,23 @@ def build_request(
     if system_blocks:
         body["system"] = system_blocks
     head = dumps(body).encode()  # ``{…}``: the messages go in last, as ``dumps`` would
-    return b'%b,"messages":[%b]}' % (head[:-1], _messages_json(messages, tools, memo))
+    pieces = [head[:-1], b',"messages":[']
+    for n, part in enumerate(_messages_json(messages, tools, memo)):
+        pieces += (b",", part) if n else (part,)
+    pieces.append(b"]}")
+    return b"".join(pieces)  # the history is copied once, here
 
 
 def _messages_json(
     messages: Sequence[Message], tools: Sequence[ToolSpec], memo: MessagesMemo | None
-) -> bytes:
-    """The elements of the ``messages`` array, joined, as UTF-8 (``harness.model.spliced``).
+) -> list[bytes]:
+    """The elements of the ``messages`` array, in runs to be joined with commas, as UTF-8
+    (``harness.model.spliced``); none empty.
 
     A message between the first and the last, with no ``tool_reference`` to rewrite, is
-    sent as it is stored (``Message.json_bytes``); with ``memo``, the middle messages an
+    sent as it is stored (``Message.json_bytes``): those a ``Transcript`` read from the
+    store holds are joined from their stored texts without being decoded
+    (``transcript.stored_json``); with ``memo``, the middle messages after them that an
     earlier request of the session joined are not joined again. The first and last carry
     the cache breakpoints; they and a message with a reference to rewrite are built anew
     (``_resolvable``).
@@ -142,17 +150,21 @@ def _messages_json(
         return dumps(wire).encode()
 
     if not messages:
-        return b""
+        return []
     if len(messages) == 1:
-        return render(messages[0], marked=True)
-    middle = messages[1:-1]
+        return [render(messages[0], marked=True)]
+    last = len(messages) - 1
+    stored, after = stored_json(
+        messages, 1, last, may_splice=lambda m: m.referenced_tools <= deferred, render=render
+    )
+    middle = messages[after:last]
     joined = (
         memo.join(middle, (deferred, sent_whole), render)
         if memo is not None
         else b",".join(render(m) for m in middle)
     )
-    parts = (render(messages[0], marked=True), joined, render(messages[-1], marked=True))
-    return b",".join(p for p in parts if p)
+    parts = (render(messages[0], marked=True), stored, joined, render(messages[-1], marked=True))
+    return [p for p in parts if p]
 
 
 def _resolvable(wire: list[dict[str, Any]], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ is retried, not reported to the model.
 from __future__ import annotations
 
 import json
-import operator
 import posixpath
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,6 +32,7 @@ from harness.loop.events import TodosChanged
 from harness.loop.limits import Limits
 from harness.model.adapter import Model, ToolSpec
 from harness.model.messages import ToolResultBlock
+from harness.model.transcript import referenced_tools
 from harness.record.incident import IncidentRecord
 from harness.sandbox.workspace import Workspace
 from harness.vfs import WORKSPACE, Mount
@@ -197,18 +197,17 @@ def absolute_path(path: str, cwd: str) -> str:
 def loaded_tools(cp: Checkpoint) -> frozenset[str]:
     """The deferred tools the transcript of ``cp`` loaded (``tool_reference``s in results).
 
-    Each message's references are computed once (``Message.referenced_tools``), so a
-    long session's tool call does not walk every block of its history."""
+    Each message's references are computed once (``Message.referenced_tools``), and of
+    a transcript read from the store only the messages holding a reference are decoded
+    (``transcript.referenced_tools``), so a long session's tool call does not walk its
+    history."""
     pending = (
         name
         for block in cp.pending_results
         if isinstance(block, ToolResultBlock)
         for name in block.tool_references
     )
-    return frozenset(pending).union(*map(_REFERENCED, cp.messages))
-
-
-_REFERENCED = operator.attrgetter("referenced_tools")
+    return frozenset(pending) | referenced_tools(cp.messages)
 
 
 @dataclass(frozen=True)

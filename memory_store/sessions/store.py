@@ -578,5 +578,6 @@ def _check_positive(**values: float) -> None:
 
 
 def _size(*texts: str) -> int:
-    """UTF-8 bytes of ``texts`` (an ASCII text's length is its size: no encoding)."""
-    return sum(len(t) if t.isascii() else len(t.encode()) for t in texts)
+    """UTF-8 bytes of ``texts``: joined and encoded at C speed (a long transcript's rows
+    are not walked in Python)."""
+    return len("".join(texts).encode())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.durable.driver import StepDriver, ThreadPoster
+from bot.durable.shared_transcripts import SharedTranscripts
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import StepOutcome
 from harness import (
@@ -74,7 +75,12 @@ class Workers:
     pending: dict[str, str] = field(default_factory=dict)
     enqueued: list[str] = field(default_factory=list)
 
-    def driver(self, name: str, poster: ThreadPoster | None = None) -> StepDriver:
+    def driver(
+        self,
+        name: str,
+        poster: ThreadPoster | None = None,
+        shared: SharedTranscripts | None = None,
+    ) -> StepDriver:
         async def enqueue(session_id: str, token: str) -> None:
             self.pending[session_id] = token
             self.enqueued.append(token)
@@ -88,6 +94,7 @@ class Workers:
             enqueue=enqueue,
             worker_id=f"test:0:{name}",
             limits=self.limits,
+            shared=shared,
         )
 
     async def open(
