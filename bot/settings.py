@@ -136,9 +136,10 @@ class Settings(BaseSettings):
     max_org_day_cost_usd: float | None = Field(
         default=None, gt=0, validation_alias="WARROOM_MAX_ORG_DAY_COST_USD"
     )
-    # Slack's agent surface (issue #28): agent sessions and streamed steps; where the
-    # workspace refuses them, the status message
-    agent_surface: bool = Field(default=False, validation_alias="WARROOM_AGENT_SURFACE")
+    # Slack's agent surface (issue #28): agent sessions and streamed steps, the default;
+    # where the workspace refuses them, each process falls back once to the status
+    # message; false: always the status message
+    agent_surface: bool = Field(default=True, validation_alias="WARROOM_AGENT_SURFACE")
     # approvals (§13): the policy in force, how long a request waits, who may decide
     approvals: bool = Field(default=True, validation_alias="WARROOM_APPROVALS")
     approval_policy: Path | None = Field(default=None, validation_alias="WARROOM_APPROVAL_POLICY")

@@ -89,6 +89,7 @@ from harness.loop.step import (
     approval_posted,
     holds_long_work,
     next_kind,
+    waits_mid_turn,
 )
 from harness.loop.wakeups import WAKE_KIND, next_wake
 from harness.mcp.config import HttpServer, McpConfigError, ServerConfig, StdioServer, parse_config
@@ -251,6 +252,7 @@ __all__ = [
     "Collaborators",
     "after_stop",
     "holds_long_work",
+    "waits_mid_turn",
     "Limits",
     "Next",
     "StepKind",

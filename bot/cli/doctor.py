@@ -5,9 +5,9 @@ Each check is a small ``async`` function of ``Settings`` returning a ``CheckResu
 to do). ``run_checks`` runs them in order, each bounded by ``timeout_s``:
 settings, the data directory (writable), database (connect + Alembic head), Redis
 (``PING``, when ``REDIS_URL``), the sandbox provider (provision one, run ``true``,
-destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token; with
-``WARROOM_AGENT_SURFACE`` whether the workspace takes agent sessions; in Socket Mode a
-connection opened with the app token), Anthropic (``GET /v1/models/{id}``
+destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot token;
+whether the workspace takes Slack's agent sessions, unless ``WARROOM_AGENT_SURFACE=false``;
+in Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models/{id}``
 of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
 ``WARROOM_MCP_CONFIG``).
 ``quick`` runs only the data directory, database and Redis checks: cheap enough for
@@ -229,17 +229,17 @@ async def check_slack(settings: Settings) -> CheckResult:
 
 
 async def check_agent_surface(settings: Settings) -> CheckResult:
-    """With ``WARROOM_AGENT_SURFACE``, whether the workspace takes Slack's agent surface:
-    ``agents.sessions.setStatus`` asked with a status no session has, so nothing is
-    created (``invalid_status`` or an argument error: the method is allowed); a refusal
-    (``feature_disabled``, ``missing_scope``, …) means each process falls back, once, to
-    the status message."""
+    """Whether the workspace takes Slack's agent surface (on unless
+    ``WARROOM_AGENT_SURFACE=false``): ``agents.sessions.setStatus`` asked with a status
+    no session has, so nothing is created (``invalid_status`` or an argument error: the
+    method is allowed); a refusal (``feature_disabled``, ``missing_scope``, …) is a
+    warning, not a problem: each process falls back, once, to the status message."""
     from bot.durable.wiring import make_slack_client
     from bot.errors import SlackCallFailed, slack_call
     from bot.slack.agent_surface import REFUSALS
 
     if not settings.agent_surface:
-        detail = "off (WARROOM_AGENT_SURFACE unset): progress is a status message"
+        detail = "turned off (WARROOM_AGENT_SURFACE=false): progress is a status message"
         return CheckResult("agents", Status.SKIPPED, detail)
     if settings.slack_bot_token is None:
         return CheckResult("agents", Status.SKIPPED, "SLACK_BOT_TOKEN not set")
@@ -257,7 +257,8 @@ async def check_agent_surface(settings: Settings) -> CheckResult:
             )
             fix = (
                 "reinstall the app with the chat:write scope and turn on 'Agents & AI Apps' "
-                "in its settings, or ask the org's admin to allow agent apps"
+                "in its settings, or ask the org's admin to allow agent apps (or set "
+                "WARROOM_AGENT_SURFACE=false to keep the status message without asking)"
             )
             return CheckResult("agents", Status.WARNING, detail, fix)
         if exc.error not in ("invalid_status", "channel_not_found", "thread_ts_required"):

@@ -15,11 +15,12 @@ bot posts or edits, its replies only you see and its modals are printed
 (``warroom:``), each message as its blocks read in Slack (``fake_slack_render``: an
 approval request's command and buttons, a timeline's entries), not only its fallback
 text. A line that is just ``approve`` or ``deny`` clicks that button of the bot's latest
-approval request in the thread (§13), as a signed ``block_actions`` interaction. With
-``WARROOM_AGENT_SURFACE`` the thread's agent session (its status and title) and its
-streamed steps (each tool call a task: ◐ running, ● done, ✗ failed; the plan; the
-model's notes) are printed as they change, and ``click stop`` clicks Slack's own Stop,
-sent as a signed ``agent_session_stopped`` event.
+approval request in the thread (§13), as a signed ``block_actions`` interaction. The
+thread's agent session (its status and title) and its streamed steps (each tool call a
+task: ◐ running, ● done, ✗ failed; the plan; the model's notes) are printed as they change
+(Slack's agent surface is ``serve``'s default; with ``WARROOM_AGENT_SURFACE=false`` it
+edits a status message instead), and ``click stop`` clicks Slack's own Stop, sent as a
+signed ``agent_session_stopped`` event.
 """
 
 from __future__ import annotations
@@ -282,23 +283,26 @@ def _chunk_line(chunk: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> str:
 async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     """Print each message the bot posts in ``#incident`` (and each edit of one), each reply
     only you see (ephemeral, or to a command's ``response_url``) and each modal it opens,
-    until cancelled."""
+    until cancelled; the agent sessions and streamed steps first (``agent_lines``), a
+    streamed message itself once it carries the answer's blocks."""
     shown: dict[str, str] = {}
     agents: dict[str, str] = {}
     ephemerals = len(fake.state.ephemerals)
     views = set(fake.state.views)
     while True:
+        for line in agent_lines(fake, agents):
+            say(f"warroom {line}" if not line.startswith(" ") else line)
         for message in list(fake.state.messages.get(CHANNEL, [])):
             if message.get("user") == BOT_USER_ID or message.get("bot_id") == BOT_ID:
                 ts, text = str(message["ts"]), render_message(message)
+                if ts in fake.agents.streams and not message.get("blocks"):
+                    continue  # a streamed message: ``agent_lines`` shows its steps
                 if shown.get(ts) != text:
                     say(_as_said(f"warroom{' (edited)' if ts in shown else ''}", text))
                     shown[ts] = text
         for ephemeral in fake.state.ephemerals[ephemerals:]:
             say(_as_said("warroom (only you)", render_message(ephemeral)))
         ephemerals = len(fake.state.ephemerals)
-        for line in agent_lines(fake, agents):
-            say(f"warroom {line}" if not line.startswith(" ") else line)
         for view_id in [v for v in fake.state.views if v not in views]:
             say(_describe_view(fake.state.views[view_id]))
             views.add(view_id)

@@ -81,7 +81,8 @@ class Evidence:
             reply was sent (None: never sent).
         killed_gone: the killed worker process no longer runs.
         destroyed: the id of the sandbox destroyed from outside (None: none was).
-        answer_posts: per person, successful ``chat.postMessage`` calls per answer key.
+        answer_posts: per person, successful posts per answer key (``chat.postMessage``,
+            or the ``chat.stopStream`` ending the turn's stream with the answer).
         expected_500s: what counting the 500s in the seeded log must print.
         mcp_missing: why the drill ran without its MCP server (None: it ran with it).
         egress: alice's session's requests through the egress gateway, oldest first.
@@ -344,7 +345,7 @@ def answers_posted_once(e: Evidence) -> Check:
     counts = {who: dict(e.answer_posts.get(who, Counter())) for who in ("alice", "bob", "dave")}
     ok = all(len(c) == 1 and set(c.values()) == {1} for c in counts.values())
     shown = ", ".join(f"{who}: {sorted(c.values()) or 'none'}" for who, c in counts.items())
-    return Check(name, ok, f"chat.postMessage per answer key: {shown}")
+    return Check(name, ok, f"posts per answer key: {shown}")
 
 
 def memory_in_next_index(e: Evidence) -> Check:

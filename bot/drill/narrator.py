@@ -3,7 +3,8 @@
 ``Narrator`` prints lines through ``say`` with the seconds since the drill began.
 The driver tells it what people said and what it did itself; a follower task reads
 each session's event log (tool calls and their results, notices) from the database
-and the answers the fake Slack Web API received (``chat.postMessage`` whose
+and the answers the fake Slack Web API received (``chat.postMessage``, or on Slack's
+agent surface the ``chat.stopStream`` that ends the turn's stream with the answer, whose
 metadata carries an ``:answer:`` key), as they happen.
 """
 
@@ -23,10 +24,12 @@ from memory_store import Event, SessionStore
 FOLLOW_INTERVAL_S = 0.1
 _WIDTH = 110
 _NUMBERED = re.compile(r"^\s*\d+\t", re.M)  # Read's line numbers
+ANSWER_METHODS = frozenset({"chat.postMessage", "chat.stopStream"})
+"""The calls that post an answer: a message, or the end of the turn's streamed message."""
 
 
 def post_key(args: dict[str, Any]) -> str:
-    """The outbox key a ``chat.postMessage`` carried in its metadata ("" when none)."""
+    """The outbox key a post (``ANSWER_METHODS``) carried in its metadata ("" when none)."""
     metadata = args.get("metadata") or {}
     return str((metadata.get("event_payload") or {}).get("key") or "")
 
@@ -83,10 +86,10 @@ class Narrator:
         self._seen_calls += len(calls)
         for call in calls:
             key = post_key(call.args)
-            if call.method == "chat.postMessage" and ":answer:" in key and call.response.get("ok"):
+            if call.method in ANSWER_METHODS and ":answer:" in key and call.response.get("ok"):
                 label = self._labels.get(key.split(":", 1)[0], "a thread")
                 answer = _answer_text(call.args)
-                self.line(f"warroom → {label} (chat.postMessage):\n{answer}")
+                self.line(f"warroom → {label} ({call.method}):\n{answer}")
 
 
 def describe(event: Event) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from bot.cli.signals import run_interruptible
 from bot.drill import alert_scene, scenario
 from bot.drill.checks import Check, Evidence, SecretSweep, evaluate
-from bot.drill.narrator import post_key
+from bot.drill.narrator import ANSWER_METHODS, post_key
 from bot.drill.prometheus import USER
 from bot.drill.record_check import RecordEvidence, gather_record
 from bot.drill.scenario import ALICE, BOB, DAVE, FRANK
@@ -128,9 +128,9 @@ async def gather(stage: Stage, record: Record) -> Evidence:
     names = {session_id: name for name, session_id in record.sessions.items()}
     posts: dict[str, Counter[str]] = {}
     answer_ts: set[str] = set()
-    for call in stage.slack.calls_to("chat.postMessage"):
+    for call in stage.slack.calls:  # a message, or the turn's stream ended with the answer
         key = post_key(call.args)
-        if ":answer:" in key and call.response.get("ok"):
+        if call.method in ANSWER_METHODS and ":answer:" in key and call.response.get("ok"):
             posts.setdefault(names.get(key.split(":", 1)[0], ""), Counter())[key] += 1
             answer_ts.add(str(call.response.get("ts")))
     org = stage.channel.org_id

@@ -26,6 +26,9 @@ class CrashPoint(StrEnum):
     BEFORE_MODEL = "before_model"
     AFTER_MODEL = "after_model"
     AFTER_TOOL = "after_tool"
+    AFTER_PARK = "after_park"
+    """A step that parks the session (mid-turn, or an answer after which it waits for a
+    wake-up or background work) has shown it parked; it is not committed yet."""
     AFTER_COMMIT = "after_commit"
     DURING_POST = "during_post"
 

@@ -16,6 +16,10 @@ message only names a pending token (docs/architecture.md §5):
 - a tool's intent is committed before the tool runs (the harness calls ``save``);
 - the answer is posted in its own step, idempotently (outbox + message metadata),
   and the session then waits holding nothing: its sandbox is suspended;
+- the thread shows a session parked (Slack's agent session ``suspended``: after an answer
+  when it waits for a wake-up or background work, or mid-turn for its subagents) from the
+  step that parks it, before its commit (``ParkingPoster``, once per step token), so no
+  crash leaves it shown as working;
 - the next message is enqueued only after the commit, and before the thread's
   progress is shown (a Slack call the next step need not wait for);
 - for ``carry_on_s`` from a message's first step, a step that continues is followed by
@@ -77,6 +81,7 @@ from harness import (
     holds_long_work,
     next_kind,
     next_wake,
+    waits_mid_turn,
 )
 from harness import Model as ModelProtocol
 from memory_store import (
@@ -166,6 +171,44 @@ class ApprovalPoster(Protocol):
         self, *, session_id: str, channel_id: str, approval: PendingApproval, requester_id: str
     ) -> None:
         """Update the approval message with the decision (best effort)."""
+        ...
+
+
+@runtime_checkable
+class ParkingPoster(Protocol):
+    """A poster whose thread shows the session's state (Slack's agent session: listening
+    ``active``, or parked ``suspended``) from the durable step that changes it, before its
+    commit: a worker that dies after the commit leaves no session shown as still working
+    (issue #28)."""
+
+    async def post_answer(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        markdown: str,
+        checkpoint: Checkpoint | None = None,
+    ) -> str:
+        """``ThreadPoster.post_answer``; ``checkpoint`` (the session's, the answer not yet
+        posted) says what the session then waits for: a reply only (it listens), or also a
+        wake-up or background work (``harness.holds_long_work``: it is parked)."""
+        ...
+
+    async def show_parked(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        """The step ``key`` parks the session mid-turn (``harness.waits_mid_turn``): show
+        it parked with the step's ``events``, once per ``key`` (a retried step has the
+        same key). Slack failures are logged; raises DatabaseUnavailable."""
         ...
 
 
@@ -373,6 +416,8 @@ class StepDriver:
         result = await advance(cp, deps, inbox)
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
+        if kind is not StepKind.WAIT and await self._show_parked(claim, new, result.events):
+            point(CrashPoint.AFTER_PARK)
         waits = result.next is not Next.CONTINUE
         lease.committing()
         end: dict[str, Any] = {
@@ -402,17 +447,29 @@ class StepDriver:
             key, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count
         )
         markdown = await self._with_footer(claim, cp.answer)
+        where = {
+            "key": key,
+            "session_id": claim.session_id,
+            "channel_id": claim.key.channel_id,
+            "thread_ts": claim.key.thread_ts,
+            "markdown": markdown,
+        }
+        parked = isinstance(self.poster, ParkingPoster) and holds_long_work(cp)
         try:
             with posting:
-                ts = await self.poster.post_answer(
-                    key=key,
-                    session_id=claim.session_id,
-                    channel_id=claim.key.channel_id,
-                    thread_ts=claim.key.thread_ts,
-                    markdown=markdown,
-                )
+                if isinstance(self.poster, ParkingPoster):  # shown parked when it waits on
+                    ts = await self.poster.post_answer(**where, checkpoint=cp)
+                else:
+                    ts = await self.poster.post_answer(**where)
         except SlackRefused as refused:
             return await self._give_up_post(claim, cp, stored, lease, key, refused, started)
+        if parked:
+            self.crash_hooks.reached(
+                CrashPoint.AFTER_PARK,
+                session_id=claim.session_id,
+                step=cp.steps,
+                attempt=claim.crash_count,
+            )
         done = answer_posted(cp)
         lease.committing()
         next_token = await self._commit(
@@ -486,6 +543,24 @@ class StepDriver:
             await self._park(asked)
         self._observe(StepKind.ASK, StepOutcome.WAITING, started)
         return StepOutcome.WAITING, next_token, None
+
+    async def _show_parked(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> bool:
+        """Before the commit of a step that parks the session mid-turn (``waits_mid_turn``),
+        show it parked (``ParkingPoster``), keyed by the step's token (a retry of the step
+        has it too). Returns whether it did."""
+        if not isinstance(self.poster, ParkingPoster) or cp.parent is not None:
+            return False  # a subagent shows in its parent's thread
+        if not waits_mid_turn(cp):
+            return False
+        await self.poster.show_parked(
+            key=f"{claim.session_id}:park:{claim.token}",
+            session_id=claim.session_id,
+            channel_id=claim.key.channel_id,
+            thread_ts=claim.key.thread_ts,
+            checkpoint=cp,
+            events=events,
+        )
+        return True
 
     async def _show_decision(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
         """After a step that settled an approval: the thread message says who and when."""

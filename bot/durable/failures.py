@@ -11,6 +11,7 @@ anything logged after the failure, so one failure could be posted twice; issue #
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from bot.durable.agents import answer_parent
 from bot.durable.driver import Enqueue
@@ -37,10 +38,13 @@ async def tell_failed(
     session_id: str,
     *,
     crashes: int,
+    end_session: Callable[[Thread], Awaitable[None]] | None = None,
 ) -> Checkpoint | None:
     """Say, once per failure, that ``session_id`` was given up after ``crashes`` crashes:
     a notice in its thread, or a subagent's failure as its parent's answer. Best effort:
-    a Slack failure is logged.
+    a Slack failure is logged. ``end_session`` then closes the thread's Slack agent
+    session (``ThreadReporter.end_session``), which the failed step may have left
+    ``processing``.
 
     Returns:
         The failed session's checkpoint (None: no such session).
@@ -60,4 +64,9 @@ async def tell_failed(
             await slack.post(thread, failure_key(session), message)
         except Exception:
             log.exception("session %s: could not post the failure notice", session_id)
+        if end_session is not None:
+            try:
+                await end_session(thread)
+            except Exception:
+                log.exception("session %s: its agent session was not closed", session_id)
     return cp

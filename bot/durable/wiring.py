@@ -735,10 +735,17 @@ class Runtime:
 
     async def _tell_failed(self, session_id: str) -> None:
         """Say in the thread, once per failure, that the session was given up (best
-        effort; ``failures.tell_failed``), then end its sandbox."""
+        effort; ``failures.tell_failed``) and close its Slack agent session, then end its
+        sandbox."""
         crashes = self.settings.max_crashes
+        reporter = self.reporter if isinstance(self.reporter, ThreadReporter) else None
         cp = await tell_failed(
-            self.sessions, self.slack, self.driver.enqueue, session_id, crashes=crashes
+            self.sessions,
+            self.slack,
+            self.driver.enqueue,
+            session_id,
+            crashes=crashes,
+            end_session=reporter.end_session if reporter is not None else None,
         )
         told_in_thread = cp is not None and cp.parent is None and self.slack is not None
         if cp is not None and told_in_thread and self.keeping is not None:

@@ -21,10 +21,16 @@ What this module does with them:
 - chunks are written off the step (``push`` returns at once): one writer task per session
   sends, in order, everything pending in one ``chat.appendStream``, each call within the
   method's per-workspace budget (issue #32: no worker thread waits on Slack's budget);
-- the durable steps move the status away from ``processing``: the answer's post closes the
-  segment with the answer's blocks and the post key in ``metadata`` (so a retry finds it,
-  as ``SlackPoster.post`` does) and ``active``; an approval request closes it ``suspended``;
-  ``stop`` (typed, or Slack's native Stop) closes it ``closed``;
+- the durable steps move the status away from ``processing``, each before its commit:
+  the answer's post closes the segment with the answer's blocks and the post key in
+  ``metadata`` (so a retry finds it, as ``SlackPoster.post`` does) and ``active``, or
+  ``suspended`` when the session then waits for a wake-up or background work; an approval
+  request closes it ``suspended``; a step that parks the session mid-turn (it waits for its
+  subagents) closes it ``suspended`` with that step's chunks last (``park``, recorded in the
+  outbox under the step's key: a retried step sets it once); ``stop`` (typed, or Slack's
+  native Stop) closes it ``closed``, as does the sweeper that fails a session. So a
+  worker that dies after a commit leaves no session on ``processing``; a stream another
+  process is still starting (its ts not yet recorded) is awaited, not closed or doubled;
 - a workspace that refuses the methods (``REFUSALS``) turns the surface off for this
   installation, once, with one warning: the caller goes back to the status message.
 """
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -99,6 +106,10 @@ MEMO_SESSIONS = 4096
 """Sessions whose stream state a process keeps in memory (the outbox has it all)."""
 SETTLE_LOOP_TURNS = 8
 """Event-loop turns a durable step gives the step before it to queue its progress."""
+STARTING_WAIT_S = 10.0
+"""How long a stream another process is starting is awaited (its ts recorded) before it is
+taken as orphaned by a dead starter."""
+STARTING_POLL_S = 0.1
 MAX_TITLE_CHARS = 80
 """Titles are cut here (Slack takes 200; the sidebar shows far less)."""
 
@@ -138,7 +149,6 @@ class _Lane:
     title: str = ""
     initiator: str | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
-    park: bool = False
     tail: bool = False
     task: asyncio.Task[None] | None = None
 
@@ -190,15 +200,13 @@ class AgentSurface:
         chunks: Sequence[dict[str, Any]],
         title: str = "",
         initiator: str | None = None,
-        park: bool = False,
         tail: bool = False,
     ) -> None:
         """Queue ``chunks`` for the turn's stream (opened, and the session set to
-        ``processing``, on the first); ``park``: then close it ``suspended`` (the session
-        waits for a wake-up, a background command or a reply). ``tail``: the step's next
-        step closes the stream (an approval request): these chunks open none, so if that
-        step went first they are dropped rather than reopening the session."""
-        if not self.available or (not chunks and not park):
+        ``processing``, on the first). ``tail``: the step's next step closes the stream (an
+        approval request): these chunks open none, so if that step went first they are
+        dropped rather than reopening the session."""
+        if not self.available or not chunks:
             return
         lane = self._lanes.get(thread.session_id)
         if lane is None:
@@ -207,7 +215,6 @@ class AgentSurface:
         lane.turn, lane.title, lane.initiator = turn, title or lane.title, initiator
         lane.pending.extend(chunks)
         lane.tail = tail
-        lane.park = lane.park or park
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
 
@@ -243,13 +250,20 @@ class AgentSurface:
     # ----- what durable steps await --------------------------------------------------
 
     async def finish(
-        self, thread: Thread, *, key: str, message: SlackMessage | None, turn: int | None = None
+        self,
+        thread: Thread,
+        *,
+        key: str,
+        message: SlackMessage | None,
+        turn: int | None = None,
+        status: AgentStatus = AgentStatus.ACTIVE,
     ) -> str | None:
         """End the turn's stream with the answer ``message`` (its blocks below what was
-        streamed; ``key`` in its metadata) and the session ``active``; returns the
-        stream's ts when it carried the answer, None when the caller must post it (no
-        open stream, it ended meanwhile, or ``message`` is None: the answer is too big
-        for one message). Idempotent per ``key``.
+        streamed; ``key`` in its metadata) and the session ``status`` (``active``; or
+        ``suspended``: it waits for a wake-up or background work); returns the stream's ts
+        when it carried the answer, None when the caller must post it (and then call
+        ``answered``): no open stream, it ended meanwhile, or ``message`` is None (the
+        answer is too big for one message). Idempotent per ``key``.
 
         Raises:
             SlackCallFailed: a transient failure (the step is retried; the outbox keeps
@@ -262,16 +276,15 @@ class AgentSurface:
         await self._poster.record_intent(
             thread, _answered(thread.session_id, turn), kind="stream_stop", payload_json="{}"
         )
-        segment = await self._open_segment(thread, turn)
-        if segment is None or segment.ts is None or message is None:
-            if segment is not None and segment.ts is not None:
-                await self._close(thread, segment, AgentStatus.ACTIVE)
+        segment = await self._opened(thread, turn)
+        if segment is None or message is None:
+            if segment is not None:
+                await self._close(thread, segment, status)
             return None
+        assert segment.ts is not None
         await self._poster.record_intent(thread, key, kind="answer", payload_json="{}")
         metadata = {"event_type": METADATA_EVENT_TYPE, "event_payload": {"key": key}}
-        if not await self._close(
-            thread, segment, AgentStatus.ACTIVE, blocks=message.blocks, metadata=metadata
-        ):
+        if not await self._close(thread, segment, status, blocks=message.blocks, metadata=metadata):
             return None
         await self._poster.record_done(key, segment.ts)
         return segment.ts
@@ -294,9 +307,89 @@ class AgentSurface:
             return
         await self.end(thread, AgentStatus.SUSPENDED, turn=turn, chunks=chunks)
 
-    async def answered(self, thread: Thread) -> None:
-        """The answer was posted without the stream: the session listens (``active``)."""
-        await self.set_status(thread, AgentStatus.ACTIVE)
+    async def answered(
+        self,
+        thread: Thread,
+        *,
+        key: str,
+        status: AgentStatus = AgentStatus.ACTIVE,
+        title: str = "",
+        initiator: str | None = None,
+    ) -> None:
+        """The answer ``key`` was posted without the stream: the session listens
+        (``active``) or waits for a wake-up or background work (``suspended``); ``title``
+        and ``initiator`` apply when this creates the session (a turn without a stream).
+        Once per ``key`` (recorded as ``<key>/status``), so a retried post step sets it
+        once.
+
+        Raises:
+            SlackCallFailed: a transient failure (the step is retried).
+        """
+        done = f"{key}/status"
+        if not self.available or await self._poster.recorded_intent(done):
+            return
+        if await self.set_status(thread, status, title=title, initiator=initiator):
+            await self._poster.record_intent(thread, done, kind="status", payload_json="{}")
+
+    async def park(
+        self,
+        thread: Thread,
+        *,
+        key: str,
+        turn: int,
+        chunks: Sequence[dict[str, Any]] = (),
+        title: str = "",
+        initiator: str | None = None,
+    ) -> None:
+        """The step ``key`` parks the session mid-turn (it now waits, holding nothing):
+        close the turn's stream ``suspended`` with the step's ``chunks`` last, or, with no
+        open stream, show them in one closed at once (or set the status when there are
+        none). Called by the durable step before its commit; once per ``key`` (the outbox
+        records it with the ts that showed it), so a retried step sets it once.
+
+        Raises:
+            DatabaseUnavailable: the outbox could not be read or written (the step is
+                retried). Slack failures are logged: a later step shows the status again.
+        """
+        if not self.available:
+            return
+        await self._settle(thread.session_id)
+        if await self._poster.recorded_ts(key) is not None:
+            return
+        await self._poster.record_intent(thread, key, kind="park", payload_json="{}")
+        try:
+            shown = await self._park(thread, turn, chunks, title=title, initiator=initiator)
+        except SlackCallFailed as exc:
+            logger.warning("agent session of %s not suspended: %s", thread.session_id, exc)
+            return
+        if shown is not None:
+            await self._poster.record_done(key, shown)
+
+    async def _park(
+        self,
+        thread: Thread,
+        turn: int,
+        chunks: Sequence[dict[str, Any]],
+        *,
+        title: str,
+        initiator: str | None,
+    ) -> str | None:
+        """``park``'s Slack calls; returns the ts that shows the session suspended (the
+        stream's, else the thread's), None when the workspace refused the surface."""
+        segment = await self._opened(thread, turn)
+        if segment is None and chunks:  # the step's chunks open the turn's next stream
+            lane = _Lane(thread, turn=turn, title=title, initiator=initiator)
+            segment = await self._start(lane, turn, list(chunks))
+            chunks = ()
+        if (
+            segment is not None
+            and segment.ts is not None
+            and not segment.closed
+            and await self._close(thread, segment, AgentStatus.SUSPENDED, chunks=chunks)
+        ):
+            return segment.ts
+        took = await self.set_status(thread, AgentStatus.SUSPENDED)
+        return thread.thread_ts if took else None
 
     async def end(
         self,
@@ -313,8 +406,7 @@ class AgentSurface:
             return
         try:
             turn = await self._turn(thread.session_id, turn)
-            segment = await self._open_segment(thread, turn)
-            opened = segment if segment is not None and segment.ts is not None else None
+            opened = await self._opened(thread, turn)
             if opened is not None and await self._close(thread, opened, status, chunks=chunks):
                 return
             await self.set_status(thread, status)
@@ -372,16 +464,11 @@ class AgentSurface:
     # ----- the writer ----------------------------------------------------------------
 
     async def _drain(self, lane: _Lane) -> None:
-        while lane.pending or lane.park:
+        while lane.pending:
             chunks, lane.pending = lane.pending, []
-            park, lane.park = lane.park, False
             tail, lane.tail = lane.tail, False
-            turn = lane.turn
             try:
-                if chunks:
-                    await self._write(lane, turn, chunks, tail=tail)
-                if park:
-                    await self.end(lane.thread, AgentStatus.SUSPENDED, turn=turn)
+                await self._write(lane, lane.turn, chunks, tail=tail)
             except SlackCallFailed as exc:
                 logger.warning("stream of %s not written: %s", lane.thread.session_id, exc)
             except Exception:  # a database outage: the next step shows its state again
@@ -394,7 +481,7 @@ class AgentSurface:
         for _attempt in range(3):
             if not self.available:
                 return
-            segment = await self._open_segment(thread, turn)
+            segment = await self._opened(thread, turn)
             if segment is None and await self._reopens_nothing(thread.session_id, turn, tail):
                 return  # a later step closed the stream already: reopen nothing
             if segment is None:
@@ -402,9 +489,7 @@ class AgentSurface:
                 if segment is not None:
                     return
                 continue
-            if segment.ts is None:  # started by a worker that died before recording it
-                await self._mark_closed(thread, segment)
-                continue
+            assert segment.ts is not None
             await self._budgets.append.take()
             try:
                 await slack_call(
@@ -427,22 +512,24 @@ class AgentSurface:
 
     async def _start(self, lane: _Lane, turn: int, chunks: list[dict[str, Any]]) -> _Segment | None:
         thread = lane.thread
+        args: dict[str, Any] = {"channel": thread.channel_id, "thread_ts": thread.thread_ts}
+        if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
+            args["recipient_user_id"] = lane.initiator or ""
+            args["recipient_team_id"] = await self._team()
+        # the budget first: between the claim and the recorded ts (what other processes
+        # wait for, ``_opened``) there are only Slack's answers
+        await self._budgets.start_stop.take()
         number = await self._next_number(thread.session_id, turn)
         key = stream_key(thread.session_id, turn, number)
         if not await self._poster.claim_intent(thread, key, kind="stream"):
             return None  # another process opened it meanwhile: append to it
         segment = _Segment(key, number, None, False)
         self._segments[(thread.session_id, turn)] = segment
-        if not await self.set_status(
-            thread, AgentStatus.PROCESSING, title=lane.title, initiator=lane.initiator
-        ):
-            return segment if not self.available else None
-        await self._budgets.start_stop.take()
-        args: dict[str, Any] = {"channel": thread.channel_id, "thread_ts": thread.thread_ts}
-        if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
-            args["recipient_user_id"] = lane.initiator or ""
-            args["recipient_team_id"] = await self._team()
         try:
+            if not await self.set_status(
+                thread, AgentStatus.PROCESSING, title=lane.title, initiator=lane.initiator
+            ):
+                return segment if not self.available else None
             answer = await slack_call(
                 "chat.startStream",
                 self._client.chat_startStream(
@@ -494,6 +581,28 @@ class AgentSurface:
         return True
 
     # ----- segments in the outbox ----------------------------------------------------
+
+    async def _opened(self, thread: Thread, turn: int) -> _Segment | None:
+        """The turn's open segment with its ts, or None. A segment whose start is recorded
+        but not its ts is being started (by another process: its ``chat.startStream`` is
+        in flight) or its starter died: its ts is awaited for ``STARTING_WAIT_S``, then
+        the segment is taken as never used and closed (Slack ends an orphan stream after
+        its lifetime). So no process closes, or opens a second stream beside, a stream
+        another one is starting."""
+        segment = await self._open_segment(thread, turn)
+        if segment is None or segment.ts is not None:
+            return segment
+        deadline = time.monotonic() + STARTING_WAIT_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(STARTING_POLL_S)
+            if (ts := await self._poster.recorded_ts(segment.key)) is not None:
+                segment.ts = ts
+                return segment
+            if segment.closed or await self._poster.recorded_intent(f"{segment.key}/stop"):
+                segment.closed = True
+                return None
+        await self._mark_closed(thread, segment)
+        return None
 
     async def _open_segment(self, thread: Thread, turn: int) -> _Segment | None:
         """The turn's open segment (possibly not yet given a ts), or None."""

@@ -40,10 +40,10 @@ from harness import (
     Notice,
     NoticeTopic,
     PendingApproval,
-    StepKind,
     Todo,
     ToolIntent,
-    next_kind,
+    holds_long_work,
+    waits_mid_turn,
 )
 
 
@@ -109,24 +109,41 @@ class ThreadReporter:
         self._thinking: OrderedDict[tuple[str, int], float] = OrderedDict()
 
     async def post_answer(
-        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        markdown: str,
+        checkpoint: Checkpoint | None = None,
     ) -> str:
         """Post the answer once per ``key``; returns the first message's ts. On the agent
         surface the answer ends the turn's stream (its blocks below the streamed steps)
-        and the session is ``active``."""
+        and the session is ``active``, or ``suspended`` when ``checkpoint`` (the session's,
+        before the answer is posted) holds a wake-up or background work it then waits for
+        (``harness.holds_long_work``); a turn without a stream gets its status here,
+        titled from the ``checkpoint``'s incident when the session is new."""
         thread = Thread(session_id, channel_id, thread_ts)
         if self._streaming():
             assert self.surface is not None
+            parked = checkpoint is not None and holds_long_work(checkpoint)
+            status = AgentStatus.SUSPENDED if parked else AgentStatus.ACTIVE
             rendered = render_answer(markdown)
             one = rendered.messages[0] if isinstance(rendered, InlineAnswer) else None
             single = (
                 one if isinstance(rendered, InlineAnswer) and len(rendered.messages) == 1 else None
             )
-            ts = await self.surface.finish(thread, key=key, message=single)
+            ts = await self.surface.finish(thread, key=key, message=single, status=status)
             if ts is not None:
                 return ts
             posted = await self._poster.post_answer(thread, key, markdown)
-            await self.surface.answered(thread)
+            title, initiator = "", None
+            if checkpoint is not None:
+                title, initiator = _incident(checkpoint), checkpoint.requester.user_id or None
+            await self.surface.answered(
+                thread, key=key, status=status, title=title, initiator=initiator
+            )
             return posted.message_ts[0] if posted.message_ts else ""
         posted = await self._poster.post_answer(thread, key, markdown)
         self._clear_thinking(thread)
@@ -174,18 +191,21 @@ class ThreadReporter:
         events: Sequence[Event],
     ) -> None:
         """Hand the turn's status from a committed step's events to the board; a final
-        one is first recorded in the outbox (one database write, no Slack call)."""
+        one is first recorded in the outbox (one database write, no Slack call). On the
+        agent surface, the step's chunks go to the turn's stream, unless the step parked
+        the session: ``show_parked`` showed them then, before the commit."""
         thread = Thread(session_id, channel_id, thread_ts)
         finished = any(isinstance(e, Answered) for e in events)
         if self._streaming():
             assert self.surface is not None
+            if _parks(checkpoint, events):
+                return
             self.surface.push(
                 thread,
                 turn=checkpoint.turns,
                 chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
                 title=_incident(checkpoint),
                 initiator=checkpoint.requester.user_id or None,
-                park=not finished and next_kind(checkpoint) is StepKind.WAIT,
                 tail=_waits_for_approval(checkpoint, events),
             )
             return
@@ -205,6 +225,35 @@ class ThreadReporter:
         self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
             self._show_thinking(thread, checkpoint.turns)
+
+    async def show_parked(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        events: Sequence[Event],
+    ) -> None:
+        """The step ``key`` (not committed yet) parks the session mid-turn: on the agent
+        surface, the turn's stream ends ``suspended`` with the step's chunks last, once
+        per ``key``; the status message shows it after the commit, as any step.
+
+        Raises:
+            DatabaseUnavailable: the outbox could not be reached (the step is retried).
+        """
+        if not self._streaming():
+            return
+        assert self.surface is not None
+        await self.surface.park(
+            Thread(session_id, channel_id, thread_ts),
+            key=key,
+            turn=checkpoint.turns,
+            chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
+            title=_incident(checkpoint),
+            initiator=checkpoint.requester.user_id or None,
+        )
 
     def _streaming(self) -> bool:
         """Whether this turn goes to Slack's agent surface (else the status message)."""
@@ -238,6 +287,12 @@ class ThreadReporter:
         for key in [k for k in self._thinking if k[0] == thread.session_id]:
             del self._thinking[key]
         self.board.set_thinking(thread, "")
+
+
+def _parks(cp: Checkpoint, events: Sequence[Event]) -> bool:
+    """Whether the committed step left the session waiting mid-turn (the driver calls
+    ``show_parked`` before committing such a step)."""
+    return not any(isinstance(e, Answered) for e in events) and waits_mid_turn(cp)
 
 
 def _waits_for_approval(cp: Checkpoint, events: Sequence[Event]) -> bool:

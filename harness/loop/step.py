@@ -337,6 +337,14 @@ def holds_long_work(cp: Checkpoint) -> bool:
     return running or cp.wakeup is not None
 
 
+def waits_mid_turn(cp: Checkpoint) -> bool:
+    """Whether ``cp``, committed by a model or tool step, leaves the session waiting with
+    neither an answer to post nor an approval request: it waits for its subagents'
+    answers (the durable layer shows the session parked from that step)."""
+    pending = cp.approval is not None and cp.approval.pending
+    return cp.answer is None and not pending and next_kind(cp) is StepKind.WAIT
+
+
 def answer_posted(cp: Checkpoint) -> Checkpoint:
     """The checkpoint after the durable layer posted ``cp.answer`` (the ``POST`` step)."""
     return replace(cp, answer=None, best_effort=False)

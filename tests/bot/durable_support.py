@@ -162,9 +162,16 @@ class Fakes:
         ]
 
     def post_keys(self) -> Counter[str]:
-        """How many successful posts carried each outbox key (message metadata)."""
+        """How many successful posts carried each outbox key (message metadata): messages,
+        and streamed messages ended with a key (Slack's agent surface carries the answer
+        in the turn's stream: ``chat.stopStream`` with its blocks and metadata)."""
         keys: Counter[str] = Counter()
-        for call in self.posts():
+        stops = [
+            c
+            for c in list(self.slack.calls)
+            if c.method == "chat.stopStream" and c.response.get("ok") and c.args.get("metadata")
+        ]
+        for call in [*self.posts(), *stops]:
             metadata = call.args.get("metadata") or {}
             keys[str((metadata.get("event_payload") or {}).get("key"))] += 1
         return keys
@@ -597,6 +604,10 @@ def _postgres_ports(pid: int) -> list[int]:
                     ports.append(int(local.split(":")[1], 16))
     return ports
 
+
+STATUS_MESSAGE = {"WARROOM_AGENT_SURFACE": "false"}
+"""Worker settings pinning the status-message path (Slack's agent surface is the default),
+for the modules that assert on the status message and its Stop button."""
 
 OWN_VARIABLES = (
     "WARROOM_",

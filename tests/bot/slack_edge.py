@@ -209,7 +209,7 @@ async def running_edge(
     installation: Installation | None = None,
     approvers: Approvers | None = None,
     enqueue: Callable[[str, str], Awaitable[None]] | None = None,
-    agent_surface: bool = False,
+    agent_surface: bool = True,
     slack_api: FakeSlackApi | None = None,
     watch_policy: WatchPolicy | None = None,
     alert_policy: AlertPolicy | None = None,
@@ -219,7 +219,8 @@ async def running_edge(
 
     SQLite lives in ``tmp_path / "warroom.sqlite3"``. ``enqueue``: where wake-ups go (a
     worker's queue); by default they are only recorded (``SlackEdge.enqueued``).
-    ``agent_surface``: ``stop`` also closes the thread's Slack agent session.
+    ``agent_surface``: ``stop`` also closes the thread's Slack agent session (the
+    product's default, ``WARROOM_AGENT_SURFACE``); False: the status-message path only.
     ``slack_api``: a fake Slack already running (the workers'), else one of its own.
     ``watch_policy``: watch channels (issue #27) with a real alert intake and taker
     (``alert_policy``); ``edit_policy``: who may change skills, memory and watches.

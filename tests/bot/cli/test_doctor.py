@@ -251,9 +251,7 @@ async def test_slack_check_is_skipped_without_a_bot_token(data_dir: Path) -> Non
 async def test_agents_check_says_the_workspace_takes_the_agent_surface_creating_nothing(
     data_dir: Path, slack: FakeSlackApi
 ) -> None:
-    config = settings(
-        data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url, agent_surface=True
-    )
+    config = settings(data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url)
 
     result = await check_agent_surface(config)
 
@@ -265,9 +263,7 @@ async def test_agents_check_says_a_refusing_workspace_falls_back_to_the_status_m
     data_dir: Path, slack: FakeSlackApi
 ) -> None:
     slack.agents.refuse("feature_disabled")
-    config = settings(
-        data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url, agent_surface=True
-    )
+    config = settings(data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url)
 
     result = await check_agent_surface(config)
 
@@ -276,10 +272,16 @@ async def test_agents_check_says_a_refusing_workspace_falls_back_to_the_status_m
     assert "status message" in result.detail
 
 
-async def test_agents_check_is_skipped_when_the_surface_is_off(data_dir: Path) -> None:
-    result = await check_agent_surface(settings(data_dir))
+async def test_agents_check_is_skipped_when_the_surface_is_turned_off(
+    data_dir: Path, slack: FakeSlackApi
+) -> None:
+    config = settings(
+        data_dir, slack_bot_token=slack.token, slack_api_url=slack.base_url, agent_surface=False
+    )
+    result = await check_agent_surface(config)
     assert result.status is Status.SKIPPED
-    assert "WARROOM_AGENT_SURFACE" in result.detail
+    assert "WARROOM_AGENT_SURFACE=false" in result.detail
+    assert not slack.calls_to("agents.sessions.setStatus")
 
 
 # ----- anthropic ---------------------------------------------------------------------------

@@ -62,6 +62,8 @@ async def test_fake_slack_lets_serve_run_in_http_mode_and_answer_a_typed_mention
                 ),
                 timeout_s=90,
             )
+            # And the thread is a Slack agent session (the default), listening after it
+            await out.until(lambda text: "warroom agent session: active · " in text, timeout_s=30)
         finally:
             serve.send_signal(signal.SIGTERM)
             fake.send_signal(signal.SIGTERM)

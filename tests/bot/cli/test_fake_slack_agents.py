@@ -3,12 +3,13 @@ them, and ``click stop`` clicks Slack's own Stop (a signed ``agent_session_stopp
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.cli.fake_slack import CHANNEL, agent_lines, deliver_lines
+from bot.cli.fake_slack import CHANNEL, agent_lines, deliver_lines, watch_channel
 from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
 from bot.slack.agent_surface import AgentSurface
 from bot.slack.poster import Thread
@@ -59,7 +60,7 @@ async def test_the_session_s_status_its_tasks_and_plan_are_printed_as_they_chang
 
 async def test_click_stop_sends_the_native_stop_which_stops_the_session(tmp_path: Path) -> None:
     said: list[str] = []
-    async with running_edge(tmp_path, agent_surface=True) as edge:
+    async with running_edge(tmp_path) as edge:
         fake = edge.slack_api
         fake.state.messages.setdefault(CHANNEL, [])
         edge_channel_key: list[str] = []
@@ -93,3 +94,36 @@ async def test_click_stop_sends_the_native_stop_which_stops_the_session(tmp_path
         assert agent is not None
         assert agent.status == "closed"
         assert said == ["no Stop is shown: the session is not processing"]
+
+
+async def test_a_streamed_message_is_shown_by_its_steps_then_once_by_its_answer(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    said: list[str] = []
+    answered = asyncio.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "OOMKilled" in line:
+            answered.set()
+
+    watching = asyncio.create_task(watch_channel(slack_api, say))
+    try:
+        thread_ts = slack_api.add_message(CHANNEL, "<@U0FAKEBOT> pods are down")
+        started = await slack_client.chat_startStream(
+            channel=CHANNEL,
+            thread_ts=thread_ts,
+            recipient_user_id="U0YOU",
+            recipient_team_id=TEAM_ID,
+            chunks=[{"type": "markdown_text", "text": "Looking at the pods."}],
+        )
+        answer = [{"type": "markdown", "text": "The pods crash-loop: OOMKilled."}]
+        await slack_client.chat_stopStream(channel=CHANNEL, ts=started["ts"], blocks=answer)
+        await asyncio.wait_for(answered.wait(), timeout=10)
+    finally:
+        watching.cancel()
+    # the note is shown once, as a step (not again as the message's text), then the answer
+    assert [line for line in said if "Looking at the pods." in line] == ["  Looking at the pods."]
+    assert [line for line in said if "OOMKilled" in line] == [
+        "warroom: The pods crash-loop: OOMKilled."
+    ]

@@ -119,10 +119,10 @@ async def test_warroom_drill_plays_the_incident_in_one_process_and_exits_0_with_
     text = output.text
     assert "Alertmanager in #C-INC: [FIRING:1] HighErrorRate" in text  # before any mention
     assert text.index("Alertmanager in #C-INC") < text.index("alice in #C-INC")
-    assert "warroom → the alert's thread (chat.postMessage):" in text
+    assert "warroom → the alert's thread (chat.stopStream):" in text  # its turn's stream
     assert f"carol in alice's thread: {s.CAROL.text}" in text
     assert f"→ Bash: {s.COUNT_500S}" in text
-    assert "warroom → alice's thread (chat.postMessage):" in text
+    assert "warroom → alice's thread (chat.stopStream):" in text
     assert "destroyed alice's sandbox" in text
     assert f"→ Bash: curl -sS -G https://{HOST}:" in text  # Prometheus, from the system prompt
     # And every property holds; the kill is skipped in one process

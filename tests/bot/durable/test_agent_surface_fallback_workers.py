@@ -1,6 +1,6 @@
 """A workspace that refuses Slack's agent surface gets today's status message (issue #28).
 
-Two worker processes with ``WARROOM_AGENT_SURFACE=true`` run sessions against a fake Slack
+Two worker processes (on the agent surface, the default) run sessions against a fake Slack
 that refuses the agent-surface methods (``feature_disabled``, as a workspace where the app
 is not allowed as an agent answers): each process asks once, then shows progress in the
 status message and posts the answer as before.
@@ -26,9 +26,8 @@ WORKERS = 2
 
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
-    settings = {**WORKER_SETTINGS, "WARROOM_AGENT_SURFACE": "true"}
     with running_cluster(
-        redis_url, name="warroom_agents_fallback", workers=WORKERS, settings=settings
+        redis_url, name="warroom_agents_fallback", workers=WORKERS, settings=WORKER_SETTINGS
     ) as made:
         made.fakes.slack.agents.refuse("feature_disabled")
         yield made

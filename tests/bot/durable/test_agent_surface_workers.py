@@ -1,10 +1,13 @@
 """Slack's agent surface with real worker processes (issue #28).
 
-Two ``dramatiq bot.durable.worker_main`` processes (``WARROOM_AGENT_SURFACE=true``) over
-PostgreSQL and Redis run the sessions against the fakes; the real Slack app (signed
-requests) records replies, clicks and Slack's native Stop into the same database and
-queue. The workers and the app call the same fake Slack, which keeps each thread's agent
-session (every status it was given) and streamed messages.
+Two ``dramatiq bot.durable.worker_main`` processes (the surface is the default: nothing
+turns it on) over PostgreSQL and Redis run the sessions against the fakes; the real Slack
+app (signed requests) records replies, clicks and Slack's native Stop into the same
+database and queue. The workers and the app call the same fake Slack, which keeps each
+thread's agent session (every status it was given) and streamed messages. Two sessions
+have crash rules: their workers are SIGKILLed when the step that parks them has set the
+status (``after_park``) or has committed (``after_commit``); a third crashes its workers at
+every attempt of a step until the sweeper fails it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from bot.slack.installation import Installation
 from harness import Checkpoint
 from memory_store import Database, Outbox, SandboxLedgerStore, SessionStatus, SessionStore
 from tests.bot.conftest import load_case
+from tests.bot.durable.test_long_work import subagents
 from tests.bot.durable.test_workers import WORKER_SETTINGS
 from tests.bot.durable_support import (
     CHANNEL,
@@ -43,12 +47,26 @@ from tests.fakes.slack_api import TEAM_ID
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.bwrap]
 
 RESTART = f"systemctl restart payments 2>/dev/null; echo ran >> {EFFECTS_FILE}; echo restarted"
+KILLED_AFTER_COMMIT = "wake-killed-after-commit"
+KILLED_AFTER_PARK = "wake-killed-after-park"
+CRASH_LOOP = "stream-crash-loop"
+ANSWER_STEP = 3
+"""The answer's step of ``wake_up_plan`` (model, tool, model: three steps before it)."""
+CRASHES = ",".join(
+    [
+        f"after_commit@{ANSWER_STEP}:{KILLED_AFTER_COMMIT}",
+        f"after_park@{ANSWER_STEP}:{KILLED_AFTER_PARK}",
+        f"before_model@2!:{CRASH_LOOP}",  # its second model step, every attempt
+    ]
+)
 
 
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
-    """A fresh database, the fakes and two workers on the agent surface, for the module."""
-    settings = {**WORKER_SETTINGS, "WARROOM_AGENT_SURFACE": "true"}
+    """A fresh database, the fakes and two workers (on the agent surface, the default),
+    for the module."""
+    crashes = f"{WORKER_SETTINGS['WARROOM_CRASH_AT']},{CRASHES}"
+    settings = {**WORKER_SETTINGS, "WARROOM_CRASH_AT": crashes}
     with running_cluster(redis_url, name="warroom_agents", workers=2, settings=settings) as made:
         yield made
 
@@ -77,7 +95,6 @@ async def world(cluster: Cluster, tmp_path: Path) -> AsyncIterator[World]:
             database_url=cluster.database_url,
             installation=Installation(TEAM_ID),
             enqueue=enqueue,
-            agent_surface=True,
             slack_api=cluster.fakes.slack,
         ) as edge:
             yield World(probe, edge, Outbox(db))
@@ -261,3 +278,106 @@ async def test_a_worker_killed_mid_stream_leaves_one_stream_which_the_next_compl
         if c.args.get("thread_ts") == thread_ts
     ]
     assert len(starts) == 1
+
+
+def wake_up_plan(answer: str) -> list[Reply]:
+    """The model schedules a wake-up 10 minutes away, then answers: the session waits."""
+    wake = {"delaySeconds": 600, "reason": "rollout", "prompt": "Check the rollout again."}
+    return [Reply.tool("ScheduleWakeup", wake), Reply.text(answer)]
+
+
+async def _crashes_since(cluster: Cluster, before: int, count: int = 1) -> None:
+    """Wait until ``count`` more workers were killed, and no more."""
+
+    async def crashed() -> bool:
+        return cluster.pool.crashes() - before >= count
+
+    await poll(crashed, timeout_s=30, what=f"{count} worker(s) to be killed")
+    assert cluster.pool.crashes() - before == count
+
+
+async def test_an_answer_waiting_for_a_wake_up_stays_suspended_when_its_worker_dies_after_commit(
+    world: World, cluster: Cluster
+) -> None:
+    before = cluster.pool.crashes()
+    await world.probe.start(KILLED_AFTER_COMMIT, wake_up_plan("Rolling out; I check at 14:30."))
+    await world.probe.wait_answered(KILLED_AFTER_COMMIT)
+    await _crashes_since(cluster, before)  # SIGKILLed right after the answer's commit
+
+    # the answer's own step set the status: parked for its wake-up, not listening
+    agent = await _agent_session(world, KILLED_AFTER_COMMIT, "suspended")
+    assert agent.statuses == ["processing", "suspended"]
+    thread_ts = await _thread_ts(world.probe, KILLED_AFTER_COMMIT)
+    [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    assert stream.state == "stopped"
+    assert "I check at 14:30." in json.dumps(stream.blocks)
+
+    # stop cancels the wake-up and closes the session
+    response = await world.edge.post_event(_stop_reply(thread_ts))
+    await world.edge.settle()
+    assert response.status_code == 200
+    agent = await _agent_session(world, KILLED_AFTER_COMMIT, "closed")
+    assert agent.statuses == ["processing", "suspended", "closed"]
+
+
+async def test_a_parking_step_retried_after_its_worker_died_sets_the_status_once(
+    world: World, cluster: Cluster
+) -> None:
+    before = cluster.pool.crashes()
+    await world.probe.start(KILLED_AFTER_PARK, wake_up_plan("Rolling out; I check at 14:30."))
+    # the worker dies once the status is set, before the commit; another retries the step
+    await world.probe.wait_answered(KILLED_AFTER_PARK, timeout_s=60)
+    await _crashes_since(cluster, before)
+
+    agent = await _agent_session(world, KILLED_AFTER_PARK, "suspended")
+    assert agent.statuses == ["processing", "suspended"]
+    thread_ts = await _thread_ts(world.probe, KILLED_AFTER_PARK)
+    [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    stops = [
+        c
+        for c in world.probe.fakes.slack.calls_to("chat.stopStream")
+        if c.args.get("ts") == stream.ts
+    ]
+    assert len(stops) == 1
+    assert [k for k in world.probe.fakes.post_keys() if k.startswith(KILLED_AFTER_PARK)] == [
+        f"{KILLED_AFTER_PARK}:answer:4"
+    ]
+
+
+async def test_a_session_waiting_for_its_subagent_is_suspended_until_the_answer(
+    world: World,
+) -> None:
+    parent = f"fan-out-{uuid.uuid4().hex[:6]}"
+    fan_out, children = subagents(parent, ["pods"])
+    world.probe.fakes.script.plans[children["pods"]] = [
+        Reply.tool("Bash", {"command": "sleep 2; echo pods-ok"}),
+        Reply.text("pods: healthy"),
+    ]
+    await world.probe.start(parent, [fan_out, Reply.text("The pods are healthy.")])
+    await world.probe.wait_answered(parent, timeout_s=60)
+
+    agent = await _agent_session(world, parent, "active")
+    assert agent.statuses[:2] == ["processing", "suspended"]  # while the subagent worked
+    assert agent.statuses.count("suspended") == 1
+    thread_ts = await _thread_ts(world.probe, parent)
+    first = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)[0]
+    assert first.state == "stopped"
+    assert len(first.tasks()) == 1  # the Agent call, closed in the stream that parked it
+
+
+async def test_a_session_failed_by_a_crash_loop_mid_stream_is_closed_not_left_processing(
+    world: World, cluster: Cluster
+) -> None:
+    before = cluster.pool.crashes()
+    plan = [Reply.tool("Bash", {"command": "echo first"}), Reply.text("Never said.")]
+    await world.probe.start(CRASH_LOOP, plan)
+    await world.probe.wait_status(CRASH_LOOP, SessionStatus.FAILED, timeout_s=60)
+    assert cluster.pool.crashes() > before  # (how many attempts died: test_workers' matter)
+
+    # the stream it opened shows Slack's Stop no more: the failure closed the session
+    agent = await _agent_session(world, CRASH_LOOP, "closed")
+    assert agent.statuses == ["processing", "closed"]
+    thread_ts = await _thread_ts(world.probe, CRASH_LOOP)
+    [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
+    assert stream.state == "stopped"
+    assert [k for k in world.probe.fakes.post_keys() if k.startswith(f"{CRASH_LOOP}:failed:")]

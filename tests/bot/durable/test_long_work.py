@@ -43,6 +43,7 @@ from memory_store import (
 from sandbox_client import Health, SandboxManager
 from tests.bot.durable_support import (
     CHANNEL,
+    STATUS_MESSAGE,
     Cluster,
     Probe,
     Sender,
@@ -63,8 +64,9 @@ SETTINGS = {
     "WARROOM_MONITOR_BATCH_S": "1",
     "dramatiq_worker_timeout": "100",
     "dramatiq_queue_prefetch": "2",  # as `warroom worker` sets it: one per thread
+    **STATUS_MESSAGE,  # the status message shows the next check
 }
-"""The workers' settings: short leases, sweeps, polls and batches."""
+"""The workers' settings: short leases, sweeps, polls and batches; the status message."""
 
 
 @pytest.fixture(scope="module")

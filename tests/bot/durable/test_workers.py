@@ -37,6 +37,7 @@ from sandbox_client import Health, SandboxManager
 from tests.bot.durable_support import (
     CHANNEL,
     FENCED_LINE,
+    STATUS_MESSAGE,
     Cluster,
     Probe,
     Sender,
@@ -83,9 +84,11 @@ WORKER_SETTINGS = _settings()
 
 @pytest.fixture(scope="module")
 def cluster(redis_url: str) -> Iterator[Cluster]:
-    """A fresh database, the fakes and three running workers, for the whole module."""
+    """A fresh database, the fakes and three running workers, for the whole module (on
+    the status-message path: some tests look at the status messages)."""
+    settings = {**WORKER_SETTINGS, **STATUS_MESSAGE}
     with running_cluster(
-        redis_url, name="warroom_durable", workers=WORKERS, settings=WORKER_SETTINGS
+        redis_url, name="warroom_durable", workers=WORKERS, settings=settings
     ) as made:
         yield made
 

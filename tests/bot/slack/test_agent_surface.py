@@ -7,12 +7,15 @@ a new ``AgentSurface`` over the same outbox: all it knows is what the outbox rec
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack import agent_surface
 from bot.slack.agent_surface import AgentStatus, AgentSurface, stream_key
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
@@ -25,6 +28,7 @@ from harness import (
     ModelResponded,
     PendingApproval,
     Requester,
+    ScheduledWakeup,
     TextBlock,
     Todo,
     TodosChanged,
@@ -34,7 +38,7 @@ from harness import (
     ToolUseBlock,
     Usage,
 )
-from memory_store import Database, Outbox, SessionKey, SessionStore
+from memory_store import Database, Outbox, OutboxItem, SessionKey, SessionStore
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 
 ALERT = "<@U0FAKEBOT> checkout is returning 500s since the 14:02 deploy"
@@ -182,19 +186,127 @@ async def test_the_session_status_follows_the_whole_turn_and_each_tool_call_is_a
     assert "assistant.threads.setStatus" not in methods(slack_api)
 
 
-async def test_a_step_that_parks_the_session_suspends_it(
+async def park(
+    reporter: ThreadReporter, thread: Thread, cp: Checkpoint, key: str, *events: Event
+) -> None:
+    """What the durable step that parks the session does before its commit."""
+    await reporter.show_parked(
+        key=key,
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        checkpoint=cp,
+        events=events,
+    )
+
+
+async def test_a_step_that_parks_the_session_suspends_it_once_before_its_commit(
     slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
 ) -> None:
     reporter = reporter_over(slack_client, outbox)
     await show(reporter, thread, checkpoint(thread), ran("tu1", "sleep 600 &"))
-    # the step started a background command; the session now waits for it
-    await show(reporter, thread, checkpoint(thread, waits=True), done("tu1", "sleep 600 &"))
+    # the step started a background command; the session now waits for it: the step
+    # closes the stream suspended, its own chunks last, before it commits
+    parked = checkpoint(thread, waits=True)
+    key = f"{thread.session_id}:park:token-1"
+    await park(reporter, thread, parked, key, done("tu1", "sleep 600 &"))
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
     assert session is not None
     assert session.statuses == ["processing", "suspended"]
     [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
     assert stream.state == "stopped"
     assert stream.tasks()["tu1"]["status"] == "complete"
+
+    # the step is retried by another process (its commit was lost): nothing is set again
+    await park(reporter_over(slack_client, outbox), thread, parked, key, done("tu1", "sleep"))
+    # and its progress, shown after the commit, adds nothing (it was shown parked)
+    await show(reporter, thread, parked, done("tu1", "sleep 600 &"))
+    assert session.statuses == ["processing", "suspended"]
+    assert len(slack_api.calls_to("chat.startStream")) == 1
+    assert len(slack_api.calls_to("chat.stopStream")) == 1
+    assert len(slack_api.calls_to("agents.sessions.setStatus")) == 1  # processing, at start
+    assert (await outbox.get_post(key)) is not None
+
+
+async def test_a_step_that_parks_a_turn_without_a_stream_shows_its_chunks_closed(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    key = f"{thread.session_id}:park:token-2"
+    await park(reporter, thread, checkpoint(thread, waits=True), key, done("tu1", "uptime"))
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.title == "checkout is returning 500s since the 14:02 deploy"
+    assert session.statuses == ["processing", "suspended"]
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert stream.state == "stopped"
+    assert stream.tasks()["tu1"]["status"] == "complete"
+
+
+async def answer_parked(reporter: ThreadReporter, thread: Thread, text: str) -> str:
+    """The answer of a session that then waits for its wake-up (as the post step sends it)."""
+    wakeup = ScheduledWakeup(time.time() + 600, "rollout", "Check the rollout again.")
+    return await reporter.post_answer(
+        key=f"{thread.session_id}:answer:2",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        markdown=text,
+        checkpoint=replace(checkpoint(thread), answer=text, wakeup=wakeup),
+    )
+
+
+async def test_an_answer_after_which_the_session_waits_on_leaves_it_suspended(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "kubectl rollout status"))
+    # the model scheduled a wake-up (or left a background command running) and answered
+    posted = await answer_parked(reporter, thread, "Rolling out; I will check at 14:30.")
+    again = await answer_parked(reporter_over(slack_client, outbox), thread, "Rolling out.")
+
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert posted == again == stream.ts
+    assert "I will check at 14:30." in str(stream.blocks)
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["processing", "suspended"]
+
+
+async def test_an_answer_posted_as_a_message_sets_the_parked_status_once(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    # a turn with no tool call has no stream: the answer is a message, then the status
+    await answer_parked(reporter_over(slack_client, outbox), thread, "I will check at 14:30.")
+    # the post step is retried by another process (its commit was lost)
+    await answer_parked(reporter_over(slack_client, outbox), thread, "I will check at 14:30.")
+
+    assert len(slack_api.calls_to("chat.postMessage")) == 1
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses == ["suspended"]
+    assert session.title == "checkout is returning 500s since the 14:02 deploy"
+    assert session.initiator_user_id == "U0FAKEALICE"
+
+
+async def test_an_answer_without_a_stream_or_anything_pending_leaves_the_session_listening(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    reporter = reporter_over(slack_client, outbox)
+    await reporter.post_answer(
+        key=f"{thread.session_id}:answer:2",
+        session_id=thread.session_id,
+        channel_id=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        markdown="Nothing is wrong.",
+        checkpoint=replace(checkpoint(thread), answer="Nothing is wrong."),
+    )
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert (session.statuses, session.title) == (
+        ["active"],
+        "checkout is returning 500s since the 14:02 deploy",
+    )
 
 
 async def test_a_process_that_died_mid_stream_leaves_one_stream_the_next_completes(
@@ -380,3 +492,75 @@ async def test_an_approval_request_shown_late_does_not_reopen_the_suspended_sess
     assert session is not None
     assert session.statuses == ["processing", "suspended"]
     assert len(slack_api.calls_to("chat.startStream")) == 1
+
+
+class StartWatched(Outbox):
+    """The outbox, telling when a reader found ``key`` recorded without its ts twice (the
+    surface read the segment: its intent, then its ts)."""
+
+    def __init__(self, database: Database, key: str) -> None:
+        super().__init__(database)
+        self.key, self.misses, self.seen_starting = key, 0, asyncio.Event()
+
+    async def get_post(self, key: str) -> OutboxItem | None:
+        item = await super().get_post(key)
+        if key == self.key and item is not None and not item.ts:
+            self.misses += 1
+            if self.misses >= 2:
+                self.seen_starting.set()
+        return item
+
+
+async def test_an_answer_ends_the_stream_another_process_is_still_starting(
+    slack_api: FakeSlackApi,
+    slack_client: AsyncWebClient,
+    outbox: Outbox,
+    thread: Thread,
+    database: Database,
+) -> None:
+    # a worker's writer has recorded the turn's stream and its chat.startStream is in flight
+    starter = SlackPoster(slack_client, outbox)
+    key = stream_key(thread.session_id, 1, 0)
+    assert await starter.claim_intent(thread, key, kind="stream")
+    # while another worker posts the answer, and finds the stream without its ts
+    watched = StartWatched(database, key)
+    answering = asyncio.create_task(answer(reporter_over(slack_client, watched), thread, "Done."))
+    await watched.seen_starting.wait()
+    started = await slack_client.chat_startStream(
+        channel=thread.channel_id,
+        thread_ts=thread.thread_ts,
+        recipient_user_id="U0FAKEALICE",
+        recipient_team_id=TEAM_ID,
+        chunks=[{"type": "task_update", "id": "tu1", "title": "uptime", "status": "complete"}],
+    )
+    await starter.record_done(key, str(started["ts"]))
+    posted = await answering
+
+    # the answer ended that stream: none is left streaming beside the answer
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert posted == stream.ts
+    assert stream.state == "stopped"
+    assert "Done." in str(stream.blocks)
+    assert slack_api.calls_to("chat.postMessage") == []
+
+
+async def test_an_answer_takes_a_stream_whose_starter_died_as_never_opened(
+    slack_api: FakeSlackApi,
+    slack_client: AsyncWebClient,
+    outbox: Outbox,
+    thread: Thread,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent_surface, "STARTING_WAIT_S", 0.3)
+    # a worker recorded the turn's stream and died before Slack answered its start
+    key = stream_key(thread.session_id, 1, 0)
+    assert await SlackPoster(slack_client, outbox).claim_intent(thread, key, kind="stream")
+
+    await answer(reporter_over(slack_client, outbox), thread, "Done.")
+
+    [message] = slack_api.calls_to("chat.postMessage")
+    assert "Done." in str(message.args["blocks"])
+    assert await outbox.get_post(f"{key}/stop") is not None
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "active"

@@ -25,7 +25,7 @@ STOP_EVENT = "event_agent_session_stopped.json"
 
 @pytest.fixture
 async def edge(tmp_path: Path) -> AsyncIterator[SlackEdge]:
-    async with running_edge(tmp_path, agent_surface=True) as running:
+    async with running_edge(tmp_path) as running:
         yield running
 
 
