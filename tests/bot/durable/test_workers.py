@@ -305,9 +305,9 @@ async def test_stop_kills_the_running_command_and_destroys_the_sandbox(
     session_id = f"stop-{uuid.uuid4().hex[:6]}"
     plan = [Reply.tool("Bash", {"command": "sleep 30; echo ran >> effects.log"}), Reply.text("x")]
     await probe.start(session_id, plan)
-    intent = await probe.wait_event(session_id, "tool_intent")
+    # the command runs in its sandbox (its intent is committed before the sandbox starts it)
+    tool_use_id = await probe.wait_running_command(session_id)
     owner = await _owner(probe, cluster.pool, session_id)
-    tool_use_id = json.loads(intent.payload_json)["tool_use_id"]
     # When someone writes `stop` while the command runs
     cancelled = await probe.sessions.cancel(session_id, actor="U0FAKEBOB")
     assert cancelled is not None
