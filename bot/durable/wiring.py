@@ -95,6 +95,7 @@ from sandbox_client import (
     SandboxHandle,
     SandboxManager,
     SandboxProvider,
+    SandboxUnavailable,
     SetupStep,
 )
 
@@ -399,14 +400,26 @@ async def _kill_when_started(
     client: SandboxClient, name: str, appear_timeout_s: float
 ) -> str | None:
     """Kill process ``name``; the intent is committed just before the process starts, so
-    a stop that lands in between waits up to ``appear_timeout_s`` for it to appear."""
+    a stop that lands in between waits up to ``appear_timeout_s`` for it to appear. A
+    sandbox that does not answer yet (its jail still starting: no socket) is tried again
+    within the same window.
+
+    Raises:
+        SandboxUnavailable: the sandbox never answered within the window.
+    """
     poll_s = 0.05
+    unreachable: SandboxUnavailable | None = None
     for _ in range(max(1, int(appear_timeout_s / poll_s))):
         try:
             await client.kill(name)
             return name
         except ProcessNotFound:
-            await asyncio.sleep(poll_s)
+            unreachable = None
+        except SandboxUnavailable as error:
+            unreachable = error
+        await asyncio.sleep(poll_s)  # the worker starts the process: look again
+    if unreachable is not None:
+        raise unreachable
     return None
 
 

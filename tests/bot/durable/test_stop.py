@@ -15,7 +15,7 @@ import pytest
 from bot.durable.wiring import kill_in_flight
 from harness import Checkpoint, Message, Requester, ToolUseBlock
 from memory_store import Cancelled, SessionStatus
-from sandbox_client import LocalProvider, SandboxClient, SandboxHandle
+from sandbox_client import LocalProvider, SandboxClient, SandboxHandle, SandboxUnavailable
 from tests.sandbox_client.conftest import local_config
 
 pytestmark = pytest.mark.bwrap
@@ -73,6 +73,47 @@ async def test_stop_kills_a_bash_command_that_starts_after_the_stop(
     async with provider.connect(handle) as client:
         running = asyncio.create_task(client.exec(CALL, "sleep 30", timeout_s=60))
         # Then the stop still kills it, well before the command would have ended
+        assert await asyncio.wait_for(stopping, 10) == CALL
+        record = await asyncio.wait_for(running, 10)
+    assert record.exit_code != 0
+
+
+class NotYetReachable:
+    """The provider, with a client whose first kills find no sandbox server (its jail is
+    still starting, as a sandbox provisioned for the step answers only once it runs)."""
+
+    def __init__(self, inner: LocalProvider, refusals: int) -> None:
+        self.inner = inner
+        self.refusals = refusals
+        self.refused = asyncio.Event()
+
+    def connect(self, handle: SandboxHandle) -> SandboxClient:
+        client = self.inner.connect(handle)
+        kill = client.kill
+
+        async def kill_when_reachable(name: str) -> None:
+            if self.refusals > 0:
+                self.refusals -= 1
+                self.refused.set()
+                raise SandboxUnavailable(handle.sandbox_id, "ConnectError: no socket yet")
+            await kill(name)
+
+        client.kill = kill_when_reachable  # type: ignore[method-assign]
+        return client
+
+
+async def test_stop_kills_a_command_whose_sandbox_was_not_reachable_yet(
+    sandbox: tuple[LocalProvider, SandboxHandle],
+) -> None:
+    provider, handle = sandbox
+    starting = NotYetReachable(provider, refusals=3)
+    # Given a stop that arrives while the step's sandbox does not answer yet
+    stopping = asyncio.create_task(kill_in_flight(starting, _cancelled(handle)))  # type: ignore[arg-type]
+    await asyncio.wait_for(starting.refused.wait(), 10)
+    # When the sandbox answers and the command starts
+    async with provider.connect(handle) as client:
+        running = asyncio.create_task(client.exec(CALL, "sleep 30", timeout_s=60))
+        # Then the stop still kills it
         assert await asyncio.wait_for(stopping, 10) == CALL
         record = await asyncio.wait_for(running, 10)
     assert record.exit_code != 0
