@@ -10,9 +10,12 @@ needs bubblewrap). Prints one JSON line:
   ``resume_to_first_call_p50_ms`` when a first data-plane call (``get_process``)
   has answered instead of the exec (in alternate rounds, so neither warms the other).
 * ``provision_p50_ms``/``_p99_ms``: ``LocalProvider.provision`` until the jailed server
-  answers (bwrap + the server's Python start-up; goal p50 ≤ 50 ms).
-* ``exec_true_p50_ms``: ``SandboxClient.exec("true")`` on a ready sandbox (name lookup,
-  streamed start, ``bash -c true``, result).
+  answers (bwrap + the server's Python start-up; goal p50 ≤ 50 ms), with no warm pool.
+* ``pooled_provision_p50_ms``/``_p99_ms``: ``provision`` answered from a started warm pool
+  of ``POOL_SIZE`` (``LocalConfig.warm_pool``), each run once the pool has refilled (goal p50
+  ≤ 5 ms); ``pooled_hits`` how many runs it answered (all, or the figure is not the pool's).
+* ``exec_true_p50_ms``: ``SandboxClient.exec("true")`` on a ready sandbox (one get-or-start
+  request: the streamed start, ``bash -c true`` through the server's spare process, result).
 * ``subprocess_true_p50_ms`` / ``subprocess_bash_true_p50_ms``: ``true`` and
   ``bash -c true`` run by ``asyncio.create_subprocess_exec`` + wait in this process,
   the floors; ``exec_over_subprocess`` and ``exec_over_bash`` are the ratios.
@@ -24,7 +27,8 @@ local sandboxes, short settings: suspend after 0.3 s idle, destroy after 2 s):
   as after an answer) while the worker runs; ``procs_per_jail`` the mean.
 * ``jail_procs_left_after_stop``: of those, still alive ``AFTER_STOP_S`` after the
   worker's runtime stopped (``Runtime.close``, what ``serve``'s in-process worker and
-  ``warroom worker`` run when they stop).
+  ``warroom worker`` run when they stop); ``pool_jails_left_after_stop`` the same for the
+  jails its warm pool (the default ``WARROOM_SANDBOX_WARM_POOL``) held at the stop.
 * ``jail_procs_left_after_reap``: processes of idle sandboxes still alive after the
   worker swept for the destroy time plus a margin; ``busy_jail_kept`` is whether a
   sandbox running a command all that time was spared (it must be).
@@ -52,7 +56,9 @@ from sandbox_client import LocalConfig, LocalProvider, SandboxClient, SandboxHan
 GOALS = {
     "resume_p50_ms": ("<=", 3.0),
     "provision_p50_ms": ("<=", 50.0),
+    "pooled_provision_p50_ms": ("<=", 5.0),
     "jail_procs_left_after_stop": ("==", 0),
+    "pool_jails_left_after_stop": ("==", 0),
     "jail_procs_left_after_reap": ("==", 0),
     "busy_jail_kept": ("==", 1),
 }
@@ -83,6 +89,32 @@ async def _provisions(provider: LocalProvider, runs: int) -> list[float]:
         assert handle is not None
         await provider.destroy(handle)
     return samples
+
+
+POOL_SIZE = 2
+
+
+async def _pooled_provisions(state_dir: Path, runs: int) -> tuple[list[float], int]:
+    """Provisions answered from a warm pool, each once it has refilled; and how many hits."""
+    provider = LocalProvider(LocalConfig(state_dir=state_dir, warm_pool=POOL_SIZE))
+    events: list[str] = []
+    provider.pool.start(events.append)
+    samples = []
+    try:
+        for run in range(runs):
+            await provider.pool.filled()
+            handle: SandboxHandle | None = None
+
+            async def provision(run: int = run) -> None:
+                nonlocal handle
+                handle = await provider.provision(f"bench-w{run}")
+
+            samples.append(await _timed(provision))
+            assert handle is not None
+            await provider.destroy(handle)
+    finally:
+        await provider.aclose()
+    return samples, events.count("pool_hit")
 
 
 async def _resumes(
@@ -144,6 +176,17 @@ def _jail_procs(handles: list[SandboxHandle]) -> int:
     return total
 
 
+def _pooled_handles(state_dir: Path) -> list[SandboxHandle]:
+    """The handles recorded for warm pool jails under ``state_dir``."""
+    handles = []
+    for path in state_dir.glob("pool-*/handle.json"):
+        try:
+            handles.append(SandboxHandle.from_json(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return handles
+
+
 def _stat(pid: str) -> list[str] | None:
     if not pid.isdigit():
         return None
@@ -198,9 +241,13 @@ async def leaks(after_stop_s: float) -> dict[str, object]:
         handles = await _sandboxes(runtime, LEAK_SESSIONS)
         everything += handles
         running = _jail_procs(handles)
+        pool = runtime.manager.provider.inner.pool  # type: ignore[attr-defined]
+        await pool.filled()
+        pooled = _pooled_handles(data_dir / "sbx")
         await runtime.close()  # type: ignore[attr-defined]
         await asyncio.sleep(after_stop_s)  # the issue's window: processes left 60 s after stop
         left_after_stop = _jail_procs(handles)
+        pool_left = _jail_procs(pooled) + len(_pooled_handles(data_dir / "sbx"))
 
         runtime = await _runtime(data_dir)
         idle = await _sandboxes(runtime, LEAK_SESSIONS)
@@ -235,6 +282,8 @@ async def leaks(after_stop_s: float) -> dict[str, object]:
         "procs_per_jail": round(running / LEAK_SESSIONS, 1),
         "after_stop_s": after_stop_s,
         "jail_procs_left_after_stop": left_after_stop,
+        "pool_jails_at_stop": len(pooled),
+        "pool_jails_left_after_stop": pool_left,
         "idle_destroy_s": IDLE_DESTROY_S,
         "jail_procs_left_after_reap": left_after_reap,
         "busy_jail_kept": busy_kept,
@@ -253,6 +302,7 @@ async def main(runs: int) -> dict[str, object]:
             execs = [await _exec_true(client, f"true-{n}") for n in range(runs)]
             resumes = await _resumes(provider, handle, client, runs)
         await provider.destroy(handle)
+        pooled, hits = await _pooled_provisions(state_dir / "pool", runs)
         subprocesses = [await _timed(_subprocess_true) for _ in range(runs)]
         bashes = [await _timed(_subprocess_bash_true) for _ in range(runs)]
     finally:
@@ -268,6 +318,9 @@ async def main(runs: int) -> dict[str, object]:
         "freezer": provider.freezer.kind,
         "provision_p50_ms": _percentile(provisions, 0.5),
         "provision_p99_ms": _percentile(provisions, 0.99),
+        "pooled_provision_p50_ms": _percentile(pooled, 0.5),
+        "pooled_provision_p99_ms": _percentile(pooled, 0.99),
+        "pooled_hits": hits,
         "exec_true_p50_ms": exec_p50,
         "subprocess_true_p50_ms": subprocess_p50,
         "subprocess_bash_true_p50_ms": bash_p50,

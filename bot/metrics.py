@@ -14,8 +14,10 @@ The metrics (``prometheus_client``):
 - ``warroom_tool_calls_total{tool,outcome}``: ``ok``, ``error`` (``is_error``) or
   ``unknown`` (lost in a crash);
 - ``warroom_sandbox_events_total{event}``: ``provision``, ``resume``, ``suspend``
-  (counted by ``CountingProvider``; a replacement provisions too) and ``replace``
-  (from the step's ``sandbox_replaced`` notice);
+  (counted by ``CountingProvider``; a replacement provisions too), ``replace``
+  (from the step's ``sandbox_replaced`` notice), and the local warm pool's ``pooled`` (a
+  jail started ahead for it) and ``pool_hit`` (a provision it answered with such a jail):
+  jails started = ``provision`` − ``pool_hit`` + ``pooled``;
 - ``warroom_slack_api_errors_total{method,error}``: failed Slack Web API calls.
 
 One process (``warroom serve``) serves its registry with ``start_metrics_server``.
@@ -151,7 +153,8 @@ class Metrics:
         self.model_cost.labels(call.model).inc(float(usd(call.cost_nanousd)))
 
     def count_sandbox(self, event: str) -> None:
-        """One sandbox ``provision``, ``resume``, ``suspend`` or ``replace``."""
+        """One sandbox ``provision``, ``resume``, ``suspend``, ``replace``, ``pooled`` or
+        ``pool_hit``."""
         self.sandbox_events.labels(event).inc()
 
     def count_egress(self, outcome: str, rule: str) -> None:

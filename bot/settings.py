@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     sandbox_idle_destroy_s: float = Field(
         default=900.0, gt=0, validation_alias="WARROOM_SANDBOX_IDLE_DESTROY_S"
     )
+    # fresh local jails each worker process keeps ready for new sessions (0: none)
+    sandbox_warm_pool: int = Field(
+        default=2, ge=0, le=32, validation_alias="WARROOM_SANDBOX_WARM_POOL"
+    )
     workspace_seed: DirectoryPath | None = Field(
         default=None, validation_alias="WARROOM_WORKSPACE_SEED"
     )

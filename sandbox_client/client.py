@@ -20,7 +20,7 @@ from sandbox_client.errors import (
     ProcessNotFound,
     ProtocolError,
 )
-from sandbox_client.execution import Execution, OutputCallback
+from sandbox_client.execution import Execution, OutputCallback, process_path
 from sandbox_client.records import DirEntry, ProcessRecord
 from sandbox_client.transport import ClientOptions, Transport
 from sandbox_client.wire import ShapeError, error_message, is_listing, parse_listing, parse_process
@@ -227,7 +227,7 @@ class SandboxClient:
     async def get_process(self, name: str) -> ProcessRecord | None:
         """The record of process ``name`` (by name, or pid), or None when unknown."""
         with self._busy():
-            response = await self._http.request("GET", _process_path(name), idempotent=True)
+            response = await self._http.request("GET", process_path(name), idempotent=True)
             if response.status_code == 404:
                 return None
             return self._record(self._json(response))
@@ -259,7 +259,7 @@ class SandboxClient:
 
     async def _signal(self, name: str, suffix: str) -> None:
         with self._busy():
-            path = _process_path(name) + suffix
+            path = process_path(name) + suffix
             response = await self._http.request("DELETE", path, idempotent=True)
             if response.status_code == 404:
                 raise ProcessNotFound(self.sandbox_id, name)
@@ -384,10 +384,6 @@ class SandboxClient:
             return parse_process(data, max_chars=self.options.max_output_chars)
         except ShapeError as exc:
             raise ProtocolError(self.sandbox_id, str(exc)) from exc
-
-
-def _process_path(name: str) -> str:
-    return "/process/" + quote(name, safe="")
 
 
 def _fs_path(path: str) -> str:

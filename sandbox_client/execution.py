@@ -9,10 +9,12 @@ passes (Blaxel's ``timeout`` only ends a wait); a stream silent for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
+from urllib.parse import quote
 
 import httpx
 
@@ -30,6 +32,20 @@ from sandbox_client.transport import Transport
 from sandbox_client.wire import ShapeError, error_message, parse_process
 
 OutputCallback = Callable[[OutputChunk], None]
+
+
+class _NoGetOrStart(Exception):
+    """The server answered ``PUT /process/{name}`` with 404: it predates get-or-start."""
+
+
+def process_path(name: str) -> str:
+    """The path of process ``name`` (``/process/`` and the name, percent-encoded)."""
+    return "/process/" + quote(name, safe="")
+
+
+STREAM_END_WAIT_S = 1.0
+"""After the ``result`` event, how long the rest of the reply (its end) is read, so that its
+connection is kept for the next call instead of being closed half-read."""
 
 
 class Execution:
@@ -76,19 +92,28 @@ class Execution:
             "timeout": max(1, math.ceil(self._deadline - asyncio.get_running_loop().time())),
         }
         failure: SandboxUnavailable | None = None
-        for _ in range(self._options.max_attempts):
-            existing = await self._lookup(self._name)
-            if existing is not None:
-                return existing if existing.finished else await self.follow()
+        by_name = self._http.get_or_start  # one request: the server starts only a new name
+        attempts = 0
+        while attempts < self._options.max_attempts:
+            attempts += 1
+            if not by_name:
+                existing = await self._lookup(self._name)
+                if existing is not None:
+                    return existing if existing.finished else await self.follow()
             try:
-                record = await self._stream(payload, on_output)
+                record = await self._stream(payload, on_output, by_name=by_name)
+            except _NoGetOrStart:
+                self._http.get_or_start = by_name = False  # an older server: look up, start
+                attempts -= 1
+                continue
             except NameInUse:
-                continue  # started by someone else meanwhile: the lookup will find it
+                by_name = False  # being started by another call this instant: look it up
+                continue
             except SandboxTimeout:
                 raise  # it may have started; a later call with the same name will know
             except SandboxUnavailable as exc:
-                failure = exc  # the connection failed: look the name up, then try again
-                continue
+                failure = exc  # the connection failed: look the name up (or resend the
+                continue  # get-or-start as it is), then try again
             if record is not None and (record.finished or record.timed_out):
                 return record
             return await self.follow()
@@ -97,16 +122,24 @@ class Execution:
         return await self.follow()
 
     async def _stream(
-        self, payload: dict[str, object], on_output: OutputCallback | None
+        self, payload: dict[str, object], on_output: OutputCallback | None, *, by_name: bool
     ) -> ProcessRecord | None:
-        """POST and read the event stream: the record, or None when the stream died."""
+        """Start (``POST /process``) or get-or-start (``PUT /process/{name}``) and read the
+        event stream: the record, or None when the stream died.
+
+        Raises:
+            _NoGetOrStart: the server has no ``PUT /process/{name}`` (404).
+        """
         timeout = self._http.timeout(self._options.stream_idle_timeout_s)
         headers = {"Accept": "text/event-stream"}
+        method, path = ("PUT", process_path(self._name)) if by_name else ("POST", "/process")
         try:
             async with asyncio.timeout_at(self._deadline):
                 async with self._http.stream(
-                    "POST", "/process", json=payload, headers=headers, timeouts=timeout
+                    method, path, json=payload, headers=headers, timeouts=timeout
                 ) as response:
+                    if by_name and response.status_code == 404:
+                        raise _NoGetOrStart
                     return await self._consume(response, on_output)
         except TimeoutError:
             return await self.expire()
@@ -125,7 +158,9 @@ class Execution:
             if event.type in ("stdout", "stderr") and on_output is not None:
                 self._emit(on_output, OutputChunk(event.type, event.data))
             elif event.type == "result":
-                return self._parse(json.loads(event.data))
+                record = self._parse(json.loads(event.data))
+                await _read_to_end(events)
+                return record
             elif event.type == "error":
                 raise RequestRejected(self._http.sandbox_id, 422, event.data)
         return None
@@ -188,3 +223,12 @@ class Execution:
             if record.finished or loop.time() >= give_up:
                 return replace(record, timed_out=True)
             await asyncio.sleep(interval_s)
+
+
+async def _read_to_end(events: AsyncIterator[object]) -> None:
+    """Read what is left of a reply (nothing but its end, from a well-behaved server), for
+    at most ``STREAM_END_WAIT_S``: a connection read to its end is kept for the next call."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(STREAM_END_WAIT_S):
+            async for _ in events:
+                pass

@@ -44,6 +44,10 @@ class ClientOptions:
         max_event_bytes: the longest NDJSON event line read from a stream.
         keepalive_connections: keep idle connections open (local sockets: yes; Blaxel:
             no, so a sandbox can go to standby).
+        get_or_start: ``exec`` sends one ``PUT /process/{name}``, which the server answers
+            with the known process of that name or else starts it (the local server's own
+            call), instead of a lookup and then a ``POST /process``; a server without it
+            (404) is asked the other way from then on.
     """
 
     request_timeout_s: float = 10.0
@@ -58,6 +62,7 @@ class ClientOptions:
     max_output_chars: int = 1024 * 1024
     max_event_bytes: int = 32 * 1024 * 1024
     keepalive_connections: bool = True
+    get_or_start: bool = False
 
 
 class Transport:
@@ -74,6 +79,7 @@ class Transport:
     ) -> None:
         self.sandbox_id = sandbox_id
         self.options = options
+        self.get_or_start = options.get_or_start  # False once the server lacked it
         keepalive = None if options.keepalive_connections else 0
         self._client = httpx.AsyncClient(
             base_url=base_url,

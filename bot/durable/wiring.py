@@ -140,6 +140,7 @@ def make_provider(settings: Settings, *, makes_jails: bool = True) -> SandboxPro
             network=settings.sandbox_network,
             egress=jail_egress(settings) if makes_jails else None,
             limits=jail_limits(settings),
+            warm_pool=settings.sandbox_warm_pool if makes_jails else 0,
         )
     )
 
@@ -577,6 +578,7 @@ class Runtime:
         files, sessions, outbox = FileStore(db), SessionStore(db), Outbox(db)
         tasks = BackgroundTasks(db)
         provider = await asyncio.to_thread(make_provider, settings)
+        undo.push_async_callback(_quietly, provider.aclose)  # the warm pool's jails
         manager = make_sandbox_manager(settings, db, CountingProvider(provider))
         undo.push_async_callback(_quietly, manager.aclose)
         egress = await WorkerEgress.open(settings, db, default_metrics())
@@ -705,6 +707,8 @@ class Runtime:
             hosts=runtime.hosts if routes_by_host(settings) else None,
             host_dead_after_s=settings.host_dead_after_s,
         )
+        if isinstance(provider, LocalProvider):  # fresh jails kept ready for new sessions
+            provider.pool.start(default_metrics().count_sandbox)
         return runtime
 
     async def cancel_running(self, cancelled: Cancelled) -> None:
@@ -815,13 +819,15 @@ class Runtime:
             await self.watcher.watch_forever()
 
     async def close(self) -> None:
-        """Destroy the sandboxes this process used (none is left behind by a stopped
-        worker), stop the gateway and the MCP servers, release HTTP clients and the
-        database pool."""
+        """Destroy the sandboxes this process used and its warm pool's jails (none is left
+        behind by a stopped worker), stop the gateway and the MCP servers, release HTTP
+        clients and the database pool."""
         if self.keeping is not None:
             await self.keeping.shutdown()
         with contextlib.suppress(Exception):
             await self.manager.aclose()
+        with contextlib.suppress(Exception):
+            await self.manager.provider.aclose()  # the warm pool's jails
         if self.mcp is not None:
             with contextlib.suppress(Exception):
                 await self.mcp.aclose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 
@@ -17,6 +16,7 @@ from .http import (
     read_request,
 )
 from .isolation import from_inside
+from .loop import IncompleteReadError, Stream, timeout
 from .process import Process
 from .table import ProcessTable
 
@@ -27,38 +27,34 @@ _PROCESS = "/process/"
 
 
 class App:
-    """Serves SBX/1 (a subset of Blaxel's sandbox API) for one sandbox."""
+    """Serves SBX/1 (a subset of Blaxel's sandbox API) for one sandbox, plus one call of its
+    own: ``PUT /process/{name}``, start-or-follow by name in one request (``_start``)."""
 
     def __init__(self, config: ServerConfig) -> None:
         self._config = config
         self.processes = ProcessTable(config)
         self._files = Filesystem(config.root, config.max_read_bytes)
 
-    async def handle_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def handle_connection(self, stream: Stream) -> None:
         """Serve requests on one connection until the peer closes it; a process of the jail
         itself gets one 403 (``isolation.from_inside``)."""
         try:
-            if from_inside(writer.get_extra_info("socket")):
+            if from_inside(stream.socket):
                 with contextlib.suppress(HttpError):  # read it, so the client gets the reply
-                    await read_request(reader, self._config.max_body_bytes)
+                    await read_request(stream, self._config.max_body_bytes)
                 reply = Reply.error(403, "the sandbox's API is served to the host only")
-                writer.write(encode_reply(reply, keep_alive=False))
-                await writer.drain()
+                stream.write(encode_reply(reply, keep_alive=False))
                 return
-            while await self._serve_one(reader, writer):
+            while await self._serve_one(stream):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, IncompleteReadError):
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            stream.close()  # once what is buffered is sent
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _serve_one(self, writer: Stream) -> bool:
         try:
-            request = await read_request(reader, self._config.max_body_bytes)
+            request = await read_request(writer, self._config.max_body_bytes)
         except HttpError as exc:
             writer.write(encode_reply(Reply.error(exc.status, exc.message), keep_alive=False))
             await writer.drain()
@@ -88,6 +84,8 @@ class App:
                 return Reply.of_json([p.record() for p in self.processes.all()])
             if method == "POST":
                 return await self._start_and_wait(request)
+        if path.startswith(_PROCESS) and method == "PUT":
+            return await self._start_and_wait(request)
         if path.startswith(_PROCESS):
             return await self._process_call(method, path[len(_PROCESS) :])
         raise HttpError(404 if method in ("GET", "POST", "PUT", "DELETE") else 405, "not found")
@@ -114,7 +112,17 @@ class App:
             return Reply.of_json({"message": f"Process {verb} successfully"})
         raise HttpError(404, "not found")
 
-    def _start(self, request: Request) -> Process:
+    async def _start(self, request: Request) -> Process:
+        """``POST /process`` starts the body's command; ``PUT /process/{name}`` starts it only
+        when ``name`` is new, else is the known process of that name (get-or-start, one
+        request where a client would first look the name up)."""
+        if request.method == "PUT":
+            name = request.path[len(_PROCESS) :]
+            if not name:
+                raise HttpError(400, "PUT /process/{name} needs a name")
+            known = self.processes.get(name)
+            if known is not None:
+                return known
         body = request.json()
         if not isinstance(body, dict) or not isinstance(body.get("command"), str):
             raise HttpError(400, "body must be a JSON object with a string 'command'")
@@ -122,23 +130,26 @@ class App:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise HttpError(400, "'env' must map names to strings")
         working_dir = str(body.get("workingDir") or self._config.root)
-        return self.processes.start(str(body.get("name") or ""), body["command"], working_dir, env)
+        if request.method != "PUT":
+            name = str(body.get("name") or "")
+        return await self.processes.start(name, body["command"], working_dir, env)
 
     async def _start_and_wait(self, request: Request) -> Reply:
-        process = self._start(request)
+        process = await self._start(request)
         body = request.json()
         if body.get("waitForCompletion"):
             timeout_s = float(body.get("timeout") or 0) or None
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout_s):
+                async with timeout(timeout_s):
                     await process.done.wait()
         return Reply.of_json(process.record())
 
-    async def _stream_process(self, request: Request, writer: asyncio.StreamWriter) -> bool:
-        """``POST /process`` with ``Accept: text/event-stream``: NDJSON events, then the
-        record as a ``result`` event (Blaxel's streaming format)."""
+    async def _stream_process(self, request: Request, writer: Stream) -> bool:
+        """``POST /process`` (or ``PUT /process/{name}``) with ``Accept: text/event-stream``:
+        NDJSON events, then the record as a ``result`` event (Blaxel's streaming format) in
+        the same write as the reply's end."""
         try:
-            process = self._start(request)
+            process = await self._start(request)
         except HttpError as exc:
             writer.write(encode_reply(Reply.error(exc.status, exc.message), request.keep_alive))
             await writer.drain()
@@ -148,7 +159,7 @@ class App:
         try:
             while True:
                 try:
-                    async with asyncio.timeout(self._config.keepalive_s):
+                    async with timeout(self._config.keepalive_s):
                         event = await subscription.queue.get()
                 except TimeoutError:
                     await stream.send(_event("keepalive", None))
@@ -157,19 +168,17 @@ class App:
                     break
                 await stream.send(_event(event[0], event[1]))
             record = json.dumps(process.record(), ensure_ascii=False, separators=(",", ":"))
-            await stream.send(_event("result", record))
-            await stream.end()
+            await stream.end(_event("result", record))
         finally:
             process.unsubscribe(subscription)
         return request.keep_alive
 
 
 def _wants_stream(request: Request) -> bool:
-    return (
-        request.method == "POST"
-        and request.path in ("/process", "/process/")
-        and "text/event-stream" in request.headers.get("accept", "")
+    starts = (request.method == "POST" and request.path in ("/process", "/process/")) or (
+        request.method == "PUT" and request.path.startswith(_PROCESS)
     )
+    return starts and "text/event-stream" in request.headers.get("accept", "")
 
 
 def _event(kind: str, data: str | None) -> bytes:

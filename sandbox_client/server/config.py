@@ -7,7 +7,10 @@ sandbox start.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # ``typing`` costs import time at every sandbox start
+if TYPE_CHECKING:
+    from typing import Any
 
 _DEFAULTS: dict[str, Any] = {
     "root": "/workspace",

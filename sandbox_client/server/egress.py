@@ -8,45 +8,65 @@ bytes both ways to the socket. It understands nothing of HTTP: the gateway decid
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import signal
+import socket
+import sys
+
+from .loop import Server, Stream, listen, loop, open_unix_connection
 
 CHUNK = 65536
+BACKLOG = 100
+STREAM_LIMIT = 64 * 1024
 
 
-async def start_forwarder(port: int, socket_path: str) -> asyncio.Server:
-    """Listen on ``127.0.0.1:port`` and forward each connection to ``socket_path``."""
+def start_forwarder(port: int, socket_path: str) -> Server:
+    """Listen on ``127.0.0.1:port`` (0: any free port) and forward each connection to
+    ``socket_path``; ``sockets[0]`` is the listening socket, ``close`` stops it.
 
-    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    Raises:
+        OSError: the port cannot be listened on.
+    """
+
+    async def forward(client: Stream) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
+            upstream = await open_unix_connection(socket_path, STREAM_LIMIT)
         except OSError:
-            writer.write(_unavailable())
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
+            client.write(_unavailable())
+            client.close()
             return
-        pipes = {
-            asyncio.ensure_future(_pipe(reader, up_writer)),
-            asyncio.ensure_future(_pipe(up_reader, writer)),
-        }
+        the_loop = loop()
+        ended = the_loop.create_future()
+        pipes = [
+            the_loop.create_task(_pipe(client, upstream)),
+            the_loop.create_task(_pipe(upstream, client)),
+        ]
+        for pipe in pipes:
+            pipe.add_done_callback(lambda _: ended.set_result(None))
         try:
-            _, pending = await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await ended  # one way ended: the exchange is over
         finally:
-            up_writer.close()
-            writer.close()
+            for pipe in pipes:
+                pipe.cancel()
+            upstream.close()
+            client.close()
 
-    return await asyncio.start_server(forward, host="127.0.0.1", port=port)
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(("127.0.0.1", port))
+        return listen(listening, forward, backlog=BACKLOG, limit=STREAM_LIMIT)
+    except BaseException:
+        listening.close()
+        raise
 
 
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
+async def _pipe(src: Stream, dst: Stream) -> None:
+    try:
         while data := await src.read(CHUNK):
             dst.write(data)
             await dst.drain()
+    except OSError:  # a reset connection on either side ends the exchange
+        pass
 
 
 def _unavailable() -> bytes:
@@ -56,3 +76,24 @@ def _unavailable() -> bytes:
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def main(argv: list[str]) -> None:
+    """Run a forwarder alone until SIGTERM: ``python -m sandbox_client.server.egress
+    SOCKET_PATH [PORT]``; prints the port it listens on (tests, a look by hand)."""
+    port = int(argv[1]) if len(argv) > 1 else 0
+    forwarder = start_forwarder(port, argv[0])
+    print(forwarder.sockets[0].getsockname()[1], flush=True)
+    the_loop = loop()
+    stopped = the_loop.create_future()
+    the_loop.add_signal_handler(signal.SIGTERM, lambda: stopped.set_result(None))
+
+    async def until_stopped() -> None:
+        await stopped
+
+    the_loop.run(until_stopped())
+    forwarder.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -2,15 +2,19 @@
 
 Only what the SBX/1 client sends is supported: bodies with ``Content-Length`` (no
 chunked request bodies), keep-alive by default. A full framework would cost tens of
-milliseconds of import time in every sandbox start.
+milliseconds of import time in every sandbox start (so would ``dataclasses``: these are plain
+classes).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import dataclass, field
-from typing import Any
+
+from .loop import IncompleteReadError, LimitOverrunError, Stream
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _REASONS = {
     200: "OK",
@@ -34,16 +38,26 @@ class HttpError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
 class Request:
     """One parsed request. ``path`` is percent-decoded; header names are lower case."""
 
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: bytes = b""
-    keep_alive: bool = True
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query")
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: bytes = b"",
+        keep_alive: bool = True,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive
 
     def json(self) -> Any:
         """The body parsed as JSON (an empty body is ``{}``).
@@ -59,14 +73,22 @@ class Request:
             raise HttpError(400, f"invalid JSON body: {exc}") from exc
 
 
-@dataclass
 class Reply:
     """A complete (non-streaming) response."""
 
-    status: int = 200
-    body: bytes = b""
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("body", "content_type", "headers", "status")
+
+    def __init__(
+        self,
+        status: int = 200,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = headers or {}
 
     @classmethod
     def of_json(cls, value: object, status: int = 200) -> Reply:
@@ -80,7 +102,7 @@ class Reply:
         return cls.of_json({"error": message}, status)
 
 
-async def read_request(reader: asyncio.StreamReader, max_body_bytes: int) -> Request | None:
+async def read_request(reader: Stream, max_body_bytes: int) -> Request | None:
     """Read one request; None when the peer closed the connection between requests.
 
     Raises:
@@ -88,11 +110,11 @@ async def read_request(reader: asyncio.StreamReader, max_body_bytes: int) -> Req
     """
     try:
         head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
+    except IncompleteReadError as exc:
         if not exc.partial:
             return None
         raise HttpError(400, "incomplete request head") from exc
-    except asyncio.LimitOverrunError as exc:
+    except LimitOverrunError as exc:
         raise HttpError(431, "request head too large") from exc
     method, target, version, headers = _parse_head(head)
     body = await _read_body(reader, headers, max_body_bytes)
@@ -117,9 +139,7 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
     return parts[0], parts[1], parts[2], headers
 
 
-async def _read_body(
-    reader: asyncio.StreamReader, headers: dict[str, str], max_body_bytes: int
-) -> bytes:
+async def _read_body(reader: Stream, headers: dict[str, str], max_body_bytes: int) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         raise HttpError(411, "chunked request bodies are not supported; send Content-Length")
     try:
@@ -132,7 +152,7 @@ async def _read_body(
         raise HttpError(413, f"request body of {length} bytes is over {max_body_bytes} bytes")
     try:
         return await reader.readexactly(length) if length else b""
-    except asyncio.IncompleteReadError as exc:
+    except IncompleteReadError as exc:
         raise HttpError(400, "incomplete request body") from exc
 
 
@@ -187,7 +207,7 @@ def _status_and_headers(status: int, headers: dict[str, str]) -> bytes:
 class ChunkedWriter:
     """A streaming 200 reply in chunked transfer encoding (one chunk per ``send``)."""
 
-    def __init__(self, writer: asyncio.StreamWriter, content_type: str) -> None:
+    def __init__(self, writer: Stream, content_type: str) -> None:
         self._writer = writer
         headers = {
             "Content-Type": content_type,
@@ -207,7 +227,8 @@ class ChunkedWriter:
             self._writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await self._writer.drain()
 
-    async def end(self) -> None:
-        """Send the terminating empty chunk."""
-        self._writer.write(b"0\r\n\r\n")
+    async def end(self, data: bytes = b"") -> None:
+        """Send ``data`` as a last chunk and the terminating empty chunk, in one write."""
+        last = b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+        self._writer.write(last + b"0\r\n\r\n")
         await self._writer.drain()

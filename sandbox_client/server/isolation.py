@@ -27,9 +27,12 @@ import os
 import resource
 import socket
 import struct
-from typing import Any
 
-from .xattrs import deny_setxattr
+from .xattrs import compiled, deny_setxattr
+
+TYPE_CHECKING = False  # ``typing`` costs import time at every sandbox start
+if TYPE_CHECKING:
+    from typing import Any
 
 SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture (Linux ≥ 5.13)
 SYS_LANDLOCK_RESTRICT_SELF = 446
@@ -60,11 +63,13 @@ def landlock_abi() -> int:
 
 class Isolation:
     """What a command's process runs between ``fork`` and ``exec`` (``enter``) to get its own
-    Landlock domain. ``open`` prepares the ruleset once; each ``enter`` makes a new domain."""
+    Landlock domain. ``open`` prepares the ruleset (and the seccomp filter) once; each
+    ``enter`` makes a new domain."""
 
     def __init__(self, ruleset_fd: int | None) -> None:
         self._fd = ruleset_fd
         self._libc = _libc()
+        self._filter = compiled()
 
     @classmethod
     def open(cls) -> Isolation:
@@ -91,8 +96,8 @@ class Isolation:
         return self._fd is not None
 
     def enter(self) -> None:
-        """Give the calling process no core dumps and, with Landlock, a new domain. Meant as
-        ``subprocess.Popen``'s ``preexec_fn`` (the child, after ``fork``, before ``exec``).
+        """Give the calling process no core dumps and, with Landlock, a new domain. Meant for
+        the child after ``fork``, before ``exec`` (``child.Spawner``'s ``prepare``).
 
         Raises:
             OSError: the kernel refused (the command must then not run).
@@ -100,7 +105,7 @@ class Isolation:
         import ctypes  # already loaded by ``open``: this only binds the name
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        deny_setxattr(self._libc)  # a tmpfs's size does not bound extended attributes
+        deny_setxattr(self._libc, self._filter)  # a tmpfs's size does not bound xattrs
         if self._fd is None:
             return
         if self._libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -3,7 +3,6 @@ as ``listen_fd``, or ``socket_path``), say ready, serve until SIGTERM."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import resource
@@ -14,6 +13,7 @@ import sys
 from .app import App
 from .config import ServerConfig
 from .egress import start_forwarder
+from .loop import Event, listen, loop
 
 SOCKET_BACKLOG = 64
 STREAM_LIMIT_BYTES = 64 * 1024
@@ -25,31 +25,28 @@ async def serve(config: ServerConfig) -> None:
     if config.listen_fd >= 0:
         listening = socket.socket(fileno=config.listen_fd)
         listening.set_inheritable(False)  # the commands must not hold the server's socket
-        server = await asyncio.start_unix_server(
-            app.handle_connection, sock=listening, backlog=SOCKET_BACKLOG, limit=STREAM_LIMIT_BYTES
-        )
     else:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(config.socket_path)
-        server = await asyncio.start_unix_server(
-            app.handle_connection,
-            path=config.socket_path,
-            backlog=SOCKET_BACKLOG,
-            limit=STREAM_LIMIT_BYTES,
-        )
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(config.socket_path)
+    server = listen(
+        listening, app.handle_connection, backlog=SOCKET_BACKLOG, limit=STREAM_LIMIT_BYTES
+    )
     forwarder = None
     if config.egress_port:
-        forwarder = await start_forwarder(config.egress_port, config.egress_socket)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+        forwarder = start_forwarder(config.egress_port, config.egress_socket)
+    stop = Event()
+    the_loop = loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        the_loop.add_signal_handler(signum, stop.set)
     _say_ready(config.ready_fd)
-    async with server:
-        await stop.wait()
+    the_loop.call_soon(app.processes.prepare)  # the first command's way, after the start
+    await stop.wait()
+    server.close()
     if forwarder is not None:
         forwarder.close()
-    app.processes.signal_all(signal.SIGKILL)
+    app.processes.close()
 
 
 def _limit_self(config: ServerConfig) -> None:
@@ -78,4 +75,4 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("usage: main CONFIG_JSON")
     config = ServerConfig.from_json(args[0])
     _limit_self(config)
-    asyncio.run(serve(config))
+    loop().run(serve(config))

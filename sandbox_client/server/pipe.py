@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable
+
+from .loop import Event, loop
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CHUNK_BYTES = 64 * 1024
 
@@ -20,8 +24,8 @@ class PipeReader:
     def __init__(self, fd: int, on_data: Callable[[bytes], None]) -> None:
         self._fd = fd
         self._on_data = on_data
-        self._loop = asyncio.get_running_loop()
-        self.eof = asyncio.Event()
+        self._loop = loop()
+        self.eof = Event()
         os.set_blocking(fd, False)
         self._loop.add_reader(fd, self._readable)
 

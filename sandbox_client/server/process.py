@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import contextlib
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Callable
 
 from .capture import HeadTail
-from .child import spawn, wait_exit
+from .child import Child, Spawner, wait_exit
+from .loop import Event, Queue, Task, create_task, sleep, timeout
 from .pipe import PipeReader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _GONE_POLL_S = 0.005
 """How often a kill looks whether its group is gone (the kernel has no wait for a group)."""
 
-Event = tuple[str, str]  # ("stdout" | "stderr", text)
+Output = tuple[str, str]  # ("stdout" | "stderr", text), a subscription's queue item
 
 
 def http_date(seconds: float) -> str:
@@ -35,7 +37,7 @@ class Subscription:
     """
 
     def __init__(self, budget_bytes: int) -> None:
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.queue = Queue()  # of Output, then None
         self._budget = budget_bytes
         self._decoders = {
             name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")
@@ -70,45 +72,31 @@ class Process:
         self.completed_at: float | None = None
         self.status = "running"
         self.exit_code: int | None = None
-        self.done = asyncio.Event()
+        self.done = Event()
         self._max_output_bytes = max_output_bytes
         self._outputs = {"stdout": HeadTail(max_output_bytes), "stderr": HeadTail(max_output_bytes)}
         self._logs = HeadTail(max_output_bytes)
         self._subscribers: list[Subscription] = []
         self._signal_sent: int | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._task: Task | None = None
 
-    def start(
-        self,
-        shell: str,
-        env: dict[str, str],
-        drain_s: float,
-        enter: Callable[[], None] | None = None,
+    async def start(
+        self, spawner: Spawner, shell: str, env: dict[str, str], drain_s: float
     ) -> None:
-        """Spawn the command (``enter`` run in its process before ``exec``: ``child.spawn``)
-        and begin collecting its output.
+        """Start the command (``shell -c command``, through ``spawner``) and begin collecting
+        its output.
 
         Raises:
-            OSError: the shell or the working directory is unusable, or ``enter`` failed.
+            OSError: the shell or the working directory is unusable, or the command could
+                not be isolated.
         """
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        argv = [shell, "-c", self.command]
-        try:
-            child = spawn(argv, self.working_dir, env, out_w, err_w, enter)
-        except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        child = await spawner.spawn([shell, "-c", self.command], self.working_dir, env)
         self.pid = child.pid
         readers = [
-            PipeReader(out_r, self._collector("stdout")),
-            PipeReader(err_r, self._collector("stderr")),
+            PipeReader(child.stdout, self._collector("stdout")),
+            PipeReader(child.stderr, self._collector("stderr")),
         ]
-        self._task = asyncio.create_task(self._finish_after(child, readers, drain_s))
+        self._task = create_task(self._finish_after(child, readers, drain_s))
 
     def _collector(self, stream: str) -> Callable[[bytes], None]:
         def collect(data: bytes) -> None:
@@ -119,12 +107,10 @@ class Process:
 
         return collect
 
-    async def _finish_after(
-        self, child: subprocess.Popen[bytes], readers: list[PipeReader], drain_s: float
-    ) -> None:
-        returncode = await wait_exit(child)
+    async def _finish_after(self, child: Child, readers: list[PipeReader], drain_s: float) -> None:
+        returncode = await wait_exit(child.pid)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_s):
+            async with timeout(drain_s):
                 for reader in readers:
                     await reader.eof.wait()
         for reader in readers:
@@ -180,7 +166,7 @@ class Process:
                 return False
             if time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(_GONE_POLL_S)
+            await sleep(_GONE_POLL_S)
 
     @property
     def retained_bytes(self) -> int:

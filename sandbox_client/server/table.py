@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
+from .child import Spawner
 from .config import ServerConfig
 from .http import HttpError
 from .isolation import Isolation
@@ -20,22 +21,45 @@ class ProcessTable:
     finished name can (the new run replaces the old record). At most
     ``max_processes`` finished records, holding ``max_retained_bytes`` of output, are
     kept. Each command runs in its own Landlock domain (``isolation``), out of reach of the
-    others' processes.
+    others' processes, started by a process forked ahead of time (``child.Spawner``).
     """
 
     def __init__(self, config: ServerConfig, isolation: Isolation | None = None) -> None:
         self._config = config
         self._isolation = isolation
+        self._spawner: Spawner | None = None
         self._by_name: dict[str, Process] = {}
+        self._starting: set[str] = set()  # names whose process is being started
 
     @property
     def isolation(self) -> Isolation:
-        """How commands are kept apart; prepared at the first use, not at start-up."""
+        """How commands are kept apart; prepared at the first use (``prepare``), not before
+        the server says it is ready."""
         if self._isolation is None:
             self._isolation = Isolation.open()
         return self._isolation
 
-    def start(self, name: str, command: str, working_dir: str, env: dict[str, str]) -> Process:
+    @property
+    def spawner(self) -> Spawner:
+        """What starts the commands (each in a domain of its own)."""
+        if self._spawner is None:
+            self._spawner = Spawner(self.isolation.enter)
+        return self._spawner
+
+    def prepare(self) -> None:
+        """Get the first command's way ready: the isolation (``ctypes``, the ruleset) and a
+        spare process. Run once the server is ready, off the way of its start."""
+        self.spawner.refill()
+
+    def close(self) -> None:
+        """Signal every process group and end the spare (server shutdown)."""
+        self.signal_all(signal.SIGKILL)
+        if self._spawner is not None:
+            self._spawner.close()
+
+    async def start(
+        self, name: str, command: str, working_dir: str, env: dict[str, str]
+    ) -> Process:
         """Start ``command`` under ``name`` (a generated name when empty).
 
         Raises:
@@ -45,18 +69,26 @@ class ProcessTable:
         name = name or f"proc-{os.urandom(6).hex()}"
         _check_name(name)
         existing = self._by_name.get(name)
-        if existing is not None and not existing.done.is_set():
+        if name in self._starting or (existing is not None and not existing.done.is_set()):
             raise HttpError(400, f"process with name '{name}' already exists and is running")
         process = Process(name, command, working_dir, self._config.max_output_bytes)
+        self._starting.add(name)
         try:
             environ = {**self._config.env, **env}
-            process.start(self._config.shell, environ, self._config.drain_s, self.isolation.enter)
+            await process.start(self.spawner, self._config.shell, environ, self._config.drain_s)
         except OSError as exc:
             raise HttpError(422, f"cannot start process: {exc.strerror or exc}") from exc
+        finally:
+            self._starting.discard(name)
         self._by_name.pop(name, None)
         self._by_name[name] = process
         self._forget_oldest()
+        self.spawner.refill_soon()
         return process
+
+    def get(self, name: str) -> Process | None:
+        """The process named ``name``, if known (not one still being started)."""
+        return self._by_name.get(name)
 
     def find(self, identifier: str) -> Process:
         """The process named ``identifier``, or else the one with that pid.

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import struct
-from typing import Any
+
+TYPE_CHECKING = False  # ``typing`` costs import time at every sandbox start
+if TYPE_CHECKING:
+    from typing import Any
 
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -45,7 +47,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     >>> filter_program("sparc") is None
     True
     """
-    known = ARCHITECTURES.get(machine or platform.machine())
+    known = ARCHITECTURES.get(machine or os.uname().machine)
     if known is None:
         return None
     arch, numbers = known
@@ -64,31 +66,52 @@ def filter_program(machine: str | None = None) -> bytes | None:
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in code)
 
 
-def deny_setxattr(libc: Any) -> bool:
+def deny_setxattr(libc: Any, program: Any = None) -> bool:
     """Install the filter in the calling process (inherited by its children and across
     ``exec``); False where this architecture or kernel has none. Meant for the child between
-    ``fork`` and ``exec``.
+    ``fork`` and ``exec``. ``program``: ``compiled()``'s result, made ahead (else made here).
 
     Raises:
         OSError: the kernel refused the filter for another reason than lacking seccomp.
     """
     import ctypes
 
-    program = filter_program()
+    if program is None:
+        program = compiled()
     if program is None:
         return False
-    buffer = ctypes.create_string_buffer(program, len(program))
-
-    class _Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = _Program(len(program) // 8, ctypes.addressof(buffer))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(code)}")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program.fprog), 0, 0) != 0:
         code = ctypes.get_errno()
         if code == errno.EINVAL:  # a kernel without seccomp filters
             return False
         raise OSError(code, f"prctl(PR_SET_SECCOMP): {os.strerror(code)}")
     return True
+
+
+class Compiled:
+    """The filter as the kernel takes it (``struct sock_fprog``), with the buffer it points
+    to kept alive."""
+
+    __slots__ = ("buffer", "fprog")
+
+    def __init__(self, buffer: Any, fprog: Any) -> None:
+        self.buffer = buffer
+        self.fprog = fprog
+
+
+def compiled() -> Compiled | None:
+    """``filter_program()`` ready for ``prctl``, or None where there is none."""
+    import ctypes
+
+    program = filter_program()
+    if program is None:
+        return None
+    buffer = ctypes.create_string_buffer(program, len(program))
+
+    class _Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    return Compiled(buffer, _Program(len(program) // 8, ctypes.addressof(buffer)))

@@ -52,6 +52,7 @@ from memory_store import (
     SessionStore,
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
+from sandbox_client.providers.local.pool import unfinished
 from tests import leaks, pg_admin
 from tests.conftest import PG_ADMIN_URL, require_service
 
@@ -533,6 +534,7 @@ def destroy_sandboxes(state_dir: Path) -> None:
     """Destroy every local sandbox under ``state_dir`` (jails outlive their workers)."""
     provider = LocalProvider(LocalConfig(state_dir=state_dir))
     handles = [SandboxHandle.from_json(f.read_text()) for f in state_dir.glob("*/handle.json")]
+    handles += unfinished(provider, all_makers=True)  # pooled jails a killed worker was starting
 
     async def destroy_all() -> None:
         for handle in handles:

@@ -62,6 +62,8 @@ class LocalConfig:
         limits: what each sandbox may take (memory, processes, CPU, workspace size).
         enforce: ``"auto"`` (cgroups where writable, else resource limits) or ``"rlimit"``
             (resource limits only, as on a host without a writable cgroup).
+        warm_pool: how many fresh jails the provider keeps ready for new sandboxes once its
+            pool is started (``LocalProvider.pool``; 0: none, at most ``pool.MAX_SIZE``).
     """
 
     state_dir: Path
@@ -79,6 +81,7 @@ class LocalConfig:
     egress: JailEgress | None = None
     limits: JailLimits = field(default_factory=JailLimits)
     enforce: str = "auto"
+    warm_pool: int = 0
 
     def __post_init__(self) -> None:
         # handles store socket paths: they must not depend on the working directory

@@ -13,6 +13,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,8 @@ from sandbox_client.providers.local.jail import (
     stub_note,
 )
 from sandbox_client.providers.local.launch import LaunchFailed, launch
+from sandbox_client.providers.local.pool import PREFIX as POOL_PREFIX
+from sandbox_client.providers.local.pool import WarmPool, held_by_live_process, unfinished
 from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -56,7 +59,9 @@ class LocalProvider:
     ``state_dir`` can reach, freeze or destroy them. A handle of another state directory
     is another host's jail (as a jail on another machine would be): ``health`` says GONE,
     so a session that moved to this host gets a replacement, and ``destroy`` leaves it to
-    its own host (whose orphan reaper takes it once the ledger forgot it).
+    its own host (whose orphan reaper takes it once the ledger forgot it). Once ``pool`` is
+    started, ``provision`` hands out one of its fresh, never used jails when one waits
+    (``pool.WarmPool``).
     """
 
     kind = "local"
@@ -67,6 +72,7 @@ class LocalProvider:
         self._enforcer: Enforcer | None = None
         self._prepared = False
         self._real_state_dir: str | None = None
+        self.pool = WarmPool(self, config.warm_pool)  # fills once started (``WarmPool.start``)
 
     @property
     def freezer(self) -> Freezer:
@@ -100,16 +106,18 @@ class LocalProvider:
         return {**found, "workspace": "tmpfs"}
 
     async def aclose(self) -> None:
-        """Nothing to release: the provider holds no connections."""
+        """Destroy the warm pool's waiting jails (the provider holds no connections)."""
+        await self.pool.close()
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:
-        """A client over the sandbox's Unix socket."""
+        """A client over the sandbox's Unix socket (``exec`` in one request: the jail's
+        server gets or starts a process by name, ``ClientOptions.get_or_start``)."""
         transport = httpx.AsyncHTTPTransport(uds=handle.socket_path)
         return SandboxClient(
             handle.url,
             sandbox_id=handle.sandbox_id,
             transport=transport,
-            options=self.config.client,
+            options=replace(self.config.client, get_or_start=True),
         )
 
     # provisioning ---------------------------------------------------------------------
@@ -131,6 +139,8 @@ class LocalProvider:
                     await self.resume(existing)
                 return existing
             await self.destroy(existing)
+        if not sandbox_id.startswith(POOL_PREFIX) and (pooled := self.pool.take(sandbox_id)):
+            return pooled
         await self._prepare()
         paths = self._make_dirs(sandbox_id)
         freezer, enforcer = self.freezer, self.enforcer
@@ -347,9 +357,10 @@ class LocalProvider:
         found = []
         for path in self.config.state_dir.glob(f"*/{HANDLE_FILE}"):
             with contextlib.suppress(OSError):
-                if path.stat().st_mtime <= before and (h := self.find(path.parent.name)):
-                    found.append(h)
-        return found
+                handle = self.find(path.parent.name) if path.stat().st_mtime <= before else None
+                if handle is not None and not held_by_live_process(handle.sandbox_id):
+                    found.append(handle)  # (a live process's pooled jail is no orphan)
+        return found + unfinished(self)
 
     async def destroy_all(self) -> tuple[str, ...]:
         """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
@@ -359,6 +370,7 @@ class LocalProvider:
         """
         ids = [p.name for p in self.config.state_dir.iterdir()] if self._has_state() else []
         handles = [h for h in map(self.find, ids) if h is not None]
+        handles += unfinished(self, all_makers=True) if self._has_state() else []
         for handle in handles:
             await self.destroy(handle)
         return tuple(h.sandbox_id for h in handles)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -19,11 +21,26 @@ from sandbox_client.gateway import (
     GatewayOptions,
     Rules,
 )
-from sandbox_client.server.egress import start_forwarder
 
 
 async def _no_audit(_: object) -> None:
     return None
+
+
+@contextlib.asynccontextmanager
+async def _forwarder(socket_path: Path) -> AsyncIterator[int]:
+    """The jail's forwarder to ``socket_path``, run alone in a process of its own (its own
+    event loop, as in a jail); yields its loopback port."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sandbox_client.server.egress", str(socket_path),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        yield int(await process.stdout.readline())
+    finally:
+        process.terminate()
+        await process.wait()
 
 
 async def test_the_forwarder_carries_requests_to_the_gateway_socket() -> None:
@@ -32,14 +49,14 @@ async def test_the_forwarder_carries_requests_to_the_gateway_socket() -> None:
     socket_path = directory / "egress.sock"
     gateway = Gateway(Rules(), CertificateAuthority.create(), {}, _no_audit)
     await gateway.serve_unix(socket_path, Caller("s-fw"))
-    forwarder = await start_forwarder(0, str(socket_path))
-    port = forwarder.sockets[0].getsockname()[1]
     try:
         # When a program uses the forwarder as its HTTP proxy
-        async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as c:
+        async with (
+            _forwarder(socket_path) as port,
+            httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as c,
+        ):
             response = await c.get("http://metrics.internal/api/v1/query")
     finally:
-        forwarder.close()
         await gateway.aclose()
     # Then the gateway answered it (no rule: blocked, with its text)
     assert response.status_code == 403
@@ -48,13 +65,11 @@ async def test_the_forwarder_carries_requests_to_the_gateway_socket() -> None:
 
 async def test_without_a_gateway_the_forwarder_answers_502_in_plain_words() -> None:
     directory = Path(tempfile.mkdtemp(prefix="wr-fw-"))
-    forwarder = await start_forwarder(0, str(directory / "absent.sock"))
-    port = forwarder.sockets[0].getsockname()[1]
-    try:
-        async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as c:
-            response = await c.get("http://metrics.internal/")
-    finally:
-        forwarder.close()
+    async with (
+        _forwarder(directory / "absent.sock") as port,
+        httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as c,
+    ):
+        response = await c.get("http://metrics.internal/")
     assert response.status_code == 502
     assert "egress gateway is not reachable" in response.text
 
