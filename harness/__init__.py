@@ -39,6 +39,7 @@ from harness.errors import (
     StepLimitReached,
     TokenLimitReached,
     ToolTimeLimitReached,
+    WorkspaceCannotStart,
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
@@ -87,6 +88,7 @@ from harness.loop.step import (
     after_stop,
     answer_posted,
     approval_posted,
+    held,
     holds_long_work,
     next_kind,
 )
@@ -208,6 +210,7 @@ __all__ = [
     "StepLimitReached",
     "TokenLimitReached",
     "ToolTimeLimitReached",
+    "WorkspaceCannotStart",
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
@@ -257,6 +260,7 @@ __all__ = [
     "advance",
     "next_kind",
     "answer_posted",
+    "held",
     "next_wake",
     "WAKE_KIND",
     # events

@@ -25,6 +25,7 @@ from bot.slack.render import (
     Progress,
     SlackMessage,
     long_work_lines,
+    notice,
     render_answer,
     render_status,
 )
@@ -73,6 +74,7 @@ def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
 
 
 CONTINUED_STEP = "New input arrived: continued in the status message below"
+FAILED_STEP = "The session failed: the message below says why"
 THINKING_REFRESH_S = 60.0
 """How long a turn's "is thinking…" status is taken to stand before it is set again.
 Slack removes it after two minutes without a message (``assistant.threads.setStatus``:
@@ -205,6 +207,35 @@ class ThreadReporter:
         self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
             self._show_thinking(thread, checkpoint.turns)
+
+    async def show_failure(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        text: str,
+    ) -> None:
+        """The session failed: post ``text`` as a notice once per ``key``, and end the
+        turn's status (its message's final view says Failed, with no live Stop; on the
+        agent surface the agent session is closed). A turn with no status message yet
+        gets none: the notice says it all."""
+        thread = Thread(session_id, channel_id, thread_ts)
+        await self._poster.post(thread, key, notice(f":x: {text}"))
+        self._clear_thinking(thread)
+        if self._streaming():
+            assert self.surface is not None
+            await self.surface.end(thread, AgentStatus.CLOSED)
+            return
+        status_key = f"{session_id}:status:{checkpoint.turns}"
+        shown = self.board.holds(session_id, status_key)
+        if not shown and await self._poster.recorded_ts(status_key) is None:
+            return
+        failed = Progress(session_id, FAILED_STEP, _todos(checkpoint), finished=True, failed=True)
+        await self.board.record_final(thread, status_key, _view(failed))
+        self.board.show(thread, status_key, _view(failed), final=True)
 
     def _streaming(self) -> bool:
         """Whether this turn goes to Slack's agent surface (else the status message)."""

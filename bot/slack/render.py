@@ -76,7 +76,8 @@ class Progress:
     ``elapsed_s`` the seconds since the turn started; ``finished`` drops the Stop button;
     ``spend`` is the session's tokens and cost so far (``'43,500 tokens · $0.018'``);
     ``long_work`` the work that goes on between steps, one line each (background
-    commands with their elapsed time, the next scheduled check: ``long_work_lines``).
+    commands with their elapsed time, the next scheduled check: ``long_work_lines``);
+    ``failed`` (with ``finished``): the turn ended because the session failed.
     """
 
     session_id: str
@@ -86,6 +87,7 @@ class Progress:
     finished: bool = False
     spend: str | None = None
     long_work: tuple[str, ...] = ()
+    failed: bool = False
 
 
 _TODO_MARKS = {TodoStatus.PENDING: "☐", TodoStatus.IN_PROGRESS: "◐", TodoStatus.COMPLETED: "☑"}
@@ -405,7 +407,8 @@ def render_status(progress: Progress) -> SlackMessage:
     blocks.extend(sections_from_lines(lines, max_blocks=room))
     if not progress.finished:
         blocks.append(stop_button(progress.session_id))
-    step = progress.step or ("Done" if progress.finished else "Working")
+    done = "Failed" if progress.failed else "Done"
+    step = progress.step or (done if progress.finished else "Working")
     return SlackMessage(
         text=truncate(f"{step} ({elapsed})", MAX_FALLBACK_CHARS), blocks=tuple(blocks)
     )
@@ -414,6 +417,8 @@ def render_status(progress: Progress) -> SlackMessage:
 def _status_head(progress: Progress, elapsed: str) -> str:
     icon = ":white_check_mark:" if progress.finished else ":hourglass_flowing_sand:"
     state = "Finished" if progress.finished else "Working"
+    if progress.finished and progress.failed:
+        icon, state = ":x:", "Failed"
     head = f"{icon} *{state}* · {elapsed}"
     if progress.spend:
         head += f" · {progress.spend}"

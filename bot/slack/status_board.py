@@ -145,6 +145,11 @@ class StatusBoard:
             message.close_key, message.close_view = close
         self._schedule(message)
 
+    def holds(self, session_id: str, status_key: str) -> bool:
+        """Whether this board has the message ``status_key`` of ``session_id`` in hand
+        (being posted, or a view of it not yet sent)."""
+        return (session_id, status_key) in self._messages
+
     def show_at(self, thread: Thread, ts: str, message: SlackMessage, *, final: bool) -> None:
         """Show ``message`` in the existing message ``ts`` of ``thread`` (an approval's)."""
         entry = self._messages.setdefault((thread.session_id, ts), _Message(thread, None, ts))

@@ -29,11 +29,16 @@ _DETACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shif
 
 
 class LaunchFailed(Exception):
-    """The jail did not start serving; ``reason`` holds what bwrap or the server said."""
+    """The jail did not start serving; ``reason`` holds what bwrap or the server said.
 
-    def __init__(self, reason: str) -> None:
+    ``permanent``: it refused (bwrap or the server exited, the cgroups could not be
+    joined), so the next try fails the same way; False when it was only not ready in time.
+    """
+
+    def __init__(self, reason: str, *, permanent: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ async def launch(
     its standard output and error until then goes to ``log_path``, later output nowhere.
 
     Raises:
-        LaunchFailed: it exited, or did not become ready within ``timeout_s``.
+        LaunchFailed: it exited (``permanent``), or did not become ready within
+            ``timeout_s`` (not ``permanent``).
     """
     info_r, info_w = os.pipe()
     ready_r, ready_w = os.pipe()
@@ -85,9 +91,9 @@ async def launch(
             pid = int(json.loads(info)["child-pid"])
             ready = await _read_until(ready_r, b"\n")
     except TimeoutError as exc:
-        raise LaunchFailed(f"not ready within {timeout_s:g} s") from exc
-    except (ValueError, KeyError) as exc:
-        raise LaunchFailed(f"unreadable bwrap info: {exc}") from exc
+        raise LaunchFailed(f"not ready within {timeout_s:g} s", permanent=False) from exc
+    except (ValueError, KeyError) as exc:  # its info pipe closed empty: bwrap exited
+        raise LaunchFailed("bubblewrap exited without starting the jail") from exc
     finally:
         for fd in (info_r, info_w, ready_r, ready_w, log_w):
             if fd >= 0:
