@@ -74,6 +74,9 @@ async def test_chat_says_why_its_worker_could_not_set_up_and_works_once_it_is_fi
         chat.stdin.close()
         assert await finish(chat, timeout_s=90) == 0
     assert len(fake.requests) == 1
+    asked = json.dumps(fake.requests[0].messages)  # the first question was kept for the retry
+    assert "is checkout-api up?" in asked
+    assert "and now?" in asked
 
 
 async def test_serve_tells_the_slack_thread_its_worker_could_not_set_up(
