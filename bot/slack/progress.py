@@ -6,8 +6,11 @@ updated with ``chat.update``; the answer goes through the outbox too, so neither
 ever posted twice. Status messages are written by the process's ``StatusBoard``, off
 the step: showing progress never waits for Slack (coalesced, the latest view wins, a
 turn's final view first). When input arrives mid-turn the next turn gets a new status
-message and the previous one is closed (no "Working", no Stop). A finished turn's
-status says so: no step line left over ("Writing the answer…"), no todo in progress.
+message and the previous one is closed (no "Working", no Stop); a turn that had ended
+(answered, stopped, failed) keeps its final view. A finished turn's status says so: no
+step line left over ("Writing the answer…"), no todo in progress. A turn that answers at
+its first step gets no status message: its answer is its one message (a status posted
+then would land below the answer, saying "Done (0s)").
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from harness import (
     ApprovalRequested,
     Checkpoint,
     Event,
+    InputGiven,
     ModelResponded,
     Notice,
     NoticeTopic,
@@ -198,12 +202,21 @@ class ThreadReporter:
             checkpoint.tasks, checkpoint.wakeup, now_s=time.time(), agents=checkpoint.agents
         )
         progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished, spend, long_work)
+        previous = f"{session_id}:status:{checkpoint.turns - 1}" if checkpoint.turns > 0 else None
+        if finished and not long_work and any(isinstance(e, InputGiven) for e in events):
+            # the turn began and answered in this one step: its answer is its message (a
+            # status posted now would come after it); an earlier turn still shown as
+            # running ends here too
+            if previous is not None:
+                done = Progress(session_id, None, finished=True)
+                await self.board.close(thread, previous, _view(done))
+            return
         if finished:
             await self.board.record_final(thread, key, _view(progress))
         close = None
-        if checkpoint.turns > 0:
+        if previous is not None:
             closed = Progress(session_id, CONTINUED_STEP, finished=True)
-            close = (f"{session_id}:status:{checkpoint.turns - 1}", _view(closed))
+            close = (previous, _view(closed))
         self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
             self._show_thinking(thread, checkpoint.turns)
