@@ -43,7 +43,7 @@ from bot.durable.agents import ChildSessions, answer_parent
 from bot.durable.carry_on import NEVER, CarryOn
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.lease import StepLease
-from bot.durable.setup_notice import failure_key, setup_failed_event, told
+from bot.durable.setup_notice import failure_key, setup_failed_event, step_failed_event, told
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
 from bot.logs import log_context
@@ -306,7 +306,8 @@ class StepDriver:
         Raises:
             ModelError, WorkspaceUnavailable, DatabaseUnavailable: transient failures;
                 nothing was committed and the lease was given up, so the actor's retry
-                (or the sweeper) runs the step again as its next attempt.
+                (or the sweeper) runs the step again as its next attempt; the attempt's
+                reason is logged (a ``step_failed`` event).
             Exception: anything else a step raises, after the same release.
         """
         claim = await self.sessions.claim(
@@ -363,9 +364,10 @@ class StepDriver:
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.FENCED, started)
             return StepOutcome.FENCED, None, None
-        except Exception:
+        except Exception as exc:
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.ERROR, started)
+            await self._note_failure(claim, exc)
             await self._release(claim)
             raise
         self.crash_hooks.reached(
@@ -835,6 +837,13 @@ class StepDriver:
             log.warning("session %s: progress not shown: %s", claim.session_id, refused)
         except Exception:  # progress is best effort: never fail a committed step
             log.exception("session %s: progress update failed", claim.session_id)
+
+    async def _note_failure(self, claim: Claim, error: Exception) -> None:
+        """Log why this attempt failed (a ``step_failed`` event, the checkpoint kept), so
+        that a session given up after its last attempt says why (``failures``). Best
+        effort: a database that is down, or a claim fenced meanwhile, logs nothing."""
+        with contextlib.suppress(Fenced, DatabaseUnavailable):
+            await self.sessions.save(claim, checkpoint=None, events=(step_failed_event(error),))
 
     async def _release(self, claim: Claim) -> None:
         """Give up the lease of a failed step so its next attempt need not wait for it."""

@@ -1,31 +1,40 @@
-"""What a session says when its worker could not set itself up for a step.
+"""What a session says when a step could not be done: its reason, in one shape.
 
-Two places end a session so (``setup_failure`` when the worker's runtime does not open,
-the step driver when no sandbox will start for a step); both log the same ``notice``
-event, ``setup_failed``, holding the reason and the text the thread is told, so the
-chat, the timeline and Slack read one shape.
+Two places end a session at once because its worker could not set itself up
+(``setup_failure`` when the worker's runtime does not open, the step driver when no
+sandbox will start for a step); both log the same ``notice`` event, ``setup_failed``,
+holding the reason and the text the thread is told, so the chat, the timeline and Slack
+read one shape. Any other failed attempt of a step (retried, and given up after
+``WARROOM_MAX_CRASHES``) logs a ``step_failed`` event with its reason, so the crash-loop
+notice can say what the last attempt met (``last_failure``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from harness import WorkspaceCannotStart
-from memory_store import EventKind, NewEvent
+from memory_store import Event, EventKind, NewEvent
 
 __all__ = [
     "MAX_REASON_CHARS",
     "SETUP_FAILED",
+    "STEP_FAILED",
     "failure_key",
+    "last_failure",
     "reason_of",
     "sandbox_failed_text",
     "setup_failed_event",
     "setup_failed_text",
+    "step_failed_event",
     "told",
 ]
 
 SETUP_FAILED = "setup_failed"
 """The ``notice`` of a session a worker could not set itself up for."""
+STEP_FAILED = "step_failed"
+"""The event kind of one failed attempt of a step (its ``reason``)."""
 MAX_REASON_CHARS = 600
 
 
@@ -90,3 +99,23 @@ def failure_key(session_id: str, epoch: int) -> str:
     """The outbox key of the thread's notice: one post per failure (a failure bumps the
     session's ``epoch``, so a revived session that fails again is told again)."""
     return f"{session_id}:{SETUP_FAILED}:{epoch}"
+
+
+def step_failed_event(error: BaseException) -> NewEvent:
+    """The event an attempt of a step that raised ``error`` logs (``reason_of``)."""
+    return NewEvent(STEP_FAILED, json.dumps({"reason": reason_of(error)}))
+
+
+def last_failure(events: Sequence[Event]) -> str | None:
+    """The reason of the last ``step_failed`` event of ``events`` (in seq order), if any.
+
+    >>> from datetime import UTC, datetime
+    >>> row = Event("s1", 4, "step_failed", '{"reason": "OSError: no"}', 1, datetime.now(UTC))
+    >>> last_failure([row])
+    'OSError: no'
+    """
+    for event in reversed(events):
+        if event.kind == STEP_FAILED:
+            reason = json.loads(event.payload_json).get("reason")
+            return str(reason) if reason else None
+    return None

@@ -32,6 +32,7 @@ MAX_FALLBACK_CHARS = 150
 DEFAULT_MAX_ANSWER_MESSAGES = 4
 PREVIEW_CHARS = 1_500
 STOP_ACTION_ID = "warroom_stop"
+MAX_REASON_CHARS = 600
 THINKING_STATUS = "is thinking…"
 
 Block = dict[str, Any]
@@ -548,10 +549,16 @@ def render_step_cap(*, steps: int) -> SlackMessage:
     )
 
 
-def render_session_failed(*, crashes: int) -> SlackMessage:
-    """The session's step crashed its worker ``crashes`` times; it was given up."""
+def render_session_failed(*, crashes: int, reason: str | None = None) -> SlackMessage:
+    """The session's step crashed its worker ``crashes`` times; it was given up. ``reason``:
+    what its last attempt met, when it said (a worker that died says nothing).
+
+    >>> render_session_failed(crashes=3, reason="ModelUnavailable: 529").text[:80]
+    ':x: This investigation failed: its next step crashed 3 times in a row (the last '
+    """
+    last = f" (the last time: {truncate(reason, MAX_REASON_CHARS)})" if reason else ""
     return notice(
-        f":x: This investigation failed: its next step crashed {crashes} times in a row, "
+        f":x: This investigation failed: its next step crashed {crashes} times in a row{last}, "
         "so I've stopped it rather than keep retrying. Nothing else will run. "
         "Reply in this thread to try again, or start a new thread."
     )
