@@ -29,7 +29,13 @@ from memory_store import (
     SessionStore,
     TokenOwner,
 )
-from sandbox_client import JailEgress, SandboxHandle, SetupStep, egress_socket
+from sandbox_client import (
+    JailEgress,
+    SandboxHandle,
+    SetupStep,
+    egress_socket,
+    provision_error,
+)
 from sandbox_client.gateway import (
     READ_ONLY_METHODS,
     ApprovalCheck,
@@ -276,10 +282,21 @@ class WorkerEgress:
     ) -> Mapping[str, str]:
         """Route ``handle``'s requests for ``tool_use_id``: bind a local jail's socket here, or
         give a remote sandbox's command its proxy variables; either way the command's proxy
-        URL carries its call's credential (the jail's own variables carry none)."""
+        URL carries its call's credential (the jail's own variables carry none).
+
+        Raises:
+            SandboxCannotStart: the jail's socket cannot be served here (its run directory
+                cannot be written): no command of it could reach the gateway.
+            ProvisionFailed: the same for a passing shortage (``EMFILE``, …).
+        """
         if handle.provider == "local" and handle.socket_path is not None:
             caller = Caller(session_id, channel_id)
-            await self.gateway.bind(egress_socket(Path(handle.socket_path)), caller)
+            path = egress_socket(Path(handle.socket_path))
+            try:
+                await self.gateway.bind(path, caller)
+            except OSError as exc:
+                reason = f"the egress gateway cannot serve its socket {path}: {exc}"
+                raise provision_error(handle.sandbox_id, reason, exc) from exc
             return local_env(self.egress_port, self.calls.userinfo(session_id, tool_use_id))
         if self.gateway_url is None or self.tokens is None:
             return {}

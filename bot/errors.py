@@ -26,8 +26,6 @@ from typing import TypeVar
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from bot.metrics import default_metrics
-
 T = TypeVar("T")
 
 _TOO_LONG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
@@ -104,11 +102,19 @@ async def slack_call(method: str, call: Awaitable[T]) -> T:
         return await call
     except SlackApiError as exc:
         error = api_error(method, exc)
-        default_metrics().count_slack_error(method, error.error)
+        _count(method, error.error)
         raise error from exc
     except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-        default_metrics().count_slack_error(method, "transport")
+        _count(method, "transport")
         raise SlackUnreachable(method, "transport") from exc
+
+
+def _count(method: str, error: str) -> None:
+    """Count a failed Slack call in the process's metrics (imported here, on a failure:
+    the metrics module loads the agent, and this module's errors are also the fakes')."""
+    from bot.metrics import default_metrics
+
+    default_metrics().count_slack_error(method, error)
 
 
 def api_error(method: str, exc: SlackApiError) -> SlackCallFailed:

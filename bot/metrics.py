@@ -79,6 +79,7 @@ class StepOutcome(StrEnum):
     WAITING = "waiting"
     FENCED = "fenced"
     REFUSED = "refused"  # Slack refused the answer for good; the session failed
+    SETUP_FAILED = "setup_failed"  # no sandbox would start for the step; the session failed
     ERROR = "error"  # the step raised; the message is retried
 
 

@@ -17,7 +17,9 @@ original. The tree::
     │   ├── WorkspaceRefused       the sandbox refused a file call for good: a path it
     │   │                          does not serve, a file too large (``path``, ``reason``);
     │   │                          never retried
-    │   └── WorkspaceUnavailable   the sandbox could not be reached; retryable (``reason``)
+    │   ├── WorkspaceUnavailable   the sandbox could not be reached; retryable (``reason``)
+    │   └── WorkspaceCannotStart   no sandbox will start on this host until a person fixes
+    │                              it (``reason``); never retried: the session fails saying so
     └── ModelError           the model call failed
         ├── ModelUnavailable retryable failures (429, 529, 5xx, connection) outlasted
         │                    every attempt (carries ``status``, ``attempts``)
@@ -223,4 +225,19 @@ class WorkspaceUnavailable(WorkspaceError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"sandbox unavailable: {reason}")
+        self.reason = reason
+
+
+class WorkspaceCannotStart(WorkspaceError):
+    """No sandbox will start for this step until a person fixes the host (bubblewrap
+    missing or refusing, a state directory that cannot be written, …); ``reason`` says
+    what refused, in its own words.
+
+    Not retryable: the step would fail the same way. The durable layer ends the session
+    failed with ``reason`` in its thread; nothing of the step ran (its command needed the
+    sandbox first), so the person's next message tries the step again.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"no sandbox could be started: {reason}")
         self.reason = reason

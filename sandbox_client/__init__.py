@@ -15,10 +15,12 @@ from sandbox_client.errors import (
     ProtocolError,
     ProvisionFailed,
     RequestRejected,
+    SandboxCannotStart,
     SandboxError,
     SandboxGone,
     SandboxTimeout,
     SandboxUnavailable,
+    provision_error,
 )
 from sandbox_client.ledger import MemoryLedger, SandboxLedger
 from sandbox_client.lifecycle import EnsureResult, SandboxManager
@@ -89,8 +91,10 @@ __all__ = [
     "ProtocolError",
     "ProvisionFailed",
     "RequestRejected",
+    "SandboxCannotStart",
     "SandboxError",
     "SandboxGone",
     "SandboxTimeout",
     "SandboxUnavailable",
+    "provision_error",
 ]

@@ -9,6 +9,7 @@ the boundary, and raised ``from`` the original. The tree::
     │   └── SandboxTimeout      no answer within the request's timeout (e.g. it is frozen)
     ├── SandboxGone             the sandbox no longer exists (its provider says so)
     ├── ProvisionFailed         a provider could not create or start a sandbox
+    │   └── SandboxCannotStart  …and none will start on this host until someone fixes it
     ├── ProtocolError           a reply that is not SBX/1 (or not the Blaxel control plane)
     ├── RequestRejected         any other 4xx: ``status`` and the server's ``message``
     │   ├── ProcessNotFound     no process by that name
@@ -21,6 +22,8 @@ the boundary, and raised ``from`` the original. The tree::
 """
 
 from __future__ import annotations
+
+import errno
 
 
 class SandboxError(Exception):
@@ -65,6 +68,37 @@ class ProvisionFailed(SandboxError):
         super().__init__(f"cannot provision sandbox {sandbox_id}: {reason}")
         self.sandbox_id = sandbox_id
         self.reason = reason
+
+
+class SandboxCannotStart(ProvisionFailed):
+    """No sandbox will start on this host until a person fixes it, so retrying at once is
+    useless: bubblewrap is missing or refuses to make the jail, the state directory cannot
+    be written, a file the jail needs is gone, the egress gateway cannot serve the jail.
+    (A jail that was merely slow to start is a plain ``ProvisionFailed``: retryable.)
+
+    ``reason`` says what failed, in the words of whatever refused (bwrap's last line, the
+    ``OSError``), and what to look at.
+    """
+
+
+PASSING_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.EINTR})
+"""``OSError`` numbers of a shortage that may pass (processes, memory, descriptors): the
+next try may start the sandbox. Any other (permission, a read-only or full file system, a
+path that is not a directory) stays until someone fixes the host."""
+
+
+def provision_error(sandbox_id: str, reason: str, exc: OSError) -> ProvisionFailed:
+    """The error to raise for ``exc``, met while starting sandbox ``sandbox_id``:
+    ``SandboxCannotStart``, unless it is a passing shortage (``PASSING_ERRNOS``).
+
+    >>> type(provision_error("s", "r", PermissionError(13, "Permission denied"))).__name__
+    'SandboxCannotStart'
+    >>> type(provision_error("s", "r", BlockingIOError(11, "Try again"))).__name__
+    'ProvisionFailed'
+    """
+    if exc.errno in PASSING_ERRNOS:
+        return ProvisionFailed(sandbox_id, reason)
+    return SandboxCannotStart(sandbox_id, reason)
 
 
 class ProtocolError(SandboxError):

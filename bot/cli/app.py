@@ -343,7 +343,7 @@ def fake_slack(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
 ) -> None:
     """Serve a fake Slack Web API, so `warroom serve` runs in HTTP mode without Slack."""
-    from bot.cli.chat import stdin_lines
+    from bot.cli.chat_input import stdin_lines
     from bot.cli.fake_slack import LINES, deliver_lines, exports, watch_channel
     from bot.fakes.slack_api import FakeSlackApi
 

@@ -33,12 +33,11 @@ from typing import Any
 import httpx
 
 from bot.cli.fake_slack_render import render_message
-from bot.drill.channel import IncidentChannel
+from bot.drill.channel import IncidentChannel, Person
 from bot.drill.errors import DrillError
-from bot.drill.scenario import Person
 from bot.fakes.slack_alerts import SOURCES, alert_post
 from bot.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlackApi
-from bot.slack.approval_messages import APPROVE_ACTION_ID, DENY_ACTION_ID
+from bot.slack.action_ids import APPROVE_ACTION_ID, DENY_ACTION_ID
 
 __all__ = ["CHANNEL", "LINES", "SIGNING_SECRET", "deliver_lines", "exports", "watch_channel"]
 

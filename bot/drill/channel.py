@@ -15,14 +15,23 @@ import hmac
 import itertools
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 
 from bot.drill.errors import DrillError
-from bot.drill.scenario import Person
 from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone in the incident channel: Slack user id, name, and what they write."""
+
+    user_id: str
+    name: str
+    text: str
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:

@@ -15,10 +15,10 @@ memory note into the store.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bot.drill.channel import Person as Person  # the people of the scenario are channel people
 from harness import parse_summary
 from memory_store import FileStore, Namespace, Origin, RecallStore, Scope
 
@@ -55,15 +55,6 @@ PROM_SERIES = 'http_requests_total{service="checkout-api",code="500"}'
 PROM_START = "2026-11-30T13:55:00Z"
 PROM_END = "2026-11-30T14:10:00Z"
 PROM_STEP = "15s"
-
-
-@dataclass(frozen=True)
-class Person:
-    """Someone in the incident channel: Slack user id, name, and what they write."""
-
-    user_id: str
-    name: str
-    text: str
 
 
 ALICE = Person(

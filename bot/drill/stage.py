@@ -14,14 +14,16 @@
   own (``T0DRILL…``) so drills can share a database;
 - the workers: embedded — Dramatiq worker threads in this process over the in-memory
   broker (as ``warroom serve`` without ``REDIS_URL``); full — ``workers`` real
-  ``dramatiq bot.durable.worker_main`` processes over Redis (as ``warroom worker``);
+  ``dramatiq bot.durable.worker_main`` processes over Redis (as ``warroom worker``), whose
+  shared ``chat.update`` budget starts with an empty window (the fake workspace is new);
 - the real Slack app in HTTP mode, and the channel its people write in.
 
 While it runs, this process's warnings and errors (a retried step's traceback, say)
 go to ``drill.log`` in the drill's directory, not to the terminal, so the live log
 stays readable; the full mode's workers log to ``logs/worker-<n>.log`` there.
-Stopping destroys every sandbox the drill made (jails outlive their workers) and,
-unless ``keep`` is set, deletes the drill's directory.
+Stopping destroys every sandbox the drill made (jails outlive their workers), deletes the
+Redis keys the full drill made (``redis_keys``) and, unless ``keep`` is set, the drill's
+directory.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
+from redis.exceptions import RedisError
 
 from bot.cli.skills_io import import_skills
 from bot.drill import mcp_scene, scenario
@@ -48,13 +51,15 @@ from bot.drill.edge import Edge
 from bot.drill.egress import DrillEgress, start_egress, why_skipped
 from bot.drill.errors import DrillError
 from bot.drill.narrator import Narrator
+from bot.drill.redis_keys import RedisBefore
 from bot.drill.workers import WorkerPool
 from bot.durable.actors import Actors, EmbeddedWorker, declare_actors, make_broker, setup
-from bot.durable.wiring import make_provider
+from bot.durable.wiring import make_provider, update_budget
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.logs import LOG_FORMAT, ContextFilter
 from bot.settings import Settings, child_environment
+from bot.slack.budget import SharedCallBudget
 from memory_store import Database, EgressLog, FileStore, RecallStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
 
@@ -164,16 +169,20 @@ async def staged(options: DrillOptions, say: Callable[[str], None]) -> AsyncIter
         if not options.keep:
             stack.callback(shutil.rmtree, data_dir, True)
         stack.enter_context(_logging_to(data_dir / "drill.log"))
+        if options.redis_url is not None:  # pushed first: undone once the workers stopped
+            stack.push_async_callback((await _redis_before(options.redis_url)).restore)
         scenario.write_workspace(data_dir / "seed")
         scenario.write_skills(data_dir / "skills")
         policy = IncidentPolicy()
         skipped = why_skipped()
-        egress = None if skipped else await start_egress(stack, data_dir)
-        slack, model, settings = await _fakes(stack, options, data_dir, policy, egress)
-        db = Database.from_url(settings.database_url, data_dir=data_dir)
+        db = Database.from_url(options.database_url, data_dir=data_dir)
         stack.push_async_callback(db.dispose)
         org_id = f"T0DRILL{secrets.token_hex(3).upper()}"
-        files = await _seeded(db, org_id, data_dir / "skills")
+        async with asyncio.TaskGroup() as starting:  # Prometheus starts while the db is seeded
+            seeding = starting.create_task(_seeded(db, org_id, data_dir / "skills"))
+            egress = None if skipped else await start_egress(stack, data_dir)
+        files = seeding.result()
+        slack, model, settings = await _fakes(stack, options, data_dir, policy, egress)
         provider = make_provider(settings)
         stack.push_async_callback(_destroy_sandboxes, provider)
         actors, pool = await _workers(stack, options, settings, data_dir)
@@ -260,6 +269,10 @@ async def _workers(
         worker.start()
         stack.push_async_callback(asyncio.to_thread, worker.stop, timeout_ms=STOP_TIMEOUT_MS)
         return actors, None
+    budget = update_budget(settings)
+    if isinstance(budget, SharedCallBudget):  # the fake workspace is new: no history to fear
+        await budget.known_empty()
+        await budget.aclose()
     broker = make_broker(options.redis_url)
     stack.callback(broker.close)
     actors = declare_actors(broker, [])
@@ -274,6 +287,18 @@ async def _workers(
     pool.start()
     await pool.wait_ready(timeout_s=BOOT_TIMEOUT_S)
     return actors, pool
+
+
+async def _redis_before(url: str) -> RedisBefore:
+    """What the drill's Redis database holds now (``redis_keys``).
+
+    Raises:
+        DrillError: Redis did not answer.
+    """
+    try:
+        return await RedisBefore.take(url)
+    except RedisError as exc:
+        raise DrillError(f"Redis at {url} did not answer: {exc}") from exc
 
 
 @contextlib.contextmanager

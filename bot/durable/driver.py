@@ -47,6 +47,7 @@ from bot.durable.agents import ChildSessions, answer_parent
 from bot.durable.carry_on import NEVER, CarryOn
 from bot.durable.crash_points import Crasher, CrashHooks, CrashPoint, no_crash
 from bot.durable.lease import StepLease
+from bot.durable.setup_notice import failure_key, setup_failed_event, step_failed_event, told
 from bot.durable.shared_transcripts import SharedCopy, SharedTranscripts
 from bot.durable.transcripts import StoredTranscript, TranscriptCache
 from bot.errors import SlackRefused
@@ -70,6 +71,7 @@ from harness import (
     Recall,
     Spent,
     StepKind,
+    WorkspaceCannotStart,
     WorkspaceSource,
     advance,
     after_stop,
@@ -78,6 +80,7 @@ from harness import (
     canonical_name,
     day_start,
     end_session_tasks,
+    held,
     holds_long_work,
     next_kind,
     next_wake,
@@ -212,6 +215,25 @@ class ParkingPoster(Protocol):
         ...
 
 
+@runtime_checkable
+class FailurePoster(Protocol):
+    """A poster that tells a thread its session failed (Slack); without it the thread
+    reads the failure's ``notice`` event itself (``warroom chat``)."""
+
+    async def show_failure(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        text: str,
+    ) -> None:
+        """Post ``text`` once per ``key`` and close the turn's status (no live Stop)."""
+        ...
+
+
 class SandboxKeeper(Protocol):
     """The driver's two uses of sandboxes outside a harness step."""
 
@@ -219,7 +241,8 @@ class SandboxKeeper(Protocol):
         """A new, ready sandbox; returns its handle as JSON (``Checkpoint.sandbox``).
 
         Raises:
-            WorkspaceUnavailable: no sandbox could be made (transient).
+            WorkspaceCannotStart: no sandbox will start until someone fixes the host.
+            WorkspaceUnavailable: no sandbox could be made now (transient).
         """
         ...
 
@@ -228,8 +251,32 @@ class SandboxKeeper(Protocol):
         ...
 
 
-_Report = tuple[Checkpoint, Sequence[Event]]
-"""A committed step's progress to show: its checkpoint and events."""
+@dataclass(frozen=True)
+class _Report:
+    """What a committed step shows in its thread, in step order: its progress (its
+    checkpoint and events), or, with ``failure`` (outbox key, text), that the session
+    failed."""
+
+    checkpoint: Checkpoint
+    events: Sequence[Event] = ()
+    failure: tuple[str, str] | None = None
+
+
+@dataclass
+class _Saved:
+    """The step's checkpoint from before it ran, with the sandbox its mid-step saves
+    recorded last (a sandbox provisioned for the step is not lost with the step)."""
+
+    before: Checkpoint
+    sandbox: str | None = None
+
+    def __post_init__(self) -> None:
+        self.sandbox = self.before.sandbox
+
+    @property
+    def latest(self) -> Checkpoint:
+        """``before`` with the last recorded sandbox."""
+        return replace(self.before, sandbox=self.sandbox)
 
 
 @dataclass
@@ -308,7 +355,8 @@ class StepDriver:
         Raises:
             ModelError, WorkspaceUnavailable, DatabaseUnavailable: transient failures;
                 nothing was committed and the lease was given up, so the actor's retry
-                (or the sweeper) runs the step again as its next attempt.
+                (or the sweeper) runs the step again as its next attempt; the attempt's
+                reason is logged (a ``step_failed`` event).
             Exception: anything else a step raises, after the same release.
         """
         cached, copy = self.transcripts.mark(session_id), None
@@ -342,7 +390,7 @@ class StepDriver:
             while True:
                 outcome, following, report = await self._run_claimed(claim, carry=carry, copy=copy)
                 if report is not None:
-                    shown = asyncio.create_task(self._progress_after(shown, claim, *report))
+                    shown = asyncio.create_task(self._progress_after(shown, claim, report))
                 if following is None:
                     return outcome
                 claim, copy = following, None
@@ -370,9 +418,10 @@ class StepDriver:
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.FENCED, started)
             return StepOutcome.FENCED, None, None
-        except Exception:
+        except Exception as exc:
             self.transcripts.forget(session_id)
             self._observe(_kind(claim, cp), StepOutcome.ERROR, started)
+            await self._note_failure(claim, exc)
             await self._release(claim)
             raise
         self.crash_hooks.reached(
@@ -408,12 +457,17 @@ class StepDriver:
         point = self._point(claim, cp)
         if kind is StepKind.MODEL:
             point(CrashPoint.BEFORE_MODEL)
-        if kind is StepKind.TOOL:
-            cp = await self._with_sandbox_for_bash(cp)
-        if isinstance(self.poster, LiveReporter):
-            self.poster.step_started(session_id=claim.session_id, kind=kind.value)
-        deps = self._collaborators(claim, stored, cp, await self._spent(claim, kind))
-        result = await advance(cp, deps, inbox)
+        saved = _Saved(cp)
+        try:
+            ready = await self._with_sandbox_for_bash(cp) if kind is StepKind.TOOL else cp
+            saved.sandbox = ready.sandbox
+            if isinstance(self.poster, LiveReporter):
+                self.poster.step_started(session_id=claim.session_id, kind=kind.value)
+            deps = self._collaborators(claim, stored, ready, await self._spent(claim, kind), saved)
+            result = await advance(ready, deps, inbox)
+        except WorkspaceCannotStart as exc:  # permanent: the session fails, saying why
+            return await self._cannot_start(claim, saved.latest, stored, lease, exc, kind)
+        cp = ready
         point(CrashPoint.AFTER_MODEL if kind is StepKind.MODEL else CrashPoint.AFTER_TOOL)
         new = result.checkpoint
         if kind is not StepKind.WAIT and await self._show_parked(claim, new, result.events):
@@ -433,7 +487,7 @@ class StepDriver:
             next_step = await self._commit(claim, stored, new, outcome=outcome, **end)
         status = StepOutcome.WAITING if waits else StepOutcome.STEPPED
         self._observe(kind, status, started, result.events)
-        return status, next_step, (new, result.events)
+        return status, next_step, _Report(new, result.events)
 
     async def _post_answer(
         self, claim: Claim, cp: Checkpoint, stored: StoredTranscript, lease: StepLease
@@ -585,6 +639,50 @@ class StepDriver:
         spend = await self.ledger.session(claim.session_id)
         return f"{answer}\n\n_{spend_text(spend)} so far in this thread_"
 
+    async def _cannot_start(
+        self,
+        claim: Claim,
+        cp: Checkpoint,
+        stored: StoredTranscript,
+        lease: StepLease,
+        error: WorkspaceCannotStart,
+        kind: StepKind,
+    ) -> tuple[StepOutcome, str | None, _Report | None]:
+        """No sandbox will start for this step until someone fixes the host: end the
+        session ``failed`` at once (no retry, no crash), with a ``setup_failed`` notice
+        naming the reason, and tell its parent, or its thread (``FailurePoster``, after
+        the previous step's progress: the returned report).
+
+        What is committed is the checkpoint from before the step (``cp``: the command
+        needed the sandbox first, so nothing of it ran and no intent stays in flight),
+        with the sandbox the step recorded, if any, and holding the inbox as pending
+        input. A reply revives the session and the same call is tried again.
+        """
+        started = time.monotonic()
+        reason, text = told(error)
+        log.error("session %s failed: no sandbox will start: %s", claim.session_id, reason)
+        inbox = _inbound(claim)
+        failed = held(cp, inbox)
+        lease.committing()
+        next_token = await self._commit(
+            claim,
+            stored,
+            failed,
+            outcome=Finish(SessionStatus.FAILED),
+            events=(setup_failed_event(reason, text),),
+            consumed_inbox_upto=claim.inbox_upto if inbox else None,
+        )
+        if next_token is None:
+            await self._park(failed)
+        self._observe(kind, StepOutcome.SETUP_FAILED, started)
+        if failed.parent is not None:
+            await answer_parent(
+                self.sessions, self.enqueue, failed, f"The subagent failed: {text}", failed=True
+            )
+            return StepOutcome.SETUP_FAILED, next_token, None
+        told_thread = (failure_key(claim.session_id, claim.epoch), text)
+        return StepOutcome.SETUP_FAILED, next_token, _Report(failed, failure=told_thread)
+
     async def _give_up_post(
         self,
         claim: Claim,
@@ -718,7 +816,12 @@ class StepDriver:
         return Spent(session_nanousd=mine, org_day_nanousd=org)
 
     def _collaborators(
-        self, claim: Claim, stored: StoredTranscript, cp: Checkpoint, spent: Spent | None = None
+        self,
+        claim: Claim,
+        stored: StoredTranscript,
+        cp: Checkpoint,
+        spent: Spent | None = None,
+        saved: _Saved | None = None,
     ) -> Collaborators:
         async def save(cp: Checkpoint, events: Sequence[Event]) -> None:
             delta = stored.delta(cp.messages)
@@ -726,6 +829,8 @@ class StepDriver:
                 claim, checkpoint=cp.state_json(), events=_log_events(events), transcript=delta
             )
             stored.stored(delta, cp.messages)
+            if saved is not None:
+                saved.sandbox = cp.sandbox
             if events and isinstance(self.poster, LiveReporter):
                 self.poster.events_saved(session_id=claim.session_id, events=events)
 
@@ -791,18 +896,34 @@ class StepDriver:
             log.exception("session %s: could not suspend its sandbox", cp.session_id)
 
     async def _progress_after(
-        self,
-        previous: asyncio.Task[None] | None,
-        claim: Claim,
-        cp: Checkpoint,
-        events: Sequence[Event],
+        self, previous: asyncio.Task[None] | None, claim: Claim, report: _Report
     ) -> None:
-        """Show a step's progress (and an approval's decision, when the step settled one)
-        once the previous step's is shown (updates stay in order)."""
+        """Show a step's progress (and an approval's decision, when the step settled one),
+        or the session's failure, once the previous step's is shown (updates stay in
+        order: a late progress view never reopens a failed turn's status)."""
         if previous is not None:
             await previous
-        await self._show_decision(claim, cp, events)
-        await self._progress(claim, cp, events)
+        if report.failure is not None:
+            await self._tell_failure(claim, report.checkpoint, *report.failure)
+            return
+        await self._show_decision(claim, report.checkpoint, report.events)
+        await self._progress(claim, report.checkpoint, report.events)
+
+    async def _tell_failure(self, claim: Claim, cp: Checkpoint, key: str, text: str) -> None:
+        """Tell the thread the session failed (``FailurePoster``; best effort)."""
+        if not isinstance(self.poster, FailurePoster):
+            return
+        try:
+            await self.poster.show_failure(
+                key=key,
+                session_id=claim.session_id,
+                channel_id=claim.key.channel_id,
+                thread_ts=claim.key.thread_ts,
+                checkpoint=cp,
+                text=text,
+            )
+        except Exception:  # the session failed either way; the log says why
+            log.exception("session %s: could not tell the thread it failed", claim.session_id)
 
     async def _progress(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
         if cp.parent is not None:  # a subagent shows in its parent's status message
@@ -819,6 +940,13 @@ class StepDriver:
             log.warning("session %s: progress not shown: %s", claim.session_id, refused)
         except Exception:  # progress is best effort: never fail a committed step
             log.exception("session %s: progress update failed", claim.session_id)
+
+    async def _note_failure(self, claim: Claim, error: Exception) -> None:
+        """Log why this attempt failed (a ``step_failed`` event, the checkpoint kept), so
+        that a session given up after its last attempt says why (``failures``). Best
+        effort: a database that is down, or a claim fenced meanwhile, logs nothing."""
+        with contextlib.suppress(Fenced, DatabaseUnavailable):
+            await self.sessions.save(claim, checkpoint=None, events=(step_failed_event(error),))
 
     async def _release(self, claim: Claim) -> None:
         """Give up the lease of a failed step so its next attempt need not wait for it."""

@@ -15,12 +15,17 @@ from collections.abc import Awaitable, Callable
 
 from bot.durable.agents import answer_parent
 from bot.durable.driver import Enqueue
+from bot.durable.setup_notice import last_failure
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import render_session_failed
 from harness import Checkpoint
 from memory_store import Session, SessionStore
 
 log = logging.getLogger(__name__)
+
+RECENT_EVENTS = 20
+"""How far back the last attempt's reason is looked for (one event per failed attempt,
+the failure's notice last)."""
 
 
 def failure_key(session: Session) -> str:
@@ -40,11 +45,11 @@ async def tell_failed(
     crashes: int,
     end_session: Callable[[Thread], Awaitable[None]] | None = None,
 ) -> Checkpoint | None:
-    """Say, once per failure, that ``session_id`` was given up after ``crashes`` crashes:
-    a notice in its thread, or a subagent's failure as its parent's answer. Best effort:
-    a Slack failure is logged. ``end_session`` then closes the thread's Slack agent
-    session (``ThreadReporter.end_session``), which the failed step may have left
-    ``processing``.
+    """Say, once per failure, that ``session_id`` was given up after ``crashes`` crashes,
+    and what its last attempt met when it logged that (``setup_notice.last_failure``): a
+    notice in its thread, or a subagent's failure as its parent's answer. Best effort: a
+    Slack failure is logged. ``end_session`` then closes the thread's Slack agent session
+    (``ThreadReporter.end_session``), which the failed step may have left ``processing``.
 
     Returns:
         The failed session's checkpoint (None: no such session).
@@ -53,13 +58,17 @@ async def tell_failed(
     if session is None:
         return None
     cp = Checkpoint.from_json(session.checkpoint)
+    recent = await sessions.events(session_id, max(0, session.last_seq - RECENT_EVENTS))
+    reason = last_failure(recent)
     if cp.parent is not None:
         text = f"The subagent failed: its step crashed its worker {crashes} times."
+        if reason is not None:
+            text += f" The last time: {reason}."
         await answer_parent(sessions, enqueue, cp, text, failed=True)
         return cp
     if slack is not None:
         thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
-        message = render_session_failed(crashes=crashes)
+        message = render_session_failed(crashes=crashes, reason=reason)
         try:
             await slack.post(thread, failure_key(session), message)
         except Exception:

@@ -15,22 +15,26 @@ again. Transient causes (the database, the model API) stay the actor's retries.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import timedelta
 
-from bot.durable.agents import answer_parent
-from bot.durable.driver import Enqueue
+from bot.durable.agents import Enqueue, answer_parent
+from bot.durable.setup_notice import (
+    SETUP_FAILED,
+    failure_key,
+    reason_of,
+    setup_failed_event,
+    setup_failed_text,
+    told,
+)
 from bot.durable.wiring import make_slack_client
 from bot.settings import Settings
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.render import notice
-from harness import Checkpoint
+from harness import Checkpoint, Inbound, held
 from memory_store import (
     Database,
-    EventKind,
     Finish,
-    NewEvent,
     Outbox,
     SessionOrigin,
     SessionStatus,
@@ -41,31 +45,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SETUP_FAILED", "fail_setup", "reason_of", "setup_failed_text"]
 
-SETUP_FAILED = "setup_failed"
-"""The ``notice`` of a session a worker could not set itself up for."""
-MAX_REASON_CHARS = 600
 CLAIM_LEASE = timedelta(seconds=60)
-
-
-def reason_of(error: BaseException) -> str:
-    """``error`` as one line: its type, then its text (a library's lines joined).
-
-    >>> reason_of(FileExistsError(17, "File exists", "/data/gateway"))
-    "FileExistsError: [Errno 17] File exists: '/data/gateway'"
-    """
-    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
-    said = f"{type(error).__name__}: {text}" if text else type(error).__name__
-    return said if len(said) <= MAX_REASON_CHARS else said[: MAX_REASON_CHARS - 1] + "…"
-
-
-def setup_failed_text(reason: str) -> str:
-    """What the thread is told (plain words; ``reason`` from ``reason_of``)."""
-    return (
-        f"The worker could not set itself up to work on this ({reason}), so nothing ran. "
-        "This is a problem of Warroom's configuration or host, not of this thread: whoever "
-        "runs Warroom must fix it (`warroom doctor` checks the configuration); then reply "
-        "here to try again."
-    )
 
 
 async def fail_setup(
@@ -81,8 +61,10 @@ async def fail_setup(
 ) -> bool:
     """End ``session_id`` failed because its worker could not set itself up (``error``),
     and tell its thread: in Slack with ``tell_slack`` (else the thread reads the notice
-    itself, as ``warroom chat`` does), or its parent session's. Opens its own database
-    connection and Slack client.
+    itself, as ``warroom chat`` does), or its parent session's. What arrived in its inbox
+    is kept as the session's pending input (the person's question is still there when
+    they reply to try again), unless an approval waits for a decision. Opens its own
+    database connection and Slack client.
 
     Returns False when the wake-up was stale (another worker holds or finished the step):
     nothing was changed.
@@ -90,8 +72,7 @@ async def fail_setup(
     Raises:
         DatabaseUnavailable: the database could not be reached (the wake-up is retried).
     """
-    reason = reason_of(error)
-    text = setup_failed_text(reason)
+    reason, text = told(error)
     db = Database.from_url(settings.database_url, data_dir=settings.data_dir)
     try:
         sessions = SessionStore(db)
@@ -104,21 +85,23 @@ async def fail_setup(
         )
         if claim is None:
             return False
-        payload = json.dumps({"notice": SETUP_FAILED, "reason": reason, "text": text})
+        cp = Checkpoint.from_json(claim.checkpoint)
+        waits_for_decision = cp.approval is not None and cp.approval.pending
+        if claim.inbox and not waits_for_decision:
+            cp = held(cp, tuple(Inbound(i.user_id, i.text, kind=i.kind) for i in claim.inbox))
         await sessions.commit(
             claim,
-            checkpoint=claim.checkpoint,
+            checkpoint=cp.state_json(),
             outcome=Finish(SessionStatus.FAILED),
-            events=(NewEvent(EventKind.NOTICE.value, payload),),
+            events=(setup_failed_event(reason, text),),
             consumed_inbox_upto=claim.inbox_upto,
         )
         log.error("session %s failed: the worker could not set itself up: %s", session_id, reason)
-        cp = Checkpoint.from_json(claim.checkpoint)
         if cp.parent is not None:
             await answer_parent(sessions, enqueue, cp, f"The subagent failed: {text}", failed=True)
         elif tell_slack:
             thread = Thread(session_id, claim.key.channel_id, claim.key.thread_ts)
-            key = f"{session_id}:{SETUP_FAILED}:{claim.epoch}"
+            key = failure_key(session_id, claim.epoch)
             try:
                 slack = SlackPoster(make_slack_client(settings), Outbox(db))
                 await slack.post(thread, key, notice(f":x: {text}"))

@@ -59,6 +59,7 @@ from harness import (
     Reach,
     Recall,
     SandboxWorkspaces,
+    WorkspaceCannotStart,
     WorkspaceUnavailable,
     default_policy,
     in_flight_tool,
@@ -89,6 +90,7 @@ from sandbox_client import (
     LocalConfig,
     LocalProvider,
     ProcessNotFound,
+    SandboxCannotStart,
     SandboxClient,
     SandboxError,
     SandboxGone,
@@ -315,10 +317,16 @@ class ManagedSandboxes:
         self.setup = setup
 
     async def provision(self, session_id: str) -> str:
-        """A new ready sandbox's handle (JSON), recorded as ``session_id``'s. Raises
-        harness ``WorkspaceUnavailable``."""
+        """A new ready sandbox's handle (JSON), recorded as ``session_id``'s.
+
+        Raises:
+            WorkspaceCannotStart: no sandbox will start until someone fixes the host.
+            WorkspaceUnavailable: none could be made now (transient).
+        """
         try:
             result = await self.manager.ensure(None, self.setup, session_id=session_id)
+        except SandboxCannotStart as exc:
+            raise WorkspaceCannotStart(exc.reason) from exc
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
         return result.handle.to_json()

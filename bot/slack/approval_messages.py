@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from bot.slack.action_ids import APPROVE_ACTION_ID as APPROVE_ACTION_ID
+from bot.slack.action_ids import DENY_ACTION_ID as DENY_ACTION_ID
 from bot.slack.render import Block, SlackMessage, escape_mrkdwn, section, truncate
 from harness import ApprovalStatus, PendingApproval
 
-APPROVE_ACTION_ID = "warroom_approve"
-DENY_ACTION_ID = "warroom_deny"
 MAX_ACTION_CHARS = 2_600  # what fits in one section with the fences and the reason
 
 

@@ -61,13 +61,16 @@ class CallBudget:
                 await asyncio.sleep(self._granted[0] + self.window_s - now)
 
 
+KNOWN_FOR_S = 86_400
+"""How long a window's marker is kept after its last turn (a day)."""
 AFTER_RESET_CALLS = 5
 """Turns granted in the first window after the shared window was lost (a Redis restart):
 Slack's own window may hold up to ``CHAT_UPDATE_PER_MINUTE`` calls of the last minute, and
 45 + 5 stays within Tier 3's 50 (issue #32.1: 181 HTTP 429s after two restarts)."""
 
 # KEYS[1]: the window's sorted set; KEYS[2]: a marker that the window is known (kept a day).
-# ARGV: calls, window in ms, a unique member, turns to grant when the window was lost.
+# ARGV: calls, window in ms, a unique member, turns to grant when the window was lost, the
+# marker's life in seconds.
 # Returns 0 when a turn was taken, else the milliseconds until the oldest turn leaves.
 # The sorted set expires a window after its last turn, the marker only after a day: a
 # window missing while its marker is there is an idle one; both missing (Redis restarted,
@@ -84,7 +87,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   end
   redis.call('PEXPIRE', KEYS[1], window)
 end
-redis.call('SET', KEYS[2], '1', 'EX', 86400)
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
@@ -142,7 +145,13 @@ class SharedCallBudget(CallBudget):
             redis.RedisError: Redis could not be reached.
         """
         member = f"{time.time_ns()}:{id(self)}"
-        args: list[str | int] = [self.calls, int(self.window_s * 1000), member, self._after_reset]
+        args: list[str | int] = [
+            self.calls,
+            int(self.window_s * 1000),
+            member,
+            self._after_reset,
+            KNOWN_FOR_S,
+        ]
         wait_ms = int(await self._script(keys=[self._key, f"{self._key}:known"], args=args))
         return wait_ms / 1000
 
@@ -163,6 +172,16 @@ class SharedCallBudget(CallBudget):
                 if wait_s == 0:
                     return
                 await asyncio.sleep(wait_s)  # the window's next free turn
+
+    async def known_empty(self) -> None:
+        """Record that this window has no lost history: the workspace is new (no process
+        posted for it before, as the drill's fake one), so its first window starts empty
+        instead of nearly full. Sets the marker a turn sets (kept a day).
+
+        Raises:
+            redis.RedisError: Redis could not be reached.
+        """
+        await self._redis.set(f"{self._key}:known", "1", ex=KNOWN_FOR_S)
 
     async def aclose(self) -> None:
         """Close the Redis connection."""

@@ -6,8 +6,11 @@ updated with ``chat.update``; the answer goes through the outbox too, so neither
 ever posted twice. Status messages are written by the process's ``StatusBoard``, off
 the step: showing progress never waits for Slack (coalesced, the latest view wins, a
 turn's final view first). When input arrives mid-turn the next turn gets a new status
-message and the previous one is closed (no "Working", no Stop). A finished turn's
-status says so: no step line left over ("Writing the answer…"), no todo in progress.
+message and the previous one is closed (no "Working", no Stop); a turn that had ended
+(answered, stopped, failed) keeps its final view. A finished turn's status says so: no
+step line left over ("Writing the answer…"), no todo in progress. A turn that answers at
+its first step gets no status message: its answer is its one message (a status posted
+then would land below the answer, saying "Done (0s)").
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from bot.slack.render import (
     Progress,
     SlackMessage,
     long_work_lines,
+    notice,
     render_answer,
     render_status,
 )
@@ -36,6 +40,7 @@ from harness import (
     ApprovalRequested,
     Checkpoint,
     Event,
+    InputGiven,
     ModelResponded,
     Notice,
     NoticeTopic,
@@ -73,6 +78,7 @@ def _todos(cp: Checkpoint) -> tuple[Todo, ...]:
 
 
 CONTINUED_STEP = "New input arrived: continued in the status message below"
+FAILED_STEP = "The session failed: the message below says why"
 THINKING_REFRESH_S = 60.0
 """How long a turn's "is thinking…" status is taken to stand before it is set again.
 Slack removes it after two minutes without a message (``assistant.threads.setStatus``:
@@ -216,12 +222,21 @@ class ThreadReporter:
             checkpoint.tasks, checkpoint.wakeup, now_s=time.time(), agents=checkpoint.agents
         )
         progress = Progress(session_id, step, _todos(checkpoint), 0.0, finished, spend, long_work)
+        previous = f"{session_id}:status:{checkpoint.turns - 1}" if checkpoint.turns > 0 else None
+        if finished and not long_work and any(isinstance(e, InputGiven) for e in events):
+            # the turn began and answered in this one step: its answer is its message (a
+            # status posted now would come after it); an earlier turn still shown as
+            # running ends here too
+            if previous is not None:
+                done = Progress(session_id, None, finished=True)
+                await self.board.close(thread, previous, _view(done))
+            return
         if finished:
             await self.board.record_final(thread, key, _view(progress))
         close = None
-        if checkpoint.turns > 0:
+        if previous is not None:
             closed = Progress(session_id, CONTINUED_STEP, finished=True)
-            close = (f"{session_id}:status:{checkpoint.turns - 1}", _view(closed))
+            close = (previous, _view(closed))
         self.board.show(thread, key, _view(progress), final=finished, close=close)
         if not finished:
             self._show_thinking(thread, checkpoint.turns)
@@ -254,6 +269,35 @@ class ThreadReporter:
             title=_incident(checkpoint),
             initiator=checkpoint.requester.user_id or None,
         )
+
+    async def show_failure(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        text: str,
+    ) -> None:
+        """The session failed: post ``text`` as a notice once per ``key``, and end the
+        turn's status (its message's final view says Failed, with no live Stop; on the
+        agent surface the agent session is closed). A turn with no status message yet
+        gets none: the notice says it all."""
+        thread = Thread(session_id, channel_id, thread_ts)
+        await self._poster.post(thread, key, notice(f":x: {text}"))
+        self._clear_thinking(thread)
+        if self._streaming():
+            assert self.surface is not None
+            await self.surface.end(thread, AgentStatus.CLOSED)
+            return
+        status_key = f"{session_id}:status:{checkpoint.turns}"
+        shown = self.board.holds(session_id, status_key)
+        if not shown and await self._poster.recorded_ts(status_key) is None:
+            return
+        failed = Progress(session_id, FAILED_STEP, _todos(checkpoint), finished=True, failed=True)
+        await self.board.record_final(thread, status_key, _view(failed))
+        self.board.show(thread, status_key, _view(failed), final=True)
 
     def _streaming(self) -> bool:
         """Whether this turn goes to Slack's agent surface (else the status message)."""

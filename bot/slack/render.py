@@ -32,6 +32,7 @@ MAX_FALLBACK_CHARS = 150
 DEFAULT_MAX_ANSWER_MESSAGES = 4
 PREVIEW_CHARS = 1_500
 STOP_ACTION_ID = "warroom_stop"
+MAX_REASON_CHARS = 600
 THINKING_STATUS = "is thinking…"
 
 Block = dict[str, Any]
@@ -76,7 +77,8 @@ class Progress:
     ``elapsed_s`` the seconds since the turn started; ``finished`` drops the Stop button;
     ``spend`` is the session's tokens and cost so far (``'43,500 tokens · $0.018'``);
     ``long_work`` the work that goes on between steps, one line each (background
-    commands with their elapsed time, the next scheduled check: ``long_work_lines``).
+    commands with their elapsed time, the next scheduled check: ``long_work_lines``);
+    ``failed`` (with ``finished``): the turn ended because the session failed.
     """
 
     session_id: str
@@ -86,6 +88,7 @@ class Progress:
     finished: bool = False
     spend: str | None = None
     long_work: tuple[str, ...] = ()
+    failed: bool = False
 
 
 _TODO_MARKS = {TodoStatus.PENDING: "☐", TodoStatus.IN_PROGRESS: "◐", TodoStatus.COMPLETED: "☑"}
@@ -405,7 +408,8 @@ def render_status(progress: Progress) -> SlackMessage:
     blocks.extend(sections_from_lines(lines, max_blocks=room))
     if not progress.finished:
         blocks.append(stop_button(progress.session_id))
-    step = progress.step or ("Done" if progress.finished else "Working")
+    done = "Failed" if progress.failed else "Done"
+    step = progress.step or (done if progress.finished else "Working")
     return SlackMessage(
         text=truncate(f"{step} ({elapsed})", MAX_FALLBACK_CHARS), blocks=tuple(blocks)
     )
@@ -414,6 +418,8 @@ def render_status(progress: Progress) -> SlackMessage:
 def _status_head(progress: Progress, elapsed: str) -> str:
     icon = ":white_check_mark:" if progress.finished else ":hourglass_flowing_sand:"
     state = "Finished" if progress.finished else "Working"
+    if progress.finished and progress.failed:
+        icon, state = ":x:", "Failed"
     head = f"{icon} *{state}* · {elapsed}"
     if progress.spend:
         head += f" · {progress.spend}"
@@ -543,10 +549,16 @@ def render_step_cap(*, steps: int) -> SlackMessage:
     )
 
 
-def render_session_failed(*, crashes: int) -> SlackMessage:
-    """The session's step crashed its worker ``crashes`` times; it was given up."""
+def render_session_failed(*, crashes: int, reason: str | None = None) -> SlackMessage:
+    """The session's step crashed its worker ``crashes`` times; it was given up. ``reason``:
+    what its last attempt met, when it said (a worker that died says nothing).
+
+    >>> render_session_failed(crashes=3, reason="ModelUnavailable: 529").text[:80]
+    ':x: This investigation failed: its next step crashed 3 times in a row (the last '
+    """
+    last = f" (the last time: {truncate(reason, MAX_REASON_CHARS)})" if reason else ""
     return notice(
-        f":x: This investigation failed: its next step crashed {crashes} times in a row, "
+        f":x: This investigation failed: its next step crashed {crashes} times in a row{last}, "
         "so I've stopped it rather than keep retrying. Nothing else will run. "
         "Reply in this thread to try again, or start a new thread."
     )

@@ -136,7 +136,8 @@ class StatusBoard:
     ) -> None:
         """Show ``view`` in the message ``status_key`` (posted first if it is new);
         replaces any view of it not yet sent. ``close``: (the previous turn's status
-        key, its final view), sent once when this message is newly posted."""
+        key, its final view), sent once when this message is newly posted, unless that
+        turn's own final view was recorded (it ended before: answered, stopped, failed)."""
         message = self._messages.setdefault(
             (thread.session_id, status_key), _Message(thread, status_key)
         )
@@ -144,6 +145,27 @@ class StatusBoard:
         if close is not None and message.ts is None:
             message.close_key, message.close_view = close
         self._schedule(message)
+
+    async def close(self, thread: Thread, status_key: str, view: View) -> None:
+        """Give the message ``status_key`` its final ``view``, if it was posted (by any
+        process, or is being posted here) and no process recorded a final view of it yet
+        (a turn that ended keeps its own); a message never posted stays unposted.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached.
+        """
+        held = (thread.session_id, status_key) in self._messages
+        if not held and await self._poster.recorded_ts(status_key) is None:
+            return
+        if await self._final_elsewhere(status_key):
+            return
+        await self.record_final(thread, status_key, view)
+        self.show(thread, status_key, view, final=True)
+
+    def holds(self, session_id: str, status_key: str) -> bool:
+        """Whether this board has the message ``status_key`` of ``session_id`` in hand
+        (being posted, or a view of it not yet sent)."""
+        return (session_id, status_key) in self._messages
 
     def show_at(self, thread: Thread, ts: str, message: SlackMessage, *, final: bool) -> None:
         """Show ``message`` in the existing message ``ts`` of ``thread`` (an approval's)."""
@@ -229,9 +251,10 @@ class StatusBoard:
             message.sent_at = self._clock()
             if message.view is view and not message.final:
                 message.view = None  # the post showed it
-        if was_new and message.close_key is not None and message.close_view is not None:
-            earlier = await self._poster.recorded_ts(message.close_key)
-            if earlier is not None:
+        close_key = message.close_key
+        if was_new and close_key is not None and message.close_view is not None:
+            earlier = await self._poster.recorded_ts(close_key)
+            if earlier is not None and not await self._final_elsewhere(close_key):
                 self.show_at(message.thread, earlier, message.close_view(0.0), final=True)
         self._due.set()
         self._check_idle()

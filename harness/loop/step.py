@@ -292,6 +292,21 @@ def _wakeup_spent(cp: Checkpoint, wakeup: ScheduledWakeup, inbox: Sequence[Inbou
     return fired or missed
 
 
+def held(cp: Checkpoint, inbox: Sequence[Inbound]) -> Checkpoint:
+    """``cp`` holding ``inbox`` for its next model step, as a tool step holds what arrives
+    while it runs: subagents' answers become their calls' results, stale approval
+    decisions are dropped, the rest waits as pending input. For a step that ends without
+    running (its worker could not set it up), so committing it loses no input.
+
+    >>> from harness.loop.checkpoint import Requester
+    >>> cp = held(Checkpoint("s1", "T1", "C1", Requester("U1")), [Inbound("U1", "hi")])
+    >>> [i.text for i in cp.pending_input]
+    ['hi']
+    """
+    cp, rest = _agent_results(cp, inbox)
+    return _with_inbox(cp, tuple(item for item in rest if not _stale_decision(cp, item)))
+
+
 def _taking(result: StepResult, inbox: Sequence[Inbound]) -> StepResult:
     """A tool step's result holding the inbox for the next model step."""
     return replace(result, checkpoint=_with_inbox(result.checkpoint, inbox))

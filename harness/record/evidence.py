@@ -21,8 +21,9 @@ Rows and what they make (``memory_store.IncidentRow``):
 - the approval's request, decision (by the person who decided, or its expiry) and a
   call the policy blocked: ``approval``;
 - the stop (``notice`` ``cancelled``): a ``stop`` entry by the person who wrote it,
-  then each command or approval it cut short; a session failed by repeated crashes:
-  a ``notice``; the notices worth knowing (``NOTICE_TOPICS``);
+  then each command or approval it cut short; a session failed by repeated crashes, or
+  because its worker could not set itself up (no sandbox would start): a ``notice``;
+  the notices worth knowing (``NOTICE_TOPICS``);
 - an answer: ``answer``, linked to its message once posted; one Slack refused: ``notice``.
 """
 
@@ -177,6 +178,11 @@ class Reader:
             text = (
                 f"the session failed: its step failed {payload.get('max_crashes')} times in a row"
             )
+            return [self._by_agent(row, EntryKind.NOTICE, text, f"event:{row.seq}")]
+        if said == "setup_failed":  # the call under way needed what failed: it never ran
+            self.under_way = None
+            reason = payload.get("reason") or "no reason given"
+            text = line(f"the session failed: its worker could not set itself up ({reason})")
             return [self._by_agent(row, EntryKind.NOTICE, text, f"event:{row.seq}")]
         if str(payload.get("topic", "")) not in NOTICE_TOPICS:
             return []

@@ -21,6 +21,7 @@ from harness.loop.events import Event, Notice, NoticeTopic
 from harness.sandbox.workspace import (
     CommandResult,
     NewSandbox,
+    WorkspaceCannotStart,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
     WorkspaceRefused,
@@ -35,6 +36,7 @@ from sandbox_client import (
     ProcessNotFound,
     ProcessRecord,
     RequestRejected,
+    SandboxCannotStart,
     SandboxClient,
     SandboxError,
     SandboxHandle,
@@ -124,13 +126,16 @@ class SessionWorkspace:
 
     @contextlib.asynccontextmanager
     async def _use(self, busy_s: float) -> AsyncIterator[SandboxClient]:
-        """The sandbox's client for one operation; SandboxError -> WorkspaceUnavailable."""
+        """The sandbox's client for one operation; SandboxCannotStart ->
+        WorkspaceCannotStart, any other SandboxError -> WorkspaceUnavailable."""
         try:
             async with self._manager.use(
                 self._handle, self._setup, session_id=self._session_id, busy_s=busy_s
             ) as result:
                 await self._took(result)
                 yield result.client
+        except SandboxCannotStart as exc:
+            raise WorkspaceCannotStart(exc.reason) from exc
         except SandboxError as exc:
             raise WorkspaceUnavailable(str(exc)) from exc
 

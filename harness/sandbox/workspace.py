@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from harness.errors import (
+    WorkspaceCannotStart,
     WorkspaceError,
     WorkspaceFileNotFound,
     WorkspaceIsADirectory,
@@ -28,6 +29,7 @@ __all__ = [
     "StepWorkspace",
     "Workspace",
     "WorkspaceSource",
+    "WorkspaceCannotStart",
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceIsADirectory",
@@ -69,6 +71,8 @@ class Workspace(Protocol):
         * ``lookup`` finds a process started earlier under ``name`` (crash recovery);
           None when the sandbox does not know it (never run, or the sandbox was replaced).
         * Infrastructure failures raise ``WorkspaceUnavailable``; the step is retried.
+        * A sandbox that will not start until a person fixes the host raises
+          ``WorkspaceCannotStart`` before anything ran; never retried.
         * A file call the sandbox refuses for good (a path outside the roots it serves,
           a file over its read limit) raises ``WorkspaceRefused``; never retried.
         * ``exec`` ends what the command left running in its process group when the

@@ -24,7 +24,9 @@ class SandboxProvider(Protocol):
           idempotent (destroying a gone sandbox is not an error).
         * No call holds a lock or a connection after it returns; ``connect`` returns a
           client the caller must ``aclose``.
-        * Errors: ``ProvisionFailed``, ``SandboxGone``, ``SandboxUnavailable``.
+        * Errors: ``ProvisionFailed`` (``SandboxCannotStart`` when no sandbox will start
+          until someone fixes the host or the account), ``SandboxGone``,
+          ``SandboxUnavailable``.
     """
 
     kind: str

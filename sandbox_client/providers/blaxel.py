@@ -22,13 +22,21 @@ from typing import Any
 import httpx
 
 from sandbox_client.client import SandboxClient
-from sandbox_client.errors import ProtocolError, ProvisionFailed, SandboxGone, SandboxUnavailable
+from sandbox_client.errors import (
+    ProtocolError,
+    ProvisionFailed,
+    SandboxCannotStart,
+    SandboxGone,
+    SandboxUnavailable,
+)
 from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 from sandbox_client.transport import ClientOptions
 from sandbox_client.wire import error_message
 
 GONE_STATUSES = frozenset({"FAILED", "TERMINATED", "DELETING", "DEACTIVATED", "DEACTIVATING"})
 STARTING_STATUSES = frozenset({"DEPLOYING", "BUILDING", "UPLOADING", "BUILT"})
+PASSING_4XX = frozenset({408, 409, 425, 429})
+"""Refusals of a sandbox creation that may pass (timeout, conflict, too early, rate)."""
 
 
 @dataclass(frozen=True)
@@ -102,15 +110,20 @@ class BlaxelProvider:
         """Create the sandbox (or get it, ``createIfNotExist``) and wait until it answers.
 
         Raises:
-            ProvisionFailed: Blaxel refused, or the sandbox never answered.
+            SandboxCannotStart: Blaxel refused the request itself (a 4xx other than
+                408, 409, 425 or 429: the key, the workspace, the image), as it will again.
+            ProvisionFailed: Blaxel failed (5xx, or those four), or the sandbox never
+                answered; the next try may work.
         """
         response = await self._call(
             sandbox_id, "POST", "/sandboxes", params={"createIfNotExist": "true"},
             json=self._create_body(sandbox_id),
         )  # fmt: skip
         if response.status_code >= 300:
-            raise ProvisionFailed(sandbox_id, f"HTTP {response.status_code}: "
-                                  f"{error_message(response.content)}")  # fmt: skip
+            reason = f"HTTP {response.status_code}: {error_message(response.content)}"
+            if 400 <= response.status_code < 500 and response.status_code not in PASSING_4XX:
+                raise SandboxCannotStart(sandbox_id, reason)
+            raise ProvisionFailed(sandbox_id, reason)
         handle = self._handle(sandbox_id, self._record(sandbox_id, response))
         try:
             await self._probe(handle)

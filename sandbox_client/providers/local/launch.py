@@ -29,11 +29,16 @@ _DETACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shif
 
 
 class LaunchFailed(Exception):
-    """The jail did not start serving; ``reason`` holds what bwrap or the server said."""
+    """The jail did not start serving; ``reason`` holds what bwrap or the server said.
 
-    def __init__(self, reason: str) -> None:
+    ``permanent``: it refused (bwrap or the server exited, the cgroups could not be
+    joined), so the next try fails the same way; False when it was only not ready in time.
+    """
+
+    def __init__(self, reason: str, *, permanent: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,14 @@ async def launch(
     its standard output and error until then goes to ``log_path``, later output nowhere.
 
     Raises:
-        LaunchFailed: it exited, or did not become ready within ``timeout_s``.
+        LaunchFailed: it exited (``permanent``), or did not become ready within
+            ``timeout_s`` (not ``permanent``).
     """
     info_r, info_w = os.pipe()
     ready_r, ready_w = os.pipe()
     log_r, log_w = os.pipe()
-    copier = asyncio.create_task(_copy(log_r, log_path))
+    writes: list[asyncio.Future[None]] = []
+    copier = asyncio.create_task(_copy(log_r, log_path, writes))
     try:
         argv = build_argv(info_w, ready_w)
         detacher = await asyncio.create_subprocess_exec(
@@ -85,32 +92,39 @@ async def launch(
             pid = int(json.loads(info)["child-pid"])
             ready = await _read_until(ready_r, b"\n")
     except TimeoutError as exc:
-        raise LaunchFailed(f"not ready within {timeout_s:g} s") from exc
-    except (ValueError, KeyError) as exc:
-        raise LaunchFailed(f"unreadable bwrap info: {exc}") from exc
+        raise LaunchFailed(f"not ready within {timeout_s:g} s", permanent=False) from exc
+    except (ValueError, KeyError) as exc:  # its info pipe closed empty: bwrap exited
+        raise LaunchFailed("bubblewrap exited without starting the jail") from exc
     finally:
         for fd in (info_r, info_w, ready_r, ready_w, log_w):
             if fd >= 0:
                 os.close(fd)
-        await _stop_copying(copier, log_r, log_path)
+        await _stop_copying(copier, writes, log_r, log_path)
     ticks = procfs.start_ticks(pid)
     if ready != b"ready\n" or ticks is None:
         raise LaunchFailed("the sandbox server exited during start-up")
     return Launched(pid=pid, start_ticks=ticks)
 
 
-async def _copy(fd: int, log_path: Path) -> None:
-    """Append what the pipe ``fd`` carries to ``log_path`` until cancelled or its end."""
+async def _copy(fd: int, log_path: Path, writes: list[asyncio.Future[None]]) -> None:
+    """Append what the pipe ``fd`` carries to ``log_path`` until cancelled or its end;
+    each append is in ``writes`` (cancelling the copy does not cancel a write under way)."""
     while chunk := await _read_some(fd):
-        await asyncio.to_thread(_append, log_path, chunk)
+        write = asyncio.ensure_future(asyncio.to_thread(_append, log_path, chunk))
+        writes.append(write)
+        await asyncio.shield(write)
 
 
-async def _stop_copying(copier: asyncio.Task[None], fd: int, log_path: Path) -> None:
-    """Stop ``copier``, append what the pipe ``fd`` holds now (at most
+async def _stop_copying(
+    copier: asyncio.Task[None], writes: list[asyncio.Future[None]], fd: int, log_path: Path
+) -> None:
+    """Stop ``copier`` once its writes are done (the log holds what bwrap said before it
+    exited, in order), append what the pipe ``fd`` holds now (at most
     ``LOG_TAIL_BYTES``), and close it: the jail's later writes get EPIPE."""
     copier.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await copier
+    await asyncio.gather(*writes, return_exceptions=True)
     os.set_blocking(fd, False)
     tail = bytearray()
     with contextlib.suppress(BlockingIOError):

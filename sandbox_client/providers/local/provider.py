@@ -19,7 +19,13 @@ from pathlib import Path
 import httpx
 
 from sandbox_client.client import SandboxClient
-from sandbox_client.errors import ProvisionFailed, SandboxGone, SandboxUnavailable
+from sandbox_client.errors import (
+    ProvisionFailed,
+    SandboxCannotStart,
+    SandboxGone,
+    SandboxUnavailable,
+    provision_error,
+)
 from sandbox_client.providers.local import cgroups, probe, procfs
 from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
@@ -71,6 +77,7 @@ class LocalProvider:
         self._freezer: Freezer | None = None
         self._enforcer: Enforcer | None = None
         self._prepared = False
+        self._bwrap: str | None = None  # its full path, found on PATH by ``_prepare``
         self._real_state_dir: str | None = None
         self.pool = WarmPool(self, config.warm_pool)  # fills once started (``WarmPool.start``)
 
@@ -82,7 +89,7 @@ class LocalProvider:
             kinds = {"auto": ("cgroup2", "cgroup1"), "signal": ()}.get(chosen, (chosen,))
             detected = detect(kinds)
             if chosen not in ("auto", detected.kind):
-                raise ProvisionFailed("-", f"the {chosen} freezer is not usable here")
+                raise SandboxCannotStart("-", f"the {chosen} freezer is not usable here")
             self._freezer = detected
         return self._freezer
 
@@ -126,11 +133,15 @@ class LocalProvider:
         """Start a jail for ``sandbox_id`` (or return the live one already there).
 
         Raises:
-            ProvisionFailed: a bad id, a too-long socket path, or a jail that did not
-                start (the reason carries bwrap's or the server's last words).
+            SandboxCannotStart: no jail will start here until someone fixes the host: a
+                bad id, a too-long socket path, bubblewrap missing or refusing (its last
+                words in the reason), a state directory that cannot be written, a cgroup
+                that cannot be made.
+            ProvisionFailed: a jail that did not start in ``start_timeout_s``, or a
+                passing shortage (memory, processes); the next try may work.
         """
         if not _ID.match(sandbox_id):
-            raise ProvisionFailed(sandbox_id, "ids are 1-63 letters, digits, '.', '_', '-'")
+            raise SandboxCannotStart(sandbox_id, "ids are 1-63 letters, digits, '.', '_', '-'")
         existing = self.find(sandbox_id)
         if existing is not None:
             health = await self.health(existing)
@@ -142,7 +153,10 @@ class LocalProvider:
         if not sandbox_id.startswith(POOL_PREFIX) and (pooled := self.pool.take(sandbox_id)):
             return pooled
         await self._prepare()
-        paths = self._make_dirs(sandbox_id)
+        try:
+            paths = self._make_dirs(sandbox_id)
+        except OSError as exc:
+            raise provision_error(sandbox_id, f"cannot make its directory: {exc}", exc) from exc
         freezer, enforcer = self.freezer, self.enforcer
         cgroup: Path | None = None
         limit_dirs: list[Path] = []
@@ -153,15 +167,16 @@ class LocalProvider:
             limit_dirs = enforcer.apply(name, v2_cgroup, self.config.limits)
         except OSError as exc:
             await self._discard(sandbox_id, freezer, cgroup)
-            raise ProvisionFailed(sandbox_id, f"cannot create cgroup: {exc}") from exc
+            raise provision_error(sandbox_id, f"cannot create cgroup: {exc}", exc) from exc
         procs = [freezer.procs_file(cgroup), *(str(d / "cgroup.procs") for d in limit_dirs)]
         rlimits = enforcer.rlimit_controllers()
+        config = replace(self.config, bwrap=self._bwrap or self.config.bwrap)
         try:
             with _bound_socket(paths.socket) as listening:
                 fd = listening.fileno()
                 launched = await launch(
                     lambda info_fd, ready_fd: bwrap_argv(
-                        self.config,
+                        config,
                         paths,
                         info_fd=info_fd,
                         ready_fd=ready_fd,
@@ -173,10 +188,16 @@ class LocalProvider:
                     timeout_s=self.config.start_timeout_s,
                     pass_fds=(fd,),
                 )
-        except (LaunchFailed, OSError) as exc:
+        except LaunchFailed as exc:
             reason = f"{exc}; log: {self._log_tail(sandbox_id)}"
             await self._discard(sandbox_id, freezer, cgroup, limit_dirs)
+            if exc.permanent:
+                raise SandboxCannotStart(sandbox_id, reason) from exc
             raise ProvisionFailed(sandbox_id, reason) from exc
+        except OSError as exc:
+            reason = f"{exc}; log: {self._log_tail(sandbox_id)}"
+            await self._discard(sandbox_id, freezer, cgroup, limit_dirs)
+            raise provision_error(sandbox_id, reason, exc) from exc
         handle = SandboxHandle(
             provider=self.kind,
             sandbox_id=sandbox_id,
@@ -189,7 +210,11 @@ class LocalProvider:
             state_dir=str(self._dir(sandbox_id)),
             limit_cgroups=tuple(str(d) for d in limit_dirs),
         )
-        (self._dir(sandbox_id) / HANDLE_FILE).write_text(handle.to_json())
+        try:
+            (self._dir(sandbox_id) / HANDLE_FILE).write_text(handle.to_json())
+        except OSError as exc:  # unrecorded, nobody could find the jail: it goes now
+            await self.destroy(handle)
+            raise provision_error(sandbox_id, f"cannot record its handle: {exc}", exc) from exc
         return handle
 
     def find(self, sandbox_id: str) -> SandboxHandle | None:
@@ -209,25 +234,38 @@ class LocalProvider:
         return self.config.state_dir / sandbox_id
 
     async def _prepare(self) -> None:
-        """Once: the stub directories, and the server's byte code (the jail cannot write)."""
+        """Once: find bubblewrap on ``PATH`` (the jail is started with an empty
+        environment, so by its full path), make the stub directories and the server's
+        byte code (the jail cannot write).
+
+        Raises:
+            SandboxCannotStart: no bubblewrap or Python, or a state directory that cannot
+                be written.
+        """
         if self._prepared:
             return
-        if not shutil.which(self.config.bwrap):
-            raise ProvisionFailed("-", f"{self.config.bwrap} not found: install bubblewrap")
+        bwrap = shutil.which(self.config.bwrap)
+        if bwrap is None:
+            raise SandboxCannotStart("-", f"{self.config.bwrap} not found: install bubblewrap")
         if not os.access(self.config.python, os.X_OK):
-            raise ProvisionFailed("-", f"no Python interpreter at {self.config.python}")
-        for name in VIRTUAL_MOUNTS:
-            stub = self.config.state_dir / "stubs" / name
-            stub.mkdir(parents=True, exist_ok=True)
-            (stub / "README-warroom.txt").write_text(stub_note(name))
+            raise SandboxCannotStart("-", f"no Python interpreter at {self.config.python}")
+        try:
+            for name in VIRTUAL_MOUNTS:
+                stub = self.config.state_dir / "stubs" / name
+                stub.mkdir(parents=True, exist_ok=True)
+                (stub / "README-warroom.txt").write_text(stub_note(name))
+        except OSError as exc:
+            reason = f"cannot write the sandboxes' state directory: {exc}"
+            raise provision_error("-", reason, exc) from exc
         await asyncio.to_thread(compileall.compile_dir, str(SERVER_DIR), quiet=2)
+        self._bwrap = bwrap
         self._prepared = True
 
     def _make_dirs(self, sandbox_id: str) -> JailPaths:
         root = self._dir(sandbox_id)
         paths = JailPaths(root, self.config.state_dir / "stubs", SERVER_DIR)
         if len(os.fsencode(paths.socket)) > MAX_SOCKET_PATH_BYTES:
-            raise ProvisionFailed(
+            raise SandboxCannotStart(
                 sandbox_id, f"socket path too long, shorten state_dir: {paths.socket}"
             )
         root.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -178,6 +178,12 @@ async def test_the_full_drill_survives_a_killed_worker_and_a_destroyed_sandbox(
     kill = next(c for c in result.checks if c.name == KILL)
     assert "recovered from the sandbox" in kill.detail, log
     assert "!! drill: SIGKILL worker process" in log
+    # And it left no Redis key behind (queues, acks, heartbeats, markers, the budget's)
+    client = redis.Redis.from_url(queue_url)
+    try:
+        assert client.keys() == []
+    finally:
+        client.close()
 
 
 def test_the_full_drill_without_a_shared_database_exits_2_naming_the_option() -> None:

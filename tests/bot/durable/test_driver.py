@@ -6,13 +6,17 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from bot.durable.driver import StepDriver
+from bot.durable.failures import tell_failed
 from bot.errors import SlackRefused
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.metrics import StepOutcome, default_metrics
+from bot.slack.poster import SlackPoster, Thread
+from bot.slack.render import SlackMessage
 from harness import Checkpoint, Event, Message, Requester, TextBlock
 from memory_store import SessionStatus
 from tests.bot.durable.driver_support import (
@@ -110,6 +114,50 @@ async def test_an_answer_refused_for_good_fails_the_session_once_and_is_counted(
         "warroom_slack_posts_refused_total", {"error": "is_archived"}
     )
     assert (after or 0.0) == (counted or 0.0) + 1
+
+
+class BrokenThread(WatchingThread):
+    """A thread whose poster is broken (a bug, a library that changed): every post raises."""
+
+    async def post_answer(
+        self, *, key: str, session_id: str, channel_id: str, thread_ts: str, markdown: str
+    ) -> str:
+        raise RuntimeError("the Slack client lost its token")
+
+
+class Said:
+    """The thread's posts, as ``failures.tell_failed`` makes them (a ``SlackPoster``'s part)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def post(self, thread: Thread, key: str, message: SlackMessage) -> str:
+        self.texts.append(message.text)
+        return "1.0"
+
+
+async def test_a_step_given_up_after_its_attempts_says_what_the_last_attempt_met(
+    workers: Workers,
+) -> None:
+    # Given a session whose answer is ready, and a worker whose poster raises
+    driver = workers.driver("a", BrokenThread(workers))
+    answered = Checkpoint("broken", ORG, CHANNEL, Requester("U1"), answer="Done.")
+    await workers.open("broken", checkpoint=answered)
+    # When its step fails (and, with one attempt allowed, the sweeper gives it up)
+    with pytest.raises(RuntimeError):
+        await driver.run("broken", workers.pending.pop("broken"))
+    swept = await workers.sessions.sweep(max_crashes=1, stale_after_s=30)
+    assert swept.failed == ("broken",)
+    said = Said()
+    await tell_failed(workers.sessions, cast(SlackPoster, said), _nothing, "broken", crashes=1)
+    # Then the thread is told why the last attempt failed, in the failure's own words
+    assert len(said.texts) == 1
+    assert "crashed 1 times in a row" in said.texts[0]
+    assert "(the last time: RuntimeError: the Slack client lost its token)" in said.texts[0]
+
+
+async def _nothing(session_id: str, token: str) -> None:
+    raise AssertionError("a top-level session's failure enqueues nothing")
 
 
 async def test_a_system_input_reaches_the_model_as_recorded_beside_a_users_reply(

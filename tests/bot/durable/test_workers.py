@@ -46,6 +46,7 @@ from tests.bot.durable_support import (
     frozen,
     poll,
     running_cluster,
+    side_effect,
     standard_plan,
 )
 from tests.conftest import PG_ADMIN_URL
@@ -197,7 +198,9 @@ async def test_a_reply_mid_turn_leaves_no_earlier_status_working_with_a_stop_but
     probe: Probe,
 ) -> None:
     session_id = f"two-status-{uuid.uuid4().hex[:6]}"
-    await probe.start(session_id, standard_plan(sleep_s=1.0))
+    # (the reply's turn runs a command too: a turn that answers at its first step gets no
+    # status message of its own, tests/bot/cli/test_status_messages.py)
+    await probe.start(session_id, [side_effect(sleep_s=1.0), side_effect(), Reply.text("Done.")])
     await probe.wait_event(session_id, "tool_intent")
     # When a teammate replies while the command runs (the next turn gets its own status)
     await probe.sessions.add_input(

@@ -82,3 +82,17 @@ async def test_a_window_redis_lost_starts_nearly_full_not_empty(redis_url: str) 
         assert await budget.try_take() > 0
     finally:
         await budget.aclose()
+
+
+async def test_a_workspace_known_to_be_new_starts_with_an_empty_window(redis_url: str) -> None:
+    # Given a workspace no process posted for (the drill's fake one), known to be new
+    key = f"chat.update:new-{uuid.uuid4().hex[:8]}"
+    budget = SharedCallBudget(redis_url, key, calls=3, window_s=60, after_reset_calls=1)
+    try:
+        await budget.known_empty()
+        # Then its first window grants every turn, not only the after-reset one
+        assert [await budget.try_take() for _ in range(3)] == [0.0, 0.0, 0.0]
+        assert await budget.try_take() > 0
+    finally:
+        await budget._redis.delete(f"warroom:budget:{key}", f"warroom:budget:{key}:known")
+        await budget.aclose()

@@ -230,3 +230,31 @@ def test_a_crash_loop_a_best_effort_answer_and_a_refused_post_are_recorded() -> 
         ("notice", AGENT, "Slack refused the answer for good (channel_not_found)"),
         ("notice", AGENT, "the session failed: its step failed 3 times in a row"),
     ]
+
+
+def test_a_session_whose_worker_could_not_set_up_its_command_says_why_and_what_never_ran() -> None:
+    # Given a command whose sandbox would not start (nothing ran), retried after a reply
+    reason = "bubblewrap exited without starting the jail; log: bwrap: uid map: EPERM"
+    failed = json.dumps({"notice": "setup_failed", "reason": reason, "text": "…"})
+    intent = ToolIntent("toolu_1", "Bash", "Bash: Count", "grep -c 500 app.log")
+    finished = ToolFinished("toolu_1", "Bash", "Bash: Count", False, 2, "12", "grep -c 500 app.log")
+    stop = json.dumps({"notice": "cancelled", "by": "U0BOB"})
+    rows = _rows_of(
+        _event(1, intent),
+        IncidentRow("event", _at(2), "s1", 2, "notice", failed, None, None),
+        IncidentRow("event", _at(3), "s1", 3, "notice", stop, None, None),
+        _event(4, intent),
+        _event(5, finished),
+    )
+
+    # Then the timeline says the session failed and why; the stop cut nothing short; the
+    # command appears once, with the outcome it had when it ran
+    lines = [line[:3] for line in _lines(rows)]
+    assert lines[0] == (
+        "notice",
+        AGENT,
+        f"the session failed: its worker could not set itself up ({reason})",
+    )
+    assert lines[1] == ("stop", "<@U0BOB>", "stopped the session")
+    assert [line[0] for line in lines[2:]] == ["command"]
+    assert "unknown" not in lines[2][2]

@@ -18,6 +18,7 @@ from sandbox_client import (
     LocalProvider,
     ProcessStatus,
     ProvisionFailed,
+    SandboxCannotStart,
     SandboxGone,
     SandboxHandle,
     SandboxTimeout,
@@ -201,9 +202,65 @@ async def test_a_bad_id_or_a_missing_interpreter_is_a_clear_provisioning_error(
 ) -> None:
     provider = LocalProvider(local_config(state_dir, python="/nonexistent/python3"))
 
-    with pytest.raises(ProvisionFailed, match="ids are"):
+    with pytest.raises(SandboxCannotStart, match="ids are"):
         await provider.provision("../escape")
-    with pytest.raises(ProvisionFailed) as caught:
+    with pytest.raises(SandboxCannotStart) as caught:
         await provider.provision("no-python")
     assert "nonexistent" in caught.value.reason
     assert not (state_dir / "no-python").exists()
+
+
+def _bwrap_script(path: Path, body: str) -> str:
+    """An executable ``bwrap`` stand-in at ``path`` running ``body`` (sh)."""
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+async def test_a_bubblewrap_that_refuses_cannot_start_a_jail_and_says_why(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    refusing = "echo 'bwrap: setting up uid map: Permission denied' >&2; exit 1"
+    bwrap = _bwrap_script(tmp_path / "bwrap", refusing)
+    provider = LocalProvider(local_config(state_dir / "refused", bwrap=bwrap))
+
+    with pytest.raises(SandboxCannotStart) as caught:
+        await provider.provision("refused")
+
+    assert "bwrap: setting up uid map: Permission denied" in caught.value.reason
+    assert not (state_dir / "refused" / "refused").exists()
+
+
+async def test_bubblewrap_is_found_on_path_as_the_start_up_check_finds_it(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the jail is started with an empty environment: it must run the bwrap PATH names
+    _bwrap_script(tmp_path / "bwrap", "echo 'the one on PATH' >&2; exit 1")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    provider = LocalProvider(local_config(state_dir / "on-path"))
+
+    with pytest.raises(SandboxCannotStart, match="the one on PATH"):
+        await provider.provision("on-path")
+
+
+async def test_a_state_directory_that_cannot_be_written_cannot_start_a_jail(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sbx").write_text("a file where the directory should be\n")
+    provider = LocalProvider(local_config(tmp_path / "sbx"))
+
+    with pytest.raises(SandboxCannotStart, match="state directory"):
+        await provider.provision("unwritable")
+
+
+async def test_a_jail_only_slow_to_start_may_start_next_time(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    slow = _bwrap_script(tmp_path / "bwrap", "exec sleep 1")
+    provider = LocalProvider(local_config(state_dir / "slow", bwrap=slow, start_timeout_s=0.2))
+
+    with pytest.raises(ProvisionFailed) as caught:
+        await provider.provision("slow")
+
+    assert not isinstance(caught.value, SandboxCannotStart)
+    assert "not ready within" in caught.value.reason
