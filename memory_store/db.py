@@ -28,6 +28,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.elements import ClauseElement
+from sqlalchemy.util import greenlet_spawn
 
 from memory_store.errors import DatabaseUnavailable
 from memory_store.migrate import schema_version, upgrade_to_head
@@ -162,15 +163,18 @@ class Database:
     @asynccontextmanager
     async def driver(self) -> AsyncIterator[Any]:
         """PostgreSQL: a pooled connection's own ``asyncpg.Connection``, for statements
-        sent as ``Precompiled`` SQL (each its own transaction).
+        sent as ``Precompiled`` SQL (each its own transaction unless the caller opens one).
 
-        For the few statements of Slack's ack path, where SQLAlchemy's execution of a
-        statement costs more CPU than the driver's (``bench/slack_ack.py``); the pool,
-        its connection settings and error mapping are the same.
+        For the hot statements (Slack's ack path, the file store's read and conditional
+        write), where SQLAlchemy's execution of a statement costs more CPU than the
+        driver's (``bench/slack_ack.py``, ``bench/memory_store.py``). The connection is
+        checked out of the engine's pool as a raw DBAPI connection (no ``Connection``
+        object, its events or transaction bookkeeping): the pool, its connection
+        settings and the error mapping are the same as ``read``/``write``'s.
 
         Raises:
             RuntimeError: on SQLite.
-            WriteConflict: a unique constraint refused a row.
+            WriteConflict: an integrity constraint refused a row (as ``write``'s).
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         if not self.is_postgres:
@@ -178,17 +182,21 @@ class Database:
         import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
 
         with _mapped_errors():
-            async with self.engine.connect() as conn:
-                raw = await conn.get_raw_connection()
-                try:
-                    yield raw.driver_connection
-                except asyncpg.UniqueViolationError as error:
-                    raise WriteConflict(str(error)) from error
-                except (asyncpg.InterfaceError, OSError, TimeoutError) as error:
-                    await conn.invalidate()  # the pool must not hand this one out again
-                    raise DatabaseUnavailable(f"database error: {error}") from error
-                except asyncpg.PostgresError as error:
-                    raise DatabaseUnavailable(f"database error: {error}") from error
+            try:
+                pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                raise DatabaseUnavailable(f"database error: {error}") from error
+        try:
+            yield pooled.driver_connection
+        except asyncpg.IntegrityConstraintViolationError as error:
+            raise WriteConflict(str(error)) from error
+        except (asyncpg.InterfaceError, OSError, TimeoutError) as error:
+            await greenlet_spawn(pooled.invalidate, error)  # never handed out again
+            raise DatabaseUnavailable(f"database error: {error}") from error
+        except asyncpg.PostgresError as error:
+            raise DatabaseUnavailable(f"database error: {error}") from error
+        finally:
+            await greenlet_spawn(pooled.close)  # back to the pool (may await: overflow)
 
     def precompiled(self, statement: ClauseElement) -> Precompiled:
         """``statement`` as PostgreSQL SQL for ``driver()``, compiled on first use and kept

@@ -341,14 +341,14 @@ class Intake:
         self, message: InboundMessage, key: SessionKey, start: Start
     ) -> FollowUp | None:
         session_id = uuid.uuid4().hex
-        checkpoint = Checkpoint(
+        checkpoint = Checkpoint.initial_json(
             session_id, message.org_id, message.channel_id, Requester(message.user_id)
         )
         opened = await _retrying(
             lambda: self.sessions.open_or_join(
                 key,
                 requester_id=message.user_id,
-                initial_checkpoint=checkpoint.to_json(),
+                initial_checkpoint=checkpoint,
                 text=message.text,
                 source_ts=message.ts,
                 session_id=session_id,

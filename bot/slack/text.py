@@ -38,13 +38,12 @@ def clean_text(text: str, *, bot_user_id: str) -> str:
     'see #pay & graph (https://x.io)'
     >>> clean_text("<@U0BOT>  ask <@U0ALICE>, <!subteam^S1|@oncall> <!here>", bot_user_id="U0BOT")
     'ask <@U0ALICE>, @oncall @here'
+    >>> clean_text("  pods   down\\n  since 14:02 ", bot_user_id="U0BOT")  # no markup at all
+    'pods down\\nsince 14:02'
     """
-    without_bot = _MENTION.sub(lambda m: "" if m.group(1) == bot_user_id else m.group(0), text)
-    plain = _CHANNEL.sub(lambda m: f"#{m.group(1)}", without_bot)
-    plain = _SUBTEAM.sub(lambda m: m.group(1) or "@group", plain)
-    plain = _SPECIAL.sub(lambda m: f"@{m.group(1)}", plain)
-    plain = _LINK.sub(_plain_link, plain)
-    plain = plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    if not text:
+        return ""
+    plain = _plain_markup(text, bot_user_id) if "<" in text or "&" in text else text
     lines = [_SPACES.sub(" ", line).strip() for line in plain.strip().splitlines()]
     return "\n".join(lines).strip()
 
@@ -56,6 +55,17 @@ def is_stop(text: str) -> bool:
     (True, True, False)
     """
     return _STOP.fullmatch(text) is not None
+
+
+def _plain_markup(text: str, bot_user_id: str) -> str:
+    """``text`` without the bot's mentions and with Slack's markup made plain (every
+    piece of markup holds ``<`` or ``&``: text with neither needs none of this)."""
+    without_bot = _MENTION.sub(lambda m: "" if m.group(1) == bot_user_id else m.group(0), text)
+    plain = _CHANNEL.sub(lambda m: f"#{m.group(1)}", without_bot)
+    plain = _SUBTEAM.sub(lambda m: m.group(1) or "@group", plain)
+    plain = _SPECIAL.sub(lambda m: f"@{m.group(1)}", plain)
+    plain = _LINK.sub(_plain_link, plain)
+    return plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def _plain_link(match: re.Match[str]) -> str:

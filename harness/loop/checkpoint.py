@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -300,6 +301,29 @@ class Checkpoint:
         """Serialise (compact JSON, fixed key order), messages included."""
         return dumps(_encode(self))
 
+    @staticmethod
+    def initial_json(session_id: str, org_id: str, channel_id: str, requester: Requester) -> str:
+        """``Checkpoint(session_id, org_id, channel_id, requester).to_json()``, the state of
+        a new session, without building the checkpoint: the fields after the requester
+        are all defaults, so their JSON is encoded once and kept (a new Slack thread is
+        opened before the ack, ``bench/slack_ack.py``).
+
+        >>> new = Checkpoint("s1", "T1", "C1", Requester("U1", "Ada"))
+        >>> Checkpoint.initial_json("s1", "T1", "C1", Requester("U1", "Ada")) == new.to_json()
+        True
+        """
+        head = dumps(
+            {
+                "v": 1,
+                "session_id": session_id,
+                "org_id": org_id,
+                "channel_id": channel_id,
+                "requester": [requester.user_id, requester.display_name],
+                "messages": [],
+            }
+        )
+        return f"{head[:-1]},{_initial_tail()}"
+
     def state_json(self) -> str:
         """Serialise all but ``messages`` (stored apart, see the module docstring).
 
@@ -361,6 +385,15 @@ def _in_flight_name(cp: Checkpoint) -> str | None:
     return next(
         (b.name for b in last if isinstance(b, ToolUseBlock) and b.id == cp.in_flight), None
     )
+
+
+@functools.cache
+def _initial_tail() -> str:
+    """The JSON of a new checkpoint's fields after ``messages``, without the opening
+    brace (``Checkpoint.initial_json``)."""
+    encoded = _encode(Checkpoint("", "", "", Requester("")))
+    head = ("v", "session_id", "org_id", "channel_id", "requester", "messages")
+    return dumps({key: value for key, value in encoded.items() if key not in head})[1:]
 
 
 def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:

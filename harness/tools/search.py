@@ -287,7 +287,8 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
         return tool_error(wording.store_failure(exc, where))
     if extensions is not None:
         matches = [m for m in matches if m.path.endswith(extensions)]
-    return matches, search_output.matched_paths(matches)
+    files_mode = p.output_mode == "files_with_matches"  # the only mode that lists paths
+    return matches, search_output.matched_paths(matches) if files_mode else []
 
 
 async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from harness.tools.bounds import grep_line
+from harness.tools.bounds import MAX_GREP_COLUMNS, grep_line
 from memory_store import GrepMatch
 
 T = TypeVar("T")
@@ -71,19 +71,42 @@ def content_listing(
     as ``prefix + path`` (the mount root for virtual files)."""
     if not matches:
         return NO_MATCHES
-    lines: list[str] = []
-    previous: GrepMatch | None = None
-    for m in matches:
-        if context and previous is not None and _gap(previous, m):
-            lines.append("--")
-        sep = "-" if m.is_context else ":"
-        number = f"{m.line_number}{sep}" if line_numbers else ""
-        text = grep_line(m.line, is_context=m.is_context)
-        lines.append(f"{prefix}{m.path}{sep}{number}{text}")
-        previous = m
-    shown, note = _page(lines, head_limit, offset)
-    body = "\n".join(shown) or ("No entries at this offset" if offset else NO_MATCHES)
+    entries: Sequence[GrepMatch | None] = matches  # None: the ``--`` between groups
+    if context:
+        grouped: list[GrepMatch | None] = []
+        previous: GrepMatch | None = None
+        for m in matches:
+            if previous is not None and _gap(previous, m):
+                grouped.append(None)
+            grouped.append(m)
+            previous = m
+        entries = grouped
+    shown, note = _page(entries, head_limit, offset)  # only the shown entries are formatted
+    body = "\n".join(_content_lines(shown, prefix, line_numbers=line_numbers))
+    body = body or ("No entries at this offset" if offset else NO_MATCHES)
     return body + (f"\n\n{_showing(note)}" if note else "")
+
+
+def _content_lines(
+    entries: Sequence[GrepMatch | None], prefix: str, *, line_numbers: bool
+) -> list[str]:
+    """``path:line:text`` (a context line: ``path-line-text``) for each entry, ``--`` for
+    None. One loop for every entry: a listing may have tens of thousands."""
+    lines: list[str] = []
+    for entry in entries:
+        if entry is None:
+            lines.append("--")
+            continue
+        path, number, text, is_context = entry
+        sep = "-" if is_context else ":"
+        if len(text) > MAX_GREP_COLUMNS:
+            text = grep_line(text, is_context=is_context)
+        lines.append(
+            f"{prefix}{path}{sep}{number}{sep}{text}"
+            if line_numbers
+            else f"{prefix}{path}{sep}{text}"
+        )
+    return lines
 
 
 def count_listing(

@@ -20,6 +20,10 @@ oldest revisions and takes their bytes off ``stored_bytes`` (``retention``).
 It writes nothing when any condition fails; the caller then takes the general,
 locked path, which says why. SQLite cannot put an UPDATE in a CTE, and its writers
 are serialised anyway, so there it always takes the general path.
+
+Both statements are compiled once and sent on the driver's connection
+(``Database.driver``): a write that another session should see at once pays for one
+round trip, not for SQLAlchemy's execution of it (``bench/memory_store.py``).
 """
 
 from __future__ import annotations
@@ -166,13 +170,15 @@ async def conditional_write(
         "r_tool_use_id": change.origin.tool_use_id,
     }
     params["b_max_stored"] = limits.max_stored_bytes(target.ns.scope)
-    async with db.autocommit() as conn:
-        file_id = (await conn.execute(_WRITE_AND_LOG, params)).scalar_one_or_none()
+    write = db.precompiled(_WRITE_AND_LOG)
+    async with db.driver() as conn:  # no transaction: each statement commits on its own
+        file_id = await conn.fetchval(write.sql, *write.args(params))
         if file_id is None:
             return None
         # the retention rule, in one statement of its own: revisions and counter together
         oldest_dropped = change.version - retention.keeps(limits.keep_revisions)
         if oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0:
-            drop = {"file_id": file_id, "oldest_dropped": oldest_dropped, "b_org": target.ns.org_id}
-            await conn.execute(_DROP_OLDER, drop)
+            drop = db.precompiled(_DROP_OLDER)
+            dropping = {"file_id": file_id, "oldest_dropped": oldest_dropped}
+            await conn.execute(drop.sql, *drop.args(dropping | {"b_org": target.ns.org_id}))
     return outcome(target.path, change, created=False)

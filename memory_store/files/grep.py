@@ -93,27 +93,81 @@ def search(
     """
     found: list[GrepMatch] = []
     whole = multiline or _whole_content_is_a_superset(regex.pattern)
+    scan = None if multiline or not whole else scanner(regex)
     for path, content in files:
         if enough is not None and len(found) >= enough:
             break
         if time.monotonic() > deadline:
             raise SearchTimeout(path)
-        if not whole or regex.search(content) is not None:  # one pass rules most files out
+        if scan is not None:  # one pass over the content finds the lines (or none)
+            found += grep_content(path, content, regex, before=before, after=after, scan=scan)
+        elif not whole or regex.search(content) is not None:  # one pass rules most files out
             found += grep_content(
                 path, content, regex, before=before, after=after, multiline=multiline
             )
     return found
 
 
+def scanner(regex: Regex) -> Regex | str:
+    """What ``grep_content``'s ``scan`` takes for ``regex``: the text itself when the
+    pattern is a plain, case-sensitive literal (a line matches iff it holds the text);
+    else ``regex`` compiled for UTF-8 bytes (same pattern, same options), since
+    searching bytes skips what the binding does for ``str`` at every call (encode the
+    text, convert offsets between characters and bytes).
+
+    >>> scanner(compile_pattern(r"db\\.internal", ignore_case=False, multiline=False))
+    'db.internal'
+    >>> type(scanner(compile_pattern("db.internal", ignore_case=False, multiline=False))).__name__
+    '_Regexp'
+    """
+    literal = _literal(regex.pattern.removeprefix("(?m:").removesuffix(")"))
+    if literal and regex.options.case_sensitive:
+        return literal
+    return re2.compile(regex.pattern.encode(), regex.options)
+
+
+_META = frozenset(".^$*+?()[]{}|\\")
+
+
+def _literal(pattern: str) -> str | None:
+    """The text ``pattern`` matches when it is plain text (metacharacters escaped with
+    ``\\``); None when it is anything else.
+
+    >>> _literal("pools"), _literal(r"a\\.b\\(c\\)"), _literal("a.b"), _literal(r"a\\d")
+    ('pools', 'a.b(c)', None, None)
+    """
+    text: list[str] = []
+    escaped = False
+    for char in pattern:
+        if escaped:
+            if char not in _META:
+                return None  # \\d, \\n, \\x41…: not plain text
+            text.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _META:
+            return None
+        else:
+            text.append(char)
+    return None if escaped else "".join(text)
+
+
 def _whole_content_is_a_superset(pattern: str) -> bool:
-    """Whether a file whose whole content has no match surely has no matching line:
-    true unless the pattern anchors at the text's ends (``\\A``, ``\\z``) or sets flags.
+    """Whether a line's match is also a match of the whole content, at the same place
+    (so a content without a match has no matching line): true unless the pattern anchors
+    at the text's ends (``\\A``, ``\\z``) or sets flags (``(?-m)`` would make ``^`` the
+    text's start). Groups ``(?:…)`` and ``(?P<name>…)`` set none.
 
     >>> _whole_content_is_a_superset("(?m:^a$)"), _whole_content_is_a_superset("(?m:a\\\\z)")
     (True, False)
+    >>> _whole_content_is_a_superset("(?m:(?:a|b)c)"), _whole_content_is_a_superset("(?m:(?i)a)")
+    (True, False)
     """
     inner = pattern.removeprefix("(?m:")
-    return not ("\\A" in inner or "\\z" in inner or "(?" in inner)
+    if "\\A" in inner or "\\z" in inner:
+        return False
+    return all(after[:1] in (":", "P", "<") for after in inner.split("(?")[1:])
 
 
 def grep_content(
@@ -124,6 +178,7 @@ def grep_content(
     before: int = 0,
     after: int = 0,
     multiline: bool = False,
+    scan: Regex | str | None = None,
 ) -> list[GrepMatch]:
     """Matching lines of one file in line order, with ``before``/``after`` context lines.
 
@@ -131,20 +186,30 @@ def grep_content(
     content is searched and each match is reported by its first line. A line is
     reported once, as a match if it matches, else as context.
 
+    ``scan``: ``scanner(regex)``, for a pattern whose every line match is also a match of
+    the whole content (``_whole_content_is_a_superset``): the lines are then found by
+    searching the content once (``_scanned_lines``), or, for plain text, by looking for
+    it in each line, with the same result.
+
     >>> [(m.line_number, m.is_context) for m in grep_content(
     ...     "/f", "a\\nb\\nc\\nb\\n", compile_pattern("b", ignore_case=False, multiline=False),
     ...     before=1)]
     [(1, True), (2, False), (3, True), (4, False)]
     """
     lines = split_lines(content)
-    hits = _matching_lines(lines, content, regex, multiline=multiline)
+    if isinstance(scan, str) and not multiline:
+        hits = {i for i, line in enumerate(lines) if scan in line}
+    elif scan is not None and not multiline:
+        hits = _scanned_lines(lines, content, regex, scan)
+    else:
+        hits = _matching_lines(lines, content, regex, multiline=multiline)
+    make = GrepMatch._make  # one per output line: the tuple's own constructor
+    if not before and not after:
+        return [make((path, i + 1, lines[i], False)) for i in sorted(hits)]
     shown: set[int] = set()
     for hit in hits:
         shown.update(range(max(0, hit - before), min(len(lines), hit + after + 1)))
-    return [
-        GrepMatch(path=path, line_number=i + 1, line=lines[i], is_context=i not in hits)
-        for i in sorted(shown)
-    ]
+    return [make((path, i + 1, lines[i], i not in hits)) for i in sorted(shown)]
 
 
 def _matching_lines(lines: list[str], content: str, regex: Regex, *, multiline: bool) -> set[int]:
@@ -153,3 +218,41 @@ def _matching_lines(lines: list[str], content: str, regex: Regex, *, multiline: 
         return {i for i, line in enumerate(lines) if regex.search(line) is not None}
     starts = {content.count("\n", 0, m.start()) for m in regex.finditer(content)}
     return {i for i in starts if i < len(lines)}
+
+
+def _scanned_lines(lines: list[str], content: str, regex: Regex, scan: Regex) -> set[int]:
+    """``_matching_lines`` without ``multiline``, for a pattern whose line matches are
+    matches of the whole content (``_whole_content_is_a_superset``), found by one pass
+    over the content's UTF-8 bytes (``scan``: the pattern compiled for bytes).
+
+    From the start of a line, the next match of the content starts on the first line
+    at or after it that has a match of its own (a line's match is one of the content's,
+    and none of the lines before it has one: a match that started there would be the
+    next). A match within its line (no newline in it) is that line's match; one that
+    runs past the line's end is checked on the line alone. Either way the scan goes on
+    at the next line's start. ``\\n`` is one byte in UTF-8 and never inside another
+    character, so line starts are found in the bytes.
+
+    >>> regex = compile_pattern("b+|a\\\\sb", ignore_case=False, multiline=False)
+    >>> content = "a\\nb\\nab\\na\\n\\n"
+    >>> sorted(_scanned_lines(split_lines(content), content, regex, scanner(regex)))
+    [1, 2]
+    """
+    data = content.encode()
+    found: set[int] = set()
+    line, line_start = 0, 0
+    while line < len(lines):
+        match = scan.search(data, line_start)
+        if match is None:
+            break
+        start, end = match.span()
+        line += data.count(b"\n", line_start, start)
+        if line >= len(lines):  # an empty match after the last newline
+            break
+        if data.find(b"\n", start, end) < 0 or regex.search(lines[line]) is not None:
+            found.add(line)
+        line_end = data.find(b"\n", start)
+        if line_end < 0:
+            break
+        line, line_start = line + 1, line_end + 1
+    return found

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Row, and_, bindparam, false, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory_store.db import Database
 from memory_store.files import usage
 from memory_store.files.summary import describe
 from memory_store.files.tables import file_revisions, files
@@ -126,7 +127,12 @@ _UPDATE_FROM = update(files).where(
 
 
 def _file_row(row: Row[*tuple[Any, ...]]) -> FileRow:
-    values = row._mapping
+    return file_row_of(row._mapping)
+
+
+def file_row_of(values: Any) -> FileRow:
+    """The ``FileRow`` of a row's values by column name: SQLAlchemy's ``Row._mapping`` or
+    the driver's record (both have ``[name]`` and ``get(name, default)``)."""
     return FileRow(
         id=values["id"],
         path=values["path"],
@@ -148,6 +154,21 @@ async def fetch_file(conn: AsyncConnection, ns: Namespace, path: str) -> FileRow
     """The row of ``path`` (live or tombstone), or None."""
     row = (await conn.execute(_READ, {**ns_params(ns), "path": path})).first()
     return None if row is None else _file_row(row)
+
+
+async def fetch_file_on_driver(db: Database, ns: Namespace, path: str) -> FileRow | None:
+    """PostgreSQL only: ``fetch_file`` on the driver's connection (``Database.driver``),
+    one precompiled statement: the read through which another session sees a write
+    (``bench/memory_store.py``).
+
+    Raises:
+        DatabaseUnavailable: the database could not be reached or timed out.
+    """
+    statement = db.precompiled(_READ)
+    args = statement.args({**ns_params(ns), "path": path})
+    async with db.driver() as conn:
+        row = await conn.fetchrow(statement.sql, *args)
+    return None if row is None else file_row_of(row)
 
 
 async def lock_file(

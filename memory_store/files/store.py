@@ -54,8 +54,11 @@ class FileStore:
     async def read(self, ns: Namespace, path: str) -> FileVersion:
         """Current content. Raises FileNotFound, InvalidPath."""
         path = normalise_file_path(path)
-        async with self._db.read() as conn:
-            row = await rows.fetch_file(conn, ns, path)
+        if self._db.is_postgres:  # the hot read: one precompiled statement on the driver
+            row = await rows.fetch_file_on_driver(self._db, ns, path)
+        else:
+            async with self._db.read() as conn:
+                row = await rows.fetch_file(conn, ns, path)
         if row is None or row.content is None:
             raise FileNotFound(path)
         return FileVersion(

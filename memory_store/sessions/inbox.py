@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database
 from memory_store.errors import SessionNotFound
-from memory_store.sessions.records import InboxItem, SessionStatus
+from memory_store.sessions.records import InboxItem, SessionKey, SessionStatus
 from memory_store.sessions.tables import UtcDateTime, at, session_inbox, sessions
 from memory_store.upsert import insert
 
@@ -26,7 +26,14 @@ _S = sessions.c
 
 
 class DuplicateInput(Exception):
-    """Internal: this Slack message is already in the inbox (roll back, report a no-op)."""
+    """Internal: this Slack message is already in the inbox (roll back, report a no-op).
+
+    ``session_id``: the session whose inbox has it, when the raiser knows it.
+    """
+
+    def __init__(self, source_ts: str, session_id: str | None = None) -> None:
+        super().__init__(source_ts)
+        self.session_id = session_id
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,56 @@ async def record_on_driver(
     """PostgreSQL only: ``record``, in one transaction on the driver's connection
     (``Database.driver``: a steering reply is recorded before Slack's ack). Returns and
     raises as ``record`` (a ``DuplicateInput`` has rolled its transaction back)."""
+    async with db.driver() as conn:
+        return await _record_on(db, conn, session_id, message, new_token=new_token, now=now)
+
+
+async def join_on_driver(
+    db: Database, key: SessionKey, message: Message, *, new_token: str, now: datetime
+) -> tuple[str, str | None] | None:
+    """PostgreSQL only: ``record`` ``message`` in the existing session of ``key``, on the
+    driver's connection (the ack path of a mention whose thread already has a session,
+    e.g. the ``message`` twin of an ``app_mention``).
+
+    One statement finds the session and whether ``message.source_ts`` is already in its
+    inbox; a repeat ends there (no transaction to open and roll back), anything else is
+    recorded as ``record`` does, in one transaction.
+
+    Returns:
+        ``(session_id, token)`` as ``record`` gives it (token None: a step was pending),
+        or None when ``key`` has no session (the caller decides what that means).
+
+    Raises:
+        DuplicateInput: already recorded; ``session_id`` is on the exception.
+        DatabaseUnavailable: the database could not be reached or timed out.
+    """
+    find = db.precompiled(_session_and_repeat())
+    params = {
+        "org_id": key.org_id,
+        "channel_id": key.channel_id,
+        "thread_ts": key.thread_ts,
+        "source_ts": message.source_ts,
+    }
+    async with db.driver() as conn:
+        found = await conn.fetchrow(find.sql, *find.args(params))
+        if found is None:
+            return None
+        session_id: str = found["id"]
+        if found["recorded"]:
+            raise DuplicateInput(message.source_ts, session_id)
+        try:
+            token = await _record_on(db, conn, session_id, message, new_token=new_token, now=now)
+        except DuplicateInput as repeat:  # recorded meanwhile: the unique index said so
+            raise DuplicateInput(message.source_ts, session_id) from repeat
+    return session_id, token
+
+
+async def _record_on(
+    db: Database, conn: Any, session_id: str, message: Message, *, new_token: str, now: datetime
+) -> str | None:
+    """``record`` on the driver's connection ``conn``, in one transaction of its own."""
     bump, add = db.precompiled(_bump()), db.precompiled(_add())
-    async with db.driver() as conn, conn.transaction():
+    async with conn.transaction():
         row = await conn.fetchrow(
             bump.sql, *bump.args({"session_id": session_id, "new_token": new_token, "now": now})
         )
@@ -107,6 +162,25 @@ async def record_on_driver(
         if await conn.fetchrow(add.sql, *add.args(item)) is None:
             raise DuplicateInput(message.source_ts)
     return new_token if row["pending_token"] == new_token else None
+
+
+@cache
+def _session_and_repeat() -> Any:
+    """``join_on_driver``'s lookup, built once: the session of a key, and whether a
+    ``source_ts`` is already in its inbox."""
+    repeat = (
+        select(session_inbox.c.position)
+        .where(
+            session_inbox.c.session_id == _S.id,
+            session_inbox.c.source_ts == bindparam("source_ts", type_=String()),
+        )
+        .exists()
+    )
+    return select(_S.id, repeat.label("recorded")).where(
+        _S.org_id == bindparam("org_id"),
+        _S.channel_id == bindparam("channel_id"),
+        _S.thread_ts == bindparam("thread_ts"),
+    )
 
 
 @cache

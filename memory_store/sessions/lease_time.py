@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Interval, func, literal
 
-from memory_store.sessions.tables import UtcDateTime, at
+from memory_store.sessions.tables import UTC_DATETIME, at
+
+_INTERVAL = Interval()  # shared, as UTC_DATETIME is
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class LeaseTime:
         """The current time plus ``plus_s`` seconds (may be negative), as a SQL value."""
         if not self.from_database:
             return at(self.instant + timedelta(seconds=plus_s))
-        now: ColumnElement[datetime] = func.now(type_=UtcDateTime())
+        now: ColumnElement[datetime] = func.now(type_=UTC_DATETIME)
         if plus_s:
-            return now + literal(timedelta(seconds=plus_s), Interval())
+            return now + literal(timedelta(seconds=plus_s), _INTERVAL)
         return now

@@ -113,9 +113,15 @@ class SessionStore:
             session_id, requester_id, initial_checkpoint, token, now, origin
         )
         try:
-            # the common case, a new thread, in one statement and round trip
-            if self._pg and await session_rows.create_with_input(self._db, key, new, message):
-                return Opened(session_id, created=True, token=token)
+            if self._pg:  # before Slack's ack: on the driver's connection
+                # the common case, a new thread, in one statement and round trip
+                if await session_rows.create_with_input(self._db, key, new, message):
+                    return Opened(session_id, created=True, token=token)
+                joined = await inbox.join_on_driver(
+                    self._db, key, message, new_token=token, now=now
+                )
+                if joined is not None:
+                    return Opened(joined[0], created=False, token=joined[1])
             async with self._db.write() as conn:
                 if not self._pg and await session_rows.create(conn, key, new, is_postgres=False):
                     await inbox.insert_item(
@@ -127,8 +133,8 @@ class SessionStore:
                     conn, session_id, message, new_token=token, now=now, is_postgres=self._pg
                 )
                 return Opened(session_id, created=False, token=woke)
-        except inbox.DuplicateInput:
-            return Opened(session_id, created=False, token=None)
+        except inbox.DuplicateInput as repeat:
+            return Opened(repeat.session_id or session_id, created=False, token=None)
 
     async def add_input(
         self, session_id: str, *, user_id: str, text: str, source_ts: str

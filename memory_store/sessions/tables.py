@@ -79,9 +79,14 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC)
 
 
+UTC_DATETIME = UtcDateTime()
+"""A shared ``UtcDateTime`` for expressions built per call: SQLAlchemy memoises a type's
+cache key on the instance, so a new instance per statement recomputes it each time."""
+
+
 def at(moment: datetime) -> BindParameter[datetime]:
     """``moment`` as a bound ``UtcDateTime`` value, for use inside SQL expressions (``CASE``)."""
-    return literal(moment, UtcDateTime())
+    return literal(moment, UTC_DATETIME)
 
 
 sessions = Table(

@@ -20,6 +20,7 @@ from memory_store import (
     SessionStore,
     normalise_url,
 )
+from memory_store.db import WriteConflict
 from memory_store.migrate import alembic_config
 from tests.memory_store.file_support import who
 
@@ -115,6 +116,24 @@ async def test_a_statement_refused_on_the_drivers_connection_leaves_the_pool_usa
             async with db.driver() as conn:
                 await conn.fetchval("SELECT no_such_column FROM sessions")
         assert await SessionStore(db).find(SessionKey("T1", "C1", "1.0")) is None
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_row_refused_by_a_constraint_on_the_drivers_connection_is_a_write_conflict(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        async with db.driver() as conn:
+            await conn.execute("CREATE TEMPORARY TABLE once (k text PRIMARY KEY)")
+            await conn.execute("INSERT INTO once VALUES ('a')")
+        with pytest.raises(WriteConflict):  # as ``write``'s IntegrityError is
+            async with db.driver() as conn:
+                await conn.execute("INSERT INTO once VALUES ('a')")
+        async with db.driver() as conn:  # the pool's one connection is still good
+            assert await conn.fetchval("SELECT count(*) FROM once") == 1
     finally:
         await db.dispose()
 

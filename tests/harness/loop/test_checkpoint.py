@@ -68,6 +68,16 @@ def test_a_whole_checkpoint_keeps_its_own_messages() -> None:
     assert json.loads(cp.to_json())["v"] == 1
 
 
+@pytest.mark.parametrize(
+    "ids",
+    [("s1", "T1", "C1", Requester("U1")), ('s"2', "E1", "C\\2", Requester("U2", "Zoë «ops»"))],
+)
+def test_a_new_sessions_json_is_the_checkpoints_own(ids: tuple[str, str, str, Requester]) -> None:
+    made = Checkpoint.initial_json(*ids)
+    assert made == Checkpoint(*ids).to_json()
+    assert Checkpoint.from_json(made) == Checkpoint(*ids)
+
+
 def test_the_next_call_is_the_first_tool_use_without_a_result_then_none() -> None:
     second = ToolUseBlock("toolu_2", "Read", {"file_path": "/memory/x.md"})
     cp = Checkpoint(

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from memory_store import FileStore, Namespace, SearchTimeout
+from memory_store.files.grep import compile_pattern, grep_content, scanner
 from tests.memory_store.file_support import who
 
 CATASTROPHIC = r"^(\w+\s?)*$"  # exponential for a backtracking engine on a near-match
@@ -116,3 +117,59 @@ async def test_files_can_come_newest_first(store: FileStore, memory: Namespace) 
 
     assert [m.path for m in newest] == ["/b.md", "/a.md"]
     assert [m.path for m in by_path] == ["/a.md", "/b.md"]
+
+
+CONTENTS = (
+    "",
+    "\n\n",
+    "alpha\nbeta gamma\n\ndelta alpha\nalpha",
+    "a\nb\nab\na\n\nb a\n",
+    "café au lait\nnaïve ünïcode\n日本語 テキスト\ncafé\n",
+    "x = 1;  y = 22\n\tindented line\ntrailing space \nend",
+    "line 1: one\nline 10: ten\nline 2: two\nline 19: nineteen\n",
+)
+PATTERNS = (
+    "alpha",  # plain text: looked for in each line
+    "ALPHA",
+    r"a\.b",
+    "a",
+    "^a",
+    "a$",
+    "^$",
+    "x*",  # matches the empty string: every line
+    r"\bb\b",
+    r"a\sb",  # may run across a newline in the whole content
+    r"[^z]+",
+    r"a\nb",
+    r"\d+",
+    "é",
+    r"\pL+ \pL+",
+    "line 1[0-9]?:",
+    "(?:al|be)ta",
+    r"\s$",
+)
+
+
+@pytest.mark.parametrize("ignore_case", [False, True])
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_lines_found_in_one_pass_are_the_lines_that_match_on_their_own(
+    pattern: str, ignore_case: bool
+) -> None:
+    # Given a pattern eligible for the one-pass scan (plain text, or bytes RE2)
+    regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=False)
+    scan = scanner(regex)
+    for content in CONTENTS:
+        # When each content is searched by the scan and line by line
+        scanned = grep_content("/f.md", content, regex, before=1, scan=scan)
+        by_line = grep_content("/f.md", content, regex, before=1)
+        # Then both find the same lines, context included
+        assert scanned == by_line, (pattern, content)
+
+
+def test_plain_text_is_looked_for_without_the_regex_engine() -> None:
+    regex = compile_pattern(r"db\.internal (prod)?", ignore_case=False, multiline=False)
+    assert scanner(compile_pattern(r"db\.internal", ignore_case=False, multiline=False)) == (
+        "db.internal"
+    )
+    assert not isinstance(scanner(regex), str)
+    assert not isinstance(scanner(compile_pattern("pools", ignore_case=True, multiline=False)), str)

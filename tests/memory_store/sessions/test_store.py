@@ -62,6 +62,30 @@ async def test_open_of_an_existing_thread_joins_it_and_enqueues_nothing_while_a_
     assert [(i.position, i.user_id, i.text) for i in items] == [(1, "U1", "one"), (2, "U2", "two")]
 
 
+async def test_a_repeated_open_of_a_thread_is_recorded_once_and_names_the_session(
+    store: SessionStore,
+) -> None:
+    # Given a thread opened by a mention, then a reply
+    key = new_key()
+    first = await store.open_or_join(
+        key, requester_id="U1", initial_checkpoint="{}", text="one", source_ts="1.1"
+    )
+    await store.open_or_join(
+        key, requester_id="U2", initial_checkpoint="{}", text="two", source_ts="1.2"
+    )
+    # When the mention comes again (Slack's message twin of an app_mention)
+    again = await store.open_or_join(
+        key, requester_id="U1", initial_checkpoint="{}", text="one", source_ts="1.1"
+    )
+    # Then it joins the session, wakes nothing and records nothing new
+    assert (again.session_id, again.created, again.token) == (first.session_id, False, None)
+    items = await store.inbox(first.session_id)
+    assert [(i.position, i.text) for i in items] == [(1, "one"), (2, "two")]
+    session = await store.get(first.session_id)
+    assert session is not None
+    assert session.inbox_seq == 2
+
+
 async def test_twenty_concurrent_opens_of_one_thread_make_one_session_holding_every_text_once(
     store: SessionStore,
 ) -> None:
