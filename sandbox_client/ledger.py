@@ -32,6 +32,8 @@ class SandboxLedger(Protocol):
           (``hold_remaining_s`` reaches 0) before touching the sandbox.
         * Unknown sandbox ids are not errors: uses of them are not counted and claims
           of them fail.
+        * A process known to be dead (the database ledger judges its owner id) stops
+          counting at ``take_abandoned``, whatever its ``busy_s``.
     """
 
     async def record(
@@ -70,6 +72,12 @@ class SandboxLedger(Protocol):
 
     async def forget(self, sandbox_id: str) -> None:
         """Drop the sandbox's record (it was destroyed)."""
+        ...
+
+    async def take_abandoned(self, *, scope: str) -> tuple[tuple[str, str], ...]:
+        """Stop counting the uses of ``scope``'s sandboxes by processes known to be dead;
+        returns ``(sandbox_id, handle_json)`` of those no live process knows any more,
+        which the caller now owns (suspends when idle, destroys when it stops)."""
         ...
 
     async def known(self, sandbox_ids: Sequence[str]) -> frozenset[str]:
@@ -157,6 +165,10 @@ class MemoryLedger:
     async def forget(self, sandbox_id: str) -> None:
         """See ``SandboxLedger.forget``."""
         self._rows.pop(sandbox_id, None)
+
+    async def take_abandoned(self, *, scope: str) -> tuple[tuple[str, str], ...]:
+        """See ``SandboxLedger.take_abandoned``: one process, so no other can have died."""
+        return ()
 
     async def known(self, sandbox_ids: Sequence[str]) -> frozenset[str]:
         """See ``SandboxLedger.known``."""

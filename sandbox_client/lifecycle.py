@@ -313,6 +313,32 @@ class SandboxManager:
         await self.destroy(handle)
         return True
 
+    async def adopt_abandoned(self) -> tuple[str, ...]:
+        """Take over the sandboxes of this scope whose every user died
+        (``SandboxLedger.take_abandoned``): a running one is suspended by ``suspend_idle``
+        once idle, a suspended one waits as it is, and either is destroyed by ``retire``
+        at this process's stop. Returns the ids adopted (those gone are forgotten).
+
+        Raises:
+            What the ledger raises (the database is unreachable).
+        """
+        adopted = []
+        for sandbox_id, handle_json in await self.ledger.take_abandoned(scope=self.scope):
+            if sandbox_id in self._seen:
+                continue
+            handle = SandboxHandle.from_json(handle_json)
+            try:
+                health = await self.provider.health(handle)
+            except (SandboxError, OSError):
+                health = Health.SUSPENDED  # unknown: keep it, ``retire`` tries at the stop
+            if health is Health.GONE:
+                await self.ledger.forget(sandbox_id)
+                continue
+            client = self.provider.connect(handle) if health is Health.READY else None
+            self._seen[sandbox_id] = _Seen(handle, client, time.monotonic())
+            adopted.append(sandbox_id)
+        return tuple(adopted)
+
     async def _drop(self, sandbox_id: str) -> None:
         seen = self._seen.pop(sandbox_id, None)
         if seen is not None and seen.client is not None:

@@ -5,7 +5,8 @@ for ``idle_destroy_s`` or whose session ended (``destroy_idle``: the session's s
 is replayed on its next use and the model told, as for any replacement); sandboxes
 the provider has that the ledger never recorded, left by a process that died between
 provisioning and recording (``reap_orphans``); and at shutdown those this process used
-(``shutdown``). A sandbox with a use in flight anywhere is never taken.
+or adopted from a process that died (``shutdown``). A sandbox with a use in flight
+anywhere is never taken.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class Reaper:
         manager (this process is stopping). Returns the ids destroyed."""
         manager = self.manager
         await manager.stop()
+        try:  # a dead process's sandboxes: this may be the last process of the scope
+            await manager.adopt_abandoned()
+        except Exception:
+            log.exception("could not adopt the sandboxes of dead processes at shutdown")
         destroyed = []
         seen = manager.seen_ids()
         known = await manager.ledger.known(seen)

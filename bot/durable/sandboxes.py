@@ -4,9 +4,10 @@ the housekeeping that suspends, destroys and reaps them (docs/architecture.md §
 Every worker process shares one ledger (``SandboxLedgerStore``, the database), so a
 sandbox is suspended or destroyed only when no worker runs a command in it. Each
 sweep suspends this process's idle sandboxes, destroys the sandboxes of sessions that
-ended and of this host's sessions idle past ``WARROOM_SANDBOX_IDLE_DESTROY_S``, and now
-and then reaps jails the ledger never recorded; stopping destroys what this process
-used.
+ended and of this host's sessions idle past ``WARROOM_SANDBOX_IDLE_DESTROY_S``, adopts
+the sandboxes of processes that died (a SIGKILLed worker's use stops counting at once),
+and now and then reaps jails the ledger never recorded; stopping destroys what this
+process used or adopted.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ def sandbox_scope(settings: Settings) -> str:
 
 
 def make_sandbox_manager(
-    settings: Settings, db: Database, provider: SandboxProvider
+    settings: Settings, db: Database, provider: SandboxProvider, *, owner: str | None = None
 ) -> SandboxManager:
-    """The process's manager over ``provider``, deciding idleness through the database."""
+    """The process's manager over ``provider``, deciding idleness through the database;
+    ``owner``: the process's id for its uses (a worker's id; default: by PID)."""
     return SandboxManager(
         provider,
         idle_suspend_s=settings.sandbox_idle_suspend_s,
         idle_destroy_s=settings.sandbox_idle_destroy_s,
-        ledger=SandboxLedgerStore(db),
+        ledger=SandboxLedgerStore(db, owner=owner),
         scope=sandbox_scope(settings),
     )
 
@@ -79,6 +81,7 @@ class SandboxKeeping:
         """
         for session_id in ended_session_ids:
             await self.end_session(session_id)
+        await self.manager.adopt_abandoned()  # a dead process's: suspended here from now on
         await self.manager.suspend_idle()
         destroyed = await self.reaper.destroy_idle()
         if time.monotonic() >= self._next_orphan_reap:

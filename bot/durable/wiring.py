@@ -587,7 +587,8 @@ class Runtime:
         tasks = BackgroundTasks(db)
         provider = await asyncio.to_thread(make_provider, settings)
         undo.push_async_callback(_quietly, provider.aclose)  # the warm pool's jails
-        manager = make_sandbox_manager(settings, db, CountingProvider(provider))
+        worker_id = make_worker_id(live=db.is_postgres)
+        manager = make_sandbox_manager(settings, db, CountingProvider(provider), owner=worker_id)
         undo.push_async_callback(_quietly, manager.aclose)
         egress = await WorkerEgress.open(settings, db, default_metrics())
         if egress is not None:
@@ -602,7 +603,6 @@ class Runtime:
         slack, hook, workspace_url = None, None, None
         closers: list[Callable[[], Awaitable[None]]] = []
         undo.push_async_callback(_close_all, closers)
-        worker_id = make_worker_id(live=db.is_postgres)
         if db.is_postgres:  # a SIGKILLed worker's steps resume at the next sweep
             alive = OwnerLiveness(db, worker_id)
             await alive.start()

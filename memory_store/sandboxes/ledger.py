@@ -5,34 +5,60 @@ Every call is one short transaction; a claim is one ``UPDATE … WHERE <no use i
 flight, unclaimed, idle> RETURNING``, so two processes never both claim a sandbox and
 a claim never lands while a use is counted (PostgreSQL row locks; SQLite's single
 writer).
+
+Each use is also counted under the process that makes it (``sandbox_uses``), so that
+a use of a process that died stops counting as soon as the death is known
+(``take_abandoned``: ``memory_store.sessions.liveness.dead_owners``), not only once its
+``busy_until`` passed (a command's timeout: minutes); and so that a sandbox whose
+every user died is adopted by a live process of its scope, which suspends it when idle
+and destroys it when it stops (issue #26: a SIGKILLed ``serve``'s jails outlived every
+later restart and clean stop).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, exists, not_, null, or_, select
+from sqlalchemy import and_, case, delete, exists, func, not_, null, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
-from memory_store.sandboxes.tables import sandboxes
+from memory_store.sandboxes.tables import sandbox_uses, sandboxes
+from memory_store.sessions.liveness import dead_owners
 from memory_store.sessions.tables import at, sessions
 from memory_store.tasks.store import live_in
 from memory_store.upsert import insert
 
 _X = sandboxes.c
+_U = sandbox_uses.c
 _LIVE_STATUSES = ("running", "waiting")
 
 
-class SandboxLedgerStore:
-    """The shared sandbox ledger over ``Database`` (migrated); times from ``clock``."""
+def process_owner() -> str:
+    """An owner id for this process, ``<host>:<pid>:<random>`` (judged by its PID)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
-    def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
+
+class SandboxLedgerStore:
+    """The shared sandbox ledger over ``Database`` (migrated); times from ``clock``.
+
+    Args:
+        owner: this process's id in ``sandbox_uses`` (``<host>:<pid>:<random>``, ending
+            in ``+live`` only when the process holds its liveness lock:
+            ``memory_store.OwnerLiveness``); default ``process_owner()``.
+    """
+
+    def __init__(self, db: Database, *, clock: Clock = utc_now, owner: str | None = None) -> None:
         self._db = db
         self._clock = clock
+        self.owner = owner or process_owner()
 
     async def record(
         self, sandbox_id: str, *, handle_json: str, scope: str, session_id: str | None
@@ -59,6 +85,10 @@ class SandboxLedgerStore:
         )
         async with self._db.write() as conn:
             await conn.execute(stmt)
+            await conn.execute(delete(sandbox_uses).where(_U.sandbox_id == sandbox_id))
+            await conn.execute(
+                sandbox_uses.insert().values(sandbox_id=sandbox_id, owner=self.owner, in_flight=0)
+            )
 
     async def begin_use(self, sandbox_id: str, *, busy_s: float) -> float:
         """Count one use in flight; the seconds a live claim may still last."""
@@ -78,10 +108,31 @@ class SandboxLedgerStore:
                         ),
                         last_used=now,
                     )
-                    .returning(_X.held_until)
+                    .returning(_X.held_until, _X.in_flight)
                 )
             ).one_or_none()
-        return 0.0 if row is None else _remaining_s(row.held_until, now)
+            if row is None:
+                return 0.0
+            if row.in_flight == 1:  # every earlier use ended or expired: theirs are void
+                await conn.execute(
+                    sandbox_uses.update()
+                    .where(_U.sandbox_id == sandbox_id, _U.owner != self.owner, _U.in_flight > 0)
+                    .values(in_flight=0)
+                )
+            await self._count(conn, sandbox_id, 1 if row.in_flight == 1 else None)
+        return _remaining_s(row.held_until, now)
+
+    async def _count(self, conn: AsyncConnection, sandbox_id: str, reset: int | None) -> None:
+        """Add one use to this process's row (``reset``: set it to that instead)."""
+        stmt = insert(sandbox_uses, is_postgres=self._db.is_postgres).values(
+            sandbox_id=sandbox_id, owner=self.owner, in_flight=1
+        )
+        counted = _U.in_flight + 1 if reset is None else reset
+        await conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["sandbox_id", "owner"], set_={"in_flight": counted}
+            )
+        )
 
     async def end_use(self, sandbox_id: str) -> None:
         """End one use (the sandbox was used now)."""
@@ -95,6 +146,11 @@ class SandboxLedgerStore:
                     busy_until=case((_X.in_flight <= 1, null()), else_=_X.busy_until),
                     last_used=now,
                 )
+            )
+            await conn.execute(
+                sandbox_uses.update()
+                .where(_U.sandbox_id == sandbox_id, _U.owner == self.owner, _U.in_flight > 0)
+                .values(in_flight=_U.in_flight - 1)
             )
 
     async def hold_remaining_s(self, sandbox_id: str) -> float:
@@ -163,6 +219,68 @@ class SandboxLedgerStore:
         """Drop the sandbox's row (it was destroyed)."""
         async with self._db.write() as conn:
             await conn.execute(delete(sandboxes).where(_X.sandbox_id == sandbox_id))
+            await conn.execute(delete(sandbox_uses).where(_U.sandbox_id == sandbox_id))
+
+    async def take_abandoned(self, *, scope: str) -> tuple[tuple[str, str], ...]:
+        """Forget the uses of ``scope``'s sandboxes by processes known to be dead
+        (``liveness.dead_owners``): their count no longer blocks a claim. Returns
+        ``(sandbox_id, handle_json)`` of those no live process knows any more, which
+        this process now owns (it has a row for each): the caller suspends them when
+        idle and destroys them when it stops.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        of_scope = select(_X.sandbox_id).where(_X.scope == scope).scalar_subquery()
+        async with self._db.write() as conn:
+            owners = (
+                await conn.scalars(
+                    select(_U.owner)
+                    .distinct()
+                    .where(_U.sandbox_id.in_(of_scope), _U.owner != self.owner)
+                )
+            ).all()
+            if not owners:
+                return ()
+            dead = sorted(await dead_owners(conn, owners, is_postgres=self._db.is_postgres))
+            if not dead:
+                return ()
+            theirs = (
+                await conn.execute(
+                    select(_U.sandbox_id, func.sum(_U.in_flight).label("uses"))
+                    .where(_U.sandbox_id.in_(of_scope), _U.owner.in_(dead))
+                    .group_by(_U.sandbox_id)
+                )
+            ).all()
+            for sandbox_id, uses in theirs:
+                if uses:
+                    await conn.execute(
+                        sandboxes.update()
+                        .where(_X.sandbox_id == sandbox_id)
+                        .values(
+                            in_flight=case((_X.in_flight > uses, _X.in_flight - uses), else_=0),
+                            busy_until=case((_X.in_flight <= uses, null()), else_=_X.busy_until),
+                        )
+                    )
+            touched = [row.sandbox_id for row in theirs]
+            await conn.execute(
+                delete(sandbox_uses).where(_U.sandbox_id.in_(touched), _U.owner.in_(dead))
+            )
+            known = select(_U.sandbox_id).where(_U.sandbox_id == _X.sandbox_id)
+            orphaned = (
+                await conn.execute(
+                    select(_X.sandbox_id, _X.handle).where(
+                        _X.sandbox_id.in_(touched), not_(exists(known))
+                    )
+                )
+            ).all()
+            for row in orphaned:
+                await conn.execute(
+                    sandbox_uses.insert().values(
+                        sandbox_id=row.sandbox_id, owner=self.owner, in_flight=0
+                    )
+                )
+        return tuple(sorted((row.sandbox_id, row.handle) for row in orphaned))
 
     async def known(self, sandbox_ids: Sequence[str]) -> frozenset[str]:
         """Which of ``sandbox_ids`` have a row."""

@@ -1,4 +1,5 @@
-"""The ``sandboxes`` table (made by migration 0004): one row per live sandbox.
+"""The ``sandboxes`` table (made by migration 0004): one row per live sandbox; and
+``sandbox_uses`` (migration 0019): who uses each one.
 
 ``in_flight`` counts uses running now (each bounded by ``busy_until``: a process that
 died mid-use stops counting when it passes); ``last_used`` is when a use last began or
@@ -6,6 +7,13 @@ ended; ``held_until`` is set while one process suspends or destroys the sandbox 
 claim). ``scope`` names who can reach it (local jails: one host and state directory);
 ``session_id`` the session it serves, when known (not a foreign key: the row may
 outlive the session, which is how the reaper finds it).
+
+``sandbox_uses`` has one row per sandbox and process (``owner``: ``<host>:<pid>:<random>``,
+ending in ``+live`` when the process holds its liveness lock) that used it: how many of
+its uses run now (``in_flight``, part of the row's ``sandboxes.in_flight``). A row with
+none running stays, to say the process knows the sandbox. When the process dies, another
+process of the scope subtracts its count and adopts the sandbox
+(``SandboxLedgerStore.take_abandoned``), instead of waiting for ``busy_until``.
 """
 
 from __future__ import annotations
@@ -29,4 +37,14 @@ sandboxes = Table(
     Column("created_at", UtcDateTime, nullable=False),
     PrimaryKeyConstraint("sandbox_id", name="pk_sandboxes"),
     Index("ix_sandboxes_scope_last_used", "scope", "last_used"),
+)
+
+sandbox_uses = Table(
+    "sandbox_uses",
+    metadata,
+    Column("sandbox_id", String(128), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("in_flight", Integer, nullable=False),
+    PrimaryKeyConstraint("sandbox_id", "owner", name="pk_sandbox_uses"),
+    Index("ix_sandbox_uses_owner", "owner"),
 )

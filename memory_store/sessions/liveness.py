@@ -26,6 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import text
@@ -34,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from memory_store.db import Database
 from memory_store.errors import DatabaseUnavailable
 
-__all__ = ["LIVE_MARK", "OwnerLiveness", "expire_dead"]
+__all__ = ["LIVE_MARK", "OwnerLiveness", "dead_owners", "expire_dead"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,67 @@ _EXPIRE_DEAD = text(
       AND hashtextextended(lease_owner, 0) NOT IN (SELECT key FROM held)
     RETURNING id"""
 )
+
+
+_DEAD_LIVE_OWNERS = text(
+    """WITH held AS MATERIALIZED (
+      SELECT (l.classid::bigint << 32) | l.objid::bigint AS key
+      FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    )
+    SELECT o.owner FROM unnest(CAST(:owners AS text[])) AS o(owner)
+    WHERE pg_postmaster_start_time() < now() - make_interval(secs => :grace_s)
+      AND hashtextextended(o.owner, 0) NOT IN (SELECT key FROM held)"""
+)
+
+
+async def dead_owners(
+    conn: AsyncConnection, owners: Iterable[str], *, is_postgres: bool
+) -> frozenset[str]:
+    """Which of ``owners`` (ids ``<host>:<pid>:<random>``, see ``bot``'s
+    ``make_worker_id``) are known to be dead processes.
+
+    An id ending in ``LIVE_MARK`` is judged on PostgreSQL by its liveness lock (not held:
+    dead; never during ``RESTART_GRACE_S`` after a server start), on any host and in any
+    PID namespace. Any other id is judged only on this host, by its PID (no such process:
+    dead); an id of another host, or one that does not parse, is never judged dead. A
+    reused PID makes a dead owner look alive, never the reverse.
+    """
+    wanted = sorted(set(owners))
+    marked = [o for o in wanted if o.endswith(LIVE_MARK)]
+    dead: set[str] = set()
+    if marked and is_postgres:
+        params = {"owners": marked, "grace_s": RESTART_GRACE_S}
+        dead.update(str(row.owner) for row in (await conn.execute(_DEAD_LIVE_OWNERS, params)))
+    here = socket.gethostname()
+    for owner in wanted:
+        if owner.endswith(LIVE_MARK) and is_postgres:
+            continue
+        host, _, rest = owner.partition(":")
+        pid = rest.partition(":")[0]
+        if host == here and pid.isdigit() and not _pid_runs(int(pid)):
+            dead.add(owner)
+    return frozenset(dead)
+
+
+def _pid_runs(pid: int) -> bool:
+    """Whether a process ``pid`` runs in this PID namespace: it exists (signal 0) and is
+    not a zombie (its state in ``/proc/<pid>/stat``, proc(5), where there is one)."""
+    if pid <= 0:
+        return True  # not a process id we can judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True
+    return state != [b"Z"]
 
 
 async def expire_dead(conn: AsyncConnection) -> tuple[str, ...]:

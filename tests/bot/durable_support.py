@@ -293,6 +293,21 @@ class WorkerPool:
                 return worker
         raise AssertionError(f"no live worker holds lease {lease_owner!r}")
 
+    def stop_gracefully(self, *, timeout_s: float = 30.0) -> list[int | None]:
+        """Stop the keeper, SIGTERM every live worker's parent (as a deploy does) and wait
+        for each to exit; returns their exit codes (None: still running at the deadline)."""
+        self._stopping.set()
+        if self._keeper.is_alive():
+            self._keeper.join(10)
+        live = [w for w in self.history if w.alive()]
+        for worker in live:
+            worker.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for worker in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(max(0.1, deadline - time.monotonic()))
+        return [w.process.poll() for w in live]
+
     def stop_all(self) -> None:
         """Stop the keeper and kill every worker (tests of graceful stops signal their own)."""
         self._stopping.set()
