@@ -86,6 +86,7 @@ from memory_store import (
 from sandbox_client import (
     BlaxelConfig,
     BlaxelProvider,
+    Health,
     JailLimits,
     LocalConfig,
     LocalProvider,
@@ -396,9 +397,10 @@ async def kill_in_flight(
         return None
     if in_flight_tool(cancelled.checkpoint) != "Bash":
         appear_timeout_s = 0.0  # only Bash is worth waiting for: the rest end in moments
-    client = provider.connect(SandboxHandle.from_json(handle_json))
+    handle = SandboxHandle.from_json(handle_json)
+    client = provider.connect(handle)
     try:
-        return await _kill_when_started(client, cp.in_flight, appear_timeout_s)
+        return await _kill_when_started(provider, handle, client, cp.in_flight, appear_timeout_s)
     except SandboxGone:
         return None
     finally:
@@ -406,12 +408,17 @@ async def kill_in_flight(
 
 
 async def _kill_when_started(
-    client: SandboxClient, name: str, appear_timeout_s: float
+    provider: SandboxProvider,
+    handle: SandboxHandle,
+    client: SandboxClient,
+    name: str,
+    appear_timeout_s: float,
 ) -> str | None:
     """Kill process ``name``; the intent is committed just before the process starts, so
     a stop that lands in between waits up to ``appear_timeout_s`` for it to appear. A
     sandbox that does not answer yet (its jail still starting: no socket) is tried again
-    within the same window.
+    within the same window; one that is gone (the stopped step let go of it and a sweep
+    destroyed it, as the session ended) took the process with it: ``name`` is returned.
 
     Raises:
         SandboxUnavailable: the sandbox never answered within the window.
@@ -425,6 +432,8 @@ async def _kill_when_started(
         except ProcessNotFound:
             unreachable = None
         except SandboxUnavailable as error:
+            if await provider.health(handle) is Health.GONE:
+                return name  # nothing of the sandbox runs any more
             unreachable = error
         await asyncio.sleep(poll_s)  # the worker starts the process: look again
     if unreachable is not None:

@@ -15,7 +15,13 @@ import pytest
 from bot.durable.wiring import kill_in_flight
 from harness import Checkpoint, Message, Requester, ToolUseBlock
 from memory_store import Cancelled, SessionStatus
-from sandbox_client import LocalProvider, SandboxClient, SandboxHandle, SandboxUnavailable
+from sandbox_client import (
+    Health,
+    LocalProvider,
+    SandboxClient,
+    SandboxHandle,
+    SandboxUnavailable,
+)
 from tests.sandbox_client.conftest import local_config
 
 pytestmark = pytest.mark.bwrap
@@ -101,6 +107,9 @@ class NotYetReachable:
         client.kill = kill_when_reachable  # type: ignore[method-assign]
         return client
 
+    async def health(self, handle: SandboxHandle) -> Health:
+        return await self.inner.health(handle)
+
 
 async def test_stop_kills_a_command_whose_sandbox_was_not_reachable_yet(
     sandbox: tuple[LocalProvider, SandboxHandle],
@@ -117,3 +126,18 @@ async def test_stop_kills_a_command_whose_sandbox_was_not_reachable_yet(
         assert await asyncio.wait_for(stopping, 10) == CALL
         record = await asyncio.wait_for(running, 10)
     assert record.exit_code != 0
+
+
+async def test_a_stop_finds_the_command_ended_when_its_sandbox_was_destroyed_first(
+    sandbox: tuple[LocalProvider, SandboxHandle],
+) -> None:
+    provider, handle = sandbox
+    # Given a running command whose step let go of its sandbox when the stop fenced it,
+    # and a sweep that destroyed the sandbox of the ended session before the stop's kill
+    async with provider.connect(handle) as client:
+        await client.start(CALL, "sleep 30")
+    await provider.destroy(handle)
+    # When the stop comes to kill the command
+    killed = await kill_in_flight(provider, _cancelled(handle))
+    # Then it finds the command gone with its sandbox (not a sandbox that never answers)
+    assert killed == CALL
