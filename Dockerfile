@@ -7,8 +7,9 @@
 #   docker run … IMAGE warroom worker     → Dramatiq worker processes for REDIS_URL
 #
 # Local sandboxes are bubblewrap jails: the container must be allowed to create user
-# namespaces (docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined,
-# or WARROOM_SANDBOX_PROVIDER=blaxel). A step may run a 10-minute command: give the container
+# namespaces with their own hostname and proc (docker run --security-opt seccomp=unconfined
+# --security-opt apparmor=unconfined --security-opt systempaths=unconfined; or
+# WARROOM_SANDBOX_PROVIDER=blaxel). A step may run a 10-minute command: give the container
 # time to finish it on stop (docker stop -t 660, compose stop_grace_period: 11m).
 
 # The base image: Python 3.11 with pip on Debian bookworm. CI builds with a stand-in made by

@@ -617,7 +617,8 @@ _REDIS_FIX = (
 )
 _SANDBOX_FIX = {
     "local": "check that bubblewrap can create namespaces here (containers need "
-    "--security-opt seccomp=unconfined or --privileged) and that WARROOM_DATA_DIR is writable",
+    "--security-opt seccomp=unconfined --security-opt systempaths=unconfined, or "
+    "--privileged) and that WARROOM_DATA_DIR is writable",
     "blaxel": "check BL_API_KEY and BL_WORKSPACE, and that this host reaches api.blaxel.ai",
 }
 _APP_TOKEN_FIX = (

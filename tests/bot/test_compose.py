@@ -56,8 +56,14 @@ def test_each_warroom_service_runs_the_dockerfiles_image_against_healthy_stores(
     assert environment["REDIS_URL"] == "redis://redis:6379/0"
     # A worker finishes its step on stop: a Bash call may take 10 minutes (README).
     assert seconds(service["stop_grace_period"]) >= 660
-    # Local sandboxes are bubblewrap jails: user namespaces inside the container.
-    assert set(service["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined"}
+    # Local sandboxes are bubblewrap jails: user namespaces inside the container, with a
+    # hostname of their own (seccomp) and a proc of their own, which the kernel refuses
+    # while parts of the container's /proc are masked (systempaths; seen in .ci/image).
+    assert set(service["security_opt"]) == {
+        "seccomp=unconfined",
+        "apparmor=unconfined",
+        "systempaths=unconfined",
+    }
 
 
 def test_each_host_keeps_its_own_data_and_the_stores_are_checked_for_health(
