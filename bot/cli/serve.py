@@ -30,7 +30,13 @@ from bot.cli.model_reach import model_unreachable
 from bot.durable.actors import STEP_TIME_LIMIT_MS, EmbeddedWorker, setup
 from bot.durable.routing import HostRouter, routes_by_host
 from bot.durable.sandboxes import make_sandbox_manager
-from bot.durable.wiring import cancel_running, make_provider, make_slack_client, update_budget
+from bot.durable.wiring import (
+    cancel_running,
+    make_provider,
+    make_slack_client,
+    surface_budgets,
+    update_budget,
+)
 from bot.errors import slack_call
 from bot.metrics import start_metrics_server
 from bot.settings import Settings
@@ -145,7 +151,12 @@ async def slack_deps(
         await cancel_running(manager, cancelled, tasks, sessions)
 
     poster = SlackPoster(client, Outbox(db), update_budget=update_budget(settings))
-    surface = AgentSurface(poster, team_id=str(identity["team_id"]), enabled=settings.agent_surface)
+    surface = AgentSurface(
+        poster,
+        team_id=str(identity["team_id"]),
+        budgets=surface_budgets(settings),
+        enabled=settings.agent_surface,
+    )
     return SlackDeps(
         sessions=sessions,
         dedupe=InboundDedupe(db),

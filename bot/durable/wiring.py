@@ -37,8 +37,14 @@ from bot.mcp_servers import open_mcp_servers
 from bot.metrics import CountingProvider, default_metrics
 from bot.settings import Settings
 from bot.slack import retries
-from bot.slack.agent_surface import AgentSurface
-from bot.slack.budget import CallBudget, SharedCallBudget
+from bot.slack.agent_surface import (
+    APPEND_PER_MINUTE,
+    STATUS_PER_MINUTE,
+    STREAM_ENDS_PER_MINUTE,
+    AgentSurface,
+    SurfaceBudgets,
+)
+from bot.slack.budget import CHAT_UPDATE_PER_MINUTE, CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import ThreadReporter
@@ -209,13 +215,32 @@ def update_budget(settings: Settings) -> CallBudget:
     """The ``chat.update`` budget of this workspace: with ``REDIS_URL``, shared by every
     process through Redis (N workers then never send N times Slack's limit); without it,
     or with ``WARROOM_SLACK_SHARED_BUDGET=false``, this process's own."""
+    return _method_budget(settings, "chat.update", CHAT_UPDATE_PER_MINUTE)
+
+
+def surface_budgets(settings: Settings) -> SurfaceBudgets:
+    """The agent surface's budgets of this workspace (``agents.sessions.setStatus``,
+    ``chat.startStream``, ``chat.stopStream``, ``chat.appendStream``), shared as
+    ``update_budget`` is: each process keeping its own would let three workers send three
+    times Slack's Tier 2 (196 HTTP 429s in a 60-session round of ``bench/load.py``)."""
+    return SurfaceBudgets(
+        status=_method_budget(settings, "agents.sessions.setStatus", STATUS_PER_MINUTE),
+        start=_method_budget(settings, "chat.startStream", STREAM_ENDS_PER_MINUTE),
+        stop=_method_budget(settings, "chat.stopStream", STREAM_ENDS_PER_MINUTE),
+        append=_method_budget(settings, "chat.appendStream", APPEND_PER_MINUTE),
+    )
+
+
+def _method_budget(settings: Settings, method: str, calls: int) -> CallBudget:
+    """``calls`` a minute of ``method`` in this workspace, shared through Redis when it
+    can be (see ``update_budget``)."""
     if not settings.shared_update_budget or not settings.redis_url:
-        return CallBudget()
+        return CallBudget(calls)
     if settings.slack_bot_token is None:
-        return CallBudget()
+        return CallBudget(calls)
     token = settings.slack_bot_token.get_secret_value()
     workspace = hashlib.sha256(token.encode()).hexdigest()[:16]  # the token names the install
-    return SharedCallBudget(settings.redis_url, f"chat.update:{workspace}")
+    return SharedCallBudget(settings.redis_url, f"{method}:{workspace}", calls)
 
 
 def make_slack_client(settings: Settings) -> AsyncWebClient:
@@ -628,7 +653,9 @@ class Runtime:
                 closers.append(budget.aclose)
             client = make_slack_client(settings)
             slack = SlackPoster(client, posts, update_budget=budget)
-            surface = AgentSurface(slack, enabled=settings.agent_surface)
+            budgets = surface_budgets(settings)
+            closers.append(budgets.aclose)
+            surface = AgentSurface(slack, budgets=budgets, enabled=settings.agent_surface)
             reporter = ThreadReporter(slack, model=settings.model, surface=surface)
             closers.append(functools.partial(_close_board, reporter.board))
             closers.append(functools.partial(_close_surface, surface))

@@ -110,17 +110,45 @@ STARTING_WAIT_S = 10.0
 """How long a stream another process is starting is awaited (its ts recorded) before it is
 taken as orphaned by a dead starter."""
 STARTING_POLL_S = 0.1
+SETTLE_POLL_S = 0.05
+"""How often a step waiting for its session's writer looks whether the writer now waits
+for Slack's budget (then the step stops waiting)."""
 MAX_TITLE_CHARS = 80
 """Titles are cut here (Slack takes 200; the sidebar shows far less)."""
 
 
 @dataclass
 class SurfaceBudgets:
-    """Per-workspace budgets of the surface's methods, under Slack's tiers (a minute)."""
+    """Per-workspace budgets of the surface's methods, under Slack's tiers (a minute);
+    ``bot.durable.wiring.surface_budgets`` shares them between processes through Redis."""
 
-    status: CallBudget = field(default_factory=lambda: CallBudget(45))  # Tier 3: 50
-    start_stop: CallBudget = field(default_factory=lambda: CallBudget(18))  # Tier 2: 20 each
-    append: CallBudget = field(default_factory=lambda: CallBudget(90))  # Tier 4: 100
+    status: CallBudget = field(default_factory=lambda: CallBudget(STATUS_PER_MINUTE))
+    start: CallBudget = field(default_factory=lambda: CallBudget(STREAM_ENDS_PER_MINUTE))
+    stop: CallBudget = field(default_factory=lambda: CallBudget(STREAM_ENDS_PER_MINUTE))
+    append: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE))
+
+    def contended(self) -> bool:
+        """Whether a writer waits for a turn of any of them (Slack's budget is the pace)."""
+        return any(b.contended for b in (self.status, self.start, self.stop, self.append))
+
+    async def aclose(self) -> None:
+        """Close the shared budgets' connections (a local budget has none)."""
+        for budget in (self.status, self.start, self.stop, self.append):
+            closer = getattr(budget, "aclose", None)
+            if closer is not None:
+                await closer()
+
+
+STATUS_PER_MINUTE = 45
+"""``agents.sessions.setStatus`` calls a minute: Tier 3 (50), with room for others."""
+STREAM_ENDS_PER_MINUTE = 18
+"""``chat.startStream`` calls a minute, and as many ``chat.stopStream``: Tier 2 (20 each)."""
+APPEND_PER_MINUTE = 90
+"""``chat.appendStream`` calls a minute: Tier 4 (100)."""
+
+
+class _NoTurn(Exception):
+    """The method's budget has no turn free now, and the caller must not wait for one."""
 
 
 def stream_key(session_id: str, turn: int, segment: int) -> str:
@@ -151,6 +179,9 @@ class _Lane:
     pending: list[dict[str, Any]] = field(default_factory=list)
     tail: bool = False
     task: asyncio.Task[None] | None = None
+    closing: AgentStatus | None = None
+    """A status a durable step could not set within the budget: the writer sets it, with
+    the turn's stream closed, once a turn frees (the latest one wins)."""
 
 
 class AgentSurface:
@@ -279,12 +310,26 @@ class AgentSurface:
         segment = await self._opened(thread, turn)
         if segment is None or message is None:
             if segment is not None:
-                await self._close(thread, segment, status)
+                await self._close_or_defer(thread, turn, segment, status)
             return None
         assert segment.ts is not None
+        if not await self._budgets.stop.take_now():
+            # Slack's budget is spent: the answer goes as a message now, the stream closes
+            # (with the session's status) once a turn frees (issue #32)
+            self._defer(thread, turn, status)
+            return None
         await self._poster.record_intent(thread, key, kind="answer", payload_json="{}")
         metadata = {"event_type": METADATA_EVENT_TYPE, "event_payload": {"key": key}}
-        if not await self._close(thread, segment, status, blocks=message.blocks, metadata=metadata):
+        closed = await self._close(
+            thread,
+            segment,
+            status,
+            blocks=message.blocks,
+            metadata=metadata,
+            chunks=self._take_pending(thread.session_id),
+            budget=_TAKEN,
+        )
+        if not closed:
             return None
         await self._poster.record_done(key, segment.ts)
         return segment.ts
@@ -305,7 +350,7 @@ class AgentSurface:
         except Exception:
             logger.exception("agent session of %s not suspended", thread.session_id)
             return
-        await self.end(thread, AgentStatus.SUSPENDED, turn=turn, chunks=chunks)
+        await self.end(thread, AgentStatus.SUSPENDED, turn=turn, chunks=chunks, wait=False)
 
     async def answered(
         self,
@@ -328,7 +373,19 @@ class AgentSurface:
         done = f"{key}/status"
         if not self.available or await self._poster.recorded_intent(done):
             return
-        if await self.set_status(thread, status, title=title, initiator=initiator):
+        lane = self._lanes.get(thread.session_id)
+        if lane is not None and lane.closing is not None:  # a close waits for its turn
+            lane.closing = status
+            took = True
+        else:
+            try:
+                took = await self.set_status(
+                    thread, status, title=title, initiator=initiator, budget=_NOW
+                )
+            except _NoTurn:
+                self._defer(thread, await self._turn(thread.session_id, None), status)
+                took = True  # set by the writer, once Slack's budget allows
+        if took:
             await self._poster.record_intent(thread, done, kind="status", payload_json="{}")
 
     async def park(
@@ -376,19 +433,25 @@ class AgentSurface:
     ) -> str | None:
         """``park``'s Slack calls; returns the ts that shows the session suspended (the
         stream's, else the thread's), None when the workspace refused the surface."""
-        segment = await self._opened(thread, turn)
-        if segment is None and chunks:  # the step's chunks open the turn's next stream
-            lane = _Lane(thread, turn=turn, title=title, initiator=initiator)
-            segment = await self._start(lane, turn, list(chunks))
-            chunks = ()
-        if (
-            segment is not None
-            and segment.ts is not None
-            and not segment.closed
-            and await self._close(thread, segment, AgentStatus.SUSPENDED, chunks=chunks)
-        ):
-            return segment.ts
-        took = await self.set_status(thread, AgentStatus.SUSPENDED)
+        try:
+            segment = await self._opened(thread, turn)
+            if segment is None and chunks:  # the step's chunks open the turn's next stream
+                lane = _Lane(thread, turn=turn, title=title, initiator=initiator)
+                segment = await self._start(lane, turn, list(chunks), budget=_NOW)
+                chunks = ()
+            if (
+                segment is not None
+                and segment.ts is not None
+                and not segment.closed
+                and await self._close(
+                    thread, segment, AgentStatus.SUSPENDED, chunks=chunks, budget=_NOW
+                )
+            ):
+                return segment.ts
+            took = await self.set_status(thread, AgentStatus.SUSPENDED, budget=_NOW)
+        except _NoTurn:  # shown once Slack's budget allows; the step does not wait for it
+            self._defer(thread, turn, AgentStatus.SUSPENDED)
+            return thread.thread_ts
         return thread.thread_ts if took else None
 
     async def end(
@@ -398,18 +461,27 @@ class AgentSurface:
         *,
         turn: int | None = None,
         chunks: Sequence[dict[str, Any]] = (),
+        wait: bool = True,
     ) -> None:
         """Move the session to ``status``: through its open stream's ``chat.stopStream``
         when it has one (of ``turn``, or of any turn when None), else
-        ``agents.sessions.setStatus``. Slack failures are logged, not raised."""
+        ``agents.sessions.setStatus``. Without ``wait`` (a durable step), a call Slack's
+        budget has no turn for now is left to the writer. Slack failures are logged, not
+        raised."""
         if not self.available:
             return
+        budget = _WAIT if wait else _NOW
         try:
             turn = await self._turn(thread.session_id, turn)
             opened = await self._opened(thread, turn)
-            if opened is not None and await self._close(thread, opened, status, chunks=chunks):
-                return
-            await self.set_status(thread, status)
+            try:
+                if opened is not None and await self._close(
+                    thread, opened, status, chunks=chunks, budget=budget
+                ):
+                    return
+                await self.set_status(thread, status, budget=budget)
+            except _NoTurn:
+                self._defer(thread, turn, status, chunks)
         except SlackCallFailed as exc:
             logger.warning("agent session of %s not set %s: %s", thread.session_id, status, exc)
 
@@ -420,9 +492,12 @@ class AgentSurface:
         *,
         title: str = "",
         initiator: str | None = None,
+        budget: str = "wait",
     ) -> bool:
         """``agents.sessions.setStatus`` within its budget; returns whether Slack took it.
-        A refusal of the method turns the surface off (``refused``).
+        A refusal of the method turns the surface off (``refused``). ``budget``: ``"wait"``
+        for a turn of the method's budget, or ``"now"`` (a durable step: raise ``_NoTurn``
+        rather than wait).
 
         Raises:
             SlackCallFailed: a transient failure (ratelimited past the client's retries,
@@ -431,19 +506,29 @@ class AgentSurface:
         if not self.available:
             return False
         if self._answered:
-            return await self._set_status(thread, status, title=title, initiator=initiator)
+            return await self._set_status(
+                thread, status, title=title, initiator=initiator, budget=budget
+            )
         self._first = self._first or asyncio.Lock()  # the process's one event loop
         async with self._first:  # the first answer decides for every later call
-            took = await self._set_status(thread, status, title=title, initiator=initiator)
+            took = await self._set_status(
+                thread, status, title=title, initiator=initiator, budget=budget
+            )
             self._answered = True  # a transient failure raised: the next call asks again
             return took
 
     async def _set_status(
-        self, thread: Thread, status: AgentStatus, *, title: str, initiator: str | None
+        self,
+        thread: Thread,
+        status: AgentStatus,
+        *,
+        title: str,
+        initiator: str | None,
+        budget: str = "wait",
     ) -> bool:
         if self.refused is not None:  # refused while this call waited for the first answer
             return False
-        await self._budgets.status.take()
+        await _take(self._budgets.status, budget)
         args: dict[str, Any] = {"channel_id": thread.channel_id, "thread_ts": thread.thread_ts}
         if title:
             args["title"] = _title(title)
@@ -464,15 +549,62 @@ class AgentSurface:
     # ----- the writer ----------------------------------------------------------------
 
     async def _drain(self, lane: _Lane) -> None:
-        while lane.pending:
-            chunks, lane.pending = lane.pending, []
-            tail, lane.tail = lane.tail, False
+        while lane.pending or lane.closing is not None:
             try:
+                if lane.closing is not None:
+                    status, lane.closing = lane.closing, None
+                    await self._close_later(lane, status)
+                    continue
+                chunks, lane.pending = lane.pending, []
+                tail, lane.tail = lane.tail, False
                 await self._write(lane, lane.turn, chunks, tail=tail)
             except SlackCallFailed as exc:
                 logger.warning("stream of %s not written: %s", lane.thread.session_id, exc)
             except Exception:  # a database outage: the next step shows its state again
                 logger.exception("stream of %s not written", lane.thread.session_id)
+
+    def _defer(
+        self,
+        thread: Thread,
+        turn: int,
+        status: AgentStatus,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Leave ``status`` (with the turn's stream closed, ``chunks`` last) to the
+        session's writer, which waits for Slack's budget where a durable step must not;
+        a later status replaces one still waiting (issue #32: progress and statuses of
+        many sessions are merged before they reach Slack, answers never wait)."""
+        lane = self._lanes.get(thread.session_id)
+        if lane is None:
+            lane = self._lanes[thread.session_id] = _Lane(thread)
+            self._forget_idle()
+        lane.turn, lane.closing = turn, status
+        lane.pending.extend(chunks)
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.create_task(self._drain(lane))
+
+    async def _close_later(self, lane: _Lane, status: AgentStatus) -> None:
+        """The writer's part of ``_defer``: close the turn's open stream with ``status``
+        and what is pending, else set the status (what was pending opens no stream)."""
+        thread = lane.thread
+        chunks, lane.pending = lane.pending, []
+        segment = await self._opened(thread, lane.turn)
+        if (
+            segment is not None
+            and segment.ts is not None
+            and not segment.closed
+            and await self._close(thread, segment, status, chunks=chunks)
+        ):
+            return
+        await self.set_status(thread, status, title=lane.title, initiator=lane.initiator)
+
+    def _take_pending(self, session_id: str) -> list[dict[str, Any]]:
+        """What the session's writer still holds, taken to go with the stream's close."""
+        lane = self._lanes.get(session_id)
+        if lane is None:
+            return []
+        chunks, lane.pending = lane.pending, []
+        return chunks
 
     async def _write(
         self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, tail: bool = False
@@ -510,7 +642,9 @@ class AgentSurface:
                 # it expired (or was stopped elsewhere): the chunks go to a new one
         logger.warning("stream of %s: chunks dropped after 3 segments", thread.session_id)
 
-    async def _start(self, lane: _Lane, turn: int, chunks: list[dict[str, Any]]) -> _Segment | None:
+    async def _start(
+        self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, budget: str = "wait"
+    ) -> _Segment | None:
         thread = lane.thread
         args: dict[str, Any] = {"channel": thread.channel_id, "thread_ts": thread.thread_ts}
         if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
@@ -518,7 +652,11 @@ class AgentSurface:
             args["recipient_team_id"] = await self._team()
         # the budget first: between the claim and the recorded ts (what other processes
         # wait for, ``_opened``) there are only Slack's answers
-        await self._budgets.start_stop.take()
+        await _take(self._budgets.start, budget)
+        if budget == _WAIT and await self._poster.recorded_intent(
+            _answered(thread.session_id, turn)
+        ):
+            return None  # the turn was answered while this waited for Slack: open nothing
         number = await self._next_number(thread.session_id, turn)
         key = stream_key(thread.session_id, turn, number)
         if not await self._poster.claim_intent(thread, key, kind="stream"):
@@ -553,11 +691,14 @@ class AgentSurface:
         blocks: Sequence[dict[str, Any]] = (),
         metadata: dict[str, Any] | None = None,
         chunks: Sequence[dict[str, Any]] = (),
+        budget: str = "wait",
     ) -> bool:
         """``chat.stopStream`` of ``segment`` with ``status`` (``chunks`` last, ``blocks``
-        below); False when the stream had already ended (the caller sets the status)."""
+        below); False when the stream had already ended (the caller sets the status).
+        ``budget``: wait for the method's turn, take one ``"now"`` (``_NoTurn`` if none),
+        or the caller has ``"taken"`` it."""
         assert segment.ts is not None
-        await self._budgets.start_stop.take()
+        await _take(self._budgets.stop, budget)
         args: dict[str, Any] = {"session_status": status.value}
         if chunks:
             args["chunks"] = list(chunks)
@@ -579,6 +720,16 @@ class AgentSurface:
             return False
         await self._mark_closed(thread, segment)
         return True
+
+    async def _close_or_defer(
+        self, thread: Thread, turn: int, segment: _Segment, status: AgentStatus
+    ) -> None:
+        """``_close`` now if Slack's budget has a turn, else ``_defer`` (a durable step)."""
+        try:
+            if not await self._close(thread, segment, status, budget=_NOW):
+                await self.set_status(thread, status, budget=_NOW)
+        except _NoTurn:
+            self._defer(thread, turn, status)
 
     # ----- segments in the outbox ----------------------------------------------------
 
@@ -662,9 +813,14 @@ class AgentSurface:
         for _turn in range(SETTLE_LOOP_TURNS):
             await asyncio.sleep(0)
         lane = self._lanes.get(session_id)
-        if lane is not None and lane.task is not None and not lane.task.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(lane.task), DRAIN_BEFORE_CLOSE_S)
+        if lane is None or lane.task is None:
+            return
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + DRAIN_BEFORE_CLOSE_S
+        # not while a writer waits for Slack's budget: the step goes on, and what is
+        # pending goes with the stream's close (issue #32: no step waits on the budget)
+        while not lane.task.done() and not self._budgets.contended() and loop.time() < give_up:
+            await asyncio.wait({lane.task}, timeout=SETTLE_POLL_S)
 
     # ----- refusals and warnings -----------------------------------------------------
 
@@ -715,3 +871,23 @@ def incident_title(text: str) -> str:
 def _title(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
+
+
+_WAIT, _NOW, _TAKEN = "wait", "now", "taken"
+"""How a call gets its turn of the method's budget: waits for it (the writer), takes one
+only if free now (a durable step: ``_NoTurn`` otherwise), or the caller took it."""
+
+
+async def _take(budget: CallBudget, how: str) -> None:
+    """A turn of ``budget`` as ``how`` says (``_WAIT``, ``_NOW``, ``_TAKEN``).
+
+    Raises:
+        _NoTurn: ``_NOW`` and the budget has no turn free now.
+    """
+    if how == _TAKEN:
+        return
+    if how == _NOW:
+        if not await budget.take_now():
+            raise _NoTurn
+        return
+    await budget.take()

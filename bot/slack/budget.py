@@ -48,6 +48,25 @@ class CallBudget:
         self._granted: deque[float] = deque()
         self._turn = asyncio.Lock()
 
+    @property
+    def contended(self) -> bool:
+        """Whether a caller waits in ``take`` now (the window is full for this process)."""
+        return self._turn.locked()
+
+    async def take_now(self) -> bool:
+        """Count a call if one fits in the window now, without waiting: True then. False
+        when the window is full, or callers already wait for their turn (they go first):
+        for a caller that must not wait on Slack's budget (a durable step, issue #32)."""
+        if self._turn.locked():
+            return False
+        now = self._clock()
+        while self._granted and self._granted[0] <= now - self.window_s:
+            self._granted.popleft()
+        if len(self._granted) < self.calls:
+            self._granted.append(now)
+            return True
+        return False
+
     async def take(self) -> None:
         """Wait until a call fits in the window, then count it."""
         async with self._turn:
@@ -154,6 +173,19 @@ class SharedCallBudget(CallBudget):
         ]
         wait_ms = int(await self._script(keys=[self._key, f"{self._key}:known"], args=args))
         return wait_ms / 1000
+
+    async def take_now(self) -> bool:
+        """``CallBudget.take_now`` over the deployment-wide window (this process's own
+        while Redis cannot be reached)."""
+        from redis import RedisError
+
+        if self._turn.locked():
+            return False
+        try:
+            return await self.try_take() == 0
+        except RedisError as exc:
+            logger.warning("shared %s budget unreachable (%s): using a local one", self._key, exc)
+            return await self._offline.take_now()
 
     async def take(self) -> None:
         """Wait until a call fits in the deployment-wide window, then count it."""
