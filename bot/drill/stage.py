@@ -54,12 +54,11 @@ from bot.drill.narrator import Narrator
 from bot.drill.redis_keys import RedisBefore
 from bot.drill.workers import WorkerPool
 from bot.durable.actors import Actors, EmbeddedWorker, declare_actors, make_broker, setup
-from bot.durable.wiring import make_provider, update_budget
+from bot.durable.wiring import make_provider, new_workspace_budgets
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.slack_api import FakeSlackApi
 from bot.logs import LOG_FORMAT, ContextFilter
 from bot.settings import Settings, child_environment
-from bot.slack.budget import SharedCallBudget
 from memory_store import Database, EgressLog, FileStore, RecallStore, SessionStore
 from sandbox_client import LocalProvider, SandboxProvider
 
@@ -269,10 +268,7 @@ async def _workers(
         worker.start()
         stack.push_async_callback(asyncio.to_thread, worker.stop, timeout_ms=STOP_TIMEOUT_MS)
         return actors, None
-    budget = update_budget(settings)
-    if isinstance(budget, SharedCallBudget):  # the fake workspace is new: no history to fear
-        await budget.known_empty()
-        await budget.aclose()
+    await new_workspace_budgets(settings)  # the fake workspace is new: no history to fear
     broker = make_broker(options.redis_url)
     stack.callback(broker.close)
     actors = declare_actors(broker, [])

@@ -231,6 +231,25 @@ def surface_budgets(settings: Settings) -> SurfaceBudgets:
     )
 
 
+async def new_workspace_budgets(settings: Settings) -> None:
+    """Mark the workspace's shared Slack budgets (``update_budget``, ``surface_budgets``)
+    as having no history to fear: for a workspace nothing posted to before (the drill's
+    and the tests' fake ones), whose first window would otherwise start nearly full.
+
+    Raises:
+        redis.RedisError: Redis could not be reached.
+    """
+    update, surface = update_budget(settings), surface_budgets(settings)
+    try:
+        if isinstance(update, SharedCallBudget):
+            await update.known_empty()
+        await surface.known_empty()
+    finally:
+        if isinstance(update, SharedCallBudget):
+            await update.aclose()
+        await surface.aclose()
+
+
 def _method_budget(settings: Settings, method: str, calls: int) -> CallBudget:
     """``calls`` a minute of ``method`` in this workspace, shared through Redis when it
     can be (see ``update_budget``)."""

@@ -131,6 +131,18 @@ class SurfaceBudgets:
         """Whether a writer waits for a turn of any of them (Slack's budget is the pace)."""
         return any(b.contended for b in (self.status, self.start, self.stop, self.append))
 
+    async def known_empty(self) -> None:
+        """Mark each shared window as having no lost history (a new workspace: see
+        ``SharedCallBudget.known_empty``); a local budget needs nothing.
+
+        Raises:
+            redis.RedisError: Redis could not be reached.
+        """
+        for budget in (self.status, self.start, self.stop, self.append):
+            marker = getattr(budget, "known_empty", None)
+            if marker is not None:
+                await marker()
+
     async def aclose(self) -> None:
         """Close the shared budgets' connections (a local budget has none)."""
         for budget in (self.status, self.start, self.stop, self.append):

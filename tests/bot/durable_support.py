@@ -35,12 +35,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import redis
+from pydantic import SecretStr
 
 from bot.drill.workers import READY_LINE
 from bot.drill.workers import Worker as DrillWorker
 from bot.durable.actors import declare_actors, make_broker
+from bot.durable.wiring import new_workspace_budgets
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi, RecordedCall
+from bot.settings import Settings
 from harness import Checkpoint, Message, Requester
 from memory_store import (
     Database,
@@ -334,8 +337,11 @@ class Sender:
         self.actors.advance.send(session_id, token)
 
     def flush(self) -> None:
-        """FLUSHDB: every queued message, ack set and heartbeat is gone."""
-        self.redis.flushdb()
+        """Every queued message, ack set and heartbeat is gone; the workspace's Slack
+        budgets stay (``warroom:budget:*``: the fake Slack's own windows last as long)."""
+        doomed = [k for k in self.redis.scan_iter(count=1000) if not k.startswith(BUDGET_KEYS)]
+        for start in range(0, len(doomed), 500):
+            self.redis.delete(*doomed[start : start + 500])
 
     def in_flight(self) -> int:
         """Messages queued (on the shared queue or a host's) or fetched-but-unacked (each
@@ -684,6 +690,17 @@ async def migrate(url: str, data_dir: Path) -> None:
         await db.dispose()
 
 
+BUDGET_KEYS = b"warroom:budget:"
+"""The prefix of the shared Slack budgets' keys in Redis (``bot.slack.budget``)."""
+
+
+async def new_workspace(redis_url: str, slack_token: str) -> None:
+    """Mark the fake workspace's shared Slack budgets as without history (it is new)."""
+    token = SecretStr(slack_token)
+    settings = Settings(_env_file=None, redis_url=redis_url, slack_bot_token=token)  # type: ignore[call-arg]
+    await new_workspace_budgets(settings)
+
+
 @contextlib.contextmanager
 def running_cluster(
     redis_url: str, *, name: str, workers: int, settings: Mapping[str, str]
@@ -701,6 +718,7 @@ def running_cluster(
     try:
         asyncio.run(migrate(database_url, data_dir))
         fakes = Fakes.start()
+        asyncio.run(new_workspace(redis_url, fakes.slack.token))
         env = worker_env(database_url, redis_url, data_dir, fakes, settings)
         pool = WorkerPool(env, data_dir, size=workers)
         pool.start()
