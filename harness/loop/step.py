@@ -352,6 +352,37 @@ def holds_long_work(cp: Checkpoint) -> bool:
     return running or cp.wakeup is not None
 
 
+def resumes(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> bool:
+    """Whether the step ``advance(cp, …, inbox)`` takes picks the session up from a wait and
+    works (asks the model or runs a tool): the session has not started yet, or its turn
+    had ended (a reply, a fired wake-up, a background command's notice), or it waited for
+    an approval that ``inbox`` settles (a decision, the expiry), or for subagents that
+    have all answered. A step that only holds what arrived (a reply while an approval or a
+    subagent is pending) does not resume it (pure).
+
+    >>> from harness.loop.checkpoint import Requester
+    >>> new = Checkpoint("s1", "T1", "C1", Requester("U1"))
+    >>> resumes(new, [Inbound("U1", "pods are down")]), resumes(new)
+    (True, False)
+    """
+    ready, rest = _agent_results(cp, inbox)
+    rest = tuple(item for item in rest if not _stale_decision(ready, item))
+    if next_kind(ready, rest) not in (StepKind.MODEL, StepKind.TOOL, StepKind.RECOVER):
+        return False
+    if not cp.messages or waits_mid_turn(cp):
+        return True
+    if cp.approval is not None and cp.approval.pending:
+        return any(_settles(item) for item in rest)
+    return _turn_ended(cp) and not cp.pending_results and not cp.unanswered_calls()
+
+
+def _settles(item: Inbound) -> bool:
+    """Whether ``item`` settles a pending approval: a decision, or its expiry."""
+    return item.kind == APPROVAL_KIND or (
+        item.kind == WAKE_KIND and expired_call(item.text) is not None
+    )
+
+
 def waits_mid_turn(cp: Checkpoint) -> bool:
     """Whether ``cp``, committed by a model or tool step, leaves the session waiting with
     neither an answer to post nor an approval request: it waits for its subagents'

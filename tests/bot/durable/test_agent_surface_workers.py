@@ -17,10 +17,12 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from bot.fakes.anthropic_api import Reply
 from bot.fakes.slack_agents import AgentSession
@@ -66,7 +68,7 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
     """A fresh database, the fakes and two workers (on the agent surface, the default),
     for the module."""
     crashes = f"{WORKER_SETTINGS['WARROOM_CRASH_AT']},{CRASHES}"
-    settings = {**WORKER_SETTINGS, "WARROOM_CRASH_AT": crashes}
+    settings = {**WORKER_SETTINGS, "WARROOM_CRASH_AT": crashes, "WARROOM_MIN_WAKEUP_S": "1"}
     with running_cluster(redis_url, name="warroom_agents", workers=2, settings=settings) as made:
         yield made
 
@@ -76,6 +78,7 @@ class World:
     probe: Probe
     edge: SlackEdge
     outbox: Outbox
+    db: Database
 
 
 @pytest.fixture
@@ -97,7 +100,7 @@ async def world(cluster: Cluster, tmp_path: Path) -> AsyncIterator[World]:
             enqueue=enqueue,
             slack_api=cluster.fakes.slack,
         ) as edge:
-            yield World(probe, edge, Outbox(db))
+            yield World(probe, edge, Outbox(db), db)
     finally:
         await db.dispose()
         sender.close()
@@ -146,13 +149,36 @@ async def _parked(probe: Probe, session_id: str) -> Checkpoint:
 
 
 def _stop_reply(thread_ts: str) -> dict[str, Any]:
+    return _reply(thread_ts, "stop", after_s=500)
+
+
+def _reply(thread_ts: str, text: str, *, after_s: float) -> dict[str, Any]:
+    """A person's reply in the thread, ``after_s`` after its root."""
     return event(
         "event_message_thread_reply_no_mention.json",
-        text="stop",
+        text=text,
         channel=CHANNEL,
         thread_ts=thread_ts,
-        ts=f"{float(thread_ts) + 500:.6f}",
+        ts=f"{float(thread_ts) + after_s:.6f}",
     )
+
+
+async def _shown_working_before(world: World, session_id: str, model_calls: list[int]) -> None:
+    """The session's agent session was set ``processing`` (Slack's Stop shown) once per
+    turn, each time before that turn's first model call (``model_calls``: their indexes
+    among the session's model requests)."""
+    thread_ts = await _thread_ts(world.probe, session_id)
+    processing = [
+        c.at_s
+        for c in world.probe.fakes.slack.calls_to("agents.sessions.setStatus")
+        if c.response.get("ok")
+        and c.args.get("thread_ts") == thread_ts
+        and c.args.get("status") == "processing"
+    ]
+    asked = world.probe.fakes.script.requests_for(session_id)
+    assert len(processing) == len(model_calls), (processing, [r.at_s for r in asked])
+    for at_s, n in zip(processing, model_calls, strict=True):
+        assert at_s < asked[n].at_s
 
 
 async def test_the_status_follows_the_whole_session_from_mention_to_stop(world: World) -> None:
@@ -357,8 +383,9 @@ async def test_a_session_waiting_for_its_subagent_is_suspended_until_the_answer(
     await world.probe.wait_answered(parent, timeout_s=60)
 
     agent = await _agent_session(world, parent, "active")
-    assert agent.statuses[:2] == ["processing", "suspended"]  # while the subagent worked
-    assert agent.statuses.count("suspended") == 1
+    # suspended while the subagent worked, processing again while the model read its answer
+    assert agent.statuses == ["processing", "suspended", "processing", "active"]
+    await _shown_working_before(world, parent, [0, 1])
     thread_ts = await _thread_ts(world.probe, parent)
     first = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)[0]
     assert first.state == "stopped"
@@ -381,3 +408,73 @@ async def test_a_session_failed_by_a_crash_loop_mid_stream_is_closed_not_left_pr
     [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
     assert stream.state == "stopped"
     assert [k for k in world.probe.fakes.post_keys() if k.startswith(f"{CRASH_LOOP}:failed:")]
+
+
+async def test_a_turn_that_answers_at_once_is_processing_while_the_model_works(
+    world: World,
+) -> None:
+    session_id = f"at-once-{uuid.uuid4().hex[:6]}"
+    plan = [Reply.text("The pods are fine."), Reply.text("Still fine: 3/3 ready.")]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_answered(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+
+    # a reply resumes the session; the model answers without a tool call
+    response = await world.edge.post_event(_reply(thread_ts, "and now?", after_s=10))
+    await world.edge.settle()
+    assert response.status_code == 200
+    await world.probe.wait_answered(session_id, posts=2)
+
+    # each turn was processing (Slack's Stop shown) before its model call, then listened
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "active", "processing", "active"]
+    assert agent.title == f"[session:{session_id}] look"
+    await _shown_working_before(world, session_id, [0, 1])
+
+
+async def test_a_fired_wake_up_that_answers_at_once_is_processing_while_the_model_works(
+    world: World,
+) -> None:
+    session_id = f"woken-{uuid.uuid4().hex[:6]}"
+    wake = {"delaySeconds": 1, "reason": "rollout", "prompt": "Check the rollout again."}
+    plan = [
+        Reply.tool("ScheduleWakeup", wake),
+        Reply.text("Rolling out; I look again in a second."),
+        Reply.text("The rollout finished."),  # the wake-up's turn: no tool call
+    ]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_answered(session_id, posts=2, timeout_s=60)
+
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "suspended", "processing", "active"]
+    await _shown_working_before(world, session_id, [0, 2])
+
+
+async def _run_out_the_wait(world: World, session_id: str) -> None:
+    """The session's wait ends now (as ``WARROOM_WAIT_S`` after its answer would): the
+    sweeper ends it."""
+    async with world.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE sessions SET wait_until = :past WHERE id = :id"),
+            {"past": datetime(2000, 1, 1, tzinfo=UTC), "id": session_id},
+        )
+
+
+async def test_sessions_whose_wait_runs_out_are_closed(world: World) -> None:
+    listening = f"ran-out-{uuid.uuid4().hex[:6]}"
+    parked = f"ran-out-woken-{uuid.uuid4().hex[:6]}"
+    await world.probe.start(listening, [Reply.text("Nothing is wrong.")])
+    await world.probe.start(parked, wake_up_plan("Rolling out; I check at 14:30."))
+    for session_id in (listening, parked):
+        await world.probe.wait_answered(session_id)
+    await _agent_session(world, listening, "active")
+    await _agent_session(world, parked, "suspended")
+
+    for session_id in (listening, parked):
+        await _run_out_the_wait(world, session_id)
+        await world.probe.wait_status(session_id, SessionStatus.DONE)
+
+    agent = await _agent_session(world, listening, "closed")
+    assert agent.statuses == ["processing", "active", "closed"]
+    agent = await _agent_session(world, parked, "closed")
+    assert agent.statuses == ["processing", "suspended", "closed"]
