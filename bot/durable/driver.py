@@ -20,6 +20,9 @@ message only names a pending token (docs/architecture.md §5):
   when it waits for a wake-up or background work, or mid-turn for its subagents) from the
   step that parks it, before its commit (``ParkingPoster``, once per step token), so no
   crash leaves it shown as working;
+- a step that picks the session up from a wait (``harness.resumes``, or a reply after a
+  stop) shows it working before its model call or tool (``ResumingPoster``, once per step
+  token), so a turn that answers at once shows it too;
 - the next message is enqueued only after the commit, and before the thread's
   progress is shown (a Slack call the next step need not wait for);
 - for ``carry_on_s`` from a message's first step, a step that continues is followed by

@@ -590,6 +590,7 @@ class AgentSurface:
         if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
             args["recipient_user_id"] = lane.initiator or ""
             args["recipient_team_id"] = await self._team()
+        shown = await self._end_earlier(thread, turn) or shown
         # the budget first: between the claim and the recorded ts (what other processes
         # wait for, ``_opened``) there are only Slack's answers
         await self._budgets.start_stop.take()
@@ -617,6 +618,15 @@ class AgentSurface:
         segment.ts = str(answer["ts"])
         await self._poster.record_done(key, segment.ts)
         return segment
+
+    async def _end_earlier(self, thread: Thread, turn: int) -> bool:
+        """Close the previous turn's stream if still open (input arrived mid-turn: the
+        turn went on as a new one), the session still ``processing``: one stream streams
+        in a thread at a time. Returns whether it did (the status is then set)."""
+        earlier = await self._open_segment(thread, turn - 1) if turn > 0 else None
+        if earlier is None or earlier.ts is None:
+            return False
+        return await self._close(thread, earlier, AgentStatus.PROCESSING)
 
     async def _close(
         self,

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from bot.cli import fake_slack
+from bot.cli.fake_slack import agent_lines
 from bot.fakes.anthropic_api import Reply
 from bot.fakes.slack_agents import AgentSession
 from bot.slack.agent_surface import stream_key
@@ -31,6 +33,7 @@ from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
 from bot.slack.installation import Installation
 from harness import Checkpoint
 from memory_store import Database, Outbox, SandboxLedgerStore, SessionStatus, SessionStore
+from tests.bot.alerts.watch_support import WATCHED, watched_channel
 from tests.bot.conftest import load_case
 from tests.bot.durable.test_long_work import subagents
 from tests.bot.durable.test_workers import WORKER_SETTINGS
@@ -152,12 +155,12 @@ def _stop_reply(thread_ts: str) -> dict[str, Any]:
     return _reply(thread_ts, "stop", after_s=500)
 
 
-def _reply(thread_ts: str, text: str, *, after_s: float) -> dict[str, Any]:
+def _reply(thread_ts: str, text: str, *, after_s: float, channel: str = CHANNEL) -> dict[str, Any]:
     """A person's reply in the thread, ``after_s`` after its root."""
     return event(
         "event_message_thread_reply_no_mention.json",
         text=text,
-        channel=CHANNEL,
+        channel=channel,
         thread_ts=thread_ts,
         ts=f"{float(thread_ts) + after_s:.6f}",
     )
@@ -478,3 +481,84 @@ async def test_sessions_whose_wait_runs_out_are_closed(world: World) -> None:
     assert agent.statuses == ["processing", "active", "closed"]
     agent = await _agent_session(world, parked, "closed")
     assert agent.statuses == ["processing", "suspended", "closed"]
+
+
+async def test_fake_slack_shows_a_steered_session_stopped_as_a_person_sees_it(
+    world: World,
+) -> None:
+    session_id = f"steered-{uuid.uuid4().hex[:6]}"
+    wait = {"command": "sleep 2; echo slept", "description": "Wait for the rollout"}
+    plan = [Reply.tool("Bash", wait), Reply.tool("Bash", {"command": "sleep 600"})]
+    await world.probe.start(session_id, plan, channel=fake_slack.CHANNEL)
+    await world.probe.wait_running_command(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+    seen: dict[str, str] = {}
+    printed = agent_lines(world.probe.fakes.slack, seen)
+
+    # a reply mid-command: the session goes on as a new turn, whose command runs long
+    reply = _reply(thread_ts, "also check the db", after_s=20, channel=fake_slack.CHANNEL)
+    assert (await world.edge.post_event(reply)).status_code == 200
+    await world.edge.settle()
+
+    async def second_command() -> bool | None:
+        return len(await world.probe.events(session_id, "tool_intent")) >= 2 or None
+
+    await poll(second_command, timeout_s=30, what="the second command to start")
+    agents = world.probe.fakes.slack.agents
+
+    async def streamed() -> bool | None:
+        [*_, last] = agents.streams_in(fake_slack.CHANNEL, thread_ts)
+        return "sleep 600" in json.dumps(last.chunks) or None
+
+    await poll(streamed, timeout_s=30, what="the long command's task")
+    clicked = agents.click_stop(fake_slack.CHANNEL, thread_ts, "U0FAKEBOB")
+    body = load_case("event_agent_session_stopped.json")
+    body["event"], body["event_id"] = clicked, f"Ev0{session_id}"
+    assert (await world.edge.post_event(body)).status_code == 200
+    await world.edge.settle()
+    await world.probe.wait_status(session_id, SessionStatus.CANCELLED)
+
+    async def closed() -> bool | None:
+        session = agents.session(fake_slack.CHANNEL, thread_ts)
+        return (session is not None and session.status == "closed") or None
+
+    await poll(closed, timeout_s=30, what="the agent session to be closed")
+    printed += agent_lines(world.probe.fakes.slack, seen)
+    # one stream streams at a time: the Stop stopped one, said once
+    assert printed.count("  (stream stopped by user)") == 1, printed
+    # a task keeps one label, its description when it has one
+    waits = [line for line in printed if "rollout" in line or "sleep 2" in line]
+    assert [w.split(" — ")[0] for w in waits] == [
+        "  ◐ Wait for the rollout",
+        "  ● Wait for the rollout",
+    ], printed
+    # the task the Stop cut short is shown stopped, before the stream's end, then closed
+    end = printed.index("  (stream stopped by user)")
+    assert printed[end - 1] == "  ■ Running `sleep 600` — stopped", printed
+    assert printed[-1].startswith("agent session: closed · "), printed
+
+
+async def test_an_alert_s_agent_session_is_titled_with_the_alert(
+    world: World, cluster: Cluster, tmp_path: Path
+) -> None:
+    async def enqueue(session_id: str, token: str) -> None:
+        await asyncio.to_thread(world.probe.queue.send, session_id, token)
+
+    async with watched_channel(
+        tmp_path / "watching",
+        "http",
+        database_url=cluster.database_url,
+        enqueue=enqueue,
+        slack_api=cluster.fakes.slack,
+    ) as channel:
+        # an alerting app posts in a watched channel: its thread gets a session
+        ts = await channel.alert("alertmanager_firing")
+        agents = world.probe.fakes.slack.agents
+
+        async def titled() -> str | None:
+            session = agents.session(WATCHED, ts)
+            return session.title if session is not None else None
+
+        title = await poll(titled, timeout_s=30, what="the alert's agent session")
+    # titled with the alert's own title, not the prompt built around it
+    assert title == "HighErrorRate (checkout-api payments critical)"
