@@ -112,6 +112,7 @@ if TYPE_CHECKING:
         held,
         holds_long_work,
         next_kind,
+        resumes,
         waits_mid_turn,
     )
     from harness.loop.wakeups import WAKE_KIND, next_wake
@@ -282,6 +283,7 @@ __all__ = [
     "Collaborators",
     "after_stop",
     "holds_long_work",
+    "resumes",
     "waits_mid_turn",
     "StoredMessages",
     "Transcript",
@@ -527,6 +529,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "held",
         "holds_long_work",
         "next_kind",
+        "resumes",
         "waits_mid_turn",
     ),
     "harness.loop.wakeups": (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -131,8 +132,15 @@ class Loss:
     failed_steps: tuple[StepFailure, ...] = field(default=())
     replayed_steps: int = 0
 
-    def describe(self, max_items: int = 20) -> str:
-        """A few lines telling the model what happened and what is missing."""
+    def describe(self, max_items: int = 20, *, name: Callable[[str], str] | None = None) -> str:
+        """A few lines telling what happened and what is missing: to the model, with the
+        processes' names (``tool_use`` ids, which its transcript holds); to people, with
+        ``name`` of each (what it ran: an id means nothing in a thread), each said once.
+
+        >>> loss = Loss("sbx-1", "sbx-2", running_processes=("toolu_1", "toolu_1.so-far"))
+        >>> loss.describe(name=lambda process: "`sleep 600`").splitlines()[1]
+        'Processes that were still running are gone: `sleep 600`.'
+        """
         lines = [
             f"The sandbox was replaced by a new one ({self.new_sandbox_id}); "
             f"the session's set-up was replayed ({self.replayed_steps} steps)."
@@ -141,7 +149,8 @@ class Loss:
             f"({self.replayed_steps} steps replayed)."
         ]
         if self.running_processes:
-            names = ", ".join(self.running_processes[:max_items])
+            named = dict.fromkeys(name(p) if name else p for p in self.running_processes)
+            names = ", ".join(list(named)[:max_items])
             lines.append(f"Processes that were still running are gone: {names}.")
         if self.files_not_recreated:
             paths = ", ".join(self.files_not_recreated[:max_items])

@@ -336,7 +336,9 @@ class AlertIntake:
                 raise
             thread_ts = str(posted["ts"])
         session_id = uuid.uuid4().hex
-        checkpoint = Checkpoint(session_id, org_id, channel_id, Requester(self.bot_user_id))
+        checkpoint = Checkpoint(
+            session_id, org_id, channel_id, Requester(self.bot_user_id), title=alert.title
+        )
         opened = await self.sessions.open_or_join(
             SessionKey(org_id, channel_id, thread_ts),
             requester_id=self.bot_user_id,

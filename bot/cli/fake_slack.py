@@ -17,10 +17,10 @@ approval request's command and buttons, a timeline's entries), not only its fall
 text. A line that is just ``approve`` or ``deny`` clicks that button of the bot's latest
 approval request in the thread (§13), as a signed ``block_actions`` interaction. The
 thread's agent session (its status and title) and its streamed steps (each tool call a
-task: ◐ running, ● done, ✗ failed; the plan; the model's notes) are printed as they change
-(Slack's agent surface is ``serve``'s default; with ``WARROOM_AGENT_SURFACE=false`` it
-edits a status message instead), and ``click stop`` clicks Slack's own Stop, sent as a
-signed ``agent_session_stopped`` event.
+task: ◐ running, ● done, ✗ failed, ■ stopped; the plan; the model's notes) are printed
+as they change, in Slack's order (Slack's agent surface is ``serve``'s default; with
+``WARROOM_AGENT_SURFACE=false`` it edits a status message instead), and ``click stop``
+clicks Slack's own Stop, sent as a signed ``agent_session_stopped`` event.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import httpx
 from bot.cli.fake_slack_render import render_message
 from bot.drill.channel import IncidentChannel, Person
 from bot.drill.errors import DrillError
+from bot.fakes.slack_agents import Change
 from bot.fakes.slack_alerts import SOURCES, alert_post
 from bot.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.slack.action_ids import APPROVE_ACTION_ID, DENY_ACTION_ID
@@ -236,36 +237,52 @@ async def _native_stop(
 
 def agent_lines(fake: FakeSlackApi, seen: dict[str, str]) -> list[str]:
     """What changed in the agent sessions and streamed messages of ``#incident`` since
-    ``seen`` (updated): a session's status and title, each task's title and status, the
-    plan's title and the streamed text, as Slack shows them."""
-    lines = []
-    for (channel, thread_ts), session in fake.agents.sessions.items():
-        shown = f"agent session: {session.status} · {session.title}"
-        if channel == CHANNEL and seen.get(f"s:{thread_ts}") != shown:
-            seen[f"s:{thread_ts}"] = shown
-            lines.append(
-                shown
-                + (" (Stop shown: type 'click stop')" if session.status == "processing" else "")
-            )
-    for stream in fake.agents.streams.values():
-        if stream.channel != CHANNEL:
-            continue
-        for chunk in stream.chunks:
-            line = _chunk_line(chunk, stream.tasks())
-            key = f"c:{stream.ts}:{line}"
-            if line and key not in seen:
-                seen[key] = line
-                lines.append(line)
-        if stream.state != "streaming" and seen.get(f"e:{stream.ts}") != stream.state:
-            seen[f"e:{stream.ts}"] = stream.state
-            lines.append(f"  (stream {stream.state.replace('_', ' ')})")
+    ``seen`` (updated), in the order Slack made the changes (``AgentSurfaceState.changes``):
+    a session's status and title, each task's title and status, the plan's title and the
+    streamed text, each stream's end (its tasks still running then shown stopped), as
+    Slack shows them."""
+    lines: list[str] = []
+    changes = fake.agents.changes
+    start = int(seen.get("n", "0"))
+    seen["n"] = str(len(changes))
+    for change in changes[start:]:
+        if change.channel == CHANNEL:
+            lines.extend(_change_lines(fake, change, seen))
     return lines
 
 
+def _change_lines(fake: FakeSlackApi, change: Change, seen: dict[str, str]) -> list[str]:
+    if change.kind == "status":
+        session = fake.agents.session(change.channel, change.thread_ts)
+        title = session.title if session is not None else ""
+        shown = f"agent session: {change.what} · {title}"
+        if seen.get(f"s:{change.thread_ts}") == shown:
+            return []
+        seen[f"s:{change.thread_ts}"] = shown
+        stop = " (Stop shown: type 'click stop')" if change.what == "processing" else ""
+        return [shown + stop]
+    if change.kind == "chunk":
+        line = _chunk_line(change.chunk)
+        key = f"c:{change.stream_ts}:{line}"
+        if not line or key in seen:
+            return []
+        seen[key] = line
+        return [line]
+    stream = fake.agents.streams.get(change.stream_ts)
+    unfinished = [
+        f"  {STOPPED_MARK} {task.get('title')} — stopped"
+        for task in (stream.tasks().values() if stream is not None else ())
+        if task.get("status") in ("in_progress", "pending")
+    ]
+    return [*unfinished, f"  (stream {change.what.replace('_', ' ')})"]
+
+
 _TASK_MARKS = {"pending": "○", "in_progress": "◐", "complete": "●", "error": "✗"}
+STOPPED_MARK = "■"
+"""A task its stream ended on while it still ran or waited (a Stop, an expiry)."""
 
 
-def _chunk_line(chunk: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> str:
+def _chunk_line(chunk: dict[str, Any]) -> str:
     kind = chunk.get("type")
     if kind == "task_update":
         mark = _TASK_MARKS.get(str(chunk.get("status")), "?")

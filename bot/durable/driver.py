@@ -20,6 +20,9 @@ message only names a pending token (docs/architecture.md §5):
   when it waits for a wake-up or background work, or mid-turn for its subagents) from the
   step that parks it, before its commit (``ParkingPoster``, once per step token), so no
   crash leaves it shown as working;
+- a step that picks the session up from a wait (``harness.resumes``, or a reply after a
+  stop) shows it working before its model call or tool (``ResumingPoster``, once per step
+  token), so a turn that answers at once shows it too;
 - the next message is enqueued only after the commit, and before the thread's
   progress is shown (a Slack call the next step need not wait for);
 - for ``carry_on_s`` from a message's first step, a step that continues is followed by
@@ -84,6 +87,7 @@ from harness import (
     holds_long_work,
     next_kind,
     next_wake,
+    resumes,
     waits_mid_turn,
 )
 from harness import Model as ModelProtocol
@@ -212,6 +216,28 @@ class ParkingPoster(Protocol):
         """The step ``key`` parks the session mid-turn (``harness.waits_mid_turn``): show
         it parked with the step's ``events``, once per ``key`` (a retried step has the
         same key). Slack failures are logged; raises DatabaseUnavailable."""
+        ...
+
+
+@runtime_checkable
+class ResumingPoster(Protocol):
+    """A poster whose thread shows the session working again (Slack's agent session
+    ``processing``, with its Stop) from the step that picks it up from a wait, before that
+    step's model call or tool: a turn that answers at once shows it too (issue #28)."""
+
+    async def show_resumed(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        inputs: Sequence[str],
+    ) -> None:
+        """The step ``key`` resumes the session (its ``checkpoint`` from before the step;
+        ``inputs``: what people wrote that it takes): show it working, once per ``key``.
+        Slack failures are logged; raises DatabaseUnavailable."""
         ...
 
 
@@ -447,13 +473,19 @@ class StepDriver:
     ) -> tuple[StepOutcome, str | Claim | None, _Report | None]:
         started = time.monotonic()
         inbox = _inbound(claim)
-        if holds_long_work(cp) and any(i.from_user for i in inbox) and await self._stopped(claim):
+        resuming = resumes(cp, inbox)
+        revived = False
+        if any(i.from_user for i in inbox) and (holds_long_work(cp) or not resuming):
+            revived = await self._stopped(claim)  # a reply after a stop: it resumes too
+        if revived and holds_long_work(cp):
             cp = after_stop(cp)
         kind = next_kind(cp, inbox)
         if kind is StepKind.POST:  # the inbox stays for the model step after the post
             return await self._post_answer(claim, cp, stored, lease)
         if kind is StepKind.ASK:  # likewise: what arrives is held until it is decided
             return await self._ask(claim, cp, stored, lease)
+        if resuming or (revived and kind is not StepKind.WAIT):
+            await self._show_resumed(claim, cp, inbox)
         point = self._point(claim, cp)
         if kind is StepKind.MODEL:
             point(CrashPoint.BEFORE_MODEL)
@@ -615,6 +647,21 @@ class StepDriver:
             events=events,
         )
         return True
+
+    async def _show_resumed(self, claim: Claim, cp: Checkpoint, inbox: Sequence[Inbound]) -> None:
+        """Before a step that picks the session up from a wait (``harness.resumes``, or a
+        reply after a stop) calls the model or runs a tool, show it working
+        (``ResumingPoster``), keyed by the step's token (a retry of the step has it too)."""
+        if not isinstance(self.poster, ResumingPoster) or cp.parent is not None:
+            return  # a subagent shows in its parent's thread
+        await self.poster.show_resumed(
+            key=f"{claim.session_id}:resume:{claim.token}",
+            session_id=claim.session_id,
+            channel_id=claim.key.channel_id,
+            thread_ts=claim.key.thread_ts,
+            checkpoint=cp,
+            inputs=tuple(i.text for i in inbox if i.from_user),
+        )
 
     async def _show_decision(self, claim: Claim, cp: Checkpoint, events: Sequence[Event]) -> None:
         """After a step that settled an approval: the thread message says who and when."""

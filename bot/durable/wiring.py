@@ -46,7 +46,7 @@ from bot.slack.agent_surface import (
 )
 from bot.slack.budget import CHAT_UPDATE_PER_MINUTE, CallBudget, SharedCallBudget
 from bot.slack.installation import slack_workspace_url
-from bot.slack.poster import SlackPoster
+from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from bot.slack.status_board import FINAL_KIND, StatusBoard
 from harness import (
@@ -780,8 +780,9 @@ class Runtime:
 
     async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
-        thread), end the background processes of sessions failed or whose wait ran out, suspend idle
-        sandboxes and destroy those no session needs.
+        thread), end the background processes of sessions failed or whose wait ran out
+        (closing their Slack agent sessions), suspend idle sandboxes and destroy those no
+        session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
         is enqueued again.
@@ -809,6 +810,8 @@ class Runtime:
                 "session %s failed: its step failed %d times", session_id, self.settings.max_crashes
             )
             await self._tell_failed(session_id)
+        for session_id in result.expired_waits:
+            await self._close_ended(session_id)
         if self.keeping is not None:  # suspend idle, destroy ended and long-idle sandboxes
             await self.keeping.sweep(result.expired_waits)
         return len(result.requeue)
@@ -830,6 +833,22 @@ class Runtime:
         told_in_thread = cp is not None and cp.parent is None and self.slack is not None
         if cp is not None and told_in_thread and self.keeping is not None:
             await self.keeping.end(cp.sandbox)
+
+    async def _close_ended(self, session_id: str) -> None:
+        """A session whose wait ran out is over: its Slack agent session, left ``active``
+        or ``suspended`` by its last step, is ``closed`` (best effort: the sweep that
+        ended it is the only one to see it; a subagent has no agent session)."""
+        reporter = self.reporter if isinstance(self.reporter, ThreadReporter) else None
+        if reporter is None or reporter.surface is None:
+            return
+        try:
+            session = await self.sessions.get(session_id)
+            if session is None or Checkpoint.from_json(session.checkpoint).parent is not None:
+                return
+            thread = Thread(session_id, session.key.channel_id, session.key.thread_ts)
+            await reporter.end_session(thread)
+        except Exception:  # the session is over either way
+            log.exception("session %s: its agent session was not closed", session_id)
 
     async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.

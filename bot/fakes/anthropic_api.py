@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -206,11 +207,13 @@ class Fault:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the fake received: raw body bytes, parsed JSON and headers."""
+    """One request the fake received: raw body bytes, parsed JSON and headers; ``at_s``
+    when it arrived (``time.monotonic``, the fake Slack's clock too: their order)."""
 
     raw: bytes
     body: Mapping[str, Any]
     headers: Mapping[str, str]
+    at_s: float = 0.0
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -331,7 +334,7 @@ class FakeAnthropicAPI:
         except ValueError:
             return self._error(invalid("The request body is not valid JSON."))
         recorded = RecordedRequest(
-            raw, body if isinstance(body, dict) else {}, dict(request.headers)
+            raw, body if isinstance(body, dict) else {}, dict(request.headers), time.monotonic()
         )
         self.requests.append(recorded)
         problem = self._refused(request) or self._check(body)

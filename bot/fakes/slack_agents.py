@@ -62,6 +62,7 @@ __all__ = [
     "TASK_STATUSES",
     "AgentSession",
     "AgentSurfaceState",
+    "Change",
     "Stream",
 ]
 
@@ -113,6 +114,20 @@ class AgentSession:
     def status(self) -> str:
         """The session's current status."""
         return self.statuses[-1]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing a person sees change in a thread, in the order Slack made them: a
+    session's ``status`` (``what``: the status), a stream's ``chunk``, or its ``end``
+    (``what``: the stream's state then)."""
+
+    channel: str
+    thread_ts: str
+    kind: str  # "status", "chunk" or "end"
+    what: str = ""
+    stream_ts: str = ""
+    chunk: JsonDict = field(default_factory=dict)
 
 
 @dataclass
@@ -173,6 +188,8 @@ class AgentSurfaceState:
     refused: JsonDict | None = None
     sessions: dict[tuple[str, str], AgentSession] = field(default_factory=dict)
     streams: dict[str, Stream] = field(default_factory=dict)
+    changes: list[Change] = field(default_factory=list)
+    """Every status, chunk and stream end, in order (what ``warroom fake-slack`` prints)."""
 
     def handlers(self) -> dict[str, Callable[[JsonDict], JsonDict]]:
         """The Web API methods this state serves, by name."""
@@ -218,6 +235,7 @@ class AgentSurfaceState:
             if stream.state == "streaming":
                 stream.state = "stopped_by_user"
                 stopped.append(stream.ts)
+                self._ended(stream)
         return {
             "type": "agent_session_stopped",
             "channel": channel,
@@ -269,6 +287,7 @@ class AgentSurfaceState:
             session = AgentSession(channel, thread_ts, str(title or ""), initiator)
             self.sessions[(channel, thread_ts)] = session
         session.statuses.append(str(status))
+        self.changes.append(Change(channel, thread_ts, "status", str(status)))
         answer: JsonDict = {
             "status": session.status,
             "agent_status": status,
@@ -303,8 +322,8 @@ class AgentSurfaceState:
         ts = str(message["ts"])
         stream = Stream(channel, thread_ts, ts, mode or "chunks", display_mode, self.clock())
         stream.message = message
-        stream.chunks.extend(chunks)
         self.streams[ts] = stream
+        self._add_chunks(stream, chunks)
         return {"channel": channel, "ts": ts}
 
     def _append_stream(self, args: JsonDict) -> JsonDict:
@@ -313,7 +332,7 @@ class AgentSurfaceState:
         mode, chunks = _content(args, self.failure, required=True)
         if mode != stream.mode:
             raise self.failure("streaming_mode_mismatch")
-        stream.chunks.extend(chunks)
+        self._add_chunks(stream, chunks)
         stream.message["text"] = stream.markdown()
         return {"channel": stream.channel, "ts": stream.ts}
 
@@ -331,11 +350,14 @@ class AgentSurfaceState:
         session_status = args.get("session_status", "active")
         if session_status not in SESSION_STATUSES:
             raise self.failure("invalid_arguments")
-        stream.chunks.extend(chunks)
+        self._add_chunks(stream, chunks)
         stream.blocks, stream.metadata, stream.state = list(blocks), metadata, "stopped"
+        self._ended(stream)
         session = self.sessions.get((stream.channel, stream.thread_ts))
         if session is not None:
             session.statuses.append(str(session_status))
+            change = Change(stream.channel, stream.thread_ts, "status", str(session_status))
+            self.changes.append(change)
         stream.message["text"] = stream.markdown()
         if blocks:
             stream.message["blocks"] = list(blocks)
@@ -363,6 +385,17 @@ class AgentSurfaceState:
             and self.clock() - stream.started_at > self.stream_lifetime_s
         ):
             stream.state = "expired"
+            self._ended(stream)
+
+    def _add_chunks(self, stream: Stream, chunks: list[JsonDict]) -> None:
+        stream.chunks.extend(chunks)
+        for chunk in chunks:
+            change = Change(stream.channel, stream.thread_ts, "chunk", "", stream.ts, chunk)
+            self.changes.append(change)
+
+    def _ended(self, stream: Stream) -> None:
+        change = Change(stream.channel, stream.thread_ts, "end", stream.state, stream.ts)
+        self.changes.append(change)
 
 
 def _content(

@@ -13,9 +13,14 @@ Slack's contracts (docs.slack.dev method and event reference, slack_sdk 3.48's
 
 What this module does with them:
 
+- a step that picks the session up from a wait (a reply, a wake-up, an approval or
+  subagents' answers), or starts it, sets it ``processing`` (title from the incident)
+  before its model call or tool (``resume``, once per step token, recorded in the
+  outbox), so Slack shows its Stop while the model works, even when it answers at once;
 - a turn's steps are one streamed message, a *segment*, opened with the session set to
-  ``processing`` (title from the incident). Its outbox key is ``<session>:stream:<turn>.<n>``
-  and its ``ts`` is recorded there like any post; closing it records ``<key>/stop``. A
+  ``processing`` unless the step that resumed it did. Its outbox key is
+  ``<session>:stream:<turn>.<n>`` and its ``ts`` is recorded there like any post; closing
+  it records ``<key>/stop``. A
   segment closed (approval, wait, expiry) is followed by ``n+1``; a retried step finds the
   open one and appends to it, never starting a second one;
 - chunks are written off the step (``push`` returns at once): one writer task per session
@@ -41,6 +46,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -190,6 +196,9 @@ class _Lane:
     initiator: str | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     tail: bool = False
+    shown: bool = False
+    """The pending chunks are a resumed step's, which set ``processing`` before it ran
+    (``resume``): a stream they open sets it no second time."""
     task: asyncio.Task[None] | None = None
     closing: AgentStatus | None = None
     """A status a durable step could not set within the budget: the writer sets it, with
@@ -226,6 +235,9 @@ class AgentSurface:
         self._first: asyncio.Lock | None = None
         self._lanes: dict[str, _Lane] = {}
         self._segments: dict[tuple[str, int], _Segment] = {}
+        self._resumed: OrderedDict[str, int] = OrderedDict()
+        """Session → the steps before the step that last set it ``processing`` here
+        (``resume``), until that step's chunks are pushed."""
         self._warned: set[str] = set()
 
     @property
@@ -241,14 +253,17 @@ class AgentSurface:
         *,
         turn: int,
         chunks: Sequence[dict[str, Any]],
+        step: int | None = None,
         title: str = "",
         initiator: str | None = None,
         tail: bool = False,
     ) -> None:
         """Queue ``chunks`` for the turn's stream (opened, and the session set to
-        ``processing``, on the first). ``tail``: the step's next step closes the stream (an
-        approval request): these chunks open none, so if that step went first they are
-        dropped rather than reopening the session."""
+        ``processing``, on the first, unless the step that made them set it when it
+        resumed the session: ``step`` is the session's steps after it). ``tail``: the
+        step's next step closes the stream (an approval request): these chunks open none,
+        so if that step went first they are dropped rather than reopening the session."""
+        shown = self._resumed_before(thread.session_id, step)
         if not self.available or not chunks:
             return
         lane = self._lanes.get(thread.session_id)
@@ -257,7 +272,7 @@ class AgentSurface:
             self._forget_idle()
         lane.turn, lane.title, lane.initiator = turn, title or lane.title, initiator
         lane.pending.extend(chunks)
-        lane.tail = tail
+        lane.tail, lane.shown = tail, lane.shown or shown
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
 
@@ -290,7 +305,58 @@ class AgentSurface:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def _resumed_before(self, session_id: str, step: int | None) -> bool:
+        """Whether a step of the session before ``step`` (steps taken) set it
+        ``processing`` here (``resume``): the step whose chunks these are, the next one
+        (forgotten then)."""
+        resumed = self._resumed.get(session_id)
+        if resumed is None or step is None or step <= resumed:
+            return False
+        del self._resumed[session_id]
+        return True
+
     # ----- what durable steps await --------------------------------------------------
+
+    async def resume(
+        self,
+        thread: Thread,
+        *,
+        key: str,
+        step: int,
+        title: str = "",
+        initiator: str | None = None,
+    ) -> None:
+        """The step ``key`` picks the session up from a wait (a reply, a wake-up, an
+        approval or subagents' answers) or starts it (``step``: the session's steps before
+        it): set it ``processing`` before the step's model call or tool, so Slack shows
+        its Stop then, even when the model answers at once; ``title`` and ``initiator``
+        apply when this creates the session. Once per ``key`` (recorded in the outbox: a
+        retried step sets it once); the stream the step's chunks open then sets it no
+        second time.
+
+        Raises:
+            DatabaseUnavailable: the outbox could not be read or written (the step is
+                retried). Slack failures are logged: the step's stream sets the status.
+        """
+        if not self.available:
+            return
+        if not await self._poster.recorded_intent(key):
+            try:
+                took = await self.set_status(
+                    thread, AgentStatus.PROCESSING, title=title, initiator=initiator, budget=_NOW
+                )
+            except _NoTurn:  # Slack's budget is spent: the step's stream shows it, if any
+                return
+            except SlackCallFailed as exc:
+                logger.warning("agent session of %s not resumed: %s", thread.session_id, exc)
+                return
+            if not took:
+                return
+            await self._poster.record_intent(thread, key, kind="status", payload_json="{}")
+        self._resumed[thread.session_id] = step
+        self._resumed.move_to_end(thread.session_id)
+        while len(self._resumed) > MEMO_SESSIONS:
+            self._resumed.popitem(last=False)
 
     async def finish(
         self,
@@ -568,8 +634,8 @@ class AgentSurface:
                     await self._close_later(lane, status)
                     continue
                 chunks, lane.pending = lane.pending, []
-                tail, lane.tail = lane.tail, False
-                await self._write(lane, lane.turn, chunks, tail=tail)
+                (tail, lane.tail), (shown, lane.shown) = (lane.tail, False), (lane.shown, False)
+                await self._write(lane, lane.turn, chunks, tail=tail, shown=shown)
             except SlackCallFailed as exc:
                 logger.warning("stream of %s not written: %s", lane.thread.session_id, exc)
             except Exception:  # a database outage: the next step shows its state again
@@ -619,7 +685,13 @@ class AgentSurface:
         return chunks
 
     async def _write(
-        self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, tail: bool = False
+        self,
+        lane: _Lane,
+        turn: int,
+        chunks: list[dict[str, Any]],
+        *,
+        tail: bool = False,
+        shown: bool = False,
     ) -> None:
         thread = lane.thread
         for _attempt in range(3):
@@ -629,7 +701,7 @@ class AgentSurface:
             if segment is None and await self._reopens_nothing(thread.session_id, turn, tail):
                 return  # a later step closed the stream already: reopen nothing
             if segment is None:
-                segment = await self._start(lane, turn, chunks)
+                segment = await self._start(lane, turn, chunks, shown=shown)
                 if segment is not None:
                     return
                 continue
@@ -655,13 +727,23 @@ class AgentSurface:
         logger.warning("stream of %s: chunks dropped after 3 segments", thread.session_id)
 
     async def _start(
-        self, lane: _Lane, turn: int, chunks: list[dict[str, Any]], *, budget: str = "wait"
+        self,
+        lane: _Lane,
+        turn: int,
+        chunks: list[dict[str, Any]],
+        *,
+        shown: bool = False,
+        budget: str = "wait",
     ) -> _Segment | None:
+        """Open the turn's next segment with ``chunks``, the session set ``processing``
+        first unless ``shown`` (the step set it when it resumed the session). ``budget``:
+        as ``_close``'s (``_NoTurn`` when ``"now"`` finds no turn)."""
         thread = lane.thread
         args: dict[str, Any] = {"channel": thread.channel_id, "thread_ts": thread.thread_ts}
         if not thread.channel_id.startswith("D"):  # "required when streaming to channels"
             args["recipient_user_id"] = lane.initiator or ""
             args["recipient_team_id"] = await self._team()
+        shown = await self._end_earlier(thread, turn, budget) or shown
         # the budget first: between the claim and the recorded ts (what other processes
         # wait for, ``_opened``) there are only Slack's answers
         await _take(self._budgets.start, budget)
@@ -676,7 +758,7 @@ class AgentSurface:
         segment = _Segment(key, number, None, False)
         self._segments[(thread.session_id, turn)] = segment
         try:
-            if not await self.set_status(
+            if not shown and not await self.set_status(
                 thread, AgentStatus.PROCESSING, title=lane.title, initiator=lane.initiator
             ):
                 return segment if not self.available else None
@@ -693,6 +775,16 @@ class AgentSurface:
         segment.ts = str(answer["ts"])
         await self._poster.record_done(key, segment.ts)
         return segment
+
+    async def _end_earlier(self, thread: Thread, turn: int, budget: str = "wait") -> bool:
+        """Close the previous turn's stream if still open (input arrived mid-turn: the
+        turn went on as a new one), the session still ``processing``: one stream streams
+        in a thread at a time. Returns whether it did (the status is then set). ``budget``
+        as ``_close``'s."""
+        earlier = await self._open_segment(thread, turn - 1) if turn > 0 else None
+        if earlier is None or earlier.ts is None:
+            return False
+        return await self._close(thread, earlier, AgentStatus.PROCESSING, budget=budget)
 
     async def _close(
         self,

@@ -70,7 +70,11 @@ class PostmortemCommand:
     async def _start(self, command: SkillsCommand, ts: str) -> None:
         session_id = uuid.uuid4().hex
         checkpoint = Checkpoint(
-            session_id, command.org_id, command.channel_id, Requester(command.user_id)
+            session_id,
+            command.org_id,
+            command.channel_id,
+            Requester(command.user_id),
+            title="Postmortem",
         )
         opened = await self._sessions.open_or_join(
             SessionKey(command.org_id, command.channel_id, ts),

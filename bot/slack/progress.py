@@ -209,6 +209,7 @@ class ThreadReporter:
             self.surface.push(
                 thread,
                 turn=checkpoint.turns,
+                step=checkpoint.steps,
                 chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
                 title=_incident(checkpoint),
                 initiator=checkpoint.requester.user_id or None,
@@ -267,6 +268,36 @@ class ThreadReporter:
             turn=checkpoint.turns,
             chunks=step_chunks(events, checkpoint.todos, checkpoint.unanswered_calls()),
             title=_incident(checkpoint),
+            initiator=checkpoint.requester.user_id or None,
+        )
+
+    async def show_resumed(
+        self,
+        *,
+        key: str,
+        session_id: str,
+        channel_id: str,
+        thread_ts: str,
+        checkpoint: Checkpoint,
+        inputs: Sequence[str],
+    ) -> None:
+        """The step ``key`` picks the session up from a wait (or starts it): on the agent
+        surface the session is ``processing`` (Slack's Stop shown) before the step's model
+        call or tool, once per ``key``; a new session is titled from its incident
+        (``checkpoint.title``, or the first of ``inputs``). The status message shows the
+        turn from its first step's progress, as before.
+
+        Raises:
+            DatabaseUnavailable: the outbox could not be reached (the step is retried).
+        """
+        if not self._streaming():
+            return
+        assert self.surface is not None
+        await self.surface.resume(
+            Thread(session_id, channel_id, thread_ts),
+            key=key,
+            step=checkpoint.steps,
+            title=_incident(checkpoint, inputs),
             initiator=checkpoint.requester.user_id or None,
         )
 
@@ -345,9 +376,12 @@ def _waits_for_approval(cp: Checkpoint, events: Sequence[Event]) -> bool:
     return pending or any(isinstance(e, ApprovalRequested) for e in events)
 
 
-def _incident(cp: Checkpoint) -> str:
-    """The session's title: its first user message (the alert, or what was asked), without
-    the harness's ``<system-reminder>`` blocks."""
+def _incident(cp: Checkpoint, inputs: Sequence[str] = ()) -> str:
+    """The session's title: the incident's own (``cp.title``: an alert's), else its first
+    user message (what was asked) without the harness's ``<system-reminder>`` blocks, else
+    the first of ``inputs`` (a session whose first message is not written yet)."""
+    if cp.title.strip():
+        return incident_title(cp.title)
     for message in cp.messages:
         if message.role == "user":
             content = message.to_dict()["content"]
@@ -359,7 +393,7 @@ def _incident(cp: Checkpoint) -> str:
             ]
             if any(texts):
                 return incident_title(" ".join(texts))
-    return "Incident"
+    return next((incident_title(t) for t in inputs if t.strip()), "Incident")
 
 
 def _view(progress: Progress) -> Callable[[float], SlackMessage]:

@@ -30,6 +30,7 @@ from harness import (
     ToolFinished,
     ToolIntent,
     ToolUseBlock,
+    summarize_call,
 )
 
 Chunk = dict[str, Any]
@@ -72,11 +73,10 @@ def step_chunks(
                 chunks.append(_markdown(_cut(said, MAX_NOTE_CHARS) + "\n\n"))
             for i, call in enumerate(calls):
                 status = "in_progress" if i == 0 else "pending"
-                chunks.append(_task(call.id, _doing(call.name, _call_summary(call)), status))
+                chunks.append(_task(call.id, _call_title(call), status))
         elif isinstance(event, ToolIntent):
-            chunks.append(
-                _task(event.tool_use_id, _doing(event.name, event.summary), "in_progress")
-            )
+            title = _doing(event.name, event.summary, event.detail)
+            chunks.append(_task(event.tool_use_id, title, "in_progress"))
         elif isinstance(event, ToolFinished):
             chunks.append(_finished(event))
         elif isinstance(event, ToolBlocked):
@@ -108,24 +108,30 @@ def plan_chunks(todos: Sequence[Todo]) -> list[Chunk]:
     return chunks
 
 
-def _call_summary(call: ToolUseBlock) -> str:
-    """What a call is about, from its input: a Bash command's first line, else its first
-    text argument (a path, a pattern, a URL)."""
-    if call.name == "Bash":
-        return str(call.input.get("command", "")).strip().split("\n", 1)[0]
-    for value in call.input.values():
-        if isinstance(value, str) and value.strip():
-            first: str = value.strip().splitlines()[0]
-            return f"{call.name} {first}"
-    return call.name
+def _call_title(call: ToolUseBlock) -> str:
+    """A call's task title from its input, as its intent and result will title it (one
+    label from start to end: the harness's ``summarize_call``)."""
+    command = call.input.get("command") if call.name == "Bash" else None
+    detail = command if isinstance(command, str) else ""
+    return _doing(call.name, summarize_call(call.name, call.input), detail)
 
 
-def _doing(name: str, summary: str) -> str:
-    """A task's title: ``Running `<command>``` for Bash, else the call's summary. The
-    harness's summaries may start with the tool's name (``Bash: uptime``): it goes."""
+def _doing(name: str, summary: str, command: str = "") -> str:
+    """A task's title: a Bash call's description when it has one, else ``Running
+    `<command>```; another call's summary. The harness's summaries start with the
+    tool's name (``Bash: uptime``): it goes.
+
+    >>> _doing("Bash", "Bash: List the pods", "kubectl get pods")
+    'List the pods'
+    >>> _doing("Bash", "Bash: kubectl get pods", "kubectl get pods")
+    'Running `kubectl get pods`'
+    """
     summary = summary.removeprefix(f"{name}: ")
-    title = f"Running `{summary}`" if name == "Bash" else summary or name
-    return _cut(title, MAX_TASK_TITLE_CHARS)
+    if name != "Bash":
+        return _cut(summary or name, MAX_TASK_TITLE_CHARS)
+    plain = summarize_call(name, {"command": command}).removeprefix(f"{name}: ")
+    described = bool(command) and summary != plain
+    return _cut(summary if described else f"Running `{summary}`", MAX_TASK_TITLE_CHARS)
 
 
 def _finished(event: ToolFinished) -> Chunk:
@@ -134,7 +140,8 @@ def _finished(event: ToolFinished) -> Chunk:
     outcome = f"{'failed' if event.is_error else 'done'} in {seconds}"
     output = f"{outcome}\n{_cut(head, MAX_TASK_TEXT_CHARS)}" if head else outcome
     status = "error" if event.is_error else "complete"
-    return _task(event.tool_use_id, _doing(event.name, event.summary), status, output=output)
+    title = _doing(event.name, event.summary, event.detail)
+    return _task(event.tool_use_id, title, status, output=output)
 
 
 def _task(task_id: str, title: str, status: str, **texts: str) -> Chunk:

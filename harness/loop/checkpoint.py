@@ -218,6 +218,9 @@ class Checkpoint:
         cwd: the sandbox working directory Bash calls start in, and relative paths are
             taken from (a ``cd`` persists between calls, as in Claude Code).
         follow_ups: text blocks to give after the pending results (``ToolOutcome.follow_up``).
+        title: the incident's name for people, when its first input is not it (an alert's
+            title: the alert's first input is the prompt built around it); "": the first
+            user message names it.
     """
 
     session_id: str
@@ -251,6 +254,7 @@ class Checkpoint:
     parent: ParentLink | None = None
     cwd: str = "/workspace"
     follow_ups: tuple[str, ...] = ()
+    title: str = ""
 
     def awaited_calls(self) -> frozenset[str]:
         """The ``Agent`` calls whose answer this session waits for (no result yet)."""
@@ -450,6 +454,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         ],
         "cwd": cp.cwd,
         "follow_ups": list(cp.follow_ups),
+        "title": cp.title,
     }
 
 
@@ -503,6 +508,7 @@ def _decode(d: dict[str, Any], messages: Sequence[Message]) -> Checkpoint:
         parent=None if d.get("parent") is None else ParentLink(*d["parent"]),
         cwd=str(d.get("cwd", "/workspace")),
         follow_ups=tuple(str(t) for t in d.get("follow_ups", ())),
+        title=str(d.get("title", "")),
     )
 
 

@@ -8,6 +8,7 @@ each step in a different worker process.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -352,6 +353,61 @@ def holds_long_work(cp: Checkpoint) -> bool:
     return running or cp.wakeup is not None
 
 
+def resumes(cp: Checkpoint, inbox: Sequence[Inbound] = ()) -> bool:
+    """Whether the step ``advance(cp, …, inbox)`` takes picks the session up from a wait and
+    works (asks the model or runs a tool): the session has not started yet, or its turn
+    had ended (a reply, a fired wake-up, a background command's notice), or it waited for
+    an approval that ``inbox`` settles (a decision, the expiry), or for subagents that
+    have all answered. A step that only holds what arrived (a reply while an approval or a
+    subagent is pending) does not resume it (pure).
+
+    >>> from harness.loop.checkpoint import Requester
+    >>> new = Checkpoint("s1", "T1", "C1", Requester("U1"))
+    >>> resumes(new, [Inbound("U1", "pods are down")]), resumes(new)
+    (True, False)
+    """
+    ready, rest = _agent_results(cp, inbox)
+    rest = tuple(item for item in rest if not _stale_decision(ready, item))
+    if next_kind(ready, rest) not in (StepKind.MODEL, StepKind.TOOL, StepKind.RECOVER):
+        return False
+    if not cp.messages or waits_mid_turn(cp):
+        return True
+    if cp.approval is not None and cp.approval.pending:
+        return any(_settles(item) for item in rest)
+    return _turn_ended(cp) and not cp.pending_results and not cp.unanswered_calls()
+
+
+def process_label(cp: Checkpoint, process: str) -> str:
+    """What a sandbox process of ``cp``'s session ran, for people: a Bash call's command,
+    a background task's description, another call's summary; "a command" when unknown.
+    A process is named by its ``tool_use`` id, maybe with a suffix (``<id>.so-far``).
+
+    >>> from harness.loop.checkpoint import Requester
+    >>> process_label(Checkpoint("s1", "T1", "C1", Requester("U1")), "toolu_1")
+    'a command'
+    """
+    call_id = process.split(".", 1)[0]
+    task = next((t for t in cp.tasks if t.tool_use_id == call_id and t.description), None)
+    if task is not None:
+        return task.description
+    for message in reversed(cp.messages):
+        for block in message.content if message.role == "assistant" else ():
+            if isinstance(block, ToolUseBlock) and block.id == call_id:
+                command = block.input.get("command") if block.name == "Bash" else None
+                if isinstance(command, str) and command.strip():
+                    line = " ".join(command.split())
+                    return f"`{line if len(line) <= 80 else line[:79] + '…'}`"
+                return summarize_call(block.name, block.input)
+    return "a command"
+
+
+def _settles(item: Inbound) -> bool:
+    """Whether ``item`` settles a pending approval: a decision, or its expiry."""
+    return item.kind == APPROVAL_KIND or (
+        item.kind == WAKE_KIND and expired_call(item.text) is not None
+    )
+
+
 def waits_mid_turn(cp: Checkpoint) -> bool:
     """Whether ``cp``, committed by a model or tool step, leaves the session waiting with
     neither an answer to post nor an approval request: it waits for its subagents'
@@ -538,7 +594,7 @@ async def _tool_step(cp: Checkpoint, call: ToolUseBlock, deps: Collaborators) ->
             "input. Its result will not change; try a different approach."
         )
     events: list[Event] = [intent] if rerun else []
-    events.extend(workspace.events())
+    events.extend(workspace.events(functools.partial(process_label, cp)))
     if outcome.todos is not None:
         cp = replace(cp, todos=outcome.todos)
         events.append(outcome.todos_event())
@@ -694,7 +750,8 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
         steps=cp.steps + 1,
         tool_time_s=cp.tool_time_s + elapsed_s,
     )
-    return StepResult(cp, (*workspace.events(), event), Next.CONTINUE)
+    named = workspace.events(functools.partial(process_label, cp))
+    return StepResult(cp, (*named, event), Next.CONTINUE)
 
 
 def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -267,10 +267,11 @@ class SessionWorkspace:
         """What the model must be told at its next step (sandbox replaced, set-up failed)."""
         return tuple(loss.describe() for loss in self._losses)
 
-    def events(self) -> tuple[Event, ...]:
-        """Log events for the same (the thread is told in plain words)."""
+    def events(self, name: Callable[[str], str] | None = None) -> tuple[Event, ...]:
+        """Log events for the same, for people: each lost process named by ``name``
+        (what it ran), not by its id."""
         return tuple(
-            Notice(topic=NoticeTopic.SANDBOX_REPLACED, text=loss.describe())
+            Notice(topic=NoticeTopic.SANDBOX_REPLACED, text=loss.describe(name=name))
             for loss in self._losses
         )
 

@@ -154,8 +154,9 @@ class StepWorkspace(Workspace, Protocol):
         """What the model must be told at its next step (e.g. the sandbox was replaced)."""
         ...
 
-    def events(self) -> tuple[Event, ...]:
-        """Log events for the same."""
+    def events(self, name: Callable[[str], str] | None = None) -> tuple[Event, ...]:
+        """Log events for the same, told to people: ``name`` says what a sandbox process
+        ran (its name is a ``tool_use`` id)."""
         ...
 
 

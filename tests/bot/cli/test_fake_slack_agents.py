@@ -50,11 +50,12 @@ async def test_the_session_s_status_its_tasks_and_plan_are_printed_as_they_chang
         ],
     )
     await slack_client.chat_stopStream(channel=CHANNEL, ts=started["ts"])
+    # in the order Slack made them: the last task's line, then the session's status
     assert agent_lines(slack_api, seen) == [
-        "agent session: active · pods are down",
         "  ● Running `kubectl get pods` — done in 1.2 s",
         "  plan: Plan · 0/1 done",
         "  (stream stopped)",
+        "agent session: active · pods are down",
     ]
 
 

@@ -17,11 +17,15 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
+from bot.cli import fake_slack
+from bot.cli.fake_slack import agent_lines
 from bot.fakes.anthropic_api import Reply
 from bot.fakes.slack_agents import AgentSession
 from bot.slack.agent_surface import stream_key
@@ -29,6 +33,7 @@ from bot.slack.approval_messages import APPROVE_ACTION_ID, ButtonValue
 from bot.slack.installation import Installation
 from harness import Checkpoint
 from memory_store import Database, Outbox, SandboxLedgerStore, SessionStatus, SessionStore
+from tests.bot.alerts.watch_support import WATCHED, watched_channel
 from tests.bot.conftest import load_case
 from tests.bot.durable.test_long_work import subagents
 from tests.bot.durable.test_workers import WORKER_SETTINGS
@@ -66,7 +71,7 @@ def cluster(redis_url: str) -> Iterator[Cluster]:
     """A fresh database, the fakes and two workers (on the agent surface, the default),
     for the module."""
     crashes = f"{WORKER_SETTINGS['WARROOM_CRASH_AT']},{CRASHES}"
-    settings = {**WORKER_SETTINGS, "WARROOM_CRASH_AT": crashes}
+    settings = {**WORKER_SETTINGS, "WARROOM_CRASH_AT": crashes, "WARROOM_MIN_WAKEUP_S": "1"}
     with running_cluster(redis_url, name="warroom_agents", workers=2, settings=settings) as made:
         yield made
 
@@ -76,6 +81,7 @@ class World:
     probe: Probe
     edge: SlackEdge
     outbox: Outbox
+    db: Database
 
 
 @pytest.fixture
@@ -97,7 +103,7 @@ async def world(cluster: Cluster, tmp_path: Path) -> AsyncIterator[World]:
             enqueue=enqueue,
             slack_api=cluster.fakes.slack,
         ) as edge:
-            yield World(probe, edge, Outbox(db))
+            yield World(probe, edge, Outbox(db), db)
     finally:
         await db.dispose()
         sender.close()
@@ -146,13 +152,36 @@ async def _parked(probe: Probe, session_id: str) -> Checkpoint:
 
 
 def _stop_reply(thread_ts: str) -> dict[str, Any]:
+    return _reply(thread_ts, "stop", after_s=500)
+
+
+def _reply(thread_ts: str, text: str, *, after_s: float, channel: str = CHANNEL) -> dict[str, Any]:
+    """A person's reply in the thread, ``after_s`` after its root."""
     return event(
         "event_message_thread_reply_no_mention.json",
-        text="stop",
-        channel=CHANNEL,
+        text=text,
+        channel=channel,
         thread_ts=thread_ts,
-        ts=f"{float(thread_ts) + 500:.6f}",
+        ts=f"{float(thread_ts) + after_s:.6f}",
     )
+
+
+async def _shown_working_before(world: World, session_id: str, model_calls: list[int]) -> None:
+    """The session's agent session was set ``processing`` (Slack's Stop shown) once per
+    turn, each time before that turn's first model call (``model_calls``: their indexes
+    among the session's model requests)."""
+    thread_ts = await _thread_ts(world.probe, session_id)
+    processing = [
+        c.at_s
+        for c in world.probe.fakes.slack.calls_to("agents.sessions.setStatus")
+        if c.response.get("ok")
+        and c.args.get("thread_ts") == thread_ts
+        and c.args.get("status") == "processing"
+    ]
+    asked = world.probe.fakes.script.requests_for(session_id)
+    assert len(processing) == len(model_calls), (processing, [r.at_s for r in asked])
+    for at_s, n in zip(processing, model_calls, strict=True):
+        assert at_s < asked[n].at_s
 
 
 async def test_the_status_follows_the_whole_session_from_mention_to_stop(world: World) -> None:
@@ -357,8 +386,9 @@ async def test_a_session_waiting_for_its_subagent_is_suspended_until_the_answer(
     await world.probe.wait_answered(parent, timeout_s=60)
 
     agent = await _agent_session(world, parent, "active")
-    assert agent.statuses[:2] == ["processing", "suspended"]  # while the subagent worked
-    assert agent.statuses.count("suspended") == 1
+    # suspended while the subagent worked, processing again while the model read its answer
+    assert agent.statuses == ["processing", "suspended", "processing", "active"]
+    await _shown_working_before(world, parent, [0, 1])
     thread_ts = await _thread_ts(world.probe, parent)
     first = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)[0]
     assert first.state == "stopped"
@@ -381,3 +411,154 @@ async def test_a_session_failed_by_a_crash_loop_mid_stream_is_closed_not_left_pr
     [stream] = world.probe.fakes.slack.agents.streams_in(CHANNEL, thread_ts)
     assert stream.state == "stopped"
     assert [k for k in world.probe.fakes.post_keys() if k.startswith(f"{CRASH_LOOP}:failed:")]
+
+
+async def test_a_turn_that_answers_at_once_is_processing_while_the_model_works(
+    world: World,
+) -> None:
+    session_id = f"at-once-{uuid.uuid4().hex[:6]}"
+    plan = [Reply.text("The pods are fine."), Reply.text("Still fine: 3/3 ready.")]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_answered(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+
+    # a reply resumes the session; the model answers without a tool call
+    response = await world.edge.post_event(_reply(thread_ts, "and now?", after_s=10))
+    await world.edge.settle()
+    assert response.status_code == 200
+    await world.probe.wait_answered(session_id, posts=2)
+
+    # each turn was processing (Slack's Stop shown) before its model call, then listened
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "active", "processing", "active"]
+    assert agent.title == f"[session:{session_id}] look"
+    await _shown_working_before(world, session_id, [0, 1])
+
+
+async def test_a_fired_wake_up_that_answers_at_once_is_processing_while_the_model_works(
+    world: World,
+) -> None:
+    session_id = f"woken-{uuid.uuid4().hex[:6]}"
+    wake = {"delaySeconds": 1, "reason": "rollout", "prompt": "Check the rollout again."}
+    plan = [
+        Reply.tool("ScheduleWakeup", wake),
+        Reply.text("Rolling out; I look again in a second."),
+        Reply.text("The rollout finished."),  # the wake-up's turn: no tool call
+    ]
+    await world.probe.start(session_id, plan)
+    await world.probe.wait_answered(session_id, posts=2, timeout_s=60)
+
+    agent = await _agent_session(world, session_id, "active")
+    assert agent.statuses == ["processing", "suspended", "processing", "active"]
+    await _shown_working_before(world, session_id, [0, 2])
+
+
+async def _run_out_the_wait(world: World, session_id: str) -> None:
+    """The session's wait ends now (as ``WARROOM_WAIT_S`` after its answer would): the
+    sweeper ends it."""
+    async with world.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE sessions SET wait_until = :past WHERE id = :id"),
+            {"past": datetime(2000, 1, 1, tzinfo=UTC), "id": session_id},
+        )
+
+
+async def test_sessions_whose_wait_runs_out_are_closed(world: World) -> None:
+    listening = f"ran-out-{uuid.uuid4().hex[:6]}"
+    parked = f"ran-out-woken-{uuid.uuid4().hex[:6]}"
+    await world.probe.start(listening, [Reply.text("Nothing is wrong.")])
+    await world.probe.start(parked, wake_up_plan("Rolling out; I check at 14:30."))
+    for session_id in (listening, parked):
+        await world.probe.wait_answered(session_id)
+    await _agent_session(world, listening, "active")
+    await _agent_session(world, parked, "suspended")
+
+    for session_id in (listening, parked):
+        await _run_out_the_wait(world, session_id)
+        await world.probe.wait_status(session_id, SessionStatus.DONE)
+
+    agent = await _agent_session(world, listening, "closed")
+    assert agent.statuses == ["processing", "active", "closed"]
+    agent = await _agent_session(world, parked, "closed")
+    assert agent.statuses == ["processing", "suspended", "closed"]
+
+
+async def test_fake_slack_shows_a_steered_session_stopped_as_a_person_sees_it(
+    world: World,
+) -> None:
+    session_id = f"steered-{uuid.uuid4().hex[:6]}"
+    wait = {"command": "sleep 2; echo slept", "description": "Wait for the rollout"}
+    plan = [Reply.tool("Bash", wait), Reply.tool("Bash", {"command": "sleep 600"})]
+    await world.probe.start(session_id, plan, channel=fake_slack.CHANNEL)
+    await world.probe.wait_running_command(session_id)
+    thread_ts = await _thread_ts(world.probe, session_id)
+    seen: dict[str, str] = {}
+    printed = agent_lines(world.probe.fakes.slack, seen)
+
+    # a reply mid-command: the session goes on as a new turn, whose command runs long
+    reply = _reply(thread_ts, "also check the db", after_s=20, channel=fake_slack.CHANNEL)
+    assert (await world.edge.post_event(reply)).status_code == 200
+    await world.edge.settle()
+
+    async def second_command() -> bool | None:
+        return len(await world.probe.events(session_id, "tool_intent")) >= 2 or None
+
+    await poll(second_command, timeout_s=30, what="the second command to start")
+    agents = world.probe.fakes.slack.agents
+
+    async def streamed() -> bool | None:
+        [*_, last] = agents.streams_in(fake_slack.CHANNEL, thread_ts)
+        return "sleep 600" in json.dumps(last.chunks) or None
+
+    await poll(streamed, timeout_s=30, what="the long command's task")
+    clicked = agents.click_stop(fake_slack.CHANNEL, thread_ts, "U0FAKEBOB")
+    body = load_case("event_agent_session_stopped.json")
+    body["event"], body["event_id"] = clicked, f"Ev0{session_id}"
+    assert (await world.edge.post_event(body)).status_code == 200
+    await world.edge.settle()
+    await world.probe.wait_status(session_id, SessionStatus.CANCELLED)
+
+    async def closed() -> bool | None:
+        session = agents.session(fake_slack.CHANNEL, thread_ts)
+        return (session is not None and session.status == "closed") or None
+
+    await poll(closed, timeout_s=30, what="the agent session to be closed")
+    printed += agent_lines(world.probe.fakes.slack, seen)
+    # one stream streams at a time: the Stop stopped one, said once
+    assert printed.count("  (stream stopped by user)") == 1, printed
+    # a task keeps one label, its description when it has one
+    waits = [line for line in printed if "rollout" in line or "sleep 2" in line]
+    assert [w.split(" — ")[0] for w in waits] == [
+        "  ◐ Wait for the rollout",
+        "  ● Wait for the rollout",
+    ], printed
+    # the task the Stop cut short is shown stopped, before the stream's end, then closed
+    end = printed.index("  (stream stopped by user)")
+    assert printed[end - 1] == "  ■ Running `sleep 600` — stopped", printed
+    assert printed[-1].startswith("agent session: closed · "), printed
+
+
+async def test_an_alert_s_agent_session_is_titled_with_the_alert(
+    world: World, cluster: Cluster, tmp_path: Path
+) -> None:
+    async def enqueue(session_id: str, token: str) -> None:
+        await asyncio.to_thread(world.probe.queue.send, session_id, token)
+
+    async with watched_channel(
+        tmp_path / "watching",
+        "http",
+        database_url=cluster.database_url,
+        enqueue=enqueue,
+        slack_api=cluster.fakes.slack,
+    ) as channel:
+        # an alerting app posts in a watched channel: its thread gets a session
+        ts = await channel.alert("alertmanager_firing")
+        agents = world.probe.fakes.slack.agents
+
+        async def titled() -> str | None:
+            session = agents.session(WATCHED, ts)
+            return session.title if session is not None else None
+
+        title = await poll(titled, timeout_s=30, what="the alert's agent session")
+    # titled with the alert's own title, not the prompt built around it
+    assert title == "HighErrorRate (checkout-api payments critical)"

@@ -456,7 +456,8 @@ async def test_a_command_the_model_asked_for_is_a_running_task_before_it_runs(
 
     [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
     task = stream.tasks()["toolu_1"]
-    assert (task["title"], task["status"]) == ("Running `sleep 600`", "in_progress")
+    # titled as its intent and result will be (one label: the harness's summary)
+    assert (task["title"], task["status"]) == ("Running `sleep 600 echo done`", "in_progress")
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
     assert session is not None
     assert session.status == "processing"  # Slack shows its Stop while the command runs
