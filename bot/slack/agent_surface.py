@@ -200,9 +200,9 @@ class _Lane:
     """The pending chunks are a resumed step's, which set ``processing`` before it ran
     (``resume``): a stream they open sets it no second time."""
     task: asyncio.Task[None] | None = None
-    closing: AgentStatus | None = None
-    """A status a durable step could not set within the budget: the writer sets it, with
-    the turn's stream closed, once a turn frees (the latest one wins)."""
+    closing: tuple[int, AgentStatus] | None = None
+    """A turn and status a durable step could not set within the budget: the writer sets it,
+    with that turn's stream closed, once a turn frees (the latest one wins)."""
 
 
 class AgentSurface:
@@ -453,7 +453,7 @@ class AgentSurface:
             return
         lane = self._lanes.get(thread.session_id)
         if lane is not None and lane.closing is not None:  # a close waits for its turn
-            lane.closing = status
+            lane.closing = (lane.closing[0], status)
             took = True
         else:
             try:
@@ -630,8 +630,8 @@ class AgentSurface:
         while lane.pending or lane.closing is not None:
             try:
                 if lane.closing is not None:
-                    status, lane.closing = lane.closing, None
-                    await self._close_later(lane, status)
+                    (turn, status), lane.closing = lane.closing, None
+                    await self._close_later(lane, turn, status)
                     continue
                 chunks, lane.pending = lane.pending, []
                 (tail, lane.tail), (shown, lane.shown) = (lane.tail, False), (lane.shown, False)
@@ -656,17 +656,17 @@ class AgentSurface:
         if lane is None:
             lane = self._lanes[thread.session_id] = _Lane(thread)
             self._forget_idle()
-        lane.turn, lane.closing = turn, status
+        lane.closing = (turn, status)
         lane.pending.extend(chunks)
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
 
-    async def _close_later(self, lane: _Lane, status: AgentStatus) -> None:
+    async def _close_later(self, lane: _Lane, turn: int, status: AgentStatus) -> None:
         """The writer's part of ``_defer``: close the turn's open stream with ``status``
         and what is pending, else set the status (what was pending opens no stream)."""
         thread = lane.thread
         chunks, lane.pending = lane.pending, []
-        segment = await self._opened(thread, lane.turn)
+        segment = await self._opened(thread, turn)
         if (
             segment is not None
             and segment.ts is not None

@@ -16,7 +16,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import agent_surface
-from bot.slack.agent_surface import AgentStatus, AgentSurface, stream_key
+from bot.slack.agent_surface import AgentStatus, AgentSurface, SurfaceBudgets, stream_key
+from bot.slack.budget import CallBudget
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
 from harness import (
@@ -565,3 +566,34 @@ async def test_an_answer_takes_a_stream_whose_starter_died_as_never_opened(
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
     assert session is not None
     assert session.status == "active"
+
+
+async def test_an_answer_with_the_stop_budget_spent_goes_at_once_and_the_stream_closes_later(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    # Given a workspace whose chat.stopStream budget is spent (a burst of sessions)
+    now = [0.0]
+    stop = CallBudget(1, window_s=1.0, clock=lambda: now[0])
+    await stop.take()
+    poster = SlackPoster(slack_client, outbox, min_update_interval_s=0.0)
+    surface = AgentSurface(poster, budgets=SurfaceBudgets(stop=stop))
+    reporter = ThreadReporter(poster, surface=surface)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "kubectl get pods"))
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+
+    # When the answer is ready
+    posted = await answer(reporter, thread, "The pool was exhausted; restarted it.")
+
+    # Then it is posted at once as a message of its own (the step waits for no turn)
+    assert posted != stream.ts
+    said = [m for m in slack_api.thread(thread.channel_id, thread.thread_ts) if m["ts"] == posted]
+    assert "The pool was exhausted" in str(said)
+    assert stream.state == "streaming"
+    # and once the budget frees a turn, the session's writer closes the stream: active
+    now[0] += 2.0
+    assert await surface.drain(timeout_s=10)
+    assert stream.state == "stopped"
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.statuses[-1] == "active"
+    assert "chat.update" not in methods(slack_api)
