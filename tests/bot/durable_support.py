@@ -343,6 +343,10 @@ class Sender:
         for start in range(0, len(doomed), 500):
             self.redis.delete(*doomed[start : start + 500])
 
+    def wipe(self) -> None:
+        """FLUSHDB, as a Redis restart without persistence: every key is gone."""
+        self.redis.flushdb()
+
     def in_flight(self) -> int:
         """Messages queued (on the shared queue or a host's) or fetched-but-unacked (each
         busy worker thread holds one)."""

@@ -22,7 +22,6 @@ from tests.bot.durable_support import (
     Cluster,
     Probe,
     Sender,
-    poll,
     running_cluster,
     standard_plan,
 )
@@ -83,12 +82,8 @@ async def test_a_killed_workers_sandbox_is_destroyed_when_the_others_stop_cleanl
     # When every worker left stops cleanly (SIGTERM, as a deploy does)
     codes = cluster.pool.stop_gracefully()
 
-    # Then they exit 0 and no jail of the session is left running
+    # Then they exit 0 and the session's jail is not left running (the killed worker's
+    # warm-pool jails are the next pool's to end: tests/sandbox_client/providers)
     assert codes
     assert all(code == 0 for code in codes), codes
     assert await provider.health(handle) is Health.GONE
-
-    async def no_jail_left() -> bool:
-        return not [h for h in await provider.list_sandboxes(older_than_s=0.0)]
-
-    await poll(no_jail_left, timeout_s=5, what="every jail to be gone")

@@ -61,7 +61,7 @@ async def test_wake_ups_a_redis_restart_lost_are_sent_again_within_a_lease_and_a
         assert token is not None
         probe.queue.send(session_id, token)
         # When Redis restarts empty (its data, the queue and every key, gone)
-        probe.queue.flush()
+        probe.queue.wipe()
         assert probe.queue.size() == 0
     # Then the session answers long before the ten-minute stale age
     await probe.wait_answered(session_id, posts=2, timeout_s=30)

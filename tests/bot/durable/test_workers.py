@@ -277,7 +277,7 @@ async def test_a_wiped_redis_after_a_commit_is_recovered_by_the_sweeper(
         assert token is not None
         probe.queue.send(session_id, token)
         # When Redis loses everything
-        probe.queue.flush()
+        probe.queue.wipe()
         assert probe.queue.size() == 0
     # Then the sweeper enqueues the step again and the session answers
     await probe.wait_answered(session_id, posts=2)
