@@ -67,7 +67,10 @@ class ToolIntent(Event):
 class ToolFinished(Event):
     """A tool call's result, recorded after it ran; ``detail`` is what the call acted on
     (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``);
-    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions)."""
+    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions);
+    ``ended_at`` (ISO 8601, UTC) when it really ended, set when that is not when it was
+    recorded: an outcome recovered after its worker died, found in the sandbox's record
+    (then ``elapsed_ms`` is the command's own time, from that record, too)."""
 
     kind: ClassVar[str] = "tool_result"
     tool_use_id: str
@@ -78,6 +81,7 @@ class ToolFinished(Event):
     output_head: str
     detail: str = ""
     elapsed_ms: int = 0
+    ended_at: str = ""
 
 
 @dataclass(frozen=True)
