@@ -97,7 +97,7 @@ async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_r
 @pytest.mark.slow
 async def test_a_chat_shows_a_refusal_once(tmp_path: Path) -> None:
     # Given a model that declines the request (the turn ends with the refusal as its answer)
-    refusal = {"refusal": {"category": "cyber", "explanation": "Not this one."}}
+    refusal: dict[str, object] = {"refusal": {"category": "cyber", "explanation": "Not this one."}}
 
     # When a chat asks it
     out, _ = await chat_with_script(tmp_path, [refusal], until="reply 1 of 1")
