@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
+    ValidationError,
     ValidationInfo,
     field_validator,
 )
@@ -303,6 +305,59 @@ class Settings(BaseSettings):
         if value is None or value == "":
             raise MissingSetting(name.upper(), why)
         return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+
+
+@dataclass(frozen=True)
+class InvalidSetting:
+    """A setting given a value ``Settings`` refuses: ``name`` the field, ``variable`` the
+    environment variable, ``why`` the reason (with the fix when the rule knows it), and
+    ``shown`` the value as given (None for a secret, or a value that is not text)."""
+
+    name: str
+    variable: str
+    why: str
+    shown: str | None = None
+
+    def __str__(self) -> str:
+        """``NAME=value: why`` (``NAME: why`` for a secret)."""
+        shown = "" if self.shown is None else f"={self.shown}"
+        return f"{self.variable}{shown}: {self.why}"
+
+
+def invalid_settings(error: ValidationError) -> list[InvalidSetting]:
+    """One ``InvalidSetting`` per invalid variable of ``error`` (raised by ``Settings()``);
+    ``name`` is "" for an error no field owns."""
+    fields = {v.upper(): n for n in Settings.model_fields for v in (*variables_of(n), n)}
+    found = []
+    for e in error.errors():
+        variable = ".".join(str(p) for p in e["loc"]).upper()
+        secret = variable.endswith(("_TOKEN", "_SECRET", "_KEY"))
+        shown = None if secret or not isinstance(e["input"], str) else e["input"]
+        why = e["msg"].removeprefix("Value error, ")
+        found.append(InvalidSetting(fields.get(variable, ""), variable, why, shown))
+    return found
+
+
+def settings_despite_errors() -> tuple[Settings, list[InvalidSetting]]:
+    """The settings with each invalid one at its default, and those that were invalid
+    (``warroom doctor`` checks the rest and reports them, rather than stopping at them).
+
+    Raises:
+        ValidationError: an error no single setting owns (none today).
+    """
+    invalid: list[InvalidSetting] = []
+    defaults: dict[str, Any] = {}
+    while True:
+        try:
+            return Settings(**defaults), invalid
+        except ValidationError as exc:
+            found = [f for f in invalid_settings(exc) if f.name and f.name not in defaults]
+            if not found:
+                raise
+            for setting in found:
+                field = Settings.model_fields[setting.name]
+                defaults[setting.name] = field.get_default(call_default_factory=True)
+            invalid += found
 
 
 def variables_of(name: str) -> tuple[str, ...]:

@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         ToolFinished,
         ToolIntent,
         ToolUnknown,
+        shown_events,
     )
     from harness.loop.limits import Limits
     from harness.loop.notices import change_notices
@@ -309,6 +310,7 @@ __all__ = [
     "ToolFinished",
     "ToolIntent",
     "ToolUnknown",
+    "shown_events",
     # sandbox
     "EgressBinder",
     "SandboxWorkspaces",
@@ -510,6 +512,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolFinished",
         "ToolIntent",
         "ToolUnknown",
+        "shown_events",
     ),
     "harness.loop.limits": ("Limits",),
     "harness.loop.notices": ("change_notices",),

@@ -190,12 +190,21 @@ def doctor(
         bool, typer.Option(help="Only the database and Redis (the container health check).")
     ] = False,
 ) -> None:
-    """Check settings, database, Redis, sandboxes, Slack and Anthropic; say what to fix."""
-    from bot.cli.doctor import failed, render, run_checks
+    """Check settings, database, Redis, sandboxes, Slack and Anthropic; say what to fix
+    (exit 1 on a problem, 2 when a setting is invalid: after the whole checklist)."""
+    from pydantic import ValidationError
 
-    settings = _settings(check_database=False)
-    results = asyncio.run(run_checks(settings, quick=quick))
+    from bot.cli.doctor import failed, render, run_checks
+    from bot.settings import settings_despite_errors
+
+    try:  # an invalid setting is a line of the checklist, checked with the rest
+        settings, invalid = settings_despite_errors()
+    except ValidationError:
+        settings, invalid = _settings(check_database=False), []
+    results = asyncio.run(run_checks(settings, quick=quick, invalid=invalid))
     typer.echo(render(results))
+    if invalid:
+        raise typer.Exit(CONFIG_ERROR)
     if failed(results):
         raise typer.Exit(1)
 
@@ -452,13 +461,9 @@ def _settings(*, check_database: bool = True) -> Settings:
 
 def _problems(error: ValidationError) -> list[str]:
     """One line per invalid variable: ``NAME=value: why`` (secrets' values not shown)."""
-    lines = []
-    for e in error.errors():
-        name = ".".join(str(p) for p in e["loc"]).upper()
-        secret = name.endswith(("_TOKEN", "_SECRET", "_KEY"))
-        shown = "" if secret or not isinstance(e["input"], str) else f"={e['input']}"
-        lines.append(f"{name}{shown}: {e['msg'].removeprefix('Value error, ')}")
-    return lines
+    from bot.settings import invalid_settings
+
+    return [str(found) for found in invalid_settings(error)]
 
 
 def _utf8(path: Path) -> str:

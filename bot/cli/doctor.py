@@ -9,7 +9,9 @@ destroy it), its limits, the egress rules, Slack (``auth.test`` with the bot tok
 whether the workspace takes Slack's agent sessions, unless ``WARROOM_AGENT_SURFACE=false``;
 in Socket Mode a connection opened with the app token), Anthropic (``GET /v1/models/{id}``
 of ``WARROOM_MODEL``, when a key is set) and the MCP servers (started and listed, with
-``WARROOM_MCP_CONFIG``).
+``WARROOM_MCP_CONFIG``). A setting given a value ``Settings`` refuses does not stop
+``doctor``: it is a problem of the ``settings`` line (saying what it takes), the checks
+that read it say they were not run (``READS``), and the others run.
 ``quick`` runs only the data directory, database and Redis checks: cheap enough for
 a container health check, and as true of a worker's container as of the bot's. So this
 module imports at its top only what those need; the other checks import theirs (the
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.cli.credentials import missing_for_serve
-from bot.settings import MissingSetting, Settings
+from bot.settings import InvalidSetting, MissingSetting, Settings
 from memory_store import DatabaseUnavailable, probe_schema
 
 if TYPE_CHECKING:
@@ -556,11 +558,79 @@ FULL: tuple[Check, ...] = (
 )
 
 
+READS: dict[str, tuple[str, ...]] = {
+    "settings": ("slack_", "anthropic_api_key"),
+    "data_dir": ("data_dir",),
+    "database": ("database_url", "data_dir"),
+    "redis": ("redis_url",),
+    "sandbox": ("sandbox_", "data_dir", "egress_", "gateway_", "bl_", "workspace_seed"),
+    "limits": ("sandbox_", "data_dir"),
+    "egress": ("egress_", "sandbox_", "gateway_"),
+    "approvals": ("approval", "approvers"),
+    "prices": ("model", "max_session_cost_usd", "max_org_day_cost_usd"),
+    "alerts": ("alert_",),
+    "slack": ("slack_",),
+    "agents": ("slack_", "agent_surface"),
+    "socket": ("slack_",),
+    "anthropic": ("anthropic_", "model"),
+    "mcp": ("mcp_",),
+}
+"""The settings (``Settings`` field names, or their prefixes) each check reads: a check
+that reads an invalid one is not run (it would check the default instead)."""
+
+
 async def run_checks(
-    settings: Settings, *, quick: bool = False, timeout_s: float = CHECK_TIMEOUT_S
+    settings: Settings,
+    *,
+    quick: bool = False,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    invalid: Sequence[InvalidSetting] = (),
 ) -> list[CheckResult]:
-    """Run every check (the quick ones with ``quick``) in order, each within ``timeout_s``."""
-    return [await _bounded(check, settings, timeout_s) for check in (QUICK if quick else FULL)]
+    """Run every check (the quick ones with ``quick``) in order, each within ``timeout_s``.
+
+    ``invalid``: the settings given values ``Settings`` refuses (``settings`` holds their
+    defaults): the ``settings`` line is a problem naming each (first, with ``quick``), and a
+    check that reads one says it was not run."""
+    checks = QUICK if quick else FULL
+    results = [_invalid_result(invalid)] if quick and invalid else []
+    for check in checks:
+        name = _name(check)
+        if name == "settings" and invalid:
+            results.append(_invalid_result(invalid, await _bounded(check, settings, timeout_s)))
+        elif read := [s.variable for s in invalid if _reads(name, s.name)]:
+            detail = f"not checked: {', '.join(read)} is invalid (see settings)"
+            results.append(CheckResult(name, Status.SKIPPED, detail))
+        else:
+            results.append(await _bounded(check, settings, timeout_s))
+    return results
+
+
+def _name(check: Check) -> str:
+    """The name a check's line carries (``check_sandbox_limits`` → ``limits``)."""
+    name = check.__name__.removeprefix("check_")
+    return _LINE_NAMES.get(name, name)
+
+
+_LINE_NAMES = {"sandbox_limits": "limits", "agent_surface": "agents", "socket_mode": "socket"}
+
+
+def _reads(check: str, setting: str) -> bool:
+    return any(setting.startswith(prefix) for prefix in READS.get(check, ()))
+
+
+def _invalid_result(
+    invalid: Sequence[InvalidSetting], found: CheckResult | None = None
+) -> CheckResult:
+    """The ``settings`` line when some are invalid: each, with what ``check_settings``
+    ``found`` wrong besides."""
+    problems = [f"invalid: {s}" for s in invalid]
+    if found is not None and found.status is Status.PROBLEM:
+        problems.append(found.detail)
+    names = ", ".join(s.variable for s in invalid)
+    fix = f"correct {names} in the environment or in .env (each line says what it takes)"
+    if found is not None and found.fix:
+        fix += f"; {found.fix}"
+    return CheckResult("settings", Status.PROBLEM, "; ".join(problems), fix)
 
 
 def failed(results: Sequence[CheckResult]) -> bool:
@@ -579,7 +649,7 @@ def render(results: Sequence[CheckResult]) -> str:
 
 
 async def _bounded(check: Check, settings: Settings, timeout_s: float) -> CheckResult:
-    name = check.__name__.removeprefix("check_")
+    name = _name(check)
     try:
         async with asyncio.timeout(timeout_s):
             return await check(settings)

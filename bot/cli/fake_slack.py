@@ -11,7 +11,8 @@ is an alerting app's post there (Alertmanager, Grafana, PagerDuty, Datadog, Sent
 Opsgenie, shaped as each posts; in a watched channel it starts a session, and later
 lines reply in its thread); ``/agent …`` is the slash command; in a modal the app
 opened, ``set BLOCK TEXT`` and ``submit`` send a signed ``view_submission``. What the
-bot posts or edits, its replies only you see and its modals are printed
+bot posts or edits, its replies only you see and its modals (as opened, and again each
+time the app updates one: a loading modal filled in) are printed
 (``warroom:``), each message as its blocks read in Slack (``fake_slack_render``: an
 approval request's command and buttons, a timeline's entries), not only its fallback
 text. A line that is just ``approve`` or ``deny`` clicks that button of the bot's latest
@@ -101,6 +102,8 @@ class _Player:
         self.view_id: str | None = None
         self.values: dict[str, str | None] = {}
         self._views_seen = set(fake.state.views)
+        self._view_hash = ""  # the open view's hash when its inputs were last read
+        self._typed: set[str] = set()  # the open view's inputs typed in ("set")
 
     async def play(self, line: str) -> None:
         you = Person(YOU, "you", line)
@@ -139,17 +142,21 @@ class _Player:
         self.say(f"{source} posted {'its resolve' if resolved else 'an alert'} (ts {ts})")
 
     def _notice_new_view(self) -> None:
-        """Take the modal the app opened last (views.open after a command) as the open one."""
+        """Take the modal the app opened last (views.open after a command) as the open one,
+        and read its inputs again when the app replaced it (views.update: a loading modal
+        filled in), keeping what was typed in an input it kept, as Slack does."""
         new = [v for v in self.fake.state.views if v not in self._views_seen]
         self._views_seen.update(new)
         if new:
-            self.view_id = new[-1]
-            view = self.fake.state.views[self.view_id]
-            self.values = {
-                str(b["block_id"]): (b.get("element") or {}).get("initial_value")
-                for b in view.get("blocks") or ()
-                if b.get("type") == "input"
-            }
+            self.view_id, self.values, self._typed, self._view_hash = new[-1], {}, set(), ""
+        view = self.fake.state.views.get(self.view_id) if self.view_id is not None else None
+        if view is None or view["hash"] == self._view_hash:
+            return
+        self._view_hash = view["hash"]
+        self.values = {
+            block: self.values[block] if block in self._typed else initial
+            for block, initial in _inputs(view).items()
+        }
 
     async def _modal(self, you: Person, line: str) -> None:
         assert self.view_id is not None
@@ -163,15 +170,32 @@ class _Player:
                 self.say(f"no input {block!r} in the modal; its inputs: {', '.join(self.values)}")
                 return
             self.values[block] = _typed_value(text)
+            self._typed.add(block)
             return
         view = self.fake.state.views[self.view_id]
+        if not view.get("submit"):  # Slack shows no Submit button: nothing to click
+            self.say("the modal has no Submit button (yet): type 'close', or wait for it")
+            return
         answer = await self.channel.submit(you, view, self.values)
-        errors = answer.get("errors") if answer.get("response_action") == "errors" else None
+        action = answer.get("response_action")
+        errors = answer.get("errors") if action == "errors" else None
         if errors:
             self.say("the modal says: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
             return
         self.say("submitted")
+        if action == "update" and isinstance(answer.get("view"), dict):
+            self.fake.replace_view(self.view_id, answer["view"])  # the modal shows it
+            return
         self.view_id = None
+
+
+def _inputs(view: dict[str, Any]) -> dict[str, str | None]:
+    """``view``'s inputs: block id → initial value."""
+    return {
+        str(b["block_id"]): (b.get("element") or {}).get("initial_value")
+        for b in view.get("blocks") or ()
+        if b.get("type") == "input"
+    }
 
 
 def _typed_value(text: str) -> str:
@@ -298,13 +322,14 @@ def _chunk_line(chunk: dict[str, Any]) -> str:
 
 async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
     """Print each message the bot posts in ``#incident`` (and each edit of one), each reply
-    only you see (ephemeral, or to a command's ``response_url``) and each modal it opens,
+    only you see (ephemeral, or to a command's ``response_url``) and each modal it opens
+    or updates,
     until cancelled; the agent sessions and streamed steps first (``agent_lines``), a
     streamed message itself once it carries the answer's blocks."""
     shown: dict[str, str] = {}
     agents: dict[str, str] = {}
     ephemerals = len(fake.state.ephemerals)
-    views = set(fake.state.views)
+    views = {view_id: view["hash"] for view_id, view in fake.state.views.items()}
     while True:
         for line in agent_lines(fake, agents):
             say(f"warroom {line}" if not line.startswith(" ") else line)
@@ -319,9 +344,10 @@ async def watch_channel(fake: FakeSlackApi, say: Callable[[str], None]) -> None:
         for ephemeral in fake.state.ephemerals[ephemerals:]:
             say(_as_said("warroom (only you)", render_message(ephemeral)))
         ephemerals = len(fake.state.ephemerals)
-        for view_id in [v for v in fake.state.views if v not in views]:
-            say(_describe_view(fake.state.views[view_id]))
-            views.add(view_id)
+        for view_id, view in list(fake.state.views.items()):
+            if views.get(view_id) != view["hash"]:
+                say(_describe_view(view, updated=view_id in views))
+                views[view_id] = view["hash"]
         await asyncio.sleep(WATCH_S)
 
 
@@ -331,10 +357,15 @@ def _as_said(who: str, text: str) -> str:
     return "\n".join([f"{who}: {first}", *(f"    {line}" for line in rest)])
 
 
-def _describe_view(view: dict[str, Any]) -> str:
-    """A modal the app opened: its title and each input (block id, label, initial value)."""
+def _describe_view(view: dict[str, Any], *, updated: bool = False) -> str:
+    """A modal the app opened, or ``updated`` (views.update replaced it): its title, what
+    it says, each input (block id, label, initial value) and what can be typed."""
     title = (view.get("title") or {}).get("text", "")
-    lines = [f"modal opened: {title} (type 'set BLOCK TEXT', then 'submit' or 'close')"]
+    if not _inputs(view):
+        how = "type 'close'" if view.get("submit") is None else "type 'submit' or 'close'"
+    else:
+        how = "type 'set BLOCK TEXT', then 'submit' or 'close'"
+    lines = [f"modal {'updated' if updated else 'opened'}: {title} ({how})"]
     for block in view.get("blocks") or ():
         if block.get("type") == "input":
             label = (block.get("label") or {}).get("text", "")

@@ -7,8 +7,9 @@ model's interim text (``│``), each tool call's outcome with how long it ran (`
 or ``✗`` when it failed) and the head of its output (``│``), ``⛔`` for a call the
 approval policy blocked, ``?`` when a crash lost an outcome, a subagent started (``→``)
 and, once its answer is in, ended (``✓``), the todo list when it changes (``☐`` pending,
-``▸`` in progress, ``☑`` done) and notices (``!``). The answer is printed once per key,
-as the Slack poster posts it once.
+``▸`` in progress, ``☑`` done) and notices (``!``), but not one the step's answer
+already says (``shown_events``: a rejected request or a refusal ends the turn with it).
+The answer is printed once per key, as the Slack poster posts it once.
 
 Everything printed passes through ``printable``: tool output and model text may hold
 terminal control sequences (an OSC title or clipboard write, a cursor move), so C0
@@ -35,6 +36,7 @@ from harness import (
     ToolFinished,
     ToolIntent,
     ToolUnknown,
+    shown_events,
 )
 
 __all__ = ["TerminalReporter", "printable"]
@@ -145,7 +147,7 @@ class TerminalReporter:
         working = {a.tool_use_id: a.description for a in checkpoint.agents if a.running}
         lines = [
             line
-            for event in events
+            for event in shown_events(events)
             for line in (
                 [f"→ Agent: {working[event.tool_use_id]}: {AGENT_WORKS_ON}"]
                 if isinstance(event, ToolFinished) and event.tool_use_id in working

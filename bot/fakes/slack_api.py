@@ -19,7 +19,10 @@ catch our mistakes:
   ``msg_blocks_too_long`` (Slack's cumulative limit; bolt-js issue #2509 measured the
   rejection just above 12,000).
 - views: title ≤ 24 chars, ≤ 100 blocks, ``private_metadata`` ≤ 3,000 chars,
-  ``plain_text_input`` ``max_length`` ≤ 3,000 and ``initial_value`` within it.
+  ``plain_text_input`` ``max_length`` ≤ 3,000 and ``initial_value`` within it;
+  ``views.update`` replaces the whole view (a field left out is at Slack's default, not
+  kept), with a new ``hash``, keeping only what was entered in inputs of the same
+  ``block_id`` and ``action_id`` (``replace_view``).
 
 - per-workspace rate limits by tier (``slack_limits``): HTTP 429 + ``Retry-After``.
 - ``auth.test`` answers with Grid's ``enterprise_id`` (when installed in an org) and
@@ -619,9 +622,25 @@ class FakeSlackApi:
             raise SlackFailure("not_found")
         if args.get("hash") and args["hash"] != stored["hash"]:
             raise SlackFailure("hash_conflict")
-        spec = _checked_view(args.get("view"))
-        stored.update(spec, hash=f"{time.time():.6f}.fake{next(self._ids)}")
+        self.replace_view(view_id, _checked_view(args.get("view")))
         return {"view": stored}
+
+    def replace_view(self, view_id: str, spec: JsonDict) -> JsonDict:
+        """Replace open view ``view_id`` with ``spec`` as Slack does (``views.update``, or a
+        ``view_submission`` answered ``response_action: update``): the whole definition
+        is the new one (what it leaves out is at Slack's default, not the old value), the
+        hash changes, and what was entered in an input kept with the same ``block_id`` and
+        ``action_id`` is kept ("Preserving input entry", views.update's usage info)."""
+        stored = self.state.views[view_id]
+        kept = _kept_state(stored, spec)
+        identity = {k: stored[k] for k in ("id", "team_id", "root_view_id", "previous_view_id")}
+        stored.clear()
+        stored.update(
+            {**VIEW_DEFAULTS, **spec, **identity},
+            state={"values": kept},
+            hash=f"{time.time():.6f}.fake{next(self._ids)}",
+        )
+        return stored
 
     def _check_trigger(self, args: JsonDict) -> None:
         trigger = _required(args, "trigger_id")
@@ -632,12 +651,14 @@ class FakeSlackApi:
         spec = _checked_view(args.get("view"))
         view_id = f"V0FAKE{next(self._ids):04d}"
         view = {
+            **VIEW_DEFAULTS,
             **spec,
             "id": view_id,
             "team_id": TEAM_ID,
             "state": {"values": {}},
             "hash": f"{time.time():.6f}.fake{view_id}",
             "root_view_id": view_id,
+            "previous_view_id": None,
         }
         self.state.views[view_id] = view
         return view
@@ -878,6 +899,35 @@ def _input_problems(i: int, element: JsonDict) -> list[str]:
             f"[json-pointer:/blocks/{i}/element/initial_value]"
         )
     return problems
+
+
+VIEW_DEFAULTS: JsonDict = {
+    "private_metadata": "",
+    "callback_id": "",
+    "external_id": "",
+    "clear_on_close": False,
+    "notify_on_close": False,
+    "close": None,
+    "submit": None,
+}
+"""What Slack's view object holds for a field the app's view left out (views.open's and
+views.update's response)."""
+
+
+def _kept_state(view: JsonDict, spec: JsonDict) -> JsonDict:
+    """The entered values of ``view`` that ``spec`` keeps: same ``block_id`` and
+    ``action_id`` of an input."""
+    actions = {
+        str(b.get("block_id")): str((b.get("element") or {}).get("action_id"))
+        for b in spec.get("blocks") or ()
+        if isinstance(b, dict) and b.get("type") == "input"
+    }
+    values = (view.get("state") or {}).get("values") or {}
+    return {
+        block: {action: value for action, value in entered.items() if actions[block] == action}
+        for block, entered in values.items()
+        if block in actions and actions[block] in entered
+    }
 
 
 def _checked_view(view: Any) -> JsonDict:

@@ -30,6 +30,7 @@ from harness import (
     ToolFinished,
     ToolIntent,
     ToolUseBlock,
+    shown_events,
     summarize_call,
 )
 
@@ -66,7 +67,7 @@ def step_chunks(
     ('t1', 'Running `uptime`', 'in_progress')
     """
     chunks: list[Chunk] = []
-    for event in events:
+    for event in shown_events(events):
         if isinstance(event, ModelResponded) and event.tool_calls:
             said = event.text.strip()
             if said:

@@ -7,6 +7,7 @@ progress from them. Events describe; the checkpoint is the state.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -66,7 +67,10 @@ class ToolIntent(Event):
 class ToolFinished(Event):
     """A tool call's result, recorded after it ran; ``detail`` is what the call acted on
     (a Bash command, a file path, an MCP call's arguments: ``toolbox.call_detail``);
-    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions)."""
+    ``elapsed_ms`` how long the call ran (0 when not measured: logs of older versions);
+    ``ended_at`` (ISO 8601, UTC) when it really ended, set when that is not when it was
+    recorded: an outcome recovered after its worker died, found in the sandbox's record
+    (then ``elapsed_ms`` is the command's own time, from that record, too)."""
 
     kind: ClassVar[str] = "tool_result"
     tool_use_id: str
@@ -77,6 +81,7 @@ class ToolFinished(Event):
     output_head: str
     detail: str = ""
     elapsed_ms: int = 0
+    ended_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,3 +173,21 @@ class ToolBlocked(Event):
     name: str
     detail: str
     reason: str
+
+
+def shown_events(events: Sequence[Event]) -> list[Event]:
+    """``events`` to show a person, without a notice the step's answer already says: a
+    refusal, a rejected request or a withheld turn ends with that text as its answer, so it
+    is shown once (the chat, Slack's streamed steps).
+
+    >>> said = "The model API refused this request."
+    >>> shown_events([Notice(NoticeTopic.MODEL_REJECTED, said), Answered(said)])
+    [Answered(text='The model API refused this request.', best_effort=False)]
+    """
+    answers = [e.text for e in events if isinstance(e, Answered)]
+    return [e for e in events if not (isinstance(e, Notice) and _said_in(e.text, answers))]
+
+
+def _said_in(text: str, answers: Sequence[str]) -> bool:
+    said = text.strip()
+    return bool(said) and any(said in answer for answer in answers)

@@ -709,6 +709,9 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     started_s = time.monotonic()
     recovered = await run_tool(call.name, call.input, ctx, recovering=True)
     elapsed_s = time.monotonic() - started_s
+    ran_s = recovered.ran_s() if recovered is not None else None
+    if ran_s is not None:  # the command ran before this call: its own time, not ours
+        elapsed_s = ran_s
     summary = summarize_call(call.name, call.input)
     if recovered is None:
         text = (
@@ -732,6 +735,7 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
             output_head=recovered.content[:500],
             detail=call_detail(call.name, call.input),
             elapsed_ms=round(elapsed_s * 1000),
+            ended_at=_iso(recovered.ended_at) if ran_s is not None else "",
         )
         cp = replace(
             cp,
@@ -752,6 +756,10 @@ async def _recover(cp: Checkpoint, deps: Collaborators) -> StepResult:
     )
     named = workspace.events(functools.partial(process_label, cp))
     return StepResult(cp, (*named, event), Next.CONTINUE)
+
+
+def _iso(at: datetime | None) -> str:
+    return "" if at is None else at.astimezone(UTC).isoformat()
 
 
 def _skip_for_limit(cp: Checkpoint, limit: LimitReached) -> StepResult:

@@ -17,7 +17,9 @@ Rows and what they make (``memory_store.IncidentRow``):
   ``command`` entry saying how it ended;
 - a Bash result: ``command`` with its exit code, timeout, refusal or background start;
   an MCP result: ``mcp``; a Write or Edit under ``/incident/`` or ``/memory/``: ``file``;
-- an outcome a crash lost: the same kinds, saying the outcome is unknown;
+- an outcome a crash lost: the same kinds, saying the outcome is unknown; one recovered
+  from the sandbox after its worker died is timed when it ended (``ended_at``), not when
+  it was recovered;
 - the approval's request, decision (by the person who decided, or its expiry) and a
   call the policy blocked: ``approval``;
 - the stop (``notice`` ``cancelled``): a ``stop`` entry by the person who wrote it,
@@ -32,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from harness.record.kinds import Actor, ActorKind, EntryKind
@@ -237,21 +239,21 @@ class Reader:
         detail = str(payload.get("detail") or payload.get("summary") or "")
         tool_use_id = str(payload.get("tool_use_id", ""))
         unknown = row.kind == "tool_unknown"
+        draft: Draft | None = None
         if name == "Bash":
             outcome = LOST if unknown else bash_outcome(payload)
-            return self._by_agent(
-                row, EntryKind.COMMAND, line(f"`{detail}` → {outcome}"), tool_use_id
-            )
-        if name.startswith("mcp__"):
+            summary = line(f"`{detail}` → {outcome}")
+            draft = self._by_agent(row, EntryKind.COMMAND, summary, tool_use_id)
+        elif name.startswith("mcp__"):
             outcome = LOST if unknown else ("error" if payload.get("is_error") else "ok")
-            return self._by_agent(
-                row, EntryKind.MCP, line(f"{name} {detail} → {outcome}"), tool_use_id
-            )
-        written = not payload.get("is_error") and not unknown and detail.startswith(WRITTEN_ROOTS)
-        if name in ("Write", "Edit") and written:
+            summary = line(f"{name} {detail} → {outcome}")
+            draft = self._by_agent(row, EntryKind.MCP, summary, tool_use_id)
+        elif name in ("Write", "Edit") and _written(payload, detail, unknown):
             verb = "wrote" if name == "Write" else "edited"
-            return self._by_agent(row, EntryKind.FILE, f"{verb} {detail}", tool_use_id)
-        return None
+            draft = self._by_agent(row, EntryKind.FILE, f"{verb} {detail}", tool_use_id)
+        if draft is not None and (ended := _ended_at(payload)) is not None:
+            draft.at = ended  # recovered after its worker died: when it ended, not then
+        return draft
 
     def _approval(self, row: IncidentRow, payload: dict[str, Any]) -> Draft | None:
         """Asked for (the agent), decided (the person who decided; an expiry is the
@@ -324,6 +326,20 @@ def bash_outcome(payload: dict[str, Any]) -> str:
     reason = _TAGS.sub("", head).strip()
     first = reason.splitlines()[0] if reason else "no reason given"
     return f"refused: {first}"
+
+
+def _written(payload: dict[str, Any], path: str, unknown: bool) -> bool:
+    """Whether a Write or Edit succeeded under a root the timeline shows."""
+    return not payload.get("is_error") and not unknown and path.startswith(WRITTEN_ROOTS)
+
+
+def _ended_at(payload: dict[str, Any]) -> datetime | None:
+    """When a recovered call really ended (``ToolFinished.ended_at``), or None."""
+    try:
+        ended = datetime.fromisoformat(str(payload.get("ended_at") or ""))
+    except ValueError:
+        return None
+    return ended if ended.tzinfo is not None else ended.replace(tzinfo=UTC)
 
 
 def payload_of(text: str) -> dict[str, Any]:

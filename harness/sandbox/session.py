@@ -319,4 +319,6 @@ def _result(
         stderr=stderr,
         timed_out=record.timed_out,
         running=detached,
+        started_at=record.started_at,
+        ended_at=record.completed_at,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from harness.errors import (
@@ -50,6 +51,10 @@ class CommandResult:
             ``running``, left running).
         running: True when the deadline passed and the process was left running
             (``BackgroundWorkspace.exec_or_detach``).
+        started_at, ended_at: when the process started and ended, as the sandbox
+            recorded them (aware UTC, whole seconds over SBX/1); None when it does not
+            say, or (``ended_at``) while it runs. What times a command whose outcome a
+            later call found (``lookup`` after a crash) from its real start to its end.
     """
 
     exit_code: int | None
@@ -57,6 +62,8 @@ class CommandResult:
     stderr: str
     timed_out: bool = False
     running: bool = False
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
 
 class Workspace(Protocol):

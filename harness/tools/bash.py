@@ -130,18 +130,20 @@ async def recover_bash(p: BashInput, ctx: ToolContext) -> ToolOutcome | None:
 
 
 def report(result: CommandResult, timeout_ms: int) -> ToolOutcome:
-    """The tool result for a finished command.
+    """The tool result for a finished command (timed by the sandbox's record of it).
 
     >>> report(CommandResult(2, "", "no such file\\n"), 120000).content
     'Exit code 2\\nno such file'
     """
     output = "\n".join(s.rstrip("\n") for s in (result.stdout, result.stderr) if s)
     if result.timed_out:
-        return ToolOutcome(killed_text(output, timeout_ms), is_error=True)
-    if result.exit_code != 0:
+        outcome = ToolOutcome(killed_text(output, timeout_ms), is_error=True)
+    elif result.exit_code != 0:
         code = "unknown" if result.exit_code is None else str(result.exit_code)
-        return ToolOutcome(f"Exit code {code}\n{output}".rstrip("\n"), is_error=True)
-    return ToolOutcome(output or NO_OUTPUT)
+        outcome = ToolOutcome(f"Exit code {code}\n{output}".rstrip("\n"), is_error=True)
+    else:
+        outcome = ToolOutcome(output or NO_OUTPUT)
+    return replace(outcome, started_at=result.started_at, ended_at=result.ended_at)
 
 
 BASH = ModelTool(

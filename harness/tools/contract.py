@@ -15,6 +15,7 @@ import posixpath
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -229,6 +230,10 @@ class ToolOutcome:
         cancel_wakeup: the call cancelled the pending wake-up (ScheduleWakeup ``stop``).
         follow_up: text blocks the model gets after the call's result, in the same user
             message (Claude Code sends a loaded skill's body so, apart from the result).
+        started_at, ended_at: when the command the call ran started and ended, as its
+            sandbox recorded them (aware UTC), or None: a call's time is then its own. A
+            call that found the outcome of a command an earlier call started (recovery
+            after a crash) is timed by these, not by itself.
     """
 
     content: str
@@ -243,6 +248,14 @@ class ToolOutcome:
     cwd: str | None = None
     cancel_wakeup: bool = False
     follow_up: tuple[str, ...] = ()
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    def ran_s(self) -> float | None:
+        """How long the command ran, from its sandbox's record (None: not recorded)."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return max(0.0, (self.ended_at - self.started_at).total_seconds())
 
     def todos_event(self) -> TodosChanged:
         """The progress event for a changed todo list (empty when ``todos`` is None)."""

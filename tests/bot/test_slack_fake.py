@@ -241,3 +241,38 @@ async def test_a_private_file_is_served_to_the_bot_token_only(slack_api: FakeSla
 
     assert content == b"CrashLoopBackOff\n"
     assert sign_in == (200, "text/html")
+
+
+async def test_views_update_replaces_the_whole_view_keeping_only_matching_input_entries(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    # Given an open modal with a Submit button and an input someone typed in
+    def field(block_id: str, action_id: str) -> dict[str, object]:
+        element = {"type": "plain_text_input", "action_id": action_id}
+        label = {"type": "plain_text", "text": block_id}
+        return {"type": "input", "block_id": block_id, "label": label, "element": element}
+
+    title = {"type": "plain_text", "text": "Skills"}
+    submit = {"type": "plain_text", "text": "Save"}
+    first = {"type": "modal", "title": title, "submit": submit, "callback_id": "edit",
+             "blocks": [field("name", "v"), field("body", "v")]}  # fmt: skip
+    opened = (await slack_client.views_open(trigger_id="1.2.x", view=first))["view"]
+    typed = {"name": {"v": {"type": "plain_text_input", "value": "triage"}},
+             "body": {"v": {"type": "plain_text_input", "value": "# Triage"}}}  # fmt: skip
+    slack_api.state.views[opened["id"]]["state"] = {"values": typed}
+
+    # When the app updates it with a view that leaves out submit and callback_id, keeps
+    # "name" as it was and gives "body" another action_id
+    second = {"type": "modal", "title": title, "blocks": [field("name", "v"), field("body", "w")]}
+    updated = (await slack_client.views_update(view_id=opened["id"], view=second))["view"]
+
+    # Then it is the new view, at Slack's defaults where it says nothing, with a new hash;
+    # only the entry whose block_id and action_id it kept is kept
+    assert updated["id"] == opened["id"]
+    assert updated["submit"] is None
+    assert updated["callback_id"] == ""
+    assert updated["hash"] != opened["hash"]
+    assert updated["state"] == {"values": {"name": typed["name"]}}
+    # and the old hash no longer updates it
+    stale = slack_client.views_update(view_id=opened["id"], view=second, hash=opened["hash"])
+    assert await error_of(stale) == "hash_conflict"

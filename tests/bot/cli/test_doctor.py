@@ -34,6 +34,7 @@ from bot.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi
 from bot.settings import Settings
 from memory_store import Database
 from sandbox_client import LocalConfig, LocalProvider
+from tests.bot.cli_support import start, warroom_env
 from tests.conftest import require_bwrap
 
 CLOSED_PORT_URL = "127.0.0.1:9"  # discard port: nothing listens here
@@ -584,3 +585,71 @@ async def test_the_alerts_check_names_bad_routing_rules_and_passes_good_ones(
     assert "'db'" in broken.detail
     assert fine.status is Status.OK, fine.detail
     assert fine.detail == "1 routing rule; default channel C0ALERTS"
+
+
+# ----- an invalid setting is a line of the checklist (issue #26) --------------------------
+
+CHECKLIST = (
+    "settings",
+    "data_dir",
+    "database",
+    "redis",
+    "sandbox",
+    "limits",
+    "egress",
+    "approvals",
+    "prices",
+    "alerts",
+    "slack",
+    "agents",
+    "socket",
+    "anthropic",
+    "mcp",
+)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why", "not_checked"),
+    [
+        (
+            "WARROOM_ALERT_TOKEN",
+            "short",
+            "must be at least 16 characters, not blank (make one with: openssl rand -hex 32)",
+            ("alerts",),
+        ),
+        ("REDIS_URL", "localhost:6379", "must start with redis://", ("redis",)),
+        ("WARROOM_DATA_DIR", "{file}/data", "is not a directory", ("data_dir", "database")),
+        ("WARROOM_MCP_TOOL_SEARCH", "sometimes", "should match pattern", ("mcp",)),
+        ("WARROOM_SANDBOX_MEMORY_MB", "4", "at least 16", ("sandbox", "limits", "egress")),
+    ],
+)
+@pytest.mark.slow
+async def test_doctor_prints_its_whole_checklist_with_an_invalid_setting_failed_and_exits_2(
+    data_dir: Path, variable: str, value: str, why: str, not_checked: tuple[str, ...]
+) -> None:
+    # Given one setting with a value Warroom refuses (the others fine or unset)
+    (data_dir / "a-file").write_text("not a directory")
+    value = value.format(file=data_dir / "a-file")
+    env = warroom_env(data_dir, **{variable: value})
+
+    # When `warroom doctor` runs
+    doctor = await start("doctor", env=env, cwd=data_dir)
+    out, err = await asyncio.wait_for(doctor.communicate(), 120)
+    printed = out.decode()
+
+    # Then it prints every check, the settings line a problem naming the variable, why and
+    # how to fix it, and the checks that read it as not run; and exits 2 (a setting error)
+    assert doctor.returncode == 2, printed + err.decode()
+    names = [line.split()[1] for line in printed.splitlines() if not line.startswith(" ")]
+    assert names == list(CHECKLIST), printed
+    settings_line = printed.splitlines()[0]
+    assert settings_line.startswith("problem  settings"), printed
+    assert variable in settings_line
+    assert why in settings_line
+    assert f"fix: correct {variable}" in printed
+    if variable.endswith("_TOKEN"):
+        assert value not in printed  # a secret is never shown
+    for name in not_checked:
+        assert f"skipped  {name:<10} not checked: {variable} is invalid" in printed, printed
+    assert "Traceback" not in printed + err.decode()
+    assert not (data_dir / "data").exists()  # nothing checked in the default's place

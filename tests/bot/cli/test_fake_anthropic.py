@@ -37,13 +37,14 @@ def body(text: str) -> dict[str, object]:
     }
 
 
-@pytest.mark.slow
-async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_retried(
-    tmp_path: Path,
-) -> None:
-    # Given the fake Messages API with a one-reply script (a command to run)
+async def chat_with_script(
+    tmp_path: Path, replies: list[dict[str, object]], until: str
+) -> tuple[str, str]:
+    """What ``warroom chat`` printed for one question (through the turn's usage line, its
+    last) and what ``warroom fake-anthropic`` printed, playing ``replies`` (``until``: the
+    fake's line to wait for before it stops)."""
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"tool": "Bash", "input": {"command": "true"}}]))
+    script.write_text(json.dumps(replies))
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="wr-fa-"))  # short: sandbox socket paths < 108 bytes
     env = warroom_env(data)
@@ -54,7 +55,6 @@ async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_r
     said = Output(fake.stdout)
     await said.until(lambda text: f"http://127.0.0.1:{port}" in text)
     try:
-        # When a chat asks it twice (the question, then the command's result)
         chat_env = env | {
             "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
             "ANTHROPIC_API_KEY": "fake",
@@ -64,21 +64,47 @@ async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_r
         assert chat.stdout is not None
         out = Output(chat.stdout)
         chat.stdin.write(b"is checkout up?\n")
-        await out.until(lambda text: "script ran out" in text)
+        await out.until(lambda text: "so far in this thread" in text)  # the answer's last line
         chat.stdin.close()
         await finish(chat)
-        await said.until(lambda text: "the script ran out" in text)
+        await said.until(lambda text: until in text)
     finally:
         fake.send_signal(signal.SIGTERM)
         await finish(fake)
         shutil.rmtree(data, ignore_errors=True)
+    return out.text, said.text
 
-    # Then the chat shows why, once, as a refusal that is not retried
-    assert out.text.count("the script ran out: its 1 replies were all served") == 1
-    assert "unavailable" not in out.text
+
+@pytest.mark.slow
+async def test_a_chat_whose_script_ran_out_is_told_so_once_and_the_fake_is_not_retried(
+    tmp_path: Path,
+) -> None:
+    # Given the fake Messages API with a one-reply script (a command to run)
+    # When a chat asks it twice (the question, then the command's result)
+    out, said = await chat_with_script(
+        tmp_path, [{"tool": "Bash", "input": {"command": "true"}}], until="the script ran out"
+    )
+
+    # Then the chat shows why, once (as its answer, not also as a notice before it), as a
+    # refusal that is not retried
+    assert out.count("script ran out") == 1, out
+    assert "unavailable" not in out
     # and the fake saw one request for the reply and one for the error: no retry
-    assert said.text.count("reply 1 of 1") == 1
-    assert said.text.count("the script ran out (1 replies): answering 400 from now on") == 1
+    assert said.count("reply 1 of 1") == 1
+    assert said.count("the script ran out (1 replies): answering 400 from now on") == 1
+
+
+@pytest.mark.slow
+async def test_a_chat_shows_a_refusal_once(tmp_path: Path) -> None:
+    # Given a model that declines the request (the turn ends with the refusal as its answer)
+    refusal: dict[str, object] = {"refusal": {"category": "cyber", "explanation": "Not this one."}}
+
+    # When a chat asks it
+    out, _ = await chat_with_script(tmp_path, [refusal], until="reply 1 of 1")
+
+    # Then the refusal is printed once, as the answer
+    assert out.count("The model declined to continue") == 1, out
+    assert "warroom> The model declined to continue with this request (cyber)" in out
 
 
 async def test_a_script_that_ran_out_answers_a_permanent_400_saying_so() -> None:

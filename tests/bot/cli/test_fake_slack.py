@@ -133,3 +133,79 @@ async def test_typing_approve_clicks_the_latest_approval_request_in_the_thread()
     assert payload["actions"][0]["action_id"] == "warroom_approve"
     assert payload["actions"][0]["value"] == '{"s":"S1"}'
     assert payload["container"]["message_ts"] == "99.000001"
+
+
+SKILL = "---\\nname: triage\\ndescription: First look at an incident.\\n---\\n\\n# Triage\\n"
+
+
+async def test_a_skills_modal_is_shown_filled_in_and_can_be_submitted_new_then_edit(
+    tmp_path: Path,
+) -> None:
+    slack_port, app_port = free_port(), free_port()
+    events_url = f"http://127.0.0.1:{app_port}/slack/events"
+    # Given `warroom fake-slack` playing the channel for `warroom serve`
+    fake = await start(
+        "fake-slack",
+        "--port",
+        str(slack_port),
+        "--events-url",
+        events_url,
+        env=warroom_env(tmp_path / "unused"),
+        cwd=tmp_path,
+        stdin=True,
+    )
+    assert fake.stdout is not None
+    assert fake.stdin is not None
+    out = Output(fake.stdout)
+    printed = await out.until(lambda text: "export " in text, timeout_s=120)
+    exported = dict(re.findall(r"(\w+)=(\S+)", printed.split("export ", 1)[1]))
+    env = warroom_env(
+        tmp_path / "data", **exported, SLACK_HTTP_PORT=str(app_port), ANTHROPIC_API_KEY="k"
+    )
+    serve = await start("serve", env=env, cwd=tmp_path)
+
+    async def typed(line: str) -> None:
+        assert fake.stdin is not None
+        fake.stdin.write(f"{line}\n".encode())
+        await fake.stdin.drain()
+
+    def after(mark: str) -> str:
+        return out.text.rsplit(mark, 1)[-1]
+
+    try:
+        await wait_until_up(f"http://127.0.0.1:{app_port}/healthz")
+        # When `/agent skills new` is typed: the app opens a loading modal, then fills it
+        await typed("/agent skills new")
+        await out.until(lambda text: "skill_part_1: " in text, timeout_s=30)
+        shown = after("modal ")
+        # Then the modal is shown as the app filled it: its inputs, and how to fill them
+        assert "skill_name: " in shown
+        assert "skill_part_1: " in shown
+        assert "type 'set BLOCK TEXT', then 'submit' or 'close'" in shown
+        # And filling it in and submitting it makes the skill
+        await typed("set skill_name triage")
+        await typed(f"set skill_part_1 {SKILL}")
+        await typed("submit")
+        await out.until(lambda text: "submitted" in text, timeout_s=30)
+        await typed("/agent skills list")
+        await out.until(lambda text: "`triage`" in after("submitted"), timeout_s=30)
+
+        # When the skill is edited: the editor shows its text, and a change is saved
+        mark = len(out.text)
+        await typed("/agent skills edit triage")
+        await out.until(lambda text: "skill_part_1: " in text[mark:], timeout_s=30)
+        assert "skill_part_1: " in out.text[mark:]
+        assert "name: triage" in out.text[mark:]
+        await typed(f"set skill_part_1 {SKILL.replace('First look', 'A first look')}")
+        await typed("submit")
+        await out.until(lambda text: "submitted" in text[mark:], timeout_s=30)
+        await typed("/agent skills show triage")
+        await out.until(lambda text: "A first look at an incident" in text[mark:], timeout_s=30)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        fake.send_signal(signal.SIGTERM)
+        serve_code, fake_code = await finish(serve), await finish(fake)
+
+    assert "not delivered" not in out.text
+    assert "the modal says" not in out.text
+    assert (serve_code, fake_code) == (0, 0)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from bot.cli.fake_slack import CHANNEL, deliver_lines
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.cli.fake_slack import CHANNEL, deliver_lines, watch_channel
 from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
+from bot.slack.skills.edit_policy import EditPolicy
 from bot.slack.watch import WatchPolicy
 from memory_store import Namespace, Scope, Session, SessionKey
 from tests.bot.slack_edge import SlackEdge, running_edge
@@ -143,3 +146,66 @@ async def test_an_alert_line_is_an_alerting_apps_post_that_starts_a_session_once
         texts = [item.text for item in await edge.sessions.inbox(session.id)]
         assert "is it the 14:02 deploy?" in texts
         assert any("alertmanager posted an alert" in line for line in said)
+
+
+class HeldPolicy(EditPolicy):
+    """Everyone may edit skills, once ``go`` is set: the app's ``views.update`` that fills
+    its loading modal waits for it, as it would behind a slow ``users.info``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+
+    async def allows(self, client: AsyncWebClient, user_id: str) -> bool:
+        await self.go.wait()
+        return True
+
+
+async def until(what: str, check: Callable[[], bool], *, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_loading_modal_the_app_fills_in_later_is_shown_again_and_can_be_submitted(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    policy = HeldPolicy()
+    async with running_edge(tmp_path, edit_policy=policy) as edge:
+        fake = edge.slack_api
+        watching = asyncio.create_task(watch_channel(fake, said.append))
+
+        async def lines() -> AsyncIterator[str]:
+            yield "/agent skills new"  # views.open: a loading modal, at once
+            await until("the loading modal shown", lambda: any("Loading" in s for s in said))
+            yield "set skill_name triage"  # typed too early: the modal has no such input yet
+            yield "submit"  # nor a Submit button
+            policy.go.set()  # then the app fills the modal in (views.update)
+            await until("the filled modal shown", lambda: any("modal updated" in s for s in said))
+            yield "set skill_name triage"
+            yield f"set skill_part_1 {SKILL}"
+            yield "submit"
+
+        try:
+            # When the modal is filled in after fake-slack printed it loading
+            await deliver_lines(fake, edge.url, lines(), said.append)
+            await edge.settle()
+            skill = await edge.files.read(Namespace(TEAM_ID, Scope.SKILLS), "/triage/SKILL.md")
+        finally:
+            watching.cancel()
+
+    # Then it was printed loading, then again filled in (its inputs, what to type)
+    opened = next(s for s in said if s.startswith("modal opened: "))
+    assert "Loading" in opened
+    assert "type 'close'" in opened
+    updated = next(s for s in said if s.startswith("modal updated: "))
+    assert updated.startswith("modal updated: New skill (type 'set BLOCK TEXT'")
+    assert "skill_name: Name" in updated
+    # and what was typed before it was filled in was refused, saying why
+    assert "no input 'skill_name' in the modal; its inputs: " in said
+    assert "the modal has no Submit button (yet): type 'close', or wait for it" in said
+    # and the filled-in modal was submitted: the skill is made
+    assert "submitted" in said
+    assert skill.content.startswith("---\nname: triage\n")

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ from memory_store import Database, SandboxLedgerStore, SessionStatus, SessionSto
 from sandbox_client import Health, SandboxManager
 from tests.bot.durable_support import (
     CHANNEL,
+    EFFECTS_FILE,
     FENCED_LINE,
     STATUS_MESSAGE,
     Cluster,
@@ -300,6 +302,40 @@ async def test_a_kill_during_a_tool_takes_the_outcome_from_the_sandbox_and_never
     assert not await probe.events(session_id, "tool_unknown")
     assert len(results) == 1
     assert "effect-done" in json.loads(results[0].payload_json)["output_head"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"sleep 3; echo ran >> {EFFECTS_FILE}; echo effect-done",  # killed at its timeout
+        f"true; sleep 3; echo ran >> {EFFECTS_FILE}; echo effect-done",  # moved at it
+    ],
+    ids=["found-by-lookup", "found-by-its-name"],
+)
+async def test_a_command_recovered_after_its_worker_died_is_timed_from_its_start_to_its_end(
+    probe: Probe, cluster: Cluster, command: str
+) -> None:
+    session_id = f"kill-timed-{uuid.uuid4().hex[:6]}"
+    # Given a worker running a 3 s command
+    plan = [Reply.tool("Bash", {"command": command, "description": "wait"}), Reply.text("ok")]
+    await probe.start(session_id, plan)
+    await probe.wait_running_command(session_id)
+    victim = await _owner(probe, cluster.pool, session_id)
+    intent = (await probe.events(session_id, "tool_intent"))[0]
+    # When it is SIGKILLed while the command runs, and another worker recovers the outcome
+    victim.signal_children(signal.SIGKILL)
+    await probe.assert_completed_once(session_id)
+
+    # Then the result is timed from the command's start to its end (what the thread, the
+    # chat and the stream show), not from the recovery, which only waited for its end
+    (result,) = await probe.events(session_id, "tool_result")
+    payload = json.loads(result.payload_json)
+    assert "effect-done" in payload["output_head"]
+    assert 3_000 <= payload["elapsed_ms"] < 6_000, payload
+    # and it is dated when it ended: at least 3 s after its intent, and before it was logged
+    ended = datetime.fromisoformat(payload["ended_at"])
+    assert ended - intent.created_at >= timedelta(seconds=2), (ended, intent.created_at)
+    assert ended <= result.created_at
 
 
 async def test_stop_kills_the_running_command_and_destroys_the_sandbox(

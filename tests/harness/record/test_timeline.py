@@ -258,3 +258,21 @@ def test_a_session_whose_worker_could_not_set_up_its_command_says_why_and_what_n
     assert lines[1] == ("stop", "<@U0BOB>", "stopped the session")
     assert [line[0] for line in lines[2:]] == ["command"]
     assert "unknown" not in lines[2][2]
+
+
+def test_a_command_recovered_after_its_worker_died_is_dated_when_it_ended() -> None:
+    # Given a command begun at 1 s, ended at 26 s, whose outcome a worker recovered from the
+    # sandbox at 60 s (its first worker was killed while it ran)
+    intent = ToolIntent("toolu_1", "Bash", "Bash: Wait", "sleep 25")
+    recovered = ToolFinished(
+        "toolu_1", "Bash", "Bash: Wait", False, 0, "", "sleep 25", 25_000, _at(26).isoformat()
+    )
+    ran = ToolFinished("toolu_2", "Bash", "Bash: Up", False, 2, "up", "uptime", 100)
+
+    lines = _lines(_rows_of(_event(1, intent), _event(60, recovered), _event(61, ran)))
+
+    # Then its entry is dated when it ended, a command logged as it ended when it was logged
+    assert lines == [
+        ("command", AGENT, "`sleep 25` → exit 0", _at(26)),
+        ("command", AGENT, "`uptime` → exit 0", _at(61)),
+    ]
