@@ -424,12 +424,17 @@ async def _send_all(sessions: int, url: str, slack: FakeSlackApi) -> dict[str, f
     return sent
 
 
+ANSWER_METHODS = frozenset({"chat.postMessage", "chat.stopStream"})
+"""The methods that carry an answer: a message, or the stream it closes (agent surface)."""
+
+
 def _answer_posts(slack: FakeSlackApi) -> list[tuple[str, str, float]]:
     """The answers posted, oldest first: (the session the text names, the channel it was
-    posted in, when)."""
+    posted in, when). An answer is a message (``chat.postMessage``) or, on Slack's agent
+    surface, the blocks that close the turn's stream (``chat.stopStream``)."""
     posts = []
     for call in list(slack.calls):
-        if call.method != "chat.postMessage" or not call.response.get("ok"):
+        if call.method not in ANSWER_METHODS or not call.response.get("ok"):
             continue
         matched = re.search(r"Load answer for (b\d+)", json.dumps(call.args))
         if matched:
