@@ -744,9 +744,12 @@ class AgentSurface:
             args["recipient_user_id"] = lane.initiator or ""
             args["recipient_team_id"] = await self._team()
         shown = await self._end_earlier(thread, turn, budget) or shown
-        # the budget first: between the claim and the recorded ts (what other processes
-        # wait for, ``_opened``) there are only Slack's answers
+        # the budgets first: between the claim and the recorded ts (what other processes
+        # wait for, ``_opened``) there are only Slack's answers (a wait for the status's
+        # turn there held another process's answer for ``STARTING_WAIT_S``)
         await _take(self._budgets.start, budget)
+        if not shown:
+            await _take(self._budgets.status, budget)
         if budget == _WAIT and await self._poster.recorded_intent(
             _answered(thread.session_id, turn)
         ):
@@ -759,7 +762,11 @@ class AgentSurface:
         self._segments[(thread.session_id, turn)] = segment
         try:
             if not shown and not await self.set_status(
-                thread, AgentStatus.PROCESSING, title=lane.title, initiator=lane.initiator
+                thread,
+                AgentStatus.PROCESSING,
+                title=lane.title,
+                initiator=lane.initiator,
+                budget=_TAKEN,
             ):
                 return segment if not self.available else None
             answer = await slack_call(
