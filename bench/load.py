@@ -75,6 +75,16 @@ of them "for b0". ``--sessions 20 60 --repeat 2`` on the shared 2-core host (loa
 before, one round of 60 "answered" 54 and ran to its deadline (46 ``chat.update``); after,
 every round answered all, ``misread_answers`` 0, 60-session p50 10.5 s and 32.7 s (ratios
 1.54 and 3.31: the second at load 13.7, the workers CPU-bound), longest gap 11.5 s.
+
+With Slack's agent surface on (the default since issue #28), the same host at load 2.4-3.8:
+before, a 60-session round answered 31 of 60 within 300 s with 196 HTTP 429s (each worker
+kept its own ``chat.startStream``/``chat.stopStream`` budget of Tier 2, every answer
+waited for its stream's close, and this bench counted only answers posted as messages);
+after (shared per-method budgets, no step waits for a turn, a stream's start takes its
+status turn before its claim), ``--repeat 2`` plus one round: 20/20 and 60/60 answered,
+p50 2.87-3.27 s at 20 and 6.44-7.98 s at 60, ratios 2.01, 2.37 and 2.44, longest gap 5.3 s,
+0 429s. A deploy of 20 (``--deploy-after-s 3 --model-latency-s 1``, load 4.8): old group
+out in 11.7 s, new ready in 8.6 s, longest gap 11.7 s.
 """
 
 from __future__ import annotations
