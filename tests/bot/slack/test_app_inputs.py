@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from sqlalchemy import text
@@ -17,8 +18,10 @@ from sqlalchemy import text
 from bot.slack.routing import EDITED_PREFIX, EXTERNAL_PREFIX
 from bot.slack.thread_context import HEADER
 from memory_store import Limits
+from tests import leaks, pg_admin
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import CHANNEL, SlackEdge, event, running_edge
+from tests.conftest import PG_ADMIN_URL, require_service
 
 TOP = "event_app_mention_top_level.json"
 REPLY = "event_message_thread_reply_no_mention.json"
@@ -28,6 +31,30 @@ ROOT_TS = "1767225600.000100"
 @pytest.fixture
 async def edge(tmp_path: Path) -> AsyncIterator[SlackEdge]:
     async with running_edge(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """Each backend's URL (None: the embedded SQLite), a fresh PostgreSQL database for each
+    test (the threads' keys repeat from test to test)."""
+    if request.param == "sqlite":
+        yield None
+        return
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    name = leaks.database_name()
+    pg_admin.create_database(PG_ADMIN_URL, name)
+    try:
+        admin = urlsplit(PG_ADMIN_URL)
+        yield urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
+    finally:
+        pg_admin.drop_database(PG_ADMIN_URL, name)
+
+
+@pytest.fixture
+async def either_edge(tmp_path: Path, database_url: str | None) -> AsyncIterator[SlackEdge]:
+    """The edge over each backend (PostgreSQL records a new thread in one statement)."""
+    async with running_edge(tmp_path, database_url=database_url) as running:
         yield running
 
 
@@ -283,8 +310,9 @@ def _in_slack(edge: SlackEdge, *bodies: dict[str, object]) -> None:
 
 
 async def test_a_reply_delivered_before_its_threads_mention_is_in_the_sessions_first_input(
-    edge: SlackEdge,
+    either_edge: SlackEdge,
 ) -> None:
+    edge = either_edge
     # Given a top-level mention and a teammate's reply under it, both posted in Slack
     mention, reply = event(TOP), event(REPLY)
     _in_slack(edge, mention, reply)
@@ -309,8 +337,9 @@ async def test_a_reply_delivered_before_its_threads_mention_is_in_the_sessions_f
 
 
 async def test_a_top_level_mention_with_no_early_reply_does_not_read_its_thread(
-    edge: SlackEdge,
+    either_edge: SlackEdge,
 ) -> None:
+    edge = either_edge
     mention = event(TOP)
     _in_slack(edge, mention)
 
