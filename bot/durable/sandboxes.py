@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 ORPHAN_REAP_INTERVAL_S = 60.0
 """How often a worker looks for jails the ledger never recorded (a directory scan)."""
+ADOPT_INTERVAL_S = 2.0
+"""How often a worker looks for sandboxes whose users died (two short queries, one of
+``pg_locks``); a sweep comes every ``WARROOM_SWEEP_INTERVAL_S`` (0.5 s), a stop always
+looks."""
 
 
 def sandbox_scope(settings: Settings) -> str:
@@ -71,6 +75,7 @@ class SandboxKeeping:
         self._sessions = sessions
         self._orphan_interval_s = orphan_interval_s
         self._next_orphan_reap = 0.0
+        self._next_adoption = 0.0
 
     async def sweep(self, ended_session_ids: Iterable[str] = ()) -> tuple[str, ...]:
         """Suspend idle sandboxes, destroy those of ``ended_session_ids`` and those the
@@ -81,7 +86,9 @@ class SandboxKeeping:
         """
         for session_id in ended_session_ids:
             await self.end_session(session_id)
-        await self.manager.adopt_abandoned()  # a dead process's: suspended here from now on
+        if time.monotonic() >= self._next_adoption:  # a dead process's: suspended here now
+            self._next_adoption = time.monotonic() + ADOPT_INTERVAL_S
+            await self.manager.adopt_abandoned()
         await self.manager.suspend_idle()
         destroyed = await self.reaper.destroy_idle()
         if time.monotonic() >= self._next_orphan_reap:
