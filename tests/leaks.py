@@ -98,7 +98,10 @@ gets a cleared environment, so it does not carry the run's mark)."""
 
 def _jails_since(started_at_ticks: int, spare: frozenset[int]) -> dict[int, str]:
     """``pid -> command line`` of the live ``bwrap`` processes of this checkout's jails
-    started after ``started_at_ticks`` (clock ticks since boot, as ``/proc/<pid>/stat``)."""
+    started after ``started_at_ticks`` (clock ticks since boot, as ``/proc/<pid>/stat``).
+
+    A jail's ``bwrap`` is started by its full path (the provider finds it on ``PATH``),
+    so its program is matched by name, whatever directory it is in."""
     marker = f" {JAIL_SERVER_BIND} ".encode()
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
@@ -111,7 +114,8 @@ def _jails_since(started_at_ticks: int, spare: frozenset[int]) -> dict[int, str]
             continue
         if fields[0] == "Z" or int(fields[19]) < started_at_ticks:
             continue
-        if command.startswith(b"bwrap ") and marker in command:
+        program = command.split(b" ", 1)[0]
+        if program.rsplit(b"/", 1)[-1] == b"bwrap" and marker in command:
             found[int(entry.name)] = command.decode(errors="replace").strip()[:200]
     return found
 

@@ -26,7 +26,7 @@ from sandbox_client.errors import (
     SandboxUnavailable,
     provision_error,
 )
-from sandbox_client.providers.local import cgroups, probe, procfs
+from sandbox_client.providers.local import cgroups, orphans, probe, procfs
 from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
@@ -40,8 +40,8 @@ from sandbox_client.providers.local.jail import (
     stub_note,
 )
 from sandbox_client.providers.local.launch import LaunchFailed, launch
-from sandbox_client.providers.local.pool import PREFIX as POOL_PREFIX
-from sandbox_client.providers.local.pool import WarmPool, held_by_live_process, unfinished
+from sandbox_client.providers.local.orphans import PREFIX as POOL_PREFIX
+from sandbox_client.providers.local.pool import WarmPool
 from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -270,6 +270,7 @@ class LocalProvider:
             )
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths.run_dir.mkdir(mode=0o700, exist_ok=True)
+        orphans.write_maker(root)  # should this process die before the handle is written
         return paths
 
     def _log_tail(self, sandbox_id: str) -> str:
@@ -386,7 +387,10 @@ class LocalProvider:
 
     async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
         """The sandboxes recorded under ``state_dir`` whose handle was written over
-        ``older_than_s`` ago (jails from crashed processes and hosts included)."""
+        ``older_than_s`` ago (jails from crashed processes and hosts included), and,
+        however young, the jails a dead process left that nobody else can use (its
+        pooled jails, and the jails it was starting: ``orphans``). A live process's
+        pooled jails are never listed."""
         return tuple(await asyncio.to_thread(self._recorded, time.time() - older_than_s))
 
     def _recorded(self, before: float) -> list[SandboxHandle]:
@@ -394,11 +398,13 @@ class LocalProvider:
             return []
         found = []
         for path in self.config.state_dir.glob(f"*/{HANDLE_FILE}"):
+            if path.parent.name.startswith(POOL_PREFIX):
+                continue  # never handed out: an orphan only once its maker died (below)
             with contextlib.suppress(OSError):
                 handle = self.find(path.parent.name) if path.stat().st_mtime <= before else None
-                if handle is not None and not held_by_live_process(handle.sandbox_id):
-                    found.append(handle)  # (a live process's pooled jail is no orphan)
-        return found + unfinished(self)
+                if handle is not None:
+                    found.append(handle)
+        return found + orphans.in_state_dir(self)
 
     async def destroy_all(self) -> tuple[str, ...]:
         """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
@@ -408,7 +414,7 @@ class LocalProvider:
         """
         ids = [p.name for p in self.config.state_dir.iterdir()] if self._has_state() else []
         handles = [h for h in map(self.find, ids) if h is not None]
-        handles += unfinished(self, all_makers=True) if self._has_state() else []
+        handles += orphans.unfinished(self, all_makers=True) if self._has_state() else []
         for handle in handles:
             await self.destroy(handle)
         return tuple(h.sandbox_id for h in handles)

@@ -11,7 +11,8 @@ import pytest
 
 from sandbox_client import LocalProvider, SandboxHandle
 from sandbox_client.providers.local import procfs
-from sandbox_client.providers.local.pool import PREFIX, WarmPool, held_by_live_process, pool_id
+from sandbox_client.providers.local.orphans import PREFIX, held_by_live_process
+from sandbox_client.providers.local.pool import WarmPool, pool_id
 
 from ..conftest import local_config, wait_for
 
