@@ -343,17 +343,23 @@ class LocalProvider:
             raise SandboxUnavailable(handle.sandbox_id, f"cannot freeze: {exc}") from exc
 
     async def resume(self, handle: SandboxHandle) -> None:
-        """Thaw the jail and return once its server answers.
+        """Thaw the jail; return at once when it was frozen (its server, alive when frozen,
+        runs again: a request to it is answered, or fails if it died since), else once its
+        server answers (a jail still starting).
 
         Raises:
             SandboxGone: the jail is not running.
             SandboxUnavailable: it did not answer within ``start_timeout_s``.
         """
         pid = self._live_pid(handle)
+        freezer, cgroup = _freezer(handle), _cgroup(handle)
         try:
-            _freezer(handle).thaw(_cgroup(handle), pid)
+            frozen = freezer.is_frozen(cgroup, pid)
+            freezer.thaw(cgroup, pid)
         except OSError as exc:
             raise SandboxUnavailable(handle.sandbox_id, f"cannot thaw: {exc}") from exc
+        if frozen:
+            return
         socket_path = handle.socket_path or ""
         if not await probe.wait_until_answers(socket_path, self.config.start_timeout_s):
             raise SandboxUnavailable(handle.sandbox_id, "no answer after thawing")
