@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
-
 from sandbox_client.client import SandboxClient
 from sandbox_client.errors import (
     ProvisionFailed,
@@ -42,6 +40,7 @@ from sandbox_client.providers.local.jail import (
 from sandbox_client.providers.local.launch import LaunchFailed, launch
 from sandbox_client.providers.local.orphans import PREFIX as POOL_PREFIX
 from sandbox_client.providers.local.pool import WarmPool
+from sandbox_client.providers.local.socket_http import UnixSocketTransport
 from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -118,8 +117,9 @@ class LocalProvider:
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:
         """A client over the sandbox's Unix socket (``exec`` in one request: the jail's
-        server gets or starts a process by name, ``ClientOptions.get_or_start``)."""
-        transport = httpx.AsyncHTTPTransport(uds=handle.socket_path)
+        server gets or starts a process by name, ``ClientOptions.get_or_start``), through
+        a small HTTP/1.1 transport (``socket_http``)."""
+        transport = UnixSocketTransport(handle.socket_path or "")
         return SandboxClient(
             handle.url,
             sandbox_id=handle.sandbox_id,
