@@ -97,13 +97,17 @@ def _maker_dead(directory: Path) -> bool:
 
 def in_state_dir(provider: LocalProvider) -> list[SandboxHandle]:
     """Handles of the orphans in ``provider``'s state directory: its pooled jails whose
-    maker died, and its unfinished jails whose maker died (see the module docstring)."""
+    maker died, its unfinished jails whose maker died, and a pooled jail whose maker died
+    handing it out (renamed, its handle not rewritten: nobody received it)."""
     found = []
     for directory in _jail_dirs(provider.config.state_dir):
-        recorded = (directory / HANDLE_FILE).exists()
-        orphan = _maker_dead(directory) and (not recorded or directory.name.startswith(PREFIX))
-        if orphan:
-            found.append(_handle(provider, directory))
+        if not _maker_dead(directory):
+            continue
+        handle = provider.find(directory.name)
+        if handle is None or directory.name.startswith(PREFIX):
+            found.append(handle or _unfinished_handle(provider, directory))
+        elif handle.sandbox_id != directory.name:  # its maker died handing it out
+            found.append(_moved(handle, directory))
     return found
 
 
@@ -133,6 +137,15 @@ def _jail_dirs(state_dir: Path) -> Iterator[Path]:
 def _handle(provider: LocalProvider, directory: Path) -> SandboxHandle:
     """The jail's recorded handle, else one made up from what is found (``unfinished``)."""
     return provider.find(directory.name) or _unfinished_handle(provider, directory)
+
+
+def _moved(handle: SandboxHandle, directory: Path) -> SandboxHandle:
+    """The handle of a pooled jail whose directory was renamed to ``directory`` (handed
+    out) before its handle was rewritten: where it is now (its cgroups keep their names)."""
+    socket_path = str(directory / SOCKET_NAME)
+    return replace(
+        handle, sandbox_id=directory.name, socket_path=socket_path, state_dir=str(directory)
+    )
 
 
 def _unfinished_handle(provider: LocalProvider, directory: Path) -> SandboxHandle:

@@ -144,8 +144,9 @@ class WarmPool:
         handle = replace(
             waiting, sandbox_id=sandbox_id, socket_path=str(socket), state_dir=str(new)
         )
-        try:
-            (new / _HANDLE_FILE).write_text(handle.to_json())
+        try:  # replaced whole: a reader sees the pooled jail's handle or this one
+            (new / f"{_HANDLE_FILE}.new").write_text(handle.to_json())
+            os.replace(new / f"{_HANDLE_FILE}.new", new / _HANDLE_FILE)
         except OSError:  # unrecorded, it would be a leak: end it
             self._chore(self._provider.destroy(handle))
             return None

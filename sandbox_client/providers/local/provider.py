@@ -408,8 +408,8 @@ class LocalProvider:
                 continue  # never handed out: an orphan only once its maker died (below)
             with contextlib.suppress(OSError):
                 handle = self.find(path.parent.name) if path.stat().st_mtime <= before else None
-                if handle is not None:
-                    found.append(handle)
+                if handle is not None and handle.sandbox_id == path.parent.name:
+                    found.append(handle)  # (another id: a pooled jail being handed out)
         return found + orphans.in_state_dir(self)
 
     async def destroy_all(self) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import pytest
 from sandbox_client import LocalProvider, SandboxHandle
 from sandbox_client.providers.local import probe, procfs
 from sandbox_client.providers.local.orphans import PREFIX
+from sandbox_client.providers.local.pool import pool_id
 
 from ..conftest import local_config, wait_for
 
@@ -245,3 +246,24 @@ def _stopping_bwrap(where: Path) -> str:
     script.write_text(_STOPPING_BWRAP.replace("BWRAP", real))
     script.chmod(0o755)
     return str(script)
+
+
+async def test_a_pooled_jail_caught_while_it_is_handed_out_is_an_orphan_only_if_its_maker_died(
+    dirs: list[Path],
+) -> None:
+    # Given a pooled jail caught between the two steps of its hand-out: its directory
+    # renamed to the session's sandbox id, its handle still the pooled one's
+    provider = LocalProvider(local_config(dirs[0]))
+    pooled = await provider.provision(pool_id())
+    moving = dirs[0] / "sbx-being-handed-out"
+    os.rename(dirs[0] / pooled.sandbox_id, moving)
+    os.utime(moving / "handle.json", (0, 0))  # written long ago: past any grace
+    # Then while its maker (this process) lives, the reaper's listing leaves it alone
+    assert await provider.list_sandboxes(older_than_s=60) == ()
+    # And once its maker is dead (nobody received the handle), it is listed where it is
+    (moving / "maker").write_text("4194000 1\n")
+    (listed,) = await provider.list_sandboxes(older_than_s=60)
+    assert (listed.sandbox_id, listed.pid) == ("sbx-being-handed-out", pooled.pid)
+    await provider.destroy(listed)
+    assert not _alive(pooled)
+    assert not moving.exists()
