@@ -147,7 +147,11 @@ class WarmPool:
         try:  # replaced whole: a reader sees the pooled jail's handle or this one
             (new / f"{_HANDLE_FILE}.new").write_text(handle.to_json())
             os.replace(new / f"{_HANDLE_FILE}.new", new / _HANDLE_FILE)
-        except OSError:  # unrecorded, it would be a leak: end it
+        except OSError:  # unrecorded, it would be a leak: end it, under its pooled name (the
+            # cold path makes the sandbox's directory anew, which its destroy would delete)
+            with contextlib.suppress(OSError):
+                os.rename(new, old)
+                handle = waiting
             self._chore(self._provider.destroy(handle))
             return None
         return handle
