@@ -193,10 +193,8 @@ class Spawner:
     def _fork(self, *, shell: bool = False) -> _Spare:
         spec = -1
         if shell and self._shell:
-            try:
+            with contextlib.suppress(OSError, AttributeError):  # no memfd: a Python spare
                 spec = os.memfd_create("sbx-command", os.MFD_CLOEXEC)
-            except (OSError, AttributeError):  # no memory files here: Python spares only
-                self._shell = ""
         command_r, command_w = os.pipe()
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
