@@ -6,10 +6,7 @@ then cannot use ``vfork``) that runs the interpreter before ``exec``: millisecon
 every command. So the fork is done ahead of time: a *spare* is forked, starts its own session,
 enters its own domain (``prepare``), closes every descriptor it does not need, and waits on a
 pipe. A command is written to that pipe and the spare ``exec``s it: only a ``chdir``, three
-``dup2`` and the ``execve`` remain on the command's way. Where the shell is bash, the spare
-``exec``s it at once, still waiting (``_WAITER``): the command's ``execve`` then leaves a small
-shell instead of the server's copy, whose teardown cost about a millisecond (a command bash
-would not run exactly as ``execve`` does takes a Python spare). A spare serves one command and the
+``dup2`` and the ``execve`` remain on the command's way. A spare serves one command and the
 next is forked once that command ended, or ran ``REFILL_AFTER_S`` (``refill_after``); so each
 command still gets a domain of its own, and of the server only what ``exec`` discards. When no
 spare is ready (commands started back to back), one is forked on the spot.
@@ -58,26 +55,22 @@ class Child:
 
 
 class _Spare:
-    """A forked process waiting for its command (the server's ends of its pipes; ``spec``:
-    the memory file a shell spare reads its command from, -1 for a Python spare)."""
+    """A forked process waiting for its command (the server's ends of its pipes)."""
 
-    __slots__ = ("command", "pid", "spec", "status", "stderr", "stdout")
+    __slots__ = ("command", "pid", "status", "stderr", "stdout")
 
-    def __init__(
-        self, pid: int, command: int, status: int, stdout: int, stderr: int, spec: int = -1
-    ) -> None:
+    def __init__(self, pid: int, command: int, status: int, stdout: int, stderr: int) -> None:
         self.pid = pid
         self.command = command
         self.status = status
         self.stdout = stdout
         self.stderr = stderr
-        self.spec = spec
 
     def close(self) -> None:
-        for fd in (self.command, self.status, self.stdout, self.stderr, self.spec):
+        for fd in (self.command, self.status, self.stdout, self.stderr):
             if fd >= 0:
                 os.close(fd)
-        self.command = self.status = self.stdout = self.stderr = self.spec = -1
+        self.command = self.status = self.stdout = self.stderr = -1
 
 
 class Spawner:
@@ -88,16 +81,15 @@ class Spawner:
             any exception from it fails the command that spare would have run.
     """
 
-    def __init__(self, prepare: Callable[[], None] | None = None, shell: str = "") -> None:
+    def __init__(self, prepare: Callable[[], None] | None = None) -> None:
         self._prepare = prepare
         self._spare: _Spare | None = None
-        self._shell = shell if os.path.basename(shell) == "bash" else ""  # see ``_WAITER``
 
     def refill(self) -> None:
         """Fork a spare unless one is ready (a failed fork is left to the next command)."""
         if self._spare is None:
             with contextlib.suppress(OSError):  # the next command forks its own
-                self._spare = self._fork(shell=True)
+                self._spare = self._fork()
 
     def refill_soon(self) -> None:
         """``refill`` at the loop's next turn (after what is ready to run now)."""
@@ -130,41 +122,27 @@ class Spawner:
             OSError: the program or the working directory is unusable, the command could not
                 be isolated, or no process could be made.
         """
-        by_shell = self._shell and _shell_can_run(argv, cwd, env, self._shell)
-        for attempt in range(3):
-            spare = self._take(shell=bool(by_shell))
+        spec = marshal.dumps((argv, cwd, env))
+        for attempt in range(2):
+            spare, self._spare = self._spare, None
+            if spare is None or not _alive(spare.pid):
+                if spare is not None:
+                    spare.close()
+                spare = self._fork()
             with contextlib.suppress(ProcessLookupError):  # stopped by a command: go on
                 os.kill(spare.pid, signal.SIGCONT)
             try:
-                if spare.spec >= 0:
-                    os.pwrite(spare.spec, _shell_spec(argv, cwd, env), 0)
-                else:
-                    await _send(spare.command, marshal.dumps((argv, cwd, env)))
+                await _send(spare.command, spec)
             except BrokenPipeError:  # it died since: another one
                 _kill_and_reap(spare.pid)
                 spare.close()
-                if attempt == 2:
+                if attempt:
                     raise
                 continue
-            os.close(spare.command)  # its end of file: the command is there
+            os.close(spare.command)
             spare.command = -1
-            try:
-                return await self._started(spare)
-            except _NoShell:
-                self._shell = by_shell = ""  # the shell cannot wait here: Python spares
+            return await self._started(spare)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _take(self, *, shell: bool) -> _Spare:
-        """The ready spare if it is alive and of the kind wanted, else a new one."""
-        spare, self._spare = self._spare, None
-        if spare is not None and (spare.spec >= 0) == shell and _alive(spare.pid):
-            return spare
-        if spare is not None and spare.spec >= 0 and not shell and _alive(spare.pid):
-            self._spare = spare  # kept for the next command the shell can run
-        elif spare is not None:
-            _kill_and_reap(spare.pid)
-            spare.close()
-        return self._fork(shell=shell)
 
     async def _started(self, spare: _Spare) -> Child:
         """Wait for the spare's ``exec`` (end of file on its status pipe) or its failure."""
@@ -182,41 +160,27 @@ class Spawner:
         if report:
             _kill_and_reap(spare.pid)
             spare.close()
-            if report.startswith(b"waiter\0"):
-                raise _NoShell
             raise _failure(bytes(report))
-        if spare.spec >= 0:
-            os.close(spare.spec)
-            spare.spec = -1
         return Child(spare.pid, spare.stdout, spare.stderr)
 
-    def _fork(self, *, shell: bool = False) -> _Spare:
-        spec = -1
-        if shell and self._shell:
-            with contextlib.suppress(OSError, AttributeError):  # no memfd: a Python spare
-                spec = os.memfd_create("sbx-command", os.MFD_CLOEXEC)
+    def _fork(self) -> _Spare:
         command_r, command_w = os.pipe()
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        fds = (command_r, command_w, status_r, status_w, out_r, out_w, err_r, err_w)
         try:
             pid = os.fork()
         except OSError:
-            for fd in (*fds, spec) if spec >= 0 else fds:
+            for fd in (command_r, command_w, status_r, status_w, out_r, out_w, err_r, err_w):
                 os.close(fd)
             raise
         if pid == 0:  # the spare: never returns
-            if spec >= 0:
-                _shell_spare_main(
-                    self._prepare, self._shell, command_r, status_w, out_w, err_w, spec
-                )
             _spare_main(self._prepare, command_r, status_w, out_w, err_w)
         for fd in (command_r, status_w, out_w, err_w):
             os.close(fd)
         os.set_blocking(command_w, False)
         os.set_blocking(status_r, False)
-        return _Spare(pid, command_w, status_r, out_r, err_r, spec)
+        return _Spare(pid, command_w, status_r, out_r, err_r)
 
 
 def _spare_main(
@@ -226,7 +190,14 @@ def _spare_main(
     not on ``status``). Ends the process in every case."""
     stage = "prepare"
     try:
-        _become_spare(prepare)
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for name in _RESET_SIGNALS:
+            number = getattr(signal, name, None)
+            if number is not None:
+                signal.signal(number, signal.SIG_DFL)
+        if prepare is not None:
+            prepare()
         _close_all_but(command, status, stdout, stderr)
         stage = "read"
         spec = bytearray()
@@ -246,134 +217,13 @@ def _spare_main(
             os.close(fd)
         _exec(argv, env)
     except BaseException as exc:
-        _report(status, stage, exc)
-    os._exit(127)
-
-
-_WAITER = (
-    'read -r -d "" _; exec 0</dev/null; '
-    '{ IFS= read -r -d "" _sbx_dir && IFS= read -r -d "" _sbx_shell '
-    '&& IFS= read -r -d "" _sbx_cmd; } <&4 || exit 0; '
-    'cd -- "$_sbx_dir" 2>/dev/null || { '
-    "if [ -e \"$_sbx_dir\" ]; then printf '20\\0chdir\\0' >&3; "
-    "else printf '2\\0chdir\\0' >&3; fi; exit 127; }; "
-    'set -- "$_sbx_shell" "$_sbx_cmd"; '
-    'while IFS= read -r -d "" _sbx_kv; do export -- "$_sbx_kv"; done <&4; '
-    "export -n SHLVL PWD OLDPWD; "
-    'exec "$1" -c "$2" 3>&- 4<&-'
-)
-"""A shell spare's script: wait for the end of file on its standard input (the command is
-then in the memory file at descriptor 4: its working directory, shell, command and
-environment, each ended by a NUL), go there, export the environment (its own variables are
-named ``_sbx…``) and ``exec``
-``shell -c command``, closing the descriptors it held. That last ``exec`` leaves a small
-shell rather than the server's whole copy, which made a Python spare's hand-off cost a
-millisecond; the shell itself started long before. Its outcome is the same as
-``execve(shell, [shell, "-c", command], env)`` from the working directory: the variables the
-shell sets itself (``SHLVL``, ``PWD``, ``OLDPWD``) are not exported to it, and a command
-whose environment names a variable the shell treats specially goes through a Python spare
-instead (``_shell_can_run``)."""
-_SHELL_SPECIAL = frozenset(
-    [
-        "SHLVL",
-        "PWD",
-        "OLDPWD",
-        "SHELLOPTS",
-        "EUID",
-        "PPID",
-        "UID",
-        "RANDOM",
-        "SRANDOM",
-        "SECONDS",
-        "LINENO",
-        "GROUPS",
-        "FUNCNAME",
-        "DIRSTACK",
-        "HISTCMD",
-        "EPOCHSECONDS",
-        "EPOCHREALTIME",
-        "COMP_WORDBREAKS",
-        "OPTIND",
-        "OPTARG",
-        "IFS",
-    ]
-)
-
-
-def _shell_can_run(argv: list[str], cwd: str, env: dict[str, str], shell: str) -> bool:
-    """Whether a shell spare runs ``argv`` in ``cwd`` with ``env`` as ``execve`` would (see
-    ``_WAITER``)."""
-    if len(argv) != 3 or argv[0] != shell or argv[1] != "-c" or "\0" in argv[2] + cwd:
-        return False
-    for name, value in env.items():
-        plain = name.isascii() and (name.replace("_", "a").isalnum()) and not name[0].isdigit()
-        special = name in _SHELL_SPECIAL or name.startswith(("BASH", "_sbx")) or name == "_"
-        if not plain or special or "\0" in value:
-            return False
-    return True
-
-
-def _shell_spec(argv: list[str], cwd: str, env: dict[str, str]) -> bytes:
-    fields = [cwd, argv[0], argv[2], *(f"{name}={value}" for name, value in env.items())]
-    return b"".join(os.fsencode(field) + b"\0" for field in fields)
-
-
-class _NoShell(Exception):
-    """A shell spare could not start its shell: Python spares from now on."""
-
-
-def _shell_spare_main(
-    prepare: Callable[[], None] | None,
-    shell: str,
-    command: int,
-    status: int,
-    stdout: int,
-    stderr: int,
-    spec: int,
-) -> None:
-    """A shell spare's start: get ready as a Python spare does, put its descriptors in place
-    (0 the command pipe, 1 and 2 the output, 3 the status pipe, 4 the memory file) and
-    ``exec`` the shell running ``_WAITER``. Ends the process in every case."""
-    try:
-        _become_spare(prepare)
-    except BaseException as exc:
-        _report(status, "prepare", exc)
-    try:
-        import fcntl
-
-        high = [
-            fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (command, stdout, stderr, status, spec)
-        ]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        _close_all_but(0, 1, 2, 3, 4)
-        os.execve(shell, [shell, "-c", _WAITER, "sbx-spare"], {})
-    except BaseException:
+        code = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL
+        message = f"{code}\0{stage}\0{exc}".encode(errors="replace")
         try:
-            os.write(3, b"waiter\0")
+            os.write(status, message)
         finally:
             os._exit(127)
-
-
-def _become_spare(prepare: Callable[[], None] | None) -> None:
-    """A new session, the signal dispositions a command starts with, and ``prepare``."""
-    os.setsid()
-    signal.set_wakeup_fd(-1)
-    for name in _RESET_SIGNALS:
-        number = getattr(signal, name, None)
-        if number is not None:
-            signal.signal(number, signal.SIG_DFL)
-    if prepare is not None:
-        prepare()
-
-
-def _report(status: int, stage: str, exc: BaseException) -> None:
-    """Say on ``status`` why the command cannot run, and end the process."""
-    code = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL
-    try:
-        os.write(status, f"{code}\0{stage}\0{exc}".encode(errors="replace"))
-    finally:
-        os._exit(127)
+    os._exit(127)
 
 
 def _exec(argv: list[str], env: dict[str, str]) -> None:

@@ -43,7 +43,7 @@ class ProcessTable:
     def spawner(self) -> Spawner:
         """What starts the commands (each in a domain of its own)."""
         if self._spawner is None:
-            self._spawner = Spawner(self.isolation.enter, self._config.shell)
+            self._spawner = Spawner(self.isolation.enter)
         return self._spawner
 
     def prepare(self) -> None:
