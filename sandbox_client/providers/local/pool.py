@@ -144,9 +144,9 @@ class WarmPool:
         handle = replace(
             waiting, sandbox_id=sandbox_id, socket_path=str(socket), state_dir=str(new)
         )
-        try:  # replaced whole: a reader sees the pooled jail's handle or this one
-            (new / f"{_HANDLE_FILE}.new").write_text(handle.to_json())
-            os.replace(new / f"{_HANDLE_FILE}.new", new / _HANDLE_FILE)
+        try:  # rewritten in place (a new file and a rename cost twice as much): a reader in
+            # between sees the pooled jail's handle, or none (``orphans`` allows for both)
+            (new / _HANDLE_FILE).write_text(handle.to_json())
         except OSError:  # unrecorded, it would be a leak: end it, under its pooled name (the
             # cold path makes the sandbox's directory anew, which its destroy would delete)
             with contextlib.suppress(OSError):

@@ -227,9 +227,10 @@ async def test_a_jail_that_cannot_be_handed_out_is_ended_without_touching_its_re
 ) -> None:
     await pooled.pool.filled()
     # Given waiting jails whose new handle cannot be written once renamed (a directory
-    # stands where the handle's temporary file goes)
+    # stands where it goes)
     for name in _pooled_dirs(pooled.config.state_dir):
-        (pooled.config.state_dir / name / "handle.json.new").mkdir()
+        (pooled.config.state_dir / name / "handle.json").unlink()
+        (pooled.config.state_dir / name / "handle.json").mkdir()
     # When a sandbox is provisioned, it is started cold (the pooled jail is ended)
     handle = await pooled.provision("sbx-cold-instead")
     await pooled.aclose()  # and the pool's background work, the ending included, is done
