@@ -8,7 +8,9 @@ their handle:
 - a *pooled jail never handed out* (id ``pool-<pid>-<ticks>-<random>``, ``pool.pool_id``):
   only its maker's pool hands it out, and handing it out renames its directory to the
   session's sandbox id (its cgroup keeps the pool name, so a cgroup named for a dead
-  maker whose pool directory is gone is a session's jail and is left alone);
+  maker whose pool directory is gone is a session's jail, left alone, as long as a
+  directory of its state directory still holds the jail's run directory; with none, as
+  when a killed test run's directory was deleted, no handle can reach it);
 - a jail whose *start never finished* (a directory without ``handle.json``): its handle
   was never returned, so no session, ledger or checkpoint names it.
 
@@ -28,6 +30,7 @@ a pid namespace (a container has its own cgroup namespace, so its own parent cgr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -227,20 +230,24 @@ def _pooled_elsewhere(provider: LocalProvider) -> list[tuple[LocalProvider, Sand
     if parent is None:  # signals: no host-wide view of jails
         return []
     found = []
-    own = _digest(provider.config.state_dir)
     for name, sandbox_id, digest in _dead_pool_cgroups(parent):
-        if digest == own:
-            continue  # this state directory: ``in_state_dir`` has it
         members = _members(parent / name)
         if not members:  # its jail is dead: only the cgroups are left
             _remove_cgroups(provider, name)
             continue
         directory = _jail_dir(members, sandbox_id, digest)
-        if directory is None:  # handed out (renamed), or being destroyed: not ours
+        if directory is None:  # handed out (renamed), or cannot be told: not ours to end
             continue
         config = replace(provider.config, state_dir=directory.parent, warm_pool=0)
         other = type(provider)(config)
-        found.append((other, _handle(other, directory)))
+        found.append(
+            (
+                other,
+                _handle(other, directory)
+                if directory.is_dir()
+                else _unfinished_handle(other, directory),
+            )
+        )
     return found
 
 
@@ -271,8 +278,11 @@ def _members(cgroup: Path) -> list[int]:
 
 
 def _jail_dir(members: list[int], sandbox_id: str, digest: str) -> Path | None:
-    """The pooled jail's directory, named by its ``bwrap``'s command line, if it is still
-    there under its pool id and in the state directory its cgroup names."""
+    """The pooled jail's directory as its ``bwrap``'s command line names it, if the jail
+    was never handed out: that directory is still there under its pool id, or no directory
+    of its state directory holds its run directory any more (deleted with its directory, or
+    its whole state directory: no handle can reach its socket). None when it was handed out
+    (renamed), or when that cannot be told."""
     for pid in members:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
@@ -283,8 +293,38 @@ def _jail_dir(members: list[int], sandbox_id: str, digest: str) -> Path | None:
             if args[at] == b"--ro-bind" and args[at + 2] == RUN_DIR.encode():
                 directory = Path(os.fsdecode(args[at + 1])).parent
                 named = directory.name == sandbox_id and _digest(directory.parent) == digest
-                return directory if named and directory.is_dir() else None
+                if not named:
+                    return None
+                if directory.is_dir() or not _reachable(directory.parent, members):
+                    return directory
+                return None
     return None
+
+
+def _reachable(state_dir: Path, members: list[int]) -> bool:
+    """Whether a directory of ``state_dir`` holds the run directory the jail of ``members``
+    sees at ``RUN_DIR`` (as a jail handed out does, renamed). True when it cannot be told."""
+    own = os.readlink("/proc/self/ns/mnt")
+    inside = None
+    for pid in members:  # one in the jail's own mount namespace (not its outer ``bwrap``)
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                inside = os.stat(f"/proc/{pid}/root{RUN_DIR}")
+                break
+    if inside is None:
+        return True
+    try:
+        entries = list(os.scandir(state_dir))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            found = os.stat(os.path.join(entry.path, RUN_SUBDIR))
+            if (found.st_dev, found.st_ino) == (inside.st_dev, inside.st_ino):
+                return True
+    return False
 
 
 def _remove_cgroups(provider: LocalProvider, name: str) -> None:

@@ -202,6 +202,24 @@ async def test_a_pool_ends_a_killed_makers_jails_of_another_state_directory_neve
         await live.kill()
 
 
+async def test_a_killed_makers_jails_are_ended_even_once_their_directory_is_deleted(
+    dirs: list[Path],
+) -> None:
+    # Given a process with a filled pool, SIGKILLed, whose state directory was then
+    # deleted (as a killed test run's clean-up does): nothing names its jails any more
+    killed = await Maker.start(dirs[0], size=2)
+    await killed.ready()
+    left = _jails(dirs[0])
+    await killed.kill()
+    shutil.rmtree(dirs[0])
+    assert all(map(_alive, left))
+    # When a pool starts in another state directory
+    successor = await _start_pool(dirs[1])
+    await successor.aclose()
+    # Then they are ended, and their cgroups removed
+    assert all(map(_gone, left)), left
+
+
 async def test_a_pooled_jail_half_started_by_a_killed_maker_is_ended_by_the_next_pool(
     dirs: list[Path], tmp_path: Path
 ) -> None:
