@@ -111,6 +111,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _OWN_BASETEMP = pytest.StashKey[Path]()
+_RUN_TMP = "WARROOM_TEST_TMP"
+"""The run's temporary directory (``TMPDIR`` of its every process), set by the first."""
 _STARTED_TICKS = pytest.StashKey[int]()
 
 
@@ -131,12 +133,20 @@ def pytest_configure(config: pytest.Config) -> None:
     The run's temporary directories go under a short ``/tmp/wr…`` (xdist adds
     ``popen-gwN/`` to each path): a local sandbox's Unix socket path must stay within the
     kernel's 108 bytes (``sun_path``), and pytest's own ``pytest-of-<user>/pytest-<n>/`` base
-    leaves too little for a test's data directory below it."""
+    leaves too little for a test's data directory below it. So do the directories tests
+    make with ``tempfile`` (``TMPDIR`` is ``/tmp/wr…t``, beside it, for the run's every
+    process): the jails of the run are then those whose state directory is below one of
+    them (``leaks.leftover_processes``), not another run's of the same checkout."""
     leaks.run_id()
     config.stash[_STARTED_TICKS] = leaks.run_started_ticks()
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = tempfile.mkdtemp(prefix="wr")
         config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
+        run_tmp = Path(f"{config.option.basetemp}t")  # beside it: pytest empties the base
+        run_tmp.mkdir(mode=0o700)
+        os.environ[_RUN_TMP] = str(run_tmp)
+    if os.environ.get(_RUN_TMP):  # (an xdist worker computed its own before this)
+        os.environ["TMPDIR"] = tempfile.tempdir = os.environ[_RUN_TMP]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -151,14 +161,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workers = getattr(session.config.option, "numprocesses", None) or 0
     base_redis = os.environ.get("WARROOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     found = [
-        *leaks.leftover_processes(run, session.config.stash.get(_STARTED_TICKS, 1 << 62)),
+        *leaks.leftover_processes(
+            run,
+            session.config.stash.get(_STARTED_TICKS, 1 << 62),
+            _run_dirs(session.config),
+        ),
         *leaks.leftover_databases(PG_ADMIN_URL, run),
         *leaks.leftover_redis_keys(leaks.redis_urls(base_redis, int(workers))),
     ]
     own_basetemp = session.config.stash.get(_OWN_BASETEMP, None)
     if not found:
         if own_basetemp is not None and session.exitstatus == 0:
-            shutil.rmtree(own_basetemp, ignore_errors=True)
+            for directory in _run_dirs(session.config):
+                shutil.rmtree(directory, ignore_errors=True)
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = [f"  {item.kind}: {item.what}" for item in found]
@@ -175,6 +190,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         print(message)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _run_dirs(config: pytest.Config) -> tuple[Path, ...]:
+    """The run's own temporary directories: its base and ``TMPDIR`` (none when the base
+    was given on the command line)."""
+    base = config.stash.get(_OWN_BASETEMP, None)
+    return () if base is None else (base, Path(f"{base}t"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -7,7 +7,9 @@ bubblewrap processes of a jail, whose commands get a cleared environment but who
 controller, or the only process), ``check_run_left_nothing`` looks for:
 
 - processes still carrying the run's id (after giving the run's own workers a moment to
-  exit), which it kills, process group and all;
+  exit), and the ``bwrap`` processes of jails whose state directory is below the run's
+  temporary directory (a jail's environment is cleared: it carries no id), which it kills,
+  process group and all;
 - PostgreSQL databases named for the run (``warroom_test_<run>_…``, see ``database_name``),
   which it drops;
 - keys in the Redis databases the run used, which it deletes.
@@ -91,15 +93,17 @@ def _ancestors() -> frozenset[int]:
     return frozenset(pids)
 
 
-JAIL_SERVER_BIND = Path(__file__).resolve().parents[1] / "sandbox_client" / "server"
-"""This checkout's sandbox server, which every jail it starts binds in (a jail's ``bwrap``
-gets a cleared environment, so it does not carry the run's mark)."""
+def _jails_since(
+    started_at_ticks: int, roots: tuple[Path, ...], spare: frozenset[int]
+) -> dict[int, str]:
+    """``pid -> command line`` of the live ``bwrap`` processes of jails whose state directory
+    is below one of ``roots`` (the run's own temporary directories: its command line binds
+    a path there), started after ``started_at_ticks`` (clock ticks since boot, as
+    ``/proc/<pid>/stat``). Another run's jails, of this checkout or any, are not this run's.
 
-
-def _jails_since(started_at_ticks: int, spare: frozenset[int]) -> dict[int, str]:
-    """``pid -> command line`` of the live ``bwrap`` processes of this checkout's jails
-    started after ``started_at_ticks`` (clock ticks since boot, as ``/proc/<pid>/stat``)."""
-    marker = f" {JAIL_SERVER_BIND} ".encode()
+    A jail's ``bwrap`` is started by its full path (the provider finds it on ``PATH``),
+    so its program is matched by name, whatever directory it is in."""
+    markers = [b" " + os.fsencode(root) + b"/" for root in roots]
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in spare:
@@ -111,7 +115,8 @@ def _jails_since(started_at_ticks: int, spare: frozenset[int]) -> dict[int, str]
             continue
         if fields[0] == "Z" or int(fields[19]) < started_at_ticks:
             continue
-        if command.startswith(b"bwrap ") and marker in command:
+        program = command.split(b" ", 1)[0]
+        if program.rsplit(b"/", 1)[-1] == b"bwrap" and any(m in command for m in markers):
             found[int(entry.name)] = command.decode(errors="replace").strip()[:200]
     return found
 
@@ -122,14 +127,16 @@ def run_started_ticks() -> int:
     return int(uptime_s * os.sysconf("SC_CLK_TCK"))
 
 
-def leftover_processes(run: str, started_at_ticks: int = 1 << 62) -> list[Leftover]:
-    """The run's processes (marked, or its jails started since ``started_at_ticks``) still
-    alive after ``DRAIN_S``, killed (group and all) after."""
+def leftover_processes(
+    run: str, started_at_ticks: int = 1 << 62, roots: tuple[Path, ...] = ()
+) -> list[Leftover]:
+    """The run's processes (marked, or its jails started since ``started_at_ticks`` below
+    one of ``roots``) still alive after ``DRAIN_S``, killed (group and all) after."""
     spare = _ancestors()
     deadline = time.monotonic() + DRAIN_S
 
     def alive() -> dict[int, str]:
-        return _marked_processes(run, spare) | _jails_since(started_at_ticks, spare)
+        return _marked_processes(run, spare) | _jails_since(started_at_ticks, roots, spare)
 
     found = alive()
     while found and time.monotonic() < deadline:

@@ -7,7 +7,7 @@ every command. So the fork is done ahead of time: a *spare* is forked, starts it
 enters its own domain (``prepare``), closes every descriptor it does not need, and waits on a
 pipe. A command is written to that pipe and the spare ``exec``s it: only a ``chdir``, three
 ``dup2`` and the ``execve`` remain on the command's way. A spare serves one command and the
-next is forked at the loop's next turn (``refill_soon``), while that command runs; so each
+next is forked once that command ended, or ran ``REFILL_AFTER_S`` (``refill_after``); so each
 command still gets a domain of its own, and of the server only what ``exec`` discards. When no
 spare is ready (commands started back to back), one is forked on the spot.
 
@@ -27,7 +27,7 @@ import marshal
 import os
 import signal
 
-from .loop import loop, sleep, timeout
+from .loop import Event, create_task, loop, sleep, timeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 5.0
 """How long a spare may take to ``exec`` a command (or say why it could not)."""
+REFILL_AFTER_S = 0.05
+"""A command still running this long after it took the spare has the next one forked."""
 _WAIT_POLL_S = 0.01
 _RESET_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGXFZ", "SIGINT", "SIGTERM")
 """Dispositions a command must start with the default of (Python ignores some)."""
@@ -92,6 +94,19 @@ class Spawner:
     def refill_soon(self) -> None:
         """``refill`` at the loop's next turn (after what is ready to run now)."""
         loop().call_soon(self.refill)
+
+    def refill_after(self, done: Event, delay_s: float = REFILL_AFTER_S) -> None:
+        """``refill_soon`` once ``done`` is set (the command that took the spare ended: its
+        reply is written first) or ``delay_s`` passed, whichever is first. Forking while a
+        short command runs would slow it: the fork holds the loop that notices the
+        command's end, and the new spare competes with the command for the CPU."""
+        create_task(self._refill_after(done, delay_s))
+
+    async def _refill_after(self, done: Event, delay_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with timeout(delay_s):
+                await done.wait()
+        self.refill_soon()
 
     def close(self) -> None:
         """Kill and reap the spare, if any (server shutdown)."""

@@ -83,7 +83,7 @@ class ProcessTable:
         self._by_name.pop(name, None)
         self._by_name[name] = process
         self._forget_oldest()
-        self.spawner.refill_soon()
+        self.spawner.refill_after(process.done)
         return process
 
     def get(self, name: str) -> Process | None:

@@ -55,7 +55,7 @@ from memory_store import (
     SessionStore,
 )
 from sandbox_client import LocalConfig, LocalProvider, SandboxHandle
-from sandbox_client.providers.local.pool import unfinished
+from sandbox_client.providers.local.orphans import unfinished
 from tests import leaks, pg_admin
 from tests.conftest import PG_ADMIN_URL, require_service
 

@@ -18,12 +18,12 @@ for the pool and each sandbox served from it is reported to ``observe`` (``poole
 ``pool_hit``: the metrics count them). The pool fills only once ``start`` is called (a worker
 that makes jails does; ``doctor`` and the clean-up paths never do).
 
-*Owned.* A pooled jail's id names its maker, ``pool-<pid>-<start ticks>-<random>``:
-``LocalProvider.list_sandboxes`` leaves out the pooled jails of live processes (they are not
-orphans) and lists those of dead ones, which the orphan reaper then destroys. ``close``
-destroys the jails still waiting (a stopping worker leaves none behind). A maker killed while
-a pooled jail was starting leaves a jail with a directory but no handle (``unfinished``): it is
-found by the directory its ``bwrap`` binds and by its cgroup's name, and listed as well.
+*Owned.* A pooled jail's id names its maker, ``pool-<pid>-<start ticks>-<random>``.
+``close`` destroys the jails still waiting (a stopping worker leaves none behind). A SIGKILLed
+maker's pooled jails, waiting or half-started, are orphans at once (``orphans``): the next
+pool to start ends them, in its own state directory and, by their cgroups, in any other;
+``LocalProvider.list_sandboxes`` lists those of its directory for the orphan reaper, and
+never a live process's.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_client.errors import SandboxError
-from sandbox_client.providers.local import procfs
-from sandbox_client.providers.local.jail import RUN_DIR, RUN_SUBDIR, SOCKET_NAME
+from sandbox_client.providers.local import orphans, procfs
+from sandbox_client.providers.local.jail import SOCKET_NAME
+from sandbox_client.providers.local.orphans import PREFIX
 from sandbox_client.records import SandboxHandle
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PREFIX = "pool-"
 MAX_SIZE = 32
 """The most jails a pool may keep waiting."""
 RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
@@ -65,72 +65,6 @@ def pool_id(pid: int | None = None, ticks: int | None = None) -> str:
     if ticks is None:
         ticks = procfs.start_ticks(pid) or 0
     return f"{PREFIX}{pid:x}-{ticks:x}-{os.urandom(2).hex()}"
-
-
-def held_by_live_process(sandbox_id: str) -> bool:
-    """Whether ``sandbox_id`` is a pooled jail whose maker still runs (so not an orphan)."""
-    if not sandbox_id.startswith(PREFIX):
-        return False
-    parts = sandbox_id[len(PREFIX) :].split("-")
-    try:
-        pid, ticks = int(parts[0], 16), int(parts[1], 16)
-    except (ValueError, IndexError):
-        return False
-    return len(parts) == 3 and procfs.is_alive(pid, ticks)
-
-
-def unfinished(provider: LocalProvider, *, all_makers: bool = False) -> list[SandboxHandle]:
-    """Handles for the pooled jails whose start never finished: a directory and no handle,
-    their maker dead (``all_makers``: alive or not). The jail's init, if it runs, is found
-    by the directory its ``bwrap`` binds; its cgroups by name: ``destroy`` ends them."""
-    found = []
-    for directory in provider.config.state_dir.glob(f"{PREFIX}*"):
-        if (directory / _HANDLE_FILE).exists() or not directory.is_dir():
-            continue
-        if not all_makers and held_by_live_process(directory.name):
-            continue  # still starting
-        found.append(_unfinished_handle(provider, directory))
-    return found
-
-
-def _unfinished_handle(provider: LocalProvider, directory: Path) -> SandboxHandle:
-    freezer, enforcer = provider.freezer, provider.enforcer
-    name = provider._cgroup_name(directory.name)
-    init = _jail_init(directory)
-    return SandboxHandle(
-        provider=provider.kind,
-        sandbox_id=directory.name,
-        url="http://sandbox",
-        socket_path=str(directory / SOCKET_NAME),
-        pid=init,
-        pid_start_ticks=procfs.start_ticks(init) if init is not None else None,
-        freezer=freezer.kind,
-        cgroup=str(freezer.parent / name) if freezer.parent is not None else None,
-        state_dir=str(directory),
-        limit_cgroups=tuple(str(parent / name) for parent in enforcer.v1_parents.values()),
-    )
-
-
-def _jail_init(directory: Path) -> int | None:
-    """The init of the jail whose ``bwrap`` binds ``directory``'s run directory: of the two
-    ``bwrap`` processes carrying that command line, the child (pid 1 of the jail)."""
-    marker = b"\0" + os.fsencode(directory / RUN_SUBDIR) + b"\0" + RUN_DIR.encode() + b"\0"
-    matching: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if marker not in handle.read():
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        matching[int(entry)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
-    inner = [pid for pid, parent in matching.items() if parent in matching]
-    candidates = inner or sorted(matching)
-    return candidates[0] if candidates else None
 
 
 class WarmPool:
@@ -154,6 +88,8 @@ class WarmPool:
         self._chores: set[asyncio.Task[None]] = set()
         self._observe: Callable[[str], None] = _ignore
         self._started = False
+        self._reaped = False  # the dead makers' orphans, once, before the first fill
+        self._swept = False  # … and done
         self._closing = False
         self._changed = asyncio.Event()
 
@@ -168,9 +104,10 @@ class WarmPool:
         return len(self._ready)
 
     def start(self, observe: Callable[[str], None] | None = None) -> None:
-        """Fill the pool in the background from now on (call it on the event loop);
-        ``observe(event)`` hears ``pooled`` for each jail started for it and ``pool_hit``
-        for each sandbox it served."""
+        """Fill the pool in the background from now on (call it on the event loop), after
+        ending the jails dead processes left (even with a size of 0); ``observe(event)``
+        hears ``pooled`` for each jail started for it and ``pool_hit`` for each sandbox it
+        served."""
         if observe is not None:
             self._observe = observe
         self._started = True
@@ -207,21 +144,31 @@ class WarmPool:
         handle = replace(
             waiting, sandbox_id=sandbox_id, socket_path=str(socket), state_dir=str(new)
         )
-        try:
+        try:  # rewritten in place (a new file and a rename cost twice as much): a reader in
+            # between sees the pooled jail's handle, or none (``orphans`` allows for both)
             (new / _HANDLE_FILE).write_text(handle.to_json())
-        except OSError:  # unrecorded, it would be a leak: end it
+        except OSError:  # unrecorded, it would be a leak: end it, under its pooled name (the
+            # cold path makes the sandbox's directory anew, which its destroy would delete)
+            with contextlib.suppress(OSError):
+                os.rename(new, old)
+                handle = waiting
             self._chore(self._provider.destroy(handle))
             return None
         return handle
 
     def _refill(self) -> None:
-        wanted = self._started and len(self._ready) < self.size
+        wanted = self._started and (not self._reaped or len(self._ready) < self.size)
         if wanted and not self._closing and self._task is None:
             self._task = asyncio.create_task(self._fill())
 
     async def _fill(self) -> None:
         retry_s = RETRY_FIRST_S
         try:
+            if not self._reaped:
+                self._reaped = True
+                await self._reap()
+                self._swept = True
+                self._signal_change()
             while not self._closing and len(self._ready) < self.size:
                 new_id = pool_id()
                 if self._provider.find(new_id) is not None:
@@ -246,10 +193,24 @@ class WarmPool:
             self._task = None
             self._signal_change()
 
+    async def _reap(self) -> None:
+        """End the jails dead processes left (``orphans.reap_dead_makers``), logged."""
+        try:
+            ended = await orphans.reap_dead_makers(self._provider)
+        except (SandboxError, OSError):
+            log.exception("could not look for jails left by dead processes")
+            return
+        if ended:
+            log.warning("ended %d jails left by dead processes: %s", len(ended), ended)
+
     async def filled(self) -> None:
-        """Return once ``size`` jails wait (or the pool is closing): tests, benches."""
-        while len(self._ready) < self.size and not self._closing:
+        """Return once the dead makers' jails are ended and ``size`` jails wait (or the
+        pool is closing): tests, benches."""
+        while not self._closing and (self._missing() or (self._started and not self._swept)):
             await self._wait_change()
+
+    def _missing(self) -> bool:
+        return len(self._ready) < self.size
 
     async def _wait_change(self) -> None:
         self._changed.clear()

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
-
 from sandbox_client.client import SandboxClient
 from sandbox_client.errors import (
     ProvisionFailed,
@@ -26,7 +24,7 @@ from sandbox_client.errors import (
     SandboxUnavailable,
     provision_error,
 )
-from sandbox_client.providers.local import cgroups, probe, procfs
+from sandbox_client.providers.local import cgroups, orphans, probe, procfs
 from sandbox_client.providers.local.cgroups import Enforcer
 from sandbox_client.providers.local.config import LocalConfig
 from sandbox_client.providers.local.freezer import Freezer, detect, freezer_of
@@ -40,8 +38,9 @@ from sandbox_client.providers.local.jail import (
     stub_note,
 )
 from sandbox_client.providers.local.launch import LaunchFailed, launch
-from sandbox_client.providers.local.pool import PREFIX as POOL_PREFIX
-from sandbox_client.providers.local.pool import WarmPool, held_by_live_process, unfinished
+from sandbox_client.providers.local.orphans import PREFIX as POOL_PREFIX
+from sandbox_client.providers.local.pool import WarmPool
+from sandbox_client.providers.local.socket_http import UnixSocketTransport
 from sandbox_client.records import Health, SandboxHandle, SandboxUsage
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -118,8 +117,9 @@ class LocalProvider:
 
     def connect(self, handle: SandboxHandle) -> SandboxClient:
         """A client over the sandbox's Unix socket (``exec`` in one request: the jail's
-        server gets or starts a process by name, ``ClientOptions.get_or_start``)."""
-        transport = httpx.AsyncHTTPTransport(uds=handle.socket_path)
+        server gets or starts a process by name, ``ClientOptions.get_or_start``), through
+        a small HTTP/1.1 transport (``socket_http``)."""
+        transport = UnixSocketTransport(handle.socket_path or "")
         return SandboxClient(
             handle.url,
             sandbox_id=handle.sandbox_id,
@@ -270,6 +270,7 @@ class LocalProvider:
             )
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths.run_dir.mkdir(mode=0o700, exist_ok=True)
+        orphans.write_maker(root)  # should this process die before the handle is written
         return paths
 
     def _log_tail(self, sandbox_id: str) -> str:
@@ -342,17 +343,23 @@ class LocalProvider:
             raise SandboxUnavailable(handle.sandbox_id, f"cannot freeze: {exc}") from exc
 
     async def resume(self, handle: SandboxHandle) -> None:
-        """Thaw the jail and return once its server answers.
+        """Thaw the jail; return at once when it was frozen (its server, alive when frozen,
+        runs again: a request to it is answered, or fails if it died since), else once its
+        server answers (a jail still starting).
 
         Raises:
             SandboxGone: the jail is not running.
             SandboxUnavailable: it did not answer within ``start_timeout_s``.
         """
         pid = self._live_pid(handle)
+        freezer, cgroup = _freezer(handle), _cgroup(handle)
         try:
-            _freezer(handle).thaw(_cgroup(handle), pid)
+            frozen = freezer.is_frozen(cgroup, pid)
+            freezer.thaw(cgroup, pid)
         except OSError as exc:
             raise SandboxUnavailable(handle.sandbox_id, f"cannot thaw: {exc}") from exc
+        if frozen:
+            return
         socket_path = handle.socket_path or ""
         if not await probe.wait_until_answers(socket_path, self.config.start_timeout_s):
             raise SandboxUnavailable(handle.sandbox_id, "no answer after thawing")
@@ -386,7 +393,10 @@ class LocalProvider:
 
     async def list_sandboxes(self, *, older_than_s: float = 0.0) -> tuple[SandboxHandle, ...]:
         """The sandboxes recorded under ``state_dir`` whose handle was written over
-        ``older_than_s`` ago (jails from crashed processes and hosts included)."""
+        ``older_than_s`` ago (jails from crashed processes and hosts included), and,
+        however young, the jails a dead process left that nobody else can use (its
+        pooled jails, and the jails it was starting: ``orphans``). A live process's
+        pooled jails are never listed."""
         return tuple(await asyncio.to_thread(self._recorded, time.time() - older_than_s))
 
     def _recorded(self, before: float) -> list[SandboxHandle]:
@@ -394,11 +404,13 @@ class LocalProvider:
             return []
         found = []
         for path in self.config.state_dir.glob(f"*/{HANDLE_FILE}"):
+            if path.parent.name.startswith(POOL_PREFIX):
+                continue  # never handed out: an orphan only once its maker died (below)
             with contextlib.suppress(OSError):
                 handle = self.find(path.parent.name) if path.stat().st_mtime <= before else None
-                if handle is not None and not held_by_live_process(handle.sandbox_id):
-                    found.append(handle)  # (a live process's pooled jail is no orphan)
-        return found + unfinished(self)
+                if handle is not None and handle.sandbox_id == path.parent.name:
+                    found.append(handle)  # (another id: a pooled jail being handed out)
+        return found + orphans.in_state_dir(self)
 
     async def destroy_all(self) -> tuple[str, ...]:
         """Destroy every sandbox recorded under ``state_dir`` (shutdown, test clean-up).
@@ -408,7 +420,7 @@ class LocalProvider:
         """
         ids = [p.name for p in self.config.state_dir.iterdir()] if self._has_state() else []
         handles = [h for h in map(self.find, ids) if h is not None]
-        handles += unfinished(self, all_makers=True) if self._has_state() else []
+        handles += orphans.unfinished(self, all_makers=True) if self._has_state() else []
         for handle in handles:
             await self.destroy(handle)
         return tuple(h.sandbox_id for h in handles)

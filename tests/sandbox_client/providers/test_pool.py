@@ -11,7 +11,8 @@ import pytest
 
 from sandbox_client import LocalProvider, SandboxHandle
 from sandbox_client.providers.local import procfs
-from sandbox_client.providers.local.pool import PREFIX, WarmPool, held_by_live_process, pool_id
+from sandbox_client.providers.local.orphans import PREFIX, held_by_live_process
+from sandbox_client.providers.local.pool import WarmPool, pool_id
 
 from ..conftest import local_config, wait_for
 
@@ -219,3 +220,22 @@ async def test_a_pooled_jail_whose_maker_died_while_it_started_is_found_and_ende
     await pooled.destroy(listed[dead])
     assert not _alive(started)
     assert not (pooled.config.state_dir / dead).exists()
+
+
+async def test_a_jail_that_cannot_be_handed_out_is_ended_without_touching_its_replacement(
+    pooled: LocalProvider,
+) -> None:
+    await pooled.pool.filled()
+    # Given waiting jails whose new handle cannot be written once renamed (a directory
+    # stands where it goes)
+    for name in _pooled_dirs(pooled.config.state_dir):
+        (pooled.config.state_dir / name / "handle.json").unlink()
+        (pooled.config.state_dir / name / "handle.json").mkdir()
+    # When a sandbox is provisioned, it is started cold (the pooled jail is ended)
+    handle = await pooled.provision("sbx-cold-instead")
+    await pooled.aclose()  # and the pool's background work, the ending included, is done
+    # Then the cold jail is whole: its directory, socket and handle are where they were
+    assert pooled.find("sbx-cold-instead") == handle
+    async with pooled.connect(handle) as client:
+        assert (await client.exec("after", "echo whole", timeout_s=10)).stdout == "whole\n"
+    await pooled.destroy(handle)
