@@ -18,8 +18,9 @@ Rows and what they make (``memory_store.IncidentRow``):
 - a Bash result: ``command`` with its exit code, timeout, refusal or background start;
   an MCP result: ``mcp``; a Write or Edit under ``/incident/`` or ``/memory/``: ``file``;
 - an outcome a crash lost: the same kinds, saying the outcome is unknown; one recovered
-  from the sandbox after its worker died is timed when it ended (``ended_at``), not when
-  it was recovered;
+  from the sandbox after its worker died is dated when it was logged, as every entry is
+  (the entries' numbers are their order in time, which postmortems cite; the sandbox's
+  record of the command's end has whole seconds only);
 - the approval's request, decision (by the person who decided, or its expiry) and a
   call the policy blocked: ``approval``;
 - the stop (``notice`` ``cancelled``): a ``stop`` entry by the person who wrote it,
@@ -34,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from harness.record.kinds import Actor, ActorKind, EntryKind
@@ -251,8 +252,6 @@ class Reader:
         elif name in ("Write", "Edit") and _written(payload, detail, unknown):
             verb = "wrote" if name == "Write" else "edited"
             draft = self._by_agent(row, EntryKind.FILE, f"{verb} {detail}", tool_use_id)
-        if draft is not None and (ended := _ended_at(payload)) is not None:
-            draft.at = ended  # recovered after its worker died: when it ended, not then
         return draft
 
     def _approval(self, row: IncidentRow, payload: dict[str, Any]) -> Draft | None:
@@ -331,15 +330,6 @@ def bash_outcome(payload: dict[str, Any]) -> str:
 def _written(payload: dict[str, Any], path: str, unknown: bool) -> bool:
     """Whether a Write or Edit succeeded under a root the timeline shows."""
     return not payload.get("is_error") and not unknown and path.startswith(WRITTEN_ROOTS)
-
-
-def _ended_at(payload: dict[str, Any]) -> datetime | None:
-    """When a recovered call really ended (``ToolFinished.ended_at``), or None."""
-    try:
-        ended = datetime.fromisoformat(str(payload.get("ended_at") or ""))
-    except ValueError:
-        return None
-    return ended if ended.tzinfo is not None else ended.replace(tzinfo=UTC)
 
 
 def payload_of(text: str) -> dict[str, Any]:
