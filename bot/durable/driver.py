@@ -78,6 +78,7 @@ from harness import (
     WorkspaceSource,
     advance,
     after_stop,
+    answer_key,
     answer_posted,
     approval_posted,
     canonical_name,
@@ -528,7 +529,7 @@ class StepDriver:
         if cp.parent is not None:
             return await self._answer_parent(claim, cp, stored, lease)
         started = time.monotonic()
-        key = f"{claim.session_id}:answer:{len(cp.messages)}"
+        key = answer_key(claim.session_id, cp)
         posting = self.crash_hooks.posting(
             key, session_id=claim.session_id, step=cp.steps, attempt=claim.crash_count
         )

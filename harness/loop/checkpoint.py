@@ -201,6 +201,8 @@ class Checkpoint:
         answer: the final answer of the turn, set when the model ends its turn and
             cleared by the durable layer once it is posted.
         best_effort: the answer was forced by a step or token limit.
+        answers: how many answers were posted (``answer_posted``): with the message count,
+            what keys an answer's post (``answer_key``).
         turns: how many times user input was handed to the model (the thread's
             status message is one per turn).
         turn_base: (steps, tokens, tool seconds) when the current turn began: limits
@@ -244,6 +246,7 @@ class Checkpoint:
     last_call: tuple[str, str, int] | None = None
     answer: str | None = None
     best_effort: bool = False
+    answers: int = 0
     turns: int = 0
     turn_base: tuple[int, int, float] = (0, 0, 0.0)
     mcp_servers: tuple[str, ...] | None = None
@@ -429,6 +432,7 @@ def _encode(cp: Checkpoint, *, with_messages: bool = True) -> dict[str, Any]:
         "last_call": list(cp.last_call) if cp.last_call else None,
         "answer": cp.answer,
         "best_effort": cp.best_effort,
+        "answers": cp.answers,
         "turns": cp.turns,
         "turn_base": list(cp.turn_base),
         "mcp_servers": None if cp.mcp_servers is None else list(cp.mcp_servers),
@@ -492,6 +496,7 @@ def _decode(d: dict[str, Any], messages: Sequence[Message]) -> Checkpoint:
         last_call=(str(last[0]), str(last[1]), int(last[2])) if last else None,
         answer=d["answer"],
         best_effort=bool(d["best_effort"]),
+        answers=int(d.get("answers", 0)),
         turns=int(d["turns"]),
         turn_base=_turn_base(d.get("turn_base")),
         mcp_servers=_names(d.get("mcp_servers")),

@@ -418,7 +418,24 @@ def waits_mid_turn(cp: Checkpoint) -> bool:
 
 def answer_posted(cp: Checkpoint) -> Checkpoint:
     """The checkpoint after the durable layer posted ``cp.answer`` (the ``POST`` step)."""
-    return replace(cp, answer=None, best_effort=False)
+    return replace(cp, answer=None, best_effort=False, answers=cp.answers + 1)
+
+
+def answer_key(session_id: str, cp: Checkpoint) -> str:
+    """The idempotency key of posting ``cp.answer``: ``<session>:answer:<messages>``, the
+    same for every retry of the post and new for each answer. An answer the model wrote
+    adds a message; one that ends a turn without it (a refused request, a spending cap,
+    a refusal, an overflow: ``best_effort``) may not, so its key also counts the answers
+    posted before it (``.N``): the same key twice would take the second answer for the
+    first, already posted, and post nothing.
+
+    >>> from harness.loop.checkpoint import Requester
+    >>> cp = Checkpoint("s1", "T1", "C1", Requester("U1"))
+    >>> answer_key("s1", cp), answer_key("s1", replace(cp, best_effort=True, answers=2))
+    ('s1:answer:0', 's1:answer:0.2')
+    """
+    key = f"{session_id}:answer:{len(cp.messages)}"
+    return f"{key}.{cp.answers}" if cp.best_effort else key
 
 
 def approval_posted(cp: Checkpoint, message_ts: str) -> Checkpoint:

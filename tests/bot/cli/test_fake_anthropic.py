@@ -4,6 +4,7 @@ that is not UTF-8 is refused in one line."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import signal
@@ -152,3 +153,51 @@ def test_a_script_that_is_not_utf8_is_refused_in_one_line(
         f"cannot use the script {script}: not UTF-8 text: byte 0xe9 at line 1 (offset 14); "
         "save the file as UTF-8"
     )
+
+
+@pytest.mark.slow
+async def test_a_request_refused_after_the_first_answer_is_told_in_the_chat(
+    tmp_path: Path,
+) -> None:
+    # Given a model that answers, then refuses a request for good (HTTP 400), then answers
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps([{"text": "first answer"}, {"status": 400}, {"text": "third answer"}])
+    )
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix="wr-fa-"))  # short: sandbox socket paths < 108 bytes
+    env = warroom_env(data)
+    fake = await start(
+        "fake-anthropic", "--port", str(port), "--script", str(script), env=env, cwd=tmp_path
+    )
+    assert fake.stdout is not None
+    said = Output(fake.stdout)
+    await said.until(lambda text: f"http://127.0.0.1:{port}" in text)
+    try:
+        chat_env = env | {
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "ANTHROPIC_API_KEY": "fake",
+        }
+        chat = await start("chat", env=chat_env, cwd=tmp_path, stdin=True)
+        assert chat.stdin is not None
+        assert chat.stdout is not None
+        out = Output(chat.stdout)
+        # When a person asks three times in one session
+        for n, (line, shown) in enumerate(
+            [("one", "first answer"), ("two", "refused this request"), ("three", "third answer")]
+        ):
+            chat.stdin.write(f"{line}\n".encode())
+            await out.until(functools.partial(_turns_shown_over, n))
+            # Then each turn shows its answer: the refusal of the second is said, not lost
+            assert shown in out.text.split("so far in this thread")[n], out.text
+        chat.stdin.close()
+        await finish(chat)
+    finally:
+        fake.send_signal(signal.SIGTERM)
+        await finish(fake)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _turns_shown_over(n: int, text: str) -> bool:
+    """Whether the chat printed more than ``n`` turns' usage lines (each turn's last)."""
+    return text.count("so far in this thread") > n
