@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from memory_store.sandboxes.ledger import SandboxLedgerStore
     from memory_store.schema_probe import Probed, SchemaVersion, probe_schema
     from memory_store.sessions.dedupe import InboundDedupe
-    from memory_store.sessions.liveness import LIVE_MARK, OwnerLiveness
+    from memory_store.sessions.liveness import LIVE_MARK, OwnerLiveness, process_host
     from memory_store.sessions.outbox import Outbox
     from memory_store.sessions.records import (
         Cancelled,
@@ -242,6 +242,7 @@ __all__ = [
     "StoreError",
     "StringNotFound",
     "VersionNotFound",
+    "process_host",
 ]
 
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -349,7 +350,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "memory_store.sandboxes.ledger": ("SandboxLedgerStore",),
     "memory_store.sessions.dedupe": ("InboundDedupe",),
-    "memory_store.sessions.liveness": ("LIVE_MARK", "OwnerLiveness"),
+    "memory_store.sessions.liveness": ("LIVE_MARK", "OwnerLiveness", "process_host"),
     "memory_store.sessions.outbox": ("Outbox",),
     "memory_store.sessions.records": (
         "Cancelled",

@@ -14,7 +14,6 @@ import hashlib
 import logging
 import os
 import re
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
@@ -88,6 +87,7 @@ from memory_store import (
     RecallStore,
     SessionOrigin,
     SessionStore,
+    process_host,
 )
 from sandbox_client import (
     BlaxelConfig,
@@ -347,10 +347,10 @@ def sandbox_reach(settings: Settings, egress: WorkerEgress | None) -> Reach:
 
 
 def make_worker_id(*, live: bool = False) -> str:
-    """``<host>:<pid>:<random>``: who holds a lease, readable by an operator; with
-    ``live``, ending in ``LIVE_MARK`` (the process holds its liveness lock:
-    ``memory_store.OwnerLiveness``)."""
-    made = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    """``<host>@<PID namespace>:<pid>:<random>`` (``memory_store.process_host``): who holds
+    a lease, readable by an operator; with ``live``, ending in ``LIVE_MARK`` (the process
+    holds its liveness lock: ``memory_store.OwnerLiveness``)."""
+    made = f"{process_host()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     return made + LIVE_MARK if live else made
 
 
@@ -424,13 +424,19 @@ class CrashHookOutbox:
 
 
 async def kill_in_flight(
-    provider: SandboxProvider, cancelled: Cancelled, *, appear_timeout_s: float = 3.0
+    provider: SandboxProvider,
+    cancelled: Cancelled,
+    *,
+    appear_timeout_s: float = 3.0,
+    forgotten: Callable[[str], Awaitable[bool]] | None = None,
 ) -> str | None:
     """Kill the sandbox process of a cancelled session's running tool call, if any.
 
     The process is named after the ``tool_use`` id in ``Checkpoint.in_flight``
-    (docs/architecture.md §8). Returns that name when a kill was sent, else None (no
-    tool call was running, no sandbox, or the process had already ended).
+    (docs/architecture.md §8). Returns that name when a kill was sent, or when the
+    sandbox is gone and ``forgotten(sandbox_id)`` says the ledger forgot it (a sweep
+    destroyed it: the process went with it); else None (no tool call was running, no
+    sandbox, or the process had already ended).
 
     Raises:
         SandboxError: the sandbox did not answer.
@@ -444,11 +450,18 @@ async def kill_in_flight(
     handle = SandboxHandle.from_json(handle_json)
     client = provider.connect(handle)
     try:
-        return await _kill_when_started(provider, handle, client, cp.in_flight, appear_timeout_s)
+        return await _kill_when_started(
+            provider, handle, client, cp.in_flight, appear_timeout_s, forgotten
+        )
     except SandboxGone:
         return None
     finally:
         await client.aclose()
+
+
+async def _forgotten(manager: SandboxManager, sandbox_id: str) -> bool:
+    """Whether the ledger no longer records ``sandbox_id`` (it was destroyed)."""
+    return sandbox_id not in await manager.ledger.known([sandbox_id])
 
 
 async def _kill_when_started(
@@ -457,12 +470,15 @@ async def _kill_when_started(
     client: SandboxClient,
     name: str,
     appear_timeout_s: float,
+    forgotten: Callable[[str], Awaitable[bool]] | None = None,
 ) -> str | None:
     """Kill process ``name``; the intent is committed just before the process starts, so
     a stop that lands in between waits up to ``appear_timeout_s`` for it to appear. A
     sandbox that does not answer yet (its jail still starting: no socket) is tried again
-    within the same window; one that is gone (the stopped step let go of it and a sweep
-    destroyed it, as the session ended) took the process with it: ``name`` is returned.
+    within the same window; one that is gone and that the ledger forgot (the stopped step
+    let go of it and a sweep destroyed it, as the session ended) took the process with
+    it: ``name`` is returned. Gone alone is not enough: a jail another host or container
+    runs is GONE to this one, while its command runs on.
 
     Raises:
         SandboxUnavailable: the sandbox never answered within the window.
@@ -476,8 +492,12 @@ async def _kill_when_started(
         except ProcessNotFound:
             unreachable = None
         except SandboxUnavailable as error:
-            if await provider.health(handle) is Health.GONE:
-                return name  # nothing of the sandbox runs any more
+            if (
+                forgotten is not None
+                and await forgotten(handle.sandbox_id)
+                and await provider.health(handle) is Health.GONE
+            ):
+                return name  # destroyed and forgotten: nothing of it runs any more
             unreachable = error
         await asyncio.sleep(poll_s)  # the worker starts the process: look again
     if unreachable is not None:
@@ -516,7 +536,9 @@ async def cancel_running(
             log.exception("session %s: could not end its background tasks", cancelled.session_id)
     killed = None
     try:
-        killed = await kill_in_flight(manager.provider, cancelled)
+        killed = await kill_in_flight(
+            manager.provider, cancelled, forgotten=functools.partial(_forgotten, manager)
+        )
     except SandboxError:
         log.exception("session %s: could not kill its running command", cancelled.session_id)
     handle_json = cp.sandbox or cancelled.sandbox

@@ -18,20 +18,21 @@ later restart and clean stop).
 from __future__ import annotations
 
 import os
-import socket
+import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, exists, func, not_, null, or_, select
+from sqlalchemy import and_, case, delete, exists, not_, null, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from memory_store.clock import Clock, utc_now
 from memory_store.db import Database
 from memory_store.sandboxes.tables import sandbox_uses, sandboxes
-from memory_store.sessions.liveness import dead_owners
+from memory_store.sessions.liveness import dead_owners, process_host
 from memory_store.sessions.tables import at, sessions
 from memory_store.tasks.store import live_in
 from memory_store.upsert import insert
@@ -41,9 +42,15 @@ _U = sandbox_uses.c
 _LIVE_STATUSES = ("running", "waiting")
 
 
+SUSPECTED_FOR_S = 30.0
+"""How long an owner judged only by its liveness lock must have held none, seen by this
+process's looks, before its uses are forgotten: a live worker whose lock's connection
+dropped takes it again within seconds (``OwnerLiveness``: a check a second)."""
+
+
 def process_owner() -> str:
-    """An owner id for this process, ``<host>:<pid>:<random>`` (judged by its PID)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    """An owner id for this process, ``<process_host()>:<pid>:<random>`` (judged by PID)."""
+    return f"{process_host()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class SandboxLedgerStore:
@@ -55,10 +62,19 @@ class SandboxLedgerStore:
             ``memory_store.OwnerLiveness``); default ``process_owner()``.
     """
 
-    def __init__(self, db: Database, *, clock: Clock = utc_now, owner: str | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Clock = utc_now,
+        owner: str | None = None,
+        suspected_for_s: float = SUSPECTED_FOR_S,
+    ) -> None:
         self._db = db
         self._clock = clock
         self.owner = owner or process_owner()
+        self._suspected_for_s = suspected_for_s
+        self._suspects: dict[str, float] = {}  # owner -> when first seen without its lock
 
     async def record(
         self, sandbox_id: str, *, handle_json: str, scope: str, session_id: str | None
@@ -138,19 +154,20 @@ class SandboxLedgerStore:
         """End one use (the sandbox was used now)."""
         now = self._clock()
         async with self._db.write() as conn:
-            await conn.execute(
-                sandboxes.update()
-                .where(_X.sandbox_id == sandbox_id)
-                .values(
-                    in_flight=case((_X.in_flight > 0, _X.in_flight - 1), else_=0),
-                    busy_until=case((_X.in_flight <= 1, null()), else_=_X.busy_until),
-                    last_used=now,
+            counted = (
+                await conn.execute(
+                    sandbox_uses.update()
+                    .where(_U.sandbox_id == sandbox_id, _U.owner == self.owner, _U.in_flight > 0)
+                    .values(in_flight=_U.in_flight - 1)
+                    .returning(_U.owner)
                 )
-            )
+            ).one_or_none()
+            values: dict[str, Any] = {"last_used": now}
+            if counted is not None:  # else its use was voided (expired, its owner judged dead)
+                values["in_flight"] = case((_X.in_flight > 0, _X.in_flight - 1), else_=0)
+                values["busy_until"] = case((_X.in_flight <= 1, null()), else_=_X.busy_until)
             await conn.execute(
-                sandbox_uses.update()
-                .where(_U.sandbox_id == sandbox_id, _U.owner == self.owner, _U.in_flight > 0)
-                .values(in_flight=_U.in_flight - 1)
+                sandboxes.update().where(_X.sandbox_id == sandbox_id).values(**values)
             )
 
     async def hold_remaining_s(self, sandbox_id: str) -> float:
@@ -242,17 +259,23 @@ class SandboxLedgerStore:
             ).all()
             if not owners:
                 return ()
-            dead = sorted(await dead_owners(conn, owners, is_postgres=self._db.is_postgres))
+            judged = await dead_owners(conn, owners, is_postgres=self._db.is_postgres)
+            dead = sorted(judged[0] | self._confirmed(judged[1]))
             if not dead:
                 return ()
-            theirs = (
+            # only what this statement deleted is subtracted: two processes looking at
+            # once never forget one use twice
+            gone = (
                 await conn.execute(
-                    select(_U.sandbox_id, func.sum(_U.in_flight).label("uses"))
+                    delete(sandbox_uses)
                     .where(_U.sandbox_id.in_(of_scope), _U.owner.in_(dead))
-                    .group_by(_U.sandbox_id)
+                    .returning(_U.sandbox_id, _U.in_flight)
                 )
             ).all()
-            for sandbox_id, uses in theirs:
+            theirs: Counter[str] = Counter()
+            for row in gone:
+                theirs[row.sandbox_id] += row.in_flight
+            for sandbox_id, uses in theirs.items():
                 if uses:
                     await conn.execute(
                         sandboxes.update()
@@ -262,10 +285,7 @@ class SandboxLedgerStore:
                             busy_until=case((_X.in_flight <= uses, null()), else_=_X.busy_until),
                         )
                     )
-            touched = [row.sandbox_id for row in theirs]
-            await conn.execute(
-                delete(sandbox_uses).where(_U.sandbox_id.in_(touched), _U.owner.in_(dead))
-            )
+            touched = list(theirs)
             known = select(_U.sandbox_id).where(_U.sandbox_id == _X.sandbox_id)
             orphaned = (
                 await conn.execute(
@@ -281,6 +301,15 @@ class SandboxLedgerStore:
                     )
                 )
         return tuple(sorted((row.sandbox_id, row.handle) for row in orphaned))
+
+    def _confirmed(self, suspected: frozenset[str]) -> frozenset[str]:
+        """The suspects this process has seen without their lock for ``suspected_for_s``
+        (on every look since the first); the others' first sighting is noted."""
+        now = time.monotonic()
+        self._suspects = {o: self._suspects.get(o, now) for o in suspected}
+        return frozenset(
+            o for o, since in self._suspects.items() if now - since >= self._suspected_for_s
+        )
 
     async def known(self, sandbox_ids: Sequence[str]) -> frozenset[str]:
         """Which of ``sandbox_ids`` have a row."""

@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from memory_store.db import Database
 from memory_store.errors import DatabaseUnavailable
 
-__all__ = ["LIVE_MARK", "OwnerLiveness", "dead_owners", "expire_dead"]
+__all__ = ["LIVE_MARK", "OwnerLiveness", "dead_owners", "expire_dead", "process_host"]
 
 log = logging.getLogger(__name__)
 
@@ -81,33 +81,48 @@ _DEAD_LIVE_OWNERS = text(
 )
 
 
+def process_host() -> str:
+    """This process's place in an owner id: ``<host name>@<PID namespace inode>`` (two
+    containers may share a host name but not a PID namespace: a PID is judged only where
+    both match), or the host name alone where the namespace cannot be read."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return socket.gethostname()
+    return f"{socket.gethostname()}@{namespace}"
+
+
 async def dead_owners(
     conn: AsyncConnection, owners: Iterable[str], *, is_postgres: bool
-) -> frozenset[str]:
-    """Which of ``owners`` (ids ``<host>:<pid>:<random>``, see ``bot``'s
-    ``make_worker_id``) are known to be dead processes.
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Which of ``owners`` (ids ``<process_host()>:<pid>:<random>``, see ``bot``'s
+    ``make_worker_id``) are dead processes: ``(dead, suspected)``.
 
-    An id ending in ``LIVE_MARK`` is judged on PostgreSQL by its liveness lock (not held:
-    dead; never during ``RESTART_GRACE_S`` after a server start), on any host and in any
-    PID namespace. Any other id is judged only on this host, by its PID (no such process:
-    dead); an id of another host, or one that does not parse, is never judged dead. A
-    reused PID makes a dead owner look alive, never the reverse.
+    An id of this host and PID namespace (``process_host``) is judged by its PID: no such
+    process (or a zombie) is ``dead``; a reused PID makes a dead owner look alive, never
+    the reverse. Another id ending in ``LIVE_MARK`` is judged on PostgreSQL by its liveness
+    lock, on any host: not held is only ``suspected`` (a live process whose connection
+    dropped takes its lock again within seconds; the caller waits before believing it),
+    and never during ``RESTART_GRACE_S`` after a server start. Any other id is alive.
     """
     wanted = sorted(set(owners))
-    marked = [o for o in wanted if o.endswith(LIVE_MARK)]
+    here = process_host()
     dead: set[str] = set()
-    if marked and is_postgres:
-        params = {"owners": marked, "grace_s": RESTART_GRACE_S}
-        dead.update(str(row.owner) for row in (await conn.execute(_DEAD_LIVE_OWNERS, params)))
-    here = socket.gethostname()
+    remote: list[str] = []
     for owner in wanted:
-        if owner.endswith(LIVE_MARK) and is_postgres:
-            continue
         host, _, rest = owner.partition(":")
         pid = rest.partition(":")[0]
-        if host == here and pid.isdigit() and not _pid_runs(int(pid)):
-            dead.add(owner)
-    return frozenset(dead)
+        if host == here and "@" in here and pid.isdigit():
+            if not _pid_runs(int(pid)):
+                dead.add(owner)
+        elif owner.endswith(LIVE_MARK):
+            remote.append(owner)
+    suspected: set[str] = set()
+    if remote and is_postgres:
+        params = {"owners": remote, "grace_s": RESTART_GRACE_S}
+        found = await conn.execute(_DEAD_LIVE_OWNERS, params)
+        suspected.update(str(row.owner) for row in found)
+    return frozenset(dead), frozenset(suspected)
 
 
 def _pid_runs(pid: int) -> bool:

@@ -137,7 +137,41 @@ async def test_a_stop_finds_the_command_ended_when_its_sandbox_was_destroyed_fir
     async with provider.connect(handle) as client:
         await client.start(CALL, "sleep 30")
     await provider.destroy(handle)
-    # When the stop comes to kill the command
-    killed = await kill_in_flight(provider, _cancelled(handle))
+    # When the stop comes to kill the command, the ledger having forgotten the sandbox
+    killed = await kill_in_flight(provider, _cancelled(handle), forgotten=_forgotten)
     # Then it finds the command gone with its sandbox (not a sandbox that never answers)
     assert killed == CALL
+
+
+async def _forgotten(sandbox_id: str) -> bool:
+    return True
+
+
+async def _still_recorded(sandbox_id: str) -> bool:
+    return False
+
+
+async def test_a_stop_that_cannot_reach_a_recorded_sandbox_claims_no_kill(
+    sandbox: tuple[LocalProvider, SandboxHandle],
+) -> None:
+    provider, handle = sandbox
+    # Given a command running in a jail this process cannot reach: its socket is not on
+    # this filesystem and its pid is no process here (another container's jail: GONE to
+    # this one), while the ledger still records the sandbox
+    async with provider.connect(handle) as client:
+        await client.start(CALL, "sleep 30")
+        ended = await asyncio.create_subprocess_exec("true")
+        await ended.wait()
+        unreachable = replace(
+            handle, socket_path=str(Path(tempfile.mkdtemp()) / "sbx.sock"), pid=ended.pid
+        )
+        assert await provider.health(unreachable) is Health.GONE
+        # When a stop is handled here
+        with pytest.raises(SandboxUnavailable):
+            await kill_in_flight(
+                provider, _cancelled(unreachable), appear_timeout_s=0.2, forgotten=_still_recorded
+            )
+        # Then it says it could not kill it, and the command still runs
+        process = await client.get_process(CALL)
+        assert process is not None
+        assert process.status.value == "running"

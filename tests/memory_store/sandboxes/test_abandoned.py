@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_store import LIVE_MARK, Database, OwnerLiveness, SandboxLedgerStore
+from memory_store import LIVE_MARK, Database, OwnerLiveness, SandboxLedgerStore, process_host
 from tests.memory_store.conftest import SQLITE_FILE
 
 HOUR_S = 3600.0
@@ -51,7 +51,7 @@ async def db(backend: str, tmp_path: Path, sqlite_template: Path) -> AsyncIterat
 def _dead_owner() -> str:
     """The owner id of a process of this host that ran and exited (reaped)."""
     done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
-    return f"{socket.gethostname()}:{int(done.stdout)}:dead01"
+    return f"{process_host()}:{int(done.stdout)}:dead01"
 
 
 async def _sandbox(ledger: SandboxLedgerStore, scope: str) -> str:
@@ -94,7 +94,7 @@ async def test_an_adopter_that_dies_passes_the_sandbox_on(db: Database) -> None:
     # Given a sandbox adopted by a process that then dies in turn
     adopter_process = await asyncio.create_subprocess_exec("sleep", "60")
     try:
-        owner = f"{socket.gethostname()}:{adopter_process.pid}:adopt1"
+        owner = f"{process_host()}:{adopter_process.pid}:adopt1"
         adopter = SandboxLedgerStore(db, owner=owner)
         assert [i for i, _ in await adopter.take_abandoned(scope=scope)] == [sandbox]
         heir = SandboxLedgerStore(db)
@@ -157,19 +157,20 @@ async def test_an_owner_of_another_host_is_never_judged_by_its_pid(db: Database)
 
 
 @pytest.mark.postgres
-async def test_a_live_marked_owner_is_judged_by_its_liveness_lock(
+async def test_a_live_marked_owner_of_another_host_is_judged_by_its_liveness_lock(
     postgres_url: str, tmp_path: Path
 ) -> None:
     db = Database.from_url(postgres_url, data_dir=tmp_path)
     await db.migrate()
-    # an owner id that names this very process: only the lock can tell it is dead
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}{LIVE_MARK}"
+    # an owner of another host (or PID namespace): only its lock can tell it is dead
+    owner = f"elsewhere-{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}{LIVE_MARK}"
     alive = OwnerLiveness(db, owner)
     try:
         await alive.start()
         scope = _scope()
         worker = SandboxLedgerStore(db, owner=owner)
-        sweeper = SandboxLedgerStore(db)
+        sweeper = SandboxLedgerStore(db, suspected_for_s=0.0)
+        patient = SandboxLedgerStore(db)  # believes a missing lock only after 30 s
         sandbox = await _sandbox(worker, scope)
         await worker.begin_use(sandbox, busy_s=HOUR_S)
         # While it holds its lock, its use counts
@@ -180,7 +181,9 @@ async def test_a_live_marked_owner_is_judged_by_its_liveness_lock(
         alive._conn = None
         await alive.aclose()
 
-        # Then the next look (the server ends the backend first) takes the sandbox
+        # Then a process that waits out a dropped connection does not believe it yet
+        assert await patient.take_abandoned(scope=scope) == ()
+        # and the next look of one that does not wait takes the sandbox
         for _ in range(100):
             if await sweeper.take_abandoned(scope=scope):
                 break
@@ -191,3 +194,39 @@ async def test_a_live_marked_owner_is_judged_by_its_liveness_lock(
     finally:
         await alive.aclose()
         await db.dispose()
+
+
+async def test_an_end_after_a_stale_reset_does_not_end_anothers_use(db: Database) -> None:
+    scope = _scope()
+    first, second = SandboxLedgerStore(db), SandboxLedgerStore(db)
+    sandbox = await _sandbox(first, scope)
+    # Given a use that outlived its busy time (the ledger stopped counting it) and then
+    # another process's use
+    await first.begin_use(sandbox, busy_s=-1.0)
+    await second.begin_use(sandbox, busy_s=HOUR_S)
+    # When the first use ends late
+    await first.end_use(sandbox)
+    # Then the second one still counts
+    assert not await first.claim_idle(sandbox, idle_s=0, hold_s=60)
+    await second.end_use(sandbox)
+    assert await first.claim_idle(sandbox, idle_s=0, hold_s=60)
+
+
+async def test_two_processes_forgetting_one_dead_use_at_once_forget_it_once(
+    db: Database,
+) -> None:
+    scope = _scope()
+    dead = SandboxLedgerStore(db, owner=_dead_owner())
+    live = SandboxLedgerStore(db)
+    sandbox = await _sandbox(dead, scope)
+    await dead.begin_use(sandbox, busy_s=HOUR_S)
+    await live.begin_use(sandbox, busy_s=HOUR_S)
+    # When two processes look for the dead one's uses at the same moment
+    await asyncio.gather(
+        SandboxLedgerStore(db).take_abandoned(scope=scope),
+        SandboxLedgerStore(db).take_abandoned(scope=scope),
+    )
+    # Then the live use still counts
+    assert not await SandboxLedgerStore(db).claim_idle(sandbox, idle_s=0, hold_s=60)
+    await live.end_use(sandbox)
+    assert await SandboxLedgerStore(db).claim_idle(sandbox, idle_s=0, hold_s=60)
