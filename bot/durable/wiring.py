@@ -215,7 +215,7 @@ def update_budget(settings: Settings) -> CallBudget:
     """The ``chat.update`` budget of this workspace: with ``REDIS_URL``, shared by every
     process through Redis (N workers then never send N times Slack's limit); without it,
     or with ``WARROOM_SLACK_SHARED_BUDGET=false``, this process's own."""
-    return _method_budget(settings, "chat.update", CHAT_UPDATE_PER_MINUTE)
+    return _method_budget(settings, "chat.update", CHAT_UPDATE_PER_MINUTE, tier=50)
 
 
 def surface_budgets(settings: Settings) -> SurfaceBudgets:
@@ -224,10 +224,10 @@ def surface_budgets(settings: Settings) -> SurfaceBudgets:
     ``update_budget`` is: each process keeping its own would let three workers send three
     times Slack's Tier 2 (196 HTTP 429s in a 60-session round of ``bench/load.py``)."""
     return SurfaceBudgets(
-        status=_method_budget(settings, "agents.sessions.setStatus", STATUS_PER_MINUTE),
-        start=_method_budget(settings, "chat.startStream", STREAM_ENDS_PER_MINUTE),
-        stop=_method_budget(settings, "chat.stopStream", STREAM_ENDS_PER_MINUTE),
-        append=_method_budget(settings, "chat.appendStream", APPEND_PER_MINUTE),
+        status=_method_budget(settings, "agents.sessions.setStatus", STATUS_PER_MINUTE, tier=50),
+        start=_method_budget(settings, "chat.startStream", STREAM_ENDS_PER_MINUTE, tier=20),
+        stop=_method_budget(settings, "chat.stopStream", STREAM_ENDS_PER_MINUTE, tier=20),
+        append=_method_budget(settings, "chat.appendStream", APPEND_PER_MINUTE, tier=100),
     )
 
 
@@ -250,16 +250,20 @@ async def new_workspace_budgets(settings: Settings) -> None:
         await surface.aclose()
 
 
-def _method_budget(settings: Settings, method: str, calls: int) -> CallBudget:
+def _method_budget(settings: Settings, method: str, calls: int, *, tier: int) -> CallBudget:
     """``calls`` a minute of ``method`` in this workspace, shared through Redis when it
-    can be (see ``update_budget``)."""
+    can be (see ``update_budget``). A shared window whose history Redis lost grants only
+    what ``calls`` leaves of Slack's ``tier`` (its limit a minute) in its first minute: the
+    minute before may have used all of ``calls``."""
     if not settings.shared_update_budget or not settings.redis_url:
         return CallBudget(calls)
     if settings.slack_bot_token is None:
         return CallBudget(calls)
     token = settings.slack_bot_token.get_secret_value()
     workspace = hashlib.sha256(token.encode()).hexdigest()[:16]  # the token names the install
-    return SharedCallBudget(settings.redis_url, f"{method}:{workspace}", calls)
+    return SharedCallBudget(
+        settings.redis_url, f"{method}:{workspace}", calls, after_reset_calls=tier - calls
+    )
 
 
 def make_slack_client(settings: Settings) -> AsyncWebClient:

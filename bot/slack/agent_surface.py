@@ -116,6 +116,8 @@ STARTING_WAIT_S = 10.0
 """How long a stream another process is starting is awaited (its ts recorded) before it is
 taken as orphaned by a dead starter."""
 STARTING_POLL_S = 0.1
+CLOSES_AT_STOP_S = 5.0
+"""How long a stopping process spends on the closes that still wait for Slack's budget."""
 SETTLE_POLL_S = 0.05
 """How often a step waiting for its session's writer looks whether the writer now waits
 for Slack's budget (then the step stops waiting)."""
@@ -201,6 +203,8 @@ class _Lane:
     (``resume``): a stream they open sets it no second time."""
     task: asyncio.Task[None] | None = None
     closing: tuple[int, AgentStatus] | None = None
+    stopped: bool = False
+    """The session was closed (``stop``) since: a close still waiting sends nothing."""
     """A turn and status a durable step could not set within the budget: the writer sets it,
     with that turn's stream closed, once a turn frees (the latest one wins)."""
 
@@ -296,14 +300,33 @@ class AgentSurface:
         _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
         return not pending
 
-    async def aclose(self) -> None:
-        """Stop the writers (what they hold is dropped: the next step shows it again)."""
+    async def aclose(self, *, closes_within_s: float = CLOSES_AT_STOP_S) -> None:
+        """Stop the writers: progress they hold is dropped (the next step shows it again),
+        but a close still waiting for Slack's budget is sent now, without it, within
+        ``closes_within_s`` in all (a stopping worker would leave its answered sessions
+        ``processing``, their streams open: a few calls past the budget, once a deploy,
+        cost less)."""
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        waiting = [lane for lane in self._lanes.values() if lane.closing is not None]
+        if waiting:
+            closes = [self._close_now(lane) for lane in waiting]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*closes), closes_within_s)
+
+    async def _close_now(self, lane: _Lane) -> None:
+        """``_close_later`` of the lane's waiting close, past the budget (the stop)."""
+        if lane.closing is None:
+            return
+        (turn, status), lane.closing = lane.closing, None
+        try:
+            await self._close_later(lane, turn, status, budget=_TAKEN)
+        except Exception as exc:  # the process is stopping: say so, go on
+            logger.warning("agent session of %s not closed: %s", lane.thread.session_id, exc)
 
     def _resumed_before(self, session_id: str, step: int | None) -> bool:
         """Whether a step of the session before ``step`` (steps taken) set it
@@ -549,8 +572,15 @@ class AgentSurface:
         if not self.available:
             return
         budget = _WAIT if wait else _NOW
+        lane = self._lanes.get(thread.session_id)
+        if status is AgentStatus.CLOSED and lane is not None:
+            lane.closing, lane.stopped = None, True  # a stop: a close still waiting is void
         try:
             turn = await self._turn(thread.session_id, turn)
+            if status is AgentStatus.CLOSED:  # for other processes' waiting closes
+                await self._poster.record_intent(
+                    thread, _closed(thread.session_id, turn), kind="status", payload_json="{}"
+                )
             opened = await self._opened(thread, turn)
             try:
                 if opened is not None and await self._close(
@@ -630,8 +660,10 @@ class AgentSurface:
         while lane.pending or lane.closing is not None:
             try:
                 if lane.closing is not None:
-                    (turn, status), lane.closing = lane.closing, None
-                    await self._close_later(lane, turn, status)
+                    closing = lane.closing
+                    await self._close_later(lane, *closing)
+                    if lane.closing == closing:  # not replaced by a later one meanwhile
+                        lane.closing = None
                     continue
                 chunks, lane.pending = lane.pending, []
                 (tail, lane.tail), (shown, lane.shown) = (lane.tail, False), (lane.shown, False)
@@ -656,25 +688,40 @@ class AgentSurface:
         if lane is None:
             lane = self._lanes[thread.session_id] = _Lane(thread)
             self._forget_idle()
-        lane.closing = (turn, status)
+        lane.closing, lane.stopped = (turn, status), False
         lane.pending.extend(chunks)
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
 
-    async def _close_later(self, lane: _Lane, turn: int, status: AgentStatus) -> None:
+    async def _close_later(
+        self, lane: _Lane, turn: int, status: AgentStatus, *, budget: str = "wait"
+    ) -> None:
         """The writer's part of ``_defer``: close the turn's open stream with ``status``
         and what is pending, else set the status (what was pending opens no stream)."""
         thread = lane.thread
         chunks, lane.pending = lane.pending, []
-        segment = await self._opened(thread, turn)
-        if (
-            segment is not None
-            and segment.ts is not None
-            and not segment.closed
-            and await self._close(thread, segment, status, chunks=chunks)
-        ):
+        if await self._stopped(lane, turn):
             return
-        await self.set_status(thread, status, title=lane.title, initiator=lane.initiator)
+        segment = await self._opened(thread, turn)
+        if segment is not None and segment.ts is not None and not segment.closed:
+            await _take(self._budgets.stop, budget)
+            if await self._stopped(lane, turn):  # closed by a stop while this waited
+                return
+            if await self._close(thread, segment, status, chunks=chunks, budget=_TAKEN):
+                return
+        await _take(self._budgets.status, budget)
+        if await self._stopped(lane, turn):
+            return
+        await self.set_status(
+            thread, status, title=lane.title, initiator=lane.initiator, budget=_TAKEN
+        )
+
+    async def _stopped(self, lane: _Lane, turn: int) -> bool:
+        """Whether a stop closed the session since ``turn``'s close was deferred (here, or
+        in another process: recorded in the outbox)."""
+        return lane.stopped or await self._poster.recorded_intent(
+            _closed(lane.thread.session_id, turn)
+        )
 
     def _take_pending(self, session_id: str) -> list[dict[str, Any]]:
         """What the session's writer still holds, taken to go with the stream's close."""
@@ -881,11 +928,12 @@ class AgentSurface:
         return None if closed else segment
 
     async def _reopens_nothing(self, session_id: str, turn: int, tail: bool) -> bool:
-        """Whether chunks of a turn whose stream is closed must not open another: they
-        came before an approval request (``tail``) or the turn's answer was posted."""
-        if await self._next_number(session_id, turn) == 0:
-            return False  # the turn has had no stream yet
-        return tail or await self._poster.recorded_intent(_answered(session_id, turn))
+        """Whether chunks of a turn must not open a stream: the turn's answer was posted
+        (its stream, if any, is closed), or its stream closed and they came before an
+        approval request (``tail``)."""
+        if await self._poster.recorded_intent(_answered(session_id, turn)):
+            return True  # a stream opened now would outlive the answer (and cost a turn)
+        return tail and await self._next_number(session_id, turn) > 0
 
     async def _next_number(self, session_id: str, turn: int) -> int:
         known = self._segments.get((session_id, turn))
@@ -962,6 +1010,12 @@ class AgentSurface:
             answer = await slack_call("auth.test", self._client.auth_test())
             self._team_id = str(answer.get("team_id") or "")
         return self._team_id
+
+
+def _closed(session_id: str, turn: int) -> str:
+    """The outbox key saying the session was closed (``stop``) in ``turn``: a status some
+    process still waits to send for that turn is void."""
+    return f"{session_id}:stream:{turn}/closed"
 
 
 def _answered(session_id: str, turn: int) -> str:

@@ -140,7 +140,10 @@ class ThreadReporter:
             single = (
                 one if isinstance(rendered, InlineAnswer) and len(rendered.messages) == 1 else None
             )
-            ts = await self.surface.finish(thread, key=key, message=single, status=status)
+            turn = checkpoint.turns if checkpoint is not None else None  # the pushes' turn
+            ts = await self.surface.finish(
+                thread, key=key, message=single, status=status, turn=turn
+            )
             if ts is not None:
                 return ts
             posted = await self._poster.post_answer(thread, key, markdown)

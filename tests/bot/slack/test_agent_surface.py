@@ -597,3 +597,49 @@ async def test_an_answer_with_the_stop_budget_spent_goes_at_once_and_the_stream_
     assert session is not None
     assert session.statuses[-1] == "active"
     assert "chat.update" not in methods(slack_api)
+
+
+async def _answered_with_close_deferred(
+    slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> tuple[list[float], AgentSurface]:
+    """An answer posted while the workspace's chat.stopStream budget was spent: its
+    stream's close waits in the writer; returns the budget's clock and the surface."""
+    now = [0.0]
+    stop = CallBudget(1, window_s=1.0, clock=lambda: now[0])
+    await stop.take()
+    poster = SlackPoster(slack_client, outbox, min_update_interval_s=0.0)
+    surface = AgentSurface(poster, budgets=SurfaceBudgets(stop=stop))
+    reporter = ThreadReporter(poster, surface=surface)
+    await show(reporter, thread, checkpoint(thread), ran("tu1", "kubectl get pods"))
+    await answer(reporter, thread, "The pool was exhausted; restarted it.")
+    return now, surface
+
+
+async def test_a_worker_stopping_with_a_close_still_waiting_sends_it(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    _now, surface = await _answered_with_close_deferred(slack_client, outbox, thread)
+    # When the worker stops before the budget frees a turn (a deploy's SIGTERM)
+    await surface.aclose()
+    # Then no answered session is left streaming with Slack's Stop shown
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert stream.state == "stopped"
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "active", session.statuses
+
+
+async def test_a_stop_in_another_process_while_a_close_waits_leaves_the_session_closed(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    now, surface = await _answered_with_close_deferred(slack_client, outbox, thread)
+    # When a person types stop, handled by serve's own surface (another process)
+    serve = AgentSurface(SlackPoster(slack_client, outbox, min_update_interval_s=0.0))
+    await serve.end(thread, AgentStatus.CLOSED)
+    # and the worker's waiting close then gets its turn
+    now[0] += 2.0
+    assert await surface.drain(timeout_s=10)
+    # Then the session stays closed: the answer's status does not come after the stop
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "closed", session.statuses
