@@ -352,12 +352,11 @@ class Intake:
                 text=message.text,
                 source_ts=message.ts,
                 session_id=session_id,
-                early_sighting=early_reply_key(key),  # read with the creation: no round trip
             )
         )
         if opened.token is None:
             return None
-        if opened.created and (start.with_context or opened.sighted):
+        if opened.created and (start.with_context or await self._had_replies(key)):
             return WakeWithContext(
                 opened.session_id,
                 opened.token,
@@ -368,6 +367,10 @@ class Intake:
                 message.user_id,
             )
         return Wake(opened.session_id, opened.token, message.files, message.ts, message.user_id)
+
+    async def _had_replies(self, key: SessionKey) -> bool:
+        """Whether a reply came to ``key``'s thread before it had a session."""
+        return await _retrying(lambda: self.dedupe.seen(early_reply_key(key)))
 
     async def _stop(self, session_id: str, key: SessionKey, user_id: str, ts: str) -> Stopped:
         stopped = await self._stop_approval(session_id, user_id)

@@ -83,9 +83,6 @@ class Opened:
     session_id: str
     created: bool
     token: str | None
-    sighted: bool = False
-    """Created, and the ``early_sighting`` given to ``open_or_join`` was live then (read in
-    the same statement as the creation on PostgreSQL: no round trip of its own)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, Text, bindparam, exists, literal, null, select
+from sqlalchemy import ColumnElement, String, Text, bindparam, literal, null, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -30,7 +30,7 @@ from memory_store.sessions.records import (
     SessionStatus,
     TokenUsage,
 )
-from memory_store.sessions.tables import UtcDateTime, inbound_sightings, session_inbox, sessions
+from memory_store.sessions.tables import UtcDateTime, session_inbox, sessions
 from memory_store.upsert import insert
 
 _S = sessions.c
@@ -71,14 +71,12 @@ async def create(
 
 
 async def create_with_input(
-    db: Database, key: SessionKey, new: NewSession, message: Message, sighting: str = ""
-) -> tuple[bool, bool]:
+    db: Database, key: SessionKey, new: NewSession, message: Message
+) -> bool:
     """PostgreSQL only: ``create`` and the first inbox row in ONE statement (a
     data-modifying CTE) on the driver's connection (``Database.driver``: the ack path),
-    so a new thread is recorded in one round trip. Returns ``(created, sighted)``:
-    whether the session was created (False, changing nothing, when ``key`` already has
-    one), and whether then the inbound sighting ``sighting`` was live (read in the same
-    statement; "" names none).
+    so a new thread is recorded in one round trip. Returns False, changing nothing,
+    when ``key`` already has a session.
 
     Raises:
         DatabaseUnavailable: the database could not be reached or timed out.
@@ -97,11 +95,9 @@ async def create_with_input(
         "user_id": message.user_id,
         "text": message.text,
         "source_ts": message.source_ts,
-        "sighting": sighting,
     }
     async with db.driver() as conn:
-        row = await conn.fetchrow(statement.sql, *statement.args(params))
-    return (False, False) if row is None else (True, bool(row[1]))
+        return await conn.fetchrow(statement.sql, *statement.args(params)) is not None
 
 
 @cache
@@ -133,15 +129,7 @@ def _session_with_input() -> Any:
         bindparam("source_ts", type_=String()),
         now,
     )
-    sighted = exists().where(
-        inbound_sightings.c.key == bindparam("sighting", type_=String()),
-        inbound_sightings.c.expires_at > now,
-    )
-    return (
-        session_inbox.insert()
-        .from_select(columns, first)
-        .returning(session_inbox.c.session_id, sighted.label("sighted"))
-    )
+    return session_inbox.insert().from_select(columns, first).returning(session_inbox.c.session_id)
 
 
 _NEW_SESSION_PARAMS = (

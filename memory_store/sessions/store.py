@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
@@ -48,7 +48,7 @@ from memory_store.sessions.records import (
     TranscriptDelta,
     TranscriptMark,
 )
-from memory_store.sessions.tables import inbound_sightings, sessions
+from memory_store.sessions.tables import sessions
 
 _T = TypeVar("_T")
 
@@ -90,7 +90,6 @@ class SessionStore:
         source_ts: str,
         session_id: str | None = None,
         origin: SessionOrigin = SessionOrigin.SLACK,
-        early_sighting: str = "",
     ) -> Opened:
         """Start the thread's session, or join it, and record ``text`` in its inbox.
 
@@ -100,8 +99,6 @@ class SessionStore:
         (``token`` None). A session that is not running becomes runnable.
         ``session_id`` (≤ 64 chars) is the id a new session gets (default: a fresh
         ``new_token()``), so a caller can put it in ``initial_checkpoint``.
-        ``early_sighting``: an inbound sighting (``InboundDedupe``) to read when the
-        session is created (``Opened.sighted``; "" reads none).
 
         Returns:
             ``Opened(session_id, created, token)``: enqueue ``token`` unless None.
@@ -118,11 +115,8 @@ class SessionStore:
         try:
             if self._pg:  # before Slack's ack: on the driver's connection
                 # the common case, a new thread, in one statement and round trip
-                created, sighted = await session_rows.create_with_input(
-                    self._db, key, new, message, early_sighting
-                )
-                if created:
-                    return Opened(session_id, created=True, token=token, sighted=sighted)
+                if await session_rows.create_with_input(self._db, key, new, message):
+                    return Opened(session_id, created=True, token=token)
                 joined = await inbox.join_on_driver(
                     self._db, key, message, new_token=token, now=now
                 )
@@ -133,10 +127,7 @@ class SessionStore:
                     await inbox.insert_item(
                         conn, session_id, 1, message, now=now, is_postgres=False
                     )
-                    sighted = bool(early_sighting) and await _live_sighting(
-                        conn, early_sighting, now
-                    )
-                    return Opened(session_id, created=True, token=token, sighted=sighted)
+                    return Opened(session_id, created=True, token=token)
                 session_id = await session_rows.id_of(conn, key)
                 woke = await inbox.record(
                     conn, session_id, message, new_token=token, now=now, is_postgres=self._pg
@@ -596,13 +587,3 @@ def _size(*texts: str) -> int:
     """UTF-8 bytes of ``texts``: joined and encoded at C speed (a long transcript's rows
     are not walked in Python)."""
     return len("".join(texts).encode())
-
-
-async def _live_sighting(conn: AsyncConnection, key: str, now: datetime) -> bool:
-    """Whether the inbound sighting ``key`` is live at ``now`` (``InboundDedupe.seen``)."""
-    found = await conn.execute(
-        select(inbound_sightings.c.key).where(
-            inbound_sightings.c.key == key, inbound_sightings.c.expires_at > now
-        )
-    )
-    return found.one_or_none() is not None
