@@ -38,6 +38,7 @@ from bot.settings import Settings
 from bot.slack import retries
 from bot.slack.agent_surface import (
     APPEND_PER_MINUTE,
+    DEFERRED_KIND,
     STATUS_PER_MINUTE,
     STREAM_ENDS_PER_MINUTE,
     AgentSurface,
@@ -119,6 +120,9 @@ UNSENT_FINAL_AFTER_S = 120.0
 """A final view unsent this long is taken as left by a stopped worker: longer than a
 budget window, so a live board that waits for its turn is not doubled (a doubled one
 would only repeat the same content)."""
+UNSENT_CLOSE_AFTER_S = 180.0
+"""A close of the agent surface left waiting this long was left by a process that died or
+stopped (a live one gets a turn of Slack's budget within a window or three)."""
 FRESH_SWEEPS = 3
 """Sweeps that take every wake-up as lost once the queue was: a sweep finding another
 process's sweep under way does nothing, so one alone might miss its turn (a duplicate
@@ -913,6 +917,14 @@ class Runtime:
             self.reporter.board.resend(await self.outbox.unsent(FINAL_KIND, created_before=cutoff))
         except Exception:  # the sweep goes on whatever this finds
             log.exception("unsent final statuses could not be resent")
+        surface = self.reporter.surface
+        if surface is None or not surface.available:
+            return
+        cutoff = datetime.now(UTC) - timedelta(seconds=UNSENT_CLOSE_AFTER_S)
+        try:  # closes a dead or stopped worker left waiting for Slack's budget
+            surface.take_deferred(await self.outbox.unsent(DEFERRED_KIND, created_before=cutoff))
+        except Exception:
+            log.exception("deferred agent-session closes could not be taken over")
 
     async def beat_forever(self) -> None:
         """Beat this worker host's heartbeat until cancelled (``routing.HostPresence``);

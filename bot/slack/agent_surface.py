@@ -44,22 +44,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import SlackCallFailed, slack_call
 from bot.slack.budget import CallBudget
 from bot.slack.poster import METADATA_EVENT_TYPE, SlackPoster, Thread
 from bot.slack.render import SlackMessage
 
+if TYPE_CHECKING:
+    from memory_store import OutboxItem
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFERRED_KIND",
     "ENDED",
     "REFUSALS",
     "AgentStatus",
@@ -116,6 +121,9 @@ STARTING_WAIT_S = 10.0
 """How long a stream another process is starting is awaited (its ts recorded) before it is
 taken as orphaned by a dead starter."""
 STARTING_POLL_S = 0.1
+DEFERRED_KIND = "surface_close"
+"""The outbox kind of a close a durable step left to its process's writer: unsent when
+that process died or stopped with it waiting (``AgentSurface.take_deferred``)."""
 CLOSES_AT_STOP_S = 5.0
 """How long a stopping process spends on the closes that still wait for Slack's budget."""
 SETTLE_POLL_S = 0.05
@@ -417,7 +425,7 @@ class AgentSurface:
         if not await self._budgets.stop.take_now():
             # Slack's budget is spent: the answer goes as a message now, the stream closes
             # (with the session's status) once a turn frees (issue #32)
-            self._defer(thread, turn, status)
+            await self._defer(thread, turn, status)
             return None
         await self._poster.record_intent(thread, key, kind="answer", payload_json="{}")
         metadata = {"event_type": METADATA_EVENT_TYPE, "event_payload": {"key": key}}
@@ -484,7 +492,7 @@ class AgentSurface:
                     thread, status, title=title, initiator=initiator, budget=_NOW
                 )
             except _NoTurn:
-                self._defer(thread, await self._turn(thread.session_id, None), status)
+                await self._defer(thread, await self._turn(thread.session_id, None), status)
                 took = True  # set by the writer, once Slack's budget allows
         if took:
             await self._poster.record_intent(thread, done, kind="status", payload_json="{}")
@@ -551,7 +559,7 @@ class AgentSurface:
                 return segment.ts
             took = await self.set_status(thread, AgentStatus.SUSPENDED, budget=_NOW)
         except _NoTurn:  # shown once Slack's budget allows; the step does not wait for it
-            self._defer(thread, turn, AgentStatus.SUSPENDED)
+            await self._defer(thread, turn, AgentStatus.SUSPENDED)
             return thread.thread_ts
         return thread.thread_ts if took else None
 
@@ -589,7 +597,7 @@ class AgentSurface:
                     return
                 await self.set_status(thread, status, budget=budget)
             except _NoTurn:
-                self._defer(thread, turn, status, chunks)
+                await self._defer(thread, turn, status, chunks)
         except SlackCallFailed as exc:
             logger.warning("agent session of %s not set %s: %s", thread.session_id, status, exc)
 
@@ -673,7 +681,7 @@ class AgentSurface:
             except Exception:  # a database outage: the next step shows its state again
                 logger.exception("stream of %s not written", lane.thread.session_id)
 
-    def _defer(
+    async def _defer(
         self,
         thread: Thread,
         turn: int,
@@ -683,7 +691,27 @@ class AgentSurface:
         """Leave ``status`` (with the turn's stream closed, ``chunks`` last) to the
         session's writer, which waits for Slack's budget where a durable step must not;
         a later status replaces one still waiting (issue #32: progress and statuses of
-        many sessions are merged before they reach Slack, answers never wait)."""
+        many sessions are merged before they reach Slack, answers never wait). Recorded
+        in the outbox (``DEFERRED_KIND``) until done, so a process that died with it
+        waiting leaves it to another's sweep (``take_deferred``).
+
+        Raises:
+            DatabaseUnavailable: the outbox could not be written.
+        """
+        payload = json.dumps({"status": status.value})
+        await self._poster.record_intent(
+            thread, _deferred(thread.session_id, turn), kind=DEFERRED_KIND, payload_json=payload
+        )
+        self._defer_here(thread, turn, status, chunks)
+
+    def _defer_here(
+        self,
+        thread: Thread,
+        turn: int,
+        status: AgentStatus,
+        chunks: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """``_defer``'s part in this process: the lane's waiting close, its writer."""
         lane = self._lanes.get(thread.session_id)
         if lane is None:
             lane = self._lanes[thread.session_id] = _Lane(thread)
@@ -693,13 +721,46 @@ class AgentSurface:
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane))
 
+    def take_deferred(self, items: Sequence[OutboxItem]) -> int:
+        """Take over closes other processes deferred and never carried out (they died or
+        stopped: ``Outbox.unsent`` of ``DEFERRED_KIND``); returns how many were taken.
+        One this process already holds, or of an unknown status, is passed over."""
+        taken = 0
+        for item in items:
+            session_id, _, rest = item.key.partition(":stream:")
+            turn = rest.partition("/")[0]
+            try:
+                status = AgentStatus(json.loads(item.payload_json)["status"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            lane = self._lanes.get(session_id)
+            if not turn.isdigit() or (lane is not None and lane.closing is not None):
+                continue
+            thread = Thread(session_id, item.channel_id, item.thread_ts)
+            self._defer_here(thread, int(turn), status)
+            taken += 1
+        return taken
+
     async def _close_later(
         self, lane: _Lane, turn: int, status: AgentStatus, *, budget: str = "wait"
     ) -> None:
         """The writer's part of ``_defer``: close the turn's open stream with ``status``
-        and what is pending, else set the status (what was pending opens no stream)."""
+        and what is pending, else set the status (what was pending opens no stream);
+        then the outbox records it done (a Slack failure leaves it for a later sweep)."""
         thread = lane.thread
         chunks, lane.pending = lane.pending, []
+        await self._send_close(lane, turn, status, chunks, budget)
+        await self._poster.record_done(_deferred(thread.session_id, turn), thread.thread_ts)
+
+    async def _send_close(
+        self,
+        lane: _Lane,
+        turn: int,
+        status: AgentStatus,
+        chunks: list[dict[str, Any]],
+        budget: str,
+    ) -> None:
+        thread = lane.thread
         if await self._stopped(lane, turn):
             return
         segment = await self._opened(thread, turn)
@@ -887,7 +948,7 @@ class AgentSurface:
             if not await self._close(thread, segment, status, budget=_NOW):
                 await self.set_status(thread, status, budget=_NOW)
         except _NoTurn:
-            self._defer(thread, turn, status)
+            await self._defer(thread, turn, status)
 
     # ----- segments in the outbox ----------------------------------------------------
 
@@ -1010,6 +1071,11 @@ class AgentSurface:
             answer = await slack_call("auth.test", self._client.auth_test())
             self._team_id = str(answer.get("team_id") or "")
         return self._team_id
+
+
+def _deferred(session_id: str, turn: int) -> str:
+    """The outbox key of ``turn``'s close left to the writer (``DEFERRED_KIND``)."""
+    return f"{session_id}:stream:{turn}/deferred"
 
 
 def _closed(session_id: str, turn: int) -> str:

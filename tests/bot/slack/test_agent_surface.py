@@ -16,7 +16,13 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import agent_surface
-from bot.slack.agent_surface import AgentStatus, AgentSurface, SurfaceBudgets, stream_key
+from bot.slack.agent_surface import (
+    DEFERRED_KIND,
+    AgentStatus,
+    AgentSurface,
+    SurfaceBudgets,
+    stream_key,
+)
 from bot.slack.budget import CallBudget
 from bot.slack.poster import SlackPoster, Thread
 from bot.slack.progress import ThreadReporter
@@ -643,3 +649,27 @@ async def test_a_stop_in_another_process_while_a_close_waits_leaves_the_session_
     session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
     assert session is not None
     assert session.status == "closed", session.statuses
+
+
+async def test_a_close_a_dead_worker_left_waiting_is_sent_by_another(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient, outbox: Outbox, thread: Thread
+) -> None:
+    _now, surface = await _answered_with_close_deferred(slack_client, outbox, thread)
+    # Given the worker dies with its close still waiting for Slack's budget (SIGKILL: its
+    # writer is gone, nothing is sent)
+    for lane in list(surface._lanes.values()):
+        if lane.task is not None:
+            lane.task.cancel()
+    [stream] = slack_api.agents.streams_in(thread.channel_id, thread.thread_ts)
+    assert stream.state == "streaming"
+    # When another worker's sweep finds it in the outbox
+    other = AgentSurface(SlackPoster(slack_client, outbox, min_update_interval_s=0.0))
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    assert other.take_deferred(await outbox.unsent(DEFERRED_KIND, created_before=later)) == 1
+    assert await other.drain(timeout_s=10)
+    # Then the stream is closed and the session listens; the close is recorded done
+    assert stream.state == "stopped"
+    session = slack_api.agents.session(thread.channel_id, thread.thread_ts)
+    assert session is not None
+    assert session.status == "active", session.statuses
+    assert await outbox.unsent(DEFERRED_KIND, created_before=later) == []
