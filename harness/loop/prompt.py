@@ -92,6 +92,17 @@ def reminder(text: str) -> str:
     return f"{REMINDER_OPEN}{text}{REMINDER_CLOSE}"
 
 
+def unwrapped(text: str) -> str:
+    """A notice as people see it: without the ``<system-reminder>`` tags the model gets.
+
+    >>> unwrapped(reminder("New shared files.")), unwrapped("plain")
+    ('New shared files.', 'plain')
+    """
+    if text.startswith(REMINDER_OPEN) and text.endswith(REMINDER_CLOSE):
+        return text[len(REMINDER_OPEN) : -len(REMINDER_CLOSE)]
+    return text
+
+
 @dataclass(frozen=True)
 class FrozenContext:
     """What the first user message tells the model about the org and the session."""

@@ -23,6 +23,7 @@ from harness.loop.prompt import (
     reminder,
     steering_text,
     system_prompt,
+    unwrapped,
     within_budget,
 )
 from harness.model.adapter import Model, ToolSpec
@@ -165,7 +166,8 @@ async def build_user_message(
         added, cp = await _new_files(cp, store)
         texts = [*changed, *added, *(reminder(n) for n in cp.notices)]
         blocks.extend(TextBlock(t) for t in texts)
-        events.extend(Notice(topic=NoticeTopic.FILES, text=t) for t in (*changed, *added))
+        shown = (unwrapped(t) for t in (*changed, *added))  # people get no model markup
+        events.extend(Notice(topic=NoticeTopic.FILES, text=t) for t in shown)
     max_chars = (limits or Limits()).max_input_chars
     for item in cp.pending_input:
         text, cut = bounded_input(

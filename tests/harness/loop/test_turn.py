@@ -93,6 +93,12 @@ async def test_the_next_message_orders_results_then_notices_then_teammates(kit: 
     assert after.known_files["/incident/db.md"] == 1
     assert after.turns == cp.turns + 1
     assert [type(e) for e in events] == [Notice, Notice, InputGiven]
+    # And: the notices people see (the thread, the chat) carry no model markup
+    shown = [e.text for e in events if isinstance(e, Notice)]
+    assert shown[1] == (
+        "New shared files were added by others since you started:\n- /incident/db.md: DB graphs"
+    )
+    assert not any("system-reminder" in text for text in shown)
 
 
 async def test_a_change_already_told_is_not_told_again(kit: Kit) -> None:
