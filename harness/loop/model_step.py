@@ -183,12 +183,14 @@ _OVERFLOW = (
 def _rejected(
     cp: Checkpoint, exc: ModelRejected, events: list[Event]
 ) -> tuple[Checkpoint, list[Event]]:
-    """A permanent refusal of the request: told to the thread; the new input is dropped."""
+    """A permanent refusal of the request: told to the thread; the new input, if the
+    request carried any, is dropped (and the text says so)."""
     where = f" (request id {exc.request_id})" if exc.request_id else ""
+    dropped = "; your last message was not given to the model" if cp.pending_input else ""
     text = (
         f"The model API refused this request (HTTP {exc.status}, "
-        f"{exc.error_type or 'error'}): {exc.message}{where}. It will not be retried as is; "
-        "your last message was not given to the model."
+        f"{exc.error_type or 'error'}): {exc.message}{where}. It will not be retried as "
+        f"is{dropped}."
     )
     events.append(Notice(topic=NoticeTopic.MODEL_REJECTED, text=text))
     why = f"not delivered: the model API refused the request that carried it ({exc.message})"

@@ -201,3 +201,19 @@ async def test_a_request_refused_after_the_first_answer_is_told_in_the_chat(
 def _turns_shown_over(n: int, text: str) -> bool:
     """Whether the chat printed more than ``n`` turns' usage lines (each turn's last)."""
     return text.count("so far in this thread") > n
+
+
+@pytest.mark.slow
+async def test_a_request_refused_after_a_tool_result_does_not_say_a_message_was_dropped(
+    tmp_path: Path,
+) -> None:
+    # Given a model that asks for a command, then refuses the request carrying its result
+    replies: list[dict[str, object]] = [
+        {"tool": "Bash", "input": {"command": "true"}},
+        {"status": 400},
+    ]
+    # When a chat asks it once
+    out, _ = await chat_with_script(tmp_path, replies, until="reply 2 of 2")
+    # Then the refusal is told, without claiming the person's message was not given
+    assert "refused this request" in out, out
+    assert "was not given to the model" not in out, out
