@@ -371,7 +371,8 @@ async def stop_mid_step(
     await poll(intent, what="the Bash command to start", timeout_s=WAIT_S)
     held = await sessions.get(session.id)
     owner = (held.lease_owner or "") if held else ""
-    busy = next((n for n in workers.values() if owner.startswith(f"{n}:")), None)
+    host = owner.partition(":")[0].partition("@")[0]  # <host>@<PID namespace>:<pid>:…
+    busy = next((n for n in workers.values() if host == n), None)
     check(busy is not None, f"a worker container holds the step ({owner})")
     assert busy is not None
     other = next(n for n in workers.values() if n != busy)
