@@ -294,23 +294,40 @@ def _change_lines(fake: FakeSlackApi, change: Change, seen: dict[str, str]) -> l
         return [line]
     stream = fake.agents.streams.get(change.stream_ts)
     unfinished = [
-        f"  {STOPPED_MARK} {task.get('title')} — stopped"
+        _unfinished_line(str(task.get("title")))
         for task in (stream.tasks().values() if stream is not None else ())
         if task.get("status") in ("in_progress", "pending")
     ]
-    return [*unfinished, f"  (stream {change.what.replace('_', ' ')})"]
+    ended = f"  (stream {change.what.replace('_', ' ')})"
+    if not unfinished and seen.get(f"e:{change.thread_ts}") == ended:
+        return []  # a person's Stop ends the thread's streams at once: said once
+    seen[f"e:{change.thread_ts}"] = ended
+    return [*unfinished, ended]
+
+
+def _unfinished_line(title: str) -> str:
+    """A task its stream ended on: one waiting for a person's approval waits on (the
+    request with its buttons follows); any other was stopped."""
+    if title.startswith(WAITING_PREFIX):
+        return f"  {WAITING_MARK} {title}"
+    return f"  {STOPPED_MARK} {title} — stopped"
 
 
 _TASK_MARKS = {"pending": "○", "in_progress": "◐", "complete": "●", "error": "✗"}
 STOPPED_MARK = "■"
 """A task its stream ended on while it still ran or waited (a Stop, an expiry)."""
+WAITING_MARK = "⏸"
+"""A task its stream ended on while it waited for a person's approval."""
+WAITING_PREFIX = "Waiting for approval"
+"""How the product titles a call waiting for approval (``stream_chunks.approval_chunk``)."""
 
 
 def _chunk_line(chunk: dict[str, Any]) -> str:
     kind = chunk.get("type")
     if kind == "task_update":
         mark = _TASK_MARKS.get(str(chunk.get("status")), "?")
-        output = str(chunk.get("output") or "").split("\n", 1)[0]
+        lines = [line.strip() for line in str(chunk.get("output") or "").splitlines()]
+        output = " · ".join([line for line in lines if line][:2])  # its time, then its output
         return f"  {mark} {chunk.get('title')}" + (f" — {output}" if output else "")
     if kind == "plan_update":
         return f"  plan: {chunk.get('title')}"

@@ -13,6 +13,7 @@ from bot.cli.fake_slack import CHANNEL, agent_lines, deliver_lines, watch_channe
 from bot.fakes.slack_api import TEAM_ID, FakeSlackApi
 from bot.slack.agent_surface import AgentSurface
 from bot.slack.poster import Thread
+from bot.slack.stream_chunks import approval_chunk
 from memory_store import SessionKey, SessionStatus
 from tests.bot.slack_edge import running_edge
 
@@ -52,11 +53,39 @@ async def test_the_session_s_status_its_tasks_and_plan_are_printed_as_they_chang
     await slack_client.chat_stopStream(channel=CHANNEL, ts=started["ts"])
     # in the order Slack made them: the last task's line, then the session's status
     assert agent_lines(slack_api, seen) == [
-        "  ● Running `kubectl get pods` — done in 1.2 s",
+        "  ● Running `kubectl get pods` — done in 1.2 s · 3 pods",  # time, first output line
         "  plan: Plan · 0/1 done",
         "  (stream stopped)",
         "agent session: active · pods are down",
     ]
+
+
+async def test_a_call_waiting_for_approval_is_shown_waiting_not_stopped(
+    slack_api: FakeSlackApi, slack_client: AsyncWebClient
+) -> None:
+    seen: dict[str, str] = {}
+    thread_ts = slack_api.add_message(CHANNEL, "<@U0FAKEBOT> pods are down")
+    await slack_client.agents_sessions_setStatus(
+        channel_id=CHANNEL, thread_ts=thread_ts, status="processing", title="pods are down"
+    )
+    waiting = approval_chunk("t2", "systemctl restart payments", "restarts a service")
+    started = await slack_client.chat_startStream(
+        channel=CHANNEL,
+        thread_ts=thread_ts,
+        recipient_user_id="U0YOU",
+        recipient_team_id=TEAM_ID,
+        chunks=[{**TASK, "status": "in_progress"}, waiting],
+    )
+    agent_lines(slack_api, seen)
+    # When the step asks for approval: the stream ends, the session is suspended
+    await slack_client.chat_stopStream(
+        channel=CHANNEL, ts=started["ts"], session_status="suspended"
+    )
+    lines = agent_lines(slack_api, seen)
+    # Then the call that waits is shown waiting; only the one cut short is stopped
+    assert "  ⏸ Waiting for approval: systemctl restart payments" in lines
+    assert "  ■ Running `kubectl get pods` — stopped" in lines
+    assert not any("Waiting for approval" in line and "stopped" in line for line in lines)
 
 
 async def test_click_stop_sends_the_native_stop_which_stops_the_session(tmp_path: Path) -> None:
