@@ -76,8 +76,11 @@ async def alert_edge(
     database_url: str | None = None,
     policy: AlertPolicy | None = None,
     routes: Routes | None = None,
+    taking: bool = True,
 ) -> AsyncIterator[AlertEdge]:
-    """The running Slack edge and the webhook (``start_listener``) with its taker.
+    """The running Slack edge and the webhook (``start_listener``) with its taker, running
+    unless ``taking`` is False (a test that drives the intake itself: the taker would race
+    it for the same recorded alert).
 
     On PostgreSQL (the run's shared database) the alerts belong to an org of their own."""
     org = TEAM_ID if database_url is None else f"T{uuid.uuid4().hex[:10].upper()}"
@@ -102,7 +105,8 @@ async def alert_edge(
             org_id=org,
         )
         runner, port = await start_listener(webhook, host="127.0.0.1", port=0)
-        taker.start()
+        if taking:
+            taker.start()
         try:
             async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
                 yield AlertEdge(edge, intake, store, taker, runner, port, http, org)

@@ -30,7 +30,7 @@ def _alert(n: int, *, status: AlertStatus = AlertStatus.FIRING) -> Alert:
 async def test_an_alert_posted_in_a_channel_opens_its_session_on_that_message(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path) as edge:
+    async with alert_edge(tmp_path, taking=False) as edge:
         slack = edge.edge.slack_api
         # Given an alerting app's message in the channel
         root = slack.add_message(CHANNEL, "[FIRING:1] CheckoutErrors", user="U0ALERTAPP")
@@ -54,7 +54,7 @@ async def test_an_alert_posted_in_a_channel_opens_its_session_on_that_message(
 async def test_a_thread_a_person_already_mentioned_the_bot_in_is_not_started_twice(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path) as edge:
+    async with alert_edge(tmp_path, taking=False) as edge:
         slack = edge.edge.slack_api
         root = slack.add_message(CHANNEL, "[FIRING:1] CheckoutErrors", user="U0ALERTAPP")
         # Given a person's mention in that thread already started a session
@@ -81,7 +81,7 @@ async def test_a_thread_a_person_already_mentioned_the_bot_in_is_not_started_twi
 async def test_a_stopped_session_is_told_no_more_alerts_but_the_thread_still_shows_them(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path, policy=AlertPolicy(burst_window_s=0)) as edge:
+    async with alert_edge(tmp_path, policy=AlertPolicy(burst_window_s=0), taking=False) as edge:
         slack = edge.edge.slack_api
         root = slack.add_message(CHANNEL, "[FIRING:1] CheckoutErrors", user="U0ALERTAPP")
         started = await edge.intake.take_alert(
@@ -111,7 +111,7 @@ async def test_a_stopped_session_is_told_no_more_alerts_but_the_thread_still_sho
 
 
 async def test_over_the_cap_a_new_problem_goes_to_the_summary_thread(tmp_path: Path) -> None:
-    async with alert_edge(tmp_path, policy=AlertPolicy(max_open_per_org=1)) as edge:
+    async with alert_edge(tmp_path, policy=AlertPolicy(max_open_per_org=1), taking=False) as edge:
         first = Alert("generic", "generic:a", AlertStatus.FIRING, "A is down", delivery_id="a1")
         second = Alert("generic", "generic:b", AlertStatus.FIRING, "B is down", delivery_id="b1")
         assert (
@@ -127,7 +127,7 @@ async def test_over_the_cap_a_new_problem_goes_to_the_summary_thread(tmp_path: P
 async def test_a_channel_slack_refuses_leaves_the_alert_on_record_as_failed(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path) as edge:
+    async with alert_edge(tmp_path, taking=False) as edge:
         # Given a route to a channel the bot cannot post in
         edge.edge.slack_api.break_channel("C0ARCHIVED")
         alert = Alert("generic", "generic:x", AlertStatus.FIRING, "X is down", delivery_id="x1")
@@ -146,7 +146,7 @@ async def test_a_channel_slack_refuses_leaves_the_alert_on_record_as_failed(
 async def test_a_thread_decided_but_never_posted_is_opened_by_the_next_pass(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path) as edge:
+    async with alert_edge(tmp_path, taking=False) as edge:
         # Given an alert decided (a thread "opening") whose process died before posting
         alert = Alert("generic", "generic:y", AlertStatus.FIRING, "Y is down", delivery_id="y1")
         (row,) = await edge.intake.record([(alert, CHANNEL)], org_id=edge.org)
@@ -164,7 +164,7 @@ async def test_a_thread_decided_but_never_posted_is_opened_by_the_next_pass(
 async def test_a_reply_in_the_alert_thread_before_its_session_reaches_the_session(
     tmp_path: Path,
 ) -> None:
-    async with alert_edge(tmp_path) as edge:
+    async with alert_edge(tmp_path, taking=False) as edge:
         slack = edge.edge.slack_api
         root = slack.add_message(CHANNEL, "[FIRING:1] CheckoutErrors", user="U0ALERTAPP")
         # Given a person replied in the alert's thread before the taker opened its session

@@ -11,7 +11,8 @@ from pydantic import SecretStr
 from bot.durable.wiring import Runtime
 from bot.settings import Settings
 from harness import Checkpoint, ModelReply, ModelUnavailable, Requester
-from memory_store import SessionKey
+from memory_store import Claim, SessionKey
+from tests.bot.durable_support import poll
 
 LEASE_S = 60.0  # far longer than the test: only a released lease lets the retry claim
 
@@ -68,9 +69,14 @@ async def test_a_failed_step_gives_its_lease_back(runtime: Runtime) -> None:
     # When its step fails because the model API is down
     with pytest.raises(ModelUnavailable):
         await runtime.driver.run("s-release", opened.token)
-    # Then another worker can take the same step at once, as its next attempt
-    claim = await runtime.sessions.claim(
-        "s-release", opened.token, worker_id="another", lease_s=LEASE_S
-    )
-    assert claim is not None
+
+    # Then another worker can take the same step at once (the lease is cut to a
+    # millisecond, not the 60 s it had), as its next attempt
+    async def claimed() -> Claim | None:
+        assert opened.token is not None
+        return await runtime.sessions.claim(
+            "s-release", opened.token, worker_id="another", lease_s=LEASE_S
+        )
+
+    claim = await poll(claimed, timeout_s=5, what="the released step to be claimable")
     assert claim.crash_count == 1
