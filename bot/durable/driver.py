@@ -115,9 +115,6 @@ log = logging.getLogger(__name__)
 
 Enqueue = Callable[[str, str], Awaitable[None]]
 
-RELEASE_LEASE_S = 0.001
-"""A failed step shortens its lease to this (``renew`` takes only positive leases)."""
-
 
 class ThreadPoster(Protocol):
     """What the driver needs from the Slack side. Both calls are idempotent."""
@@ -999,7 +996,7 @@ class StepDriver:
     async def _release(self, claim: Claim) -> None:
         """Give up the lease of a failed step so its next attempt need not wait for it."""
         with contextlib.suppress(Fenced, DatabaseUnavailable):
-            await self.sessions.renew(claim, lease_s=RELEASE_LEASE_S)
+            await self.sessions.release(claim)
 
 
 def _checkpoint(claim: Claim, cp: Checkpoint) -> Checkpoint:

@@ -195,7 +195,8 @@ def _fence(held: Claim) -> ColumnElement[bool]:
 async def renew(
     conn: AsyncConnection, held: Claim, *, lease_s: float, lease_time: LeaseTime
 ) -> None:
-    """Extend the lease to ``lease_time``'s now + ``lease_s``. Raises Fenced."""
+    """Set the lease to ``lease_time``'s now + ``lease_s`` (negative: it is over). Raises
+    Fenced."""
     result = await conn.execute(
         sessions.update()
         .where(_fence(held))

@@ -291,6 +291,17 @@ class SessionStore:
         async with self._db.write() as conn:
             await claims.renew(conn, claim, lease_s=lease_s, lease_time=self._lease_time())
 
+    async def release(self, claim: Claim) -> None:
+        """End the claim's lease now (its step failed): its next attempt may claim the
+        step at once (the lease ends a millisecond in the past, so a claim made in the
+        same millisecond finds it over).
+
+        Raises:
+            Fenced: the claim is no longer current.
+        """
+        async with self._db.write() as conn:
+            await claims.renew(conn, claim, lease_s=-0.001, lease_time=self._lease_time())
+
     async def set_sandbox(self, claim: Claim, sandbox: str | None) -> None:
         """Record the session's sandbox handle (opaque JSON from sandbox_client, or None).
 
