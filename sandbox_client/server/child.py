@@ -141,7 +141,11 @@ class Spawner:
                 continue
             os.close(spare.command)
             spare.command = -1
-            return await self._started(spare)
+            try:
+                return await self._started(spare)
+            except _Untaken:  # its death was on its way when it was handed the command
+                if attempt:
+                    raise OSError(errno.ECHILD, "the command's process died first") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _started(self, spare: _Spare) -> Child:
@@ -157,6 +161,12 @@ class Spawner:
             raise OSError(errno.ETIMEDOUT, "the command's process did not start") from None
         os.close(spare.status)
         spare.status = -1
+        if not report:  # it died before it took the command (a command killed it)
+            _kill_and_reap(spare.pid)
+            spare.close()
+            raise _Untaken
+        if report[:1] == TAKEN:
+            report = report[1:]
         if report:
             _kill_and_reap(spare.pid)
             spare.close()
@@ -183,6 +193,16 @@ class Spawner:
         return _Spare(pid, command_w, status_r, out_r, err_r)
 
 
+TAKEN = b"+"
+"""What a spare writes on its status pipe once it has read its command: end of file before
+it means it died first (a command of the jail may kill it), so the command is handed to
+another; after it, the command ran there or failed to (the rest of the report says why)."""
+
+
+class _Untaken(Exception):
+    """The spare died before it took its command."""
+
+
 def _spare_main(
     prepare: Callable[[], None] | None, command: int, status: int, stdout: int, stderr: int
 ) -> None:
@@ -206,6 +226,7 @@ def _spare_main(
         if not spec:  # the server closed without a command for it
             os._exit(0)
         argv, cwd, env = marshal.loads(spec)
+        os.write(status, TAKEN)  # the command is this spare's: it is not run elsewhere
         stage = "chdir"
         os.chdir(cwd)
         stage = "exec"
