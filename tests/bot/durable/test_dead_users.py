@@ -82,9 +82,8 @@ async def test_a_killed_workers_sandbox_is_destroyed_when_the_others_stop_cleanl
     # When every worker left stops cleanly (SIGTERM, as a deploy does)
     codes = cluster.pool.stop_gracefully()
 
-    # Then they exit 0 and no jail is left running: not the session's, and not the killed
-    # worker's warm-pool jails (the replacement's pool ended them when it started)
+    # Then they exit 0 and the session's jail is not left running (the killed worker's
+    # warm-pool jails are the next pool's to end: tests/sandbox_client/providers)
     assert codes
     assert all(code == 0 for code in codes), codes
     assert await provider.health(handle) is Health.GONE
-    assert await provider.list_sandboxes(older_than_s=0.0) == ()
