@@ -43,6 +43,11 @@ def process_path(name: str) -> str:
     return "/process/" + quote(name, safe="")
 
 
+STARTING_WAIT_S = 10.0
+"""How long a name another call is starting (the sandbox answered "already exists" but
+does not list it yet: its process is still being made, a frozen jail's queued request
+after a thaw, say) is looked for before the call gives up on it."""
+
 STREAM_END_WAIT_S = 1.0
 """After the ``result`` event, how long the rest of the reply (its end) is read, so that its
 connection is kept for the next call instead of being closed half-read."""
@@ -108,6 +113,9 @@ class Execution:
                 continue
             except NameInUse:
                 by_name = False  # being started by another call this instant: look it up
+                existing = await self._appearing()
+                if existing is not None:
+                    return existing if existing.finished else await self.follow()
                 continue
             except SandboxTimeout:
                 raise  # it may have started; a later call with the same name will know
@@ -183,6 +191,17 @@ class Execution:
             return parse_process(data, max_chars=self._options.max_output_chars)
         except ShapeError as exc:
             raise ProtocolError(self._http.sandbox_id, str(exc)) from exc
+
+    async def _appearing(self) -> ProcessRecord | None:
+        """The record of the name another call is starting, once the sandbox lists it
+        (within ``STARTING_WAIT_S`` and the deadline), else None."""
+        loop = asyncio.get_running_loop()
+        give_up = min(loop.time() + STARTING_WAIT_S, self._deadline)
+        interval_s = self._options.poll_interval_s
+        while (record := await self._lookup(self._name)) is None and loop.time() < give_up:
+            await asyncio.sleep(min(interval_s, max(0.0, give_up - loop.time())))
+            interval_s = min(interval_s * 2, self._options.max_poll_interval_s)
+        return record
 
     async def follow(self) -> ProcessRecord:
         """Poll the process until it ends; kill it when the deadline passes.
