@@ -39,11 +39,14 @@ def body(text: str) -> dict[str, object]:
 
 
 async def chat_with_script(
-    tmp_path: Path, replies: list[dict[str, object]], until: str
+    tmp_path: Path,
+    replies: list[dict[str, object]],
+    until: str,
+    questions: tuple[str, ...] = ("is checkout up?",),
 ) -> tuple[str, str]:
-    """What ``warroom chat`` printed for one question (through the turn's usage line, its
-    last) and what ``warroom fake-anthropic`` printed, playing ``replies`` (``until``: the
-    fake's line to wait for before it stops)."""
+    """What ``warroom chat`` printed for ``questions`` (each through its turn's usage line,
+    the turn's last) and what ``warroom fake-anthropic`` printed, playing ``replies``
+    (``until``: the fake's line to wait for before it stops)."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(replies))
     port = free_port()
@@ -64,8 +67,9 @@ async def chat_with_script(
         assert chat.stdin is not None
         assert chat.stdout is not None
         out = Output(chat.stdout)
-        chat.stdin.write(b"is checkout up?\n")
-        await out.until(lambda text: "so far in this thread" in text)  # the answer's last line
+        for n, question in enumerate(questions):
+            chat.stdin.write(f"{question}\n".encode())
+            await out.until(functools.partial(_turns_shown_over, n))  # each answer's last line
         chat.stdin.close()
         await finish(chat)
         await said.until(lambda text: until in text)
@@ -160,47 +164,19 @@ async def test_a_request_refused_after_the_first_answer_is_told_in_the_chat(
     tmp_path: Path,
 ) -> None:
     # Given a model that answers, then refuses a request for good (HTTP 400), then answers
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps([{"text": "first answer"}, {"status": 400}, {"text": "third answer"}])
+    replies: list[dict[str, object]] = [
+        {"text": "first answer"},
+        {"status": 400},
+        {"text": "third answer"},
+    ]
+    # When a person asks three times in one session
+    out, _ = await chat_with_script(
+        tmp_path, replies, until="reply 3 of 3", questions=("one", "two", "three")
     )
-    port = free_port()
-    data = Path(tempfile.mkdtemp(prefix="wr-fa-"))  # short: sandbox socket paths < 108 bytes
-    env = warroom_env(data)
-    fake = await start(
-        "fake-anthropic", "--port", str(port), "--script", str(script), env=env, cwd=tmp_path
-    )
-    assert fake.stdout is not None
-    said = Output(fake.stdout)
-    await said.until(lambda text: f"http://127.0.0.1:{port}" in text)
-    try:
-        chat_env = env | {
-            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
-            "ANTHROPIC_API_KEY": "fake",
-        }
-        chat = await start("chat", env=chat_env, cwd=tmp_path, stdin=True)
-        assert chat.stdin is not None
-        assert chat.stdout is not None
-        out = Output(chat.stdout)
-        # When a person asks three times in one session
-        for n, (line, shown) in enumerate(
-            [("one", "first answer"), ("two", "refused this request"), ("three", "third answer")]
-        ):
-            chat.stdin.write(f"{line}\n".encode())
-            await out.until(functools.partial(_turns_shown_over, n))
-            # Then each turn shows its answer: the refusal of the second is said, not lost
-            assert shown in out.text.split("so far in this thread")[n], out.text
-        chat.stdin.close()
-        await finish(chat)
-    finally:
-        fake.send_signal(signal.SIGTERM)
-        await finish(fake)
-        shutil.rmtree(data, ignore_errors=True)
-
-
-def _turns_shown_over(n: int, text: str) -> bool:
-    """Whether the chat printed more than ``n`` turns' usage lines (each turn's last)."""
-    return text.count("so far in this thread") > n
+    # Then each turn shows its answer: the refusal of the second is said, not lost
+    turns = out.split("so far in this thread")
+    for n, shown in enumerate(["first answer", "refused this request", "third answer"]):
+        assert shown in turns[n], out
 
 
 @pytest.mark.slow
@@ -217,3 +193,8 @@ async def test_a_request_refused_after_a_tool_result_does_not_say_a_message_was_
     # Then the refusal is told, without claiming the person's message was not given
     assert "refused this request" in out, out
     assert "was not given to the model" not in out, out
+
+
+def _turns_shown_over(n: int, text: str) -> bool:
+    """Whether the chat printed more than ``n`` turns' usage lines (each turn's last)."""
+    return text.count("so far in this thread") > n
