@@ -12,9 +12,9 @@ Prints one JSON line:
     notices_ms_5_changed same, 5 of them changed by another session (diffs built)
     rg_ms, rg_all_lines_ms, rg_files_ms
                          the floors: ``rg -n`` with the same patterns and ``rg --files``
-                         over the same 200 files written to a temporary directory, timed
-                         right after their tool (process start included, as a Bash call
-                         would pay it)
+                         over the same 200 files written to a temporary directory, one run
+                         after each run of their tool, round by round (process start
+                         included, as a Bash call would pay it); figures are medians
     grep_vs_rg, grep_all_lines_vs_rg, glob_vs_rg
                          the tools against their floors (goal ≤ 2 each: on par with ``rg``)
 
@@ -110,15 +110,25 @@ async def main() -> None:
             await db.dispose()
 
 
-async def rg_ms(arguments: list[str], rounds: int) -> list[float]:
-    """``rg`` run ``rounds`` times (off the event loop): milliseconds each."""
+async def side_by_side(
+    action: Callable[[int], Awaitable[object]], rg_arguments: list[str], rounds: int
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``action`` and of ``rg`` (run off the event loop), one of each per
+    round, alternating: a busy moment of this shared machine slows both, not one."""
 
-    def once(_: int) -> float:
+    def rg_once() -> float:
         start = time.perf_counter()
-        subprocess.run(["rg", *arguments], check=False, capture_output=True)
+        subprocess.run(["rg", *rg_arguments], check=False, capture_output=True)
         return (time.perf_counter() - start) * 1000
 
-    return [await asyncio.to_thread(once, i) for i in range(rounds)]
+    ours: list[float] = []
+    theirs: list[float] = []
+    for i in range(rounds):
+        start = time.perf_counter()
+        await action(i)
+        ours.append((time.perf_counter() - start) * 1000)
+        theirs.append(await asyncio.to_thread(rg_once))
+    return ours, theirs
 
 
 async def measure(store: FileStore, tree: Path) -> dict[str, float]:
@@ -158,31 +168,31 @@ async def measure(store: FileStore, tree: Path) -> dict[str, float]:
         ).read_updates
     )
     writes = await timed(write)
-    grep = await timed(
+    grep, rg = await side_by_side(
         lambda i: run_tool(
             "Grep",
             {"pattern": "line 1[0-9]?:", "path": "/memory", "output_mode": "content"},
             context(store, 3000 + i, state),
         ),
+        ["-n", "line 1[0-9]?:", str(tree)],
         10,
     )
-    rg = await rg_ms(["-n", "line 1[0-9]?:", str(tree)], 10)
-    grep_all = await timed(
+    grep_all, rg_all = await side_by_side(
         lambda i: run_tool(
             "Grep",
             {"pattern": "pools", "path": "/memory", "output_mode": "content", "head_limit": 0},
             context(store, 4000 + i, state),
         ),
-        5,
+        ["-n", "pools", str(tree)],
+        9,
     )
-    rg_all = await rg_ms(["-n", "pools", str(tree)], 5)
-    glob = await timed(
+    glob, rg_files = await side_by_side(
         lambda i: run_tool(
             "Glob", {"pattern": "**/*.md", "path": "/memory"}, context(store, i, state)
         ),
+        ["--files", "-g", "*.md", str(tree)],
         10,
     )
-    rg_files = await rg_ms(["--files", "-g", "*.md", str(tree)], 10)
     seen = {f"/memory/notes/n{i:03}.md": ReadRecord(1, True, 1) for i in range(10, 60)}
     checkpoint = Checkpoint("s-bench", ORG, "C1", Requester("U1"), read_state=seen)
     quiet = await timed(lambda i: change_notices(store, checkpoint), 10)

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         EditResult,
         Entry,
         FileKey,
+        FileMatches,
         FileVersion,
         GrepMatch,
         IndexEntry,
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         Revision,
         Scope,
         WriteResult,
+        grep_lines,
     )
     from memory_store.sandboxes.ledger import SandboxLedgerStore
     from memory_store.schema_probe import Probed, SchemaVersion, probe_schema
@@ -169,6 +171,7 @@ __all__ = [
     "EditResult",
     "Entry",
     "FileKey",
+    "FileMatches",
     "FileStore",
     "FileVersion",
     "GrepMatch",
@@ -179,6 +182,7 @@ __all__ = [
     "Revision",
     "Scope",
     "WriteResult",
+    "grep_lines",
     # paths and skills
     "normalise_file_path",
     "normalise_path",
@@ -340,6 +344,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "FileKey",
         "FileVersion",
         "GrepMatch",
+        "FileMatches",
+        "grep_lines",
         "IndexEntry",
         "Limits",
         "Namespace",

@@ -8,6 +8,7 @@ Versions count from 1; version 0 means "does not exist".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -158,6 +159,55 @@ class GrepMatch(NamedTuple):
     line_number: int
     line: str
     is_context: bool = False
+
+
+class FileMatches(NamedTuple):
+    """What ``grep`` found in one file: its matching lines and their context lines, in
+    line order (``-o`` may repeat a line number, one entry per part of the line).
+
+    One object per file, not per line: a Grep of 40,000 lines makes 200 of these and
+    lists of strings and numbers, which the collector does not walk (``bench/tools.py``:
+    per-line tuples spent most of such a search in collections). ``matches`` gives the
+    per-line form.
+
+    Fields:
+        path: the file's path, as the store names it.
+        line_numbers: 1-based, one per shown line.
+        lines: each shown line's text, without its newline.
+        context: the line numbers among them that are context lines (empty without
+            ``before``/``after``).
+    """
+
+    path: str
+    line_numbers: list[int]
+    lines: list[str]
+    context: frozenset[int] = frozenset()
+
+    def matches(self) -> list[GrepMatch]:
+        """One ``GrepMatch`` per shown line.
+
+        >>> FileMatches("/a", [1, 2], ["x", "y"], frozenset({1})).matches()[0]
+        GrepMatch(path='/a', line_number=1, line='x', is_context=True)
+        """
+        context = self.context
+        return [
+            GrepMatch(self.path, n, line, n in context)
+            for n, line in zip(self.line_numbers, self.lines, strict=True)
+        ]
+
+    @property
+    def hit_count(self) -> int:
+        """How many shown lines match (are not context lines)."""
+        return len(self.line_numbers) - len(self.context)
+
+
+def grep_lines(files: Iterable[FileMatches]) -> list[GrepMatch]:
+    """Every shown line of ``files`` as a ``GrepMatch``, in order.
+
+    >>> grep_lines([FileMatches("/a", [3], ["x"]), FileMatches("/b", [1], ["y"])])[1].path
+    '/b'
+    """
+    return [m for f in files for m in f.matches()]
 
 
 @dataclass(frozen=True)

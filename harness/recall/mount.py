@@ -22,8 +22,8 @@ from harness.tools.listing import page
 from harness.tools.virtual_dir import list_directory
 from harness.vfs import Mount, Resolved
 from memory_store import (
+    FileMatches,
     FileNotFound,
-    GrepMatch,
     IncidentLog,
     Namespace,
     PastIncident,
@@ -163,7 +163,7 @@ async def grep(
     multiline: bool,
     newest_first: bool,
     timeout_s: float,
-) -> list[GrepMatch] | ToolOutcome:
+) -> list[FileMatches] | ToolOutcome:
     """Grep's matches on ``/incidents`` (paths relative to the mount), or an error."""
     recall = ctx.recall
     if recall is None:

@@ -39,10 +39,10 @@ def preview(text: str, max_bytes: int = PREVIEW_BYTES) -> tuple[str, bool]:
     >>> preview("ab\\ncd\\nef", 6)
     ('ab\\ncd', True)
     """
-    data = text.encode()
-    if len(data) <= max_bytes:
+    if len(text) <= max_bytes and len(text.encode()) <= max_bytes:
         return text, False
-    head = data[:max_bytes].decode("utf-8", errors="ignore")
+    # each character is one byte or more: the first max_bytes characters hold the head
+    head = text[:max_bytes].encode()[:max_bytes].decode("utf-8", errors="ignore")
     cut = head.rfind("\n")
     return (head[:cut] if cut >= len(head) // 2 else head), True
 
@@ -52,15 +52,20 @@ OMITTED = re.compile(r"\n\[\.\.\. (\d+) bytes omitted \.\.\.\]\n")
 (``sandbox_client/server/capture.py``: it keeps the head and the tail)."""
 
 
-def produced_size(text: str) -> str:
+def produced_size(text: str, size_bytes: int | None = None, *, command: bool = True) -> str:
     r"""The size of what the command produced, not only of what was kept: the sandbox keeps
     the head and tail of a large output and says how many bytes it dropped between.
+    ``size_bytes``: ``text``'s UTF-8 length when the caller has it. ``command``: ``text``
+    is a command's output (only that can hold the sandbox's marker; another tool's text
+    is measured as it is).
 
     >>> produced_size("x" * 2048)
     '2KB'
     >>> produced_size("head\n[... 52428800 bytes omitted ...]\ntail")
     '50MB; the sandbox kept its first and last 8 bytes'
     """
+    if not command or "bytes omitted ...]" not in text:  # not cut by the sandbox
+        return human_size(len(text.encode()) if size_bytes is None else size_bytes)
     omitted = sum(int(n) for n in OMITTED.findall(text))
     kept = len(OMITTED.sub("", text).encode())
     if not omitted:
@@ -68,11 +73,15 @@ def produced_size(text: str) -> str:
     return f"{human_size(kept + omitted)}; the sandbox kept its first and last {human_size(kept)}"
 
 
-def persisted_text(path: str, text: str) -> str:
-    """The result the model gets instead of ``text`` (kept whole at ``path``)."""
+def persisted_text(
+    path: str, text: str, size_bytes: int | None = None, *, command: bool = True
+) -> str:
+    """The result the model gets instead of ``text`` (kept whole at ``path``);
+    ``size_bytes`` and ``command`` as ``produced_size`` takes them."""
     head, more = preview(text)
+    size = produced_size(text, size_bytes, command=command)
     return (
-        f"{OPEN}\nOutput too large ({produced_size(text)}). Full output saved to: "
+        f"{OPEN}\nOutput too large ({size}). Full output saved to: "
         f"{path}\n\nPreview (first {human_size(PREVIEW_BYTES)}):\n{head}"
         + ("\n..." if more else "")
         + f"\n{CLOSE}"
@@ -93,8 +102,11 @@ def cut_middle(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n\n... [{cut} characters cut] ...\n\n{text[-tail:]}"
 
 
-async def keep_in_file(text: str, tool_use_id: str, ws: Workspace, max_chars: int) -> str:
+async def keep_in_file(
+    text: str, tool_use_id: str, ws: Workspace, max_chars: int, *, command: bool = False
+) -> str:
     """``text`` itself when it fits ``max_chars``; else a preview of the file that keeps it.
+    ``command``: ``text`` is a command's output, whose size counts what the sandbox cut.
 
     Raises nothing for a sandbox that cannot take the file: the text is cut in the
     middle instead, with ``NOT_SAVED``.
@@ -102,8 +114,9 @@ async def keep_in_file(text: str, tool_use_id: str, ws: Workspace, max_chars: in
     if len(text) <= max_chars:
         return text
     path = results_path(tool_use_id)
+    data = text.encode()
     try:
-        await ws.write_file(path, text.encode())
+        await ws.write_file(path, data)
     except WorkspaceError:
         return cut_middle(text, max_chars) + "\n" + NOT_SAVED
-    return persisted_text(path, text)
+    return persisted_text(path, text, len(data), command=command)

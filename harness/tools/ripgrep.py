@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.sandbox.workspace import CommandResult
 from harness.tools.roots import meant_root
-from memory_store import GrepMatch
+from memory_store import FileMatches
 
 _COMMON = ("--hidden", "-g", "!.git")
 _WITH_MTIMES = " | xargs -0 -r stat --printf '%.9Y\\t%n\\0' --"
@@ -161,12 +161,14 @@ def parse_files(stdout: str) -> list[str]:
     return [path for _, path in sorted(stamped)]
 
 
-def parse_json(stdout: str) -> list[GrepMatch]:
-    """Match and context lines from ``rg --json`` output, in its order.
+def parse_json(stdout: str) -> list[FileMatches]:
+    """Match and context lines from ``rg --json`` output, in its order, one entry per
+    run of records of the same file (ripgrep gives each file's records together).
 
     A multi-line match (``-U``) gives one match line per line it spans.
     """
-    found: list[GrepMatch] = []
+    found: list[FileMatches] = []
+    context: set[int] = set()
     for raw in stdout.split("\n"):
         if not raw.startswith("{"):
             continue
@@ -179,10 +181,18 @@ def parse_json(stdout: str) -> list[GrepMatch]:
         lines = _text(data["lines"]).split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        found += [
-            GrepMatch(path, first + i, line.removesuffix("\r"), is_context=kind == "context")
-            for i, line in enumerate(lines)
-        ]
+        if not found or found[-1].path != path:
+            if found:
+                found[-1] = found[-1]._replace(context=frozenset(context))
+            found.append(FileMatches(path, [], []))
+            context = set()
+        numbers = range(first, first + len(lines))
+        found[-1].line_numbers.extend(numbers)
+        found[-1].lines.extend(line.removesuffix("\r") for line in lines)
+        if kind == "context":
+            context.update(numbers)
+    if found:
+        found[-1] = found[-1]._replace(context=frozenset(context))
     return found
 
 

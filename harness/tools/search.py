@@ -15,7 +15,9 @@ the file name at any depth (``*.md`` finds ``/memory/teams/a.md``).
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
+import functools
 import posixpath
 import re
 from typing import Literal
@@ -27,9 +29,11 @@ from harness.tools import ripgrep, search_output, wording
 from harness.tools.contract import ModelTool, ToolContext, ToolOutcome, tool_error
 from harness.tools.files import generated_here
 from harness.vfs import Mount, Resolved, resolve
-from memory_store import GrepMatch, SearchTimeout
+from memory_store import FileMatches, SearchTimeout
 
 SEARCH_TIMEOUT_S = 60.0
+_FORMAT_ON_LOOP_LINES = 2_000
+"""A content listing of more lines is formatted off the event loop (40,000: ~8 ms)."""
 TIMED_OUT = "The search timed out; search a narrower path or use a more specific pattern."
 _GLOB_CHARS = frozenset("*?[{")
 _TYPES: dict[str, tuple[str, ...]] = {
@@ -181,49 +185,62 @@ async def grep(p: GrepInput, ctx: ToolContext) -> ToolOutcome:
         found = await _grep_sandbox(p, where, ctx)
     if isinstance(found, ToolOutcome):
         return found
-    matches, paths = found
+    files, paths = found
     prefix = _mount_root(where)
     if p.output_mode == "files_with_matches":
         shown = [prefix + path for path in paths]
         return ToolOutcome(search_output.files_listing(shown, p.head_limit, p.offset))
     if p.output_mode == "count":
-        return ToolOutcome(search_output.count_listing(matches, p.head_limit, p.offset, prefix))
+        return ToolOutcome(search_output.count_listing(files, p.head_limit, p.offset, prefix))
     if p.only_matching:
-        matches = only_matching(matches, p.pattern, ignore_case=p.ignore_case)
-    text = search_output.content_listing(
-        matches,
+        files = only_matching(files, p.pattern, ignore_case=p.ignore_case)
+    listing = functools.partial(
+        search_output.content_listing,
+        files,
         line_numbers=p.line_numbers,
         context=any(p.context_lines()),
         head_limit=p.head_limit,
         offset=p.offset,
         prefix=prefix,
     )
-    return ToolOutcome(text)
+    if search_output.content_size(files) > _FORMAT_ON_LOOP_LINES:
+        return ToolOutcome(await asyncio.to_thread(listing))
+    return ToolOutcome(listing())
 
 
-Found = tuple[list[GrepMatch], list[str]] | ToolOutcome
+Found = tuple[list[FileMatches], list[str]] | ToolOutcome
 
 
-def only_matching(matches: list[GrepMatch], pattern: str, *, ignore_case: bool) -> list[GrepMatch]:
-    """``-o``: each match line replaced by the parts of it that match (one entry each),
-    context lines dropped. The parts are found with Python's ``re`` (ripgrep's syntax is
-    mostly the same); a pattern ``re`` cannot compile keeps its whole lines.
+def only_matching(
+    files: list[FileMatches], pattern: str, *, ignore_case: bool
+) -> list[FileMatches]:
+    """``-o``: each match line replaced by the parts of it that match (one entry each,
+    under the line's number), context lines dropped. The parts are found with Python's
+    ``re`` (ripgrep's syntax is mostly the same); a pattern ``re`` cannot compile keeps
+    its whole lines.
 
-    >>> found = only_matching([GrepMatch("/a", 1, "x=1 y=22")], r"\\d+", ignore_case=False)
-    >>> [m.line for m in found]
-    ['1', '22']
+    >>> found = only_matching([FileMatches("/a", [1], ["x=1 y=22"])], r"\\d+", ignore_case=False)
+    >>> found[0].line_numbers, found[0].lines
+    ([1, 1], ['1', '22'])
     """
     try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        regex: re.Pattern[str] | None = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error:
-        return [m for m in matches if not m.is_context]
-    parts: list[GrepMatch] = []
-    for m in matches:
-        if m.is_context:
-            continue
-        found = [f.group(0) for f in regex.finditer(m.line) if f.group(0)]
-        parts += [GrepMatch(m.path, m.line_number, text) for text in found or [m.line]]
-    return parts
+        regex = None
+    kept: list[FileMatches] = []
+    for found in files:
+        numbers: list[int] = []
+        parts: list[str] = []
+        for n, line in zip(found.line_numbers, found.lines, strict=True):
+            if n in found.context:
+                continue
+            pieces = [] if regex is None else [m.group(0) for m in regex.finditer(line)]
+            pieces = [piece for piece in pieces if piece] or [line]
+            numbers += [n] * len(pieces)
+            parts += pieces
+        if numbers:
+            kept.append(FileMatches(found.path, numbers, parts))
+    return kept
 
 
 def _enough(p: GrepInput) -> int | None:
@@ -263,11 +280,11 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
         )
         if isinstance(found, ToolOutcome):
             return found
-        matches = [m for m in found if extensions is None or m.path.endswith(extensions)]
-        return matches, search_output.matched_paths(matches)
+        files = [f for f in found if extensions is None or f.path.endswith(extensions)]
+        return files, search_output.matched_paths(files)
     ns = ctx.namespace(where.mount)
     try:
-        matches = await ctx.store.grep(
+        files = await ctx.store.grep(
             ns,
             p.pattern,
             prefix=where.path,
@@ -286,9 +303,9 @@ async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
     except wording.MODEL_FIXABLE as exc:
         return tool_error(wording.store_failure(exc, where))
     if extensions is not None:
-        matches = [m for m in matches if m.path.endswith(extensions)]
+        files = [f for f in files if f.path.endswith(extensions)]
     files_mode = p.output_mode == "files_with_matches"  # the only mode that lists paths
-    return matches, search_output.matched_paths(matches) if files_mode else []
+    return files, search_output.matched_paths(files) if files_mode else []
 
 
 async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:
@@ -308,12 +325,12 @@ async def _grep_sandbox(p: GrepInput, where: Resolved, ctx: ToolContext) -> Foun
     else:
         command = ripgrep.grep_command(p.pattern, where.path, options)
     result = await ctx.workspace.exec(ctx.tool_use_id, command, timeout_s=SEARCH_TIMEOUT_S)
-    matches = [] if files_mode else ripgrep.parse_json(result.stdout)
+    files = [] if files_mode else ripgrep.parse_json(result.stdout)
     paths = ripgrep.parse_files(result.stdout) if files_mode else []
-    problem = ripgrep.failure(result, where.path, produced=bool(matches or paths), cwd=ctx.cwd)
+    problem = ripgrep.failure(result, where.path, produced=bool(files or paths), cwd=ctx.cwd)
     if problem is not None:
         return _failed(problem)
-    return matches, paths or search_output.matched_paths(matches)
+    return files, paths or search_output.matched_paths(files)
 
 
 # ---------------------------------------------------------------- definitions

@@ -195,7 +195,7 @@ async def _bounded(name: str, outcome: ToolOutcome, ctx: ToolContext) -> ToolOut
     text = outcome.content
     cap = MAX_RESULT_CHARS if is_mcp(name) else _KEEP_ABOVE_CHARS.get(name)
     if cap is not None:
-        text = await keep_in_file(text, ctx.tool_use_id, ctx.workspace, cap)
+        text = await keep_in_file(text, ctx.tool_use_id, ctx.workspace, cap, command=name == "Bash")
     text = cut_middle(text, BACKSTOP_CHARS)
     return outcome if text == outcome.content else replace(outcome, content=text)
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from itertools import compress
 from typing import Any
 
 import re2
 
 from memory_store.errors import SearchTimeout
-from memory_store.records import GrepMatch
+from memory_store.records import FileMatches
 
 Regex = Any  # re2's compiled pattern (the binding ships no type information)
 
@@ -80,8 +81,9 @@ def search(
     multiline: bool = False,
     deadline: float,
     enough: int | None = None,
-) -> list[GrepMatch]:
-    """Matching lines of each ``(path, content)``, with context lines, in the given order.
+) -> list[FileMatches]:
+    """What each ``(path, content)`` shows (matching lines, with context lines), in the
+    given order; files without a match are left out.
 
     Args:
         deadline: ``time.monotonic()`` value after which the search gives up.
@@ -91,20 +93,23 @@ def search(
     Raises:
         SearchTimeout: the deadline passed.
     """
-    found: list[GrepMatch] = []
+    found: list[FileMatches] = []
+    entries = 0
     whole = multiline or _whole_content_is_a_superset(regex.pattern)
     scan = None if multiline or not whole else scanner(regex)
     for path, content in files:
-        if enough is not None and len(found) >= enough:
+        if enough is not None and entries >= enough:
             break
         if time.monotonic() > deadline:
             raise SearchTimeout(path)
-        if scan is not None:  # one pass over the content finds the lines (or none)
-            found += grep_content(path, content, regex, before=before, after=after, scan=scan)
-        elif not whole or regex.search(content) is not None:  # one pass rules most files out
-            found += grep_content(
-                path, content, regex, before=before, after=after, multiline=multiline
-            )
+        if scan is None and whole and regex.search(content) is None:
+            continue  # one pass rules most files out
+        shown = grep_content(
+            path, content, regex, before=before, after=after, multiline=multiline, scan=scan
+        )
+        if shown.line_numbers:
+            found.append(shown)
+            entries += len(shown.line_numbers)
     return found
 
 
@@ -179,8 +184,9 @@ def grep_content(
     after: int = 0,
     multiline: bool = False,
     scan: Regex | str | None = None,
-) -> list[GrepMatch]:
-    """Matching lines of one file in line order, with ``before``/``after`` context lines.
+) -> FileMatches:
+    """The lines of one file that match, in line order, with ``before``/``after``
+    context lines.
 
     Without ``multiline`` each line is searched on its own; with it, the whole
     content is searched and each match is reported by its first line. A line is
@@ -191,25 +197,37 @@ def grep_content(
     searching the content once (``_scanned_lines``), or, for plain text, by looking for
     it in each line, with the same result.
 
-    >>> [(m.line_number, m.is_context) for m in grep_content(
+    >>> found = grep_content(
     ...     "/f", "a\\nb\\nc\\nb\\n", compile_pattern("b", ignore_case=False, multiline=False),
-    ...     before=1)]
-    [(1, True), (2, False), (3, True), (4, False)]
+    ...     before=1)
+    >>> found.line_numbers, sorted(found.context)
+    ([1, 2, 3, 4], [1, 3])
     """
     lines = split_lines(content)
     if isinstance(scan, str) and not multiline:
-        hits = {i for i, line in enumerate(lines) if scan in line}
+        matching = [scan in line for line in lines]
+        if not before and not after and all(matching):  # every line: nothing to pick
+            return FileMatches(path, list(range(1, len(lines) + 1)), lines)
+        if not before and not after:  # the common case, with no per-line object
+            return FileMatches(
+                path,
+                list(compress(range(1, len(lines) + 1), matching)),
+                list(compress(lines, matching)),
+            )
+        hits = set(compress(range(len(lines)), matching))
     elif scan is not None and not multiline:
         hits = _scanned_lines(lines, content, regex, scan)
     else:
         hits = _matching_lines(lines, content, regex, multiline=multiline)
-    make = GrepMatch._make  # one per output line: the tuple's own constructor
     if not before and not after:
-        return [make((path, i + 1, lines[i], False)) for i in sorted(hits)]
+        ordered = sorted(hits)
+        return FileMatches(path, [i + 1 for i in ordered], [lines[i] for i in ordered])
     shown: set[int] = set()
     for hit in hits:
         shown.update(range(max(0, hit - before), min(len(lines), hit + after + 1)))
-    return [make((path, i + 1, lines[i], i not in hits)) for i in sorted(shown)]
+    ordered = sorted(shown)
+    context = frozenset(i + 1 for i in shown.difference(hits))
+    return FileMatches(path, [i + 1 for i in ordered], [lines[i] for i in ordered], context)
 
 
 def _matching_lines(lines: list[str], content: str, regex: Regex, *, multiline: bool) -> set[int]:

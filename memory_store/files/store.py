@@ -22,8 +22,8 @@ from memory_store.records import (
     EditResult,
     Entry,
     FileKey,
+    FileMatches,
     FileVersion,
-    GrepMatch,
     IndexEntry,
     Limits,
     Namespace,
@@ -193,8 +193,9 @@ class FileStore:
         newest_first: bool = False,
         timeout_s: float = SEARCH_TIMEOUT_S,
         enough: int | None = None,
-    ) -> list[GrepMatch]:
-        """Lines matching a regex (RE2 syntax, ripgrep's; see ``grep``), with context lines.
+    ) -> list[FileMatches]:
+        """Lines matching a regex (RE2 syntax, ripgrep's; see ``grep``), with context lines:
+        one ``FileMatches`` per file with a match (``grep_lines`` gives one entry per line).
 
         ``enough``: the caller shows no more than this many entries (matching and context
         lines), so the search stops after the file that reached it (None: every file).
@@ -217,7 +218,7 @@ class FileStore:
                 conn, ns, prefix, containing=literal, ignore_case=ignore_case
             )
 
-        def run() -> list[GrepMatch]:
+        def run() -> list[FileMatches]:
             regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
             chosen = listing.grep_order(found, glob, prefix, newest_first=newest_first)
             return search(

@@ -39,7 +39,7 @@ from memory_store.recall.tables import (
     private_channels,
     related_given,
 )
-from memory_store.records import Entry, GrepMatch, Scope
+from memory_store.records import Entry, FileMatches, Scope
 from memory_store.sessions.tables import sessions
 from memory_store.upsert import insert
 
@@ -546,8 +546,9 @@ class RecallStore:
         multiline: bool = False,
         newest_first: bool = False,
         timeout_s: float = 20.0,
-    ) -> list[GrepMatch]:
-        """Lines matching a regex in the notes of the ``/incidents`` tree, with the
+    ) -> list[FileMatches]:
+        """Lines matching a regex in the notes of the ``/incidents`` tree (one
+        ``FileMatches`` per file with a match), with the
         semantics of ``FileStore.grep`` (RE2, linear time, off the event loop); paths are
         ``/<folder>/<path>``. Raises InvalidPath; ValueError for a bad regex;
         SearchTimeout."""
@@ -565,7 +566,7 @@ class RecallStore:
             if _is_under(f"/{f.dir_name}{f.path}", prefix)
         ]
 
-        def run() -> list[GrepMatch]:
+        def run() -> list[FileMatches]:
             regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=multiline)
             chosen = listing.grep_order(found, glob, prefix, newest_first=newest_first)
             return search(

@@ -7,11 +7,11 @@ from types import ModuleType
 
 import pytest
 
-from memory_store import db
+from memory_store import db, records
 from memory_store.files import frontmatter, globs, grep, listing, paths, skills
 
 
-@pytest.mark.parametrize("module", [paths, globs, grep, frontmatter, skills, listing, db])
+@pytest.mark.parametrize("module", [paths, globs, grep, frontmatter, skills, listing, db, records])
 def test_docstring_examples_hold(module: ModuleType) -> None:
     result = doctest.testmod(module)
 

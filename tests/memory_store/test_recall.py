@@ -17,6 +17,7 @@ from memory_store import (
     RecallStore,
     Scope,
     Viewer,
+    grep_lines,
 )
 
 POOL = IncidentSummary(
@@ -179,13 +180,15 @@ async def test_grep_and_glob_over_the_tree_work_like_over_one_incident(
     await files.write(ns, "/findings.md", text, Origin("u"), expected_version=None)
     await files.write(ns, "/raw/log.txt", "pool x\n", Origin("u"), expected_version=None)
     viewer = Viewer(org, "C9")
-    direct = await files.grep(ns, r"pool size \d+", before=1)
-    tree = await recall.grep(viewer, r"pool size \d+", before=1)
+    direct = grep_lines(await files.grep(ns, r"pool size \d+", before=1))
+    tree = grep_lines(await recall.grep(viewer, r"pool size \d+", before=1))
     assert [(m.line_number, m.line, m.is_context) for m in tree] == [
         (m.line_number, m.line, m.is_context) for m in direct
     ]
     assert {m.path for m in tree} == {"/2026-11-02-C1/findings.md"}
-    inside = await recall.grep(viewer, "pool", prefix="/2026-11-02-C1/raw", glob="*.txt")
+    inside = grep_lines(
+        await recall.grep(viewer, "pool", prefix="/2026-11-02-C1/raw", glob="*.txt")
+    )
     assert [m.path for m in inside] == ["/2026-11-02-C1/raw/log.txt"]
     names = await recall.glob(viewer, "**/*.md", generated=("timeline.md",))
     assert {e.path for e in names} == {

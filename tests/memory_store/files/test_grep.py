@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memory_store import FileStore, Namespace, SearchTimeout
+from memory_store import FileStore, Namespace, SearchTimeout, grep_lines
 from memory_store.files.grep import compile_pattern, grep_content, scanner
 from tests.memory_store.file_support import who
 
@@ -41,7 +41,7 @@ async def test_a_catastrophic_pattern_leaves_the_event_loop_responsive(
     # When: it is searched while the loop's lag is watched
     lag = LoopLag()
     try:
-        matches = await store.grep(memory, CATASTROPHIC)
+        matches = grep_lines(await store.grep(memory, CATASTROPHIC))
     finally:
         lag.stop()
 
@@ -57,7 +57,7 @@ async def test_a_catastrophic_pattern_on_a_long_line_returns_promptly(
     await store.write(memory, "/long.md", f"{line}\nfine words\n", who(), expected_version=0)
 
     started = time.monotonic()
-    matches = await store.grep(memory, CATASTROPHIC)
+    matches = grep_lines(await store.grep(memory, CATASTROPHIC))
 
     assert [m.line for m in matches] == ["fine words"]
     assert time.monotonic() - started < 5
@@ -67,7 +67,7 @@ async def test_a_search_past_its_time_budget_gives_up(store: FileStore, memory: 
     await store.write(memory, "/a.md", "alpha\n", who(), expected_version=0)
 
     with pytest.raises(SearchTimeout):
-        await store.grep(memory, "alpha", timeout_s=0)
+        grep_lines(await store.grep(memory, "alpha", timeout_s=0))
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ async def test_patterns_use_ripgrep_syntax(
 ) -> None:
     await store.write(memory, "/a.md", "alpha\nλόγος\ncode 500\n", who(), expected_version=0)
 
-    assert [m.line for m in await store.grep(memory, pattern)] == matched
+    assert [m.line for m in grep_lines(await store.grep(memory, pattern))] == matched
 
 
 @pytest.mark.parametrize("pattern", [r"(?<=a)b", r"(a)\1"])
@@ -92,7 +92,7 @@ async def test_look_around_and_backreferences_are_refused_as_ripgrep_does(
     store: FileStore, memory: Namespace, pattern: str
 ) -> None:
     with pytest.raises(ValueError, match="invalid regular expression"):
-        await store.grep(memory, pattern)
+        grep_lines(await store.grep(memory, pattern))
 
 
 async def test_a_literal_in_the_pattern_narrows_rows_without_losing_matches(
@@ -101,8 +101,8 @@ async def test_a_literal_in_the_pattern_narrows_rows_without_losing_matches(
     await store.write(memory, "/a.md", "ERROR code 4217\n", who(), expected_version=0)
     await store.write(memory, "/b.md", "error CODE 17\n", who(), expected_version=0)
 
-    exact = await store.grep(memory, r"ERROR code \d+")
-    folded = await store.grep(memory, r"error code \d+", ignore_case=True)
+    exact = grep_lines(await store.grep(memory, r"ERROR code \d+"))
+    folded = grep_lines(await store.grep(memory, r"error code \d+", ignore_case=True))
 
     assert [m.path for m in exact] == ["/a.md"]
     assert [m.path for m in folded] == ["/a.md", "/b.md"]
@@ -112,8 +112,8 @@ async def test_files_can_come_newest_first(store: FileStore, memory: Namespace) 
     await store.write(memory, "/a.md", "hit\n", who(), expected_version=0)
     await store.write(memory, "/b.md", "hit\n", who(), expected_version=0)
 
-    newest = await store.grep(memory, "hit", newest_first=True)
-    by_path = await store.grep(memory, "hit")
+    newest = grep_lines(await store.grep(memory, "hit", newest_first=True))
+    by_path = grep_lines(await store.grep(memory, "hit"))
 
     assert [m.path for m in newest] == ["/b.md", "/a.md"]
     assert [m.path for m in by_path] == ["/a.md", "/b.md"]
@@ -158,12 +158,13 @@ def test_lines_found_in_one_pass_are_the_lines_that_match_on_their_own(
     # Given a pattern eligible for the one-pass scan (plain text, or bytes RE2)
     regex = compile_pattern(pattern, ignore_case=ignore_case, multiline=False)
     scan = scanner(regex)
-    for content in CONTENTS:
-        # When each content is searched by the scan and line by line
-        scanned = grep_content("/f.md", content, regex, before=1, scan=scan)
-        by_line = grep_content("/f.md", content, regex, before=1)
-        # Then both find the same lines, context included
-        assert scanned == by_line, (pattern, content)
+    for content in (*CONTENTS, "a\nab\nba\n", "é\néé\n"):  # and every line matching
+        for before in (0, 1):
+            # When each content is searched by the scan and line by line
+            scanned = grep_content("/f.md", content, regex, before=before, scan=scan)
+            by_line = grep_content("/f.md", content, regex, before=before)
+            # Then both find the same lines, context included
+            assert scanned == by_line, (pattern, content, before)
 
 
 def test_plain_text_is_looked_for_without_the_regex_engine() -> None:

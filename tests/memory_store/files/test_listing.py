@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_store import Entry, FileStore, GrepMatch, InvalidPath, Namespace, Scope
+from memory_store import Entry, FileStore, GrepMatch, InvalidPath, Namespace, Scope, grep_lines
 from tests.memory_store.file_support import who
 
 TREE = {
@@ -124,7 +124,7 @@ async def test_glob_is_relative_to_its_prefix(tree: FileStore, memory: Namespace
 
 
 async def test_grep_finds_matching_lines_in_path_order(tree: FileStore, memory: Namespace) -> None:
-    found = await tree.grep(memory, r"deploys? from")
+    found = grep_lines(await tree.grep(memory, r"deploys? from"))
 
     assert found == [
         GrepMatch("/teams/payments.md", 1, "Payments deploy from release."),
@@ -133,9 +133,9 @@ async def test_grep_finds_matching_lines_in_path_order(tree: FileStore, memory: 
 
 
 async def test_grep_ignores_case_when_asked(tree: FileStore, memory: Namespace) -> None:
-    assert await tree.grep(memory, "check the db") == []
+    assert grep_lines(await tree.grep(memory, "check the db")) == []
 
-    found = await tree.grep(memory, "check the db", ignore_case=True)
+    found = grep_lines(await tree.grep(memory, "check the db", ignore_case=True))
 
     assert [(m.path, m.line_number) for m in found] == [("/runbooks/db.md", 1)]
 
@@ -145,7 +145,7 @@ async def test_grep_marks_context_lines_and_reports_each_line_once(
 ) -> None:
     await store.write(memory, "/log.md", "a\nERR 1\nb\nERR 2\nc\nd\n", who(), expected_version=0)
 
-    found = await store.grep(memory, "ERR", before=1, after=1)
+    found = grep_lines(await store.grep(memory, "ERR", before=1, after=1))
 
     assert [(m.line_number, m.line, m.is_context) for m in found] == [
         (1, "a", True),
@@ -157,9 +157,9 @@ async def test_grep_marks_context_lines_and_reports_each_line_once(
 
 
 async def test_grep_filters_files_by_glob_and_prefix(tree: FileStore, memory: Namespace) -> None:
-    by_name = await tree.grep(memory, "legacy|Search", glob="*.txt")
-    by_prefix = await tree.grep(memory, ".", prefix="/runbooks")
-    one_file = await tree.grep(memory, ".", prefix="/teams/search.md")
+    by_name = grep_lines(await tree.grep(memory, "legacy|Search", glob="*.txt"))
+    by_prefix = grep_lines(await tree.grep(memory, ".", prefix="/runbooks"))
+    one_file = grep_lines(await tree.grep(memory, ".", prefix="/teams/search.md"))
 
     assert [m.path for m in by_name] == ["/teams/old/legacy.txt"]
     assert {m.path for m in by_prefix} == {"/runbooks/db.md"}
@@ -169,7 +169,7 @@ async def test_grep_filters_files_by_glob_and_prefix(tree: FileStore, memory: Na
 async def test_grep_multiline_matches_across_lines_reporting_the_first_line(
     tree: FileStore, memory: Namespace
 ) -> None:
-    found = await tree.grep(memory, r"pool first\.\nThen", multiline=True)
+    found = grep_lines(await tree.grep(memory, r"pool first\.\nThen", multiline=True))
 
     assert [(m.path, m.line_number, m.line) for m in found] == [
         ("/runbooks/db.md", 1, "Check the DB pool first.")
