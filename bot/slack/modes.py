@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import socket
@@ -121,12 +122,18 @@ async def start(app: AsyncApp, mode: SocketMode | HttpMode) -> RunningSlack:
         running = await _start_socket_mode(app, mode)
     else:
         running = await _start_http(app, mode)
-    # What start-up made (modules, the app, engines, clients) lives as long as the process:
-    # out of the collector's generations, a full collection walks only what events made,
-    # not the whole start-up heap on the ack path (bench/slack_ack.py), as a worker does
-    # once its runtime is open.
-    gc.freeze()
+    _freeze_start_up()
     return running
+
+
+@functools.cache
+def _freeze_start_up() -> None:
+    """Move what start-up made (modules, the app, engines, clients: it lives as long as
+    the process) out of the collector's generations, once per process, as a worker does
+    once its runtime is open: a full collection then walks what events made, not the
+    whole start-up heap, on the ack path (bench/slack_ack.py). Once: a process that
+    starts the app again (tests) would freeze each start's garbage for good."""
+    gc.freeze()
 
 
 async def serve(
