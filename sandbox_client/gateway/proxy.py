@@ -273,10 +273,14 @@ class Gateway:
             started = time.monotonic()
             caller, proved = await self._identify(request, caller, resolve)
             if caller is None or not proved:
-                await self._unauthenticated(conn, writer)
-                if caller is not None:  # a session's request with a credential not its call's
-                    refused = Decision(Outcome.BLOCKED, None, "a per-call credential not valid")
-                    await self._record(caller, _line_of(request, caller), 407, 0, started, refused)
+                try:
+                    await self._unauthenticated(conn, writer)
+                finally:  # audited even when the client is gone before the answer
+                    if caller is not None:  # a session's request, a credential not its call's
+                        why = "a per-call credential not valid"
+                        refused = Decision(Outcome.BLOCKED, None, why)
+                        line = _line_of(request, caller)
+                        await self._record(caller, line, 407, 0, started, refused)
                 return
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
@@ -359,10 +363,9 @@ class Gateway:
             parts = urlsplit(target)
             if parts.scheme != "http" or not parts.hostname:
                 text = "The warroom egress gateway is a proxy: a request needs http://host/….\n"
-                await self._plain_error(conn, writer, 400, text)
                 line = RequestLine(method, "", 0, target.split("?", 1)[0][:256], None)
                 decision = Decision(Outcome.BLOCKED, None, "not a proxy request")
-                await self._record(caller, line, 400, len(text), started, decision)
+                await self._error_recorded(conn, writer, 400, text, caller, line, started, decision)
                 return
             host, port = parts.hostname, parts.port or 80
             path_query = after_authority(target, parts.scheme, parts.netloc)
@@ -435,17 +438,20 @@ class Gateway:
             verb = request.method.decode("ascii", "replace").upper()  # an override is kept
             exchange = await self._upstream.send(origin, verb, target, headers, body)
         except UpstreamError as exc:
-            reason = f"could not reach {line.host}:{line.port} ({exc})"
-            await self._plain_error(conn, writer, 502, f"The warroom egress gateway {reason}.")
-            await self._record(caller, line, 502, 0, started, decision, query=query)
+            text = f"The warroom egress gateway could not reach {line.host}:{line.port} ({exc})."
+            await self._error_recorded(
+                conn, writer, 502, text, caller, line, started, decision, query=query, sent=0
+            )
             return
         answer, sent = exchange.answer, 0
         try:
             reply = ReplyBody(answer.headers, scrubber)
         except UnreadableBody as exc:  # a body it cannot read is a body it cannot scrub
             await exchange.aclose()
-            await self._plain_error(conn, writer, 502, f"The warroom egress gateway {exc}.")
-            await self._record(caller, line, 502, 0, started, decision, query=query)
+            text = f"The warroom egress gateway {exc}."
+            await self._error_recorded(
+                conn, writer, 502, text, caller, line, started, decision, query=query, sent=0
+            )
             return
         try:
             out = [  # a header named after a secret is dropped (a name cannot be rewritten)
@@ -573,8 +579,10 @@ class Gateway:
         hint: str = ADMIN_HINT,
     ) -> None:
         text = f"Blocked by the warroom egress gateway: {decision.reason}; {hint}.\n"
-        await self._plain_error(conn, writer, 403, text)
-        await self._record(caller, line, 403, len(text), started, decision, query=_query_of(query))
+        query = _query_of(query)
+        await self._error_recorded(
+            conn, writer, 403, text, caller, line, started, decision, query=query
+        )
 
     async def _unauthenticated(self, conn: h11.Connection, writer: asyncio.StreamWriter) -> None:
         body = (
@@ -587,9 +595,7 @@ class Gateway:
             (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
         ]
-        await self._send(writer, conn, _response(407, headers))
-        await self._send(writer, conn, h11.Data(data=body))
-        await self._send(writer, conn, h11.EndOfMessage())
+        await self._send_whole(writer, conn, _response(407, headers), body)
 
     async def _malformed(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, exc: h11.RemoteProtocolError
@@ -615,9 +621,51 @@ class Gateway:
             (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
         ]
-        await self._send(writer, conn, _response(status, headers))
-        await self._send(writer, conn, h11.Data(data=body))
-        await self._send(writer, conn, h11.EndOfMessage())
+        await self._send_whole(writer, conn, _response(status, headers), body)
+
+    async def _error_recorded(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        status: int,
+        text: str,
+        caller: Caller,
+        line: RequestLine,
+        started: float,
+        decision: Decision,
+        *,
+        query: str = "",
+        sent: int | None = None,
+    ) -> None:
+        """Answer ``status`` with ``text`` and audit it, also when the answer cannot be
+        written (a client that hung up right after its request is still in the audit: a
+        refused attempt must not vanish from it by closing fast). ``sent``: the bytes to
+        audit (default: the text's length)."""
+        try:
+            await self._plain_error(conn, writer, status, text)
+        finally:
+            size = len(text) if sent is None else sent
+            await self._record(caller, line, status, size, started, decision, query=query)
+
+    @staticmethod
+    async def _send_whole(
+        writer: asyncio.StreamWriter, conn: h11.Connection, head: h11.Response, body: bytes
+    ) -> None:
+        """A whole response (head, body, end) in one write: a client that closes once it
+        has read the head (curl does, on a refused CONNECT) cannot break the answer
+        between its parts.
+
+        Raises:
+            h11.LocalProtocolError: the body is not allowed (a response to ``HEAD``); the
+                head alone is written first.
+        """
+        data = conn.send(head) or b""
+        try:
+            data += conn.send(h11.Data(data=body)) or b""
+            data += conn.send(h11.EndOfMessage()) or b""
+        finally:  # what h11 accepted
+            writer.write(data)
+        await writer.drain()
 
     async def _body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> bytes | None:
         """The request's body, or None past ``max_request_bytes`` (the rest is not read)."""

@@ -67,21 +67,16 @@ def test_the_listing_is_the_line_by_line_listing_for_every_page(seed: int) -> No
         for line_numbers in (True, False):
             for offset in (0, 1, 3, rng.randint(0, total), total + 5):
                 for head_limit in (0, 1, 2, 5, rng.randint(1, total)):
-                    ours = content_listing(
-                        files,
-                        line_numbers=line_numbers,
-                        context=context,
-                        head_limit=head_limit,
-                        offset=offset,
-                        prefix="/memory",
-                    )
-                    plain = line_by_line(
-                        files,
-                        line_numbers=line_numbers,
-                        context=context,
-                        head_limit=head_limit,
-                        offset=offset,
-                        prefix="/memory",
+                    ours, plain = (
+                        listing(
+                            files,
+                            line_numbers=line_numbers,
+                            context=context,
+                            head_limit=head_limit,
+                            offset=offset,
+                            prefix="/memory",
+                        )
+                        for listing in (content_listing, line_by_line)
                     )
                     assert ours == plain, (files, line_numbers, context, head_limit, offset)
 

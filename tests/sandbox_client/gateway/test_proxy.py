@@ -14,6 +14,7 @@ import json
 import socket
 import ssl
 import stat
+import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -600,3 +601,55 @@ async def test_a_change_through_a_credential_rule_passes_only_within_an_approved
         (Outcome.INJECTED, "toolu_plain"),
         (Outcome.INJECTED, "toolu_approved"),
     ]
+
+
+async def test_a_refused_request_is_audited_when_its_client_hangs_up_before_the_answer(
+    upstream: Upstream,
+) -> None:
+    # Given a client that resets its connection while the gateway decides on its request
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setblocking(False)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    async def check(session_id: str, tool_use_id: str) -> bool:
+        client.close()  # SO_LINGER 0: a reset, so the 403 cannot be written
+        return False
+
+    recorded = asyncio.Event()
+    audit = Audit()
+
+    async def audited(record: EgressRecord) -> None:
+        await audit(record)
+        recorded.set()
+
+    rules = _rules(upstream)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    options = GatewayOptions(upstream_verify=upstream.trust, approved=check, calls=CALLS)
+    gateway = Gateway(
+        rules, CertificateAuthority.create(), prepare(rules.rules, environ), audited, options
+    )
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
+    port = server.sockets[0].getsockname()[1]
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_plain").encode()).decode()
+    request = (
+        f"POST http://{HOST}:{upstream.http_port}/api/dashboards/db HTTP/1.1\r\n"
+        f"Host: {HOST}:{upstream.http_port}\r\nProxy-Authorization: Basic {credential}\r\n"
+        "Content-Length: 2\r\n\r\n{}"
+    ).encode()
+    loop = asyncio.get_running_loop()
+    try:
+        # When it sends a change the gateway refuses (no approved call), and hangs up
+        await loop.sock_connect(client, ("127.0.0.1", port))
+        await loop.sock_sendall(client, request)
+        await asyncio.wait_for(recorded.wait(), 10)
+    finally:
+        client.close()
+        await gateway.aclose()
+    # Then the refused attempt is in the audit all the same
+    (record,) = audit.records
+    assert (record.method, record.status, record.outcome, record.tool_use_id) == (
+        "POST",
+        403,
+        Outcome.BLOCKED,
+        "toolu_plain",
+    )
