@@ -149,10 +149,10 @@ def origin_form(target: str, scheme: str, host: str, port: int) -> str:
     """
     if target.startswith("/"):
         return target
-    parts = urlsplit(target)
     try:
+        parts = urlsplit(target)
         same = (parts.scheme, parts.hostname, parts.port or 443) == (scheme, host, port)
-    except ValueError:  # a port that is not a number
+    except ValueError:  # a port that is not a number, an unclosed IPv6 bracket
         return target
     if not same or parts.username is not None or parts.password is not None:
         return target

@@ -303,8 +303,15 @@ class Gateway:
         writer: asyncio.StreamWriter,
         caller: Caller,
     ) -> None:
-        host, port = _authority(request.target.decode("latin-1"), default_port=443)
+        target = request.target.decode("latin-1")
+        host, port = _authority(target, default_port=443)
         started = time.monotonic()
+        if not host or not port:  # audited too: a refused attempt, whatever its form
+            text = "The warroom egress gateway: CONNECT needs a target host:port.\n"
+            line = RequestLine("CONNECT", host, port, target[:256], caller.channel_id)
+            decision = Decision(Outcome.BLOCKED, None, "not host:port")
+            await self._error_recorded(conn, writer, 400, text, caller, line, started, decision)
+            return
         candidates = self.rules.for_host(host, port)
         if caller.channel_id is not None:
             candidates = tuple(
@@ -360,14 +367,14 @@ class Gateway:
         method = request.method.decode("ascii", "replace").upper()
         target = request.target.decode("latin-1")
         if at is None:  # plain HTTP: the target is absolute
-            parts = urlsplit(target)
-            if parts.scheme != "http" or not parts.hostname:
+            parts = _absolute(target)
+            if parts is None or parts.scheme != "http" or not parts.hostname:
                 text = "The warroom egress gateway is a proxy: a request needs http://host/….\n"
                 line = RequestLine(method, "", 0, target.split("?", 1)[0][:256], None)
                 decision = Decision(Outcome.BLOCKED, None, "not a proxy request")
                 await self._error_recorded(conn, writer, 400, text, caller, line, started, decision)
                 return
-            host, port = parts.hostname, parts.port or 80
+            host, port = parts.hostname, parts.port
             path_query = after_authority(target, parts.scheme, parts.netloc)
         else:
             host, port = at
@@ -773,13 +780,11 @@ def _line_of(request: h11.Request, caller: Caller) -> RequestLine:
     if method == "CONNECT":
         host, port = _authority(target, default_port=443)
         return RequestLine(method, host, port, "", caller.channel_id)
-    parts = urlsplit(target)
-    try:
-        port = parts.port or 80
-    except ValueError:
-        port = 0
+    parts = _absolute(target)
+    if parts is None:
+        return RequestLine(method, "", 0, target.split("?", 1)[0][:256], caller.channel_id)
     path = (parts.path or "/")[:256]
-    return RequestLine(method, (parts.hostname or "")[:256], port, path, caller.channel_id)
+    return RequestLine(method, (parts.hostname or "")[:256], parts.port, path, caller.channel_id)
 
 
 def _response(
@@ -814,9 +819,48 @@ def _inode(path: Path) -> int:
 
 
 def _authority(target: str, *, default_port: int) -> tuple[str, int]:
-    """``host:port`` of a CONNECT target (IPv6 in brackets)."""
-    parts = urlsplit(f"//{target}")
-    return (parts.hostname or "").lower(), parts.port or default_port
+    """``host:port`` of a CONNECT target (IPv6 in brackets); port 0 when it is not a
+    port, host "" when there is none (``[::1`` has neither).
+
+    >>> _authority("db.internal:443", default_port=443), _authority("h:99999", default_port=443)
+    (('db.internal', 443), ('h', 0))
+    >>> _authority("[::1", default_port=443), _authority(":443", default_port=443)
+    (('', 0), ('', 443))
+    """
+    try:
+        parts = urlsplit(f"//{target}")
+        host = (parts.hostname or "").lower()
+    except ValueError:  # an unclosed IPv6 bracket
+        return "", 0
+    try:
+        return host, parts.port or default_port
+    except ValueError:  # not a number, or out of range
+        return host, 0
+
+
+@dataclass(frozen=True)
+class _Absolute:
+    scheme: str
+    netloc: str
+    hostname: str | None
+    port: int
+    path: str
+
+
+def _absolute(target: str) -> _Absolute | None:
+    """An absolute-form target's parts (port 80 when none is given), None when it has
+    no readable authority (an unclosed IPv6 bracket, a port that is not one).
+
+    >>> _absolute("http://h:99999/x") is None, _absolute("http://[::1/x") is None
+    (True, True)
+    >>> _absolute("http://H:8080/x").port
+    8080
+    """
+    try:
+        parts = urlsplit(target)
+        return _Absolute(parts.scheme, parts.netloc, parts.hostname, parts.port or 80, parts.path)
+    except ValueError:
+        return None
 
 
 def _with_params(target: str, params: Sequence[tuple[str, str]]) -> str:

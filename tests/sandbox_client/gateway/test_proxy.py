@@ -653,3 +653,36 @@ async def test_a_refused_request_is_audited_when_its_client_hangs_up_before_the_
         Outcome.BLOCKED,
         "toolu_plain",
     )
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        "CONNECT localhost:99999",
+        "CONNECT localhost:abc",
+        "CONNECT :443",
+        "CONNECT [::1",
+        "GET http://localhost:99999/x",
+        "GET http://[::1/x",
+    ],
+)
+async def test_a_target_without_a_readable_authority_is_refused_400_and_audited(
+    gateway: Running, request_line: str
+) -> None:
+    # Given a sandbox that sends a request whose host or port cannot be read
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"{request_line} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        # When the gateway answers
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    # Then it is a 400 (not a dropped connection), and the attempt is in the audit
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    (record,) = gateway.audit.records
+    assert (record.method, record.status, record.outcome) == (
+        request_line.split()[0],
+        400,
+        Outcome.BLOCKED,
+    )
