@@ -215,9 +215,9 @@ def only_matching(
     files: list[FileMatches], pattern: str, *, ignore_case: bool
 ) -> list[FileMatches]:
     """``-o``: each match line replaced by the parts of it that match (one entry each,
-    under the line's number), context lines dropped. The parts are found with Python's
-    ``re`` (ripgrep's syntax is mostly the same); a pattern ``re`` cannot compile keeps
-    its whole lines.
+    under the line's number), context lines kept whole (as ripgrep's ``-o -C``). The
+    parts are found with Python's ``re`` (ripgrep's syntax is mostly the same); a pattern
+    ``re`` cannot compile keeps its whole lines.
 
     >>> found = only_matching([FileMatches("/a", [1], ["x=1 y=22"])], r"\\d+", ignore_case=False)
     >>> found[0].line_numbers, found[0].lines
@@ -233,20 +233,22 @@ def only_matching(
         parts: list[str] = []
         for n, line in zip(found.line_numbers, found.lines, strict=True):
             if n in found.context:
+                numbers.append(n)
+                parts.append(line)
                 continue
             pieces = [] if regex is None else [m.group(0) for m in regex.finditer(line)]
             pieces = [piece for piece in pieces if piece] or [line]
             numbers += [n] * len(pieces)
             parts += pieces
         if numbers:
-            kept.append(FileMatches(found.path, numbers, parts))
+            kept.append(FileMatches(found.path, numbers, parts, found.context))
     return kept
 
 
 def _enough(p: GrepInput) -> int | None:
     """How many entries content mode can show: ``offset + head_limit`` and one more (to
     know that some were left out); None when every match counts (the other modes, no
-    limit, ``-o`` which drops context lines, a type filter applied after the search).
+    limit, ``-o`` which makes a line several entries, a type filter applied after the search).
     Each entry is at least one line of the listing, so stopping there shows the same."""
     if p.output_mode != "content" or p.head_limit == 0 or p.only_matching or p.type is not None:
         return None

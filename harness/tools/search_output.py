@@ -122,7 +122,7 @@ def content_size(files: Sequence[FileMatches]) -> int:
 def _gaps(found: FileMatches) -> int:
     """How many ``--`` lines go inside one file's entries (between lines not adjacent)."""
     numbers = found.line_numbers
-    return sum(1 for a, b in pairwise(numbers) if b != a + 1)
+    return sum(1 for a, b in pairwise(numbers) if b > a + 1)  # ``-o`` repeats a number
 
 
 def _numerals(files: Sequence[FileMatches]) -> list[str] | None:
@@ -158,7 +158,7 @@ def _context_entries(
     entries = ["--"] if separated else []
     previous: int | None = None
     for n, text in zip(found.line_numbers, _shortened(found), strict=True):
-        if previous is not None and n != previous + 1:
+        if previous is not None and n > previous + 1:  # ``-o``: parts of one line abut
             entries.append("--")
         sep = "-" if n in found.context else ":"
         entries.append(f"{head}{sep}{n}{sep}{text}" if line_numbers else f"{head}{sep}{text}")

@@ -149,6 +149,29 @@ async def test_grep_content_mode_shows_context_lines_and_group_separators(
     )
 
 
+async def test_grep_only_matching_with_context_lists_as_ripgrep_does(
+    agent: SessionDriver,
+) -> None:
+    # Given a line with two matches between context lines
+    await seed(agent, {"/log.md": "a\nx=4 x=5\nb\nc\nd\nx\n"})
+
+    # When Grep shows only the matching parts, with context
+    args = {"pattern": r"x=\d|x", "path": "/memory/log.md", "output_mode": "content"}
+    outcome = await agent.call("Grep", args | {"-o": True, "-C": 1})
+    limited = await agent.call("Grep", args | {"-o": True, "-C": 1, "head_limit": 3})
+
+    # Then it is `rg -n -o -C1`'s listing: the parts of one line one after the other
+    # (no `--` between them), context lines whole
+    assert outcome.content == (
+        "/memory/log.md-1-a\n/memory/log.md:2:x=4\n/memory/log.md:2:x=5\n/memory/log.md-3-b\n"
+        "--\n/memory/log.md-5-d\n/memory/log.md:6:x"
+    )
+    assert limited.content == (
+        "/memory/log.md-1-a\n/memory/log.md:2:x=4\n/memory/log.md:2:x=5\n\n"
+        "[Showing results with pagination = limit: 3]"
+    )
+
+
 async def test_grep_content_mode_without_line_numbers(agent: SessionDriver) -> None:
     await seed(agent, NOTES)
 
