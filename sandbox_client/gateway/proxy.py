@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import time
@@ -270,22 +271,19 @@ class Gateway:
             request = await self._first_request(conn, reader)
             if request is None:
                 return
-            started = time.monotonic()
-            caller, proved = await self._identify(request, caller, resolve)
-            if caller is None or not proved:
-                try:
-                    await self._unauthenticated(conn, writer)
-                finally:  # audited even when the client is gone before the answer
-                    if caller is not None:  # a session's request, a credential not its call's
-                        why = "a per-call credential not valid"
-                        refused = Decision(Outcome.BLOCKED, None, why)
-                        line = _line_of(request, caller)
-                        await self._record(caller, line, 407, 0, started, refused)
+            listener = caller
+            caller = await self._proved(conn, writer, request, listener, resolve)
+            if caller is None:
                 return
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
-            else:
-                await self._serve(conn, request, reader, writer, caller, scheme="http")
+            else:  # each request carries its own proxy credentials: each is identified
+                identify = functools.partial(
+                    self._proved, conn, writer, listener=listener, resolve=resolve
+                )
+                await self._serve(
+                    conn, request, reader, writer, caller, scheme="http", identify=identify
+                )
         except h11.RemoteProtocolError as exc:
             await self._malformed(conn, writer, exc)
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
@@ -294,6 +292,28 @@ class Gateway:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _proved(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        listener: Caller | None,
+        resolve: TokenResolver | None,
+    ) -> Caller | None:
+        """Who sent ``request`` (``_identify``); None when that is not proved, after a 407
+        (audited when the session is known, even if the client is gone before the answer)."""
+        started = time.monotonic()
+        caller, proved = await self._identify(request, listener, resolve)
+        if caller is not None and proved:
+            return caller
+        try:
+            await self._unauthenticated(conn, writer)
+        finally:  # audited even when the client is gone before the answer
+            if caller is not None:  # a session's request, a credential not its call's
+                refused = Decision(Outcome.BLOCKED, None, "a per-call credential not valid")
+                await self._record(caller, _line_of(request, caller), 407, 0, started, refused)
+        return None
 
     async def _connect(
         self,
@@ -344,14 +364,22 @@ class Gateway:
         *,
         scheme: str,
         at: tuple[str, int] | None = None,
+        identify: Callable[[h11.Request], Awaitable[Caller | None]] | None = None,
     ) -> None:
-        """Answer requests on one connection until either side ends it."""
+        """Answer requests on one connection until either side ends it. ``identify``: who
+        sent each request after the first (None: the first one's sender sent them all, as
+        inside a tunnel); a request it cannot place ends the connection."""
         while request is not None:
             await self._one(conn, request, reader, writer, caller, scheme, at)
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
             request = await self._next_request(conn, reader)
+            if request is not None and identify is not None:
+                placed = await identify(request)
+                if placed is None:
+                    return
+                caller = placed
 
     async def _one(
         self,

@@ -686,3 +686,37 @@ async def test_a_target_without_a_readable_authority_is_refused_400_and_audited(
         400,
         Outcome.BLOCKED,
     )
+
+
+async def test_each_request_on_a_kept_alive_connection_is_its_own_callers(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given three plain requests on one connection: the first with call toolu_1's proxy
+    # credential, the next with toolu_2's, the last with a credential that is no call's
+    def request(userinfo: str) -> bytes:
+        credential = base64.b64encode(userinfo.encode()).decode()
+        return (
+            f"GET http://{HOST}:{upstream.http_port}/api/x HTTP/1.1\r\n"
+            f"Host: {HOST}:{upstream.http_port}\r\nProxy-Authorization: Basic {credential}\r\n\r\n"
+        ).encode()
+
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            request(CALLS.userinfo("s-1", "toolu_1"))
+            + request(CALLS.userinfo("s-1", "toolu_2"))
+            + request("toolu_3:not-a-credential")
+        )
+        # When the gateway has answered them all (it closes after the 407)
+        answers = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    # Then each was judged and audited as its own call's; the last one refused
+    statuses = [line.split()[1] for line in answers.split(b"\r\n") if line.startswith(b"HTTP/")]
+    assert statuses == [b"200", b"200", b"407"]
+    assert [(r.status, r.tool_use_id) for r in gateway.audit.records] == [
+        (200, "toolu_1"),
+        (200, "toolu_2"),
+        (407, None),
+    ]
