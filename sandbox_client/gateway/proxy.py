@@ -407,6 +407,10 @@ class Gateway:
         else:
             host, port = at
             path_query = origin_form(target, scheme, host, port)
+        if conn.they_are_waiting_for_100_continue:  # else a client that waits for it
+            # sends no body, and the gateway, which decides on the whole request, no answer
+            go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            await self._send(writer, conn, go_on)
         body = await self._body(conn, reader)
         verb = method
         try:

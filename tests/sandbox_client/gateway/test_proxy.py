@@ -720,3 +720,27 @@ async def test_each_request_on_a_kept_alive_connection_is_its_own_callers(
         (200, "toolu_2"),
         (407, None),
     ]
+
+
+async def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
+    gateway: Running,
+) -> None:
+    # Given a client that sends its body only once told to continue (RFC 9110 §10.1.1)
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            b"POST http://127.0.0.2:9/x HTTP/1.1\r\nHost: 127.0.0.2:9\r\n"
+            b"Content-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+        )
+        # When it waits for the gateway's word before sending the body
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        writer.write(b"hello")
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    # Then it was told to continue, and its request was then refused and audited
+    assert interim.startswith(b"HTTP/1.1 100 ")
+    assert answer.startswith(b"HTTP/1.1 403 ")
+    (record,) = gateway.audit.records
+    assert (record.method, record.status) == ("POST", 403)
