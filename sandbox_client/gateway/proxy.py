@@ -348,11 +348,23 @@ class Gateway:
         # lost to the TLS layer. Between the 200 and ``start_tls`` nothing yields to the loop.
         context = await asyncio.to_thread(self.authority.server_context, host)
         await self._send(writer, conn, _response(200, []))
-        await writer.start_tls(context)
-        inner = h11.Connection(h11.SERVER)
-        first = await self._next_request(inner, reader)
-        if first is not None:
-            await self._serve(inner, first, reader, writer, caller, scheme="https", at=(host, port))
+        served = False
+        try:
+            await writer.start_tls(context)
+            inner = h11.Connection(h11.SERVER)
+            first = await self._next_request(inner, reader)
+            if first is not None:
+                served = True
+                await self._serve(
+                    inner, first, reader, writer, caller, scheme="https", at=(host, port)
+                )
+        finally:  # a tunnel that carried no request (a TLS handshake refused or cut short,
+            if not served:  # a client gone after the 200) is audited as its CONNECT
+                rule = candidates[0] if candidates else None
+                outcome = Outcome.ALLOWED if rule is not None else Outcome.BLOCKED
+                decision = Decision(outcome, rule, "the tunnel ended before a request")
+                line = RequestLine("CONNECT", host, port, "", caller.channel_id)
+                await self._record(caller, line, 200, 0, started, decision)
 
     async def _serve(
         self,

@@ -69,9 +69,12 @@ class Upstream:
 @dataclass
 class Audit:
     records: list[EgressRecord] = field(default_factory=list)
+    written: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at each row (the gateway writes its rows after answering)."""
 
     async def __call__(self, record: EgressRecord) -> None:
         self.records.append(record)
+        self.written.set()
 
 
 @pytest.fixture
@@ -615,18 +618,12 @@ async def test_a_refused_request_is_audited_when_its_client_hangs_up_before_the_
         client.close()  # SO_LINGER 0: a reset, so the 403 cannot be written
         return False
 
-    recorded = asyncio.Event()
     audit = Audit()
-
-    async def audited(record: EgressRecord) -> None:
-        await audit(record)
-        recorded.set()
-
     rules = _rules(upstream)
     environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
     options = GatewayOptions(upstream_verify=upstream.trust, approved=check, calls=CALLS)
     gateway = Gateway(
-        rules, CertificateAuthority.create(), prepare(rules.rules, environ), audited, options
+        rules, CertificateAuthority.create(), prepare(rules.rules, environ), audit, options
     )
     server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
     port = server.sockets[0].getsockname()[1]
@@ -641,7 +638,7 @@ async def test_a_refused_request_is_audited_when_its_client_hangs_up_before_the_
         # When it sends a change the gateway refuses (no approved call), and hangs up
         await loop.sock_connect(client, ("127.0.0.1", port))
         await loop.sock_sendall(client, request)
-        await asyncio.wait_for(recorded.wait(), 10)
+        await asyncio.wait_for(audit.written.wait(), 10)
     finally:
         client.close()
         await gateway.aclose()
@@ -744,3 +741,33 @@ async def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
     assert answer.startswith(b"HTTP/1.1 403 ")
     (record,) = gateway.audit.records
     assert (record.method, record.status) == ("POST", 403)
+
+
+async def test_a_tunnel_that_carries_no_request_is_audited_as_its_connect(
+    gateway: Running,
+) -> None:
+    # Given a client that opens a tunnel to a host no rule allows
+    audit = gateway.audit
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_probe").encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"CONNECT nowhere.internal:443 HTTP/1.1\r\nHost: nowhere.internal:443\r\n"
+        f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
+    )
+    # When it reads the 200 and hangs up instead of completing TLS (a program that does not
+    # trust the gateway's CA does as much)
+    head = await reader.readuntil(b"\r\n\r\n")
+    writer.close()
+    await writer.wait_closed()
+    await asyncio.wait_for(audit.written.wait(), 10)
+    # Then the attempt is in the audit, blocked, under its call
+    assert head.startswith(b"HTTP/1.1 200")
+    (record,) = audit.records
+    assert (record.method, record.host, record.port, record.outcome, record.tool_use_id) == (
+        "CONNECT",
+        "nowhere.internal",
+        443,
+        Outcome.BLOCKED,
+        "toolu_probe",
+    )
