@@ -26,8 +26,11 @@ async def test_a_command_cannot_read_another_commands_environment(client: Sandbo
     # Given a running command holding a secret in its environment
     await client.start("holder", HOLDER, env={"HTTPS_PROXY": f"http://toolu_1:{SECRET}@x:1"})
 
-    async def holding() -> bool:
-        return (await client.exec("probe", "ls /workspace/holding", timeout_s=10)).exit_code == 0
+    probes = iter(range(1_000_000))
+
+    async def holding() -> bool:  # a name each look: a finished name is only looked up again
+        name = f"probe-{next(probes)}"
+        return (await client.exec(name, "ls /workspace/holding", timeout_s=10)).exit_code == 0
 
     await wait_for(holding, what="the holder to start")
     # When another command of the same sandbox tries its environment, memory and files
