@@ -423,7 +423,14 @@ class Gateway:
             # sends no body, and the gateway, which decides on the whole request, no answer
             go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
             await self._send(writer, conn, go_on)
-        body = await self._body(conn, reader)
+        try:
+            body = await self._body(conn, reader)
+        except (ConnectionError, TimeoutError, h11.ProtocolError):  # a request cut short
+            shown = path_query.split("?", 1)[0][:256]  # (its client gone, its body broken)
+            line = RequestLine(method, host, port, shown, caller.channel_id, scheme)
+            cut = Decision(Outcome.BLOCKED, None, "the request was cut short")
+            await self._record(caller, line, 400, 0, started, cut)
+            raise
         verb = method
         try:
             path, query = split_target(path_query)

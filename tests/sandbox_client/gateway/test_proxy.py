@@ -771,3 +771,58 @@ async def test_a_tunnel_that_carries_no_request_is_audited_as_its_connect(
         Outcome.BLOCKED,
         "toolu_probe",
     )
+
+
+async def test_a_tunnelled_request_cut_short_is_audited_under_its_call(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given a call that opens a tunnel and, inside it, sends a request head whose body it
+    # never finishes (the tunnel carried a request, so its CONNECT is not audited either)
+    audit = gateway.audit
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_cut").encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"CONNECT {HOST}:{upstream.https_port} HTTP/1.1\r\nHost: {HOST}\r\n"
+        f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
+    )
+    await reader.readuntil(b"\r\n\r\n")
+    await writer.start_tls(gateway.trust, server_hostname=HOST)
+    writer.write(b"POST /api/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nabc")
+    await writer.drain()
+    # When it hangs up mid-body
+    writer.close()
+    await asyncio.wait_for(audit.written.wait(), 10)
+    # Then the attempt is in the audit, refused, under its call
+    (record,) = audit.records
+    assert (record.method, record.path, record.outcome, record.tool_use_id) == (
+        "POST",
+        "/api/x",
+        Outcome.BLOCKED,
+        "toolu_cut",
+    )
+
+
+async def test_a_client_gone_after_100_continue_is_audited(gateway: Running) -> None:
+    # Given a call's DELETE to a host no rule allows, told to continue before any decision
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_gone").encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"DELETE http://127.0.0.2:9/x HTTP/1.1\r\nHost: 127.0.0.2:9\r\nContent-Length: 5\r\n"
+        b"Expect: 100-continue\r\nProxy-Authorization: Basic " + credential.encode() + b"\r\n\r\n"
+    )
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    # When it hangs up instead of sending the body
+    writer.close()
+    await asyncio.wait_for(gateway.audit.written.wait(), 10)
+    # Then the attempt is in the audit under its call
+    assert interim.startswith(b"HTTP/1.1 100 ")
+    (record,) = gateway.audit.records
+    assert (record.method, record.host, record.outcome, record.tool_use_id) == (
+        "DELETE",
+        "127.0.0.2",
+        Outcome.BLOCKED,
+        "toolu_gone",
+    )
+
