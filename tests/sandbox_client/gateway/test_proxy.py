@@ -826,3 +826,27 @@ async def test_a_client_gone_after_100_continue_is_audited(gateway: Running) -> 
         "toolu_gone",
     )
 
+
+async def test_a_malformed_request_on_a_kept_alive_connection_is_audited(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given a connection whose first request, toolu_1's, went out, and whose second is one
+    # h11 refuses (two Content-Lengths: a smuggling attempt)
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_1").encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"GET http://{HOST}:{upstream.http_port}/a HTTP/1.1\r\nHost: x\r\n"
+            f"Proxy-Authorization: Basic {credential}\r\n\r\n"
+            f"POST http://{HOST}:{upstream.http_port}/b HTTP/1.1\r\nHost: x\r\n"
+            "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab".encode()
+        )
+        # When the gateway has answered both (a 400 for the second, then it closes)
+        answers = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    statuses = [line.split()[1] for line in answers.split(b"\r\n") if line.startswith(b"HTTP/")]
+    assert statuses == [b"200", b"400"]
+    # Then the refused second request has its row too (today it has none)
+    assert [r.status for r in gateway.audit.records] == [200, 400]
