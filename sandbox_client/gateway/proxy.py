@@ -54,6 +54,7 @@ from sandbox_client.gateway.rules import (
     Decision,
     Outcome,
     RequestLine,
+    Rule,
     Rules,
     decide_override,
 )
@@ -339,7 +340,7 @@ class Gateway:
             )
         if candidates and all(rule.tunnel for rule in candidates):
             await self._send(writer, conn, _response(200, []))
-            await self._tunnel(reader, writer, host, port, caller, started, candidates[0].name)
+            await self._tunnel(reader, writer, host, port, caller, started, candidates[0])
             return
         # Everything else is terminated here, blocked hosts too: the 403's text then reaches
         # the program (a refused CONNECT shows only a status line, which tells the model less).
@@ -548,10 +549,10 @@ class Gateway:
         port: int,
         caller: Caller,
         started: float,
-        rule: str,
+        rule: Rule,
     ) -> None:
         line = RequestLine("CONNECT", host, port, "", caller.channel_id)
-        decision = Decision(Outcome.ALLOWED, self.rules.for_host(host, port)[0], f"rule {rule}")
+        decision = Decision(Outcome.ALLOWED, rule, f"rule {rule.name}")  # the channel's rule
         try:
             up_reader, up_writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port), self.options.upstream_timeout_s

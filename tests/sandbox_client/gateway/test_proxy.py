@@ -850,3 +850,27 @@ async def test_a_malformed_request_on_a_kept_alive_connection_is_audited(
     assert statuses == [b"200", b"400"]
     # Then the refused second request has its row too (today it has none)
     assert [r.status for r in gateway.audit.records] == [200, 400]
+
+
+async def test_a_tunnel_is_audited_under_the_rule_that_let_it_through(upstream: Upstream) -> None:
+    # Given two tunnel rules for one host: the first for another channel only
+    rules = Rules.parse(
+        f"rules:\n  - name: ops-only\n    hosts: [{HOST}]\n    ports: [{upstream.https_port}]\n"
+        "    tunnel: true\n    channels: [C-OPS]\n"
+        f"  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.https_port}]\n"
+        "    tunnel: true\n"
+    )
+    audit = Audit()
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, audit)
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-2", "C-INC"))
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        # When a session of channel C-INC tunnels to it
+        async with httpx.AsyncClient(proxy=proxy, verify=upstream.trust) as client:
+            response = await client.get(f"https://{HOST}:{upstream.https_port}/status")
+    finally:
+        await gateway.aclose()
+    # Then its row names the rule that allowed it, not the other channel's
+    assert response.status_code == 200
+    (record,) = audit.records
+    assert (record.method, record.outcome, record.rule) == ("CONNECT", Outcome.ALLOWED, "status")
