@@ -59,6 +59,9 @@ HAND_OVER_TIMEOUT_S = 10.0
 SETUP_RETRY_S = 30.0
 """How often a worker that could not open its runtime tries again to start sweeping (each
 wake-up it receives meanwhile tries too, and tells its thread when it fails)."""
+WIND_DOWN_TIMEOUT_S = 10.0
+"""The longest a stopping worker waits, at each of its two waits, for the tasks left on its
+event loop (the cancelled housekeeping, then whatever else) to finish unwinding."""
 TRANSIENT = (ModelUnavailable, ModelStalled, WorkspaceUnavailable, DatabaseUnavailable)
 
 
@@ -350,13 +353,17 @@ class Housekeeping(Middleware):
 
     Added after ``AsyncIO``, so its ``after_worker_shutdown`` runs first (Dramatiq
     calls ``after_*`` hooks in reverse order): the runtime is closed once the worker
-    threads have finished their steps and while the event loop still runs.
+    threads have finished their steps and while the event loop still runs. Dramatiq then
+    stops and closes that loop without cancelling what still runs on it, so the wind-down
+    first lets every task there unwind: a task abandoned mid database call left SQLite's
+    connection thread posting its result to the closed loop (a traceback at exit).
     """
 
     def __init__(self, holder: RuntimeHolder) -> None:
         self.holder = holder
         self._future: Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         """Open the runtime and start sweeping (the first sweep re-enqueues lost work:
@@ -368,6 +375,7 @@ class Housekeeping(Middleware):
         in_memory = isinstance(broker, StubBroker)
 
         async def run() -> None:
+            self._task = asyncio.current_task()
             while True:  # a worker that cannot set itself up tries again now and then
                 try:
                     runtime = await self.holder.get()
@@ -399,10 +407,37 @@ class Housekeeping(Middleware):
                 log.exception("this host's sessions could not be handed back")
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        """Close the runtime on its loop, after every worker thread stopped."""
+        """Wind down on the loop (``wind_down``), after every worker thread stopped."""
         thread = get_event_loop_thread()
         if thread is not None and thread.loop.is_running():
-            thread.run_coroutine(self.holder.close())
+            thread.run_coroutine(self.wind_down())
+
+    async def wind_down(self) -> None:
+        """On the worker's loop: wait for the cancelled housekeeping to unwind (it may be
+        opening the runtime, whose undo closes what it opened), close the runtime, then
+        cancel whatever else still runs on the loop and wait for it too. Each wait lasts
+        at most ``WIND_DOWN_TIMEOUT_S``; what is still running after it is left (logged).
+        """
+        if self._task is not None:
+            await _unwound({self._task})
+        await self.holder.close()
+        me = asyncio.current_task()
+        await _unwound({task for task in asyncio.all_tasks() if task is not me})
+
+
+async def _unwound(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` (once: a second cancellation would cut short an undo they are
+    running), wait at most ``WIND_DOWN_TIMEOUT_S`` for them to finish, and log those that
+    did not. Their outcome (a cancellation, an error) is theirs: nothing is raised."""
+    tasks = {task for task in tasks if not task.done()}
+    if not tasks:
+        return
+    for task in tasks:
+        if not task.cancelling():
+            task.cancel()
+    _, pending = await asyncio.wait(tasks, timeout=WIND_DOWN_TIMEOUT_S)
+    for task in pending:
+        log.warning("task %s still running as the worker's event loop stops", task.get_name())
 
 
 def setup(

@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.brokers.stub import StubBroker
 from pydantic import SecretStr
 
@@ -175,3 +179,65 @@ def _consumers_ended(holder: RuntimeHolder) -> Callable[[], Awaitable[bool]]:
         return not any(c.is_alive() for c in holder.worker.consumers.values())
 
     return check
+
+
+def _bare_settings(data_dir: Path) -> Settings:
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+        database_url=None,
+        redis_url=None,
+        data_dir=data_dir,
+    )
+
+
+class _SlowToUnwind:
+    """A coroutine that waits until cancelled, then takes a moment to undo what it did
+    (as closing a database connection does: the call in flight ends first)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.unwound = threading.Event()
+
+    async def __call__(self) -> Any:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.to_thread(time.sleep, 0.2)  # the undo's own work, off the loop
+            self.unwound.set()
+            raise
+
+
+async def test_a_stopping_worker_lets_a_runtime_being_opened_undo_itself_first(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker stopped while its housekeeping is still opening the runtime
+    broker, _actors, holder = setup(_bare_settings(data_dir))
+    opening = _SlowToUnwind()
+    monkeypatch.setattr(holder, "get", opening)
+    worker = EmbeddedWorker(broker, threads=1)
+    worker.start()
+    assert await asyncio.to_thread(opening.started.wait, 20)
+    # When it stops
+    await asyncio.to_thread(worker.stop, timeout_ms=10_000)
+    # Then the opening was cancelled and finished its undo before the loop closed (a
+    # database call abandoned there posted its result to a closed loop: a traceback)
+    assert opening.unwound.is_set()
+
+
+async def test_a_stopping_worker_cancels_what_else_runs_on_its_loop_and_lets_it_unwind(
+    data_dir: Path,
+) -> None:
+    # Given a task of its own left running on the worker's event loop
+    broker, _actors, _holder = setup(_bare_settings(data_dir))
+    worker = EmbeddedWorker(broker, threads=1)
+    worker.start()
+    thread = get_event_loop_thread()
+    assert thread is not None
+    stray = _SlowToUnwind()
+    asyncio.run_coroutine_threadsafe(stray(), thread.loop)
+    assert await asyncio.to_thread(stray.started.wait, 20)
+    # When the worker stops
+    await asyncio.to_thread(worker.stop, timeout_ms=10_000)
+    # Then that task was cancelled and unwound before the loop closed
+    assert stray.unwound.is_set()
