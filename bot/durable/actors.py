@@ -24,6 +24,7 @@ import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -372,7 +373,8 @@ class Housekeeping(Middleware):
         thread = get_event_loop_thread()
         if thread is None:
             return
-        in_memory = isinstance(broker, StubBroker)
+        # an in-memory broker starts empty: what was sent before this process was lost
+        queue_lost_at = time.monotonic() if isinstance(broker, StubBroker) else None
 
         async def run() -> None:
             self._task = asyncio.current_task()
@@ -384,7 +386,7 @@ class Housekeeping(Middleware):
                     await asyncio.sleep(SETUP_RETRY_S)
                     continue
                 await asyncio.gather(
-                    runtime.sweep_forever(queue_was_empty=in_memory),
+                    runtime.sweep_forever(queue_lost_at=queue_lost_at),
                     runtime.watch_forever(),
                     runtime.beat_forever(),
                 )

@@ -113,7 +113,8 @@ log = logging.getLogger(__name__)
 
 
 FRESH_QUEUE_STALE_AFTER_S = 1e-6
-"""The first sweep over an empty in-memory queue takes every wake-up as lost."""
+"""The least age of a wake-up a sweep after a lost queue takes as lost (one sent at the
+very moment of the loss)."""
 UNSENT_FINALS_EVERY_S = 60.0
 """How often a worker looks for final status views recorded but never sent."""
 UNSENT_FINAL_AFTER_S = 120.0
@@ -880,15 +881,20 @@ class Runtime:
         except Exception:  # the session is over either way
             log.exception("session %s: its agent session was not closed", session_id)
 
-    async def sweep_forever(self, *, queue_was_empty: bool = False) -> None:
+    async def sweep_forever(self, *, queue_lost_at: float | None = None) -> None:
         """``sweep_once`` every ``sweep_interval_s`` until cancelled; errors are logged.
 
-        ``queue_was_empty``: the broker lost every message (an in-memory broker that
-        just started), so the first sweeps enqueue every runnable session nobody holds,
-        however recently it was enqueued; so do the sweeps after ``queue_watch`` finds
-        that Redis lost its queue (``queue_watch.QueueWatch``).
+        ``queue_lost_at`` (``time.monotonic()``): the broker lost every message sent
+        before then (an in-memory broker: when its process started), so the first
+        ``FRESH_SWEEPS`` sweeps enqueue every runnable session nobody holds whose last
+        wake-up was sent before that moment; so do the sweeps after ``queue_watch``
+        finds that Redis lost its queue (``queue_watch.QueueWatch``), for the wake-ups
+        sent before it found so. A wake-up sent since is in the queue: a session the
+        Slack edge opened a moment ago is left to it, which still adds the thread's
+        history before it sends the wake-up (sweeping it early ran its first model call
+        without that history).
         """
-        fresh = FRESH_SWEEPS if queue_was_empty else 0
+        fresh = FRESH_SWEEPS if queue_lost_at is not None else 0
         finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
         while True:
             if time.monotonic() >= finals_due:
@@ -897,8 +903,12 @@ class Runtime:
             try:
                 if self.queue_watch is not None and await self.queue_watch.lost():
                     log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
-                    fresh = FRESH_SWEEPS
-                stale_after_s = FRESH_QUEUE_STALE_AFTER_S if fresh else None
+                    fresh, queue_lost_at = FRESH_SWEEPS, time.monotonic()
+                stale_after_s = None
+                if fresh and queue_lost_at is not None:
+                    since_loss_s = time.monotonic() - queue_lost_at
+                    usual_s = self.settings.stale_after_s  # never less eager than usual
+                    stale_after_s = min(max(since_loss_s, FRESH_QUEUE_STALE_AFTER_S), usual_s)
                 await self.sweep_once(stale_after_s=stale_after_s)
             except Exception:
                 log.exception("recovery sweep failed")

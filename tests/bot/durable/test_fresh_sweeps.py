@@ -1,0 +1,89 @@
+"""The sweeps after a lost queue (an in-memory broker's start, a Redis that restarted)
+send again the wake-ups sent before the loss, and only those: a session the Slack edge
+opened since is the edge's to wake, once it has added the thread's history (a sweep that
+woke it first ran its first model call without the replies that came before the
+mention)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from bot.cli.terminal import TerminalReporter
+from bot.durable.wiring import FRESH_SWEEPS, Runtime
+from bot.settings import Settings
+from harness import Checkpoint, Requester
+from memory_store import SessionKey, SessionStore, utc_now
+
+
+async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+        database_url=None,
+        redis_url=None,
+        anthropic_api_key=SecretStr("unused"),
+        data_dir=tmp_path / "data",
+        sweep_interval_s=0.01,
+    )
+    sent: list[str] = []
+
+    async def enqueue(session_id: str, token: str) -> None:
+        sent.append(session_id)
+
+    runtime = await Runtime.open(
+        settings, enqueue=enqueue, enqueue_shared=enqueue, reporter=TerminalReporter(io.StringIO())
+    )
+    swept = asyncio.Event()
+    sweeps = 0
+    sweep_once = runtime.sweep_once
+
+    async def counted(*, stale_after_s: float | None = None) -> int:
+        nonlocal sweeps
+        requeued = await sweep_once(stale_after_s=stale_after_s)
+        sweeps += 1
+        if sweeps == FRESH_SWEEPS + 1:  # the fresh ones and a usual one
+            swept.set()
+        return requeued
+
+    monkeypatch.setattr(runtime, "sweep_once", counted)
+    try:
+        # Given a queue that lost everything a second ago, a session whose wake-up was
+        # sent two seconds ago (lost with it)
+        queue_lost_at = time.monotonic() - 1.0
+        two_seconds_ago = SessionStore(runtime.db, clock=lambda: utc_now() - timedelta(seconds=2))
+        before = await _open(two_seconds_ago, "1700000000.000100")
+        # and a session the Slack edge opens now (still adding its thread's history)
+        after = await _open(runtime.sessions, "1700000000.000200")
+        # When the sweeps after the loss run
+        sweeping = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
+        await asyncio.wait_for(swept.wait(), 30)
+        sweeping.cancel()
+        # Then the lost wake-up is sent again, once, and the new session is left alone
+        assert sent == [before], f"sent {sent}; the edge's own session was {after}"
+    finally:
+        await runtime.close()
+
+
+async def _open(sessions: SessionStore, thread_ts: str) -> str:
+    key = SessionKey("T0FAKE", "C0FAKEINC", thread_ts)
+    session_id = f"s-{thread_ts[-3:]}"
+    checkpoint = Checkpoint.initial_json(session_id, "T0FAKE", "C0FAKEINC", Requester("U0FAKE"))
+    opened = await sessions.open_or_join(
+        key,
+        requester_id="U0FAKE",
+        initial_checkpoint=checkpoint,
+        text="<@U0FAKEBOT> payments-api p99 is 4s",
+        source_ts=thread_ts,
+        session_id=session_id,
+    )
+    assert opened.created
+    assert opened.token is not None
+    return opened.session_id
