@@ -13,6 +13,8 @@ import ipaddress
 import os
 import ssl
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,18 +29,24 @@ SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's ca-certif
 CA_KEY_FILE = "ca-key.pem"
 CA_VALID_DAYS = 3650
 HOST_VALID_DAYS = 90  # re-minted at start; well under the 398 days clients accept
+MAX_HOST_CONTEXTS = 1024
+"""Host contexts kept (the least recently used goes first): every CONNECT is terminated,
+blocked hosts' too, so a sandbox naming new hosts without end must not grow the cache."""
 
 
 @dataclass
 class CertificateAuthority:
-    """A CA certificate and key, and the host contexts minted from them (cached per host)."""
+    """A CA certificate and key, and the host contexts minted from them (cached per host,
+    at most ``max_contexts``, the least recently used dropped first)."""
 
     cert: x509.Certificate
     key: ec.EllipticCurvePrivateKey
     _leaf_key: ec.EllipticCurvePrivateKey = field(
         default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
     )
-    _contexts: dict[str, ssl.SSLContext] = field(default_factory=dict)
+    max_contexts: int = MAX_HOST_CONTEXTS
+    _contexts: OrderedDict[str, ssl.SSLContext] = field(default_factory=OrderedDict)
+    _contexts_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def load_or_create(cls, directory: Path) -> CertificateAuthority:
@@ -122,15 +130,23 @@ class CertificateAuthority:
         return TrustFiles(ca_cert=ca_path, ca_bundle=bundle_path)
 
     def server_context(self, host: str) -> ssl.SSLContext:
-        """A server-side TLS context presenting a certificate for ``host`` (cached).
+        """A server-side TLS context presenting a certificate for ``host`` (cached, at most
+        ``max_contexts`` hosts).
 
         CPU-bound the first time for a host (a signature): call it off the event loop.
         """
         host = host.lower()
-        context = self._contexts.get(host)
-        if context is None:
-            context = self._mint(host)
+        with self._contexts_lock:  # called from several threads at once
+            context = self._contexts.get(host)
+            if context is not None:
+                self._contexts.move_to_end(host)
+                return context
+        context = self._mint(host)  # outside the lock: two first calls may both mint
+        with self._contexts_lock:
             self._contexts[host] = context
+            self._contexts.move_to_end(host)
+            while len(self._contexts) > self.max_contexts:
+                self._contexts.popitem(last=False)
         return context
 
     def host_certificate_pem(self, host: str) -> HostCertificate:
