@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import functools
 import logging
 import ssl
@@ -32,6 +33,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import h11
 
+from sandbox_client.gateway.bodies import BodyBudget, BodyHold
 from sandbox_client.gateway.ca import CertificateAuthority
 from sandbox_client.gateway.calls import (
     BadProxyAuthorization,
@@ -81,6 +83,16 @@ HOP_BY_HOP = frozenset(
     }
 )
 HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
+
+
+class _Unread(enum.Enum):
+    """Why a request's body was not read to its end."""
+
+    TOO_LARGE = "past max_request_bytes"
+    NO_ROOM = "past max_held_body_bytes"
+
+
+_TOO_LARGE, _NO_ROOM = _Unread.TOO_LARGE, _Unread.NO_ROOM
 READ_CHUNK = 65_536
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
 
@@ -146,12 +158,15 @@ class GatewayOptions:
     carries the per-call credential of a call that is approved and in flight
     (docs/architecture.md §13), whatever the command looked like to the policy; None: not
     checked. ``calls`` checks per-call credentials (None: a request carrying one is refused
-    407, so none is from a call)."""
+    407, so none is from a call). ``max_request_bytes``: one request's body, larger is
+    refused 403; ``max_held_body_bytes``: the bodies read and not yet answered, over all
+    connections (``bodies.BodyBudget``), past which a request is answered 503."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
     max_request_bytes: int = 16 * 1024 * 1024
+    max_held_body_bytes: int = 256 * 1024 * 1024
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
 
@@ -175,6 +190,7 @@ class Gateway:
         self._upstream = Upstream(
             self.options.upstream_verify, timeout_s=self.options.upstream_timeout_s
         )
+        self.bodies = BodyBudget(self.options.max_held_body_bytes)
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._bound: dict[Path, _Binding] = {}
@@ -404,6 +420,25 @@ class Gateway:
         scheme: str,
         at: tuple[str, int] | None,
     ) -> None:
+        """Read, judge and answer one request; its body's bytes are held in ``bodies``
+        until it is answered."""
+        hold = self.bodies.hold()
+        try:
+            await self._one_held(conn, request, reader, writer, caller, scheme, at, hold)
+        finally:
+            hold.release()
+
+    async def _one_held(
+        self,
+        conn: h11.Connection,
+        request: h11.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        caller: Caller,
+        scheme: str,
+        at: tuple[str, int] | None,
+        hold: BodyHold,
+    ) -> None:
         started = time.monotonic()
         method = request.method.decode("ascii", "replace").upper()
         target = request.target.decode("latin-1")
@@ -425,7 +460,7 @@ class Gateway:
             go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
             await self._send(writer, conn, go_on)
         try:
-            body = await self._body(conn, reader)
+            body = await self._body(conn, reader, hold)
         except (ConnectionError, TimeoutError, h11.ProtocolError):  # a request cut short
             shown = path_query.split("?", 1)[0][:256]  # (its client gone, its body broken)
             line = RequestLine(method, host, port, shown, caller.channel_id, scheme)
@@ -436,7 +471,8 @@ class Gateway:
         try:
             path, query = split_target(path_query)
             refuse_path_override(path, request.headers)
-            effective = effective_method(verb, request.headers, query, body or b"")
+            read = body if isinstance(body, bytes) else b""
+            effective = effective_method(verb, request.headers, query, read)
         except (AmbiguousPath, AmbiguousMethod) as exc:
             shown = path_query.split("?", 1)[0][:256]
             line = RequestLine(method, host, port, shown, caller.channel_id, scheme)
@@ -447,9 +483,17 @@ class Gateway:
         path_query = f"{path}?{query}" if query else path
         method = judged_method(verb, effective)
         line = RequestLine(method, host, port, path, caller.channel_id, scheme)
+        if body is _NO_ROOM:  # many bodies at once: a flood, or a busy moment
+            busy = Decision(Outcome.BLOCKED, None, "the gateway holds too many request bodies")
+            text = "The warroom egress gateway holds too many request bodies; try again.\n"
+            query = _query_of(path_query)
+            await self._error_recorded(
+                conn, writer, 503, text, caller, line, started, busy, query=query
+            )
+            return
         decision = decide_override(self.rules, line, verb, effective)
-        if decision.outcome is Outcome.BLOCKED or body is None:
-            if body is None:
+        if decision.outcome is Outcome.BLOCKED or not isinstance(body, bytes):
+            if not isinstance(body, bytes):
                 decision = Decision(Outcome.BLOCKED, None, "the request body is too large")
             await self._refuse(conn, writer, decision, line, caller, started, query=path_query)
             return
@@ -726,8 +770,12 @@ class Gateway:
             writer.write(data)
         await writer.drain()
 
-    async def _body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> bytes | None:
-        """The request's body, or None past ``max_request_bytes`` (the rest is not read)."""
+    async def _body(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, hold: BodyHold
+    ) -> bytes | _Unread:
+        """The request's body, each piece taken in ``hold``; ``_TOO_LARGE`` past
+        ``max_request_bytes``, ``_NO_ROOM`` when the budget of held bodies is spent (the
+        rest is not read)."""
         parts: list[bytes] = []
         size = 0
         while True:
@@ -737,7 +785,9 @@ class Gateway:
             if isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > self.options.max_request_bytes:
-                    return None
+                    return _TOO_LARGE
+                if not hold.take(len(event.data)):
+                    return _NO_ROOM
                 parts.append(bytes(event.data))
             elif isinstance(event, h11.ConnectionClosed):
                 raise ConnectionError("the client closed the connection mid-request")

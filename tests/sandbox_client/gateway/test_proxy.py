@@ -879,3 +879,65 @@ async def test_a_tunnel_is_audited_under_the_rule_that_let_it_through(upstream: 
     assert response.status_code == 200
     (record,) = audit.records
     assert (record.method, record.outcome, record.rule) == ("CONNECT", Outcome.ALLOWED, "status")
+
+
+async def _status_of(reader: asyncio.StreamReader) -> bytes:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    return head.split(b"\r\n", 1)[0]
+
+
+async def test_bodies_held_at_once_are_bounded_over_all_connections(upstream: Upstream) -> None:
+    # Given a gateway that holds at most 1,500 bytes of request bodies at once
+    rules = _rules(upstream)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    audit = Audit()
+    options = GatewayOptions(
+        upstream_verify=upstream.trust,
+        calls=CALLS,
+        max_request_bytes=1024,
+        max_held_body_bytes=1500,
+    )
+    gateway = Gateway(
+        rules, CertificateAuthority.create(), prepare(rules.rules, environ), audit, options
+    )
+    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://{HOST}:{upstream.http_port}/upload"
+
+    async def post(sent: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = f"POST {url} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: 1000\r\n\r\n"
+        writer.write(head.encode() + sent)
+        await writer.drain()
+        return reader, writer
+
+    async def held(size_bytes: int) -> None:
+        for _ in range(1000):
+            if gateway.bodies.held_bytes == size_bytes:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"held {gateway.bodies.held_bytes} bytes, not {size_bytes}")
+
+    try:
+        # and a connection whose body is 900 bytes in, the rest not sent yet
+        slow_reader, slow_writer = await post(b"a" * 900)
+        await held(900)
+        # When another request's body would take the held bytes past the bound
+        busy_reader, busy_writer = await post(b"b" * 700)
+        # Then that request is answered 503 and audited, and its bytes are given back
+        assert await _status_of(busy_reader) == b"HTTP/1.1 503 Service Unavailable"
+        busy_writer.close()
+        await held(900)
+        # while the first one, once finished, goes out; then nothing is held
+        slow_writer.write(b"a" * 100)
+        assert await _status_of(slow_reader) == b"HTTP/1.1 200 OK"
+        slow_writer.close()
+        await held(0)
+        # and a request as large as the first fits again
+        next_reader, next_writer = await post(b"c" * 1000)
+        assert await _status_of(next_reader) == b"HTTP/1.1 200 OK"
+        next_writer.close()
+        refused = [r for r in audit.records if r.outcome is Outcome.BLOCKED]
+        assert [(r.method, r.path, r.status) for r in refused] == [("POST", "/upload", 503)]
+    finally:
+        await gateway.aclose()
