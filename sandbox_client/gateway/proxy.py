@@ -160,13 +160,15 @@ class GatewayOptions:
     checked. ``calls`` checks per-call credentials (None: a request carrying one is refused
     407, so none is from a call). ``max_request_bytes``: one request's body, larger is
     refused 403; ``max_held_body_bytes``: the bodies read and not yet answered, over all
-    connections (``bodies.BodyBudget``), past which a request is answered 503."""
+    connections (``bodies.BodyBudget``), past which a request is answered 503, and
+    ``max_held_body_bytes_per_session`` those of one session's sandbox."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
     max_request_bytes: int = 16 * 1024 * 1024
     max_held_body_bytes: int = 256 * 1024 * 1024
+    max_held_body_bytes_per_session: int = 64 * 1024 * 1024
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
 
@@ -190,7 +192,9 @@ class Gateway:
         self._upstream = Upstream(
             self.options.upstream_verify, timeout_s=self.options.upstream_timeout_s
         )
-        self.bodies = BodyBudget(self.options.max_held_body_bytes)
+        self.bodies = BodyBudget(
+            self.options.max_held_body_bytes, self.options.max_held_body_bytes_per_session
+        )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._bound: dict[Path, _Binding] = {}
@@ -422,7 +426,7 @@ class Gateway:
     ) -> None:
         """Read, judge and answer one request; its body's bytes are held in ``bodies``
         until it is answered."""
-        hold = self.bodies.hold()
+        hold = self.bodies.hold(caller.session_id)
         try:
             await self._one_held(conn, request, reader, writer, caller, scheme, at, hold)
         finally:

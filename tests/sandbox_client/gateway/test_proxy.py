@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import doctest
 import gzip
 import json
@@ -886,58 +887,97 @@ async def _status_of(reader: asyncio.StreamReader) -> bytes:
     return head.split(b"\r\n", 1)[0]
 
 
-async def test_bodies_held_at_once_are_bounded_over_all_connections(upstream: Upstream) -> None:
-    # Given a gateway that holds at most 1,500 bytes of request bodies at once
-    rules = _rules(upstream)
-    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
-    audit = Audit()
-    options = GatewayOptions(
-        upstream_verify=upstream.trust,
-        calls=CALLS,
-        max_request_bytes=1024,
-        max_held_body_bytes=1500,
-    )
-    gateway = Gateway(
-        rules, CertificateAuthority.create(), prepare(rules.rules, environ), audit, options
-    )
-    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-1", "C-INC"))
-    port = server.sockets[0].getsockname()[1]
-    url = f"http://{HOST}:{upstream.http_port}/upload"
+@dataclass
+class Uploads:
+    """A gateway with small body budgets, a listener per session, and raw POSTs to them."""
 
-    async def post(sent: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        head = f"POST {url} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: 1000\r\n\r\n"
+    gateway: Gateway
+    audit: Audit
+    ports: dict[str, int]
+    url: str
+
+    async def post(
+        self, session_id: str, sent: bytes
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A POST whose body is 1,000 bytes, of which ``sent`` are sent now."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.ports[session_id])
+        head = f"POST {self.url} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: 1000\r\n\r\n"
         writer.write(head.encode() + sent)
         await writer.drain()
         return reader, writer
 
-    async def held(size_bytes: int) -> None:
+    async def held(self, size_bytes: int) -> None:
+        """Wait until the gateway holds ``size_bytes`` of bodies (at most 10 s)."""
         for _ in range(1000):
-            if gateway.bodies.held_bytes == size_bytes:
+            if self.gateway.bodies.held_bytes == size_bytes:
                 return
             await asyncio.sleep(0.01)
-        raise AssertionError(f"held {gateway.bodies.held_bytes} bytes, not {size_bytes}")
+        raise AssertionError(f"held {self.gateway.bodies.held_bytes} bytes, not {size_bytes}")
 
+
+@contextlib.asynccontextmanager
+async def _uploads(up: Upstream, *, limit: int, per_session: int) -> AsyncIterator[Uploads]:
+    rules = _rules(up)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    options = GatewayOptions(
+        upstream_verify=up.trust,
+        calls=CALLS,
+        max_request_bytes=1024,
+        max_held_body_bytes=limit,
+        max_held_body_bytes_per_session=per_session,
+    )
+    audit = Audit()
+    authority = CertificateAuthority.create()
+    gateway = Gateway(rules, authority, prepare(rules.rules, environ), audit, options)
+    ports = {}
+    for session_id in ("s-1", "s-2"):
+        server = await gateway.serve_tcp("127.0.0.1", 0, Caller(session_id, "C-INC"))
+        ports[session_id] = server.sockets[0].getsockname()[1]
     try:
+        yield Uploads(gateway, audit, ports, f"http://{HOST}:{up.http_port}/upload")
+    finally:
+        await gateway.aclose()
+
+
+async def test_bodies_held_at_once_are_bounded_over_all_connections(upstream: Upstream) -> None:
+    # Given a gateway that holds at most 1,500 bytes of request bodies at once
+    async with _uploads(upstream, limit=1500, per_session=10_000) as uploads:
         # and a connection whose body is 900 bytes in, the rest not sent yet
-        slow_reader, slow_writer = await post(b"a" * 900)
-        await held(900)
+        slow_reader, slow_writer = await uploads.post("s-1", b"a" * 900)
+        await uploads.held(900)
         # When another request's body would take the held bytes past the bound
-        busy_reader, busy_writer = await post(b"b" * 700)
+        busy_reader, busy_writer = await uploads.post("s-2", b"b" * 700)
         # Then that request is answered 503 and audited, and its bytes are given back
         assert await _status_of(busy_reader) == b"HTTP/1.1 503 Service Unavailable"
         busy_writer.close()
-        await held(900)
+        await uploads.held(900)
         # while the first one, once finished, goes out; then nothing is held
         slow_writer.write(b"a" * 100)
         assert await _status_of(slow_reader) == b"HTTP/1.1 200 OK"
         slow_writer.close()
-        await held(0)
+        await uploads.held(0)
         # and a request as large as the first fits again
-        next_reader, next_writer = await post(b"c" * 1000)
+        next_reader, next_writer = await uploads.post("s-2", b"c" * 1000)
         assert await _status_of(next_reader) == b"HTTP/1.1 200 OK"
         next_writer.close()
-        refused = [r for r in audit.records if r.outcome is Outcome.BLOCKED]
-        assert [(r.method, r.path, r.status) for r in refused] == [("POST", "/upload", 503)]
-    finally:
-        await gateway.aclose()
+        refused = [r for r in uploads.audit.records if r.outcome is Outcome.BLOCKED]
+        assert [(r.session_id, r.path, r.status) for r in refused] == [("s-2", "/upload", 503)]
+
+
+async def test_one_sandbox_cannot_spend_the_other_sessions_share(upstream: Upstream) -> None:
+    # Given a gateway whose sessions may each hold 1,000 bytes of bodies, of 3,000 in all,
+    # and one session's sandbox holding 900 of its share
+    async with _uploads(upstream, limit=3000, per_session=1000) as uploads:
+        _, slow_writer = await uploads.post("s-1", b"a" * 900)
+        await uploads.held(900)
+        # When that sandbox sends another body, and another session's sandbox sends one
+        mine_reader, mine_writer = await uploads.post("s-1", b"b" * 700)
+        other_reader, other_writer = await uploads.post("s-2", b"c" * 1000)
+        # Then the first session's is refused 503 and the other session's goes out
+        assert await _status_of(mine_reader) == b"HTTP/1.1 503 Service Unavailable"
+        assert await _status_of(other_reader) == b"HTTP/1.1 200 OK"
+        assert uploads.gateway.bodies.held_by("s-1") == 900
+        for writer in (slow_writer, mine_writer, other_writer):
+            writer.close()
+        await uploads.held(0)
+        assert uploads.gateway.bodies.held_by("s-1") == 0
