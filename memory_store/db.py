@@ -37,6 +37,11 @@ from memory_store.schema_probe import SQLITE_FILE_NAME, SchemaVersion
 
 _BEGIN_OPTION = "warroom_begin"
 _MIGRATION_LOCK_KEY = 7220417211  # any constant bigint shared by every migrating process
+KEPT_DRIVER_CONNECTIONS = 1
+"""Connections ``driver`` keeps checked out between uses, when the pool holds at least
+``KEPT_DRIVER_MIN_POOL`` (a pool's checkout and check-in cost more than the hot
+statement's own client time: ``bench/memory_store.py``)."""
+KEPT_DRIVER_MIN_POOL = 4
 
 
 @dataclass(frozen=True)
@@ -73,19 +78,27 @@ class Database:
 
     Build it with ``Database.from_url``; call ``migrate()`` once at start and
     ``dispose()`` at shutdown. Other ``memory_store`` modules use ``read()``,
-    ``write()`` and ``autocommit()``; nothing holds a connection between calls.
+    ``write()`` and ``autocommit()``; nothing holds a connection between calls, except
+    the one ``driver()`` keeps for the next hot statement.
     ``is_postgres`` tells the backend; ``engine`` is the SQLAlchemy engine.
     """
 
     def __init__(
-        self, engine: AsyncEngine, *, lock_timeout_ms: int = DEFAULT_LIMITS.lock_timeout_ms
+        self,
+        engine: AsyncEngine,
+        *,
+        lock_timeout_ms: int = DEFAULT_LIMITS.lock_timeout_ms,
+        kept_driver_connections: int = 0,
     ) -> None:
         """Wrap an engine made by ``from_url`` (its event hooks must be installed).
 
-        ``lock_timeout_ms`` bounds the wait for SQLite's in-process writer queue.
+        ``lock_timeout_ms`` bounds the wait for SQLite's in-process writer queue;
+        ``kept_driver_connections``: how many idle connections ``driver`` keeps.
         """
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        self._keeps = kept_driver_connections
+        self._kept: list[Any] = []  # the pool's proxied connections, idle, checked out
         self._precompiled: dict[ClauseElement, Precompiled] = {}
         self._lock_timeout_s = lock_timeout_ms / 1000
         self._sqlite_writer = asyncio.Lock()
@@ -126,7 +139,9 @@ class Database:
         else:
             engine = create_async_engine(sa_url, **pool)
             _install_sqlite_hooks(engine, busy_timeout_ms=limits.lock_timeout_ms)
-        return cls(engine, lock_timeout_ms=limits.lock_timeout_ms)
+        room = pool_size + max_overflow >= KEPT_DRIVER_MIN_POOL
+        keeps = KEPT_DRIVER_CONNECTIONS if room else 0  # a small pool lends them all
+        return cls(engine, lock_timeout_ms=limits.lock_timeout_ms, kept_driver_connections=keeps)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -181,14 +196,21 @@ class Database:
             raise RuntimeError("the driver's connection is for PostgreSQL only")
         import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
 
-        with _mapped_errors():
-            try:
-                pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-                raise DatabaseUnavailable(f"database error: {error}") from error
+        if self._kept:
+            pooled = self._kept.pop()
+        else:
+            with _mapped_errors():
+                try:
+                    pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)
+                except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                    raise DatabaseUnavailable(f"database error: {error}") from error
+        raw = pooled.driver_connection
+        clean = False
         try:
-            yield pooled.driver_connection
+            yield raw
+            clean = True
         except asyncpg.IntegrityConstraintViolationError as error:
+            clean = True  # a refused row: the statement ended, the connection is fine
             raise WriteConflict(str(error)) from error
         except (asyncpg.InterfaceError, OSError, TimeoutError) as error:
             await greenlet_spawn(pooled.invalidate, error)  # never handed out again
@@ -196,7 +218,12 @@ class Database:
         except asyncpg.PostgresError as error:
             raise DatabaseUnavailable(f"database error: {error}") from error
         finally:
-            await greenlet_spawn(pooled.close)  # back to the pool (may await: overflow)
+            if clean and len(self._kept) < self._keeps and _idle(raw):
+                self._kept.append(pooled)  # kept for the next hot statement
+            else:
+                if not raw.is_closed() and raw.is_in_transaction():  # the pool's reset
+                    await greenlet_spawn(pooled.invalidate)  # would not end a raw BEGIN
+                await greenlet_spawn(pooled.close)  # back to the pool (may await: overflow)
 
     def precompiled(self, statement: ClauseElement) -> Precompiled:
         """``statement`` as PostgreSQL SQL for ``driver()``, compiled on first use and kept
@@ -273,7 +300,16 @@ class Database:
 
     async def dispose(self) -> None:
         """Close every pooled connection. The object must not be used afterwards."""
+        kept, self._kept, self._keeps = self._kept, [], 0
+        for pooled in kept:
+            await greenlet_spawn(pooled.close)
         await self.engine.dispose()
+
+
+def _idle(raw: Any) -> bool:
+    """Whether the driver's connection is open and outside any transaction (so it can be
+    kept for another statement as the pool would hand it out)."""
+    return not raw.is_closed() and not raw.is_in_transaction()
 
 
 def normalise_url(url: str) -> URL:

@@ -146,3 +146,55 @@ async def test_the_drivers_connection_is_for_postgresql_only(tmp_path: Path) -> 
                 pass
     finally:
         await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_the_drivers_connection_is_kept_for_the_next_statement_and_closed_at_dispose(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # Given a database with a pool large enough to keep one connection for ``driver``
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
+    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        async with db.driver() as conn:
+            first_pid = await conn.fetchval("SELECT pg_backend_pid()")
+        # When the next hot statement runs
+        async with db.driver() as conn:
+            second_pid = await conn.fetchval("SELECT pg_backend_pid()")
+        # Then it runs on the same connection, which the pool does not count as idle
+        assert second_pid == first_pid
+        assert db.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+        # and dispose closes it: its server process is gone
+        await db.dispose()
+        async with admin.driver() as conn:
+            alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
+            assert await conn.fetchval(alive, first_pid) == 0
+    finally:
+        await db.dispose()
+        await admin.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_connection_left_in_a_transaction_or_broken_is_not_kept(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
+    try:
+        # Given a statement that leaves its connection inside a transaction
+        async with db.driver() as conn:
+            open_pid = await conn.fetchval("SELECT pg_backend_pid()")
+            await conn.execute("BEGIN")
+        # Then the next statement is not inside it (that connection is closed: the pool's
+        # reset on return does not end a transaction begun on the driver)
+        async with db.driver() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT pg_backend_pid()") != open_pid
+        # And a statement that failed does not leave its connection kept either
+        with pytest.raises(DatabaseUnavailable):
+            async with db.driver() as conn:
+                await conn.fetchval("SELECT no_such_column FROM no_such_table")
+        async with db.driver() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await db.dispose()
