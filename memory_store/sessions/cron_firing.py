@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from memory_store.cron.schedule import next_due
 from memory_store.cron.tables import cron_jobs
 from memory_store.sessions import inbox
+from memory_store.sessions.lease_time import LeaseTime
 from memory_store.sessions.records import SessionStatus, Wakeup
 from memory_store.sessions.tables import sessions
 
@@ -35,13 +36,15 @@ async def fire_due(
     conn: AsyncConnection,
     *,
     now: datetime,
+    lease: LeaseTime,
     mine: ColumnElement[bool],
     new_token: Callable[[], str],
     is_postgres: bool,
 ) -> tuple[Wakeup, ...]:
     """Fire the jobs due at ``now`` of waiting sessions in ``mine``, oldest due first;
     returns the wake-ups to enqueue (one per session: a session two jobs are due for
-    gets the second at the next sweep after this firing's turn)."""
+    gets the second at the next sweep after this firing's turn), sent at ``lease``'s
+    time."""
     due = (
         select(_C.session_id, _C.job_id, _C.cron, _C.prompt, _C.recurring)
         .join(sessions, _S.id == _C.session_id)
@@ -54,7 +57,7 @@ async def fire_due(
     woken: list[Wakeup] = []
     for job in (await conn.execute(due)).all():
         token = new_token()
-        seq = await inbox.wake_waiting(conn, job.session_id, now, token)
+        seq = await inbox.wake_waiting(conn, job.session_id, now, token, lease=lease)
         if seq is None:  # woken already (a reply, a wake-up, another of its jobs)
             continue
         mine_job = (_C.session_id == job.session_id, _C.job_id == job.job_id)

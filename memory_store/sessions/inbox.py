@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database
 from memory_store.errors import SessionNotFound
+from memory_store.sessions.lease_time import BOUND_NOW, LeaseTime
 from memory_store.sessions.records import InboxItem, SessionKey, SessionStatus
-from memory_store.sessions.tables import UtcDateTime, at, session_inbox, sessions
+from memory_store.sessions.tables import UtcDateTime, session_inbox, sessions
 from memory_store.upsert import insert
 
 _S = sessions.c
@@ -54,9 +55,11 @@ async def record(
     *,
     new_token: str,
     now: datetime,
+    lease: LeaseTime,
     is_postgres: bool,
 ) -> str | None:
-    """Append ``message`` and make the session runnable if nothing is pending.
+    """Append ``message`` and make the session runnable if nothing is pending (its
+    wake-up sent at ``lease``'s time, the clock the sweeps judge it by).
 
     Returns:
         ``new_token`` when this call made the session runnable (the caller enqueues it);
@@ -75,7 +78,7 @@ async def record(
             inbox_seq=_S.inbox_seq + 1,
             status=SessionStatus.RUNNING.value,
             pending_token=case((idle, new_token), else_=_S.pending_token),
-            enqueued_at=case((idle, at(now)), else_=_S.enqueued_at),
+            enqueued_at=case((idle, lease.now()), else_=_S.enqueued_at),
             crash_count=case((idle, 0), else_=_S.crash_count),
             wait_until=null(),
             updated_at=now,
@@ -90,17 +93,32 @@ async def record(
 
 
 async def record_on_driver(
-    db: Database, session_id: str, message: Message, *, new_token: str, now: datetime
+    db: Database,
+    session_id: str,
+    message: Message,
+    *,
+    new_token: str,
+    now: datetime,
+    lease_now: datetime | None,
 ) -> str | None:
     """PostgreSQL only: ``record``, in one transaction on the driver's connection
     (``Database.driver``: a steering reply is recorded before Slack's ack). Returns and
-    raises as ``record`` (a ``DuplicateInput`` has rolled its transaction back)."""
+    raises as ``record`` (a ``DuplicateInput`` has rolled its transaction back).
+    ``lease_now``: ``LeaseTime.bound``."""
     async with db.driver() as conn:
-        return await _record_on(db, conn, session_id, message, new_token=new_token, now=now)
+        return await _record_on(
+            db, conn, session_id, message, new_token=new_token, now=now, lease_now=lease_now
+        )
 
 
 async def join_on_driver(
-    db: Database, key: SessionKey, message: Message, *, new_token: str, now: datetime
+    db: Database,
+    key: SessionKey,
+    message: Message,
+    *,
+    new_token: str,
+    now: datetime,
+    lease_now: datetime | None,
 ) -> tuple[str, str | None] | None:
     """PostgreSQL only: ``record`` ``message`` in the existing session of ``key``, on the
     driver's connection (the ack path of a mention whose thread already has a session,
@@ -133,21 +151,29 @@ async def join_on_driver(
         if found["recorded"]:
             raise DuplicateInput(message.source_ts, session_id)
         try:
-            token = await _record_on(db, conn, session_id, message, new_token=new_token, now=now)
+            token = await _record_on(
+                db, conn, session_id, message, new_token=new_token, now=now, lease_now=lease_now
+            )
         except DuplicateInput as repeat:  # recorded meanwhile: the unique index said so
             raise DuplicateInput(message.source_ts, session_id) from repeat
     return session_id, token
 
 
 async def _record_on(
-    db: Database, conn: Any, session_id: str, message: Message, *, new_token: str, now: datetime
+    db: Database,
+    conn: Any,
+    session_id: str,
+    message: Message,
+    *,
+    new_token: str,
+    now: datetime,
+    lease_now: datetime | None,
 ) -> str | None:
     """``record`` on the driver's connection ``conn``, in one transaction of its own."""
     bump, add = db.precompiled(_bump()), db.precompiled(_add())
+    bumping = {"session_id": session_id, "new_token": new_token, "now": now, "lease_now": lease_now}
     async with conn.transaction():
-        row = await conn.fetchrow(
-            bump.sql, *bump.args({"session_id": session_id, "new_token": new_token, "now": now})
-        )
+        row = await conn.fetchrow(bump.sql, *bump.args(bumping))
         if row is None:
             raise SessionNotFound(session_id)
         item = {
@@ -196,7 +222,7 @@ def _bump() -> Any:
             inbox_seq=_S.inbox_seq + 1,
             status=SessionStatus.RUNNING.value,
             pending_token=case((idle, new_token), else_=_S.pending_token),
-            enqueued_at=case((idle, now), else_=_S.enqueued_at),
+            enqueued_at=case((idle, BOUND_NOW), else_=_S.enqueued_at),
             crash_count=case((idle, 0), else_=_S.crash_count),
             wait_until=null(),
             updated_at=now,
@@ -278,19 +304,20 @@ def _item(row: Row[Any]) -> InboxItem:
 
 
 async def wake_waiting(
-    conn: AsyncConnection, session_id: str, now: datetime, token: str
+    conn: AsyncConnection, session_id: str, now: datetime, token: str, *, lease: LeaseTime
 ) -> int | None:
     """Make a *waiting* session runnable under ``token`` for one new inbox item (the sweeper's
     wake-ups and cron firings): its wait and wake-up cleared, its crash count reset, its
-    ``inbox_seq`` bumped. Returns the new ``inbox_seq``, or None when the session was not
-    waiting (a reply, another wake-up or another sweeper woke it first)."""
+    ``inbox_seq`` bumped, its wake-up sent at ``lease``'s time. Returns the new
+    ``inbox_seq``, or None when the session was not waiting (a reply, another wake-up or
+    another sweeper woke it first)."""
     bumped = await conn.execute(
         sessions.update()
         .where(_S.id == session_id, _S.status == SessionStatus.WAITING.value)
         .values(
             status=SessionStatus.RUNNING.value,
             pending_token=token,
-            enqueued_at=now,
+            enqueued_at=lease.now(),
             crash_count=0,
             wait_until=null(),
             wake_at=null(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Interval, func, literal
+from sqlalchemy import ColumnElement, Interval, bindparam, func, literal
 
 from memory_store.sessions.tables import UTC_DATETIME, at
 
@@ -34,3 +34,18 @@ class LeaseTime:
         if plus_s:
             return now + literal(timedelta(seconds=plus_s), _INTERVAL)
         return now
+
+    @property
+    def bound(self) -> datetime | None:
+        """The value for ``BOUND_NOW`` in a precompiled statement: None (the database's
+        ``now()``) when ``from_database``, else ``instant``."""
+        return None if self.from_database else self.instant
+
+
+BOUND_NOW: ColumnElement[datetime] = func.coalesce(
+    bindparam("lease_now", type_=UTC_DATETIME), func.now(type_=UTC_DATETIME)
+)
+"""A lease time in a statement compiled once for PostgreSQL (``Database.precompiled``): the
+bound ``lease_now`` (``LeaseTime.bound``), or the database's ``now()`` when that is NULL.
+A wake-up's send time (``enqueued_at``) is written with it: the sweeps judge it by the same
+clock (``sweeper``), whichever host's clock the caller has."""

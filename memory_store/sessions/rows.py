@@ -20,6 +20,7 @@ from memory_store.cron import store as cron_store
 from memory_store.db import Database
 from memory_store.sessions import event_log
 from memory_store.sessions.inbox import Message
+from memory_store.sessions.lease_time import BOUND_NOW
 from memory_store.sessions.records import (
     Cancelled,
     EventKind,
@@ -56,6 +57,9 @@ class NewSession:
     token: str
     now: datetime
     origin: SessionOrigin = SessionOrigin.SLACK
+    lease_now: datetime | None = None
+    """The lease clock's time (``LeaseTime.bound``; None: the database's ``now()``): the
+    session's first wake-up is sent at it (``enqueued_at``)."""
 
 
 async def create(
@@ -92,6 +96,7 @@ async def create_with_input(
         "pending_token": new.token,
         "checkpoint": new.checkpoint,
         "now": new.now,
+        "lease_now": new.lease_now,
         "user_id": message.user_id,
         "text": message.text,
         "source_ts": message.source_ts,
@@ -111,7 +116,7 @@ def _session_with_input() -> Any:
                 **{name: bindparam(name) for name in _NEW_SESSION_PARAMS},
                 **_NEW_SESSION_ZEROS,
                 "status": SessionStatus.RUNNING.value,
-                "enqueued_at": now,
+                "enqueued_at": BOUND_NOW,
                 "created_at": now,
                 "updated_at": now,
             }
@@ -173,7 +178,7 @@ def _creating(key: SessionKey, new: NewSession, *, is_postgres: bool) -> Any:
             origin=new.origin.value,
             epoch=0,
             pending_token=new.token,
-            enqueued_at=new.now,
+            enqueued_at=new.lease_now or new.now,
             crash_count=0,
             checkpoint=new.checkpoint,
             last_seq=0,

@@ -106,11 +106,11 @@ class SessionStore:
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
-        now, token = self._clock(), new_token()
+        now, token, lease = self._clock(), new_token(), self._lease_time()
         session_id = session_id or new_token()
         message = inbox.Message(requester_id, text, source_ts)
         new = session_rows.NewSession(
-            session_id, requester_id, initial_checkpoint, token, now, origin
+            session_id, requester_id, initial_checkpoint, token, now, origin, lease.bound
         )
         try:
             if self._pg:  # before Slack's ack: on the driver's connection
@@ -118,7 +118,7 @@ class SessionStore:
                 if await session_rows.create_with_input(self._db, key, new, message):
                     return Opened(session_id, created=True, token=token)
                 joined = await inbox.join_on_driver(
-                    self._db, key, message, new_token=token, now=now
+                    self._db, key, message, new_token=token, now=now, lease_now=lease.bound
                 )
                 if joined is not None:
                     return Opened(joined[0], created=False, token=joined[1])
@@ -130,7 +130,13 @@ class SessionStore:
                     return Opened(session_id, created=True, token=token)
                 session_id = await session_rows.id_of(conn, key)
                 woke = await inbox.record(
-                    conn, session_id, message, new_token=token, now=now, is_postgres=self._pg
+                    conn,
+                    session_id,
+                    message,
+                    new_token=token,
+                    now=now,
+                    lease=lease,
+                    is_postgres=self._pg,
                 )
                 return Opened(session_id, created=False, token=woke)
         except inbox.DuplicateInput as repeat:
@@ -153,14 +159,26 @@ class SessionStore:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         message, now = inbox.Message(user_id, text, source_ts), self._clock()
+        lease = self._lease_time()
         try:
             if self._pg:  # before Slack's ack: on the driver's connection
                 return await inbox.record_on_driver(
-                    self._db, session_id, message, new_token=new_token(), now=now
+                    self._db,
+                    session_id,
+                    message,
+                    new_token=new_token(),
+                    now=now,
+                    lease_now=lease.bound,
                 )
             async with self._db.write() as conn:
                 return await inbox.record(
-                    conn, session_id, message, new_token=new_token(), now=now, is_postgres=self._pg
+                    conn,
+                    session_id,
+                    message,
+                    new_token=new_token(),
+                    now=now,
+                    lease=lease,
+                    is_postgres=self._pg,
                 )
         except inbox.DuplicateInput:
             return None
@@ -188,11 +206,17 @@ class SessionStore:
         if not 0 < len(source_key) <= 64:
             raise ValueError(f"source_key must be 1-64 characters: {source_key!r}")
         message = inbox.Message("", text, source_key, kind=kind)
-        now = self._clock()
+        now, lease = self._clock(), self._lease_time()
         try:
             async with self._db.write() as conn:
                 return await inbox.record(
-                    conn, session_id, message, new_token=new_token(), now=now, is_postgres=self._pg
+                    conn,
+                    session_id,
+                    message,
+                    new_token=new_token(),
+                    now=now,
+                    lease=lease,
+                    is_postgres=self._pg,
                 )
         except inbox.DuplicateInput:
             return None

@@ -66,10 +66,15 @@ async def sweep(
     )
     requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s, mine=mine)
     woken = await _fire_wakes(
-        conn, now=now, mine=mine, new_token=new_token, is_postgres=is_postgres
+        conn,
+        now=now,
+        lease_time=lease_time,
+        mine=mine,
+        new_token=new_token,
+        is_postgres=is_postgres,
     )
     woken += await cron_firing.fire_due(
-        conn, now=now, mine=mine, new_token=new_token, is_postgres=is_postgres
+        conn, now=now, lease=lease_time, mine=mine, new_token=new_token, is_postgres=is_postgres
     )
     expired = await _end_waits(conn, now=now)
     await cron_firing.delete_ended(conn)
@@ -181,6 +186,7 @@ async def _fire_wakes(
     conn: AsyncConnection,
     *,
     now: datetime,
+    lease_time: LeaseTime,
     mine: ColumnElement[bool],
     new_token: Callable[[], str],
     is_postgres: bool,
@@ -208,7 +214,7 @@ async def _fire_wakes(
     woken = []
     for row in (await conn.execute(due)).all():
         token = new_token()
-        seq = await inbox.wake_waiting(conn, row.id, now, token)
+        seq = await inbox.wake_waiting(conn, row.id, now, token, lease=lease_time)
         if seq is None:
             continue
         text = str(row.wake_note or "")

@@ -87,3 +87,67 @@ async def _open(sessions: SessionStore, thread_ts: str) -> str:
     assert opened.created
     assert opened.token is not None
     return opened.session_id
+
+
+@pytest.mark.parametrize("edge_clock_s", [+0.3, -0.3], ids=["edge-ahead", "edge-behind"])
+async def test_the_sweeps_after_a_lost_queue_judge_wake_ups_by_one_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str, edge_clock_s: float
+) -> None:
+    """On PostgreSQL the sweep judges ``enqueued_at`` by the database's ``now()``, while the
+    Slack edge writes it at open from its own host's clock: a skew of 0.3 s (NTP keeps
+    hosts within milliseconds, VMs resumed from a pause or containers without NTP do not)
+    moves the line between "sent before the loss" and "sent since"."""
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
+        database_url=postgres_url,
+        redis_url=None,
+        anthropic_api_key=SecretStr("unused"),
+        data_dir=tmp_path / "data",
+        sweep_interval_s=0.5,  # the default: the fresh sweeps span a second
+    )
+    sent: list[str] = []
+
+    async def enqueue(session_id: str, token: str) -> None:
+        sent.append(session_id)
+
+    runtime = await Runtime.open(
+        settings, enqueue=enqueue, enqueue_shared=enqueue, reporter=TerminalReporter(io.StringIO())
+    )
+    swept = asyncio.Event()
+    sweeps = 0
+    sweep_once = runtime.sweep_once
+
+    async def counted(*, stale_after_s: float | None = None) -> int:
+        nonlocal sweeps
+        requeued = await sweep_once(stale_after_s=stale_after_s)
+        sweeps += 1
+        if sweeps == FRESH_SWEEPS + 1:
+            swept.set()
+        return requeued
+
+    monkeypatch.setattr(runtime, "sweep_once", counted)
+    edge = SessionStore(runtime.db, clock=lambda: utc_now() + timedelta(seconds=edge_clock_s))
+    suffix = "3" if edge_clock_s > 0 else "4"
+    try:
+        if edge_clock_s > 0:
+            # Given an edge 0.3 s ahead that sent a wake-up 0.1 s before the queue lost it
+            lost = await _open(edge, f"1700000000.000{suffix}00")
+            mine = [lost]
+            await asyncio.sleep(0.1)
+            queue_lost_at = time.monotonic()
+            expected = [lost]
+        else:
+            # Given an edge 0.3 s behind that opens a session 0.1 s after the loss (its
+            # wake-up still to come, once it has added the thread's history)
+            queue_lost_at = time.monotonic()
+            await asyncio.sleep(0.1)
+            mine = [await _open(edge, f"1700000000.000{suffix}00")]
+            expected = []
+        # When the sweeps after the loss run
+        sweeping = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
+        await asyncio.wait_for(swept.wait(), 30)
+        sweeping.cancel()
+        # Then the lost wake-up is sent again at once, and the edge's new one is not
+        assert [s for s in sent if s in mine] == expected
+    finally:
+        await runtime.close()

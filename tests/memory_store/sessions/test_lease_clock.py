@@ -83,3 +83,34 @@ async def test_a_worker_whose_clock_runs_behind_takes_over_an_expired_lease_at_o
     assert session.lease_owner == "behind"
     assert session.lease_until is not None
     assert session.lease_until > lease_until
+
+
+async def _enqueued_lag_s(db: Database, session_id: str) -> float:
+    """How far the session's last send time is from the database's clock, in seconds."""
+    async with db.driver() as conn:
+        lag = await conn.fetchval(
+            "SELECT extract(epoch FROM now() - enqueued_at) FROM sessions WHERE id = $1",
+            session_id,
+        )
+    return float(lag)
+
+
+@pytest.mark.parametrize("skew_s", [SKEW_S, -SKEW_S], ids=["ahead", "behind"])
+async def test_a_wake_up_is_sent_at_the_databases_time_whatever_the_hosts_clock(
+    pg_db: Database, skew_s: float
+) -> None:
+    # Given a Slack edge whose host clock is 6 s off
+    edge = SessionStore(pg_db, clock=skewed(skew_s))
+    # When it opens a session, and later wakes it with a reply once its step is over
+    session_id, _token = await open_session(edge)
+    opened_lag_s = await _enqueued_lag_s(pg_db, session_id)
+    async with pg_db.driver() as conn:  # the step ended: nothing pending
+        await conn.execute(
+            "UPDATE sessions SET pending_token = NULL, enqueued_at = NULL WHERE id = $1",
+            session_id,
+        )
+    woke = await edge.add_input(session_id, user_id="U2", text="and now?", source_ts="2.2")
+    # Then each wake-up's send time is the database's (the sweeps judge it by that clock)
+    assert woke is not None
+    assert abs(opened_lag_s) < 2.0
+    assert abs(await _enqueued_lag_s(pg_db, session_id)) < 2.0
