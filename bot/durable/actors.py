@@ -420,11 +420,13 @@ class Housekeeping(Middleware):
         cancel whatever else still runs on the loop and wait for it too. Each wait lasts
         at most ``WIND_DOWN_TIMEOUT_S``; what is still running after it is left (logged).
         """
-        if self._task is not None:
-            await _unwound({self._task})
-        await self.holder.close()
-        me = asyncio.current_task()
-        await _unwound({task for task in asyncio.all_tasks() if task is not me})
+        try:
+            if self._task is not None:
+                await _unwound({self._task})
+            await self.holder.close()
+        finally:  # a runtime that failed to close (a database gone at exit) still unwinds
+            me = asyncio.current_task()
+            await _unwound({task for task in asyncio.all_tasks() if task is not me})
 
 
 async def _unwound(tasks: set[asyncio.Task[Any]]) -> None:

@@ -197,11 +197,13 @@ class _SlowToUnwind:
     def __init__(self) -> None:
         self.started = threading.Event()
         self.unwound = threading.Event()
+        self._never: asyncio.Event | None = None  # held here: it holds the waiting task
 
     async def __call__(self) -> Any:
+        self._never = asyncio.Event()  # (a task only its loop knows of may be collected)
         self.started.set()
         try:
-            await asyncio.Event().wait()
+            await self._never.wait()
         except asyncio.CancelledError:
             await asyncio.to_thread(time.sleep, 0.2)  # the undo's own work, off the loop
             self.unwound.set()
@@ -240,4 +242,28 @@ async def test_a_stopping_worker_cancels_what_else_runs_on_its_loop_and_lets_it_
     # When the worker stops
     await asyncio.to_thread(worker.stop, timeout_ms=10_000)
     # Then that task was cancelled and unwound before the loop closed
+    assert stray.unwound.is_set()
+
+
+async def test_a_stopping_worker_whose_runtime_fails_to_close_still_unwinds_its_loop(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker whose runtime fails to close (a database gone at exit), and a task
+    # of its own left running on its loop
+    broker, _actors, holder = setup(_bare_settings(data_dir))
+
+    async def close_fails() -> None:
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(holder, "close", close_fails)
+    worker = EmbeddedWorker(broker, threads=1)
+    worker.start()
+    thread = get_event_loop_thread()
+    assert thread is not None
+    stray = _SlowToUnwind()
+    asyncio.run_coroutine_threadsafe(stray(), thread.loop)
+    assert await asyncio.to_thread(stray.started.wait, 20)
+    # When the worker stops
+    await asyncio.to_thread(worker.stop, timeout_ms=10_000)
+    # Then that task was still cancelled and unwound before the loop closed
     assert stray.unwound.is_set()
