@@ -85,14 +85,20 @@ HOP_BY_HOP = frozenset(
 HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
 
 
+MAX_BODY_PIECES = 65_536
+"""Pieces (chunks of a chunked body, or reads) one request's body may come in: 16 MiB in
+pieces of 256 bytes. Each costs the parser a few microseconds on the event loop, so a body
+sent a byte at a time is refused rather than parsed for half a minute."""
+
+
 class _Unread(enum.Enum):
-    """Why a request's body was not read to its end."""
+    """Why a request's body was not read to its end (the value: the audit's reason)."""
 
-    TOO_LARGE = "past max_request_bytes"
-    NO_ROOM = "past max_held_body_bytes"
+    TOO_LARGE = "the request body is too large"
+    TOO_MANY_PIECES = "the request body comes in too many pieces"
+    NO_ROOM = "the gateway holds too many request bodies"
 
 
-_TOO_LARGE, _NO_ROOM = _Unread.TOO_LARGE, _Unread.NO_ROOM
 READ_CHUNK = 65_536
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
 
@@ -161,7 +167,11 @@ class GatewayOptions:
     407, so none is from a call). ``max_request_bytes``: one request's body, larger is
     refused 403; ``max_held_body_bytes``: the bodies read and not yet answered, over all
     connections (``bodies.BodyBudget``), past which a request is answered 503, and
-    ``max_held_body_bytes_per_session`` those of one session's sandbox."""
+    ``max_held_body_bytes_per_session`` those of one session's sandbox.
+    ``max_connections_per_session``: open connections from one session's sandbox (its
+    listener's); ``max_token_connections``: those to the token listener (remote
+    sandboxes, whose session is known only from each request). A connection past either
+    is answered 503 unread and closed: each holds buffers of its own (up to ~200 KiB)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -169,6 +179,8 @@ class GatewayOptions:
     max_request_bytes: int = 16 * 1024 * 1024
     max_held_body_bytes: int = 256 * 1024 * 1024
     max_held_body_bytes_per_session: int = 64 * 1024 * 1024
+    max_connections_per_session: int = 128
+    max_token_connections: int = 1024
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
 
@@ -197,6 +209,8 @@ class Gateway:
         )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._open_by_listener: dict[str, int] = {}  # a session id, or "" (the token listener)
+        self._turned_away: set[str] = set()  # listeners at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
 
     async def serve_unix(self, path: Path, caller: Caller) -> asyncio.Server:
@@ -287,6 +301,14 @@ class Gateway:
         assert task is not None
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+        key = caller.session_id if caller is not None else ""
+        limit = (
+            self.options.max_connections_per_session if key else self.options.max_token_connections
+        )
+        if self._open_by_listener.get(key, 0) >= limit:
+            await self._turn_away(writer, key, limit)
+            return
+        self._open_by_listener[key] = self._open_by_listener.get(key, 0) + 1
         try:
             conn = h11.Connection(h11.SERVER)
             request = await self._first_request(conn, reader)
@@ -310,9 +332,40 @@ class Gateway:
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
         finally:
+            left = self._open_by_listener[key] - 1
+            self._turned_away.discard(key)
+            if left:
+                self._open_by_listener[key] = left
+            else:
+                del self._open_by_listener[key]
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _turn_away(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
+        """Answer a connection past its listener's limit 503 without reading it, and close
+        it (no request was read, so there is nothing to audit; a warning is logged, once
+        until a connection of that listener closes)."""
+        if key not in self._turned_away:
+            self._turned_away.add(key)
+            where = f"session {key}" if key else "the token listener"
+            logger.warning(
+                "egress gateway: %s has %d connections open; more turned away", where, limit
+            )
+        text = (
+            b"The warroom egress gateway has too many connections open from this sandbox;"
+            b" close some and try again.\n"
+        )
+        head = (
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: " + str(len(text)).encode() + b"\r\nconnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(Exception):
+            writer.write(head + text)
+            await writer.drain()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
 
     async def _proved(
         self,
@@ -487,8 +540,8 @@ class Gateway:
         path_query = f"{path}?{query}" if query else path
         method = judged_method(verb, effective)
         line = RequestLine(method, host, port, path, caller.channel_id, scheme)
-        if body is _NO_ROOM:  # many bodies at once: a flood, or a busy moment
-            busy = Decision(Outcome.BLOCKED, None, "the gateway holds too many request bodies")
+        if body is _Unread.NO_ROOM:  # many bodies at once: a flood, or a busy moment
+            busy = Decision(Outcome.BLOCKED, None, body.value)
             text = "The warroom egress gateway holds too many request bodies; try again.\n"
             query = _query_of(path_query)
             await self._error_recorded(
@@ -498,7 +551,7 @@ class Gateway:
         decision = decide_override(self.rules, line, verb, effective)
         if decision.outcome is Outcome.BLOCKED or not isinstance(body, bytes):
             if not isinstance(body, bytes):
-                decision = Decision(Outcome.BLOCKED, None, "the request body is too large")
+                decision = Decision(Outcome.BLOCKED, None, body.value)
             await self._refuse(conn, writer, decision, line, caller, started, query=path_query)
             return
         assert decision.rule is not None
@@ -777,22 +830,25 @@ class Gateway:
     async def _body(
         self, conn: h11.Connection, reader: asyncio.StreamReader, hold: BodyHold
     ) -> bytes | _Unread:
-        """The request's body, each piece taken in ``hold``; ``_TOO_LARGE`` past
-        ``max_request_bytes``, ``_NO_ROOM`` when the budget of held bodies is spent (the
-        rest is not read)."""
-        parts: list[bytes] = []
-        size = 0
+        """The request's body, each piece taken in ``hold``, or why it was not read to its
+        end (the rest is not read): past ``max_request_bytes``, in more than
+        ``MAX_BODY_PIECES`` pieces, or past the budget of held bodies (``bodies``). The
+        pieces are gathered in one buffer, so the memory held is what the budget counts."""
+        gathered = bytearray()
+        pieces = 0
         while True:
             event = await self._next_event(conn, reader)
             if isinstance(event, h11.EndOfMessage):
-                return b"".join(parts)
+                return bytes(gathered)
             if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > self.options.max_request_bytes:
-                    return _TOO_LARGE
+                pieces += 1
+                if len(gathered) + len(event.data) > self.options.max_request_bytes:
+                    return _Unread.TOO_LARGE
+                if pieces > MAX_BODY_PIECES:
+                    return _Unread.TOO_MANY_PIECES
                 if not hold.take(len(event.data)):
-                    return _NO_ROOM
-                parts.append(bytes(event.data))
+                    return _Unread.NO_ROOM
+                gathered += event.data
             elif isinstance(event, h11.ConnectionClosed):
                 raise ConnectionError("the client closed the connection mid-request")
 

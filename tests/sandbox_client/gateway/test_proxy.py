@@ -16,6 +16,7 @@ import socket
 import ssl
 import stat
 import struct
+import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -916,13 +917,15 @@ class Uploads:
 
 
 @contextlib.asynccontextmanager
-async def _uploads(up: Upstream, *, limit: int, per_session: int) -> AsyncIterator[Uploads]:
+async def _uploads(
+    up: Upstream, *, limit: int, per_session: int, max_request_bytes: int = 1024
+) -> AsyncIterator[Uploads]:
     rules = _rules(up)
     environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
     options = GatewayOptions(
         upstream_verify=up.trust,
         calls=CALLS,
-        max_request_bytes=1024,
+        max_request_bytes=max_request_bytes,
         max_held_body_bytes=limit,
         max_held_body_bytes_per_session=per_session,
     )
@@ -981,3 +984,130 @@ async def test_one_sandbox_cannot_spend_the_other_sessions_share(upstream: Upstr
             writer.close()
         await uploads.held(0)
         assert uploads.gateway.bodies.held_by("s-1") == 0
+
+
+async def test_a_body_in_tiny_chunks_takes_no_more_memory_than_the_budget_counts(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway reading a chunked body
+    async with _uploads(
+        upstream, limit=4 << 20, per_session=4 << 20, max_request_bytes=1 << 20
+    ) as uploads:
+        _, writer = await asyncio.open_connection("127.0.0.1", uploads.ports["s-1"])
+        head = f"POST {uploads.url} HTTP/1.1\r\nHost: {HOST}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        writer.write(head.encode())
+        await writer.drain()
+        chunks = 30_000
+        tracemalloc.start()
+        try:
+            # When a sandbox sends 30,000 chunks of two bytes, and does not finish
+            writer.write(b"2\r\nab\r\n" * chunks)
+            await writer.drain()
+            await uploads.held(2 * chunks)
+            grown, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            writer.close()
+        # Then the memory it holds for them is about what the budget counts (a list of
+        # 2-byte ``bytes`` objects cost ~20 times the bytes it held)
+        counted = uploads.gateway.bodies.held_bytes
+        assert grown < 3 * counted, f"{grown} bytes held for {counted} counted"
+
+
+async def test_a_body_in_too_many_pieces_is_refused(
+    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a gateway that takes a body in at most 100 pieces
+    monkeypatch.setattr(proxy_module, "MAX_BODY_PIECES", 100)
+    async with _uploads(upstream, limit=1 << 20, per_session=1 << 20) as uploads:
+        reader, writer = await asyncio.open_connection("127.0.0.1", uploads.ports["s-1"])
+        head = f"POST {uploads.url} HTTP/1.1\r\nHost: {HOST}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        # When a body comes a byte at a time, in 101 chunks
+        writer.write(head.encode() + b"1\r\na\r\n" * 101)
+        await writer.drain()
+        # Then it is refused, audited, and nothing is held
+        assert await _status_of(reader) == b"HTTP/1.1 403 Forbidden"
+        writer.close()
+        await uploads.held(0)
+        (record,) = uploads.audit.records
+        assert (record.method, record.status, record.outcome) == ("POST", 403, Outcome.BLOCKED)
+
+
+async def test_a_sandbox_past_its_connections_is_answered_503_and_others_are_served(
+    upstream: Upstream,
+) -> None:
+    # Given a gateway that takes three open connections from one sandbox
+    rules = _rules(upstream)
+    environ = {"PROM_TOKEN": TOKEN, "GRAFANA_PASSWORD": PASSWORD}
+    options = GatewayOptions(upstream_verify=upstream.trust, max_connections_per_session=3)
+    authority = CertificateAuthority.create()
+    gateway = Gateway(rules, authority, prepare(rules.rules, environ), Audit(), options)
+    ports = {}
+    for session_id in ("s-1", "s-2"):
+        server = await gateway.serve_tcp("127.0.0.1", 0, Caller(session_id, "C-INC"))
+        ports[session_id] = server.sockets[0].getsockname()[1]
+    url = f"http://{HOST}:{upstream.http_port}/x"
+    get = f"GET {url} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+
+    async def status_of_a_get(session_id: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", ports[session_id])
+        try:
+            with contextlib.suppress(ConnectionError):
+                writer.write(get)
+                await writer.drain()
+            return await _status_of(reader)
+        finally:
+            writer.close()
+
+    held: list[asyncio.StreamWriter] = []
+    try:
+        # and three connections of that sandbox held open (a request head half sent)
+        for _ in range(3):
+            _, writer = await asyncio.open_connection("127.0.0.1", ports["s-1"])
+            writer.write(b"GET http://" + HOST.encode())
+            await writer.drain()
+            held.append(writer)
+        # When it opens a fourth, and another session's sandbox opens one
+        turned_away = await status_of_a_get("s-1")
+        other = await status_of_a_get("s-2")
+        # Then the fourth is answered 503 unread, and the other session is served
+        assert turned_away == b"HTTP/1.1 503 Service Unavailable"
+        assert other == b"HTTP/1.1 200 OK"
+        # and once one of the three closes, the sandbox is served again
+        held.pop().close()
+        for _ in range(1000):
+            if (served := await status_of_a_get("s-1")) != turned_away:
+                break
+            await asyncio.sleep(0.01)
+        assert served == b"HTTP/1.1 200 OK"
+    finally:
+        for writer in held:
+            writer.close()
+        await gateway.aclose()
+
+
+async def test_a_body_refused_for_want_of_room_still_gets_its_503_read(upstream: Upstream) -> None:
+    # Given a gateway whose session share is 100 kB, with requests up to 4 MB
+    async with _uploads(
+        upstream, limit=1 << 30, per_session=100_000, max_request_bytes=4 << 20
+    ) as uploads:
+        # When a sandbox sends a 1 MB body whole, as clients do, then reads the answer
+        size = 1_000_000
+        head = f"POST {uploads.url} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {size}\r\n\r\n"
+
+        def client() -> bytes:
+            with socket.create_connection(("127.0.0.1", uploads.ports["s-1"]), 10) as sock:
+                try:
+                    sock.sendall(head.encode() + b"a" * size)
+                except OSError as exc:
+                    sent_error = repr(exc)
+                else:
+                    sent_error = ""
+                try:
+                    return sock.recv(4096).split(b"\r\n", 1)[0] or b"EOF " + sent_error.encode()
+                except OSError as exc:
+                    return f"{exc!r} (sending: {sent_error})".encode()
+
+        # Then it reads the 503 that tells it to try again (not a reset connection)
+        status = await asyncio.to_thread(client)
+        assert status == b"HTTP/1.1 503 Service Unavailable"
