@@ -21,7 +21,7 @@ from memory_store.db import Database
 from memory_store.files import usage
 from memory_store.files.summary import describe
 from memory_store.files.tables import file_revisions, files
-from memory_store.records import FileKey, Limits, Namespace, Origin, Scope
+from memory_store.records import FileKey, FileVersion, Limits, Namespace, Origin, Scope
 
 _f = files.c
 _r = file_revisions.c
@@ -103,6 +103,9 @@ _PRIOR = (
     .label("prior_version")
 )
 _READ = select(*_META, _f.content).where(IN_NAMESPACE, _f.path == bindparam("path"))
+_READ_CURRENT = select(_f.version, _f.content, _f.updated_at, _f.actor, _f.session_id).where(
+    IN_NAMESPACE, _f.path == bindparam("path")
+)
 _LOCK = (
     select(*_META, _f.content, _PRIOR)
     .where(IN_NAMESPACE, _f.path == bindparam("path"))
@@ -156,19 +159,29 @@ async def fetch_file(conn: AsyncConnection, ns: Namespace, path: str) -> FileRow
     return None if row is None else _file_row(row)
 
 
-async def fetch_file_on_driver(db: Database, ns: Namespace, path: str) -> FileRow | None:
-    """PostgreSQL only: ``fetch_file`` on the driver's connection (``Database.driver``),
-    one precompiled statement: the read through which another session sees a write
-    (``bench/memory_store.py``).
+async def read_current_on_driver(db: Database, ns: Namespace, path: str) -> FileVersion | None:
+    """PostgreSQL only: the current version of ``path``, or None when it is missing or
+    deleted; one precompiled statement on the driver's connection (``Database.driver``),
+    of only the columns a read returns: the read through which another session sees a
+    write (``bench/memory_store.py``).
 
     Raises:
         DatabaseUnavailable: the database could not be reached or timed out.
     """
-    statement = db.precompiled(_READ)
+    statement = db.precompiled(_READ_CURRENT)
     args = statement.args({**ns_params(ns), "path": path})
     async with db.driver() as conn:
         row = await conn.fetchrow(statement.sql, *args)
-    return None if row is None else file_row_of(row)
+    if row is None or row["content"] is None:
+        return None
+    return FileVersion(
+        path=path,
+        version=row["version"],
+        content=row["content"],
+        updated_at=aware(row["updated_at"]),
+        actor=row["actor"],
+        session_id=row["session_id"],
+    )
 
 
 async def lock_file(

@@ -55,10 +55,12 @@ class FileStore:
         """Current content. Raises FileNotFound, InvalidPath."""
         path = normalise_file_path(path)
         if self._db.is_postgres:  # the hot read: one precompiled statement on the driver
-            row = await rows.fetch_file_on_driver(self._db, ns, path)
-        else:
-            async with self._db.read() as conn:
-                row = await rows.fetch_file(conn, ns, path)
+            current = await rows.read_current_on_driver(self._db, ns, path)
+            if current is None:
+                raise FileNotFound(path)
+            return current
+        async with self._db.read() as conn:
+            row = await rows.fetch_file(conn, ns, path)
         if row is None or row.content is None:
             raise FileNotFound(path)
         return FileVersion(
