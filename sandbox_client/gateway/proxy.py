@@ -169,9 +169,10 @@ class GatewayOptions:
     connections (``bodies.BodyBudget``), past which a request is answered 503, and
     ``max_held_body_bytes_per_session`` those of one session's sandbox.
     ``max_connections_per_session``: open connections from one session's sandbox (its
-    listener's); ``max_token_connections``: those to the token listener (remote
-    sandboxes, whose session is known only from each request). A connection past either
-    is answered 503 unread and closed: each holds buffers of its own (up to ~200 KiB)."""
+    listener's, or the token listener's once a request names the session: past it that
+    request is answered 503, audited); ``max_token_connections``: all those to the token
+    listener (remote sandboxes). A connection past a listener's limit is answered 503
+    unread and closed: each holds buffers of its own (up to ~200 KiB)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -305,10 +306,10 @@ class Gateway:
         limit = (
             self.options.max_connections_per_session if key else self.options.max_token_connections
         )
-        if self._open_by_listener.get(key, 0) >= limit:
+        if not self._enter(key, limit):
             await self._turn_away(writer, key, limit)
             return
-        self._open_by_listener[key] = self._open_by_listener.get(key, 0) + 1
+        keys = [key]
         try:
             conn = h11.Connection(h11.SERVER)
             request = await self._first_request(conn, reader)
@@ -318,6 +319,11 @@ class Gateway:
             caller = await self._proved(conn, writer, request, listener, resolve)
             if caller is None:
                 return
+            if listener is None:  # the token listener: the session is known from now on
+                if not self._enter(caller.session_id, self.options.max_connections_per_session):
+                    await self._too_many(conn, writer, request, caller)
+                    return
+                keys.append(caller.session_id)
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
             else:  # each request carries its own proxy credentials: each is identified
@@ -332,15 +338,47 @@ class Gateway:
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
         finally:
-            left = self._open_by_listener[key] - 1
-            self._turned_away.discard(key)
-            if left:
-                self._open_by_listener[key] = left
-            else:
-                del self._open_by_listener[key]
+            for counted in keys:
+                self._leave(counted)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _enter(self, key: str, limit: int) -> bool:
+        """Count one more open connection for ``key`` (a session id, or "" for the token
+        listener); False, counting nothing, when it has ``limit`` open already."""
+        open_now = self._open_by_listener.get(key, 0)
+        if open_now >= limit:
+            return False
+        self._open_by_listener[key] = open_now + 1
+        return True
+
+    def _leave(self, key: str) -> None:
+        """Count one connection of ``key`` closed (``_enter``)."""
+        left = self._open_by_listener[key] - 1
+        self._turned_away.discard(key)
+        if left:
+            self._open_by_listener[key] = left
+        else:
+            del self._open_by_listener[key]
+
+    async def _too_many(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        caller: Caller,
+    ) -> None:
+        """Answer 503, audited, a request of a remote sandbox that already has as many
+        connections open as one session may (its session known only from the request)."""
+        started = time.monotonic()
+        text = (
+            "The warroom egress gateway has too many connections open from this sandbox;"
+            " close some and try again.\n"
+        )
+        busy = Decision(Outcome.BLOCKED, None, "too many connections open from the sandbox")
+        line = _line_of(request, caller)
+        await self._error_recorded(conn, writer, 503, text, caller, line, started, busy)
 
     async def _turn_away(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
         """Answer a connection past its listener's limit 503 without reading it, and close

@@ -5,6 +5,7 @@ per-call credential after the token, never taken from the user name alone."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -116,3 +117,49 @@ async def test_the_407_carries_its_reason_phrase(gateway: tuple[str, Audit]) -> 
     status = await reader.readline()
     writer.close()
     assert status == b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+
+
+async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -> None:
+    # Given a token listener that takes two open connections from one session
+    audit = Audit()
+    options = GatewayOptions(calls=CALLS, max_connections_per_session=2)
+    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, audit, options)
+    server = await gateway.serve_tokens("127.0.0.1", 0, _resolve)
+    port = server.sockets[0].getsockname()[1]
+    userinfo = CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.")
+    credential = base64.b64encode(userinfo.encode()).decode()
+    request = (
+        "GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
+        f"Proxy-Authorization: Basic {credential}\r\n\r\n"
+    ).encode()
+    held: list[asyncio.StreamWriter] = []
+    try:
+        # and two connections of that session held open, each sending a request's body
+        for _ in range(2):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"POST http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
+                b"Proxy-Authorization: Basic " + credential.encode() + b"\r\n"
+                b"Content-Length: 100\r\n\r\nfirst bytes"
+            )
+            await writer.drain()
+            held.append(writer)
+        # When the same session opens a third (once the two are counted)
+        for _ in range(1000):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request)
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            writer.close()
+            if not head.startswith(b"HTTP/1.1 403 "):  # one of the two not read yet
+                break
+            await asyncio.sleep(0.01)
+        # Then it is answered 503, and the refusal is in the audit under the session
+        assert head.startswith(b"HTTP/1.1 503 ")
+        assert [(r.session_id, r.status) for r in audit.records if r.status != 403] == [
+            ("s-remote", 503)
+        ]
+    finally:
+        for held_writer in held:
+            held_writer.close()
+        await gateway.aclose()
