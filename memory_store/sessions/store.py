@@ -158,28 +158,18 @@ class SessionStore:
             SessionNotFound: no such session.
             DatabaseUnavailable: the database could not be reached or timed out.
         """
-        message, now = inbox.Message(user_id, text, source_ts), self._clock()
-        lease = self._lease_time()
-        try:
-            if self._pg:  # before Slack's ack: on the driver's connection
-                return await inbox.record_on_driver(
-                    self._db,
-                    session_id,
-                    message,
-                    new_token=new_token(),
-                    now=now,
-                    lease_now=lease.bound,
-                )
-            async with self._db.write() as conn:
-                return await inbox.record(
-                    conn,
-                    session_id,
-                    message,
-                    new_token=new_token(),
-                    now=now,
-                    lease=lease,
-                    is_postgres=self._pg,
-                )
+        message = inbox.Message(user_id, text, source_ts)
+        if not self._pg:
+            return await self._record(session_id, message)
+        try:  # before Slack's ack: on the driver's connection
+            return await inbox.record_on_driver(
+                self._db,
+                session_id,
+                message,
+                new_token=new_token(),
+                now=self._clock(),
+                lease_now=self._lease_time().bound,
+            )
         except inbox.DuplicateInput:
             return None
 
@@ -205,7 +195,11 @@ class SessionStore:
             raise ValueError(f"a system input's kind must be 1-16 characters, not user: {kind!r}")
         if not 0 < len(source_key) <= 64:
             raise ValueError(f"source_key must be 1-64 characters: {source_key!r}")
-        message = inbox.Message("", text, source_key, kind=kind)
+        return await self._record(session_id, inbox.Message("", text, source_key, kind=kind))
+
+    async def _record(self, session_id: str, message: inbox.Message) -> str | None:
+        """``inbox.record`` in a write transaction of its own, at this store's clocks; the
+        token to enqueue, or None (a step is pending, or a repeat)."""
         now, lease = self._clock(), self._lease_time()
         try:
             async with self._db.write() as conn:

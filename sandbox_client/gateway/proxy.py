@@ -494,7 +494,11 @@ class Gateway:
         sent each request after the first (None: the first one's sender sent them all, as
         inside a tunnel); a request it cannot place ends the connection."""
         while request is not None:
-            await self._one(conn, request, reader, writer, caller, scheme, at)
+            hold = self.bodies.hold(caller.session_id)  # its body's bytes, until answered
+            try:
+                await self._one(conn, request, reader, writer, caller, scheme, at, hold)
+            finally:
+                hold.release()
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
@@ -514,26 +518,9 @@ class Gateway:
         caller: Caller,
         scheme: str,
         at: tuple[str, int] | None,
-    ) -> None:
-        """Read, judge and answer one request; its body's bytes are held in ``bodies``
-        until it is answered."""
-        hold = self.bodies.hold(caller.session_id)
-        try:
-            await self._one_held(conn, request, reader, writer, caller, scheme, at, hold)
-        finally:
-            hold.release()
-
-    async def _one_held(
-        self,
-        conn: h11.Connection,
-        request: h11.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        caller: Caller,
-        scheme: str,
-        at: tuple[str, int] | None,
         hold: BodyHold,
     ) -> None:
+        """Read, judge and answer one request, its body's bytes taken in ``hold``."""
         started = time.monotonic()
         method = request.method.decode("ascii", "replace").upper()
         target = request.target.decode("latin-1")

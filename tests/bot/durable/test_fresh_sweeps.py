@@ -7,8 +7,11 @@ mention)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,16 +25,31 @@ from harness import Checkpoint, Requester
 from memory_store import SessionKey, SessionStore, utc_now
 
 
-async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_before_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass
+class Sweeping:
+    """A runtime whose wake-ups are recorded in ``sent`` and whose sweeps are counted:
+    ``swept`` is set once the fresh sweeps and a usual one have run."""
+
+    runtime: Runtime
+    sent: list[str]
+    swept: asyncio.Event
+
+
+@contextlib.asynccontextmanager
+async def _sweeping(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    database_url: str | None = None,
+    sweep_interval_s: float = 0.01,
+) -> AsyncIterator[Sweeping]:
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
-        database_url=None,
+        database_url=database_url,
         redis_url=None,
         anthropic_api_key=SecretStr("unused"),
         data_dir=tmp_path / "data",
-        sweep_interval_s=0.01,
+        sweep_interval_s=sweep_interval_s,
     )
     sent: list[str] = []
 
@@ -55,6 +73,25 @@ async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_befor
 
     monkeypatch.setattr(runtime, "sweep_once", counted)
     try:
+        yield Sweeping(runtime, sent, swept)
+    finally:
+        await runtime.close()
+
+
+async def _sweep_after(sweeping: Sweeping, queue_lost_at: float) -> None:
+    """Run the sweeps after a queue lost at ``queue_lost_at`` until the fresh ones are over."""
+    task = asyncio.create_task(sweeping.runtime.sweep_forever(queue_lost_at=queue_lost_at))
+    try:
+        await asyncio.wait_for(sweeping.swept.wait(), 30)
+    finally:
+        task.cancel()
+
+
+async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sweeping(tmp_path, monkeypatch) as sweeping:
+        runtime = sweeping.runtime
         # Given a queue that lost everything a second ago, a session whose wake-up was
         # sent two seconds ago (lost with it)
         queue_lost_at = time.monotonic() - 1.0
@@ -63,13 +100,10 @@ async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_befor
         # and a session the Slack edge opens now (still adding its thread's history)
         after = await _open(runtime.sessions, "1700000000.000200")
         # When the sweeps after the loss run
-        sweeping = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
-        await asyncio.wait_for(swept.wait(), 30)
-        sweeping.cancel()
+        await _sweep_after(sweeping, queue_lost_at)
         # Then the lost wake-up is sent again, once, and the new session is left alone
+        sent = sweeping.sent
         assert sent == [before], f"sent {sent}; the edge's own session was {after}"
-    finally:
-        await runtime.close()
 
 
 async def _open(sessions: SessionStore, thread_ts: str) -> str:
@@ -93,61 +127,32 @@ async def _open(sessions: SessionStore, thread_ts: str) -> str:
 async def test_the_sweeps_after_a_lost_queue_judge_wake_ups_by_one_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str, edge_clock_s: float
 ) -> None:
-    """On PostgreSQL the sweep judges ``enqueued_at`` by the database's ``now()``, while the
-    Slack edge writes it at open from its own host's clock: a skew of 0.3 s (NTP keeps
-    hosts within milliseconds, VMs resumed from a pause or containers without NTP do not)
-    moves the line between "sent before the loss" and "sent since"."""
-    settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' init option
-        database_url=postgres_url,
-        redis_url=None,
-        anthropic_api_key=SecretStr("unused"),
-        data_dir=tmp_path / "data",
-        sweep_interval_s=0.5,  # the default: the fresh sweeps span a second
-    )
-    sent: list[str] = []
-
-    async def enqueue(session_id: str, token: str) -> None:
-        sent.append(session_id)
-
-    runtime = await Runtime.open(
-        settings, enqueue=enqueue, enqueue_shared=enqueue, reporter=TerminalReporter(io.StringIO())
-    )
-    swept = asyncio.Event()
-    sweeps = 0
-    sweep_once = runtime.sweep_once
-
-    async def counted(*, stale_after_s: float | None = None) -> int:
-        nonlocal sweeps
-        requeued = await sweep_once(stale_after_s=stale_after_s)
-        sweeps += 1
-        if sweeps == FRESH_SWEEPS + 1:
-            swept.set()
-        return requeued
-
-    monkeypatch.setattr(runtime, "sweep_once", counted)
-    edge = SessionStore(runtime.db, clock=lambda: utc_now() + timedelta(seconds=edge_clock_s))
-    suffix = "3" if edge_clock_s > 0 else "4"
-    try:
+    """On PostgreSQL the sweep judges ``enqueued_at`` by the database's ``now()``; the Slack
+    edge opens sessions with its own host's clock, here 0.3 s off (NTP keeps hosts within
+    milliseconds; VMs resumed from a pause or containers without NTP do not). The line
+    between "sent before the loss" and "sent since" must not move with it."""
+    async with _sweeping(
+        tmp_path, monkeypatch, database_url=postgres_url, sweep_interval_s=0.5
+    ) as sweeping:
+        edge = SessionStore(
+            sweeping.runtime.db, clock=lambda: utc_now() + timedelta(seconds=edge_clock_s)
+        )
+        suffix = "3" if edge_clock_s > 0 else "4"
         if edge_clock_s > 0:
             # Given an edge 0.3 s ahead that sent a wake-up 0.1 s before the queue lost it
             lost = await _open(edge, f"1700000000.000{suffix}00")
             mine = [lost]
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # time passing between the send and the loss
             queue_lost_at = time.monotonic()
             expected = [lost]
         else:
             # Given an edge 0.3 s behind that opens a session 0.1 s after the loss (its
             # wake-up still to come, once it has added the thread's history)
             queue_lost_at = time.monotonic()
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # time passing between the loss and the open
             mine = [await _open(edge, f"1700000000.000{suffix}00")]
             expected = []
         # When the sweeps after the loss run
-        sweeping = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
-        await asyncio.wait_for(swept.wait(), 30)
-        sweeping.cancel()
+        await _sweep_after(sweeping, queue_lost_at)
         # Then the lost wake-up is sent again at once, and the edge's new one is not
-        assert [s for s in sent if s in mine] == expected
-    finally:
-        await runtime.close()
+        assert [s for s in sweeping.sent if s in mine] == expected
