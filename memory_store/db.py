@@ -196,9 +196,12 @@ class Database:
             raise RuntimeError("the driver's connection is for PostgreSQL only")
         import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
 
-        if self._kept:
-            pooled = self._kept.pop()
-        else:
+        pooled = self._kept.pop() if self._kept else None
+        if pooled is not None and not _idle(pooled.driver_connection):  # closed meanwhile (a
+            await greenlet_spawn(pooled.invalidate)  # restart the pool has seen): never again
+            await greenlet_spawn(pooled.close)
+            pooled = None
+        if pooled is None:
             with _mapped_errors():
                 try:
                     pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 
 from memory_store import (
     Database,
@@ -198,3 +199,35 @@ async def test_a_connection_left_in_a_transaction_or_broken_is_not_kept(
             assert await conn.fetchval("SELECT 1") == 1
     finally:
         await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_after_a_restart_is_seen_the_kept_connection_does_not_fail_the_next_hot_statement(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # Given a database whose driver keeps a connection, and another pooled connection
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
+    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        async with db.driver() as conn:
+            kept_pid = await conn.fetchval("SELECT pg_backend_pid()")
+        async with db.read() as sa_conn:
+            read_pid = (await sa_conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+        # When the server drops every connection (a restart), and a read has seen it
+        # (SQLAlchemy then invalidates the whole pool: the next checkouts reconnect)
+        async with admin.driver() as conn:
+            for pid in (kept_pid, read_pid):  # each waited for (at most 5 s) until it ended
+                assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+        with pytest.raises(DatabaseUnavailable):  # the first read after it fails
+            async with db.read() as sa_conn:
+                await sa_conn.execute(text("SELECT 1"))
+        async with db.read() as sa_conn:
+            assert (await sa_conn.execute(text("SELECT 1"))).scalar() == 1
+        # Then the next hot statement should run too (the driver connection was returned
+        # to the pool before this change, and the pool had been invalidated); it is handed
+        # the kept connection, which asyncpg already knows is closed
+        async with db.driver() as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await db.dispose()
+        await admin.dispose()
