@@ -85,17 +85,19 @@ HOP_BY_HOP = frozenset(
 HOP_BY_HOP_BYTES = frozenset(name.encode() for name in HOP_BY_HOP)
 
 
-MAX_BODY_PIECES = 65_536
-"""Pieces (chunks of a chunked body, or reads) one request's body may come in: 16 MiB in
-pieces of 256 bytes. Each costs the parser a few microseconds on the event loop, so a body
-sent a byte at a time is refused rather than parsed for half a minute."""
+BODY_PIECES_FREE = 64
+BODY_PIECE_MIN_BYTES = 128
+"""A request's body may come in ``BODY_PIECES_FREE`` pieces (chunks of a chunked body, or
+reads) plus one per ``BODY_PIECE_MIN_BYTES`` bytes it holds so far. Each piece costs the
+parser a few microseconds on the event loop, shared by every session: a body sent a byte
+at a time is refused at once rather than parsed for a third of a second, again and again."""
 
 
 class _Unread(enum.Enum):
     """Why a request's body was not read to its end (the value: the audit's reason)."""
 
     TOO_LARGE = "the request body is too large"
-    TOO_MANY_PIECES = "the request body comes in too many pieces"
+    TOO_MANY_PIECES = "the request body comes in too many small pieces"
     NO_ROOM = "the gateway holds too many request bodies"
 
 
@@ -171,8 +173,12 @@ class GatewayOptions:
     ``max_connections_per_session``: open connections from one session's sandbox (its
     listener's, or the token listener's once a request names the session: past it that
     request is answered 503, audited); ``max_token_connections``: all those to the token
-    listener (remote sandboxes). A connection past a listener's limit is answered 503
-    unread and closed: each holds buffers of its own (up to ~200 KiB)."""
+    listener (remote sandboxes) whose request named a session, and
+    ``max_unnamed_per_address`` those of one client address whose request has not yet
+    (so nobody can hold the token listener's connections without a token). A connection
+    past a listener's limit is answered 503 unread and closed: each holds buffers of its
+    own (up to ~200 KiB). ``head_timeout_s``: the longest a connection's first request
+    head may take to arrive, whole (a head sent a byte at a time holds no slot for long)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -182,6 +188,8 @@ class GatewayOptions:
     max_held_body_bytes_per_session: int = 64 * 1024 * 1024
     max_connections_per_session: int = 128
     max_token_connections: int = 1024
+    max_unnamed_per_address: int = 16
+    head_timeout_s: float = 10.0
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
 
@@ -302,17 +310,19 @@ class Gateway:
         assert task is not None
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
-        key = caller.session_id if caller is not None else ""
-        limit = (
-            self.options.max_connections_per_session if key else self.options.max_token_connections
-        )
+        if caller is not None:  # a sandbox's own listener
+            key, limit = caller.session_id, self.options.max_connections_per_session
+        else:  # the token listener: by client address until a request names its session
+            key, limit = f"address {_peer_host(writer)}", self.options.max_unnamed_per_address
         if not self._enter(key, limit):
             await self._turn_away(writer, key, limit)
             return
         keys = [key]
         try:
             conn = h11.Connection(h11.SERVER)
-            request = await self._first_request(conn, reader)
+            request = await asyncio.wait_for(
+                self._first_request(conn, reader), self.options.head_timeout_s
+            )
             if request is None:
                 return
             listener = caller
@@ -320,10 +330,15 @@ class Gateway:
             if caller is None:
                 return
             if listener is None:  # the token listener: the session is known from now on
-                if not self._enter(caller.session_id, self.options.max_connections_per_session):
-                    await self._too_many(conn, writer, request, caller)
-                    return
-                keys.append(caller.session_id)
+                self._leave(keys.pop())
+                for named, most in (
+                    ("", self.options.max_token_connections),
+                    (caller.session_id, self.options.max_connections_per_session),
+                ):
+                    if not self._enter(named, most):
+                        await self._too_many(conn, writer, request, caller)
+                        return
+                    keys.append(named)
             if request.method == b"CONNECT":
                 await self._connect(conn, request, reader, writer, caller)
             else:  # each request carries its own proxy credentials: each is identified
@@ -345,8 +360,9 @@ class Gateway:
                 await writer.wait_closed()
 
     def _enter(self, key: str, limit: int) -> bool:
-        """Count one more open connection for ``key`` (a session id, or "" for the token
-        listener); False, counting nothing, when it has ``limit`` open already."""
+        """Count one more open connection for ``key`` (a session id, "" for the token
+        listener's named ones, ``address …`` for its unnamed ones of one client); False,
+        counting nothing, when it has ``limit`` open already."""
         open_now = self._open_by_listener.get(key, 0)
         if open_now >= limit:
             return False
@@ -386,7 +402,7 @@ class Gateway:
         until a connection of that listener closes)."""
         if key not in self._turned_away:
             self._turned_away.add(key)
-            where = f"session {key}" if key else "the token listener"
+            where = key if key.startswith("address ") else f"session {key or '(token)'}"
             logger.warning(
                 "egress gateway: %s has %d connections open; more turned away", where, limit
             )
@@ -400,7 +416,7 @@ class Gateway:
         )
         with contextlib.suppress(Exception):
             writer.write(head + text)
-            await writer.drain()
+            await self._drain(writer)
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
@@ -588,9 +604,11 @@ class Gateway:
             )
             return
         injected = self._injected.get(decision.rule.name)
+        parcel = [body]  # the only reference left: dropped once sent upstream
+        del body, read
         await self._forward(
-            conn, writer, request, body, decision, line, caller, started,
-            origin=(scheme, host, port), target=path_query, injected=injected,
+            conn, writer, request, parcel, decision, line, caller, started,
+            origin=(scheme, host, port), target=path_query, injected=injected, hold=hold,
         )  # fmt: skip
 
     async def _forward(
@@ -598,7 +616,7 @@ class Gateway:
         conn: h11.Connection,
         writer: asyncio.StreamWriter,
         request: h11.Request,
-        body: bytes,
+        parcel: list[bytes],
         decision: Decision,
         line: RequestLine,
         caller: Caller,
@@ -607,7 +625,12 @@ class Gateway:
         origin: tuple[str, str, int],
         target: str,
         injected: Injected | None,
+        hold: BodyHold,
     ) -> None:
+        """Send the request upstream with its body (``parcel``'s one item), then give the
+        body's bytes back to the budget (``hold``) and drop it: a sandbox that reads its
+        answer slowly, or not at all, holds no request body meanwhile. Then stream the
+        answer back, scrubbed."""
         headers = [(k, v) for k, v in request.headers if k not in HOP_BY_HOP_BYTES]
         scrubber = Scrubber(injected.scrub if injected is not None else ())
         if injected is not None:  # h11 gives names in lower case
@@ -621,13 +644,17 @@ class Gateway:
         query = _query_of(target)
         try:
             verb = request.method.decode("ascii", "replace").upper()  # an override is kept
-            exchange = await self._upstream.send(origin, verb, target, headers, body)
+            exchange = await self._upstream.send(origin, verb, target, headers, parcel[0])
         except UpstreamError as exc:
+            parcel.clear()
+            hold.release()
             text = f"The warroom egress gateway could not reach {line.host}:{line.port} ({exc})."
             await self._error_recorded(
                 conn, writer, 502, text, caller, line, started, decision, query=query, sent=0
             )
             return
+        parcel.clear()  # sent: the body is not needed any more
+        hold.release()
         answer, sent = exchange.answer, 0
         try:
             reply = ReplyBody(answer.headers, scrubber)
@@ -656,11 +683,11 @@ class Gateway:
                     if pending and (not last or len(pending) >= READ_CHUNK):
                         writer.write(pending)
                         pending = b""
-                        await writer.drain()
+                        await self._drain(writer)
                 if last:
                     writer.write(pending + (conn.send(h11.EndOfMessage()) or b""))
                     pending = b""
-                    await writer.drain()
+                    await self._drain(writer)
         except UnreadableBody as exc:  # begun: the reply is cut here, the connection closed
             logger.warning("reply from %s:%s cut off: %s", line.host, line.port, exc)
         finally:
@@ -694,7 +721,7 @@ class Gateway:
                     if count:
                         counted[0] += len(data)
                     dst.write(data)
-                    await dst.drain()
+                    await self._drain(dst)
 
         pipes = {
             asyncio.ensure_future(pipe(reader, up_writer, False)),
@@ -832,9 +859,8 @@ class Gateway:
             size = len(text) if sent is None else sent
             await self._record(caller, line, status, size, started, decision, query=query)
 
-    @staticmethod
     async def _send_whole(
-        writer: asyncio.StreamWriter, conn: h11.Connection, head: h11.Response, body: bytes
+        self, writer: asyncio.StreamWriter, conn: h11.Connection, head: h11.Response, body: bytes
     ) -> None:
         """A whole response (head, body, end) in one write: a client that closes once it
         has read the head (curl does, on a refused CONNECT) cannot break the answer
@@ -850,14 +876,14 @@ class Gateway:
             data += conn.send(h11.EndOfMessage()) or b""
         finally:  # what h11 accepted
             writer.write(data)
-        await writer.drain()
+        await self._drain(writer)
 
     async def _body(
         self, conn: h11.Connection, reader: asyncio.StreamReader, hold: BodyHold
     ) -> bytes | _Unread:
         """The request's body, each piece taken in ``hold``, or why it was not read to its
-        end (the rest is not read): past ``max_request_bytes``, in more than
-        ``MAX_BODY_PIECES`` pieces, or past the budget of held bodies (``bodies``). The
+        end (the rest is not read): past ``max_request_bytes``, in pieces too small
+        (``BODY_PIECE_MIN_BYTES``), or past the budget of held bodies (``bodies``). The
         pieces are gathered in one buffer, so the memory held is what the budget counts."""
         gathered = bytearray()
         pieces = 0
@@ -869,7 +895,7 @@ class Gateway:
                 pieces += 1
                 if len(gathered) + len(event.data) > self.options.max_request_bytes:
                     return _Unread.TOO_LARGE
-                if pieces > MAX_BODY_PIECES:
+                if pieces > BODY_PIECES_FREE + len(gathered) // BODY_PIECE_MIN_BYTES:
                     return _Unread.TOO_MANY_PIECES
                 if not hold.take(len(event.data)):
                     return _Unread.NO_ROOM
@@ -913,12 +939,23 @@ class Gateway:
             data = await asyncio.wait_for(reader.read(READ_CHUNK), self.options.idle_timeout_s)
             conn.receive_data(data)
 
-    @staticmethod
-    async def _send(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:
+    async def _send(
+        self, writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event
+    ) -> None:
         data = conn.send(event)
         if data:
             writer.write(data)
-            await writer.drain()
+            await self._drain(writer)
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until ``writer`` takes what was written, at most ``idle_timeout_s``: a
+        sandbox that stops reading its answer does not hold the connection (and what it
+        holds upstream) forever.
+
+        Raises:
+            TimeoutError: it took nothing for ``idle_timeout_s``.
+        """
+        await asyncio.wait_for(writer.drain(), self.options.idle_timeout_s)
 
     async def _record(
         self,
@@ -1063,6 +1100,12 @@ def _with_params(target: str, params: Sequence[tuple[str, str]]) -> str:
     names = {name for name, _ in params}
     kept = [p for p in query.split("&") if p and unquote_plus(p.split("=", 1)[0]) not in names]
     return f"{path}?{'&'.join([*kept, urlencode(params)])}"
+
+
+def _peer_host(writer: asyncio.StreamWriter) -> str:
+    """The client's address of a TCP connection ("" for a Unix socket's)."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 def _query_of(path_query: str) -> str:

@@ -163,3 +163,55 @@ async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -
         for held_writer in held:
             held_writer.close()
         await gateway.aclose()
+
+
+async def _first_line(reader: asyncio.StreamReader) -> bytes:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    return head.split(b"\r\n", 1)[0]
+
+
+async def test_connections_that_name_no_session_are_bounded_per_address_and_in_time() -> None:
+    # Given a token listener that takes two connections per client address before a
+    # request names their session, and half a second for that request's head
+    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=0.5)
+    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, Audit(), options)
+    server = await gateway.serve_tokens("127.0.0.1", 0, _resolve)
+    port = server.sockets[0].getsockname()[1]
+    userinfo = CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.")
+    credential = base64.b64encode(userinfo.encode()).decode()
+    named = (
+        "GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
+        f"Proxy-Authorization: Basic {credential}\r\n\r\n"
+    ).encode()
+
+    async def status_from(address: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+        try:
+            writer.write(named)
+            await writer.drain()
+            return await _first_line(reader)
+        finally:
+            writer.close()
+
+    stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        # and one client that opens two connections and never finishes a request head
+        for _ in range(2):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
+            await writer.drain()
+            stalled.append((reader, writer))
+        # When it opens a third, and a sandbox at another address sends its request
+        third = await status_from("127.0.0.1")
+        other = await status_from("127.0.0.2")
+        # Then the third is turned away, the other sandbox is judged (403: no rule), and
+        # the two stalled connections are closed once their heads took too long
+        assert third == b"HTTP/1.1 503 Service Unavailable"
+        assert other == b"HTTP/1.1 403 Forbidden"
+        for reader, _ in stalled:
+            await asyncio.wait_for(reader.read(), 10)  # the gateway closed it
+        assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
+    finally:
+        for _, writer in stalled:
+            writer.close()
+        await gateway.aclose()
