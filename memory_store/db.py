@@ -196,12 +196,14 @@ class Database:
             raise RuntimeError("the driver's connection is for PostgreSQL only")
         import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
 
-        pooled = self._kept.pop() if self._kept else None
-        if pooled is not None and not _idle(pooled.driver_connection):  # closed meanwhile (a
-            await greenlet_spawn(pooled.invalidate)  # restart the pool has seen): never again
-            await greenlet_spawn(pooled.close)
-            pooled = None
-        if pooled is None:
+        kept = self._kept.pop() if self._kept else None
+        if kept is not None and not _idle(kept.driver_connection):  # closed meanwhile (a
+            await greenlet_spawn(kept.invalidate)  # restart the pool has seen): never again
+            await greenlet_spawn(kept.close)
+            kept = None
+        if kept is not None:
+            pooled = kept
+        else:
             with _mapped_errors():
                 try:
                     pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)
