@@ -320,9 +320,8 @@ class Gateway:
         keys = [key]
         try:
             conn = h11.Connection(h11.SERVER)
-            request = await asyncio.wait_for(
-                self._first_request(conn, reader), self.options.head_timeout_s
-            )
+            async with asyncio.timeout(self.options.head_timeout_s):
+                request = await self._first_request(conn, reader)
             if request is None:
                 return
             listener = caller
@@ -950,12 +949,15 @@ class Gateway:
     async def _drain(self, writer: asyncio.StreamWriter) -> None:
         """Wait until ``writer`` takes what was written, at most ``idle_timeout_s``: a
         sandbox that stops reading its answer does not hold the connection (and what it
-        holds upstream) forever.
+        holds upstream) forever. It does not yield to the loop when nothing waits (no task
+        of its own, as ``wait_for`` would make): between a CONNECT's 200 and ``start_tls``
+        a yield would let the client's TLS hello reach the plain reader and be lost.
 
         Raises:
             TimeoutError: it took nothing for ``idle_timeout_s``.
         """
-        await asyncio.wait_for(writer.drain(), self.options.idle_timeout_s)
+        async with asyncio.timeout(self.options.idle_timeout_s):
+            await writer.drain()
 
     async def _record(
         self,
