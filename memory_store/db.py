@@ -16,6 +16,8 @@ violation is mapped to ``WriteConflict`` (the caller retries against fresh state
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -99,6 +101,9 @@ class Database:
         self.is_postgres = engine.dialect.name == "postgresql"
         self._keeps = kept_driver_connections
         self._kept: list[Any] = []  # the pool's proxied connections, idle, checked out
+        # a database dropped without ``dispose`` ends its kept connection quietly (the
+        # pool would warn of a connection never checked in, an error under pytest)
+        weakref.finalize(self, _end_kept, self._kept)
         self._precompiled: dict[ClauseElement, Precompiled] = {}
         self._lock_timeout_s = lock_timeout_ms / 1000
         self._sqlite_writer = asyncio.Lock()
@@ -309,6 +314,16 @@ class Database:
         for pooled in kept:
             await greenlet_spawn(pooled.close)
         await self.engine.dispose()
+
+
+def _end_kept(kept: list[Any]) -> None:
+    """At collection (or exit) of a database never disposed: take its kept connections
+    out of the pool and end them without waiting (no event loop may be running)."""
+    while kept:
+        pooled = kept.pop()
+        with contextlib.suppress(Exception):  # a closed loop, a connection already gone
+            pooled.detach()
+            pooled.dbapi_connection.terminate()
 
 
 def _idle(raw: Any) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import socket
 import sqlite3
 from pathlib import Path
@@ -230,4 +232,31 @@ async def test_after_a_restart_is_seen_the_kept_connection_does_not_fail_the_nex
             assert await conn.fetchval("SELECT 1") == 1
     finally:
         await db.dispose()
+        await admin.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_database_dropped_without_dispose_ends_its_kept_connection_quietly(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # Given a database whose driver keeps a connection
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
+    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        async with db.driver() as conn:
+            kept_pid = await conn.fetchval("SELECT pg_backend_pid()")
+        # When it is dropped without ``dispose`` (the pool would warn of a connection never
+        # checked in: an error here, where warnings are errors)
+        del db, conn
+        gc.collect()
+        # Then its connection ends: the server process goes away
+        alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
+        for _ in range(500):
+            async with admin.driver() as check:
+                if await check.fetchval(alive, kept_pid) == 0:
+                    break
+            await asyncio.sleep(0.01)
+        async with admin.driver() as check:
+            assert await check.fetchval(alive, kept_pid) == 0
+    finally:
         await admin.dispose()
