@@ -101,6 +101,10 @@ class _Unread(enum.Enum):
     NO_ROOM = "the gateway holds too many request bodies"
 
 
+TOO_MANY_CONNECTIONS = (
+    "The warroom egress gateway has too many connections open from this sandbox;"
+    " close some and try again.\n"
+)
 READ_CHUNK = 65_536
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
 
@@ -218,8 +222,8 @@ class Gateway:
         )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
-        self._open_by_listener: dict[str, int] = {}  # a session id, or "" (the token listener)
-        self._turned_away: set[str] = set()  # listeners at their limit, warned about once
+        self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
+        self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
 
     async def serve_unix(self, path: Path, caller: Caller) -> asyncio.Server:
@@ -387,13 +391,11 @@ class Gateway:
         """Answer 503, audited, a request of a remote sandbox that already has as many
         connections open as one session may (its session known only from the request)."""
         started = time.monotonic()
-        text = (
-            "The warroom egress gateway has too many connections open from this sandbox;"
-            " close some and try again.\n"
-        )
         busy = Decision(Outcome.BLOCKED, None, "too many connections open from the sandbox")
         line = _line_of(request, caller)
-        await self._error_recorded(conn, writer, 503, text, caller, line, started, busy)
+        await self._error_recorded(
+            conn, writer, 503, TOO_MANY_CONNECTIONS, caller, line, started, busy
+        )
 
     async def _turn_away(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
         """Answer a connection past its listener's limit 503 without reading it, and close
@@ -405,10 +407,7 @@ class Gateway:
             logger.warning(
                 "egress gateway: %s has %d connections open; more turned away", where, limit
             )
-        text = (
-            b"The warroom egress gateway has too many connections open from this sandbox;"
-            b" close some and try again.\n"
-        )
+        text = TOO_MANY_CONNECTIONS.encode()
         head = (
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
             b"content-length: " + str(len(text)).encode() + b"\r\nconnection: close\r\n\r\n"
@@ -643,17 +642,17 @@ class Gateway:
         query = _query_of(target)
         try:
             verb = request.method.decode("ascii", "replace").upper()  # an override is kept
-            exchange = await self._upstream.send(origin, verb, target, headers, parcel[0])
+            try:
+                exchange = await self._upstream.send(origin, verb, target, headers, parcel[0])
+            finally:  # sent, or never to be: the body is not needed any more
+                parcel.clear()
+                hold.release()
         except UpstreamError as exc:
-            parcel.clear()
-            hold.release()
             text = f"The warroom egress gateway could not reach {line.host}:{line.port} ({exc})."
             await self._error_recorded(
                 conn, writer, 502, text, caller, line, started, decision, query=query, sent=0
             )
             return
-        parcel.clear()  # sent: the body is not needed any more
-        hold.release()
         answer, sent = exchange.answer, 0
         try:
             reply = ReplyBody(answer.headers, scrubber)

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import socket
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -151,112 +152,113 @@ async def test_the_drivers_connection_is_for_postgresql_only(tmp_path: Path) -> 
         await db.dispose()
 
 
+@pytest.fixture
+async def keeping(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
+    """A database whose pool is large enough for ``driver`` to keep a connection."""
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
+    try:
+        yield db
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture
+async def admin(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
+    """Another database object over the same server, to look at its processes."""
+    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
+    try:
+        yield db
+    finally:
+        await db.dispose()
+
+
+async def _backend_pid(db: Database) -> int:
+    """The server process of the connection ``db.driver()`` hands out."""
+    async with db.driver() as conn:
+        return int(await conn.fetchval("SELECT pg_backend_pid()"))
+
+
+async def _until_gone(admin: Database, pid: int) -> None:
+    """Wait (at most 5 s) until the server process ``pid`` has ended."""
+    alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
+    for _ in range(500):
+        async with admin.driver() as conn:
+            if await conn.fetchval(alive, pid) == 0:
+                return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"server process {pid} still runs")
+
+
 @pytest.mark.postgres
 async def test_the_drivers_connection_is_kept_for_the_next_statement_and_closed_at_dispose(
-    postgres_url: str, tmp_path: Path
+    keeping: Database, admin: Database
 ) -> None:
     # Given a database with a pool large enough to keep one connection for ``driver``
-    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
-    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
-    try:
-        async with db.driver() as conn:
-            first_pid = await conn.fetchval("SELECT pg_backend_pid()")
-        # When the next hot statement runs
-        async with db.driver() as conn:
-            second_pid = await conn.fetchval("SELECT pg_backend_pid()")
-        # Then it runs on the same connection, which the pool does not count as idle
-        assert second_pid == first_pid
-        assert db.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
-        # and dispose closes it: its server process is gone
-        await db.dispose()
-        async with admin.driver() as conn:
-            alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
-            assert await conn.fetchval(alive, first_pid) == 0
-    finally:
-        await db.dispose()
-        await admin.dispose()
+    first_pid = await _backend_pid(keeping)
+    # When the next hot statement runs
+    second_pid = await _backend_pid(keeping)
+    # Then it runs on the same connection, which the pool does not count as idle
+    assert second_pid == first_pid
+    assert keeping.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+    # and dispose closes it: its server process ends
+    await keeping.dispose()
+    await _until_gone(admin, first_pid)
 
 
 @pytest.mark.postgres
-async def test_a_connection_left_in_a_transaction_or_broken_is_not_kept(
-    postgres_url: str, tmp_path: Path
-) -> None:
-    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
-    try:
-        # Given a statement that leaves its connection inside a transaction
-        async with db.driver() as conn:
-            open_pid = await conn.fetchval("SELECT pg_backend_pid()")
-            await conn.execute("BEGIN")
-        # Then the next statement is not inside it (that connection is closed: the pool's
-        # reset on return does not end a transaction begun on the driver)
-        async with db.driver() as conn:
-            assert not conn.is_in_transaction()
-            assert await conn.fetchval("SELECT pg_backend_pid()") != open_pid
-        # And a statement that failed does not leave its connection kept either
-        with pytest.raises(DatabaseUnavailable):
-            async with db.driver() as conn:
-                await conn.fetchval("SELECT no_such_column FROM no_such_table")
-        async with db.driver() as conn:
-            assert not conn.is_in_transaction()
-            assert await conn.fetchval("SELECT 1") == 1
-    finally:
-        await db.dispose()
+async def test_a_connection_left_in_a_transaction_or_broken_is_not_kept(keeping: Database) -> None:
+    # Given a statement that leaves its connection inside a transaction
+    async with keeping.driver() as conn:
+        open_pid = await conn.fetchval("SELECT pg_backend_pid()")
+        await conn.execute("BEGIN")
+    # Then the next statement is not inside it (that connection is closed: the pool's
+    # reset on return does not end a transaction begun on the driver)
+    async with keeping.driver() as conn:
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SELECT pg_backend_pid()") != open_pid
+    # And a statement that failed does not leave its connection kept either
+    with pytest.raises(DatabaseUnavailable):
+        async with keeping.driver() as conn:
+            await conn.fetchval("SELECT no_such_column FROM no_such_table")
+    async with keeping.driver() as conn:
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SELECT 1") == 1
 
 
 @pytest.mark.postgres
 async def test_after_a_restart_is_seen_the_kept_connection_does_not_fail_the_next_hot_statement(
-    postgres_url: str, tmp_path: Path
+    keeping: Database, admin: Database
 ) -> None:
     # Given a database whose driver keeps a connection, and another pooled connection
-    db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
-    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
-    try:
-        async with db.driver() as conn:
-            kept_pid = await conn.fetchval("SELECT pg_backend_pid()")
-        async with db.read() as sa_conn:
-            read_pid = (await sa_conn.execute(text("SELECT pg_backend_pid()"))).scalar()
-        # When the server drops every connection (a restart), and a read has seen it
-        # (SQLAlchemy then invalidates the whole pool: the next checkouts reconnect)
-        async with admin.driver() as conn:
-            for pid in (kept_pid, read_pid):  # each waited for (at most 5 s) until it ended
-                assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
-        with pytest.raises(DatabaseUnavailable):  # the first read after it fails
-            async with db.read() as sa_conn:
-                await sa_conn.execute(text("SELECT 1"))
-        async with db.read() as sa_conn:
-            assert (await sa_conn.execute(text("SELECT 1"))).scalar() == 1
-        # Then the next hot statement should run too (the driver connection was returned
-        # to the pool before this change, and the pool had been invalidated); it is handed
-        # the kept connection, which asyncpg already knows is closed
-        async with db.driver() as conn:
-            assert await conn.fetchval("SELECT 1") == 1
-    finally:
-        await db.dispose()
-        await admin.dispose()
+    kept_pid = await _backend_pid(keeping)
+    async with keeping.read() as sa_conn:
+        read_pid = (await sa_conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+    # When the server drops every connection (a restart), and a read has seen it
+    # (SQLAlchemy then invalidates the whole pool: the next checkouts reconnect)
+    async with admin.driver() as conn:
+        for pid in (kept_pid, read_pid):  # each waited for (at most 5 s) until it ended
+            assert await conn.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+    with pytest.raises(DatabaseUnavailable):  # the first read after it fails
+        async with keeping.read() as sa_conn:
+            await sa_conn.execute(text("SELECT 1"))
+    async with keeping.read() as sa_conn:
+        assert (await sa_conn.execute(text("SELECT 1"))).scalar() == 1
+    # Then the next hot statement runs too: the kept connection, which asyncpg already
+    # knows is closed, is dropped for another
+    async with keeping.driver() as conn:
+        assert await conn.fetchval("SELECT 1") == 1
 
 
 @pytest.mark.postgres
 async def test_a_database_dropped_without_dispose_ends_its_kept_connection_quietly(
-    postgres_url: str, tmp_path: Path
+    postgres_url: str, tmp_path: Path, admin: Database
 ) -> None:
     # Given a database whose driver keeps a connection
     db = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=2, max_overflow=2)
-    admin = Database.from_url(postgres_url, data_dir=tmp_path, pool_size=1, max_overflow=0)
-    try:
-        async with db.driver() as conn:
-            kept_pid = await conn.fetchval("SELECT pg_backend_pid()")
-        # When it is dropped without ``dispose`` (the pool would warn of a connection never
-        # checked in: an error here, where warnings are errors)
-        del db, conn
-        gc.collect()
-        # Then its connection ends: the server process goes away
-        alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
-        for _ in range(500):
-            async with admin.driver() as check:
-                if await check.fetchval(alive, kept_pid) == 0:
-                    break
-            await asyncio.sleep(0.01)
-        async with admin.driver() as check:
-            assert await check.fetchval(alive, kept_pid) == 0
-    finally:
-        await admin.dispose()
+    kept_pid = await _backend_pid(db)
+    # When it is dropped without ``dispose`` (the pool would warn of a connection never
+    # checked in: an error here, where warnings are errors)
+    del db
+    gc.collect()
+    # Then its connection ends: the server process goes away
+    await _until_gone(admin, kept_pid)

@@ -277,22 +277,30 @@ def test_a_missing_secret_is_named_without_its_value() -> None:
         prepare(rules.rules, {})
 
 
+async def _status_through(
+    rules: Rules, upstream: Upstream, caller: Caller
+) -> tuple[httpx.Response, Audit]:
+    """GET the upstream's ``/status`` over HTTPS through a gateway with ``rules`` serving
+    ``caller``, by a client that trusts only the upstream's own CA; the answer and audit."""
+    audit = Audit()
+    gateway = Gateway(rules, CertificateAuthority.create(), {}, audit)
+    server = await gateway.serve_tcp("127.0.0.1", 0, caller)
+    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with httpx.AsyncClient(proxy=proxy, verify=upstream.trust) as client:
+            return await client.get(f"https://{HOST}:{upstream.https_port}/status"), audit
+    finally:
+        await gateway.aclose()
+
+
 async def test_a_tunnel_rule_passes_tls_through_untouched(upstream: Upstream) -> None:
     # Given a tunnel rule: the gateway sees only host and port
     rules = Rules.parse(
         f"rules:\n  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.https_port}]\n"
         "    tunnel: true\n"
     )
-    audit = Audit()
-    gateway = Gateway(rules, CertificateAuthority.create(), {}, audit)
-    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-2"))
-    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
-        # When a client that trusts only the upstream's own CA calls it
-        async with httpx.AsyncClient(proxy=proxy, verify=upstream.trust) as client:
-            response = await client.get(f"https://{HOST}:{upstream.https_port}/status")
-    finally:
-        await gateway.aclose()
+    # When a client that trusts only the upstream's own CA calls it
+    response, audit = await _status_through(rules, upstream, Caller("s-2"))
     # Then the upstream's certificate reached it (no interception), and the tunnel is audited
     assert response.status_code == 200
     assert response.json()["path"] == "/status"
@@ -744,18 +752,26 @@ async def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
     assert (record.method, record.status) == ("POST", 403)
 
 
+async def _connect_as(
+    gateway: Running, tool_use_id: str, authority: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw connection to the gateway that has sent ``CONNECT authority`` as the call."""
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", tool_use_id).encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n"
+        f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
+    )
+    return reader, writer
+
+
 async def test_a_tunnel_that_carries_no_request_is_audited_as_its_connect(
     gateway: Running,
 ) -> None:
     # Given a client that opens a tunnel to a host no rule allows
     audit = gateway.audit
-    port = int(gateway.proxy_url.rsplit(":", 1)[1])
-    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_probe").encode()).decode()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"CONNECT nowhere.internal:443 HTTP/1.1\r\nHost: nowhere.internal:443\r\n"
-        f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
-    )
+    reader, writer = await _connect_as(gateway, "toolu_probe", "nowhere.internal:443")
     # When it reads the 200 and hangs up instead of completing TLS (a program that does not
     # trust the gateway's CA does as much)
     head = await reader.readuntil(b"\r\n\r\n")
@@ -780,13 +796,7 @@ async def test_a_tunnelled_request_cut_short_is_audited_under_its_call(
     # Given a call that opens a tunnel and, inside it, sends a request head whose body it
     # never finishes (the tunnel carried a request, so its CONNECT is not audited either)
     audit = gateway.audit
-    port = int(gateway.proxy_url.rsplit(":", 1)[1])
-    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_cut").encode()).decode()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"CONNECT {HOST}:{upstream.https_port} HTTP/1.1\r\nHost: {HOST}\r\n"
-        f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
-    )
+    reader, writer = await _connect_as(gateway, "toolu_cut", f"{HOST}:{upstream.https_port}")
     await reader.readuntil(b"\r\n\r\n")
     await writer.start_tls(gateway.trust, server_hostname=HOST)
     writer.write(b"POST /api/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nabc")
@@ -866,16 +876,8 @@ async def test_a_tunnel_is_audited_under_the_rule_that_let_it_through(upstream: 
         f"  - name: status\n    hosts: [{HOST}]\n    ports: [{upstream.https_port}]\n"
         "    tunnel: true\n"
     )
-    audit = Audit()
-    gateway = Gateway(rules, CertificateAuthority.create(), {}, audit)
-    server = await gateway.serve_tcp("127.0.0.1", 0, Caller("s-2", "C-INC"))
-    proxy = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
-        # When a session of channel C-INC tunnels to it
-        async with httpx.AsyncClient(proxy=proxy, verify=upstream.trust) as client:
-            response = await client.get(f"https://{HOST}:{upstream.https_port}/status")
-    finally:
-        await gateway.aclose()
+    # When a session of channel C-INC tunnels to it
+    response, audit = await _status_through(rules, upstream, Caller("s-2", "C-INC"))
     # Then its row names the rule that allowed it, not the other channel's
     assert response.status_code == 200
     (record,) = audit.records

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -119,49 +120,24 @@ async def test_the_407_carries_its_reason_phrase(gateway: tuple[str, Audit]) -> 
     assert status == b"HTTP/1.1 407 Proxy Authentication Required\r\n"
 
 
-async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -> None:
-    # Given a token listener that takes two open connections from one session
-    audit = Audit()
-    options = GatewayOptions(calls=CALLS, max_connections_per_session=2)
+CREDENTIAL = base64.b64encode(
+    CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.").encode()
+).decode()
+NAMED_GET = (
+    "GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
+    f"Proxy-Authorization: Basic {CREDENTIAL}\r\n\r\n"
+).encode()
+"""A request of session ``s-remote``'s call ``toolu_9``, through its live token."""
+
+
+@contextlib.asynccontextmanager
+async def _token_listener(options: GatewayOptions, audit: Audit) -> AsyncIterator[int]:
+    """A gateway with no rules serving the token listener; yields its port."""
     gateway = Gateway(Rules(), CertificateAuthority.create(), {}, audit, options)
     server = await gateway.serve_tokens("127.0.0.1", 0, _resolve)
-    port = server.sockets[0].getsockname()[1]
-    userinfo = CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.")
-    credential = base64.b64encode(userinfo.encode()).decode()
-    request = (
-        "GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
-        f"Proxy-Authorization: Basic {credential}\r\n\r\n"
-    ).encode()
-    held: list[asyncio.StreamWriter] = []
     try:
-        # and two connections of that session held open, each sending a request's body
-        for _ in range(2):
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(
-                b"POST http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
-                b"Proxy-Authorization: Basic " + credential.encode() + b"\r\n"
-                b"Content-Length: 100\r\n\r\nfirst bytes"
-            )
-            await writer.drain()
-            held.append(writer)
-        # When the same session opens a third (once the two are counted)
-        for _ in range(1000):
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(request)
-            await writer.drain()
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            writer.close()
-            if not head.startswith(b"HTTP/1.1 403 "):  # one of the two not read yet
-                break
-            await asyncio.sleep(0.01)
-        # Then it is answered 503, and the refusal is in the audit under the session
-        assert head.startswith(b"HTTP/1.1 503 ")
-        assert [(r.session_id, r.status) for r in audit.records if r.status != 403] == [
-            ("s-remote", 503)
-        ]
+        yield server.sockets[0].getsockname()[1]
     finally:
-        for held_writer in held:
-            held_writer.close()
         await gateway.aclose()
 
 
@@ -170,48 +146,78 @@ async def _first_line(reader: asyncio.StreamReader) -> bytes:
     return head.split(b"\r\n", 1)[0]
 
 
+async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -> None:
+    # Given a token listener that takes two open connections from one session
+    audit = Audit()
+    options = GatewayOptions(calls=CALLS, max_connections_per_session=2)
+    held: list[asyncio.StreamWriter] = []
+    async with _token_listener(options, audit) as port:
+        try:
+            # and two connections of that session held open, each sending a request's body
+            for _ in range(2):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(
+                    b"POST http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
+                    b"Proxy-Authorization: Basic " + CREDENTIAL.encode() + b"\r\n"
+                    b"Content-Length: 100\r\n\r\nfirst bytes"
+                )
+                await writer.drain()
+                held.append(writer)
+            # When the same session opens a third (once the two are counted)
+            for _ in range(1000):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(NAMED_GET)
+                await writer.drain()
+                status = await _first_line(reader)
+                writer.close()
+                if status != b"HTTP/1.1 403 Forbidden":  # one of the two not read yet
+                    break
+                await asyncio.sleep(0.01)
+            # Then it is answered 503, and the refusal is in the audit under the session
+            assert status == b"HTTP/1.1 503 Service Unavailable"
+            assert [(r.session_id, r.status) for r in audit.records if r.status != 403] == [
+                ("s-remote", 503)
+            ]
+        finally:
+            for held_writer in held:
+                held_writer.close()
+
+
 async def test_connections_that_name_no_session_are_bounded_per_address_and_in_time() -> None:
     # Given a token listener that takes two connections per client address before a
     # request names their session, and half a second for that request's head
     options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=0.5)
-    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, Audit(), options)
-    server = await gateway.serve_tokens("127.0.0.1", 0, _resolve)
-    port = server.sockets[0].getsockname()[1]
-    userinfo = CALLS.userinfo("s-remote", "toolu_9", password_prefix=f"{LIVE}.")
-    credential = base64.b64encode(userinfo.encode()).decode()
-    named = (
-        "GET http://metrics.internal/api HTTP/1.1\r\nHost: metrics.internal\r\n"
-        f"Proxy-Authorization: Basic {credential}\r\n\r\n"
-    ).encode()
-
-    async def status_from(address: str) -> bytes:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
-        try:
-            writer.write(named)
-            await writer.drain()
-            return await _first_line(reader)
-        finally:
-            writer.close()
-
     stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-    try:
-        # and one client that opens two connections and never finishes a request head
-        for _ in range(2):
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
-            await writer.drain()
-            stalled.append((reader, writer))
-        # When it opens a third, and a sandbox at another address sends its request
-        third = await status_from("127.0.0.1")
-        other = await status_from("127.0.0.2")
-        # Then the third is turned away, the other sandbox is judged (403: no rule), and
-        # the two stalled connections are closed once their heads took too long
-        assert third == b"HTTP/1.1 503 Service Unavailable"
-        assert other == b"HTTP/1.1 403 Forbidden"
-        for reader, _ in stalled:
-            await asyncio.wait_for(reader.read(), 10)  # the gateway closed it
-        assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
-    finally:
-        for _, writer in stalled:
-            writer.close()
-        await gateway.aclose()
+    async with _token_listener(options, Audit()) as port:
+
+        async def status_from(address: str) -> bytes:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=(address, 0)
+            )
+            try:
+                writer.write(NAMED_GET)
+                await writer.drain()
+                return await _first_line(reader)
+            finally:
+                writer.close()
+
+        try:
+            # and one client that opens two connections and never finishes a request head
+            for _ in range(2):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
+                await writer.drain()
+                stalled.append((reader, writer))
+            # When it opens a third, and a sandbox at another address sends its request
+            third = await status_from("127.0.0.1")
+            other = await status_from("127.0.0.2")
+            # Then the third is turned away, the other sandbox is judged (403: no rule),
+            # and the two stalled connections are closed once their heads took too long
+            assert third == b"HTTP/1.1 503 Service Unavailable"
+            assert other == b"HTTP/1.1 403 Forbidden"
+            for reader, _ in stalled:
+                await asyncio.wait_for(reader.read(), 10)  # the gateway closed it
+            assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
+        finally:
+            for _, writer in stalled:
+                writer.close()
