@@ -7,11 +7,12 @@ Through the real gateway, to a real upstream that records what reached it.
 from __future__ import annotations
 
 import doctest
+import tracemalloc
 
 import pytest
 
 from sandbox_client.gateway import effective_method, methods
-from sandbox_client.gateway.methods import AmbiguousMethod
+from sandbox_client.gateway.methods import AmbiguousMethod, Unjudgeable
 from tests.sandbox_client.gateway.echo import HOST, Echo, Front, front, raw
 
 TOKEN = "tok-methods-c81a2f07"
@@ -178,3 +179,67 @@ def test_the_methods_examples_hold() -> None:
     result = doctest.testmod(methods)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+FORM = [(b"content-type", b"application/x-www-form-urlencoded")]
+
+
+@pytest.mark.parametrize(
+    ("query", "body"),
+    [
+        ("_%6Dethod=DELETE", b""),
+        ("", b"a=1&%5F%6d%65%74%68%6f%64=delete"),
+        ("", b"_metho%64=DELETE"),
+    ],
+)
+def test_an_override_whose_name_is_percent_encoded_in_any_letter_is_seen(
+    query: str, body: bytes
+) -> None:
+    # A server decodes a parameter's name before it looks for ``_method``
+    assert effective_method("POST", FORM, query, body) == "DELETE"
+
+
+def test_a_form_body_is_judged_without_holding_a_pair_list_of_it() -> None:
+    # Given a 2 MiB form body of tiny pairs, one of them an override
+    body = b"_method=GET&" + b"ab&" * (2 * 1024 * 1024 // 3)
+    # When the gateway looks in it for a _method
+    tracemalloc.start()
+    try:
+        found = effective_method("POST", FORM, "", body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Then it finds it, holding a fraction of the body (a list of every pair was ~50 times)
+    assert found == "GET"
+    assert peak < len(body), f"peak {peak} bytes for a {len(body)}-byte body"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "why"),
+    [
+        (
+            [(b"content-type", b"application/x-www-form-urlencoded, a/b1, a/b2, a/b3, a/b4")],
+            b"_method=GET",
+            "5 content types",
+        ),
+        (FORM, b"&".join([b"_method=GET"] * 17), "more than 16 _method parameters"),
+        (
+            [(b"content-type", b"multipart/form-data; boundary=zz")],
+            b"_method" + b"--zz\r\n\r\nx\r\n" * 258,
+            "a multipart body of more than 256 parts",
+        ),
+        (
+            [(b"content-type", b"multipart/form-data; boundary=zz")],
+            b"--zz\r\nX-Pad: " + b"a" * 17_000 + b"\r\n\r\n_method\r\n--zz--\r\n",
+            "a multipart part's head over 16384 bytes",
+        ),
+    ],
+)
+def test_a_request_shaped_to_be_costly_to_judge_is_refused(
+    headers: list[tuple[bytes, bytes]], body: bytes, why: str
+) -> None:
+    # A content type repeated, a parameter named again and again, parts without end: each
+    # parse cost the shared event loop seconds; such a request is refused instead
+    with pytest.raises(Unjudgeable, match=why):
+        effective_method("POST", headers, "", body)
+
