@@ -242,4 +242,3 @@ def test_a_request_shaped_to_be_costly_to_judge_is_refused(
     # parse cost the shared event loop seconds; such a request is refused instead
     with pytest.raises(Unjudgeable, match=why):
         effective_method("POST", headers, "", body)
-
