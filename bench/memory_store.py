@@ -6,8 +6,8 @@ Prints one JSON line:
                                      another Database until it returns the new version: time
                                      from the write call to that read's answer
     write_p50_ms, read_p50_ms        the two halves of that figure
-    floor_write_visible_p50_ms / _p99_ms
-                                     the floor, sample for sample alternating with the
+    floor_write_visible_p50_ms / _p99_ms, floor_write_p50_ms, floor_read_p50_ms
+                                     the floor (and its halves), sample for sample alternating with the
                                      above: raw asyncpg, one connection doing a conditional
                                      ``UPDATE … WHERE version = $n RETURNING version`` of a
                                      row holding the same content, another a ``SELECT`` of
@@ -66,6 +66,7 @@ class Floor:
 
     def __init__(self, writer: asyncpg.Connection, reader: asyncpg.Connection) -> None:
         self.writer, self.reader, self.version = writer, reader, 0
+        self.halves: list[tuple[float, float]] = []  # (write, read) seconds of each sample
 
     @classmethod
     async def connect(cls, url: str) -> Floor:
@@ -78,9 +79,12 @@ class Floor:
         """One write, then reads until it shows: seconds."""
         start = time.perf_counter()
         self.version = await self.writer.fetchval(FLOOR_WRITE, content, "/v.md", self.version)
+        committed = time.perf_counter()
         while (await self.reader.fetchrow(FLOOR_READ, "/v.md"))["version"] != self.version:
             pass  # never expected, as above
-        return time.perf_counter() - start
+        seen = time.perf_counter()
+        self.halves.append((committed - start, seen - committed))
+        return seen - start
 
     async def close(self) -> None:
         await self.writer.close()
@@ -121,12 +125,15 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
         await writer_db.dispose()
         await reader_db.dispose()
         await floor.close()
+    halves = floor.halves[WARMUP:]
     return {
         "write_visible_p50_ms": round(statistics.median(total), 3),
         "write_visible_p99_ms": round(statistics.quantiles(total, n=100)[98], 3),
         "write_p50_ms": round(statistics.median(writes), 3),
         "read_p50_ms": round(statistics.median(reads), 3),
         "floor_write_visible_p50_ms": round(statistics.median(floors), 3),
+        "floor_write_p50_ms": round(statistics.median(w for w, _ in halves) * 1000, 3),
+        "floor_read_p50_ms": round(statistics.median(r for _, r in halves) * 1000, 3),
         "floor_write_visible_p99_ms": round(statistics.quantiles(floors, n=100)[98], 3),
         "write_visible_vs_floor": round(statistics.median(total) / statistics.median(floors), 2),
     }

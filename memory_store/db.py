@@ -65,7 +65,8 @@ class Precompiled:
         Raises:
             KeyError: a parameter with neither a value nor a default.
         """
-        return [params[n] if n in params else self.defaults[n] for n in self.names]
+        given = {**self.defaults, **params} if self.defaults else params
+        return [given[n] for n in self.names]
 
 
 class WriteConflict(Exception):
@@ -180,8 +181,7 @@ class Database:
             async with self.engine.connect() as conn:
                 yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
-    @asynccontextmanager
-    async def driver(self) -> AsyncIterator[Any]:
+    def driver(self) -> DriverUse:
         """PostgreSQL: a pooled connection's own ``asyncpg.Connection``, for statements
         sent as ``Precompiled`` SQL (each its own transaction unless the caller opens one).
 
@@ -192,6 +192,8 @@ class Database:
         object, its events or transaction bookkeeping): the pool, its connection
         settings and the error mapping are the same as ``read``/``write``'s.
 
+        Use it as ``async with db.driver() as conn``.
+
         Raises:
             RuntimeError: on SQLite.
             WriteConflict: an integrity constraint refused a row (as ``write``'s).
@@ -199,41 +201,7 @@ class Database:
         """
         if not self.is_postgres:
             raise RuntimeError("the driver's connection is for PostgreSQL only")
-        import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
-
-        kept = self._kept.pop() if self._kept else None
-        if kept is not None and not _idle(kept.driver_connection):  # closed meanwhile (a
-            await greenlet_spawn(kept.invalidate)  # restart the pool has seen): never again
-            await greenlet_spawn(kept.close)
-            kept = None
-        if kept is not None:
-            pooled = kept
-        else:
-            with _mapped_errors():
-                try:
-                    pooled = await greenlet_spawn(self.engine.sync_engine.raw_connection)
-                except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-                    raise DatabaseUnavailable(f"database error: {error}") from error
-        raw = pooled.driver_connection
-        clean = False
-        try:
-            yield raw
-            clean = True
-        except asyncpg.IntegrityConstraintViolationError as error:
-            clean = True  # a refused row: the statement ended, the connection is fine
-            raise WriteConflict(str(error)) from error
-        except (asyncpg.InterfaceError, OSError, TimeoutError) as error:
-            await greenlet_spawn(pooled.invalidate, error)  # never handed out again
-            raise DatabaseUnavailable(f"database error: {error}") from error
-        except asyncpg.PostgresError as error:
-            raise DatabaseUnavailable(f"database error: {error}") from error
-        finally:
-            if clean and len(self._kept) < self._keeps and _idle(raw):
-                self._kept.append(pooled)  # kept for the next hot statement
-            else:
-                if not raw.is_closed() and raw.is_in_transaction():  # the pool's reset
-                    await greenlet_spawn(pooled.invalidate)  # would not end a raw BEGIN
-                await greenlet_spawn(pooled.close)  # back to the pool (may await: overflow)
+        return DriverUse(self)
 
     def precompiled(self, statement: ClauseElement) -> Precompiled:
         """``statement`` as PostgreSQL SQL for ``driver()``, compiled on first use and kept
@@ -242,7 +210,10 @@ class Database:
         if kept is None:
             compiled = statement.compile(dialect=self.engine.dialect)
             names = tuple(getattr(compiled, "positiontup", None) or ())  # SQLCompiler's
-            kept = Precompiled(compiled.string, names, dict(compiled.params))
+            # a bindparam without a value is required: no default (a missing one raises)
+            binds = getattr(compiled, "binds", {})  # SQLCompiler's: name → BindParameter
+            held = {n: v for n, v in compiled.params.items() if not binds[n].required}
+            kept = Precompiled(compiled.string, names, held)
             self._precompiled[statement] = kept
         return kept
 
@@ -314,6 +285,67 @@ class Database:
         for pooled in kept:
             await greenlet_spawn(pooled.close)
         await self.engine.dispose()
+
+
+class DriverUse:
+    """One use of ``Database.driver``: checks a connection out on entry (the kept one when
+    it is still idle) and, on exit, keeps it for the next hot statement or gives it back
+    to the pool, mapping driver errors as ``driver`` documents. A class, not a generator
+    context manager: it is entered on every hot statement (``bench/memory_store.py``)."""
+
+    __slots__ = ("_db", "_pooled")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._pooled: Any = None
+
+    async def __aenter__(self) -> Any:
+        db = self._db
+        kept = db._kept.pop() if db._kept else None
+        if kept is not None and not _idle(kept.driver_connection):  # closed meanwhile (a
+            await greenlet_spawn(kept.invalidate)  # restart the pool has seen): never again
+            await greenlet_spawn(kept.close)
+            kept = None
+        self._pooled = kept if kept is not None else await _checkout(db.engine)
+        return self._pooled.driver_connection
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: Any
+    ) -> None:
+        import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
+
+        pooled, self._pooled = self._pooled, None
+        clean = error is None or isinstance(error, asyncpg.IntegrityConstraintViolationError)
+        try:
+            if isinstance(error, asyncpg.IntegrityConstraintViolationError):
+                raise WriteConflict(str(error)) from error  # the statement ended: conn fine
+            if isinstance(error, asyncpg.InterfaceError | OSError | TimeoutError):
+                await greenlet_spawn(pooled.invalidate, error)  # never handed out again
+                raise DatabaseUnavailable(f"database error: {error}") from error
+            if isinstance(error, asyncpg.PostgresError):
+                raise DatabaseUnavailable(f"database error: {error}") from error
+        finally:
+            await self._release(pooled, clean=clean)
+
+    async def _release(self, pooled: Any, *, clean: bool) -> None:
+        db, raw = self._db, pooled.driver_connection
+        if clean and len(db._kept) < db._keeps and _idle(raw):
+            db._kept.append(pooled)  # kept for the next hot statement
+            return
+        if not raw.is_closed() and raw.is_in_transaction():  # the pool's reset would
+            await greenlet_spawn(pooled.invalidate)  # not end a raw BEGIN
+        await greenlet_spawn(pooled.close)  # back to the pool (may await: overflow)
+
+
+async def _checkout(engine: AsyncEngine) -> Any:
+    """A connection of ``engine``'s pool, as the pool's proxy of the driver's connection."""
+    import asyncpg
+
+    with _mapped_errors():
+        try:
+            return await greenlet_spawn(engine.sync_engine.raw_connection)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise DatabaseUnavailable(f"database error: {error}") from error
 
 
 def _end_kept(kept: list[Any]) -> None:

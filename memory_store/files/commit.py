@@ -21,8 +21,7 @@ tool call) rolls back and retries against fresh state; the retry decides again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -61,7 +60,6 @@ class Outcome:
 
 
 Decide = Callable[[rows.FileRow | None], Plan | Outcome]
-FastPath = Callable[[], Awaitable[Outcome | None]]
 
 
 @dataclass(frozen=True)
@@ -78,22 +76,13 @@ async def commit_change(
     limits: Limits,
     target: Target,
     decide: Decide,
-    *,
-    fast: FastPath | None = None,
 ) -> Outcome:
     """Apply one change in one short transaction (see the module docstring).
-
-    ``fast`` is tried first, on its own: it may commit the change and return its
-    outcome, or return None (or conflict) to fall through to the locked path.
 
     Raises:
         whatever ``decide`` raises; QuotaExceeded; CaseConflict/InvalidPath (tree clash);
         DatabaseUnavailable (unreachable, lock timeout, or conflicts that did not settle).
     """
-    if fast is not None:
-        with suppress(WriteConflict):
-            if (done := await fast()) is not None:
-                return done
     conflict: WriteConflict | None = None
     for _ in range(MAX_ATTEMPTS):
         try:

@@ -28,6 +28,9 @@ round trip, not for SQLAlchemy's execution of it (``bench/memory_store.py``).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from sqlalchemy import (
     DateTime,
     Integer,
@@ -45,10 +48,9 @@ from sqlalchemy import (
 
 from memory_store.db import Database
 from memory_store.files import retention, rows, usage
-from memory_store.files.commit import Outcome, Target, new_version, outcome
 from memory_store.files.summary import describe
 from memory_store.files.tables import file_revisions, files, org_usage
-from memory_store.records import Limits
+from memory_store.records import Limits, Namespace, Origin
 
 _f = files.c
 _old = files.alias("old")
@@ -139,13 +141,23 @@ _DROP_OLDER = (
 
 
 async def conditional_write(
-    db: Database, limits: Limits, target: Target, content: str, expected_version: int
-) -> Outcome | None:
-    """Replace a live file at ``expected_version`` with ``content`` in one statement.
+    db: Database,
+    limits: Limits,
+    ns: Namespace,
+    path: str,
+    content: str,
+    origin: Origin,
+    expected_version: int,
+) -> int | None:
+    """Replace the live file at normalised ``path`` in ``ns``, still at
+    ``expected_version``, with ``content`` (already checked) in one statement; returns
+    the new version.
 
-    Returns the outcome, or None when nothing was written (not PostgreSQL; the file is
-    missing, deleted, at another version, or already holds ``content``; or the org's
-    byte quota would overflow).
+    Returns None when nothing was written (not PostgreSQL; the file is missing,
+    deleted, at another version, or already holds ``content``; or the org's byte quota
+    would overflow): the caller's general path then says why. The parameters are built
+    here, in one dict, without the general path's plan and outcome objects: this is the
+    write another session waits to see (``bench/memory_store.py``).
 
     Raises:
         WriteConflict: this ``tool_use_id`` already changed the file (retry path answers).
@@ -153,32 +165,34 @@ async def conditional_write(
     """
     if not db.is_postgres:
         return None
-    change = new_version(expected_version + 1, expected_version, "write", content, target.origin)
-    params = rows.ns_params(target.ns) | rows.quota_params(change, limits, target.ns)
-    found = describe(target.ns.scope.value, target.path, content)
-    params |= {
+    scope = ns.scope
+    found = describe(scope.value, path, content)
+    version = expected_version + 1
+    params: dict[str, Any] = {
+        **rows.ns_params(ns),
+        **rows.quota_params(len(content.encode()), limits, ns),
+        "b_max_stored": limits.max_stored_bytes(scope),
+        "b_path": path,
+        "b_version": expected_version,
+        "n_version": version,
+        "n_content": content,
         "n_summary": found.summary,
         "n_listed": found.listed,
-        "b_path": target.path,
-        "b_version": expected_version,
-        "n_version": change.version,
-        "n_content": content,
-        "n_at": change.at,
-        "n_actor": change.origin.actor,
-        "n_session": change.origin.session_id,
-        "r_operation": change.operation,
-        "r_tool_use_id": change.origin.tool_use_id,
+        "n_at": datetime.now(UTC),
+        "n_actor": origin.actor,
+        "n_session": origin.session_id,
+        "r_operation": "write",
+        "r_tool_use_id": origin.tool_use_id,
     }
-    params["b_max_stored"] = limits.max_stored_bytes(target.ns.scope)
     write = db.precompiled(_WRITE_AND_LOG)
     async with db.driver() as conn:  # no transaction: each statement commits on its own
         file_id = await conn.fetchval(write.sql, *write.args(params))
         if file_id is None:
             return None
         # the retention rule, in one statement of its own: revisions and counter together
-        oldest_dropped = change.version - retention.keeps(limits.keep_revisions)
+        oldest_dropped = version - retention.keeps(limits.keep_revisions)
         if oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0:
             drop = db.precompiled(_DROP_OLDER)
-            dropping = {"file_id": file_id, "oldest_dropped": oldest_dropped}
-            await conn.execute(drop.sql, *drop.args(dropping | {"b_org": target.ns.org_id}))
-    return outcome(target.path, change, created=False)
+            dropping = {"file_id": file_id, "oldest_dropped": oldest_dropped, "b_org": ns.org_id}
+            await conn.execute(drop.sql, *drop.args(dropping))
+    return version

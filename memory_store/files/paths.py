@@ -44,6 +44,8 @@ def normalise_path(path: str) -> str:
     ...     print(exc.reason)
     escapes above the root of its scope ('..' climbs past '/'); use a path inside the scope
     """
+    if _already_normal(path):
+        return path
     if not path:
         raise InvalidPath(path, "the path is empty; give an absolute path such as /notes.md")
     if not path.startswith("/"):
@@ -116,7 +118,26 @@ def is_under(path: str, prefix: str) -> bool:
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
 
 
+def _already_normal(path: str) -> bool:
+    """Whether ``path`` is its own canonical form, told by C-level string tests alone
+    (the common case, on every read and write): printable ASCII (so NFC and the
+    character checks leave it alone), absolute, no empty, ``.`` or ``..`` name (nor any
+    name starting with ``.``, which takes the full way), no trailing ``/``, and short
+    enough that no name or the whole can be over its limit."""
+    return (
+        len(path) <= MAX_SEGMENT_CHARS
+        and path.startswith("/")
+        and not path.endswith("/")
+        and path.isascii()
+        and path.isprintable()
+        and "//" not in path
+        and "/." not in path
+    )
+
+
 def _refuse_invisible(path: str) -> None:
+    if path.isprintable():  # in C: no Cc, Cf, Cs, Zl or Zp character (nor other Z, C)
+        return
     for char in path:
         if unicodedata.category(char) in _REFUSED_CATEGORIES:
             raise InvalidPath(

@@ -235,15 +235,14 @@ async def update_from(
 ) -> bool:
     """Move a row to its new state if it is still at ``row.version`` and any growth fits
     the org's byte quota; False if not."""
-    params = _state(change, ns.scope, row.path) | quota_params(change, limits, ns)
+    params = _state(change, ns.scope, row.path) | quota_params(change.size_bytes, limits, ns)
     params |= {"b_id": row.id, "b_version": row.version}
     return (await conn.execute(_UPDATE_FROM, params)).rowcount == 1
 
 
-def quota_params(change: NewVersion, limits: Limits, ns: Namespace) -> dict[str, Any]:
-    """Bind parameters of ``WITHIN_QUOTA`` for ``change`` in ``ns``."""
-    size = 0 if change.content is None else len(change.content.encode())
-    return {"b_org": ns.org_id, "b_size": size, "b_max_bytes": limits.max_bytes(ns.scope)}
+def quota_params(size_bytes: int, limits: Limits, ns: Namespace) -> dict[str, Any]:
+    """Bind parameters of ``WITHIN_QUOTA`` for a new state of ``size_bytes`` in ``ns``."""
+    return {"b_org": ns.org_id, "b_size": size_bytes, "b_max_bytes": limits.max_bytes(ns.scope)}
 
 
 def _state(change: NewVersion, scope: Scope, path: str) -> dict[str, Any]:

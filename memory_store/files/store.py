@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Mapping, Sequence
-from functools import partial
+from contextlib import suppress
 
-from memory_store.db import Database
+from memory_store.db import Database, WriteConflict
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
 from memory_store.files import decisions, lean, listing, revisions, rows, usage
-from memory_store.files.commit import Decide, FastPath, Outcome, Target, commit_change
+from memory_store.files.commit import Decide, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
 from memory_store.files.globs import translate
 from memory_store.files.grep import compile_pattern, search
@@ -92,14 +92,15 @@ class FileStore:
         """
         path = normalise_file_path(path)
         decisions.check_content(self._limits, ns, path, content)
+        if expected_version:  # PostgreSQL: one statement, when the file is as expected
+            with suppress(WriteConflict):  # a retried tool call: the general path answers
+                version = await conditional_write(
+                    self._db, self._limits, ns, path, content, origin, expected_version
+                )
+                if version is not None:
+                    return WriteResult(path, version, expected_version, created=False)
         decide = decisions.to_write(path, content, expected_version)
-        fast: FastPath | None = None
-        if expected_version:
-            target = Target(ns, path, origin)
-            fast = partial(
-                conditional_write, self._db, self._limits, target, content, expected_version
-            )
-        return _write_result(await self._commit(ns, path, origin, decide, fast=fast))
+        return _write_result(await self._commit(ns, path, origin, decide))
 
     async def edit(
         self,
@@ -362,11 +363,9 @@ class FileStore:
         path: str,
         origin: Origin,
         decide: Decide,
-        *,
-        fast: FastPath | None = None,
     ) -> Outcome:
         target = Target(ns, path, origin)
-        return await commit_change(self._db, self._limits, target, decide, fast=fast)
+        return await commit_change(self._db, self._limits, target, decide)
 
 
 def _write_result(outcome: Outcome) -> WriteResult:

@@ -13,6 +13,7 @@ non-empty line, at most 200 characters.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memory_store.files import frontmatter
@@ -42,12 +43,15 @@ def describe(scope: str, path: str, content: str) -> Description:
     >>> describe("skills", "/x/SKILL.md", "# Pods\\n\\nRestart them.").summary
     '# Pods'
     """
-    try:
-        front = frontmatter.parse(content)
-    except frontmatter.FrontmatterError:
-        fields, body = {}, content
-    else:
-        fields, body = front.fields, front.body
+    fields: dict[str, object] = {}
+    body = content
+    if content.removeprefix("\ufeff").startswith("---"):  # else parse would refuse it
+        try:
+            front = frontmatter.parse(content)
+        except frontmatter.FrontmatterError:
+            pass
+        else:
+            fields, body = front.fields, front.body
     if scope == SKILLS_SCOPE and is_skill_file(path):
         return _skill(fields, body)
     description = fields.get("description")
@@ -68,9 +72,10 @@ def _skill(fields: dict[str, object], body: str) -> Description:
 
 
 def _first_paragraph(body: str, *, lines: int = 1_000) -> str:
-    """The first run of non-empty lines (at most ``lines`` of them)."""
+    """The first run of non-empty lines (at most ``lines`` of them); reads ``body`` only
+    as far as that run."""
     found: list[str] = []
-    for line in body.split("\n"):
+    for line in _lines(body):
         if line.strip():
             found.append(line)
             if len(found) == lines:
@@ -78,6 +83,15 @@ def _first_paragraph(body: str, *, lines: int = 1_000) -> str:
         elif found:
             break
     return " ".join(found)
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` (split at ``\\n``), one at a time."""
+    start = 0
+    while (end := text.find("\n", start)) != -1:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
 
 
 def one_line(text: str) -> str:

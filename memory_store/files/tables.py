@@ -2,7 +2,10 @@
 
 ``files`` holds one row per (org, scope, channel, path): the current version and
 content, or a tombstone (``deleted``). ``file_revisions`` is the history: one row per
-version, never updated, the oldest dropped past the retention rule (``retention``).
+version, never updated, the oldest dropped past the retention rule (``retention``);
+it has no surrogate key and no foreign key, because every write pays for each index
+and trigger on it (migration 0020: a file row is never deleted, and the store writes a
+revision only through a row it holds).
 ``org_usage`` counts each org's live files and bytes, and the bytes of all its kept
 revisions (``stored_bytes``), kept by every change in its transaction, for the quotas.
 
@@ -10,7 +13,7 @@ Uniqueness that the store relies on:
 - ``uq_files_path``: one row per path in a namespace;
 - ``uq_files_live_fold``: among live files of a namespace, one per case-folded path
   (case-only duplicates are refused without a race);
-- ``uq_file_revisions_version``: one revision per version (no lost update can commit);
+- ``pk_file_revisions``: one revision per (file, version) (no lost update can commit);
 - ``uq_file_revisions_tool_use``: one revision per (file, tool_use_id) (idempotent retries).
 """
 
@@ -21,10 +24,10 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
-    ForeignKey,
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -81,8 +84,7 @@ Index(
 file_revisions = Table(
     "file_revisions",
     metadata,
-    Column("id", _Id, primary_key=True, autoincrement=True),
-    Column("file_id", _Id, ForeignKey("files.id"), nullable=False),
+    Column("file_id", _Id, nullable=False),
     Column("version", Integer, nullable=False),
     Column("base_version", Integer, nullable=False),
     Column("operation", String(16), nullable=False),
@@ -93,7 +95,7 @@ file_revisions = Table(
     Column("tool_use_id", String(255), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("size_bytes", Integer, nullable=False, server_default="0"),
-    UniqueConstraint("file_id", "version", name="uq_file_revisions_version"),
+    PrimaryKeyConstraint("file_id", "version", name="pk_file_revisions"),
     Index("uq_file_revisions_tool_use", "file_id", "tool_use_id", unique=True),
 )
 

@@ -177,12 +177,14 @@ class GatewayOptions:
     ``max_connections_per_session``: open connections from one session's sandbox (its
     listener's, or the token listener's once a request names the session: past it that
     request is answered 503, audited); ``max_token_connections``: all those to the token
-    listener (remote sandboxes) whose request named a session, and
-    ``max_unnamed_per_address`` those of one client address whose request has not yet
-    (so nobody can hold the token listener's connections without a token). A connection
-    past a listener's limit is answered 503 unread and closed: each holds buffers of its
-    own (up to ~200 KiB). ``head_timeout_s``: the longest a connection's first request
-    head may take to arrive, whole (a head sent a byte at a time holds no slot for long)."""
+    listener (remote sandboxes) whose request named a session. A connection past a
+    sandbox's listener's limit is answered 503 unread and closed: each holds buffers of its
+    own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
+    one client address still sending their first request head; a new one past it closes
+    the oldest of them (so nobody can hold the token listener's connections without a
+    token, nor keep out sandboxes that share its address). ``head_timeout_s``: the longest
+    a connection's first request head may take to arrive, whole (a head sent a byte at a
+    time holds no slot for long)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -223,6 +225,9 @@ class Gateway:
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
+        # the token listener's connections still sending a first head, oldest first, by
+        # client address (``_await_head``)
+        self._heading: dict[str, dict[asyncio.StreamWriter, None]] = {}
         self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
 
@@ -314,18 +319,23 @@ class Gateway:
         assert task is not None
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+        keys: list[str] = []
+        address = ""
         if caller is not None:  # a sandbox's own listener
-            key, limit = caller.session_id, self.options.max_connections_per_session
+            limit = self.options.max_connections_per_session
+            if not self._enter(caller.session_id, limit):
+                await self._turn_away(writer, caller.session_id, limit)
+                return
+            keys.append(caller.session_id)
         else:  # the token listener: by client address until a request names its session
-            key, limit = f"address {_peer_host(writer)}", self.options.max_unnamed_per_address
-        if not self._enter(key, limit):
-            await self._turn_away(writer, key, limit)
-            return
-        keys = [key]
+            address = f"address {_peer_host(writer)}"
+            self._await_head(address, writer)
         try:
             conn = h11.Connection(h11.SERVER)
             async with asyncio.timeout(self.options.head_timeout_s):
                 request = await self._first_request(conn, reader)
+            if address:
+                self._headed(address, writer)
             if request is None:
                 return
             listener = caller
@@ -333,7 +343,6 @@ class Gateway:
             if caller is None:
                 return
             if listener is None:  # the token listener: the session is known from now on
-                self._leave(keys.pop())
                 for named, most in (
                     ("", self.options.max_token_connections),
                     (caller.session_id, self.options.max_connections_per_session),
@@ -356,11 +365,41 @@ class Gateway:
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
         finally:
+            if address:
+                self._headed(address, writer)
             for counted in keys:
                 self._leave(counted)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _await_head(self, address: str, writer: asyncio.StreamWriter) -> None:
+        """Count a token listener's connection among those of its client ``address``
+        still sending their first request head; at ``max_unnamed_per_address`` the oldest
+        of them is closed to make room. A sandbox sends its head at once, so the oldest
+        is one stalling (up to ``head_timeout_s``): connections that trickle their heads
+        from an address shared by several sandboxes (NAT) cannot keep the others out."""
+        waiting = self._heading.setdefault(address, {})
+        if len(waiting) >= self.options.max_unnamed_per_address:
+            oldest = next(iter(waiting))
+            del waiting[oldest]
+            oldest.transport.abort()  # its head read ends at once: its handler closes it
+            if address not in self._turned_away:
+                self._turned_away.add(address)
+                logger.warning(
+                    "egress gateway: %s has %d connections without a whole request head;"
+                    " the oldest closed for each new one",
+                    address,
+                    self.options.max_unnamed_per_address,
+                )
+        waiting[writer] = None
+
+    def _headed(self, address: str, writer: asyncio.StreamWriter) -> None:
+        """A connection of ``address`` no longer waits for its first head (``_await_head``)."""
+        waiting = self._heading.get(address)
+        if waiting is not None and waiting.pop(writer, 0) is None and not waiting:
+            del self._heading[address]
+            self._turned_away.discard(address)
 
     def _enter(self, key: str, limit: int) -> bool:
         """Count one more open connection for ``key`` (a session id, "" for the token

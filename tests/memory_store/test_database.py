@@ -262,3 +262,21 @@ async def test_a_database_dropped_without_dispose_ends_its_kept_connection_quiet
     gc.collect()
     # Then its connection ends: the server process goes away
     await _until_gone(admin, kept_pid)
+
+
+def test_a_precompiled_statement_refuses_a_missing_parameter_and_keeps_its_literals(
+    tmp_path: Path,
+) -> None:
+    # Given a statement with a bound parameter and a literal, compiled for PostgreSQL
+    from sqlalchemy import bindparam, func, literal, select
+
+    db = Database.from_url("postgresql://nobody@127.0.0.1:1/none", data_dir=tmp_path)
+    statement = select(func.coalesce(bindparam("given"), literal(7)))
+    compiled = db.precompiled(statement)
+    # Then the literal is held and the given value is used
+    assert compiled.names == ("given", "param_1")
+    assert compiled.args({"given": 3}) == [3, 7]
+    # And a parameter left out is an error, not a NULL sent to the server
+    with pytest.raises(KeyError, match="given"):
+        compiled.args({})
+    asyncio.run(db.dispose())

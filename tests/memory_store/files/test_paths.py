@@ -154,3 +154,40 @@ async def test_a_file_cannot_sit_where_a_directory_is_or_under_a_file(
         await store.write(memory, "/dir", "y", who(), expected_version=0)
     with pytest.raises(InvalidPath, match="is a file"):
         await store.write(memory, "/dir/a.md/b.md", "y", who(), expected_version=0)
+
+
+def test_the_shortcut_for_plain_paths_agrees_with_the_full_normalisation() -> None:
+    # Every path built from these pieces (dots, slashes, spaces, a control character,
+    # non-ASCII, a name at the length limit) is normalised, or refused, alike with and
+    # without the shortcut that returns a plain path as it is.
+    from memory_store.files import paths
+
+    pieces = ["/", "a", ".", "..", " ", "\t", "é", "b.md", "//", "x" * 255, "\u202e", "-"]
+    seen = 0
+    for first in pieces:
+        for second in pieces:
+            for third in pieces:
+                raw = "/" + first + second + third
+                taken = paths._already_normal(raw)
+                try:
+                    expected: str | None = _without_shortcut(raw)
+                except InvalidPath:
+                    expected = None
+                if taken:
+                    seen += 1
+                    assert expected == raw, raw
+                try:
+                    got: str | None = normalise_path(raw)
+                except InvalidPath:
+                    got = None
+                assert got == expected, raw
+    assert seen > 100  # the shortcut was taken, not only the full way
+
+
+def _without_shortcut(raw: str) -> str:
+    from unittest import mock
+
+    from memory_store.files import paths
+
+    with mock.patch.object(paths, "_already_normal", return_value=False):
+        return normalise_path(raw)

@@ -183,9 +183,9 @@ async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -
                 held_writer.close()
 
 
-async def test_connections_that_name_no_session_are_bounded_per_address_and_in_time() -> None:
-    # Given a token listener that takes two connections per client address before a
-    # request names their session, and half a second for that request's head
+async def test_connections_without_a_head_are_bounded_per_address_and_in_time() -> None:
+    # Given a token listener that keeps two connections per client address still
+    # sending their first request head, and half a second for that head
     options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=0.5)
     stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     async with _token_listener(options, Audit()) as port:
@@ -201,22 +201,33 @@ async def test_connections_that_name_no_session_are_bounded_per_address_and_in_t
             finally:
                 writer.close()
 
+        async def stall() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
+            await writer.drain()
+            stalled.append((reader, writer))
+            return reader, writer
+
         try:
-            # and one client that opens two connections and never finishes a request head
-            for _ in range(2):
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
-                await writer.drain()
-                stalled.append((reader, writer))
-            # When it opens a third, and a sandbox at another address sends its request
-            third = await status_from("127.0.0.1")
-            other = await status_from("127.0.0.2")
-            # Then the third is turned away, the other sandbox is judged (403: no rule),
-            # and the two stalled connections are closed once their heads took too long
-            assert third == b"HTTP/1.1 503 Service Unavailable"
-            assert other == b"HTTP/1.1 403 Forbidden"
-            for reader, _ in stalled:
-                await asyncio.wait_for(reader.read(), 10)  # the gateway closed it
+            # and a client at that address (a NAT's) holding two connections whose heads
+            # never end
+            first, _ = await stall()
+            second, _ = await stall()
+            # When a sandbox behind the same address sends a whole request
+            status = await status_from("127.0.0.1")
+            # Then it is judged (403: no rule), and the oldest stalled connection was closed
+            # to make room, long before its head would have timed out
+            assert status == b"HTTP/1.1 403 Forbidden"
+            assert await asyncio.wait_for(first.read(), 0.4) == b""
+            # And the stalling client's own new connections close its older ones: with
+            # two more, the second is gone; a sandbox at another address is judged all
+            # along, and the stalled ones left are closed when their heads are late
+            third, _ = await stall()
+            fourth, _ = await stall()
+            assert await asyncio.wait_for(second.read(), 0.4) == b""
+            assert await status_from("127.0.0.2") == b"HTTP/1.1 403 Forbidden"
+            for late in (third, fourth):
+                await asyncio.wait_for(late.read(), 10)  # the gateway closed it
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
         finally:
             for _, writer in stalled:

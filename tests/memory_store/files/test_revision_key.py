@@ -1,0 +1,154 @@
+"""Migration 0020: revisions keyed by (file, version), kept across the upgrade and back.
+
+Each case migrates a fresh database of each backend to 0019, writes history through the
+store's own SQL of that schema, upgrades, and checks that every revision survived, that
+the key is (file_id, version) with no surrogate column or foreign key left, that the
+store still works over the history, and that a downgrade gives the old shape back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Connection
+
+from memory_store import Database, FileStore, Namespace, Origin, Scope
+from memory_store.files.tables import file_revisions, files, org_usage
+from memory_store.migrate import alembic_config
+from tests import leaks, pg_admin
+from tests.conftest import PG_ADMIN_URL, require_service
+
+NS = Namespace("T-rev", Scope.INCIDENT, "C-rev")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fresh_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None (SQLite under ``tmp_path``) or a throwaway, never-migrated PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    name = leaks.database_name()
+    pg_admin.create_database(PG_ADMIN_URL, name)
+    try:
+        yield urlunsplit(urlsplit(PG_ADMIN_URL)._replace(path=f"/{name}"))
+    finally:
+        pg_admin.drop_database(PG_ADMIN_URL, name)
+
+
+def _to(revision: str, *, down: bool = False) -> Callable[[Connection], None]:
+    def run(connection: Connection) -> None:
+        (command.downgrade if down else command.upgrade)(alembic_config(connection), revision)
+
+    return run
+
+
+def _shape(connection: Connection) -> dict[str, Any]:
+    inspector = sa.inspect(connection)
+    return {
+        "columns": [c["name"] for c in inspector.get_columns("file_revisions")],
+        "primary_key": inspector.get_pk_constraint("file_revisions")["constrained_columns"],
+        "foreign_keys": inspector.get_foreign_keys("file_revisions"),
+        "unique": sorted(
+            tuple(u["column_names"]) for u in inspector.get_unique_constraints("file_revisions")
+        )
+        + sorted(
+            tuple(i["column_names"])
+            for i in inspector.get_indexes("file_revisions")
+            if i["unique"]
+        ),
+    }
+
+
+def _history(connection: Connection) -> list[tuple[Any, ...]]:
+    rows = connection.exec_driver_sql(
+        "SELECT file_id, version, content, tool_use_id FROM file_revisions"
+        " ORDER BY file_id, version"
+    )
+    return [tuple(row) for row in rows]
+
+
+def _drift(connection: Connection) -> list[Any]:
+    """How the file store's tables differ from what ``tables.py`` declares (Alembic's
+    autogenerate comparison, over those tables only)."""
+
+    declared = sa.MetaData()
+    for table in (files, file_revisions, org_usage):
+        table.to_metadata(declared)
+
+    def ours(name: str | None, type_: str, parent: Any) -> bool:
+        if type_ == "schema":
+            return True
+        table = name if type_ == "table" else parent.get("table_name")
+        return table in declared.tables
+
+    context = MigrationContext.configure(connection, opts={"include_name": ours})
+    return list(compare_metadata(context, declared))
+
+
+async def _scenario(url: str | None, data_dir: Path) -> None:
+    db = Database.from_url(url, data_dir=data_dir)
+    try:
+        # Given a database at 0019 with history in two files (the old schema's rows)
+        async with db.write() as conn:
+            await conn.run_sync(_to("0019"))
+        store = FileStore(db)
+        for path in ("/a.md", "/b.md"):
+            version = 0
+            for i in range(4):
+                origin = Origin("U1", session_id="S1", tool_use_id=f"toolu_{path}_{i}")
+                version = (
+                    await store.write(NS, path, f"{path} {i}\n", origin, expected_version=version)
+                ).version
+        async with db.read() as conn:
+            before = await conn.run_sync(_history)
+            old = await conn.run_sync(_shape)
+        assert len(before) == 8
+        assert "id" in old["columns"] and old["primary_key"] == ["id"]
+        assert len(old["foreign_keys"]) == 1
+
+        # When it is upgraded
+        async with db.write() as conn:
+            await conn.run_sync(_to("head"))
+
+        # Then every revision is kept, keyed by (file_id, version), with no id or foreign key
+        async with db.read() as conn:
+            assert await conn.run_sync(_history) == before
+            new = await conn.run_sync(_shape)
+            assert await conn.run_sync(_drift) == []
+        assert "id" not in new["columns"]
+        assert new["primary_key"] == ["file_id", "version"]
+        assert new["foreign_keys"] == []
+        assert new["unique"] == [("file_id", "tool_use_id")]
+        # And the store goes on over that history: a write, its retry, a stale write
+        origin = Origin("U1", session_id="S1", tool_use_id="toolu_after")
+        assert (await store.write(NS, "/a.md", "after\n", origin, expected_version=4)).version == 5
+        again = await store.write(NS, "/a.md", "after\n", origin, expected_version=4)
+        assert again.version == 5
+        assert [r.version for r in await store.history(NS, "/a.md")] == [1, 2, 3, 4, 5]
+
+        # And a downgrade gives the old shape back, with a distinct id for every revision
+        async with db.write() as conn:
+            await conn.run_sync(_to("0019", down=True))
+        async with db.read() as conn:
+            back = await conn.run_sync(_shape)
+            ids = [r[0] for r in await conn.exec_driver_sql("SELECT id FROM file_revisions")]
+        assert back["primary_key"] == ["id"] and len(back["foreign_keys"]) == 1
+        assert len(ids) == 9 and len(set(ids)) == 9 and None not in ids
+    finally:
+        await db.dispose()
+
+
+def test_revisions_survive_the_new_key_and_the_way_back(
+    fresh_url: str | None, tmp_path: Path
+) -> None:
+    asyncio.run(_scenario(fresh_url, tmp_path))
