@@ -180,11 +180,11 @@ class GatewayOptions:
     listener (remote sandboxes) whose request named a session. A connection past a
     sandbox's listener's limit is answered 503 unread and closed: each holds buffers of its
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
-    one client address still sending their first request head; a new one past it closes
-    the oldest of them (so nobody can hold the token listener's connections without a
-    token, nor keep out sandboxes that share its address). ``head_timeout_s``: the longest
-    a connection's first request head may take to arrive, whole (a head sent a byte at a
-    time holds no slot for long)."""
+    one client address not yet named (sending their first request head, or their token
+    being looked up); a new one past it closes the oldest of them (so nobody can hold the
+    token listener's connections without a token, nor keep out sandboxes that share its
+    address). ``head_timeout_s``: the longest a connection's first request head may take
+    to arrive, whole (a head sent a byte at a time holds no slot for long)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -225,9 +225,10 @@ class Gateway:
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
-        # the token listener's connections still sending a first head, oldest first, by
-        # client address (``_await_head``)
-        self._heading: dict[str, dict[asyncio.StreamWriter, None]] = {}
+        # the token listener's connections not yet named by their first request, oldest
+        # first, by client address (``_await_head``), each with its handler
+        self._heading: dict[str, dict[asyncio.StreamWriter, asyncio.Task[None]]] = {}
+        self._evicted: set[asyncio.Task[None]] = set()  # handlers cancelled to make room
         self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
 
@@ -329,13 +330,11 @@ class Gateway:
             keys.append(caller.session_id)
         else:  # the token listener: by client address until a request names its session
             address = f"address {_peer_host(writer)}"
-            self._await_head(address, writer)
+            self._await_head(address, writer, task)
         try:
             conn = h11.Connection(h11.SERVER)
             async with asyncio.timeout(self.options.head_timeout_s):
                 request = await self._first_request(conn, reader)
-            if address:
-                self._headed(address, writer)
             if request is None:
                 return
             listener = caller
@@ -343,6 +342,7 @@ class Gateway:
             if caller is None:
                 return
             if listener is None:  # the token listener: the session is known from now on
+                self._headed(address, writer)
                 for named, most in (
                     ("", self.options.max_token_connections),
                     (caller.session_id, self.options.max_connections_per_session),
@@ -364,8 +364,12 @@ class Gateway:
             await self._malformed(conn, writer, exc)
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
+        except asyncio.CancelledError:  # closed to make room (``_await_head``): it ends here
+            if task not in self._evicted or task.uncancel():
+                raise
         finally:
             if address:
+                self._evicted.discard(task)
                 self._headed(address, writer)
             for counted in keys:
                 self._leave(counted)
@@ -373,31 +377,36 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    def _await_head(self, address: str, writer: asyncio.StreamWriter) -> None:
+    def _await_head(
+        self, address: str, writer: asyncio.StreamWriter, task: asyncio.Task[None]
+    ) -> None:
         """Count a token listener's connection among those of its client ``address``
-        still sending their first request head; at ``max_unnamed_per_address`` the oldest
-        of them is closed to make room. A sandbox sends its head at once, so the oldest
-        is one stalling (up to ``head_timeout_s``): connections that trickle their heads
-        from an address shared by several sandboxes (NAT) cannot keep the others out."""
+        not yet named (still sending their first request head, or their token being
+        looked up); at ``max_unnamed_per_address`` the oldest of them is closed to make
+        room. A sandbox sends its head at once, so the oldest is one stalling (up to
+        ``head_timeout_s``): connections that trickle their heads from an address shared
+        by several sandboxes (NAT) cannot keep the others out."""
         waiting = self._heading.setdefault(address, {})
         if len(waiting) >= self.options.max_unnamed_per_address:
             oldest = next(iter(waiting))
-            del waiting[oldest]
-            oldest.transport.abort()  # its head read ends at once: its handler closes it
+            handler = waiting.pop(oldest)
+            oldest.transport.abort()
+            self._evicted.add(handler)
+            handler.cancel()  # reading its head, or awaiting its token's look-up
             if address not in self._turned_away:
                 self._turned_away.add(address)
                 logger.warning(
-                    "egress gateway: %s has %d connections without a whole request head;"
+                    "egress gateway: %s has %d connections not yet named by a request;"
                     " the oldest closed for each new one",
                     address,
                     self.options.max_unnamed_per_address,
                 )
-        waiting[writer] = None
+        waiting[writer] = task
 
     def _headed(self, address: str, writer: asyncio.StreamWriter) -> None:
-        """A connection of ``address`` no longer waits for its first head (``_await_head``)."""
+        """A connection of ``address`` is named, or closed (``_await_head``)."""
         waiting = self._heading.get(address)
-        if waiting is not None and waiting.pop(writer, 0) is None and not waiting:
+        if waiting is not None and waiting.pop(writer, None) is not None and not waiting:
             del self._heading[address]
             self._turned_away.discard(address)
 
