@@ -62,9 +62,7 @@ def _shape(connection: Connection) -> dict[str, Any]:
             tuple(u["column_names"]) for u in inspector.get_unique_constraints("file_revisions")
         )
         + sorted(
-            tuple(i["column_names"])
-            for i in inspector.get_indexes("file_revisions")
-            if i["unique"]
+            tuple(i["column_names"]) for i in inspector.get_indexes("file_revisions") if i["unique"]
         ),
     }
 
@@ -113,7 +111,8 @@ async def _scenario(url: str | None, data_dir: Path) -> None:
             before = await conn.run_sync(_history)
             old = await conn.run_sync(_shape)
         assert len(before) == 8
-        assert "id" in old["columns"] and old["primary_key"] == ["id"]
+        assert "id" in old["columns"]
+        assert old["primary_key"] == ["id"]
         assert len(old["foreign_keys"]) == 1
 
         # When it is upgraded
@@ -142,8 +141,11 @@ async def _scenario(url: str | None, data_dir: Path) -> None:
         async with db.read() as conn:
             back = await conn.run_sync(_shape)
             ids = [r[0] for r in await conn.exec_driver_sql("SELECT id FROM file_revisions")]
-        assert back["primary_key"] == ["id"] and len(back["foreign_keys"]) == 1
-        assert len(ids) == 9 and len(set(ids)) == 9 and None not in ids
+        assert back["primary_key"] == ["id"]
+        assert len(back["foreign_keys"]) == 1
+        assert len(ids) == 9
+        assert len(set(ids)) == 9
+        assert None not in ids
     finally:
         await db.dispose()
 
@@ -152,3 +154,60 @@ def test_revisions_survive_the_new_key_and_the_way_back(
     fresh_url: str | None, tmp_path: Path
 ) -> None:
     asyncio.run(_scenario(fresh_url, tmp_path))
+
+
+def _previous_release_revisions() -> sa.Table:
+    """``file_revisions`` as the release before 0020 declares it (surrogate ``id``)."""
+    return sa.Table(
+        "file_revisions",
+        sa.MetaData(),
+        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=True),
+        *(sa.Column(c.name, c.type, nullable=c.nullable) for c in file_revisions.c),
+    )
+
+
+async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
+    db = Database.from_url(url, data_dir=data_dir)
+    try:
+        # Given a database upgraded by this release, with one file
+        async with db.write() as conn:
+            await conn.run_sync(_to("head"))
+        origin = Origin("U1", session_id="S1", tool_use_id="toolu_new")
+        await FileStore(db).write(NS, "/a.md", "one\n", origin, expected_version=0)
+        # When a process of the previous release (still running during a rolling upgrade:
+        # every process migrates at start) appends a revision as its store does
+        old = _previous_release_revisions()
+        async with db.write() as conn:
+            file_id = (await conn.execute(sa.select(files.c.id))).scalar_one()
+            await conn.execute(
+                sa.insert(old).values(
+                    file_id=file_id,
+                    version=2,
+                    base_version=1,
+                    operation="write",
+                    content="two\n",
+                    actor="U1",
+                    created_at=sa.func.now(),
+                    size_bytes=4,
+                )
+            )
+        # Then that works (its insert returns the ``id`` it declares)
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="0020 drops the id the previous release's inserts return: its processes fail"
+    " every revision append until restarted (red team)",
+)
+@pytest.mark.postgres
+def test_a_previous_release_still_running_can_append_revisions(tmp_path: Path) -> None:
+    require_service("PostgreSQL", PG_ADMIN_URL)
+    name = leaks.database_name()
+    pg_admin.create_database(PG_ADMIN_URL, name)
+    try:
+        url = urlunsplit(urlsplit(PG_ADMIN_URL)._replace(path=f"/{name}"))
+        asyncio.run(_previous_release_appends(url, tmp_path))
+    finally:
+        pg_admin.drop_database(PG_ADMIN_URL, name)
