@@ -7,11 +7,12 @@ Prints one JSON line:
                                      from the write call to that read's answer
     write_p50_ms, read_p50_ms        the two halves of that figure
     floor_write_visible_p50_ms / _p99_ms, floor_write_p50_ms, floor_read_p50_ms
-                                     the floor (and its halves), sample for sample alternating with the
-                                     above: raw asyncpg, one connection doing a conditional
-                                     ``UPDATE … WHERE version = $n RETURNING version`` of a
-                                     row holding the same content, another a ``SELECT`` of
-                                     it until it shows the new version
+                                     the floor (and its halves), sample for sample
+                                     alternating with the above: raw asyncpg, one
+                                     connection doing a conditional ``UPDATE … WHERE
+                                     version = $n RETURNING version`` of a row holding
+                                     the same content, another a ``SELECT`` of it until
+                                     it shows the new version
     write_visible_vs_floor           the two p50s' ratio (goal ≤ 1.5)
     contended_edits_per_s            N writers (default 20), each making M edits (default 25)
                                      to its own lines of one shared file, all at once

@@ -13,7 +13,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -363,18 +363,28 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
 
 
 TOKEN_CACHE_S = 5.0
+TOKEN_CACHE_MAX = 4096
+"""Tokens remembered at once (a request naming an unknown token is remembered too, so
+guesses cost no query each: the oldest are forgotten first)."""
 
 
-def _cached_owner(tokens: EgressTokens) -> TokenResolver:
+def _cached_owner(
+    tokens: EgressTokens, *, clock: Callable[[], float] = time.monotonic
+) -> TokenResolver:
     """Token → caller (its session; the call is proved by the gateway), remembered for
-    ``TOKEN_CACHE_S`` so a busy sandbox costs no query per connection."""
-    seen: dict[str, tuple[float, TokenOwner | None]] = {}
+    ``TOKEN_CACHE_S`` so a busy sandbox costs no query per connection; at most
+    ``TOKEN_CACHE_MAX`` of them (guessed tokens cannot grow the worker's memory)."""
+    seen: dict[str, tuple[float, TokenOwner | None]] = {}  # oldest look-up first
 
     async def resolve(token: str) -> Caller | None:
-        now = time.monotonic()
+        now = clock()
         hit = seen.get(token)
         if hit is None or now - hit[0] > TOKEN_CACHE_S:
-            hit = seen[token] = (now, await tokens.owner(token))
+            owner = await tokens.owner(token)
+            seen.pop(token, None)
+            hit = seen[token] = (now, owner)
+            while len(seen) > TOKEN_CACHE_MAX or now - next(iter(seen.values()))[0] > TOKEN_CACHE_S:
+                del seen[next(iter(seen))]
         owner = hit[1]
         if owner is None:
             return None

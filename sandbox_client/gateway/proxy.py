@@ -181,9 +181,10 @@ class GatewayOptions:
     sandbox's listener's limit is answered 503 unread and closed: each holds buffers of its
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
     one client address not yet named (sending their first request head, or their token
-    being looked up); a new one past it closes the oldest of them (so nobody can hold the
-    token listener's connections without a token, nor keep out sandboxes that share its
-    address). ``head_timeout_s``: the longest a connection's first request head may take
+    being looked up); a new one past it closes the oldest of them once that one has waited
+    ``stall_after_s`` (so nobody can hold the token listener's connections without a
+    token, nor keep out sandboxes that share its address), and is answered 503 unread
+    before. ``head_timeout_s``: the longest a connection's first request head may take
     to arrive, whole (a head sent a byte at a time holds no slot for long)."""
 
     upstream_verify: ssl.SSLContext | bool = True
@@ -195,6 +196,7 @@ class GatewayOptions:
     max_connections_per_session: int = 128
     max_token_connections: int = 1024
     max_unnamed_per_address: int = 16
+    stall_after_s: float = 1.0
     head_timeout_s: float = 10.0
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
@@ -227,7 +229,7 @@ class Gateway:
         self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
         # the token listener's connections not yet named by their first request, oldest
         # first, by client address (``_await_head``), each with its handler
-        self._heading: dict[str, dict[asyncio.StreamWriter, asyncio.Task[None]]] = {}
+        self._heading: dict[str, dict[asyncio.StreamWriter, tuple[asyncio.Task[None], float]]] = {}
         self._evicted: set[asyncio.Task[None]] = set()  # handlers cancelled to make room
         self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
@@ -330,7 +332,9 @@ class Gateway:
             keys.append(caller.session_id)
         else:  # the token listener: by client address until a request names its session
             address = f"address {_peer_host(writer)}"
-            self._await_head(address, writer, task)
+            if not self._await_head(address, writer, task):
+                await self._turn_away(writer, address, self.options.max_unnamed_per_address)
+                return
         try:
             conn = h11.Connection(h11.SERVER)
             async with asyncio.timeout(self.options.head_timeout_s):
@@ -379,17 +383,24 @@ class Gateway:
 
     def _await_head(
         self, address: str, writer: asyncio.StreamWriter, task: asyncio.Task[None]
-    ) -> None:
+    ) -> bool:
         """Count a token listener's connection among those of its client ``address``
         not yet named (still sending their first request head, or their token being
-        looked up); at ``max_unnamed_per_address`` the oldest of them is closed to make
-        room. A sandbox sends its head at once, so the oldest is one stalling (up to
-        ``head_timeout_s``): connections that trickle their heads from an address shared
-        by several sandboxes (NAT) cannot keep the others out."""
+        looked up); False, counting nothing, when it must be turned away.
+
+        At ``max_unnamed_per_address`` the oldest of them is closed to make room when it
+        has been waiting ``stall_after_s`` or longer: a sandbox sends its head at once, so
+        that one is stalling (until ``head_timeout_s``), and connections that trickle
+        their heads from an address several sandboxes share (NAT) cannot keep the others
+        out. When even the oldest is younger, the new connection is turned away (a burst
+        of whole requests from one address gets 503s, none reset before it was read)."""
         waiting = self._heading.setdefault(address, {})
         if len(waiting) >= self.options.max_unnamed_per_address:
             oldest = next(iter(waiting))
-            handler = waiting.pop(oldest)
+            handler, since = waiting[oldest]
+            if time.monotonic() - since < self.options.stall_after_s:
+                return False
+            del waiting[oldest]
             oldest.transport.abort()
             self._evicted.add(handler)
             handler.cancel()  # reading its head, or awaiting its token's look-up
@@ -401,7 +412,8 @@ class Gateway:
                     address,
                     self.options.max_unnamed_per_address,
                 )
-        waiting[writer] = task
+        waiting[writer] = (task, time.monotonic())
+        return True
 
     def _headed(self, address: str, writer: asyncio.StreamWriter) -> None:
         """A connection of ``address`` is named, or closed (``_await_head``)."""

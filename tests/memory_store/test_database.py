@@ -268,11 +268,10 @@ def test_a_precompiled_statement_refuses_a_missing_parameter_and_keeps_its_liter
     tmp_path: Path,
 ) -> None:
     # Given a statement with a bound parameter and a literal, compiled for PostgreSQL
-    from sqlalchemy import bindparam, func, literal, select
+    from sqlalchemy import Integer, bindparam, func, literal, select
 
     db = Database.from_url("postgresql://nobody@127.0.0.1:1/none", data_dir=tmp_path)
-    statement = select(func.coalesce(bindparam("given"), literal(7)))
-    compiled = db.precompiled(statement)
+    compiled = db.precompiled(select(func.coalesce(bindparam("given", type_=Integer), literal(7))))
     # Then the literal is held and the given value is used
     assert compiled.names == ("given", "param_1")
     assert compiled.args({"given": 3}) == [3, 7]

@@ -8,8 +8,10 @@ foreign key's check ran a query per revision; a file row is never deleted (a del
 is a tombstone) and revisions are only written by the store, through a row it found or
 made in the same statement or transaction, so the check could never fail.
 
-On PostgreSQL it is one ALTER TABLE (one rewrite-free pass that builds the new key's
-index); on SQLite the table is copied.
+On PostgreSQL it is one ALTER TABLE (no rewrite; the new key's index is built), and the
+``id`` column stays one release, no longer a key, for processes of the previous release
+still running during a rolling upgrade (their inserts return it); on SQLite (one process)
+the table is copied without it.
 
 Revision ID: 0020
 Revises: 0019
@@ -33,12 +35,14 @@ _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        # ``id`` stays, filled by its sequence, but is no key: processes of the previous
+        # release, still running during a rolling upgrade (each migrates at start), insert
+        # revisions returning it. The next release's migration drops it.
         op.execute(
             "ALTER TABLE file_revisions"
             " DROP CONSTRAINT fk_file_revisions_file_id_files,"
             " DROP CONSTRAINT pk_file_revisions,"
             " DROP CONSTRAINT uq_file_revisions_version,"
-            " DROP COLUMN id,"
             " ADD CONSTRAINT pk_file_revisions PRIMARY KEY (file_id, version)"
         )
         return
@@ -55,7 +59,6 @@ def downgrade() -> None:
         op.execute(
             "ALTER TABLE file_revisions DROP CONSTRAINT pk_file_revisions,"
             " ADD CONSTRAINT uq_file_revisions_version UNIQUE (file_id, version),"
-            " ADD COLUMN id BIGSERIAL,"
             " ADD CONSTRAINT pk_file_revisions PRIMARY KEY (id),"
             " ADD CONSTRAINT fk_file_revisions_file_id_files"
             " FOREIGN KEY (file_id) REFERENCES files (id)"
