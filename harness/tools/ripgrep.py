@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from shlex import quote
@@ -129,6 +130,52 @@ def failure(result: CommandResult, root: str, *, produced: bool, cwd: str) -> Fa
         named = message if message.startswith("rg: ") else f"rg: {message}"
         return Failure(f"{REJECTED}\n{named}", wrapped=False)
     return Failure("ripgrep failed.")
+
+
+NEWLINE_REFUSED = (
+    "rg: the literal '\"\\n\"' is not allowed in a regex\n\n"
+    "Consider enabling multiline mode with the --multiline flag (or -U for short).\n"
+    "When multiline mode is enabled, new line characters can be matched."
+)
+"""What ripgrep (13 and 14) answers a pattern that must match a newline when multiline
+mode is off (then named ``rg:``, as ``failure`` names every error)."""
+
+_NEWLINE_ESCAPE = re.compile(r"\\(?:n|x0[aA]|x\{0*[aA]\})")
+
+
+def refuses_newline(pattern: str) -> bool:
+    """Whether ripgrep, multiline off, refuses ``pattern`` for a literal newline: a newline
+    itself, or the escapes ``\\n``, ``\\x0a``, ``\\x{a}`` outside a bracket class, or a
+    class of that alone; a class with other members has the newline dropped instead, as
+    ripgrep does. An approximation of ripgrep's check on its parsed regex, for the
+    searches that run without it (``/memory``, ``/skills``, ``/incident``).
+    """
+    if "\n" in pattern:
+        return True
+    depth, start, i = 0, 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            found = _NEWLINE_ESCAPE.match(pattern, i)
+            if found is not None:
+                if depth == 0:
+                    return True
+                whole = pattern[start : found.end() + 1]
+                if whole.endswith("]") and whole[1:-1] == found.group(0):
+                    return True  # [\n]: a class of the newline alone
+            i += 2
+            continue
+        if depth and pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) != -1:
+            i = end + 2  # a POSIX class inside the bracket class: [[:alpha:]\n]
+            continue
+        if char == "[" and depth == 0:
+            depth, start = 1, i
+            i += 2 if pattern[i + 1 : i + 2] == "]" else 1  # []...] holds a ]
+            continue
+        if char == "]" and depth:
+            depth = 0
+        i += 1
+    return False
 
 
 def missing_directory(root: str, cwd: str) -> str:

@@ -262,6 +262,8 @@ def _mount_root(where: Resolved) -> str:
 
 async def _grep_virtual(p: GrepInput, where: Resolved, ctx: ToolContext) -> Found:
     """Matches (mount-relative paths) and the matching files, newest first."""
+    if not p.multiline and ripgrep.refuses_newline(p.pattern):  # as ripgrep would
+        return _failed(ripgrep.Failure(f"{ripgrep.REJECTED}\n{ripgrep.NEWLINE_REFUSED}", False))
     extensions = _TYPES.get(p.type) if p.type is not None else None
     if p.type is not None and extensions is None:
         known = ", ".join(sorted(_TYPES))

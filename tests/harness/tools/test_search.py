@@ -419,3 +419,56 @@ async def test_glob_in_the_sandbox_lists_files_that_gitignore_hides_but_grep_ski
 
     assert glob.content == "/workspace/src.log\n/workspace/build/out.log"  # oldest first
     assert grep.content == "Found 1 file\n/workspace/src.log"
+
+
+@needs_jail
+async def test_a_newline_in_a_pattern_is_refused_on_a_mount_as_ripgrep_refuses_it(
+    agent: SessionDriver,
+) -> None:
+    # Given the same files in /memory and in the sandbox (where real ripgrep searches)
+    await seed(agent, NOTES)
+    put(agent, {"a.md": NOTES["/a.md"]})
+    # When a pattern that must match a newline is searched without multiline, and with it
+    sandbox = await agent.call("Grep", {"pattern": "alpha\\nhello", "path": "/workspace"})
+    memory = await agent.call("Grep", {"pattern": "alpha\\nhello", "path": "/memory"})
+    allowed = await agent.call(
+        "Grep", {"pattern": "alpha\\nhello", "path": "/memory", "multiline": True}
+    )
+    # Then /memory answers ripgrep's refusal, word for word, and multiline searches
+    assert sandbox.is_error
+    assert (memory.content, memory.is_error) == (sandbox.content, True)
+    assert allowed.content == "Found 1 file\n/memory/a.md"
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "a\\nb",
+        "a\\\\nb",
+        "[\\n]",
+        "[a\\n]",
+        "[^\\n]",
+        "[[:alpha:]\\n]",
+        "a\\x0ab",
+        "a\\x0Ab",
+        "\\x{a}",
+        "\\x{000a}",
+        "\\s+",
+        "a\nb",
+        "[]\\n]",
+        "x\\\\\\nb",
+    ],
+)
+def test_the_newline_check_agrees_with_ripgrep(pattern: str, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from harness.tools import ripgrep
+
+    rg = shutil.which("rg")
+    if rg is None:
+        pytest.skip("ripgrep is not installed")
+    (tmp_path / "f.txt").write_text("a\nb\n")
+    run = subprocess.run([rg, "-c", "-e", pattern, str(tmp_path)], capture_output=True, text=True)
+    refused = run.returncode == 2 and "is not allowed in a regex" in run.stderr
+    assert ripgrep.refuses_newline(pattern) == refused, run.stderr
