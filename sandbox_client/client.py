@@ -289,6 +289,34 @@ class SandboxClient:
                 return str(data["content"]).encode()
             return response.content
 
+    async def read_range(self, path: str, start: int) -> tuple[bytes, int]:
+        """Bytes of the file at ``path`` from ``start`` (a negative ``start``: its last
+        ``-start`` bytes), as many as the server sends at once (up to its read limit, so a
+        file larger than the limit can be followed), and the file's size then.
+
+        An HTTP range request (RFC 9110 §14); from a server that ignores it, the whole
+        file is read and sliced here. Past the end: no bytes.
+
+        Raises:
+            InvalidPath, FileNotFound, IsADirectory; RequestRejected (e.g. 413 too large,
+            from a server that ignores ranges).
+        """
+        path = self.check_path(path)
+        wanted = f"bytes={start}-" if start >= 0 else f"bytes=-{-start}"
+        with self._busy():
+            headers = {"Accept": "application/octet-stream", "Range": wanted}
+            response = await self._http.request(
+                "GET", _fs_path(path), idempotent=True, headers=headers
+            )
+            total = response.headers.get("content-range", "").rpartition("/")[2]
+            if response.status_code == 416:
+                return b"", int(total) if total.isdigit() else 0
+            self._raise_for_path(response, path)
+            if response.status_code == 206 and total.isdigit():
+                return response.content, int(total)
+        data = await self.read_file(path)  # a server without ranges: the whole file
+        return data[start:], len(data)
+
     async def write_file(self, path: str, data: bytes) -> None:
         """Create or replace the file at ``path``, creating parent directories.
 

@@ -221,16 +221,17 @@ class BackgroundWatcher:
         if not (record.finished or expired or due):
             return 0
         client = self.manager.provider.connect(handle)
-        try:
-            data = await _read(client, task.output_path)
+        try:  # only what is new: a look costs what was added, whatever the file's size
+            new, size = await _read_from(client, task.output_path, task.delivered_bytes)
             if expired and not record.finished:
                 with contextlib.suppress(SandboxError):
                     await client.kill(task.tool_use_id)
         finally:
             await client.aclose()
-        new = data[task.delivered_bytes :]
         if not (record.finished or expired):
-            new = new[: new.rfind(b"\n") + 1]  # complete lines only, while it runs
+            whole = new.rfind(b"\n") + 1  # complete lines only, while it runs
+            more = task.delivered_bytes + len(new) < size  # the read stopped at its limit
+            new = new if whole == 0 and more else new[:whole]  # a line longer than a read
         if record.finished:  # its last lines are the ending's own event (Claude Code's)
             state = "completed" if record.exit_code == 0 else "failed"
             if record.status is ProcessStatus.KILLED:
@@ -284,17 +285,19 @@ class BackgroundWatcher:
         return 1
 
 
-async def _read(client: SandboxClient, path: str) -> bytes:
-    """The file at ``path`` (empty when it cannot be read)."""
+async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[bytes, int]:
+    """The bytes of the file at ``path`` from ``start`` (negative: its last ``-start``),
+    as many as one read gives, and its size (nothing when it cannot be read)."""
     try:
-        return await client.read_file(path)
+        return await client.read_range(path, start)
     except (FileNotFound, SandboxError, ValueError):
-        return b""
+        return b"", 0
 
 
 async def _tail(client: SandboxClient, path: str) -> str:
-    """The end of the file at ``path`` ("" when it cannot be read)."""
-    return (await _read(client, path))[-TAIL_BYTES:].decode("utf-8", "replace")
+    """The end of the file at ``path`` ("" when it cannot be read), however large it is."""
+    data, _ = await _read_from(client, path, -TAIL_BYTES)
+    return data.decode("utf-8", "replace")
 
 
 async def kill_session_tasks(

@@ -321,6 +321,8 @@ MONITOR_EXPIRED = "[Monitor expired after "
 """How a monitor's expiry event begins (``expired_text``)."""
 MAX_EVENT_LINES = 100
 MAX_EVENT_CHARS = 8_000
+MAX_EVENT_LINE_CHARS = 2_000
+"""A longer line is cut (ending ``…``), so one huge line cannot hide the lines after it."""
 
 
 def monitor_duration(ms: int) -> str:
@@ -380,10 +382,13 @@ def event_lines(data: bytes, path: str) -> str:
 
     >>> event_lines(b"a\\nb\\n", "/w/x.output")
     'a\\nb'
+    >>> event_lines(b"x" * 5000 + b"\\nok\\n", "/w/x.output").endswith("…\\nok")
+    True
     """
     lines = data.decode("utf-8", "replace").splitlines()
     kept, size = [], 0
-    for line in lines[:MAX_EVENT_LINES]:
+    for whole in lines[:MAX_EVENT_LINES]:
+        line = whole if len(whole) <= MAX_EVENT_LINE_CHARS else whole[:MAX_EVENT_LINE_CHARS] + "…"
         if size + len(line) > MAX_EVENT_CHARS:
             break
         kept.append(line)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import stat
 import time
 
@@ -22,6 +23,9 @@ def _utc(seconds: float) -> str:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+_RANGE = re.compile(r"bytes=(?:(?P<first>\d+)-(?P<last>\d+)?|-(?P<suffix>\d+))")
 
 
 class Filesystem:
@@ -61,6 +65,9 @@ class Filesystem:
             raise HttpError(422, f"cannot stat: {exc.strerror}") from exc
         if stat.S_ISDIR(info.st_mode):
             return Reply.of_json(self._listing(path))
+        wanted = request.headers.get("range")
+        if wanted is not None and "application/octet-stream" in request.headers.get("accept", ""):
+            return self._range(path, info.st_size, wanted)
         if info.st_size > self._max_read_bytes:
             raise HttpError(
                 413, f"file is {info.st_size} bytes; the limit is {self._max_read_bytes}"
@@ -73,6 +80,38 @@ class Filesystem:
             return Reply(body=data, content_type="application/octet-stream", headers=headers)
         entry = self._file_entry(path, info)
         return Reply.of_json({**entry, "content": data.decode("utf-8", "replace")})
+
+    def _range(self, path: str, size: int, wanted: str) -> Reply:
+        """Raw bytes of one range (RFC 9110 §14: ``bytes=START-``, ``bytes=START-END`` or the
+        last N, ``bytes=-N``), at most ``max_read_bytes`` of it: 206 with ``Content-Range``,
+        or 416 when it starts past the end (what a reader following a growing file asks)."""
+        found = _RANGE.fullmatch(wanted.strip())
+        if found is None:
+            raise HttpError(
+                400, f"unsupported Range {wanted!r}: give bytes=START-[END] or bytes=-N"
+            )
+        first, last, suffix = found.group("first"), found.group("last"), found.group("suffix")
+        if suffix is not None:
+            start, end = max(0, size - int(suffix)), size - 1
+        else:
+            start = int(first)
+            end = size - 1 if last is None else min(int(last), size - 1)
+        if start >= size or end < start:
+            headers = {"Content-Range": f"bytes */{size}"}
+            return Reply(
+                status=416, body=b"", content_type="application/octet-stream", headers=headers
+            )
+        end = min(end, start + self._max_read_bytes - 1)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                data = handle.read(end - start + 1)
+        except OSError as exc:
+            raise HttpError(422, f"error reading file: {exc.strerror}") from exc
+        headers = {"Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}"}
+        return Reply(
+            status=206, body=data, content_type="application/octet-stream", headers=headers
+        )
 
     def _read(self, path: str) -> bytes:
         try:

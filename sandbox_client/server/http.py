@@ -18,11 +18,13 @@ if TYPE_CHECKING:
 
 _REASONS = {
     200: "OK",
+    206: "Partial Content",
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
     411: "Length Required",
     413: "Payload Too Large",
+    416: "Range Not Satisfiable",
     422: "Unprocessable Entity",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",

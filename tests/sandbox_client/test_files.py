@@ -112,3 +112,57 @@ async def test_the_server_refuses_paths_that_leave_the_workspace(
     assert "outside" in absolute.json()["error"]
     await client.write_file("/workspace/still-usable.txt", b"yes")
     assert await client.read_file("/workspace/still-usable.txt") == b"yes"
+
+
+async def test_a_range_read_gives_the_bytes_from_an_offset_and_the_file_size(
+    client: SandboxClient,
+) -> None:
+    await client.write_file("/workspace/ranges/log.txt", b"0123456789")
+
+    assert await client.read_range("/workspace/ranges/log.txt", 4) == (b"456789", 10)
+    assert await client.read_range("/workspace/ranges/log.txt", -3) == (b"789", 10)
+    assert await client.read_range("/workspace/ranges/log.txt", -30) == (b"0123456789", 10)
+    assert await client.read_range("/workspace/ranges/log.txt", 10) == (b"", 10)
+    with pytest.raises(FileNotFound):
+        await client.read_range("/workspace/ranges/missing.txt", 0)
+
+
+async def test_a_file_past_the_read_limit_is_followed_in_range_reads(
+    client: SandboxClient,
+) -> None:
+    # Given a file 1 MiB past the sandbox's read limit (32 MiB), whole reads refuse it
+    limit = 32 * 1024 * 1024
+    await client.exec(
+        "big", "mkdir -p ranges && head -c 34603008 /dev/zero > ranges/big.bin", timeout_s=30
+    )
+    with pytest.raises(RequestRejected):
+        await client.read_file("/workspace/ranges/big.bin")
+    # When it is read in ranges from the start
+    first, size = await client.read_range("/workspace/ranges/big.bin", 0)
+    rest, _ = await client.read_range("/workspace/ranges/big.bin", len(first))
+    tail, _ = await client.read_range("/workspace/ranges/big.bin", -10)
+    # Then each read gives at most the limit, and together they give it all
+    assert (len(first), size) == (limit, 34603008)
+    assert len(first) + len(rest) == size
+    assert tail == b"\0" * 10
+
+
+async def test_a_server_that_ignores_ranges_is_read_whole_and_sliced() -> None:
+    # Given a sandbox API that answers every GET with the whole file (200, no range)
+    calls: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request.headers.get("range"))
+        return httpx.Response(
+            200,
+            content=b"0123456789",
+            headers={"content-disposition": 'attachment; filename="log.txt"'},
+        )
+
+    transport = httpx.MockTransport(answer)
+    async with SandboxClient("http://sandbox", sandbox_id="s", transport=transport) as client:
+        # When a range is read
+        data = await client.read_range("/workspace/log.txt", 6)
+    # Then it is the same slice a range-aware server gives
+    assert data == (b"6789", 10)
+    assert calls[0] == "bytes=6-"

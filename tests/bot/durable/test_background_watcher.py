@@ -145,11 +145,6 @@ async def test_a_look_does_not_fetch_other_commands_output(
     assert received < 256 * 1024, f"the looks fetched {received} bytes for one small command"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the watcher reads a monitor's whole output file on each look; past the "
-    "sandbox's 32 MiB read limit it reads nothing and the monitor goes silent",
-)
 async def test_a_monitor_past_the_read_limit_still_delivers_its_new_lines(rig: Rig) -> None:
     command = (
         "head -c 34000000 /dev/zero | tr '\\0' a; echo; sleep 0.5; "
