@@ -576,7 +576,14 @@ class Gateway:
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
-            request = await self._next_request(conn, reader)
+            # the next request's first bytes (what h11 holds already, then reads), for the
+            # audit row of a request h11 refuses
+            seen = bytearray(conn.trailing_data[0][:READ_CHUNK])
+            try:
+                request = await self._next_request(conn, reader, seen)
+            except h11.RemoteProtocolError as exc:  # after one served: the session's
+                await self._malformed_recorded(conn, writer, exc, caller, bytes(seen))
+                return
             if request is not None and identify is not None:
                 placed = await identify(request)
                 if placed is None:
@@ -882,6 +889,28 @@ class Gateway:
         with contextlib.suppress(ConnectionError, TimeoutError, h11.ProtocolError):
             await self._plain_error(conn, writer, exc.error_status_hint, text)
 
+    async def _malformed_recorded(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        exc: h11.RemoteProtocolError,
+        caller: Caller,
+        seen: bytes,
+    ) -> None:
+        """``_malformed``, and its audit row: a request h11 refuses on a connection that
+        already served one of the session's (a smuggling attempt, say) is the session's,
+        from no call (its credential was not read), named by its request line."""
+        started = time.monotonic()
+        refused = Decision(Outcome.BLOCKED, None, f"not an HTTP/1.1 request: {exc}")
+        method, _, rest = seen.split(b"\r\n", 1)[0].partition(b" ")
+        target = rest.rpartition(b" ")[0] if b" " in rest else rest
+        anonymous = replace(caller, tool_use_id=None)
+        line = _line_of_parts(method, target, anonymous)
+        try:
+            await self._malformed(conn, writer, exc)
+        finally:
+            await self._record(anonymous, line, exc.error_status_hint, 0, started, refused)
+
     async def _plain_error(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str
     ) -> None:
@@ -984,17 +1013,23 @@ class Gateway:
             conn.receive_data(data)
 
     async def _next_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
+        self, conn: h11.Connection, reader: asyncio.StreamReader, seen: bytearray | None = None
     ) -> h11.Request | None:
-        event = await self._next_event(conn, reader)
+        event = await self._next_event(conn, reader, seen)
         return event if isinstance(event, h11.Request) else None
 
-    async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+    async def _next_event(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, seen: bytearray | None = None
+    ) -> object:
+        """h11's next event, reading as it needs; ``seen`` keeps the first ``READ_CHUNK``
+        bytes read for it (a request h11 refuses is audited by its request line)."""
         while True:
             event = conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
             data = await asyncio.wait_for(reader.read(READ_CHUNK), self.options.idle_timeout_s)
+            if seen is not None and len(seen) < READ_CHUNK:
+                seen += data[: READ_CHUNK - len(seen)]
             conn.receive_data(data)
 
     async def _send(
@@ -1060,8 +1095,13 @@ class _Binding:
 
 def _line_of(request: h11.Request, caller: Caller) -> RequestLine:
     """What the audit shows of a request refused before it was read (no query)."""
-    method = request.method.decode("ascii", "replace").upper()
-    target = request.target.decode("latin-1")
+    return _line_of_parts(request.method, request.target, caller)
+
+
+def _line_of_parts(raw_method: bytes, raw_target: bytes, caller: Caller) -> RequestLine:
+    """``_line_of`` for a request line's two first parts, as sent (a refused request's)."""
+    method = raw_method.decode("ascii", "replace").upper()[:16]
+    target = raw_target.decode("latin-1")
     if method == "CONNECT":
         host, port = _authority(target, default_port=443)
         return RequestLine(method, host, port, "", caller.channel_id)
