@@ -112,9 +112,6 @@ from sandbox_client import (
 log = logging.getLogger(__name__)
 
 
-FRESH_QUEUE_STALE_AFTER_S = 1e-6
-"""The least age of a wake-up a sweep after a lost queue takes as lost (one sent at the
-very moment of the loss)."""
 UNSENT_FINALS_EVERY_S = 60.0
 """How often a worker looks for final status views recorded but never sent."""
 UNSENT_FINAL_AFTER_S = 120.0
@@ -809,26 +806,31 @@ class Runtime:
         """``cancel_running`` with this process's sandbox manager (the Slack edge's hook)."""
         await cancel_running(self.manager, cancelled, self.tasks, self.sessions)
 
-    async def sweep_once(self, *, stale_after_s: float | None = None) -> int:
+    async def sweep_once(
+        self, *, stale_after_s: float | None = None, sent_before: datetime | None = None
+    ) -> int:
         """One recovery sweep: re-enqueue what was lost, fail crash loops (telling the
         thread), end the background processes of sessions failed or whose wait ran out
         (closing their Slack agent sessions), suspend idle sandboxes and destroy those no
         session needs.
 
         ``stale_after_s`` overrides the setting: an unclaimed wake-up older than this
-        is enqueued again.
+        is enqueued again; so is one sent before ``sent_before`` (on the lease clock,
+        ``SessionStore.lease_now``: a queue lost what was sent before then).
 
         Returns how many sessions were re-enqueued.
         """
         result = await self.sessions.sweep(
             max_crashes=self.settings.max_crashes,
             stale_after_s=stale_after_s or self.settings.stale_after_s,
+            sent_before=sent_before,
             origin=self.driver.origin,
             session_ids=self.owned,
         )
         # a stale wake-up goes to the shared queue (its host may have stopped taking
         # messages: it holds nobody hostage); after a lost queue, and for timers, routed
-        shared = self.enqueue_shared if stale_after_s is None else None
+        lost_queue = stale_after_s is not None or sent_before is not None
+        shared = None if lost_queue else self.enqueue_shared
         for wakeup in result.requeue:
             await (shared or self.driver.enqueue)(wakeup.session_id, wakeup.token)
         for wakeup in result.woken:
@@ -895,6 +897,7 @@ class Runtime:
         without that history).
         """
         fresh = FRESH_SWEEPS if queue_lost_at is not None else 0
+        lost_line: datetime | None = None  # the loss on the lease clock, once read
         finals_due = time.monotonic() + UNSENT_FINALS_EVERY_S
         while True:
             if time.monotonic() >= finals_due:
@@ -903,13 +906,19 @@ class Runtime:
             try:
                 if self.queue_watch is not None and await self.queue_watch.lost():
                     log.warning("the queue lost its messages (Redis restarted?): re-enqueueing")
-                    fresh, queue_lost_at = FRESH_SWEEPS, time.monotonic()
-                stale_after_s = None
-                if fresh and queue_lost_at is not None:
-                    since_loss_s = time.monotonic() - queue_lost_at
-                    usual_s = self.settings.stale_after_s  # never less eager than usual
-                    stale_after_s = min(max(since_loss_s, FRESH_QUEUE_STALE_AFTER_S), usual_s)
-                await self.sweep_once(stale_after_s=stale_after_s)
+                    fresh, queue_lost_at, lost_line = FRESH_SWEEPS, time.monotonic(), None
+                if fresh and queue_lost_at is not None and lost_line is None:
+                    # the loss moved onto the database's clock at once, by one statement:
+                    # a later sweep's own delays (a busy loop, a pool wait) cannot move
+                    # the line past wake-ups sent since
+                    asked = time.monotonic()
+                    now = await self.sessions.lease_now()
+                    read_at = (asked + time.monotonic()) / 2  # within half a round trip
+                    lost_line = now - timedelta(seconds=read_at - queue_lost_at)
+                if fresh and lost_line is not None:
+                    await self.sweep_once(sent_before=lost_line)
+                else:
+                    await self.sweep_once()
             except Exception:
                 log.exception("recovery sweep failed")
             else:

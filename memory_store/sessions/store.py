@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Row
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
@@ -530,6 +530,7 @@ class SessionStore:
         *,
         max_crashes: int,
         stale_after_s: float,
+        sent_before: datetime | None = None,
         origin: SessionOrigin | None = None,
         session_ids: Collection[str] | None = None,
     ) -> SweepResult:
@@ -552,6 +553,8 @@ class SessionStore:
                 the database's clock on PostgreSQL unless ``lease_clock`` was given).
             max_crashes: crashes of one step that fail the session (≥ 1).
             stale_after_s: seconds after which an unclaimed token is enqueued again.
+            sent_before: also enqueue again an unclaimed token sent before this moment, on
+                the lease clock (``lease_now``): after a queue lost its messages.
             origin, session_ids: re-enqueue and fail only sessions of this origin, and
                 among these ids (None: any); waits end whatever the origin.
 
@@ -570,10 +573,25 @@ class SessionStore:
                 lease_time=self._lease_time(now),
                 max_crashes=max_crashes,
                 stale_after_s=stale_after_s,
+                sent_before=sent_before,
                 is_postgres=self._pg,
                 new_token=new_token,
                 scope=sweeper.scope(origin, session_ids),
             )
+
+    async def lease_now(self) -> datetime:
+        """The current time on the clock leases and wake-ups' send times are judged by:
+        the database's on PostgreSQL (one statement), else the store's.
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        lease_time = self._lease_time()
+        if not lease_time.from_database:
+            return lease_time.instant
+        async with self._db.read() as conn:
+            found: datetime = (await conn.execute(select(lease_time.now()))).scalar_one()
+        return found  # aware UTC: ``UtcDateTime``
 
     def _count_written(
         self, checkpoint: str | None, events: Sequence[NewEvent], delta: TranscriptDelta | None

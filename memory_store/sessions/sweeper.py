@@ -32,7 +32,7 @@ from memory_store.sessions.records import (
     SweepResult,
     Wakeup,
 )
-from memory_store.sessions.tables import sessions
+from memory_store.sessions.tables import at, sessions
 
 SWEEPER_LOCK_KEY = 7220417212
 """The PostgreSQL advisory lock key sweeps take (transaction-scoped)."""
@@ -53,6 +53,7 @@ async def sweep(
     is_postgres: bool,
     new_token: Callable[[], str],
     scope: ColumnElement[bool] | None = None,
+    sent_before: datetime | None = None,
 ) -> SweepResult:
     """Run one sweep inside the caller's write transaction (see ``SessionStore.sweep``);
     ``scope`` (``scope()``) limits the sessions re-enqueued, failed and woken."""
@@ -64,7 +65,9 @@ async def sweep(
     failed = await _fail_crash_loops(
         conn, now=now, lease_time=lease_time, max_crashes=max_crashes, mine=mine
     )
-    requeue = await _requeue(conn, lease_time=lease_time, stale_after_s=stale_after_s, mine=mine)
+    requeue = await _requeue(
+        conn, lease_time=lease_time, stale_after_s=stale_after_s, sent_before=sent_before, mine=mine
+    )
     woken = await _fire_wakes(
         conn,
         now=now,
@@ -158,19 +161,24 @@ async def _requeue(
     lease_time: LeaseTime,
     stale_after_s: float,
     mine: ColumnElement[bool],
+    sent_before: datetime | None = None,
 ) -> tuple[Wakeup, ...]:
     """Hand out again the tokens of running sessions nobody holds.
 
     A session qualifies when no live lease holds it and either its lease expired after
     its last enqueue (the holder died) or its last enqueue is older than ``stale_after``
-    (the message was lost, or the re-enqueue was). Marks ``enqueued_at = now``.
+    or before ``sent_before`` (the message was lost, or the re-enqueue was). Marks
+    ``enqueued_at = now``.
     """
     now = lease_time.now()
     unheld = or_(_S.lease_until.is_(None), _S.lease_until < now)
+    lost = [_S.enqueued_at < lease_time.now(-stale_after_s)]
+    if sent_before is not None:
+        lost.append(_S.enqueued_at < at(sent_before))
     due = or_(
         _S.enqueued_at.is_(None),
         and_(_S.lease_until.is_not(None), _S.enqueued_at < _S.lease_until),
-        _S.enqueued_at < lease_time.now(-stale_after_s),
+        *lost,
     )
     result = await conn.execute(
         sessions.update()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from memory_store import (
 from memory_store.db import WriteConflict
 from memory_store.migrate import alembic_config
 from tests.memory_store.file_support import who
+from tests.ports import free_port
 
 
 @pytest.mark.parametrize(
@@ -84,13 +84,6 @@ def test_migrations_form_one_chain_starting_at_the_files_revision() -> None:
 
     assert len(script.get_heads()) == 1
     assert script.get_base() == "0001"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def test_an_unreachable_server_raises_database_unavailable(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,18 +18,13 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import missing as skip_or_fail
+from tests.ports import free_port
 
 BINARIES = ("prometheus-alertmanager", "alertmanager")
 
 
 def _binary() -> str | None:
     return next((b for b in BINARIES if shutil.which(b)), None)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.asynccontextmanager

@@ -16,9 +16,10 @@ import pytest
 
 from bot.fakes.anthropic_api import FakeAnthropicAPI, Reply
 from bot.fakes.slack_api import FakeSlackApi
-from tests.bot.alerts.alertmanager import free_port, real_alertmanager
+from tests.bot.alerts.alertmanager import real_alertmanager
 from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.conftest import require_bwrap
+from tests.ports import free_port
 from tests.sandbox_client.gateway.prometheus import PASSWORD, USER, Prometheus, real_prometheus
 
 ALERT_CHANNEL = "C0ALERTS"

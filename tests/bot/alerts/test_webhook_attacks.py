@@ -28,9 +28,9 @@ from bot.settings import Settings
 from bot.slack.installation import Installation
 from memory_store import NewAlert, SessionStatus
 from tests.bot.alerts.alert_support import PD_SECRET, TOKEN, AlertEdge, alert_edge, payload
-from tests.bot.alerts.alertmanager import free_port
 from tests.bot.slack_edge import CHANNEL
 from tests.fakes.slack_api import TEAM_ID
+from tests.ports import free_port
 
 PRIVATE = "C0PRIVATE"
 

@@ -31,6 +31,7 @@ from bot.settings import Settings
 from memory_store import Database, FileStore, Namespace, Scope
 from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.bot.slack_edge import CHANNEL, SIGNING_SECRET, event, sign
+from tests.ports import free_port
 
 ROOT_TS = "1767225600.000100"  # the top-level mention's ts in the payloads
 
@@ -49,12 +50,6 @@ def invoke(*args: str, **env: str) -> tuple[int, str]:
     """Run the CLI in this process; returns the exit code and everything it printed."""
     result = CliRunner().invoke(app, list(args), env=env)
     return result.exit_code, result.output
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ----- configuration errors ----------------------------------------------------------------

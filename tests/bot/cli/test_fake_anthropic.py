@@ -8,7 +8,6 @@ import functools
 import json
 import shutil
 import signal
-import socket
 import tempfile
 from pathlib import Path
 
@@ -20,14 +19,9 @@ from bot.cli.app import app
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest
 from bot.fakes.anthropic_script import COMPACTION_MARK, ScriptPlayer, script_from_json
 from tests.bot.cli_support import Output, finish, start, warroom_env
+from tests.ports import free_port
 
 MESSAGES = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def body(text: str) -> dict[str, object]:

@@ -15,8 +15,9 @@ from bot.cli.fake_slack import CHANNEL, deliver_lines
 from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.anthropic_script import echo_reply
 from bot.fakes.slack_api import FakeSlackApi
-from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli.test_app import wait_until_up
 from tests.bot.cli_support import Output, finish, start, warroom_env
+from tests.ports import free_port
 
 
 async def test_fake_slack_lets_serve_run_in_http_mode_and_answer_a_typed_mention(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 from pathlib import Path
 
 import httpx
@@ -17,12 +16,7 @@ from memory_store import Database, EgressLog, EgressTokens
 from sandbox_client.gateway import CallCredentials, CertificateAuthority
 from tests.bot.cli_support import Output, finish, start, warroom_env
 from tests.memory_store.test_egress import live_session
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.ports import free_port as _free_port
 
 
 @pytest.mark.slow

@@ -15,10 +15,11 @@ import pytest
 from bot.cli.doctor import Status, check_slack, check_socket_mode
 from bot.fakes.slack_api import FakeSlackApi
 from bot.settings import Settings
-from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli.test_app import wait_until_up
 from tests.bot.cli_support import finish, start, warroom_env
 from tests.bot.slack_edge import SIGNING_SECRET
 from tests.fakes.slack_socket_mode import FakeSocketMode
+from tests.ports import free_port
 
 UNREACHABLE_API_URL = "http://127.0.0.1:9/api/"  # discard port: nothing listens here
 

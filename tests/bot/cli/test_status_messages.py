@@ -20,8 +20,9 @@ import pytest
 from bot.cli.fake_slack import CHANNEL, SIGNING_SECRET, deliver_lines
 from bot.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Reply
 from bot.fakes.slack_api import FakeSlackApi
-from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli.test_app import wait_until_up
 from tests.bot.cli_support import finish, start, warroom_env
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import io
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -63,9 +63,14 @@ async def _sweeping(
     sweeps = 0
     sweep_once = runtime.sweep_once
 
-    async def counted(*, stale_after_s: float | None = None) -> int:
+    async def counted(
+        *, stale_after_s: float | None = None, sent_before: datetime | None = None
+    ) -> int:
         nonlocal sweeps
-        requeued = await sweep_once(stale_after_s=stale_after_s)
+        if sent_before is None:
+            requeued = await sweep_once(stale_after_s=stale_after_s)
+        else:
+            requeued = await sweep_once(stale_after_s=stale_after_s, sent_before=sent_before)
         sweeps += 1
         if sweeps == FRESH_SWEEPS + 1:  # the fresh ones and a usual one
             swept.set()
@@ -156,3 +161,31 @@ async def test_the_sweeps_after_a_lost_queue_judge_wake_ups_by_one_clock(
         await _sweep_after(sweeping, queue_lost_at)
         # Then the lost wake-up is sent again at once, and the edge's new one is not
         assert [s for s in sweeping.sent if s in mine] == expected
+
+
+async def test_a_sweep_slow_to_start_after_a_lost_queue_still_draws_the_line_at_the_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sweeping(tmp_path, monkeypatch) as sweeping:
+        runtime = sweeping.runtime
+        # Given a worker so busy that each sweep's transaction starts 0.3 s late
+        store_sweep = runtime.sessions.sweep
+
+        async def late(*args: object, **kwargs: object) -> object:
+            await asyncio.sleep(0.3)  # the busy loop, a wait for a pooled connection
+            return await store_sweep(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(runtime.sessions, "sweep", late)
+        # and a session the Slack edge opens 0.1 s after the queue lost its messages
+        queue_lost_at = time.monotonic()
+        task = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
+        try:
+            await asyncio.sleep(0.1)  # time passing between the loss and the open
+            opened = await _open(runtime.sessions, "1700000000.000500")
+            # When the sweeps after the loss have run
+            await asyncio.wait_for(sweeping.swept.wait(), 30)
+        finally:
+            task.cancel()
+        # Then the edge's session is left to the edge: the line is where the queue lost
+        # its messages, not where a late sweep began
+        assert opened not in sweeping.sent

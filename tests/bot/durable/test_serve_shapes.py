@@ -21,11 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.bot.cli.test_app import free_port, wait_until_up
+from tests.bot.cli.test_app import wait_until_up
 from tests.bot.cli_support import finish, start, warroom_env
 from tests.bot.durable.test_workers import WORKER_SETTINGS
 from tests.bot.durable_support import Cluster, Fakes, destroy_sandboxes, poll, running_cluster
 from tests.bot.slack_edge import SIGNING_SECRET, event, sign
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
 

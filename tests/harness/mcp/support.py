@@ -19,6 +19,7 @@ from typing import Any
 
 from harness import McpServers, parse_config
 from tests.conftest import missing
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 TIME_SERVER = ROOT / ".venv-mcp" / "bin" / "mcp-server-time"
@@ -88,13 +89,6 @@ async def until(predicate: Callable[[], bool], what: str, *, timeout_s: float = 
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, f"timed out waiting: {what}"
         await asyncio.sleep(0.02)
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def listening(port: int) -> bool:
