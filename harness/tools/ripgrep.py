@@ -140,40 +140,67 @@ NEWLINE_REFUSED = (
 """What ripgrep (13 and 14) answers a pattern that must match a newline when multiline
 mode is off (then named ``rg:``, as ``failure`` names every error)."""
 
-_NEWLINE_ESCAPE = re.compile(r"\\(?:n|x0[aA]|x\{0*[aA]\})")
+_NEWLINE_ESCAPE = re.compile(
+    r"\\(?:n|x0[aA]|x\{0*[aA]\}|u000[aA]|u\{0*[aA]\}|U0000000[aA]|U\{0*[aA]\})"
+)
+_FLAGS = re.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?[:)]")
 
 
 def refuses_newline(pattern: str) -> bool:
     """Whether ripgrep, multiline off, refuses ``pattern`` for a literal newline: a newline
-    itself, or the escapes ``\\n``, ``\\x0a``, ``\\x{a}`` outside a bracket class, or a
-    class of that alone; a class with other members has the newline dropped instead, as
-    ripgrep does. An approximation of ripgrep's check on its parsed regex, for the
-    searches that run without it (``/memory``, ``/skills``, ``/incident``).
+    (itself, or ``\\n``, ``\\x0a``, ``\\x{a}``, ``\\u000a``, ``\\u{a}``, ``\\U0000000a``,
+    ``\\U{a}``) outside a bracket class, or a class of newlines alone (``[\\n]``,
+    ``[[\\n]]``); a class with other members has the newline dropped instead, as ripgrep
+    does, and in extended mode (``(?x)``) a literal newline and a ``#`` comment are
+    ignored. An approximation of ripgrep's check on its parsed regex, for the searches
+    that run without it (``/memory``, ``/skills``, ``/incident``): where it is unsure
+    (a negated class, a range, a class operation) it accepts, and the search finds no
+    line holding a newline.
     """
-    if "\n" in pattern:
-        return True
-    depth, start, i = 0, 0, 0
+    depth, newline, other, extended, i = 0, False, False, False, 0
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
             found = _NEWLINE_ESCAPE.match(pattern, i)
-            if found is not None:
-                if depth == 0:
-                    return True
-                whole = pattern[start : found.end() + 1]
-                if whole.endswith("]") and whole[1:-1] == found.group(0):
-                    return True  # [\n]: a class of the newline alone
-            i += 2
+            if found is not None and depth == 0:
+                return True
+            newline, other = newline or found is not None, other or found is None
+            i = found.end() if found is not None else i + 2
             continue
-        if depth and pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) != -1:
-            i = end + 2  # a POSIX class inside the bracket class: [[:alpha:]\n]
+        if extended and char == "#":  # a comment, to the end of the line
+            end = pattern.find("\n", i)
+            i = len(pattern) if end == -1 else end + 1
             continue
-        if char == "[" and depth == 0:
-            depth, start = 1, i
-            i += 2 if pattern[i + 1 : i + 2] == "]" else 1  # []...] holds a ]
+        if extended and char.isspace():
+            i += 1
             continue
-        if char == "]" and depth:
-            depth = 0
+        if char == "\n":
+            if depth == 0:
+                return True
+            newline = True
+        elif depth == 0 and (flags := _FLAGS.match(pattern, i)) is not None:
+            on, off = flags.group(1), flags.group(2) or ""
+            extended = ("x" in on or extended) and "x" not in off
+            i = flags.end()
+            continue
+        elif char == "[":
+            if depth and pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) != -1:
+                other, i = True, end + 2  # a POSIX class inside the bracket class
+                continue
+            if depth == 0:
+                newline, other = False, False
+            depth, i = depth + 1, i + 1
+            if pattern.startswith("^", i):
+                other, i = True, i + 1  # negated: unsure, so accepted
+            if pattern.startswith("]", i):
+                other, i = True, i + 1  # []...] and [^]...] hold a ]
+            continue
+        elif char == "]" and depth:
+            depth -= 1
+            if depth == 0 and newline and not other:
+                return True  # [\n]: a class of the newline alone
+        elif depth:
+            other = True  # a member, a range's -, or a class operation (&&, --, ~~)
         i += 1
     return False
 

@@ -457,6 +457,20 @@ async def test_a_newline_in_a_pattern_is_refused_on_a_mount_as_ripgrep_refuses_i
         "a\nb",
         "[]\\n]",
         "x\\\\\\nb",
+        # red team: ripgrep accepts these (a newline dropped from a class, or a comment
+        # or whitespace in extended mode)
+        "[^]\\n]",
+        "[a\nb]",
+        "(?x)a # a comment naming \\n",
+        "(?x)a\nb",
+        # and refuses these (the newline alone, however it is written)
+        "[\\n\\n]",
+        "[[\\n]]",
+        "\\u000a",
+        "\\u{a}",
+        "\\U0000000A",
+        "\\U{a}",
+        "(?x)(?-x)\\n",
     ],
 )
 def test_the_newline_check_agrees_with_ripgrep(pattern: str, tmp_path: Path) -> None:
