@@ -231,7 +231,8 @@ class BackgroundWatcher:
         if not (record.finished or expired):
             whole = new.rfind(b"\n") + 1  # complete lines only, while it runs
             more = task.delivered_bytes + len(new) < size  # the read stopped at its limit
-            new = new if whole == 0 and more else new[:whole]  # a line longer than a read
+            # a line longer than a read: in pieces, each of whole characters
+            new = _whole_characters(new) if whole == 0 and more else new[:whole]
         if record.finished:  # its last lines are the ending's own event (Claude Code's)
             state = "completed" if record.exit_code == 0 else "failed"
             if record.status is ProcessStatus.KILLED:
@@ -241,6 +242,12 @@ class BackgroundWatcher:
         if new.strip():
             await self._deliver(task, new)
             task = replace(task, delivered_bytes=task.delivered_bytes + len(new))
+        elif new:  # blank lines alone: passed over, or a read of them is all a look sees
+            upto = task.delivered_bytes + len(new)
+            await self.tasks.delivered(
+                task.session_id, task.task_id, from_bytes=task.delivered_bytes, upto_bytes=upto
+            )
+            task = replace(task, delivered_bytes=upto)
         return await self._end(task, "expired") if expired else 0
 
     async def _deliver(self, task: BackgroundTask, new: bytes) -> None:
@@ -283,6 +290,25 @@ class BackgroundWatcher:
             await self.enqueue(task.session_id, token)
         await self.tasks.finish(task.session_id, task.task_id, state=state, exit_code=exit_code)
         return 1
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut at its end (its first bytes come in the
+    next read).
+
+    >>> _whole_characters("xé".encode()[:2])
+    b'x'
+    >>> _whole_characters("xé".encode())
+    b'x\\xc3\\xa9'
+    """
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return data
+        if byte >= 0xC0:  # where the last character starts: whole if all its bytes came
+            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if back >= length else data[:-back]
+    return data  # not UTF-8 there: as it is
 
 
 async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[bytes, int]:
