@@ -77,6 +77,20 @@ class EgressEntry:
     outcome: str
 
 
+def _fits(column: str, value: object) -> object:
+    """``value`` as its column holds it: a string with no NUL (PostgreSQL refuses one; a
+    request line the gateway refused unparsed can hold it) and cut to the column's width
+    (PostgreSQL refuses a longer one; a CONNECT host has no bound of its own).
+
+    >>> _fits("method", "P\\x00ST" + "X" * 20), _fits("port", 443)
+    ('P\ufffdSTXXXXXXXXXXXX', 443)
+    """
+    if not isinstance(value, str):
+        return value
+    width = getattr(egress_requests.c[column].type, "length", None)
+    return value.replace("\x00", "\ufffd")[:width]
+
+
 class EgressLog:
     """The audit rows over ``Database``; one statement per call."""
 
@@ -93,7 +107,7 @@ class EgressLog:
         """
         if entry.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {entry.outcome!r}")
-        values = {**entry.__dict__, "path": entry.path[:2048]}
+        values = {name: _fits(name, value) for name, value in entry.__dict__.items()}
         async with self._db.write() as conn:
             await conn.execute(insert(egress_requests).values(**values))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -45,6 +46,28 @@ async def test_the_last_requests_of_a_session_come_back_oldest_first(file_db: Da
 async def test_an_unknown_outcome_is_refused(file_db: Database) -> None:
     with pytest.raises(ValueError, match="outcome"):
         await EgressLog(file_db).record(_entry("s-a", 1, "maybe"))
+
+
+async def test_a_row_of_what_a_request_line_held_is_kept_whatever_its_bytes(
+    file_db: Database,
+) -> None:
+    # Given the row of a request the gateway refused before parsing it (its request line as
+    # sent: a NUL, a method past 16 characters, a CONNECT host past 255)
+    log = EgressLog(file_db)
+    sent = replace(
+        _entry("s-refused", 1, "blocked"),
+        method="P\x00ST" + "X" * 40,
+        host="h\x00" + "a" * 300,
+        path="/\x00b",
+        rule=None,
+    )
+    # When it is recorded
+    await log.record(sent)
+    # Then it is kept, cut to the columns, the NULs shown as U+FFFD
+    (kept,) = await log.recent("s-refused")
+    assert kept.method == ("P\ufffdST" + "X" * 40)[:16]
+    assert kept.host == ("h\ufffd" + "a" * 300)[:255]
+    assert kept.path == "/\ufffdb"
 
 
 async def live_session(db: Database, session_id: str) -> None:
