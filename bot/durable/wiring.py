@@ -910,11 +910,9 @@ class Runtime:
                 if fresh and queue_lost_at is not None and lost_line is None:
                     # the loss moved onto the database's clock at once, by one statement:
                     # a later sweep's own delays (a busy loop, a pool wait) cannot move
-                    # the line past wake-ups sent since
-                    asked = time.monotonic()
-                    now = await self.sessions.lease_now()
-                    read_at = (asked + time.monotonic()) / 2  # within half a round trip
-                    lost_line = now - timedelta(seconds=read_at - queue_lost_at)
+                    # the line past wake-ups sent since, nor this read's wait for a
+                    # connection (timed inside, around the statement alone)
+                    lost_line = await self.sessions.lease_now(at=queue_lost_at)
                 if fresh and lost_line is not None:
                     await self.sweep_once(sent_before=lost_line)
                 else:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.clock import Clock, utc_now
@@ -48,7 +49,7 @@ from memory_store.sessions.records import (
     TranscriptDelta,
     TranscriptMark,
 )
-from memory_store.sessions.tables import sessions
+from memory_store.sessions.tables import UTC_DATETIME, sessions
 
 _T = TypeVar("_T")
 
@@ -579,19 +580,26 @@ class SessionStore:
                 scope=sweeper.scope(origin, session_ids),
             )
 
-    async def lease_now(self) -> datetime:
-        """The current time on the clock leases and wake-ups' send times are judged by:
-        the database's on PostgreSQL (one statement), else the store's.
+    async def lease_now(self, at: float | None = None) -> datetime:
+        """The time on the clock leases and wake-ups' send times are judged by (the
+        database's on PostgreSQL, else the store's) now, or at ``at``, an earlier
+        ``time.monotonic()`` instant (a queue's loss): read by one statement once a
+        connection is held, ``at`` placed from the middle of that statement alone (a wait
+        for the connection before it does not move the instant later).
 
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         lease_time = self._lease_time()
         if not lease_time.from_database:
-            return lease_time.instant
-        async with self._db.read() as conn:
-            found: datetime = (await conn.execute(select(lease_time.now()))).scalar_one()
-        return found  # aware UTC: ``UtcDateTime``
+            found, read_at = lease_time.instant, time.monotonic()
+        else:
+            async with self._db.read() as conn:
+                asked = time.monotonic()  # the clock as read now, not the transaction's start
+                clock = select(func.clock_timestamp(type_=UTC_DATETIME))
+                found = (await conn.execute(clock)).scalar_one()  # aware UTC
+                read_at = (asked + time.monotonic()) / 2  # within half a round trip
+        return found if at is None else found - timedelta(seconds=read_at - at)
 
     def _count_written(
         self, checkpoint: str | None, events: Sequence[NewEvent], delta: TranscriptDelta | None

@@ -22,7 +22,7 @@ from bot.cli.terminal import TerminalReporter
 from bot.durable.wiring import FRESH_SWEEPS, Runtime
 from bot.settings import Settings
 from harness import Checkpoint, Requester
-from memory_store import SessionKey, SessionStore, utc_now
+from memory_store import DatabaseUnavailable, SessionKey, SessionStore, utc_now
 
 
 @dataclass
@@ -189,3 +189,56 @@ async def test_a_sweep_slow_to_start_after_a_lost_queue_still_draws_the_line_at_
         # Then the edge's session is left to the edge: the line is where the queue lost
         # its messages, not where a late sweep began
         assert opened not in sweeping.sent
+
+
+async def test_a_wait_for_the_database_clock_does_not_move_the_line_past_the_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sweeping(tmp_path, monkeypatch) as sweeping:
+        runtime = sweeping.runtime
+        # Given a read of the lease clock that waits 0.4 s before it reads (a pooled
+        # connection busy, a first connection being made)
+        lease_now = runtime.sessions.lease_now
+
+        async def waited(*args: object, **kwargs: object) -> datetime:
+            await asyncio.sleep(0.4)
+            return await lease_now(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(runtime.sessions, "lease_now", waited)
+        # and a session the Slack edge opens 0.1 s after the queue lost its messages
+        queue_lost_at = time.monotonic()
+        task = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
+        try:
+            await asyncio.sleep(0.1)
+            opened = await _open(runtime.sessions, "1700000000.000600")
+            # When the sweeps after the loss have run
+            await asyncio.wait_for(sweeping.swept.wait(), 30)
+        finally:
+            task.cancel()
+        # Then the edge's session is left to the edge
+        assert opened not in sweeping.sent
+
+
+async def test_the_sweeps_recover_a_lost_queue_after_the_database_clock_failed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sweeping(tmp_path, monkeypatch) as sweeping:
+        runtime = sweeping.runtime
+        # Given a database that cannot be reached at the first read of its clock
+        lease_now = runtime.sessions.lease_now
+        failures = [DatabaseUnavailable("down")]
+
+        async def flaky(*args: object, **kwargs: object) -> datetime:
+            if failures:
+                raise failures.pop()
+            return await lease_now(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(runtime.sessions, "lease_now", flaky)
+        # and a wake-up sent two seconds ago, lost with the queue a second ago
+        queue_lost_at = time.monotonic() - 1.0
+        two_seconds_ago = SessionStore(runtime.db, clock=lambda: utc_now() - timedelta(seconds=2))
+        before = await _open(two_seconds_ago, "1700000000.000700")
+        # When the sweeps after the loss run
+        await _sweep_after(sweeping, queue_lost_at)
+        # Then the lost wake-up is still sent again, once
+        assert sweeping.sent == [before]
