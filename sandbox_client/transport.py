@@ -14,7 +14,12 @@ from typing import Any
 
 import httpx
 
-from sandbox_client.errors import RequestRejected, SandboxTimeout, SandboxUnavailable
+from sandbox_client.errors import (
+    ProtocolError,
+    RequestRejected,
+    SandboxTimeout,
+    SandboxUnavailable,
+)
 from sandbox_client.wire import error_message
 
 RETRY_STATUSES = frozenset({502, 503, 504})
@@ -42,6 +47,11 @@ class ClientOptions:
         max_output_chars: each of stdout, stderr, logs of a record, and the live output
             passed to ``on_output``, is cut to this (head and tail kept).
         max_event_bytes: the longest NDJSON event line read from a stream.
+        max_response_bytes: the largest body of an ordinary reply: a longer one is a
+            ``ProtocolError``, read no further. What answers is inside the sandbox (a
+            command can replace the jail's server), and the worker serves many sessions:
+            no reply may make it hold more. The local server's largest honest replies
+            are a file (32 MiB) and a process listing (64 MiB of kept output, escaped).
         keepalive_connections: keep idle connections open (local sockets: yes; Blaxel:
             no, so a sandbox can go to standby).
         get_or_start: ``exec`` sends one ``PUT /process/{name}``, which the server answers
@@ -61,6 +71,7 @@ class ClientOptions:
     fs_root: str = "/workspace"
     max_output_chars: int = 1024 * 1024
     max_event_bytes: int = 32 * 1024 * 1024
+    max_response_bytes: int = 160 * 1024 * 1024
     keepalive_connections: bool = True
     get_or_start: bool = False
 
@@ -112,7 +123,7 @@ class Transport:
         backoff_s = self.options.retry_backoff_s
         for attempt in range(1, attempts + 1):
             try:
-                response = await self._client.request(method, path, **kwargs)
+                response = await self._bounded(self._client.build_request(method, path, **kwargs))
             except httpx.TimeoutException as exc:
                 raise self.timeout_error(f"{method} {path}", exc) from exc
             except httpx.TransportError as exc:
@@ -124,6 +135,41 @@ class Transport:
             await asyncio.sleep(backoff_s)
             backoff_s *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _bounded(self, request: httpx.Request) -> httpx.Response:
+        """``request``'s reply, its body read whole unless it passes ``max_response_bytes``.
+
+        Raises:
+            ProtocolError: the body (as declared, or as sent) is longer than that.
+            httpx.TimeoutException, httpx.TransportError: as ``AsyncClient.send``.
+        """
+        most = self.options.max_response_bytes
+        response = await self._client.send(request, stream=True)
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and len(declared) < 20 and int(declared) > most:
+                raise self.too_long(request, most)
+            body = bytearray()
+            async for chunk in response.aiter_bytes():  # decoded: a compressed bomb counts
+                body += chunk
+                if len(body) > most:
+                    raise self.too_long(request, most)
+        finally:
+            await response.aclose()
+        framing = (b"content-encoding", b"content-length", b"transfer-encoding")  # undone here
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in framing]
+        return httpx.Response(
+            response.status_code,
+            headers=headers,
+            content=bytes(body),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    def too_long(self, request: httpx.Request, most: int) -> ProtocolError:
+        """The error for a reply whose body passes ``max_response_bytes``."""
+        what = f"{request.method} {request.url.path}"
+        return ProtocolError(self.sandbox_id, f"{what}: a reply of more than {most} bytes")
 
     @asynccontextmanager
     async def stream(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+from collections.abc import AsyncIterator
+
 import httpx
 import pytest
 
 from sandbox_client import (
+    ClientOptions,
     DirEntry,
     FileNotFound,
     InvalidPath,
     IsADirectory,
     NotADirectory,
+    ProtocolError,
     RequestRejected,
     SandboxClient,
     SandboxHandle,
@@ -166,3 +171,45 @@ async def test_a_server_that_ignores_ranges_is_read_whole_and_sliced() -> None:
     # Then it is the same slice a range-aware server gives
     assert data == (b"6789", 10)
     assert calls[0] == "bytes=6-"
+
+
+async def test_a_reply_longer_than_the_bound_is_refused_without_being_read_whole() -> None:
+    # Given a sandbox server (a command can replace the jail's) streaming an endless body
+    sent_chunks = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent_chunks
+        while True:
+            sent_chunks += 1
+            yield b"x" * 65536
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("declared.txt"):  # says how long it is, up front
+            return httpx.Response(200, headers={"content-length": str(10**12)}, content=b"")
+        return httpx.Response(200, content=endless())
+
+    options = ClientOptions(max_response_bytes=1024 * 1024)
+    transport = httpx.MockTransport(answer)
+    async with SandboxClient(
+        "http://sandbox", sandbox_id="s", transport=transport, options=options
+    ) as client:
+        # When the worker reads a file from it, or one declared longer than the bound
+        with pytest.raises(ProtocolError, match="more than 1048576 bytes"):
+            await client.read_file("/workspace/endless.txt")
+        with pytest.raises(ProtocolError, match="more than 1048576 bytes"):
+            await client.read_file("/workspace/declared.txt")
+    # Then it stopped reading just past the bound (and was not retried)
+    assert sent_chunks == 1024 * 1024 // 65536 + 1
+
+
+async def test_a_compressed_reply_is_decoded_once() -> None:
+    # Given a sandbox API that compresses its replies
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = gzip.compress(b"all good\n")
+        headers = {"content-encoding": "gzip", "content-disposition": 'attachment; filename="r"'}
+        return httpx.Response(200, headers=headers, content=body)
+
+    transport = httpx.MockTransport(answer)
+    async with SandboxClient("http://sandbox", sandbox_id="s", transport=transport) as client:
+        # When a file is read, Then its bytes are the decoded ones
+        assert await client.read_file("/workspace/report.txt") == b"all good\n"
