@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -67,6 +69,14 @@ class Output:
                 raise AssertionError(f"the stream ended first; got:\n{self.text}")
             self.lines.append(line.decode())
         return self.text
+
+
+def terminate(*processes: asyncio.subprocess.Process) -> None:
+    """SIGTERM each process still running (one that exited early, say at start, is left:
+    signalling it raises, and the others would be left running)."""
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
 
 
 async def finish(process: asyncio.subprocess.Process, *, timeout_s: float = 60.0) -> int:

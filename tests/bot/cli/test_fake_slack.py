@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from bot.fakes.anthropic_api import FakeAnthropicAPI
 from bot.fakes.anthropic_script import echo_reply
 from bot.fakes.slack_api import FakeSlackApi
 from tests.bot.cli.test_app import wait_until_up
-from tests.bot.cli_support import Output, finish, start, warroom_env
+from tests.bot.cli_support import Output, finish, start, terminate, warroom_env
 from tests.ports import free_port
 
 
@@ -66,8 +65,7 @@ async def test_fake_slack_lets_serve_run_in_http_mode_and_answer_a_typed_mention
             # And the thread is a Slack agent session (the default), listening after it
             await out.until(lambda text: "warroom agent session: active · " in text, timeout_s=30)
         finally:
-            serve.send_signal(signal.SIGTERM)
-            fake.send_signal(signal.SIGTERM)
+            terminate(serve, fake)
             serve_code, fake_code = await finish(serve), await finish(fake)
 
     assert exported["WARROOM_SLACK_MODE"] == "http"
@@ -203,8 +201,7 @@ async def test_a_skills_modal_is_shown_filled_in_and_can_be_submitted_new_then_e
         await typed("/agent skills show triage")
         await out.until(lambda text: "A first look at an incident" in text[mark:], timeout_s=30)
     finally:
-        serve.send_signal(signal.SIGTERM)
-        fake.send_signal(signal.SIGTERM)
+        terminate(serve, fake)
         serve_code, fake_code = await finish(serve), await finish(fake)
 
     assert "not delivered" not in out.text

@@ -38,12 +38,8 @@ class Rig:
     sessions: SessionStore
 
 
-@pytest.fixture
-async def rig(database: Database) -> AsyncIterator[Rig]:
-    state_dir = Path(tempfile.mkdtemp(prefix="wr-watch-"))  # socket paths stay short
-    provider = LocalProvider(local_config(state_dir, max_output_bytes=1024 * 1024))
-    handle = await provider.provision("watch")
-    sessions = SessionStore(database)
+async def _open_session(sessions: SessionStore) -> None:
+    """The session whose background tasks are watched (``SESSION``)."""
     cp = Checkpoint(SESSION, "T1", "C1", Requester("U1"))
     await sessions.open_or_join(
         SessionKey("T1", "C1", "1.1"),
@@ -53,6 +49,15 @@ async def rig(database: Database) -> AsyncIterator[Rig]:
         source_ts="1.1",
         session_id=SESSION,
     )
+
+
+@pytest.fixture
+async def rig(database: Database) -> AsyncIterator[Rig]:
+    state_dir = Path(tempfile.mkdtemp(prefix="wr-watch-"))  # socket paths stay short
+    provider = LocalProvider(local_config(state_dir, max_output_bytes=1024 * 1024))
+    handle = await provider.provision("watch")
+    sessions = SessionStore(database)
+    await _open_session(sessions)
 
     async def enqueue(session_id: str, token: str) -> None:
         pass  # the session has a step pending already: nothing is enqueued
@@ -191,15 +196,7 @@ class Reading:
 async def reading(database: Database, tmp_path: Path) -> Reading:
     """A watcher whose sandbox is a ``RangeServer`` with a 64-byte read limit."""
     sessions = SessionStore(database)
-    cp = Checkpoint(SESSION, "T1", "C1", Requester("U1"))
-    await sessions.open_or_join(
-        SessionKey("T1", "C1", "1.1"),
-        requester_id="U1",
-        initial_checkpoint=cp.to_json(),
-        text="watch it",
-        source_ts="1.1",
-        session_id=SESSION,
-    )
+    await _open_session(sessions)
     server = RangeServer(tmp_path / "out.output", limit=64)
 
     class Provider:

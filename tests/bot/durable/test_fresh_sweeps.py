@@ -92,6 +92,20 @@ async def _sweep_after(sweeping: Sweeping, queue_lost_at: float) -> None:
         task.cancel()
 
 
+async def _open_after_a_loss(sweeping: Sweeping, thread_ts: str) -> str:
+    """Lose the queue now, open a session (as the Slack edge does) 0.1 s later, and let
+    the sweeps after the loss run; the session's id."""
+    queue_lost_at = time.monotonic()
+    task = asyncio.create_task(sweeping.runtime.sweep_forever(queue_lost_at=queue_lost_at))
+    try:
+        await asyncio.sleep(0.1)  # time passing between the loss and the open
+        opened = await _open(sweeping.runtime.sessions, thread_ts)
+        await asyncio.wait_for(sweeping.swept.wait(), 30)
+    finally:
+        task.cancel()
+    return opened
+
+
 async def test_the_sweeps_after_a_lost_queue_send_again_only_what_was_sent_before_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,16 +190,9 @@ async def test_a_sweep_slow_to_start_after_a_lost_queue_still_draws_the_line_at_
             return await store_sweep(*args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(runtime.sessions, "sweep", late)
-        # and a session the Slack edge opens 0.1 s after the queue lost its messages
-        queue_lost_at = time.monotonic()
-        task = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
-        try:
-            await asyncio.sleep(0.1)  # time passing between the loss and the open
-            opened = await _open(runtime.sessions, "1700000000.000500")
-            # When the sweeps after the loss have run
-            await asyncio.wait_for(sweeping.swept.wait(), 30)
-        finally:
-            task.cancel()
+        # When a session is opened 0.1 s after the queue lost its messages, and the sweeps
+        # after the loss have run
+        opened = await _open_after_a_loss(sweeping, "1700000000.000500")
         # Then the edge's session is left to the edge: the line is where the queue lost
         # its messages, not where a late sweep began
         assert opened not in sweeping.sent
@@ -205,16 +212,9 @@ async def test_a_wait_for_the_database_clock_does_not_move_the_line_past_the_los
             return await lease_now(*args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(runtime.sessions, "lease_now", waited)
-        # and a session the Slack edge opens 0.1 s after the queue lost its messages
-        queue_lost_at = time.monotonic()
-        task = asyncio.create_task(runtime.sweep_forever(queue_lost_at=queue_lost_at))
-        try:
-            await asyncio.sleep(0.1)
-            opened = await _open(runtime.sessions, "1700000000.000600")
-            # When the sweeps after the loss have run
-            await asyncio.wait_for(sweeping.swept.wait(), 30)
-        finally:
-            task.cancel()
+        # When a session is opened 0.1 s after the queue lost its messages, and the sweeps
+        # after the loss have run
+        opened = await _open_after_a_loss(sweeping, "1700000000.000600")
         # Then the edge's session is left to the edge
         assert opened not in sweeping.sent
 

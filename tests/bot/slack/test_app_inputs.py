@@ -18,7 +18,7 @@ from sqlalchemy import text
 from bot.slack.routing import EDITED_PREFIX, EXTERNAL_PREFIX
 from bot.slack.thread_context import HEADER
 from memory_store import Limits
-from tests import leaks, pg_admin
+from tests import pg_admin
 from tests.bot.conftest import load_case
 from tests.bot.slack_edge import CHANNEL, SlackEdge, event, running_edge
 from tests.conftest import PG_ADMIN_URL, require_service
@@ -42,13 +42,8 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
         yield None
         return
     require_service("PostgreSQL", PG_ADMIN_URL)
-    name = leaks.database_name()
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    try:
-        admin = urlsplit(PG_ADMIN_URL)
-        yield urlunsplit(admin._replace(scheme="postgresql+asyncpg", path=f"/{name}"))
-    finally:
-        pg_admin.drop_database(PG_ADMIN_URL, name)
+    with pg_admin.throwaway_database(PG_ADMIN_URL) as url:
+        yield urlunsplit(urlsplit(url)._replace(scheme="postgresql+asyncpg"))
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import sqlalchemy as sa
@@ -24,7 +23,7 @@ from sqlalchemy.engine import Connection
 from memory_store import Database, FileStore, Namespace, Origin, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
 from memory_store.migrate import alembic_config
-from tests import leaks, pg_admin
+from tests import pg_admin
 from tests.conftest import PG_ADMIN_URL, require_service
 
 NS = Namespace("T-rev", Scope.INCIDENT, "C-rev")
@@ -37,12 +36,8 @@ def fresh_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
         yield None
         return
     require_service("PostgreSQL", PG_ADMIN_URL)
-    name = leaks.database_name()
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    try:
-        yield urlunsplit(urlsplit(PG_ADMIN_URL)._replace(path=f"/{name}"))
-    finally:
-        pg_admin.drop_database(PG_ADMIN_URL, name)
+    with pg_admin.throwaway_database(PG_ADMIN_URL) as url:
+        yield url
 
 
 def _to(revision: str, *, down: bool = False) -> Callable[[Connection], None]:
@@ -204,10 +199,5 @@ async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
 @pytest.mark.postgres
 def test_a_previous_release_still_running_can_append_revisions(tmp_path: Path) -> None:
     require_service("PostgreSQL", PG_ADMIN_URL)
-    name = leaks.database_name()
-    pg_admin.create_database(PG_ADMIN_URL, name)
-    try:
-        url = urlunsplit(urlsplit(PG_ADMIN_URL)._replace(path=f"/{name}"))
+    with pg_admin.throwaway_database(PG_ADMIN_URL) as url:
         asyncio.run(_previous_release_appends(url, tmp_path))
-    finally:
-        pg_admin.drop_database(PG_ADMIN_URL, name)
