@@ -137,12 +137,29 @@ class Transport:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _bounded(self, request: httpx.Request) -> httpx.Response:
-        """``request``'s reply, its body read whole unless it passes ``max_response_bytes``.
+        """``request``'s reply, its body read whole unless it passes ``max_response_bytes``,
+        all of it within the request's read timeout: httpx's applies to each read, so a
+        server sending a byte now and then would hold the caller for as long as it likes.
 
         Raises:
             ProtocolError: the body (as declared, or as sent) is longer than that.
-            httpx.TimeoutException, httpx.TransportError: as ``AsyncClient.send``.
+            httpx.TimeoutException, httpx.TransportError: as ``AsyncClient.send``; a reply
+                not read whole in time is ``httpx.ReadTimeout``.
         """
+        total_s = request.extensions.get("timeout", {}).get("read")
+        deadline = asyncio.timeout(total_s)
+        try:
+            async with deadline:
+                return await self._read_bounded(request)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise httpx.ReadTimeout(
+                "the reply took longer than its timeout", request=request
+            ) from exc
+
+    async def _read_bounded(self, request: httpx.Request) -> httpx.Response:
+        """``_bounded`` without its deadline."""
         most = self.options.max_response_bytes
         response = await self._client.send(request, stream=True)
         try:

@@ -337,8 +337,15 @@ class Gateway:
                 return
         try:
             conn = h11.Connection(h11.SERVER)
-            async with asyncio.timeout(self.options.head_timeout_s):
-                request = await self._first_request(conn, reader)
+            seen = bytearray()  # its first bytes: the audit row of one h11 refuses
+            try:
+                async with asyncio.timeout(self.options.head_timeout_s):
+                    request = await self._first_request(conn, reader, seen)
+            except h11.RemoteProtocolError as exc:
+                if caller is None:  # the token listener: no session before a request
+                    raise
+                await self._malformed_recorded(conn, writer, exc, caller, bytes(seen))
+                return
             if request is None:
                 return
             listener = caller
@@ -582,7 +589,7 @@ class Gateway:
             try:
                 request = await self._next_request(conn, reader, seen)
             except h11.RemoteProtocolError as exc:  # after one served: the session's
-                await self._malformed_recorded(conn, writer, exc, caller, bytes(seen))
+                await self._malformed_recorded(conn, writer, exc, caller, bytes(seen), at)
                 return
             if request is not None and identify is not None:
                 placed = await identify(request)
@@ -896,16 +903,20 @@ class Gateway:
         exc: h11.RemoteProtocolError,
         caller: Caller,
         seen: bytes,
+        at: tuple[str, int] | None = None,
     ) -> None:
-        """``_malformed``, and its audit row: a request h11 refuses on a connection that
-        already served one of the session's (a smuggling attempt, say) is the session's,
-        from no call (its credential was not read), named by its request line."""
+        """``_malformed``, and its audit row: a request h11 refuses on a connection of a
+        known session (a sandbox's own listener, or one that already served one of the
+        session's: a smuggling attempt, say) is the session's, from no call (its credential
+        was not read), named by its request line (inside a tunnel, ``at``'s host)."""
         started = time.monotonic()
         refused = Decision(Outcome.BLOCKED, None, f"not an HTTP/1.1 request: {exc}")
         method, _, rest = seen.split(b"\r\n", 1)[0].partition(b" ")
         target = rest.rpartition(b" ")[0] if b" " in rest else rest
         anonymous = replace(caller, tool_use_id=None)
         line = _line_of_parts(method, target, anonymous)
+        if at is not None:  # origin-form inside a tunnel: the tunnel's host
+            line = replace(line, host=at[0], port=at[1], scheme="https")
         try:
             await self._malformed(conn, writer, exc)
         finally:
@@ -991,10 +1002,11 @@ class Gateway:
                 raise ConnectionError("the client closed the connection mid-request")
 
     async def _first_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
+        self, conn: h11.Connection, reader: asyncio.StreamReader, seen: bytearray | None = None
     ) -> h11.Request | None:
         """A connection's first request; bytes that cannot start one (``not_http``) are
-        refused as soon as they arrive, not after the idle timeout.
+        refused as soon as they arrive, not after the idle timeout. ``seen`` keeps the
+        first ``READ_CHUNK`` bytes read (``_next_event``).
 
         Raises:
             h11.RemoteProtocolError: not HTTP (status hint 400).
@@ -1005,6 +1017,8 @@ class Gateway:
             if event is not h11.NEED_DATA:
                 return event if isinstance(event, h11.Request) else None
             data = await asyncio.wait_for(reader.read(READ_CHUNK), self.options.idle_timeout_s)
+            if seen is not None and len(seen) < READ_CHUNK:
+                seen += data[: READ_CHUNK - len(seen)]
             if head is not None:
                 head += data
                 if (why := not_http(head)) is not None:

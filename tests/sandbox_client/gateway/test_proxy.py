@@ -1153,3 +1153,60 @@ async def test_a_sandbox_that_never_reads_its_answer_holds_no_body_and_is_let_go
         finally:
             writer.close()
             await gateway.aclose()
+
+
+async def test_a_malformed_first_request_on_a_sandboxs_own_listener_is_audited(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given a sandbox's own listener (its session known before any request), and a first
+    # request on a new connection that h11 refuses (two Content-Lengths: a smuggling attempt)
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"POST http://{HOST}:{upstream.http_port}/b HTTP/1.1\r\nHost: x\r\n"
+            "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab".encode()
+        )
+        # When the gateway has answered it (400, then it closes)
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    # Then it is in the audit as the session's, from no call, blocked, by its request line
+    (refused,) = gateway.audit.records
+    assert (refused.status, refused.session_id, refused.tool_use_id) == (400, "s-1", None)
+    assert (refused.method, refused.host, refused.path) == ("POST", HOST, "/b")
+    assert refused.outcome is Outcome.BLOCKED
+
+
+async def test_a_malformed_request_after_a_served_one_inside_a_tunnel_is_audited(
+    gateway: Running, upstream: Upstream
+) -> None:
+    # Given a CONNECT to a rule's host, terminated by the gateway, whose first request inside
+    # went out and whose second is one h11 refuses (two Content-Lengths)
+    port = int(gateway.proxy_url.rsplit(":", 1)[1])
+    credential = base64.b64encode(CALLS.userinfo("s-1", "toolu_1").encode()).decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"CONNECT {HOST}:{upstream.https_port} HTTP/1.1\r\nHost: {HOST}\r\n"
+            f"Proxy-Authorization: Basic {credential}\r\n\r\n".encode()
+        )
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+        await writer.start_tls(gateway.trust, server_hostname=HOST)
+        writer.write(
+            f"GET /api/a HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+            f"POST /api/b HTTP/1.1\r\nHost: {HOST}\r\n"
+            "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab".encode()
+        )
+        # When the gateway has answered both
+        answers = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    statuses = [line.split()[1] for line in answers.split(b"\r\n") if line.startswith(b"HTTP/")]
+    assert statuses == [b"200", b"400"]
+    # Then the refused one is the session's, from no call, named by its request line
+    first, refused = gateway.audit.records
+    assert (first.status, first.tool_use_id) == (200, "toolu_1")
+    assert (refused.status, refused.session_id, refused.tool_use_id) == (400, "s-1", None)
+    assert (refused.method, refused.host, refused.path) == ("POST", HOST, "/api/b")
