@@ -41,6 +41,7 @@ from sandbox_client.gateway.calls import (
     proxy_authorization,
 )
 from sandbox_client.gateway.credentials import Injected
+from sandbox_client.gateway.heads import head_arrived, start_watched_server
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import (
     AmbiguousPath,
@@ -106,6 +107,8 @@ TOO_MANY_CONNECTIONS = (
     " close some and try again.\n"
 )
 READ_CHUNK = 65_536
+_Heading = tuple[asyncio.Task[None], float, asyncio.StreamReader]
+"""An unnamed connection of the token listener: its handler, since (monotonic s), reader."""
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
 
 
@@ -181,11 +184,12 @@ class GatewayOptions:
     sandbox's listener's limit is answered 503 unread and closed: each holds buffers of its
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
     one client address not yet named (sending their first request head, or their token
-    being looked up); a new one past it closes the oldest of them once that one has waited
-    ``stall_after_s`` (so nobody can hold the token listener's connections without a
-    token, nor keep out sandboxes that share its address), and is answered 503 unread
-    before. ``head_timeout_s``: the longest a connection's first request head may take
-    to arrive, whole (a head sent a byte at a time holds no slot for long)."""
+    being looked up); a new one past it closes the oldest of them that is stalling: its
+    head has not arrived whole, or it has waited ``stall_after_s`` (so nobody can hold the
+    token listener's connections without a token, nor keep out sandboxes that share its
+    address); when none is, the new one is answered 503 unread. ``head_timeout_s``: the
+    longest a connection's first request head may take to arrive, whole (a head sent a
+    byte at a time holds no slot for long)."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -229,7 +233,7 @@ class Gateway:
         self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
         # the token listener's connections not yet named by their first request, oldest
         # first, by client address (``_await_head``), each with its handler
-        self._heading: dict[str, dict[asyncio.StreamWriter, tuple[asyncio.Task[None], float]]] = {}
+        self._heading: dict[str, dict[asyncio.StreamWriter, _Heading]] = {}
         self._evicted: set[asyncio.Task[None]] = set()  # handlers cancelled to make room
         self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
@@ -289,8 +293,8 @@ class Gateway:
         to its session (None: unknown or revoked, answered 407); the per-call credential, when
         there, must be that call's (else 407) and makes the request the call's.
         """
-        server = await asyncio.start_server(
-            lambda r, w: self._handle(r, w, None, resolve), host=host, port=port
+        server = await start_watched_server(
+            lambda r, w: self._handle(r, w, None, resolve), host, port
         )
         self._servers.append(server)
         return server
@@ -332,7 +336,7 @@ class Gateway:
             keys.append(caller.session_id)
         else:  # the token listener: by client address until a request names its session
             address = f"address {_peer_host(writer)}"
-            if not self._await_head(address, writer, task):
+            if not self._await_head(address, reader, writer, task):
                 await self._turn_away(writer, address, self.options.max_unnamed_per_address)
                 return
         try:
@@ -389,38 +393,54 @@ class Gateway:
                 await writer.wait_closed()
 
     def _await_head(
-        self, address: str, writer: asyncio.StreamWriter, task: asyncio.Task[None]
+        self,
+        address: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        task: asyncio.Task[None],
     ) -> bool:
         """Count a token listener's connection among those of its client ``address``
         not yet named (still sending their first request head, or their token being
         looked up); False, counting nothing, when it must be turned away.
 
-        At ``max_unnamed_per_address`` the oldest of them is closed to make room when it
-        has been waiting ``stall_after_s`` or longer: a sandbox sends its head at once, so
-        that one is stalling (until ``head_timeout_s``), and connections that trickle
-        their heads from an address several sandboxes share (NAT) cannot keep the others
-        out. When even the oldest is younger, the new connection is turned away (a burst
-        of whole requests from one address gets 503s, none reset before it was read)."""
+        At ``max_unnamed_per_address`` the oldest of them that is stalling is closed to
+        make room: one whose head has not arrived whole (``heads.head_arrived``; a
+        sandbox sends its head at once), or that has waited ``stall_after_s`` or longer
+        (a token look-up that hangs). So neither connections that trickle their heads
+        nor a neighbour opening them without end, from an address several sandboxes
+        share (NAT), can keep the others out. When none is stalling (a burst of whole
+        requests, or look-ups in flight), the new connection is turned away: 503, and
+        none reset before it was read."""
         waiting = self._heading.setdefault(address, {})
         if len(waiting) >= self.options.max_unnamed_per_address:
-            oldest = next(iter(waiting))
-            handler, since = waiting[oldest]
-            if time.monotonic() - since < self.options.stall_after_s:
+            stalling = self._stalling(waiting)
+            if stalling is None:
                 return False
-            del waiting[oldest]
-            oldest.transport.abort()
+            handler = waiting.pop(stalling)[0]
+            stalling.transport.abort()
             self._evicted.add(handler)
             handler.cancel()  # reading its head, or awaiting its token's look-up
             if address not in self._turned_away:
                 self._turned_away.add(address)
                 logger.warning(
                     "egress gateway: %s has %d connections not yet named by a request;"
-                    " the oldest closed for each new one",
+                    " the oldest stalling one closed for each new one",
                     address,
                     self.options.max_unnamed_per_address,
                 )
-        waiting[writer] = (task, time.monotonic())
+        waiting[writer] = (task, time.monotonic(), reader)
         return True
+
+    def _stalling(
+        self, waiting: dict[asyncio.StreamWriter, _Heading]
+    ) -> asyncio.StreamWriter | None:
+        """The oldest of one address's unnamed connections that is stalling
+        (``_await_head``), or None."""
+        stalled_before = time.monotonic() - self.options.stall_after_s
+        for writer, (_, since, reader) in waiting.items():
+            if since <= stalled_before or not head_arrived(reader, writer):
+                return writer
+        return None
 
     def _headed(self, address: str, writer: asyncio.StreamWriter) -> None:
         """A connection of ``address`` is named, or closed (``_await_head``)."""

@@ -6,20 +6,11 @@ from __future__ import annotations
 import asyncio
 import collections
 
-import pytest
-
 from sandbox_client.gateway import GatewayOptions
 
 from .test_tokens import CALLS, NAMED_GET, Audit, _first_line, _token_listener
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: a neighbour behind the same address that opens head-less connections "
-    "without pause keeps every slot younger than stall_after_s, so each whole request of a "
-    "sandbox at that address is answered 503 (0 of 40 judged over 2 s); a per-address bound "
-    "that evicts only stalled connections cannot tell a churning flood from a burst",
-)
 async def test_a_neighbour_opening_connections_without_end_does_not_keep_a_sandbox_out() -> None:
     # Given a token listener that keeps two connections per client address not yet named,
     # one counting as stalling after 0.2 s

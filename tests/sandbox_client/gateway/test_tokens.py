@@ -187,11 +187,8 @@ async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -
 
 async def test_connections_without_a_head_are_bounded_per_address_and_in_time() -> None:
     # Given a token listener that keeps two connections per client address still
-    # sending their first request head, counts one as stalling after 0.2 s, and gives a
-    # head two seconds
-    options = GatewayOptions(
-        calls=CALLS, max_unnamed_per_address=2, stall_after_s=0.2, head_timeout_s=2.0
-    )
+    # sending their first request head, and gives a head two seconds
+    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=2.0)
     stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     async with _token_listener(options, Audit()) as port:
 
@@ -206,42 +203,83 @@ async def test_connections_without_a_head_are_bounded_per_address_and_in_time() 
             finally:
                 writer.close()
 
-        async def stall() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        async def stall(head: bytes) -> asyncio.StreamReader:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
+            writer.write(head)
             await writer.drain()
             stalled.append((reader, writer))
-            return reader, writer
+            return reader
 
         try:
             # and a client at that address (a NAT's) holding two connections whose heads
-            # never end
-            first, _ = await stall()
-            second, _ = await stall()
-            # When a sandbox behind the same address sends a whole request at once, and
-            # again once both have waited past the stall time
-            young = await status_from("127.0.0.1")
-            await asyncio.sleep(0.25)  # the time that makes them stalling
-            status = await status_from("127.0.0.1")
-            # Then the first is turned away (503: neither was stalling yet), the second
-            # judged (403: no rule), and the oldest stalled connection was closed to make
-            # room, long before its head would have timed out
-            assert young == b"HTTP/1.1 503 Service Unavailable"
-            assert status == b"HTTP/1.1 403 Forbidden"
+            # never end: one sent in part, one not begun
+            first = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
+            second = await stall(b"")
+            # When a sandbox behind the same address sends a whole request at once
+            # Then it is judged (403: no rule) at once, closing the oldest stalling
+            # connection to make room, long before its head would have timed out
+            assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
             assert await asyncio.wait_for(first.read(), 0.5) == b""
-            # And the stalling client's own new connections close its older ones: with
-            # two more, the second is gone; a sandbox at another address is judged all
-            # along, and the stalled ones left are closed when their heads are late
-            third, _ = await stall()
-            fourth, _ = await stall()
+            # And so again, with the address full again, for the one that sent nothing
+            third = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\n")
+            assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
             assert await asyncio.wait_for(second.read(), 0.5) == b""
+            # And the stalling client's own new connections close its older ones; a
+            # sandbox at another address is judged all along, and the stalled ones left
+            # are closed when their heads are late
+            fourth = await stall(b"G")
+            fifth = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a\r\n")
+            assert await asyncio.wait_for(third.read(), 0.5) == b""
             assert await status_from("127.0.0.2") == b"HTTP/1.1 403 Forbidden"
-            for late in (third, fourth):
+            for late in (fourth, fifth):
                 await asyncio.wait_for(late.read(), 10)  # the gateway closed it
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
         finally:
             for _, writer in stalled:
                 writer.close()
+
+
+async def test_a_token_look_up_that_hangs_is_closed_for_a_new_connection_after_the_stall_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given a token listener that keeps one connection per client address not yet named,
+    # counting one as stalling after 0.2 s, and whose token look-ups hang
+    release, looking_up = asyncio.Event(), asyncio.Event()
+
+    async def hanging_resolve(token: str) -> Caller | None:
+        looking_up.set()
+        await release.wait()
+        return None
+
+    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=1, stall_after_s=0.2)
+    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, Audit(), options)
+    server = await gateway.serve_tokens("127.0.0.1", 0, hanging_resolve)
+    port = server.sockets[0].getsockname()[1]
+
+    async def whole_request() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(NAMED_GET)
+        await writer.drain()
+        return reader, writer
+
+    try:
+        # When one whole request waits on its look-up, and a second comes at once
+        hung, hung_writer = await whole_request()
+        await asyncio.wait_for(looking_up.wait(), 5)
+        early, early_writer = await whole_request()
+        # Then the second is turned away (503: the first sent its head whole and is young)
+        assert await _first_line(early) == b"HTTP/1.1 503 Service Unavailable"
+        early_writer.close()
+        # And once the first has waited the stall time, a third closes it to make room
+        await asyncio.sleep(0.25)
+        _, late_writer = await whole_request()
+        assert await asyncio.wait_for(hung.read(), 2) == b""
+        hung_writer.close()
+        late_writer.close()
+    finally:
+        release.set()
+        await gateway.aclose()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_connections_whose_token_is_being_looked_up_still_count_for_their_address(

@@ -1,0 +1,98 @@
+"""Whether a connection's first request head has arrived whole: the token listener's test
+for which of one address's unnamed connections may be closed to make room.
+
+A remote sandbox sends its request head at once; a connection whose head has not
+arrived is either one the network has not yet delivered or one that is stalling on
+purpose. Sandboxes behind one NAT share an address, so the token listener, full for
+that address, closes the oldest connection whose head has *not* arrived (``Gateway``)
+rather than refusing the newcomer: a neighbour that opens connections without end and
+never finishes a head cannot keep the others out, and a burst of whole requests is
+never reset unread.
+
+What has arrived is what the connection's reader was fed (``HeadWatch`` notes the end
+of a head as the transport reads) plus what the kernel holds unread (``MSG_PEEK``).
+The end of a head is a blank line, ``\\n\\r?\\n``, as h11 finds it
+(``h11._receivebuffer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+from collections.abc import Awaitable, Callable
+
+HEAD_END = re.compile(rb"\n\r?\n")
+"""A blank line: the end of a request head (h11's own test)."""
+PEEK_BYTES = 16_384
+"""How much unread data to look at: h11 refuses a longer head (``max_incomplete_event_size``)."""
+
+
+class HeadWatch(asyncio.StreamReader):
+    """A ``StreamReader`` that notes, as data arrives, whether a whole head has.
+
+    ``head_arrived``: a blank line has been fed (or the peer closed: nothing more will
+    come, so the connection ends by itself). ``tail``: the last bytes fed before that,
+    to find a blank line split across two reads.
+    """
+
+    def __init__(self, *, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.head_arrived = False
+        self.tail = b""
+
+    def feed_data(self, data: bytes) -> None:
+        """Pass ``data`` on, noting a head's end in it."""
+        if not self.head_arrived and data:
+            window = self.tail + data
+            self.head_arrived = HEAD_END.search(window) is not None
+            self.tail = window[-2:]
+        super().feed_data(data)
+
+    def feed_eof(self) -> None:
+        """The peer closed its side."""
+        self.head_arrived = True
+        super().feed_eof()
+
+
+def head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether a whole request head has reached this host on the connection: fed to
+    ``reader`` (a ``HeadWatch``; any other reader counts as arrived), or waiting unread
+    in the kernel's buffer. A socket that cannot be peeked counts as arrived (nothing is
+    closed on a guess)."""
+    if not isinstance(reader, HeadWatch) or reader.head_arrived:
+        return True
+    transport_socket = writer.get_extra_info("socket")
+    if transport_socket is None:
+        return True
+    try:  # on a duplicate descriptor: asyncio's own socket object refuses reads
+        fd = os.dup(transport_socket.fileno())
+        try:
+            peeking = socket.socket(fileno=fd)
+        except OSError:
+            os.close(fd)
+            raise
+        with peeking:
+            unread = peeking.recv(PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False  # nothing unread
+    except OSError:
+        return True
+    return not unread or HEAD_END.search(reader.tail + unread) is not None
+
+
+async def start_watched_server(
+    connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    host: str,
+    port: int,
+    *,
+    limit: int = 2**16,
+) -> asyncio.Server:
+    """``asyncio.start_server`` whose connections read through a ``HeadWatch``."""
+    loop = asyncio.get_running_loop()
+
+    def protocol() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(HeadWatch(limit=limit, loop=loop), connected)
+
+    return await loop.create_server(protocol, host, port)
