@@ -223,6 +223,9 @@ class BackgroundWatcher:
         client = self.manager.provider.connect(handle)
         try:  # only what is new: a look costs what was added, whatever the file's size
             new, size = await _read_from(client, task.output_path, task.delivered_bytes)
+            if size is not None and size < task.delivered_bytes:
+                task = await self._restarted(task)  # cut shorter: followed from its start
+                new, size = await _read_from(client, task.output_path, task.delivered_bytes)
             if expired and not record.finished:
                 with contextlib.suppress(SandboxError):
                     await client.kill(task.tool_use_id)
@@ -230,7 +233,7 @@ class BackgroundWatcher:
             await client.aclose()
         if not (record.finished or expired):
             whole = new.rfind(b"\n") + 1  # complete lines only, while it runs
-            more = task.delivered_bytes + len(new) < size  # the read stopped at its limit
+            more = task.delivered_bytes + len(new) < (size or 0)  # the read stopped at its limit
             # a line longer than a read: in pieces, each of whole characters
             new = _whole_characters(new) if whole == 0 and more else new[:whole]
         if record.finished:  # its last lines are the ending's own event (Claude Code's)
@@ -250,11 +253,28 @@ class BackgroundWatcher:
             task = replace(task, delivered_bytes=upto)
         return await self._end(task, "expired") if expired else 0
 
+    async def _restarted(self, task: BackgroundTask) -> BackgroundTask:
+        """A monitor whose output file is now shorter than what was delivered (emptied
+        and written again, as ``tail -F`` follows a log): its mark moves back to 0 and
+        its next events are the file's lines from its start. Returns the task as stored
+        then (a racing watcher may have moved the mark first)."""
+        await self.tasks.delivered(
+            task.session_id, task.task_id, from_bytes=task.delivered_bytes, upto_bytes=0
+        )
+        return await self.tasks.get(task.session_id, task.task_id) or replace(
+            task, delivered_bytes=0
+        )
+
     async def _deliver(self, task: BackgroundTask, new: bytes) -> None:
-        """One monitor event: notify (keyed by where the batch starts, so a redo or a
-        racing watcher delivers nothing twice), then move the delivered mark on."""
+        """One monitor event: notify, then move the delivered mark on.
+
+        The notification is keyed by where the batch starts and when the mark last moved
+        (``delivered_at``), so a redo or a racing watcher, which both read the same row,
+        delivers nothing twice, while the batch at offset 0 of a file cut shorter and
+        written again (``_restarted``) is a new one."""
         text = monitor_event(task, event_lines(new, task.output_path))
-        key = f"mon:{task.delivered_bytes}:{task.tool_use_id}"[:64]
+        moved = round(task.delivered_at.timestamp() * 1_000_000) if task.delivered_at else 0
+        key = f"mon:{task.delivered_bytes}:{moved}:{task.tool_use_id}"[:64]
         try:
             token = await self.sessions.notify(
                 task.session_id, kind=NOTIFICATION_KIND, text=text, source_key=key
@@ -311,13 +331,16 @@ def _whole_characters(data: bytes) -> bytes:
     return data  # not UTF-8 there: as it is
 
 
-async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[bytes, int]:
+async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[bytes, int | None]:
     """The bytes of the file at ``path`` from ``start`` (negative: its last ``-start``),
-    as many as one read gives, and its size (nothing when it cannot be read)."""
+    as many as one read gives, and its size (0 when it is gone; nothing and None when it
+    cannot be read now)."""
     try:
         return await client.read_range(path, start)
-    except (FileNotFound, SandboxError, ValueError):
+    except FileNotFound:
         return b"", 0
+    except (SandboxError, ValueError):
+        return b"", None
 
 
 async def _tail(client: SandboxClient, path: str) -> str:

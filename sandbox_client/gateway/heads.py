@@ -21,7 +21,8 @@ import asyncio
 import os
 import re
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import SupportsIndex
 
 HEAD_END = re.compile(rb"\n\r?\n")
 """A blank line: the end of a request head (h11's own test)."""
@@ -42,10 +43,10 @@ class HeadWatch(asyncio.StreamReader):
         self.head_arrived = False
         self.tail = b""
 
-    def feed_data(self, data: bytes) -> None:
-        """Pass ``data`` on, noting a head's end in it."""
-        if not self.head_arrived and data:
-            window = self.tail + data
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        """Pass ``data`` (bytes, from the transport) on, noting a head's end in it."""
+        if not self.head_arrived:
+            window = self.tail + bytes(data)
             self.head_arrived = HEAD_END.search(window) is not None
             self.tail = window[-2:]
         super().feed_data(data)

@@ -173,7 +173,11 @@ class RangeServer:
         self.path = path
         self.limit = limit
 
+    failing = False  # answer 500, as a sandbox server in trouble
+
     def answer(self, request: httpx.Request) -> httpx.Response:
+        if self.failing:
+            return httpx.Response(500, json={"error": "internal"})
         if not self.path.exists():
             return httpx.Response(404, json={"error": "not found"})
         files = Filesystem(str(self.path.parent), self.limit)
@@ -252,12 +256,6 @@ async def test_a_long_line_of_multibyte_characters_is_delivered_without_broken_o
     assert not any("\ufffd" in e for e in events), events
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: an output file cut shorter than what was delivered is read past its "
-    "end (416) until it grows back past the mark; a batch's notification is keyed by where "
-    "it starts, so following it from 0 again needs a key of its own",
-)
 async def test_a_truncated_output_file_is_followed_from_its_new_start(reading: Reading) -> None:
     # Given a monitor whose first lines were delivered
     reading.output.write_bytes(b"first line\n" * 4)
@@ -267,3 +265,47 @@ async def test_a_truncated_output_file_is_followed_from_its_new_start(reading: R
     # Then the new line is delivered
     events = await monitor_looks(reading, 3)
     assert any("after" in e for e in events), events
+
+
+async def test_a_look_on_a_stale_row_delivers_nothing_twice_also_after_a_cut(
+    reading: Reading,
+) -> None:
+    # Given a monitor whose first lines were delivered by one look, and a second look
+    # (a racing watcher, or a redo) that read the task's row before the first moved it
+    reading.output.write_bytes(b"first line\n")
+    await monitor_looks(reading, 0)
+    task_id = task_id_for("toolu_mon_r")
+    running = ProcessRecord("toolu_mon_r", "cmd", ProcessStatus.RUNNING, None)
+    handle = cast(SandboxHandle, None)
+    stale = await reading.tasks.get(SESSION, task_id)
+    assert stale is not None
+    await reading.watcher._monitor(handle, stale, running)
+    await reading.watcher._monitor(handle, stale, running)
+    # When the file is cut and written again, and two looks read the same row again
+    reading.output.write_bytes(b"after\n")
+    stale = await reading.tasks.get(SESSION, task_id)
+    assert stale is not None
+    await reading.watcher._monitor(handle, stale, running)
+    await reading.watcher._monitor(handle, stale, running)
+    # Then each batch was delivered once
+    events = await monitor_looks(reading, 0)
+    assert sum("first line" in e for e in events) == 1, events
+    assert sum("after" in e for e in events) == 1, events
+
+
+async def test_a_read_that_fails_does_not_move_a_monitor_back_to_its_start(
+    reading: Reading,
+) -> None:
+    # Given a monitor whose first lines were delivered
+    reading.output.write_bytes(b"first line\n")
+    await monitor_looks(reading, 1)
+    # When a look finds the sandbox's server failing, and the next one a new line
+    reading.server.failing = True
+    await monitor_looks(reading, 1)
+    reading.server.failing = False
+    with reading.output.open("ab") as output:
+        output.write(b"second line\n")
+    events = await monitor_looks(reading, 2)
+    # Then the new line is delivered, and the first is not again
+    assert sum("first line" in e for e in events) == 1, events
+    assert any("second line" in e for e in events), events
