@@ -14,6 +14,13 @@ Prints one JSON line:
                                      the same content, another a ``SELECT`` of it until
                                      it shows the new version
     write_visible_vs_floor           the two p50s' ratio (goal ≤ 1.5)
+    same_statements_write_visible_p50_ms, write_visible_vs_same_statements
+                                     where the rest of the gap is: the store's own two
+                                     statements (its conditional write with the file's
+                                     revision and the org's counters, and its read) sent
+                                     as they are on two raw asyncpg connections, to
+                                     another file, sample for sample; the ratio is what
+                                     the store's Python costs over them
     contended_edits_per_s            N writers (default 20), each making M edits (default 25)
                                      to its own lines of one shared file, all at once
     lost_updates                     edits missing from the final content, plus edits
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -48,8 +56,10 @@ import asyncpg
 from goals import verdict  # bench/ is on the path when run as a script
 
 from memory_store import Database, FileStore, Namespace, Origin, Scope
+from memory_store.files import conditional, rows
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+NS = Namespace("bench-org", Scope.INCIDENT, "C-bench")
 WARMUP = 30
 GOALS = {"write_visible_vs_floor": ("<=", 1.5), "lost_updates": ("==", 0)}
 FLOOR_TABLE = """
@@ -92,19 +102,63 @@ class Floor:
         await self.reader.close()
 
 
+class SameStatements:
+    """The store's own write and read statements, sent on two raw asyncpg connections
+    with their parameters built inline: the round without the store's Python."""
+
+    def __init__(self, db: Database, writer: asyncpg.Connection, reader: asyncpg.Connection):
+        self.write = db.precompiled(conditional._WRITE_AND_LOG)
+        self.read = db.precompiled(rows._READ_CURRENT)
+        self.writer, self.reader, self.version = writer, reader, 1
+        self.at = datetime.now(UTC)
+
+    async def sample(self, i: int, content: str) -> float:
+        """One write of ``content``, then reads until it shows: seconds."""
+        params = {
+            **rows.ns_params(NS),
+            "b_org": NS.org_id,
+            "b_size": len(content.encode()),
+            "b_max_bytes": 10**12,
+            "b_max_stored": 10**12,
+            "b_path": "/same.md",
+            "b_version": self.version,
+            "n_version": self.version + 1,
+            "n_content": content,
+            "n_summary": "",
+            "n_listed": True,
+            "n_at": self.at,
+            "n_actor": "bench",
+            "n_session": "S1",
+            "r_operation": "write",
+            "r_tool_use_id": f"toolu_same_{i}",
+        }
+        read_args = self.read.args({**rows.ns_params(NS), "path": "/same.md"})
+        start = time.perf_counter()
+        if await self.writer.fetchval(self.write.sql, *self.write.args(params)) is None:
+            raise RuntimeError("the store's write statement wrote nothing")
+        self.version += 1
+        while (await self.reader.fetchrow(self.read.sql, *read_args))["version"] != self.version:
+            pass  # never expected, as above
+        return time.perf_counter() - start
+
+
 async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, float]:
     """Latency from a committed write on one pool to a read that sees it on another, and
     the floor's, sample for sample (so the machine's load hits both alike)."""
-    floor = await Floor.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    raw_url = url.replace("postgresql+asyncpg://", "postgresql://")
+    floor = await Floor.connect(raw_url)
     floors: list[float] = []
     writer_db = Database.from_url(url, data_dir=data_dir)
     reader_db = Database.from_url(url, data_dir=data_dir)
     writer, reader = FileStore(writer_db), FileStore(reader_db)
-    ns = Namespace("bench-org", Scope.INCIDENT, "C-bench")
+    ns = NS
+    same = SameStatements(writer_db, await asyncpg.connect(raw_url), await asyncpg.connect(raw_url))
+    sames: list[float] = []
     try:
         version = (
             await writer.write(ns, "/v.md", "start", Origin("bench"), expected_version=0)
         ).version
+        await writer.write(ns, "/same.md", "start", Origin("bench"), expected_version=0)
         total, writes, reads = [], [], []
         for i in range(WARMUP + samples):
             origin = Origin("bench", session_id="S1", tool_use_id=f"toolu_{i}")
@@ -117,8 +171,10 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
                 pass  # never expected: a committed write is visible to the next statement
             seen = time.perf_counter()
             floor_s = await floor.sample(f"sample {i}\n")
+            same_s = await same.sample(i, f"sample {i}\n")
             if i >= WARMUP:
                 floors.append(floor_s * 1000)
+                sames.append(same_s * 1000)
                 total.append((seen - start) * 1000)
                 writes.append((committed - start) * 1000)
                 reads.append((seen - committed) * 1000)
@@ -126,6 +182,8 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
         await writer_db.dispose()
         await reader_db.dispose()
         await floor.close()
+        await same.writer.close()
+        await same.reader.close()
     halves = floor.halves[WARMUP:]
     return {
         "write_visible_p50_ms": round(statistics.median(total), 3),
@@ -137,6 +195,10 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
         "floor_read_p50_ms": round(statistics.median(r for _, r in halves) * 1000, 3),
         "floor_write_visible_p99_ms": round(statistics.quantiles(floors, n=100)[98], 3),
         "write_visible_vs_floor": round(statistics.median(total) / statistics.median(floors), 2),
+        "same_statements_write_visible_p50_ms": round(statistics.median(sames), 3),
+        "write_visible_vs_same_statements": round(
+            statistics.median(total) / statistics.median(sames), 2
+        ),
     }
 
 
