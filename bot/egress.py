@@ -12,8 +12,7 @@ import asyncio
 import logging
 import os
 import ssl
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,7 +26,6 @@ from memory_store import (
     EgressLog,
     EgressTokens,
     SessionStore,
-    TokenOwner,
 )
 from sandbox_client import (
     JailEgress,
@@ -302,7 +300,8 @@ class WorkerEgress:
             return {}
         token = self._issued.get(session_id)
         if token is None:
-            token = self._issued[session_id] = await self.tokens.issue(session_id, channel_id)
+            raw = await self.tokens.issue(session_id, channel_id)
+            token = self._issued[session_id] = self.calls.signed_token(raw)
         userinfo = self.calls.userinfo(session_id, tool_use_id, password_prefix=f"{token}.")
         return remote_env(self.gateway_url, userinfo, direct_hosts(self.gateway.rules))
 
@@ -335,9 +334,9 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
     """``warroom gateway``: serve remote sandboxes on ``WARROOM_GATEWAY_LISTEN`` until ``stop``.
 
     Each connection names its session by the token in its proxy URL; tokens are looked up in
-    the database (a revoked token stops working within ``TOKEN_CACHE_S``). Once ``stop`` is
-    set no connection is accepted, and requests in flight get ``STOP_GRACE_S`` to finish: a
-    graceful stop, like ``serve`` and ``worker``, whose command exits 0.
+    the database (a revoked token stops working within ``GatewayOptions.token_ttl_s``). Once
+    ``stop`` is set no connection is accepted, and requests in flight get ``STOP_GRACE_S``
+    to finish: a graceful stop, like ``serve`` and ``worker``, whose command exits 0.
 
     Raises:
         MissingSetting: no ``WARROOM_EGRESS_RULES``.
@@ -351,7 +350,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
     worker = await WorkerEgress.open(settings, db, default_metrics())
     if worker is None or worker.tokens is None:  # cannot happen: the rules file is set
         raise MissingSetting("WARROOM_EGRESS_RULES", "the gateway serves the egress rules")
-    resolve = _cached_owner(worker.tokens)
+    resolve = _owner_of(worker.tokens)
     try:
         await worker.gateway.serve_tokens(host or "127.0.0.1", int(port), resolve)
         log.info("egress gateway listening on %s", settings.gateway_listen)
@@ -362,33 +361,13 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event) -> None:
         await db.dispose()
 
 
-TOKEN_CACHE_S = 5.0
-TOKEN_CACHE_MAX = 4096
-"""Tokens remembered at once (a request naming an unknown token is remembered too, so
-guesses cost no query each: the oldest are forgotten first)."""
-
-
-def _cached_owner(
-    tokens: EgressTokens, *, clock: Callable[[], float] = time.monotonic
-) -> TokenResolver:
-    """Token → caller (its session; the call is proved by the gateway), remembered for
-    ``TOKEN_CACHE_S`` so a busy sandbox costs no query per connection; at most
-    ``TOKEN_CACHE_MAX`` of them (guessed tokens cannot grow the worker's memory)."""
-    seen: dict[str, tuple[float, TokenOwner | None]] = {}  # oldest look-up first
+def _owner_of(tokens: EgressTokens) -> TokenResolver:
+    """Token → caller (its session; the call is proved by the gateway), one query each
+    (the gateway remembers answers: ``GatewayOptions.token_ttl_s``)."""
 
     async def resolve(token: str) -> Caller | None:
-        now = clock()
-        hit = seen.get(token)
-        if hit is None or now - hit[0] > TOKEN_CACHE_S:
-            owner = await tokens.owner(token)
-            seen.pop(token, None)
-            hit = seen[token] = (now, owner)
-            while len(seen) > TOKEN_CACHE_MAX or now - next(iter(seen.values()))[0] > TOKEN_CACHE_S:
-                del seen[next(iter(seen))]
-        owner = hit[1]
-        if owner is None:
-            return None
-        return Caller(owner.session_id, owner.channel_id)
+        owner = await tokens.owner(token)
+        return None if owner is None else Caller(owner.session_id, owner.channel_id)
 
     return resolve
 

@@ -31,6 +31,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 KEY_INFO = b"warroom per-call proxy credential v1"
 CREDENTIAL_CHARS = 43
 """Length of a credential: 256 bits of HMAC-SHA256 in unpadded base64url."""
+TOKEN_INFO = b"warroom session token v1\0"
+TOKEN_TAG_BYTES = 16
+LEGACY_TOKEN_CHARS = 43
+"""A session token as the database issues it (``memory_store.EgressTokens.issue``: 256
+random bits in unpadded base64url), and as tokens were before they carried a tag."""
+SIGNED_TOKEN_CHARS = LEGACY_TOKEN_CHARS + 22
+"""A token with its tag: 128 bits of HMAC-SHA256 in unpadded base64url after the raw part."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,30 @@ class CallCredentials:
             return False
         expected = self.issue(session_id, tool_use_id)
         return hmac.compare_digest(expected.encode(), credential.encode("utf-8", "replace"))
+
+    def signed_token(self, raw: str) -> str:
+        """A session token for a remote sandbox's proxy URL: ``raw`` (what the database
+        keeps the hash of, ``LEGACY_TOKEN_CHARS`` long) and a tag under this key, so the
+        gateway knows a token it issued from a guess without a look-up (``tokens``).
+
+        Raises:
+            ValueError: ``raw`` is not ``LEGACY_TOKEN_CHARS`` URL-safe characters.
+        """
+        if len(raw) != LEGACY_TOKEN_CHARS or not raw.isascii() or "." in raw:
+            raise ValueError(f"a session token has {LEGACY_TOKEN_CHARS} URL-safe characters")
+        return raw + self._token_tag(raw)
+
+    def raw_token(self, token: str) -> str | None:
+        """The ``raw`` part of a token ``signed_token`` made under this key; None for any
+        other (constant time in the tag)."""
+        if len(token) != SIGNED_TOKEN_CHARS or not token.isascii():
+            return None
+        raw, tag = token[:LEGACY_TOKEN_CHARS], token[LEGACY_TOKEN_CHARS:]
+        return raw if hmac.compare_digest(self._token_tag(raw).encode(), tag.encode()) else None
+
+    def _token_tag(self, raw: str) -> str:
+        digest = hmac.new(self.key, TOKEN_INFO + raw.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:TOKEN_TAG_BYTES]).decode("ascii").rstrip("=")
 
     def userinfo(self, session_id: str, tool_use_id: str, password_prefix: str = "") -> str:
         """``<tool_use_id>:<prefix><credential>`` percent-encoded for a proxy URL.

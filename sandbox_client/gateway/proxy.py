@@ -21,14 +21,16 @@ import asyncio
 import contextlib
 import enum
 import functools
+import ipaddress
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import h11
@@ -62,6 +64,7 @@ from sandbox_client.gateway.rules import (
     decide_override,
 )
 from sandbox_client.gateway.scrubber import Scrubber
+from sandbox_client.gateway.tokens import TokenBook, TokensBusy
 from sandbox_client.gateway.upstream import Upstream, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -105,6 +108,10 @@ class _Unread(enum.Enum):
 TOO_MANY_CONNECTIONS = (
     "The warroom egress gateway has too many connections open from this sandbox;"
     " close some and try again.\n"
+)
+TOKENS_BUSY = (
+    "The warroom egress gateway is looking up too many tokens from this address;"
+    " try again in a moment.\n"
 )
 READ_CHUNK = 65_536
 _Heading = tuple[asyncio.Task[None], float, asyncio.StreamReader]
@@ -183,13 +190,19 @@ class GatewayOptions:
     listener (remote sandboxes) whose request named a session. A connection past a
     sandbox's listener's limit is answered 503 unread and closed: each holds buffers of its
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
-    one client address not yet named (sending their first request head, or their token
-    being looked up); a new one past it closes the oldest of them that is stalling: its
-    head has not arrived whole, or it has waited ``stall_after_s`` (so nobody can hold the
-    token listener's connections without a token, nor keep out sandboxes that share its
-    address); when none is, the new one is answered 503 unread. ``head_timeout_s``: the
-    longest a connection's first request head may take to arrive, whole (a head sent a
-    byte at a time holds no slot for long)."""
+    one client (an address; an IPv6 client by its /64) still sending their first request
+    head, and ``max_unnamed`` those of all clients; a new one past either closes the oldest
+    of them whose head has not arrived whole (``heads``; a sandbox sends its head at once),
+    so nobody can hold the token listener's connections without a token, nor keep out
+    sandboxes that share its address (NAT); when every one has its head (a burst), the new
+    one is let in past a client's bound, and answered 503 unread past the bound of all.
+    ``head_timeout_s``: the longest a connection's first request head may take to arrive,
+    whole (a head sent a byte at a time holds no slot for long). Session tokens
+    (``tokens.TokenBook``): one carrying ``calls``'s tag is looked up at once, one with a
+    token's length and no tag (issued before tags) under ``max_lookups_per_address`` in
+    flight per client (past it: 503), anything else refused unlooked; an answer is used
+    for ``token_ttl_s`` (the most a revoked token keeps working), ``max_remembered_tokens``
+    live ones and as many refused."""
 
     upstream_verify: ssl.SSLContext | bool = True
     upstream_timeout_s: float = 30.0
@@ -200,7 +213,10 @@ class GatewayOptions:
     max_connections_per_session: int = 128
     max_token_connections: int = 1024
     max_unnamed_per_address: int = 16
-    stall_after_s: float = 1.0
+    max_unnamed: int = 1024
+    token_ttl_s: float = 5.0
+    max_remembered_tokens: int = 4096
+    max_lookups_per_address: int = 16
     head_timeout_s: float = 10.0
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
@@ -231,9 +247,10 @@ class Gateway:
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._open_by_listener: dict[str, int] = {}  # open connections by ``_enter`` key
-        # the token listener's connections not yet named by their first request, oldest
-        # first, by client address (``_await_head``), each with its handler
+        # the token listener's connections still sending their first request head, oldest
+        # first, by client (``_await_head``), each with its handler; and all of them
         self._heading: dict[str, dict[asyncio.StreamWriter, _Heading]] = {}
+        self._all_heading: dict[asyncio.StreamWriter, str] = {}
         self._evicted: set[asyncio.Task[None]] = set()  # handlers cancelled to make room
         self._turned_away: set[str] = set()  # keys at their limit, warned about once
         self._bound: dict[Path, _Binding] = {}
@@ -293,9 +310,14 @@ class Gateway:
         to its session (None: unknown or revoked, answered 407); the per-call credential, when
         there, must be that call's (else 407) and makes the request the call's.
         """
-        server = await start_watched_server(
-            lambda r, w: self._handle(r, w, None, resolve), host, port
+        book = TokenBook(
+            resolve,
+            ttl_s=self.options.token_ttl_s,
+            max_remembered=self.options.max_remembered_tokens,
+            max_per_client=self.options.max_lookups_per_address,
+            signer=self.options.calls,
         )
+        server = await start_watched_server(lambda r, w: self._handle(r, w, None, book), host, port)
         self._servers.append(server)
         return server
 
@@ -320,7 +342,7 @@ class Gateway:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         caller: Caller | None,
-        resolve: TokenResolver | None = None,
+        book: TokenBook | None = None,
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -328,6 +350,7 @@ class Gateway:
         task.add_done_callback(self._connections.discard)
         keys: list[str] = []
         address = ""
+        resolve: TokenResolver | None = None
         if caller is not None:  # a sandbox's own listener
             limit = self.options.max_connections_per_session
             if not self._enter(caller.session_id, limit):
@@ -335,9 +358,12 @@ class Gateway:
                 return
             keys.append(caller.session_id)
         else:  # the token listener: by client address until a request names its session
-            address = f"address {_peer_host(writer)}"
-            if not self._await_head(address, reader, writer, task):
-                await self._turn_away(writer, address, self.options.max_unnamed_per_address)
+            address = _client_key(writer)
+            if book is not None:
+                resolve = functools.partial(book.caller, client=address)
+            limit = self._await_head(address, reader, writer, task)
+            if limit:
+                await self._turn_away(writer, address, limit)
                 return
         try:
             conn = h11.Connection(h11.SERVER)
@@ -352,12 +378,17 @@ class Gateway:
                 return
             if request is None:
                 return
+            if address:  # the token listener: its head is in, its token to be looked up
+                self._headed(address, writer)
             listener = caller
-            caller = await self._proved(conn, writer, request, listener, resolve)
+            try:
+                caller = await self._proved(conn, writer, request, listener, resolve)
+            except TokensBusy:  # guesses from this client fill its look-ups
+                await self._busy(conn, writer)
+                return
             if caller is None:
                 return
             if listener is None:  # the token listener: the session is known from now on
-                self._headed(address, writer)
                 for named, most in (
                     ("", self.options.max_token_connections),
                     (caller.session_id, self.options.max_connections_per_session),
@@ -379,6 +410,8 @@ class Gateway:
             await self._malformed(conn, writer, exc)
         except (ConnectionError, TimeoutError, h11.ProtocolError, ssl.SSLError):
             pass
+        except TokensBusy:  # a later request's token, past the client's look-ups
+            await self._busy(conn, writer)
         except asyncio.CancelledError:  # closed to make room (``_await_head``): it ends here
             if task not in self._evicted or task.uncancel():
                 raise
@@ -394,60 +427,76 @@ class Gateway:
 
     def _await_head(
         self,
-        address: str,
+        client: str,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
-    ) -> bool:
-        """Count a token listener's connection among those of its client ``address``
-        not yet named (still sending their first request head, or their token being
-        looked up); False, counting nothing, when it must be turned away.
+    ) -> int:
+        """Count a token listener's connection among those of ``client`` still sending
+        their first request head; 0, or the limit it is past when it must be turned away
+        (counting nothing).
 
-        At ``max_unnamed_per_address`` the oldest of them that is stalling is closed to
-        make room: one whose head has not arrived whole (``heads.head_arrived``; a
-        sandbox sends its head at once), or that has waited ``stall_after_s`` or longer
-        (a token look-up that hangs). So neither connections that trickle their heads
-        nor a neighbour opening them without end, from an address several sandboxes
-        share (NAT), can keep the others out. When none is stalling (a burst of whole
-        requests, or look-ups in flight), the new connection is turned away: 503, and
-        none reset before it was read."""
-        waiting = self._heading.setdefault(address, {})
-        if len(waiting) >= self.options.max_unnamed_per_address:
-            stalling = self._stalling(waiting)
-            if stalling is None:
-                return False
-            handler = waiting.pop(stalling)[0]
-            stalling.transport.abort()
-            self._evicted.add(handler)
-            handler.cancel()  # reading its head, or awaiting its token's look-up
-            if address not in self._turned_away:
-                self._turned_away.add(address)
-                logger.warning(
-                    "egress gateway: %s has %d connections not yet named by a request;"
-                    " the oldest stalling one closed for each new one",
-                    address,
-                    self.options.max_unnamed_per_address,
-                )
-        waiting[writer] = (task, time.monotonic(), reader)
-        return True
+        Past ``max_unnamed_per_address`` for ``client``, or ``max_unnamed`` for all, the
+        oldest of those connections whose head has not arrived whole
+        (``heads.head_arrived``) is closed to make room: a sandbox sends its head at once,
+        so neither connections that trickle their heads nor a neighbour opening them
+        without end, from an address several sandboxes share (NAT), can keep the others
+        out. When every one of the client's has its head (a burst of whole requests, each
+        read in a moment), the new one is let in; when every one of all clients' has, it
+        is turned away (503, none reset before it was read)."""
+        for of_client in (True, False):
+            if of_client:
+                among: dict[asyncio.StreamWriter, Any] = self._heading.get(client, {})
+                limit = self.options.max_unnamed_per_address
+            else:
+                among, limit = self._all_heading, self.options.max_unnamed
+            if len(among) < limit:
+                continue
+            stalling = self._stalling(among)
+            if stalling is not None:
+                self._close_stalling(stalling, limit)
+            elif not of_client:  # every connection of every client has its head: overload
+                return limit
+            # (every one of this client's has its head, a burst: each is read in a moment)
+        self._heading.setdefault(client, {})[writer] = (task, time.monotonic(), reader)
+        self._all_heading[writer] = client
+        return 0
 
-    def _stalling(
-        self, waiting: dict[asyncio.StreamWriter, _Heading]
-    ) -> asyncio.StreamWriter | None:
-        """The oldest of one address's unnamed connections that is stalling
-        (``_await_head``), or None."""
-        stalled_before = time.monotonic() - self.options.stall_after_s
-        for writer, (_, since, reader) in waiting.items():
-            if since <= stalled_before or not head_arrived(reader, writer):
+    def _stalling(self, among: Iterable[asyncio.StreamWriter]) -> asyncio.StreamWriter | None:
+        """The oldest of ``among`` (unnamed connections, oldest first) whose first request
+        head has not arrived whole, or None (``_await_head``)."""
+        for writer in among:
+            reader = self._heading[self._all_heading[writer]][writer][2]
+            if not head_arrived(reader, writer):
                 return writer
         return None
 
-    def _headed(self, address: str, writer: asyncio.StreamWriter) -> None:
-        """A connection of ``address`` is named, or closed (``_await_head``)."""
-        waiting = self._heading.get(address)
+    def _close_stalling(self, writer: asyncio.StreamWriter, limit: int) -> None:
+        """Close an unnamed connection whose head has not arrived, to make room."""
+        client = self._all_heading[writer]
+        handler = self._heading[client][writer][0]
+        self._headed(client, writer)
+        writer.transport.abort()
+        self._evicted.add(handler)
+        handler.cancel()  # reading its head
+        if client not in self._turned_away:
+            self._turned_away.add(client)
+            logger.warning(
+                "egress gateway: %s at %d connections still sending a first request head;"
+                " the oldest whose head has not arrived closed for each new one",
+                client,
+                limit,
+            )
+
+    def _headed(self, client: str, writer: asyncio.StreamWriter) -> None:
+        """A connection of ``client`` has sent its first request head, or is closed
+        (``_await_head``)."""
+        if self._all_heading.pop(writer, None) is None:
+            return
+        waiting = self._heading.get(client)
         if waiting is not None and waiting.pop(writer, None) is not None and not waiting:
-            del self._heading[address]
-            self._turned_away.discard(address)
+            del self._heading[client]
+            self._turned_away.discard(client)
 
     def _enter(self, key: str, limit: int) -> bool:
         """Count one more open connection for ``key`` (a session id, "" for the token
@@ -483,6 +532,20 @@ class Gateway:
         await self._error_recorded(
             conn, writer, 503, TOO_MANY_CONNECTIONS, caller, line, started, busy
         )
+
+    async def _busy(self, conn: h11.Connection, writer: asyncio.StreamWriter) -> None:
+        """Answer 503 a request whose token must be looked up while its client has as many
+        look-ups in flight as it may (``tokens.TokensBusy``; no session is known, so
+        nothing is audited), and close the connection."""
+        body = TOKENS_BUSY.encode()
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"retry-after", b"1"),
+            (b"connection", b"close"),
+        ]
+        with contextlib.suppress(Exception):
+            await self._send_whole(writer, conn, _response(503, headers), body)
 
     async def _turn_away(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
         """Answer a connection past its listener's limit 503 without reading it, and close
@@ -1241,6 +1304,28 @@ def _peer_host(writer: asyncio.StreamWriter) -> str:
     """The client's address of a TCP connection ("" for a Unix socket's)."""
     peer = writer.get_extra_info("peername")
     return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+
+def _client_key(writer: asyncio.StreamWriter) -> str:
+    """What the token listener bounds a client by: its address, an IPv6 one by its /64
+    (what one host is given, RFC 4291 §2.5.1), an IPv4-mapped one as IPv4.
+
+    >>> class W:
+    ...     def __init__(self, host): self.host = host
+    ...     def get_extra_info(self, name): return (self.host, 1)
+    >>> [_client_key(W(h)) for h in ("10.0.0.7", "::ffff:10.0.0.7", "2001:db8:1:2:a::9")]
+    ['address 10.0.0.7', 'address 10.0.0.7', 'address 2001:db8:1:2::/64']
+    """
+    host = _peer_host(writer)
+    try:
+        parsed = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return f"address {host}"
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return f"address {parsed.ipv4_mapped}"
+        return f"address {ipaddress.IPv6Network((parsed, 64), strict=False)}"
+    return f"address {parsed}"
 
 
 def _query_of(path_query: str) -> str:

@@ -29,8 +29,8 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     await db.migrate()
     tokens = EgressTokens(db)
     await live_session(db, "s-live")
-    live = await tokens.issue("s-live", "C-1")
-    dead = await tokens.issue("s-dead", "C-1")
+    untagged = await tokens.issue("s-live", "C-1")  # as issued before tokens had a tag
+    raw_dead = await tokens.issue("s-dead", "C-1")
     await tokens.revoke("s-dead")
     port = _free_port()
     env = warroom_env(
@@ -40,6 +40,8 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     settings = Settings(_env_file=None, data_dir=data)  # type: ignore[call-arg]
     authority = CertificateAuthority.load_or_create(gateway_dir(settings))
     calls = CallCredentials.derived_from(authority.key)
+    live, dead = calls.signed_token(untagged), calls.signed_token(raw_dead)  # as workers give
+    forged = live[:-2] + ("AA" if not live.endswith("AA") else "BB")
     # When the gateway runs as its own process
     gateway = await start("gateway", env=env, cwd=tmp_path)
     assert gateway.stderr is not None
@@ -51,6 +53,8 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
             f"toolu_8:{live}",  # a call id named, without its credential
             f"toolu_9:{live}.{calls.issue('s-live', 'toolu_8')}",  # another call's credential
             calls.userinfo("s-dead", "toolu_1", password_prefix=f"{dead}."),  # revoked
+            calls.userinfo("s-live", "toolu_5", password_prefix=f"{forged}."),  # a wrong tag
+            calls.userinfo("s-live", "toolu_6", password_prefix=f"{untagged}."),  # no tag
         ):
             async with httpx.AsyncClient(
                 proxy=f"http://{userinfo}@127.0.0.1:{port}", trust_env=False
@@ -61,13 +65,15 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
         code = await finish(gateway)
     # Then the live token's requests were decided by the rules (port 9 has no rule: 403) and
     # audited under the call its credential proves, or none; a credential not the named
-    # call's, and a revoked token, never got that far
-    assert statuses == [403, 403, 407, 407]
+    # call's, a revoked token, and one whose tag is not the deployment's never got that
+    # far; a token from before tags is still served (its session began before the upgrade)
+    assert statuses == [403, 403, 407, 407, 407, 403]
     entries = await EgressLog(db).recent("s-live")
     assert [(e.tool_use_id, e.status) for e in entries] == [
         ("toolu_7", 403),
         (None, 403),
         (None, 407),
+        ("toolu_6", 403),
     ]
     assert await EgressLog(db).recent("s-dead") == []
     assert code == 0

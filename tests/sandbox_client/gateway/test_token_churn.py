@@ -14,9 +14,7 @@ from .test_tokens import CALLS, NAMED_GET, Audit, _first_line, _token_listener
 async def test_a_neighbour_opening_connections_without_end_does_not_keep_a_sandbox_out() -> None:
     # Given a token listener that keeps two connections per client address not yet named,
     # one counting as stalling after 0.2 s
-    options = GatewayOptions(
-        calls=CALLS, max_unnamed_per_address=2, stall_after_s=0.2, head_timeout_s=5.0
-    )
+    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=5.0)
     async with _token_listener(options, Audit()) as port:
         stop = asyncio.Event()
         opened = 0
