@@ -17,7 +17,19 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, Float, Index, Integer, String, Table, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    String,
+    Table,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from memory_store.db import Database
 from memory_store.files.tables import metadata
@@ -35,7 +47,8 @@ egress_requests = Table(
     Column("port", Integer, nullable=False),
     Column("path", String(2048), nullable=False),
     Column("status", Integer, nullable=False),
-    Column("bytes", _Id, nullable=False),  # 64 bits (SQLite's INTEGER is; migration 0021)
+    Column("bytes", Integer, nullable=False),  # capped at 2**31 - 1: see ``body_bytes``
+    Column("body_bytes", BigInteger, nullable=True),  # the count (migration 0021)
     Column("duration_ms", Float, nullable=False),
     Column("rule", String(64), nullable=True),
     Column("outcome", String(16), nullable=False),
@@ -56,6 +69,8 @@ _T = egress_tokens.c
 TOKEN_BYTES = 32
 LIVE_STATUSES = ("running", "waiting")
 OUTCOMES = ("injected", "allowed", "blocked")
+INT32_MAX = 2**31 - 1
+"""The most ``egress_requests.bytes`` holds (rows keep the whole count in ``body_bytes``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,7 @@ class EgressLog:
         if entry.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {entry.outcome!r}")
         values = {name: _fits(name, value) for name, value in entry.__dict__.items()}
+        values["body_bytes"], values["bytes"] = entry.bytes, min(entry.bytes, INT32_MAX)
         async with self._db.write() as conn:
             await conn.execute(insert(egress_requests).values(**values))
 
@@ -117,11 +133,12 @@ class EgressLog:
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
+        columns = [
+            func.coalesce(_E.body_bytes, _E.bytes) if name == "bytes" else getattr(_E, name)
+            for name in EgressEntry.__dataclass_fields__
+        ]
         stmt = (
-            select(*(getattr(_E, name) for name in EgressEntry.__dataclass_fields__))
-            .where(_E.session_id == session_id)
-            .order_by(_E.id.desc())
-            .limit(limit)
+            select(*columns).where(_E.session_id == session_id).order_by(_E.id.desc()).limit(limit)
         )
         async with self._db.read() as conn:
             rows = (await conn.execute(stmt)).all()

@@ -1,9 +1,12 @@
-"""The egress audit's ``bytes`` as a 64-bit integer.
+"""The egress audit's byte counts past 32 bits: ``egress_requests.body_bytes``.
 
-A tunnel or a response body can pass 2 GiB; PostgreSQL refused such a row's 32-bit
-``integer``, and the audit, which must never fail a request, lost it. PostgreSQL
-rewrites the table (``ALTER COLUMN … TYPE bigint``); a SQLite ``INTEGER`` already holds
-64 bits, so nothing changes there.
+A tunnel or a response body can pass 2 GiB; PostgreSQL refused such a value in the
+32-bit ``bytes`` column, and the audit, which must never fail a request, lost the row.
+Changing the column's type would rewrite the table (it is never pruned: one row per
+request) under an exclusive lock, longer than a process's statement timeout on a large
+audit, so every process would fail to start. A new nullable 64-bit column is added
+instead, at no cost; each row since holds its count there, and ``bytes`` the same capped
+at 2**31 - 1 (what processes of the previous release read, during a rolling upgrade).
 
 Revision ID: 0021
 Revises: 0020
@@ -24,13 +27,9 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.alter_column(
-            "egress_requests", "bytes", type_=sa.BigInteger(), existing_nullable=False
-        )
+    op.add_column("egress_requests", sa.Column("body_bytes", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":  # rows past 32 bits are capped
-        op.execute("UPDATE egress_requests SET bytes = 2147483647 WHERE bytes > 2147483647")
-        op.alter_column("egress_requests", "bytes", type_=sa.Integer(), existing_nullable=False)
+    with op.batch_alter_table("egress_requests") as batch:
+        batch.drop_column("body_bytes")
