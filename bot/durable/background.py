@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 
 TAIL_BYTES = 4096
 """The end of the output file a notification carries (then cut to ``harness``'s size)."""
+FINAL_READ_TRIES = 10
+"""Looks in a row whose read of an ended task's output fails before it is ended without
+its last lines (one look each ``interval_s``)."""
 
 
 def source_key(task: BackgroundTask) -> str:
@@ -198,7 +201,9 @@ class BackgroundWatcher:
     ) -> int:
         client = self.manager.provider.connect(handle)
         try:
-            tail = await _tail(client, task.output_path)
+            data, size = await _read_from(client, task.output_path, -TAIL_BYTES)
+            if size is None and await self._read_again(task):
+                return 0  # its tail is read at a later look
             with contextlib.suppress(SandboxError):  # what the command left in its group
                 await client.kill(task.tool_use_id)
         finally:
@@ -207,7 +212,13 @@ class BackgroundWatcher:
             state = "killed"
         else:
             state = "completed" if record.exit_code == 0 else "failed"
-        return await self._end(task, state, record.exit_code, tail)
+        return await self._end(task, state, record.exit_code, data.decode("utf-8", "replace"))
+
+    async def _read_again(self, task: BackgroundTask) -> bool:
+        """A read of an ended task's output failed (the sandbox's server in trouble):
+        whether to look again later rather than end it without its last lines (at most
+        ``FINAL_READ_TRIES`` looks in a row)."""
+        return await self.tasks.read_failed(task.session_id, task.task_id) < FINAL_READ_TRIES
 
     async def _monitor(
         self, handle: SandboxHandle, task: BackgroundTask, record: ProcessRecord
@@ -222,10 +233,12 @@ class BackgroundWatcher:
             return 0
         client = self.manager.provider.connect(handle)
         try:  # only what is new: a look costs what was added, whatever the file's size
-            new, size = await _read_from(client, task.output_path, task.delivered_bytes)
-            if size is not None and size < task.delivered_bytes:
-                task = await self._restarted(task)  # cut shorter: followed from its start
-                new, size = await _read_from(client, task.output_path, task.delivered_bytes)
+            read = await self._read_new(client, task)
+            if read is None:  # cut while another watcher looked: the next look reads it
+                return 0
+            task, new, size = read
+            if size is None and (not (record.finished or expired) or await self._read_again(task)):
+                return 0  # a read that failed: nothing is known of the file this look
             if expired and not record.finished:
                 with contextlib.suppress(SandboxError):
                     await client.kill(task.tool_use_id)
@@ -248,33 +261,64 @@ class BackgroundWatcher:
         elif new:  # blank lines alone: passed over, or a read of them is all a look sees
             upto = task.delivered_bytes + len(new)
             await self.tasks.delivered(
-                task.session_id, task.task_id, from_bytes=task.delivered_bytes, upto_bytes=upto
+                task.session_id,
+                task.task_id,
+                from_bytes=task.delivered_bytes,
+                upto_bytes=upto,
+                generation=task.output_generation,
+                tail=task.delivered_tail + new,
             )
             task = replace(task, delivered_bytes=upto)
         return await self._end(task, "expired") if expired else 0
 
-    async def _restarted(self, task: BackgroundTask) -> BackgroundTask:
-        """A monitor whose output file is now shorter than what was delivered (emptied
-        and written again, as ``tail -F`` follows a log): its mark moves back to 0 and
-        its next events are the file's lines from its start. Returns the task as stored
-        then (a racing watcher may have moved the mark first)."""
-        await self.tasks.delivered(
-            task.session_id, task.task_id, from_bytes=task.delivered_bytes, upto_bytes=0
-        )
-        return await self.tasks.get(task.session_id, task.task_id) or replace(
-            task, delivered_bytes=0
-        )
+    async def _read_new(
+        self, client: SandboxClient, task: BackgroundTask
+    ) -> tuple[BackgroundTask, bytes, int | None] | None:
+        """What a monitor's output file holds past its mark (as much as one read gives),
+        and the file's size (None: the read failed); with the task as read then.
+
+        The read starts at the delivered tail's first byte: a file shorter than the mark,
+        or no longer holding that tail there, was cut and written again (``tail -F``'s
+        case): its mark moves back to 0 in a new generation and it is read from its start.
+        None when the mark moved under this look (another watcher's)."""
+        for _ in range(2):
+            kept = len(task.delivered_tail)
+            data, size = await _read_from(client, task.output_path, task.delivered_bytes - kept)
+            if size is None:
+                return task, b"", None
+            if size >= task.delivered_bytes and task.delivered_tail.startswith(data[:kept]):
+                if not kept or task.delivered_bytes - kept + len(data) >= size:
+                    return task, data[kept:], size
+                # the read stopped at the sandbox's limit, the tail taking part of it: what
+                # follows the mark gets a whole read of its own
+                data, size = await _read_from(client, task.output_path, task.delivered_bytes)
+                return task, data, size
+            moved = await self.tasks.restarted(
+                task.session_id,
+                task.task_id,
+                from_bytes=task.delivered_bytes,
+                generation=task.output_generation,
+            )
+            current = await self.tasks.get(task.session_id, task.task_id)
+            if not moved or current is None:
+                return None
+            task = current
+        return None
 
     async def _deliver(self, task: BackgroundTask, new: bytes) -> None:
         """One monitor event: notify, then move the delivered mark on.
 
-        The notification is keyed by where the batch starts and when the mark last moved
-        (``delivered_at``), so a redo or a racing watcher, which both read the same row,
-        delivers nothing twice, while the batch at offset 0 of a file cut shorter and
-        written again (``_restarted``) is a new one."""
+        The notification is keyed by the file's generation and where the batch starts,
+        so a redo or a racing watcher, which both read the same row, delivers nothing
+        twice, while the batch at offset 0 of a file cut and written again (``_read_new``)
+        is a new one. (Generation 0's key is the one earlier releases gave.)"""
         text = monitor_event(task, event_lines(new, task.output_path))
-        moved = round(task.delivered_at.timestamp() * 1_000_000) if task.delivered_at else 0
-        key = f"mon:{task.delivered_bytes}:{moved}:{task.tool_use_id}"[:64]
+        at = (
+            f"{task.output_generation}.{task.delivered_bytes}"
+            if task.output_generation
+            else (str(task.delivered_bytes))
+        )
+        key = f"mon:{at}:{task.tool_use_id}"[:64]
         try:
             token = await self.sessions.notify(
                 task.session_id, kind=NOTIFICATION_KIND, text=text, source_key=key
@@ -288,6 +332,8 @@ class BackgroundWatcher:
             task.task_id,
             from_bytes=task.delivered_bytes,
             upto_bytes=task.delivered_bytes + len(new),
+            generation=task.output_generation,
+            tail=task.delivered_tail + new,
         )
 
     async def _end(
@@ -341,12 +387,6 @@ async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[byte
         return b"", 0
     except (SandboxError, ValueError):
         return b"", None
-
-
-async def _tail(client: SandboxClient, path: str) -> str:
-    """The end of the file at ``path`` ("" when it cannot be read), however large it is."""
-    data, _ = await _read_from(client, path, -TAIL_BYTES)
-    return data.decode("utf-8", "replace")
 
 
 async def kill_session_tasks(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select, tuple_
 from sqlalchemy.engine import RowMapping
@@ -25,6 +26,8 @@ from memory_store.upsert import insert
 _T = background_tasks.c
 RUNNING = "running"
 ENDED_STATES = ("completed", "failed", "killed", "lost", "expired")
+TAIL_KEPT = 64
+"""The last bytes of a monitor's delivered output kept (``delivered_tail``)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class BackgroundTask:
         deadline_at: a monitor's deadline (None: none, or not a monitor).
         delivered_bytes, delivered_at: how much of a monitor's output was delivered to
             the session, and when last.
+        output_generation: how often its output file was found cut and followed from its
+            start again (a delivery names the generation it read).
+        delivered_tail: the last bytes delivered (at most ``TAIL_KEPT``), to tell a file
+            that grew from one cut and written again.
+        read_failures: looks in a row whose read of its output failed.
     """
 
     session_id: str
@@ -63,6 +71,9 @@ class BackgroundTask:
     deadline_at: datetime | None = None
     delivered_bytes: int = 0
     delivered_at: datetime | None = None
+    output_generation: int = 0
+    delivered_tail: bytes = b""
+    read_failures: int = 0
 
     @property
     def running(self) -> bool:
@@ -185,15 +196,75 @@ class BackgroundTasks:
         return ended[0] if ended else None
 
     async def delivered(
-        self, session_id: str, task_id: str, *, from_bytes: int, upto_bytes: int
+        self,
+        session_id: str,
+        task_id: str,
+        *,
+        from_bytes: int,
+        upto_bytes: int,
+        generation: int = 0,
+        tail: bytes = b"",
     ) -> bool:
-        """Record that a running monitor's output from ``from_bytes`` up to
-        ``upto_bytes`` was delivered; False (nothing changed) when it is not running or its
-        delivered mark is no longer ``from_bytes`` (another watcher delivered it).
+        """Record that a running monitor's output of ``generation`` from ``from_bytes`` up
+        to ``upto_bytes`` was delivered, its last bytes ``tail`` (the last ``TAIL_KEPT``
+        are kept); False (nothing changed) when it is not running or its mark is no longer
+        there (another watcher delivered it, or found the file cut).
 
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
+        return await self._move_mark(
+            session_id,
+            task_id,
+            from_bytes,
+            generation,
+            delivered_bytes=upto_bytes,
+            delivered_tail=tail[-TAIL_KEPT:],
+            read_failures=0,
+        )
+
+    async def restarted(
+        self, session_id: str, task_id: str, *, from_bytes: int, generation: int
+    ) -> bool:
+        """Record that a running monitor's output file was found cut (shorter than
+        ``from_bytes``, or not ending in what was delivered): its mark moves back to 0 in
+        the next generation. False when the mark was no longer there (another watcher
+        moved it first).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        return await self._move_mark(
+            session_id,
+            task_id,
+            from_bytes,
+            generation,
+            delivered_bytes=0,
+            delivered_tail=None,
+            output_generation=generation + 1,
+        )
+
+    async def read_failed(self, session_id: str, task_id: str) -> int:
+        """Count one more look in a row whose read of the task's output failed; returns
+        the count (0: the row is gone).
+
+        Raises:
+            DatabaseUnavailable: the database could not be reached or timed out.
+        """
+        async with self._db.write() as conn:
+            count = (
+                await conn.execute(
+                    background_tasks.update()
+                    .where(_T.session_id == session_id, _T.task_id == task_id)
+                    .values(read_failures=_T.read_failures + 1)
+                    .returning(_T.read_failures)
+                )
+            ).scalar_one_or_none()
+        return int(count or 0)
+
+    async def _move_mark(
+        self, session_id: str, task_id: str, from_bytes: int, generation: int, **values: Any
+    ) -> bool:
         now = self._clock()
         async with self._db.write() as conn:
             row = (
@@ -204,8 +275,9 @@ class BackgroundTasks:
                         _T.task_id == task_id,
                         _T.state == RUNNING,
                         _T.delivered_bytes == from_bytes,
+                        _T.output_generation == generation,
                     )
-                    .values(delivered_bytes=upto_bytes, delivered_at=now)
+                    .values(delivered_at=now, **values)
                     .returning(_T.task_id)
                 )
             ).one_or_none()
@@ -261,4 +333,7 @@ def _task(row: RowMapping) -> BackgroundTask:
         deadline_at=row["deadline_at"],
         delivered_bytes=int(row["delivered_bytes"]),
         delivered_at=row["delivered_at"],
+        output_generation=int(row["output_generation"]),
+        delivered_tail=bytes(row["delivered_tail"] or b""),
+        read_failures=int(row["read_failures"]),
     )

@@ -7,13 +7,26 @@ ends it (``killed``), or its sandbox is gone (``lost``). ``check_at`` is when a 
 looks at it next: claiming a row moves it on, so several workers share the polling
 without looking at one process twice. A monitor (``kind`` ``monitor``) also has a
 ``deadline_at`` (None: it runs until stopped) and ``delivered_bytes``, how much of its
-output file was already delivered (``delivered_at``: when). While a row of a sandbox is
+output file was already delivered (``delivered_at``: when; ``delivered_tail``: its last
+bytes, at most ``TAIL_KEPT``; ``output_generation``: how often the file was found cut and
+followed from its start again; migration 0022). ``read_failures``: looks in a row whose
+read of the output failed. While a row of a sandbox is
 ``running`` no worker suspends or destroys that sandbox (``SandboxLedgerStore``).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
 
 from memory_store.files.tables import metadata
 from memory_store.sessions.tables import UtcDateTime
@@ -37,6 +50,9 @@ background_tasks = Table(
     Column("deadline_at", UtcDateTime, nullable=True),
     Column("delivered_bytes", BigInteger, nullable=False, server_default="0"),
     Column("delivered_at", UtcDateTime, nullable=True),
+    Column("output_generation", Integer, nullable=False, server_default="0"),
+    Column("delivered_tail", LargeBinary, nullable=True),
+    Column("read_failures", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "task_id", name="pk_background_tasks"),
     Index("ix_background_tasks_state_check_at", "state", "check_at"),
     Index("ix_background_tasks_sandbox_id", "sandbox_id"),
