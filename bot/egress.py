@@ -300,8 +300,8 @@ class WorkerEgress:
             return {}
         token = self._issued.get(session_id)
         if token is None:
-            raw = await self.tokens.issue(session_id, channel_id)
-            token = self._issued[session_id] = self.calls.signed_token(raw)
+            token = await self.tokens.issue(session_id, channel_id, sign=self.calls.signed_token)
+            self._issued[session_id] = token
         userinfo = self.calls.userinfo(session_id, tool_use_id, password_prefix=f"{token}.")
         return remote_env(self.gateway_url, userinfo, direct_hosts(self.gateway.rules))
 

@@ -115,7 +115,7 @@ if TYPE_CHECKING:
         Wakeup,
     )
     from memory_store.sessions.store import SessionStore
-    from memory_store.tasks.store import BackgroundTask, BackgroundTasks
+    from memory_store.tasks.store import TAIL_KEPT, BackgroundTask, BackgroundTasks
     from memory_store.watch.store import (
         ChannelWatch,
         WatchedChannels,
@@ -219,6 +219,7 @@ __all__ = [
     # background processes of sessions
     "BackgroundTask",
     "BackgroundTasks",
+    "TAIL_KEPT",
     "CronJob",
     "CronJobs",
     # Slack outbox and inbound dedupe
@@ -386,6 +387,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memory_store.tasks.store": (
         "BackgroundTask",
         "BackgroundTasks",
+        "TAIL_KEPT",
     ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -160,13 +161,19 @@ class EgressTokens:
         """Use ``db`` (migrated)."""
         self._db = db
 
-    async def issue(self, session_id: str, channel_id: str) -> str:
-        """A new random token for the session (URL-safe, 43 characters); only its hash is kept.
+    async def issue(
+        self, session_id: str, channel_id: str, *, sign: Callable[[str], str] | None = None
+    ) -> str:
+        """A new random token for the session (URL-safe, 43 characters), passed through
+        ``sign`` when given (the gateway's tag: ``CallCredentials.signed_token``); only the
+        hash of the token returned is kept.
 
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
         """
         token = secrets.token_urlsafe(TOKEN_BYTES)
+        if sign is not None:
+            token = sign(token)
         row = {
             "token_sha256": _digest(token),
             "session_id": session_id,

@@ -289,10 +289,13 @@ class SandboxClient:
                 return str(data["content"]).encode()
             return response.content
 
-    async def read_range(self, path: str, start: int) -> tuple[bytes, int]:
+    async def read_range(
+        self, path: str, start: int, length: int | None = None
+    ) -> tuple[bytes, int]:
         """Bytes of the file at ``path`` from ``start`` (a negative ``start``: its last
-        ``-start`` bytes), as many as the server sends at once (up to its read limit, so a
-        file larger than the limit can be followed), and the file's size then.
+        ``-start`` bytes), at most ``length`` of them, and as many as the server sends at
+        once (up to its read limit, so a file larger than the limit can be followed), and
+        the file's size then.
 
         An HTTP range request (RFC 9110 §14); from a server that ignores it, the whole
         file is read and sliced here. Past the end: no bytes.
@@ -302,7 +305,11 @@ class SandboxClient:
             from a server that ignores ranges).
         """
         path = self.check_path(path)
+        if length is not None and (length < 1 or start < 0):
+            raise ValueError("a length needs a start of 0 or more, and is 1 or more")
         wanted = f"bytes={start}-" if start >= 0 else f"bytes=-{-start}"
+        if length is not None:
+            wanted += str(start + length - 1)
         with self._busy():
             headers = {"Accept": "application/octet-stream", "Range": wanted}
             response = await self._http.request(
@@ -315,7 +322,8 @@ class SandboxClient:
             if response.status_code == 206 and total.isdigit():
                 return response.content, int(total)
         data = await self.read_file(path)  # a server without ranges: the whole file
-        return data[start:], len(data)
+        part = data[start:] if length is None else data[start : start + length]
+        return part, len(data)
 
     async def write_file(self, path: str, data: bytes) -> None:
         """Create or replace the file at ``path``, creating parent directories.

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from bot.durable.driver import Enqueue
 from harness import NOTIFICATION_KIND, event_lines, monitor_event, task_notification
 from memory_store import (
+    TAIL_KEPT,
     BackgroundTask,
     BackgroundTasks,
     HostStore,
@@ -267,6 +268,7 @@ class BackgroundWatcher:
                 upto_bytes=upto,
                 generation=task.output_generation,
                 tail=task.delivered_tail + new,
+                head=_head_after(task, new),
             )
             task = replace(task, delivered_bytes=upto)
         return await self._end(task, "expired") if expired else 0
@@ -275,24 +277,33 @@ class BackgroundWatcher:
         self, client: SandboxClient, task: BackgroundTask
     ) -> tuple[BackgroundTask, bytes, int | None] | None:
         """What a monitor's output file holds past its mark (as much as one read gives),
-        and the file's size (None: the read failed); with the task as read then.
+        and the file's size (None: a read failed); with the task as read then.
 
-        The read starts at the delivered tail's first byte: a file shorter than the mark,
-        or no longer holding that tail there, was cut and written again (``tail -F``'s
-        case): its mark moves back to 0 in a new generation and it is read from its start.
-        None when the mark moved under this look (another watcher's)."""
+        The file is checked to be the one delivered so far: at least as long as the mark,
+        still holding the delivered tail just before it, and, when it has grown, still
+        beginning with what it began with. One that is not was cut and written again
+        (``tail -F``'s case): its mark moves back to 0 in a new generation and it is read
+        from its start. None when the mark moved under this look (another watcher's)."""
         for _ in range(2):
-            kept = len(task.delivered_tail)
-            data, size = await _read_from(client, task.output_path, task.delivered_bytes - kept)
+            mark, tail = task.delivered_bytes, task.delivered_tail
+            data, size = await _read_from(client, task.output_path, mark - len(tail))
             if size is None:
                 return task, b"", None
-            if size >= task.delivered_bytes and task.delivered_tail.startswith(data[:kept]):
-                if not kept or task.delivered_bytes - kept + len(data) >= size:
-                    return task, data[kept:], size
+            intact = size >= mark and tail.startswith(data[: len(tail)])
+            new = data[len(tail) :]
+            if intact and tail and mark - len(tail) + len(data) < size:
                 # the read stopped at the sandbox's limit, the tail taking part of it: what
-                # follows the mark gets a whole read of its own
-                data, size = await _read_from(client, task.output_path, task.delivered_bytes)
-                return task, data, size
+                # follows the mark gets a whole read of its own (the file no shorter)
+                new, again = await _read_from(client, task.output_path, mark)
+                if again is None:
+                    return task, b"", None
+                intact, size = again >= size, again
+            if intact and new and mark and task.output_head:  # grown: still the same file?
+                head = task.output_head
+                first, _ = await _read_from(client, task.output_path, 0, len(head))
+                intact = first == head
+            if intact:
+                return task, new, size
             moved = await self.tasks.restarted(
                 task.session_id,
                 task.task_id,
@@ -334,6 +345,7 @@ class BackgroundWatcher:
             upto_bytes=task.delivered_bytes + len(new),
             generation=task.output_generation,
             tail=task.delivered_tail + new,
+            head=_head_after(task, new),
         )
 
     async def _end(
@@ -358,6 +370,14 @@ class BackgroundWatcher:
         return 1
 
 
+def _head_after(task: BackgroundTask, new: bytes) -> bytes:
+    """The output file's first bytes once ``new`` is delivered after the mark: grown while
+    they cover the whole mark, else as they were (complete, or unknown: b"")."""
+    if len(task.output_head) == task.delivered_bytes:
+        return (task.output_head + new)[:TAIL_KEPT]
+    return task.output_head
+
+
 def _whole_characters(data: bytes) -> bytes:
     """``data`` without a UTF-8 character cut at its end (its first bytes come in the
     next read).
@@ -377,12 +397,14 @@ def _whole_characters(data: bytes) -> bytes:
     return data  # not UTF-8 there: as it is
 
 
-async def _read_from(client: SandboxClient, path: str, start: int) -> tuple[bytes, int | None]:
+async def _read_from(
+    client: SandboxClient, path: str, start: int, length: int | None = None
+) -> tuple[bytes, int | None]:
     """The bytes of the file at ``path`` from ``start`` (negative: its last ``-start``),
-    as many as one read gives, and its size (0 when it is gone; nothing and None when it
-    cannot be read now)."""
+    at most ``length``, as many as one read gives, and its size (0 when it is gone;
+    nothing and None when it cannot be read now)."""
     try:
-        return await client.read_range(path, start)
+        return await client.read_range(path, start, length)
     except FileNotFound:
         return b"", 0
     except (SandboxError, ValueError):

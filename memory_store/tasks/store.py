@@ -52,7 +52,10 @@ class BackgroundTask:
         output_generation: how often its output file was found cut and followed from its
             start again (a delivery names the generation it read).
         delivered_tail: the last bytes delivered (at most ``TAIL_KEPT``), to tell a file
-            that grew from one cut and written again.
+            that grew from one cut and written again; b"" when they are not known to end
+            at ``delivered_bytes`` (a watcher of an earlier release moved the mark).
+        output_head: the file's first bytes as delivered (at most ``TAIL_KEPT``; b"":
+            not known), for the same.
         read_failures: looks in a row whose read of its output failed.
     """
 
@@ -73,6 +76,7 @@ class BackgroundTask:
     delivered_at: datetime | None = None
     output_generation: int = 0
     delivered_tail: bytes = b""
+    output_head: bytes = b""
     read_failures: int = 0
 
     @property
@@ -204,11 +208,13 @@ class BackgroundTasks:
         upto_bytes: int,
         generation: int = 0,
         tail: bytes = b"",
+        head: bytes = b"",
     ) -> bool:
         """Record that a running monitor's output of ``generation`` from ``from_bytes`` up
-        to ``upto_bytes`` was delivered, its last bytes ``tail`` (the last ``TAIL_KEPT``
-        are kept); False (nothing changed) when it is not running or its mark is no longer
-        there (another watcher delivered it, or found the file cut).
+        to ``upto_bytes`` was delivered, its last bytes ``tail`` and the file's first
+        ``head`` (``TAIL_KEPT`` of each are kept); False (nothing changed) when it is not
+        running or its mark is no longer there (another watcher delivered it, or found the
+        file cut).
 
         Raises:
             DatabaseUnavailable: the database could not be reached or timed out.
@@ -220,6 +226,8 @@ class BackgroundTasks:
             generation,
             delivered_bytes=upto_bytes,
             delivered_tail=tail[-TAIL_KEPT:],
+            delivered_tail_at=upto_bytes,
+            output_head=head[:TAIL_KEPT] or None,
             read_failures=0,
         )
 
@@ -241,6 +249,8 @@ class BackgroundTasks:
             generation,
             delivered_bytes=0,
             delivered_tail=None,
+            delivered_tail_at=None,
+            output_head=None,
             output_generation=generation + 1,
         )
 
@@ -334,6 +344,11 @@ def _task(row: RowMapping) -> BackgroundTask:
         delivered_bytes=int(row["delivered_bytes"]),
         delivered_at=row["delivered_at"],
         output_generation=int(row["output_generation"]),
-        delivered_tail=bytes(row["delivered_tail"] or b""),
+        delivered_tail=(
+            bytes(row["delivered_tail"] or b"")
+            if row["delivered_tail_at"] == row["delivered_bytes"]
+            else b""
+        ),
+        output_head=bytes(row["output_head"] or b""),
         read_failures=int(row["read_failures"]),
     )

@@ -8,7 +8,8 @@ looks at it next: claiming a row moves it on, so several workers share the polli
 without looking at one process twice. A monitor (``kind`` ``monitor``) also has a
 ``deadline_at`` (None: it runs until stopped) and ``delivered_bytes``, how much of its
 output file was already delivered (``delivered_at``: when; ``delivered_tail``: its last
-bytes, at most ``TAIL_KEPT``; ``output_generation``: how often the file was found cut and
+bytes, at most ``TAIL_KEPT``, ending at ``delivered_tail_at``; ``output_head``: the file's
+first bytes, as many; ``output_generation``: how often the file was found cut and
 followed from its start again; migration 0022). ``read_failures``: looks in a row whose
 read of the output failed. While a row of a sandbox is
 ``running`` no worker suspends or destroys that sandbox (``SandboxLedgerStore``).
@@ -52,6 +53,8 @@ background_tasks = Table(
     Column("delivered_at", UtcDateTime, nullable=True),
     Column("output_generation", Integer, nullable=False, server_default="0"),
     Column("delivered_tail", LargeBinary, nullable=True),
+    Column("delivered_tail_at", BigInteger, nullable=True),
+    Column("output_head", LargeBinary, nullable=True),
     Column("read_failures", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "task_id", name="pk_background_tasks"),
     Index("ix_background_tasks_state_check_at", "state", "check_at"),

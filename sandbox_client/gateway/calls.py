@@ -94,9 +94,11 @@ class CallCredentials:
         return hmac.compare_digest(expected.encode(), credential.encode("utf-8", "replace"))
 
     def signed_token(self, raw: str) -> str:
-        """A session token for a remote sandbox's proxy URL: ``raw`` (what the database
-        keeps the hash of, ``LEGACY_TOKEN_CHARS`` long) and a tag under this key, so the
-        gateway knows a token it issued from a guess without a look-up (``tokens``).
+        """A session token for a remote sandbox's proxy URL: ``raw`` (random,
+        ``LEGACY_TOKEN_CHARS`` long) and a tag under this key, so the gateway knows a
+        token it issued from a guess without a look-up (``tokens``). The database keeps
+        the hash of the whole token, so a gateway of an earlier release, which looks up
+        whatever it is sent, finds it too.
 
         Raises:
             ValueError: ``raw`` is not ``LEGACY_TOKEN_CHARS`` URL-safe characters.
@@ -105,13 +107,13 @@ class CallCredentials:
             raise ValueError(f"a session token has {LEGACY_TOKEN_CHARS} URL-safe characters")
         return raw + self._token_tag(raw)
 
-    def raw_token(self, token: str) -> str | None:
-        """The ``raw`` part of a token ``signed_token`` made under this key; None for any
-        other (constant time in the tag)."""
+    def token_is_ours(self, token: str) -> bool:
+        """Whether ``token`` is one ``signed_token`` made under this key (constant time in
+        the tag)."""
         if len(token) != SIGNED_TOKEN_CHARS or not token.isascii():
-            return None
+            return False
         raw, tag = token[:LEGACY_TOKEN_CHARS], token[LEGACY_TOKEN_CHARS:]
-        return raw if hmac.compare_digest(self._token_tag(raw).encode(), tag.encode()) else None
+        return hmac.compare_digest(self._token_tag(raw).encode(), tag.encode())
 
     def _token_tag(self, raw: str) -> str:
         digest = hmac.new(self.key, TOKEN_INFO + raw.encode(), hashlib.sha256).digest()

@@ -60,8 +60,8 @@ class HeadWatch(asyncio.StreamReader):
 def head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     """Whether a whole request head has reached this host on the connection: fed to
     ``reader`` (a ``HeadWatch``; any other reader counts as arrived), or waiting unread
-    in the kernel's buffer. A socket that cannot be peeked counts as arrived (nothing is
-    closed on a guess)."""
+    in the kernel's buffer (then noted on ``reader``: it stays arrived). A socket that
+    cannot be peeked counts as arrived (nothing is closed on a guess)."""
     if not isinstance(reader, HeadWatch) or reader.head_arrived:
         return True
     transport_socket = writer.get_extra_info("socket")
@@ -80,7 +80,9 @@ def head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         return False  # nothing unread
     except OSError:
         return True
-    return not unread or HEAD_END.search(reader.tail + unread) is not None
+    arrived = not unread or HEAD_END.search(reader.tail + unread) is not None
+    reader.head_arrived |= arrived  # peeked once: a burst's scans cost one call each
+    return arrived
 
 
 async def start_watched_server(

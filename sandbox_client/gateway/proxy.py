@@ -114,6 +114,11 @@ TOKENS_BUSY = (
     " try again in a moment.\n"
 )
 READ_CHUNK = 65_536
+ALL_CLIENTS = "all clients"
+"""What ``max_unnamed`` bounds (``Gateway._await_head``)."""
+BURST_FACTOR = 4
+"""How far past its bound a client's unnamed connections may go while every one has its
+head whole (a burst read in a moment, or look-ups in flight)."""
 _Heading = tuple[asyncio.Task[None], float, asyncio.StreamReader]
 """An unnamed connection of the token listener: its handler, since (monotonic s), reader."""
 ADMIN_HINT = "an admin allows it with a rule in the egress rules file (WARROOM_EGRESS_RULES)"
@@ -200,7 +205,8 @@ class GatewayOptions:
     whole (a head sent a byte at a time holds no slot for long). Session tokens
     (``tokens.TokenBook``): one carrying ``calls``'s tag is looked up at once, one with a
     token's length and no tag (issued before tags) under ``max_lookups_per_address`` in
-    flight per client (past it: 503), anything else refused unlooked; an answer is used
+    flight per client, all under ``max_lookups`` (past either: 503), requests naming one
+    token sharing its look-up; anything else is refused unlooked; an answer is used
     for ``token_ttl_s`` (the most a revoked token keeps working), ``max_remembered_tokens``
     live ones and as many refused."""
 
@@ -217,6 +223,7 @@ class GatewayOptions:
     token_ttl_s: float = 5.0
     max_remembered_tokens: int = 4096
     max_lookups_per_address: int = 16
+    max_lookups: int = 256
     head_timeout_s: float = 10.0
     approved: ApprovalCheck | None = None
     calls: CallCredentials | None = None
@@ -315,6 +322,7 @@ class Gateway:
             ttl_s=self.options.token_ttl_s,
             max_remembered=self.options.max_remembered_tokens,
             max_per_client=self.options.max_lookups_per_address,
+            max_in_flight=self.options.max_lookups,
             signer=self.options.calls,
         )
         server = await start_watched_server(lambda r, w: self._handle(r, w, None, book), host, port)
@@ -361,9 +369,9 @@ class Gateway:
             address = _client_key(writer)
             if book is not None:
                 resolve = functools.partial(book.caller, client=address)
-            limit = self._await_head(address, reader, writer, task)
-            if limit:
-                await self._turn_away(writer, address, limit)
+            past = self._await_head(address, reader, writer, task)
+            if past is not None:
+                await self._turn_away(writer, *past)
                 return
         try:
             conn = h11.Connection(h11.SERVER)
@@ -378,8 +386,6 @@ class Gateway:
                 return
             if request is None:
                 return
-            if address:  # the token listener: its head is in, its token to be looked up
-                self._headed(address, writer)
             listener = caller
             try:
                 caller = await self._proved(conn, writer, request, listener, resolve)
@@ -389,6 +395,7 @@ class Gateway:
             if caller is None:
                 return
             if listener is None:  # the token listener: the session is known from now on
+                self._headed(address, writer)
                 for named, most in (
                     ("", self.options.max_token_connections),
                     (caller.session_id, self.options.max_connections_per_session),
@@ -431,36 +438,35 @@ class Gateway:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
-    ) -> int:
-        """Count a token listener's connection among those of ``client`` still sending
-        their first request head; 0, or the limit it is past when it must be turned away
-        (counting nothing).
+    ) -> tuple[str, int] | None:
+        """Count a token listener's connection among those of ``client`` not yet named
+        (sending their first request head, or their token being looked up); None, or
+        (what is full, its limit) when it must be turned away (counting nothing).
 
         Past ``max_unnamed_per_address`` for ``client``, or ``max_unnamed`` for all, the
         oldest of those connections whose head has not arrived whole
         (``heads.head_arrived``) is closed to make room: a sandbox sends its head at once,
         so neither connections that trickle their heads nor a neighbour opening them
         without end, from an address several sandboxes share (NAT), can keep the others
-        out. When every one of the client's has its head (a burst of whole requests, each
-        read in a moment), the new one is let in; when every one of all clients' has, it
-        is turned away (503, none reset before it was read)."""
+        out. When every one of the client's has its head (a burst of whole requests, or
+        look-ups), the new one is let in, up to ``BURST_FACTOR`` times the bound; when
+        every one of all clients' has, it is turned away (503, none reset unread)."""
         for of_client in (True, False):
             if of_client:
                 among: dict[asyncio.StreamWriter, Any] = self._heading.get(client, {})
-                limit = self.options.max_unnamed_per_address
+                key, limit = client, self.options.max_unnamed_per_address
             else:
-                among, limit = self._all_heading, self.options.max_unnamed
+                among, key, limit = self._all_heading, ALL_CLIENTS, self.options.max_unnamed
             if len(among) < limit:
                 continue
             stalling = self._stalling(among)
             if stalling is not None:
-                self._close_stalling(stalling, limit)
-            elif not of_client:  # every connection of every client has its head: overload
-                return limit
-            # (every one of this client's has its head, a burst: each is read in a moment)
+                self._close_stalling(stalling, key, limit)
+            elif not of_client or len(among) >= limit * BURST_FACTOR:
+                return key, limit
         self._heading.setdefault(client, {})[writer] = (task, time.monotonic(), reader)
         self._all_heading[writer] = client
-        return 0
+        return None
 
     def _stalling(self, among: Iterable[asyncio.StreamWriter]) -> asyncio.StreamWriter | None:
         """The oldest of ``among`` (unnamed connections, oldest first) whose first request
@@ -471,28 +477,31 @@ class Gateway:
                 return writer
         return None
 
-    def _close_stalling(self, writer: asyncio.StreamWriter, limit: int) -> None:
-        """Close an unnamed connection whose head has not arrived, to make room."""
+    def _close_stalling(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
+        """Close an unnamed connection whose head has not arrived, to make room under
+        ``key``'s ``limit`` (a client's, or ``ALL_CLIENTS``)."""
         client = self._all_heading[writer]
         handler = self._heading[client][writer][0]
         self._headed(client, writer)
         writer.transport.abort()
         self._evicted.add(handler)
         handler.cancel()  # reading its head
-        if client not in self._turned_away:
-            self._turned_away.add(client)
+        if key not in self._turned_away:
+            self._turned_away.add(key)
             logger.warning(
-                "egress gateway: %s at %d connections still sending a first request head;"
+                "egress gateway: %s at %d connections not yet named by a request;"
                 " the oldest whose head has not arrived closed for each new one",
-                client,
+                key,
                 limit,
             )
 
     def _headed(self, client: str, writer: asyncio.StreamWriter) -> None:
-        """A connection of ``client`` has sent its first request head, or is closed
+        """A connection of ``client`` is named by its request, or closed
         (``_await_head``)."""
         if self._all_heading.pop(writer, None) is None:
             return
+        if not self._all_heading:
+            self._turned_away.discard(ALL_CLIENTS)
         waiting = self._heading.get(client)
         if waiting is not None and waiting.pop(writer, None) is not None and not waiting:
             del self._heading[client]
@@ -553,7 +562,11 @@ class Gateway:
         until a connection of that listener closes)."""
         if key not in self._turned_away:
             self._turned_away.add(key)
-            where = key if key.startswith("address ") else f"session {key or '(token)'}"
+            where = (
+                key
+                if key.startswith("address ") or key == ALL_CLIENTS
+                else (f"session {key or '(token)'}")
+            )
             logger.warning(
                 "egress gateway: %s has %d connections open; more turned away", where, limit
             )

@@ -219,10 +219,9 @@ async def test_a_remote_sandbox_gets_its_sessions_token_in_the_proxy_url(tmp_pat
     assert second["HTTPS_PROXY"] == f"http://toolu_2:{token}.{two}@gateway.internal:3128"
     assert one != two
     assert first["SSL_CERT_FILE"] == "/workspace/.warroom/ca-bundle.pem"
-    # and the token carries the deployment's tag over the one the database knows
-    raw = egress.calls.raw_token(token)
-    assert raw is not None
-    assert await EgressTokens(db).owner(raw) == TokenOwner("s-r", "C-1")
+    # and the token carries the deployment's tag, and is the one the database knows
+    assert egress.calls.token_is_ours(token)
+    assert await EgressTokens(db).owner(token) == TokenOwner("s-r", "C-1")
     await db.dispose()
 
 

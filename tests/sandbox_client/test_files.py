@@ -128,6 +128,10 @@ async def test_a_range_read_gives_the_bytes_from_an_offset_and_the_file_size(
     assert await client.read_range("/workspace/ranges/log.txt", -3) == (b"789", 10)
     assert await client.read_range("/workspace/ranges/log.txt", -30) == (b"0123456789", 10)
     assert await client.read_range("/workspace/ranges/log.txt", 10) == (b"", 10)
+    assert await client.read_range("/workspace/ranges/log.txt", 2, 3) == (b"234", 10)
+    assert await client.read_range("/workspace/ranges/log.txt", 8, 30) == (b"89", 10)
+    with pytest.raises(ValueError):
+        await client.read_range("/workspace/ranges/log.txt", -3, 2)
     with pytest.raises(FileNotFound):
         await client.read_range("/workspace/ranges/missing.txt", 0)
 
@@ -168,9 +172,11 @@ async def test_a_server_that_ignores_ranges_is_read_whole_and_sliced() -> None:
     async with SandboxClient("http://sandbox", sandbox_id="s", transport=transport) as client:
         # When a range is read
         data = await client.read_range("/workspace/log.txt", 6)
+        bounded = await client.read_range("/workspace/log.txt", 2, 3)
     # Then it is the same slice a range-aware server gives
-    assert data == (b"6789", 10)
+    assert (data, bounded) == ((b"6789", 10), (b"234", 10))
     assert calls[0] == "bytes=6-"
+    assert "bytes=2-4" in calls
 
 
 async def test_a_reply_longer_than_the_bound_is_refused_without_being_read_whole() -> None:

@@ -30,8 +30,6 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     tokens = EgressTokens(db)
     await live_session(db, "s-live")
     untagged = await tokens.issue("s-live", "C-1")  # as issued before tokens had a tag
-    raw_dead = await tokens.issue("s-dead", "C-1")
-    await tokens.revoke("s-dead")
     port = _free_port()
     env = warroom_env(
         data, WARROOM_EGRESS_RULES=str(rules), WARROOM_GATEWAY_LISTEN=f"127.0.0.1:{port}"
@@ -40,7 +38,9 @@ async def test_the_gateway_serves_live_tokens_and_refuses_revoked_ones(tmp_path:
     settings = Settings(_env_file=None, data_dir=data)  # type: ignore[call-arg]
     authority = CertificateAuthority.load_or_create(gateway_dir(settings))
     calls = CallCredentials.derived_from(authority.key)
-    live, dead = calls.signed_token(untagged), calls.signed_token(raw_dead)  # as workers give
+    live = await tokens.issue("s-live", "C-1", sign=calls.signed_token)  # as workers do
+    dead = await tokens.issue("s-dead", "C-1", sign=calls.signed_token)
+    await tokens.revoke("s-dead")
     forged = live[:-2] + ("AA" if not live.endswith("AA") else "BB")
     # When the gateway runs as its own process
     gateway = await start("gateway", env=env, cwd=tmp_path)

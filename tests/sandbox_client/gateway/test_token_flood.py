@@ -19,14 +19,14 @@ from sandbox_client.gateway import (
     Rules,
 )
 
-from .test_tokens import CALLS, LIVE_RAW, NAMED_GET, Audit, _first_line
+from .test_tokens import CALLS, LIVE, NAMED_GET, Audit, _first_line
 
 LOOK_UP_S = 0.05
 """An unknown token's look-up: one database query, here a loaded database's."""
 
 
 async def _db_resolve(token: str) -> Caller | None:
-    if token == LIVE_RAW:
+    if token == LIVE:
         return Caller("s-remote", "C-INC")
     await asyncio.sleep(LOOK_UP_S)  # a guess: a query each
     return None

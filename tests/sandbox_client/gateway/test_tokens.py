@@ -26,7 +26,7 @@ from sandbox_client.gateway import (
 )
 
 CALLS = CallCredentials.generate()
-LIVE_RAW = "live-token-Zb1" + "x" * 29  # as the database issues one: 43 characters
+LIVE_RAW = "live-token-Zb1" + "x" * 29  # 43 random characters, as the database makes one
 LIVE = CALLS.signed_token(LIVE_RAW)  # as a sandbox is given it, with its tag
 
 
@@ -39,7 +39,7 @@ class Audit:
 
 
 async def _resolve(token: str) -> Caller | None:
-    return Caller("s-remote", "C-INC") if token == LIVE_RAW else None
+    return Caller("s-remote", "C-INC") if token == LIVE else None
 
 
 @pytest.fixture
@@ -309,7 +309,7 @@ async def test_a_sandboxs_live_token_is_served_while_guesses_fill_its_addresss_l
 
     async def resolve(token: str) -> Caller | None:
         nonlocal live_look_ups
-        if token == LIVE_RAW:
+        if token == LIVE:
             live_look_ups += 1
             return Caller("s-remote", "C-INC")
         guessing.set()
