@@ -130,7 +130,7 @@ async def test_a_range_read_gives_the_bytes_from_an_offset_and_the_file_size(
     assert await client.read_range("/workspace/ranges/log.txt", 10) == (b"", 10)
     assert await client.read_range("/workspace/ranges/log.txt", 2, 3) == (b"234", 10)
     assert await client.read_range("/workspace/ranges/log.txt", 8, 30) == (b"89", 10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="length"):
         await client.read_range("/workspace/ranges/log.txt", -3, 2)
     with pytest.raises(FileNotFound):
         await client.read_range("/workspace/ranges/missing.txt", 0)
