@@ -18,6 +18,7 @@ The end of a head is a blank line, ``\\n\\r?\\n``, as h11 finds it
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import re
 import socket
@@ -35,18 +36,20 @@ class HeadWatch(asyncio.StreamReader):
 
     ``head_arrived``: a blank line has been fed (or the peer closed: nothing more will
     come, so the connection ends by itself). ``tail``: the last bytes fed before that,
-    to find a blank line split across two reads.
+    to find a blank line split across two reads; ``fed``: how many.
     """
 
     def __init__(self, *, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.head_arrived = False
         self.tail = b""
+        self.fed = 0  # bytes fed, until the head's end
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
         """Pass ``data`` (bytes, from the transport) on, noting a head's end in it."""
         if not self.head_arrived:
             window = self.tail + bytes(data)
+            self.fed += len(window) - len(self.tail)
             self.head_arrived = HEAD_END.search(window) is not None
             self.tail = window[-2:]
         super().feed_data(data)
@@ -57,16 +60,24 @@ class HeadWatch(asyncio.StreamReader):
         super().feed_eof()
 
 
-def head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-    """Whether a whole request head has reached this host on the connection: fed to
-    ``reader`` (a ``HeadWatch``; any other reader counts as arrived), or waiting unread
-    in the kernel's buffer (then noted on ``reader``: it stays arrived). A socket that
-    cannot be peeked counts as arrived (nothing is closed on a guess)."""
+class Head(enum.Enum):
+    """How much of a connection's first request head has reached this host."""
+
+    WHOLE = "whole"  # its blank line (or the peer closed: it ends by itself)
+    PART = "part"  # some bytes, no blank line yet
+    NONE = "none"  # nothing yet
+
+
+def head_state(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Head:
+    """How much of the connection's first request head has reached this host: fed to
+    ``reader`` (a ``HeadWatch``; any other reader counts as whole), or waiting unread in
+    the kernel's buffer (a whole one is then noted on ``reader``: it stays whole). A
+    socket that cannot be peeked counts as whole (nothing is closed on a guess)."""
     if not isinstance(reader, HeadWatch) or reader.head_arrived:
-        return True
+        return Head.WHOLE
     transport_socket = writer.get_extra_info("socket")
     if transport_socket is None:
-        return True
+        return Head.WHOLE
     try:  # on a duplicate descriptor: asyncio's own socket object refuses reads
         fd = os.dup(transport_socket.fileno())
         try:
@@ -77,12 +88,13 @@ def head_arrived(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         with peeking:
             unread = peeking.recv(PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
-        return False  # nothing unread
+        unread = None  # nothing unread
     except OSError:
-        return True
-    arrived = not unread or HEAD_END.search(reader.tail + unread) is not None
-    reader.head_arrived |= arrived  # peeked once: a burst's scans cost one call each
-    return arrived
+        return Head.WHOLE
+    if unread is not None and (not unread or HEAD_END.search(reader.tail + unread)):
+        reader.head_arrived = True  # peeked once: a burst's scans cost one call each
+        return Head.WHOLE
+    return Head.PART if unread or reader.fed else Head.NONE
 
 
 async def start_watched_server(

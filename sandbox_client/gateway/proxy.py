@@ -43,7 +43,7 @@ from sandbox_client.gateway.calls import (
     proxy_authorization,
 )
 from sandbox_client.gateway.credentials import Injected
-from sandbox_client.gateway.heads import head_arrived, start_watched_server
+from sandbox_client.gateway.heads import Head, head_state, start_watched_server
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import (
     AmbiguousPath,
@@ -197,10 +197,13 @@ class GatewayOptions:
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
     one client (an address; an IPv6 client by its /64) still sending their first request
     head, and ``max_unnamed`` those of all clients; a new one past either closes the oldest
-    of them whose head has not arrived whole (``heads``; a sandbox sends its head at once),
-    so nobody can hold the token listener's connections without a token, nor keep out
-    sandboxes that share its address (NAT); when every one has its head (a burst), the new
-    one is let in past a client's bound, and answered 503 unread past the bound of all.
+    of them that is stalling (``heads``; a sandbox sends its head at once): part of its
+    head sent and not the rest, or nothing sent in ``head_grace_s``; so nobody can hold
+    the token listener's connections without a token, nor keep out sandboxes that share
+    its address (NAT). When none is (a burst), the new one is let in past a client's
+    bound, up to ``BURST_FACTOR`` times it; past that, or past the bound of all, the oldest
+    that has sent nothing yet is closed, and when every one has its head whole, the new
+    one is answered 503 unread.
     ``head_timeout_s``: the longest a connection's first request head may take to arrive,
     whole (a head sent a byte at a time holds no slot for long). Session tokens
     (``tokens.TokenBook``): one carrying ``calls``'s tag is looked up at once, one with a
@@ -220,6 +223,7 @@ class GatewayOptions:
     max_token_connections: int = 1024
     max_unnamed_per_address: int = 16
     max_unnamed: int = 1024
+    head_grace_s: float = 0.25
     token_ttl_s: float = 5.0
     max_remembered_tokens: int = 4096
     max_lookups_per_address: int = 16
@@ -444,13 +448,15 @@ class Gateway:
         (what is full, its limit) when it must be turned away (counting nothing).
 
         Past ``max_unnamed_per_address`` for ``client``, or ``max_unnamed`` for all, the
-        oldest of those connections whose head has not arrived whole
-        (``heads.head_arrived``) is closed to make room: a sandbox sends its head at once,
-        so neither connections that trickle their heads nor a neighbour opening them
-        without end, from an address several sandboxes share (NAT), can keep the others
-        out. When every one of the client's has its head (a burst of whole requests, or
-        look-ups), the new one is let in, up to ``BURST_FACTOR`` times the bound; when
-        every one of all clients' has, it is turned away (503, none reset unread)."""
+        oldest of those connections that is stalling (``_stalling``) is closed to make
+        room: a sandbox sends its head at once, so neither connections that trickle their
+        heads nor a neighbour opening them without end, from an address several sandboxes
+        share (NAT), can keep the others out, and a sandbox's connection just accepted is
+        not taken for one. When none of the client's is (a burst of whole requests, or
+        look-ups), the new one is let in, up to ``BURST_FACTOR`` times the bound; there,
+        and at the bound of all, the oldest that has sent nothing yet is closed, and when
+        every one has its head whole the new one is turned away (503, none reset
+        unread)."""
         for of_client in (True, False):
             if of_client:
                 among: dict[asyncio.StreamWriter, Any] = self._heading.get(client, {})
@@ -459,23 +465,35 @@ class Gateway:
                 among, key, limit = self._all_heading, ALL_CLIENTS, self.options.max_unnamed
             if len(among) < limit:
                 continue
-            stalling = self._stalling(among)
+            # at a client's hard bound, or the bound of all, even a connection too young
+            # to have sent anything may go (the oldest of them)
+            hard = not of_client or len(among) >= limit * BURST_FACTOR
+            stalling = self._stalling(among, young_too=hard)
             if stalling is not None:
                 self._close_stalling(stalling, key, limit)
-            elif not of_client or len(among) >= limit * BURST_FACTOR:
+            elif hard:
                 return key, limit
         self._heading.setdefault(client, {})[writer] = (task, time.monotonic(), reader)
         self._all_heading[writer] = client
         return None
 
-    def _stalling(self, among: Iterable[asyncio.StreamWriter]) -> asyncio.StreamWriter | None:
-        """The oldest of ``among`` (unnamed connections, oldest first) whose first request
-        head has not arrived whole, or None (``_await_head``)."""
+    def _stalling(
+        self, among: Iterable[asyncio.StreamWriter], *, young_too: bool
+    ) -> asyncio.StreamWriter | None:
+        """The oldest of ``among`` (unnamed connections, oldest first) that is stalling:
+        part of its head sent and not the rest, or nothing sent in ``head_grace_s``; with
+        ``young_too``, else the oldest that has sent nothing yet. None: every one has its
+        head whole (``_await_head``)."""
+        young: asyncio.StreamWriter | None = None
+        sent_nothing_before = time.monotonic() - self.options.head_grace_s
         for writer in among:
-            reader = self._heading[self._all_heading[writer]][writer][2]
-            if not head_arrived(reader, writer):
+            _, since, reader = self._heading[self._all_heading[writer]][writer]
+            state = head_state(reader, writer)
+            if state is Head.PART or (state is Head.NONE and since <= sent_nothing_before):
                 return writer
-        return None
+            if state is Head.NONE and young is None:
+                young = writer
+        return young if young_too else None
 
     def _close_stalling(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:
         """Close an unnamed connection whose head has not arrived, to make room under

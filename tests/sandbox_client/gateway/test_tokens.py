@@ -188,8 +188,11 @@ async def test_a_remote_sandbox_past_its_connections_is_answered_503_audited() -
 
 async def test_connections_without_a_head_are_bounded_per_address_and_in_time() -> None:
     # Given a token listener that keeps two connections per client address still
-    # sending their first request head, and gives a head two seconds
-    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=2, head_timeout_s=2.0)
+    # sending their first request head, counts one that has sent nothing as stalling
+    # after 0.2 s, and gives a head two seconds
+    options = GatewayOptions(
+        calls=CALLS, max_unnamed_per_address=2, head_grace_s=0.2, head_timeout_s=2.0
+    )
     stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     async with _token_listener(options, Audit()) as port:
 
@@ -213,18 +216,21 @@ async def test_connections_without_a_head_are_bounded_per_address_and_in_time() 
 
         try:
             # and a client at that address (a NAT's) holding two connections whose heads
-            # never end: one sent in part, one not begun
-            first = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
-            second = await stall(b"")
+            # never end: one not begun, one sent in part
+            silent = await stall(b"")
+            partial = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
             # When a sandbox behind the same address sends a whole request at once
             # Then it is judged (403: no rule) at once, closing the oldest stalling
-            # connection to make room, long before its head would have timed out
+            # connection to make room (the one sent in part: the silent one may be a
+            # sandbox's whose head is on its way), long before its head would time out
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
-            assert await asyncio.wait_for(first.read(), 0.5) == b""
-            # And so again, with the address full again, for the one that sent nothing
+            assert await asyncio.wait_for(partial.read(), 0.5) == b""
+            # And once the silent one has sent nothing for the grace time, it is the one
+            # closed to make room
             third = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\n")
+            await asyncio.sleep(0.25)  # the grace time
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
-            assert await asyncio.wait_for(second.read(), 0.5) == b""
+            assert await asyncio.wait_for(silent.read(), 0.5) == b""
             # And the stalling client's own new connections close its older ones; a
             # sandbox at another address is judged all along, and the stalled ones left
             # are closed when their heads are late
@@ -393,3 +399,47 @@ async def test_a_burst_of_whole_requests_from_one_address_is_not_reset(
             b"HTTP/1.1 403 Forbidden",
             last,
         ]
+
+
+async def test_a_connection_whose_head_is_on_its_way_is_not_closed_for_newcomers() -> None:
+    # Given a token listener whose address is full of connections waiting on the look-up
+    # of a guessed token (whole heads: none stalling), the look-ups hanging
+    release, guessing = asyncio.Event(), asyncio.Event()
+
+    async def resolve(token: str) -> Caller | None:
+        if token == LIVE:
+            return Caller("s-remote", "C-INC")
+        guessing.set()
+        await release.wait()
+        return None
+
+    options = GatewayOptions(calls=CALLS, max_unnamed_per_address=4, max_lookups_per_address=4)
+    gateway = Gateway(Rules(), CertificateAuthority.create(), {}, Audit(), options)
+    server = await gateway.serve_tokens("127.0.0.1", 0, resolve)
+    port = server.sockets[0].getsockname()[1]
+    held: list[asyncio.StreamWriter] = []
+    try:
+        for n in range(4):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_guess(n))
+            held.append(writer)
+        await asyncio.wait_for(guessing.wait(), 5)
+        # When a sandbox connects, and its head is still on its way when more whole
+        # requests of the address come
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        held.append(writer)
+        for n in range(4, 8):
+            _, later = await asyncio.open_connection("127.0.0.1", port)
+            later.write(_guess(n))
+            await later.drain()
+            held.append(later)
+        writer.write(NAMED_GET)
+        await writer.drain()
+        # Then its request is judged (403: no rule): a connection that has sent nothing
+        # yet is not taken for a stalling one before the grace time
+        assert await asyncio.wait_for(_first_line(reader), 5) == b"HTTP/1.1 403 Forbidden"
+    finally:
+        release.set()
+        for writer in held:
+            writer.close()
+        await gateway.aclose()
