@@ -300,7 +300,9 @@ class BackgroundWatcher:
                 intact, size = again >= size, again
             if intact and new and mark and task.output_head:  # grown: still the same file?
                 head = task.output_head
-                first, _ = await _read_from(client, task.output_path, 0, len(head))
+                first, whole = await _read_from(client, task.output_path, 0, len(head))
+                if whole is None:
+                    return task, b"", None
                 intact = first == head
             if intact:
                 return task, new, size

@@ -22,6 +22,7 @@ import enum
 import os
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import SupportsIndex
 
@@ -36,7 +37,8 @@ class HeadWatch(asyncio.StreamReader):
 
     ``head_arrived``: a blank line has been fed (or the peer closed: nothing more will
     come, so the connection ends by itself). ``tail``: the last bytes fed before that,
-    to find a blank line split across two reads; ``fed``: how many.
+    to find a blank line split across two reads; ``fed``: how many, the last at
+    ``fed_at`` (monotonic seconds).
     """
 
     def __init__(self, *, limit: int, loop: asyncio.AbstractEventLoop) -> None:
@@ -44,12 +46,14 @@ class HeadWatch(asyncio.StreamReader):
         self.head_arrived = False
         self.tail = b""
         self.fed = 0  # bytes fed, until the head's end
+        self.fed_at = 0.0  # when the last of them was (``time.monotonic``)
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
         """Pass ``data`` (bytes, from the transport) on, noting a head's end in it."""
         if not self.head_arrived:
             window = self.tail + bytes(data)
             self.fed += len(window) - len(self.tail)
+            self.fed_at = time.monotonic()
             self.head_arrived = HEAD_END.search(window) is not None
             self.tail = window[-2:]
         super().feed_data(data)
@@ -95,6 +99,13 @@ def head_state(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> He
         reader.head_arrived = True  # peeked once: a burst's scans cost one call each
         return Head.WHOLE
     return Head.PART if unread or reader.fed else Head.NONE
+
+
+def idle_since(reader: asyncio.StreamReader, accepted_at: float) -> float:
+    """When the connection last sent part of its head (monotonic seconds): its last bytes
+    fed to ``reader``, else its accept time."""
+    fed_at = reader.fed_at if isinstance(reader, HeadWatch) else 0.0
+    return max(fed_at, accepted_at)
 
 
 async def start_watched_server(

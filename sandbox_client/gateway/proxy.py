@@ -43,7 +43,7 @@ from sandbox_client.gateway.calls import (
     proxy_authorization,
 )
 from sandbox_client.gateway.credentials import Injected
-from sandbox_client.gateway.heads import Head, head_state, start_watched_server
+from sandbox_client.gateway.heads import Head, head_state, idle_since, start_watched_server
 from sandbox_client.gateway.methods import AmbiguousMethod, effective_method, judged_method
 from sandbox_client.gateway.paths import (
     AmbiguousPath,
@@ -197,12 +197,12 @@ class GatewayOptions:
     own (up to ~200 KiB). ``max_unnamed_per_address``: the token listener's connections of
     one client (an address; an IPv6 client by its /64) still sending their first request
     head, and ``max_unnamed`` those of all clients; a new one past either closes the oldest
-    of them that is stalling (``heads``; a sandbox sends its head at once): part of its
-    head sent and not the rest, or nothing sent in ``head_grace_s``; so nobody can hold
+    of them that is stalling (``heads``; a sandbox sends its head at once): its head not
+    whole, and nothing of it sent for ``head_grace_s``; so nobody can hold
     the token listener's connections without a token, nor keep out sandboxes that share
     its address (NAT). When none is (a burst), the new one is let in past a client's
     bound, up to ``BURST_FACTOR`` times it; past that, or past the bound of all, the oldest
-    that has sent nothing yet is closed, and when every one has its head whole, the new
+    whose head is not whole is closed, and when every one has its head whole, the new
     one is answered 503 unread.
     ``head_timeout_s``: the longest a connection's first request head may take to arrive,
     whole (a head sent a byte at a time holds no slot for long). Session tokens
@@ -454,7 +454,7 @@ class Gateway:
         share (NAT), can keep the others out, and a sandbox's connection just accepted is
         not taken for one. When none of the client's is (a burst of whole requests, or
         look-ups), the new one is let in, up to ``BURST_FACTOR`` times the bound; there,
-        and at the bound of all, the oldest that has sent nothing yet is closed, and when
+        and at the bound of all, the oldest whose head is not whole is closed, and when
         every one has its head whole the new one is turned away (503, none reset
         unread)."""
         for of_client in (True, False):
@@ -465,8 +465,8 @@ class Gateway:
                 among, key, limit = self._all_heading, ALL_CLIENTS, self.options.max_unnamed
             if len(among) < limit:
                 continue
-            # at a client's hard bound, or the bound of all, even a connection too young
-            # to have sent anything may go (the oldest of them)
+            # at a client's hard bound, or the bound of all, even a connection that sent
+            # part of its head within the grace time may go (the oldest of them)
             hard = not of_client or len(among) >= limit * BURST_FACTOR
             stalling = self._stalling(among, young_too=hard)
             if stalling is not None:
@@ -481,18 +481,18 @@ class Gateway:
         self, among: Iterable[asyncio.StreamWriter], *, young_too: bool
     ) -> asyncio.StreamWriter | None:
         """The oldest of ``among`` (unnamed connections, oldest first) that is stalling:
-        part of its head sent and not the rest, or nothing sent in ``head_grace_s``; with
-        ``young_too``, else the oldest that has sent nothing yet. None: every one has its
-        head whole (``_await_head``)."""
+        its head not whole, and nothing of it sent for ``head_grace_s`` (a head in two
+        segments a few ms apart is not stalling); with ``young_too``, else the oldest
+        whose head is not whole. None: every one has its head whole (``_await_head``)."""
         young: asyncio.StreamWriter | None = None
-        sent_nothing_before = time.monotonic() - self.options.head_grace_s
+        idle_before = time.monotonic() - self.options.head_grace_s
         for writer in among:
             _, since, reader = self._heading[self._all_heading[writer]][writer]
-            state = head_state(reader, writer)
-            if state is Head.PART or (state is Head.NONE and since <= sent_nothing_before):
+            if head_state(reader, writer) is Head.WHOLE:
+                continue
+            if idle_since(reader, since) <= idle_before:
                 return writer
-            if state is Head.NONE and young is None:
-                young = writer
+            young = young or writer
         return young if young_too else None
 
     def _close_stalling(self, writer: asyncio.StreamWriter, key: str, limit: int) -> None:

@@ -157,8 +157,9 @@ class TokenBook:
                 del self._live[next(iter(self._live))]
         else:
             self._refused[token] = began
-            while len(self._refused) > self.max_remembered or (
-                now - next(iter(self._refused.values())) > self.ttl_s
+            while self._refused and (
+                len(self._refused) > self.max_remembered
+                or now - next(iter(self._refused.values())) > self.ttl_s
             ):
                 del self._refused[next(iter(self._refused))]
         return caller

@@ -216,29 +216,24 @@ async def test_connections_without_a_head_are_bounded_per_address_and_in_time() 
 
         try:
             # and a client at that address (a NAT's) holding two connections whose heads
-            # never end: one not begun, one sent in part
+            # never end, idle for the grace time: one not begun, one sent in part
             silent = await stall(b"")
             partial = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a")
-            # When a sandbox behind the same address sends a whole request at once
-            # Then it is judged (403: no rule) at once, closing the oldest stalling
-            # connection to make room (the one sent in part: the silent one may be a
-            # sandbox's whose head is on its way), long before its head would time out
-            assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
-            assert await asyncio.wait_for(partial.read(), 0.5) == b""
-            # And once the silent one has sent nothing for the grace time, it is the one
-            # closed to make room
-            third = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\n")
             await asyncio.sleep(0.25)  # the grace time
+            # When a sandbox behind the same address sends a whole request at once, twice
+            # Then each is judged (403: no rule) at once, closing the oldest stalling
+            # connection to make room, long before its head would time out
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
             assert await asyncio.wait_for(silent.read(), 0.5) == b""
-            # And the stalling client's own new connections close its older ones; a
-            # sandbox at another address is judged all along, and the stalled ones left
-            # are closed when their heads are late
+            third = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\n")
+            assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
+            assert await asyncio.wait_for(partial.read(), 0.5) == b""
+            # And a sandbox at another address is judged all along, and the stalled ones
+            # left are closed when their heads are late
             fourth = await stall(b"G")
             fifth = await stall(b"GET http://metrics.internal/api HTTP/1.1\r\nX-Pad: a\r\n")
-            assert await asyncio.wait_for(third.read(), 0.5) == b""
             assert await status_from("127.0.0.2") == b"HTTP/1.1 403 Forbidden"
-            for late in (fourth, fifth):
+            for late in (third, fourth, fifth):
                 await asyncio.wait_for(late.read(), 10)  # the gateway closed it
             assert await status_from("127.0.0.1") == b"HTTP/1.1 403 Forbidden"
         finally:
