@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -169,7 +169,3 @@ def _retrieved(task: asyncio.Future[Caller | None]) -> None:
     """Mark a look-up's error seen: every request waiting on it may be gone."""
     if not task.cancelled():
         task.exception()
-
-
-Lookup = Callable[[str], Awaitable["Caller | None"]]
-"""A connection's ``token -> Caller`` (``TokenBook.caller`` with its client bound)."""
