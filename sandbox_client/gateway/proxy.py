@@ -409,7 +409,18 @@ class Gateway:
                         return
                     keys.append(named)
             if request.method == b"CONNECT":
-                await self._connect(conn, request, reader, writer, caller)
+                # a remote sandbox's requests inside the tunnel carry no credentials of
+                # their own: each is proved again by the CONNECT's (its token still live)
+                recheck = None
+                if listener is None:
+                    recheck = functools.partial(
+                        self._proved,
+                        writer=writer,
+                        request=request,
+                        listener=None,
+                        resolve=resolve,
+                    )
+                await self._connect(conn, request, reader, writer, caller, recheck)
             else:  # each request carries its own proxy credentials: each is identified
                 identify = functools.partial(
                     self._proved, conn, writer, listener=listener, resolve=resolve
@@ -629,7 +640,13 @@ class Gateway:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         caller: Caller,
+        recheck: Callable[..., Awaitable[Caller | None]] | None = None,
     ) -> None:
+        """Serve a ``CONNECT``: a tunnel rule's bytes pass untouched; otherwise TLS is
+        terminated here and each request inside is judged. ``recheck(conn=…)``: proves
+        the tunnel's sender again before each request after the first (None: the
+        listener's caller sent them all), answering 407 on ``conn`` when it no longer can
+        (a remote sandbox's session ended)."""
         target = request.target.decode("latin-1")
         host, port = _authority(target, default_port=443)
         started = time.monotonic()
@@ -662,8 +679,21 @@ class Gateway:
             first = await self._next_request(inner, reader)
             if first is not None:
                 served = True
+                identify = None
+                if recheck is not None:
+
+                    async def identify(_request: h11.Request) -> Caller | None:
+                        return await recheck(conn=inner)
+
                 await self._serve(
-                    inner, first, reader, writer, caller, scheme="https", at=(host, port)
+                    inner,
+                    first,
+                    reader,
+                    writer,
+                    caller,
+                    scheme="https",
+                    at=(host, port),
+                    identify=identify,
                 )
         finally:  # a tunnel that carried no request (a TLS handshake refused or cut short,
             if not served:  # a client gone after the 200) is audited as its CONNECT
