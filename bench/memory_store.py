@@ -17,7 +17,8 @@ Prints one JSON line:
     same_statements_write_visible_p50_ms, write_visible_vs_same_statements
                                      where the rest of the gap is: the store's own two
                                      statements (its conditional write with the file's
-                                     revision and the org's counters, and its read) sent
+                                     revision, the org's counters and the retention
+                                     rule, and its read) sent
                                      as they are on two raw asyncpg connections, to
                                      another file, sample for sample; the ratio is what
                                      the store's Python costs over them
@@ -55,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 from goals import verdict  # bench/ is on the path when run as a script
 
-from memory_store import Database, FileStore, Namespace, Origin, Scope
-from memory_store.files import conditional, rows
+from memory_store import Database, FileStore, Limits, Namespace, Origin, Scope
+from memory_store.files import conditional, retention, rows
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 NS = Namespace("bench-org", Scope.INCIDENT, "C-bench")
@@ -114,6 +115,8 @@ class SameStatements:
 
     async def sample(self, i: int, content: str) -> float:
         """One write of ``content``, then reads until it shows: seconds."""
+        oldest_dropped = self.version + 1 - retention.keeps(Limits().keep_revisions)
+        due = oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0
         params = {
             **rows.ns_params(NS),
             "b_org": NS.org_id,
@@ -131,6 +134,8 @@ class SameStatements:
             "n_session": "S1",
             "r_operation": "write",
             "r_tool_use_id": f"toolu_same_{i}",
+            "r_due": due,
+            "r_oldest_dropped": oldest_dropped,
         }
         read_args = self.read.args({**rows.ns_params(NS), "path": "/same.md"})
         start = time.perf_counter()

@@ -65,8 +65,10 @@ class Precompiled:
         Raises:
             KeyError: a parameter with neither a value nor a default.
         """
-        given = {**self.defaults, **params} if self.defaults else params
-        return [given[n] for n in self.names]
+        held = self.defaults
+        if not held:
+            return [params[n] for n in self.names]
+        return [params[n] if n in params else held[n] for n in self.names]
 
 
 class WriteConflict(Exception):
@@ -293,11 +295,12 @@ class DriverUse:
     to the pool, mapping driver errors as ``driver`` documents. A class, not a generator
     context manager: it is entered on every hot statement (``bench/memory_store.py``)."""
 
-    __slots__ = ("_db", "_pooled")
+    __slots__ = ("_db", "_pooled", "_raw")
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._pooled: Any = None
+        self._raw: Any = None
 
     async def __aenter__(self) -> Any:
         db = self._db
@@ -307,17 +310,25 @@ class DriverUse:
             await greenlet_spawn(kept.close)
             kept = None
         self._pooled = kept if kept is not None else await _checkout(db.engine)
-        return self._pooled.driver_connection
+        self._raw = self._pooled.driver_connection
+        return self._raw
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: Any
     ) -> None:
+        pooled, self._pooled = self._pooled, None
+        if error is None:  # the hot case, without the error mapping's work
+            db, raw = self._db, self._raw
+            if len(db._kept) < db._keeps and not raw.is_closed() and not raw.is_in_transaction():
+                db._kept.append(pooled)  # kept for the next hot statement
+                return
+            await self._release(pooled, clean=True)
+            return
         import asyncpg  # PostgreSQL's driver: SQLAlchemy's dialect imports it too
 
-        pooled, self._pooled = self._pooled, None
-        clean = error is None or isinstance(error, asyncpg.IntegrityConstraintViolationError)
+        clean = isinstance(error, asyncpg.IntegrityConstraintViolationError)
         try:
-            if isinstance(error, asyncpg.IntegrityConstraintViolationError):
+            if clean:
                 raise WriteConflict(str(error)) from error  # the statement ended: conn fine
             if isinstance(error, asyncpg.InterfaceError | OSError | TimeoutError):
                 await greenlet_spawn(pooled.invalidate, error)  # never handed out again

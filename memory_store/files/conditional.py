@@ -4,16 +4,22 @@
 write visible to the others, so on PostgreSQL it is a single atomic statement run
 outside an explicit transaction (no BEGIN/COMMIT round trips)::
 
-    WITH changed AS (UPDATE files SET … FROM files AS old WHERE old.id = files.id
-                     AND <namespace, path> AND version = :n AND NOT deleted
-                     AND content <> :content AND <byte and stored-byte quotas hold>
-                     RETURNING files.id, old.size_bytes AS old_size),
-         counted AS (UPDATE org_usage SET bytes = bytes + :size - changed.old_size,
-                     stored_bytes = stored_bytes + :size …)
+    WITH changed AS (UPDATE files SET … WHERE <namespace, path> AND version = :n
+                     AND NOT deleted AND content <> :content
+                     AND <byte and stored-byte quotas hold> RETURNING files.id),
+         [gone AS (DELETE FROM file_revisions WHERE file_id = changed.id
+                   AND version <= :oldest_dropped RETURNING size_bytes),]
+         counted AS (UPDATE org_usage SET bytes = bytes + :size - <the old size>,
+                     stored_bytes = stored_bytes + :size [- sum(gone.size_bytes)] …)
     INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed RETURNING file_id
 
-then, at every tenth version past what the file keeps, one more statement drops the
-oldest revisions and takes their bytes off ``stored_bytes`` (``retention``).
+The old size is read from the row as the statement's snapshot holds it (a subquery by
+id: one index probe, cheaper than joining ``files`` to itself). ``gone`` is the retention
+rule (``retention``), due at every tenth version past what the file keeps: that write
+sends the statement with it, which drops the oldest revisions and takes their bytes off
+``stored_bytes``; the other nine send the statement without it. (One statement whose
+``gone`` is gated by a parameter costs every write about 5% of the floor: PostgreSQL
+starts each plan node of a statement on every execution, gated or not.)
 
 (The self-join gives the size before the update, for the org's byte counter.)
 
@@ -21,7 +27,7 @@ It writes nothing when any condition fails; the caller then takes the general,
 locked path, which says why. SQLite cannot put an UPDATE in a CTE, and its writers
 are serialised anyway, so there it always takes the general path.
 
-Both statements are compiled once and sent on the driver's connection
+The statement is compiled once and sent on the driver's connection
 (``Database.driver``): a write that another session should see at once pays for one
 round trip, not for SQLAlchemy's execution of it (``bench/memory_store.py``).
 """
@@ -33,6 +39,7 @@ from typing import Any
 
 from sqlalchemy import (
     DateTime,
+    Insert,
     Integer,
     String,
     Text,
@@ -60,7 +67,6 @@ _r = file_revisions.c
 _CHANGED = (
     update(files)
     .where(
-        _old.c.id == _f.id,
         rows.IN_NAMESPACE,
         _f.path == bindparam("b_path"),
         _f.version == bindparam("b_version"),
@@ -79,17 +85,19 @@ _CHANGED = (
         summary=bindparam("n_summary"),
         listed=bindparam("n_listed"),
     )
-    .returning(_f.id, _old.c.size_bytes.label("old_size"))
+    .returning(_f.id)
     .cte("changed")
 )
-_COUNTED = (
-    update(org_usage)
-    .where(_u.org_id == bindparam("b_org"), exists(select(_CHANGED.c.id)))
-    .values(
-        bytes=_u.bytes + bindparam("b_size") - select(_CHANGED.c.old_size).scalar_subquery(),
-        stored_bytes=_u.stored_bytes + bindparam("b_size"),
-    )
-    .cte("counted")
+_CHANGED_ID = select(_CHANGED.c.id).scalar_subquery()
+# The size the file had: its row as the statement's snapshot holds it (a statement does
+# not see its own changes). The row that ``changed`` updated is that one: a concurrent
+# change moves the version, and then ``changed``'s recheck of it fails.
+_OLD_SIZE = select(_old.c.size_bytes).where(_old.c.id == _CHANGED_ID).scalar_subquery()
+_GONE = (
+    delete(file_revisions)
+    .where(_r.file_id == _CHANGED_ID, _r.version <= bindparam("r_oldest_dropped"))
+    .returning(_r.size_bytes)
+    .cte("gone")
 )
 _REVISION_COLUMNS = [
     "file_id",
@@ -103,9 +111,20 @@ _REVISION_COLUMNS = [
     "created_at",
     "size_bytes",
 ]
-_WRITE_AND_LOG = (
-    insert(file_revisions)
-    .from_select(
+
+
+def _write_and_log(*, dropping: bool) -> Insert:
+    """The one statement; ``dropping``: with the retention rule's ``gone``."""
+    stored = _u.stored_bytes + bindparam("b_size")
+    if dropping:
+        stored = stored - select(func.coalesce(func.sum(_GONE.c.size_bytes), 0)).scalar_subquery()
+    counted = (
+        update(org_usage)
+        .where(_u.org_id == bindparam("b_org"), exists(select(_CHANGED.c.id)))
+        .values(bytes=_u.bytes + bindparam("b_size") - _OLD_SIZE, stored_bytes=stored)
+        .cte("counted")
+    )
+    statement = insert(file_revisions).from_select(
         _REVISION_COLUMNS,
         select(
             _CHANGED.c.id,
@@ -120,24 +139,13 @@ _WRITE_AND_LOG = (
             bindparam("b_size", type_=Integer),
         ),
     )
-    .add_cte(_COUNTED)
-    .returning(file_revisions.c.file_id)
-)
-_GONE = (
-    delete(file_revisions)
-    .where(_r.file_id == bindparam("file_id"), _r.version <= bindparam("oldest_dropped"))
-    .returning(_r.size_bytes)
-    .cte("gone")
-)
-_DROP_OLDER = (
-    update(org_usage)
-    .where(_u.org_id == bindparam("b_org"))
-    .values(
-        stored_bytes=_u.stored_bytes
-        - select(func.coalesce(func.sum(_GONE.c.size_bytes), 0)).scalar_subquery()
-    )
-    .add_cte(_GONE)
-)
+    if dropping:
+        statement = statement.add_cte(_GONE)
+    return statement.add_cte(counted).returning(file_revisions.c.file_id)
+
+
+_WRITE_AND_LOG = _write_and_log(dropping=False)
+_WRITE_DROP_AND_LOG = _write_and_log(dropping=True)
 
 
 async def conditional_write(
@@ -168,9 +176,15 @@ async def conditional_write(
     scope = ns.scope
     found = describe(scope.value, path, content)
     version = expected_version + 1
-    params: dict[str, Any] = {
-        **rows.ns_params(ns),
-        **rows.quota_params(len(content.encode()), limits, ns),
+    oldest_dropped = version - retention.keeps(limits.keep_revisions)
+    size = len(content.encode())
+    params: dict[str, Any] = {  # rows.ns_params and rows.quota_params, inlined (hot)
+        "ns_org": ns.org_id,
+        "ns_scope": scope.value,
+        "ns_channel": ns.channel_id,
+        "b_org": ns.org_id,
+        "b_size": size,
+        "b_max_bytes": limits.max_bytes(scope),
         "b_max_stored": limits.max_stored_bytes(scope),
         "b_path": path,
         "b_version": expected_version,
@@ -183,16 +197,10 @@ async def conditional_write(
         "n_session": origin.session_id,
         "r_operation": "write",
         "r_tool_use_id": origin.tool_use_id,
+        "r_oldest_dropped": oldest_dropped,
     }
-    write = db.precompiled(_WRITE_AND_LOG)
-    async with db.driver() as conn:  # no transaction: each statement commits on its own
+    due = oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0
+    write = db.precompiled(_WRITE_DROP_AND_LOG if due else _WRITE_AND_LOG)
+    async with db.driver() as conn:  # no transaction: the statement commits on its own
         file_id = await conn.fetchval(write.sql, *write.args(params))
-        if file_id is None:
-            return None
-        # the retention rule, in one statement of its own: revisions and counter together
-        oldest_dropped = version - retention.keeps(limits.keep_revisions)
-        if oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0:
-            drop = db.precompiled(_DROP_OLDER)
-            dropping = {"file_id": file_id, "oldest_dropped": oldest_dropped, "b_org": ns.org_id}
-            await conn.execute(drop.sql, *drop.args(dropping))
-    return version
+    return None if file_id is None else version

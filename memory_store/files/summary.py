@@ -57,7 +57,20 @@ def describe(scope: str, path: str, content: str) -> Description:
     description = fields.get("description")
     if isinstance(description, str) and description.strip():
         return Description(one_line(description)[:MAX_SUMMARY_CHARS])
-    return Description(one_line(_first_paragraph(body, lines=1))[:MAX_SUMMARY_CHARS])
+    return Description(one_line(_first_line(body))[:MAX_SUMMARY_CHARS])
+
+
+def _first_line(body: str) -> str:
+    """The first non-empty line of ``body`` ("" when none): ``_first_paragraph(body,
+    lines=1)`` without its generator, for every write's summary."""
+    start = 0
+    while (end := body.find("\n", start)) != -1:
+        line = body[start:end]
+        if line.strip():
+            return line
+        start = end + 1
+    line = body[start:]
+    return line if line.strip() else ""
 
 
 def _skill(fields: dict[str, object], body: str) -> Description:

@@ -5,8 +5,8 @@ content, or a tombstone (``deleted``). ``file_revisions`` is the history: one ro
 version, never updated, the oldest dropped past the retention rule (``retention``);
 it has no surrogate key and no foreign key, because every write pays for each index
 and trigger on it (migration 0020: a file row is never deleted, and the store writes a
-revision only through a row it holds). On PostgreSQL the old ``id`` column is still
-there for one release, filled by its sequence, undeclared here (rolling upgrades).
+revision only through a row it holds; the old ``id`` column, kept one more release on
+PostgreSQL for a rolling upgrade, is gone since 0023).
 ``org_usage`` counts each org's live files and bytes, and the bytes of all its kept
 revisions (``stored_bytes``), kept by every change in its transaction, for the quotas.
 

@@ -1,9 +1,13 @@
-"""Migration 0020: revisions keyed by (file, version), kept across the upgrade and back.
+"""Migrations 0020 and 0023: revisions keyed by (file, version), kept across the upgrade
+and back.
 
 Each case migrates a fresh database of each backend to 0019, writes history through the
 store's own SQL of that schema, upgrades, and checks that every revision survived, that
 the key is (file_id, version) with no surrogate column or foreign key left, that the
-store still works over the history, and that a downgrade gives the old shape back.
+store still works over the history, and that a downgrade gives the old shape back. On
+PostgreSQL the surrogate ``id`` stayed one release (0020 to 0022, for a rolling upgrade's
+processes of the release before) and is dropped by 0023: a process of that release (0022)
+still appends revisions after it.
 """
 
 from __future__ import annotations
@@ -72,8 +76,7 @@ def _history(connection: Connection) -> list[tuple[Any, ...]]:
 
 def _drift(connection: Connection) -> list[Any]:
     """How the file store's tables differ from what ``tables.py`` declares (Alembic's
-    autogenerate comparison, over those tables only), but for the ``id`` column that
-    PostgreSQL keeps for one release (migration 0020)."""
+    autogenerate comparison, over those tables only)."""
 
     declared = sa.MetaData()
     for table in (files, file_revisions, org_usage):
@@ -82,8 +85,6 @@ def _drift(connection: Connection) -> list[Any]:
     def ours(name: str | None, type_: str, parent: Any) -> bool:
         if type_ == "schema":
             return True
-        if type_ == "column" and name == "id" and parent.get("table_name") == "file_revisions":
-            return False
         table = name if type_ == "table" else parent.get("table_name")
         return table in declared.tables
 
@@ -117,14 +118,13 @@ async def _scenario(url: str | None, data_dir: Path) -> None:
         async with db.write() as conn:
             await conn.run_sync(_to("head"))
 
-        # Then every revision is kept, keyed by (file_id, version), with no foreign key (and
-        # no id on SQLite; PostgreSQL keeps it one release for a rolling upgrade's processes
-        # of the previous release, no longer a key)
+        # Then every revision is kept, keyed by (file_id, version), with no foreign key and
+        # no surrogate column (0023 dropped the one PostgreSQL kept a release)
         async with db.read() as conn:
             assert await conn.run_sync(_history) == before
             new = await conn.run_sync(_shape)
             assert await conn.run_sync(_drift) == []
-        assert ("id" in new["columns"]) == (url is not None)
+        assert "id" not in new["columns"]
         assert new["primary_key"] == ["file_id", "version"]
         assert new["foreign_keys"] == []
         assert new["unique"] == [("file_id", "tool_use_id")]
@@ -169,9 +169,9 @@ def _previous_release_revisions() -> sa.Table:
 async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
     db = Database.from_url(url, data_dir=data_dir)
     try:
-        # Given a database upgraded by this release, with one file
+        # Given a database upgraded to 0022 (the last schema keeping ``id``), with one file
         async with db.write() as conn:
-            await conn.run_sync(_to("head"))
+            await conn.run_sync(_to("0022"))
         origin = Origin("U1", session_id="S1", tool_use_id="toolu_new")
         await FileStore(db).write(NS, "/a.md", "one\n", origin, expected_version=0)
         # When a process of the previous release (still running during a rolling upgrade:
@@ -192,6 +192,19 @@ async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
                 )
             )
         # Then that works (its insert returns the ``id`` it declares)
+        # And once 0023 drops the column, the history is whole and this release appends
+        async with db.write() as conn:
+            await conn.run_sync(_to("head"))
+        async with db.read() as conn:
+            assert [(r[1], r[2]) for r in await conn.run_sync(_history)] == [
+                (1, "one\n"),
+                (2, "two\n"),
+            ]
+            assert "id" not in (await conn.run_sync(_shape))["columns"]
+        again = Origin("U1", session_id="S1", tool_use_id="toolu_after")
+        assert (
+            await FileStore(db).write(NS, "/b.md", "b\n", again, expected_version=0)
+        ).version == 1
     finally:
         await db.dispose()
 
