@@ -9,7 +9,13 @@ Every change (write, edit, delete, restore) goes through ``commit_change``:
    say "unchanged", or plan new content);
 3. check the tree (case conflicts) and the org quota when a file is (re)created;
 4. ``UPDATE … WHERE version = :current`` (guarded by the byte quota) or INSERT a new
-   row, and append the revision.
+   row, append the revision and count the change in the org's counters (a deletion
+   gives back its file's reserves; a conditional write that found its file's reserve
+   short tops it up: ``reserve``).
+
+A quota is judged on the org's counters, which count reserves as used; a change they
+would refuse first takes back the org's reserves (``reserve.reclaim``) and is judged
+again.
 
 A conditional whole-file write on PostgreSQL first tries one guarded statement
 (``conditional``); only when it matches nothing does it take the steps above, which
@@ -29,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import DatabaseUnavailable, QuotaExceeded, StoreError
-from memory_store.files import retention, revisions, rows, usage
+from memory_store.files import reserve, retention, revisions, rows, usage
 from memory_store.files.paths import check_tree, fold
 from memory_store.records import Limits, Namespace, Origin, Revision, Scope
 
@@ -64,11 +70,13 @@ Decide = Callable[[rows.FileRow | None], Plan | Outcome]
 
 @dataclass(frozen=True)
 class Target:
-    """Where a change goes and who makes it."""
+    """Where a change goes and who makes it. ``reserve``: the change is a conditional
+    write that found its file's reserve short (``reserve``): top it up with it."""
 
     ns: Namespace
     path: str
     origin: Origin
+    reserve: bool = False
 
 
 async def commit_change(
@@ -148,22 +156,32 @@ async def _store(
     old_size = row.size_bytes if row is not None and was_live else 0
     new_size = change.size_bytes
     org_id = target.ns.org_id
+    # a deletion gives the file's reserves back (its row's are set to 0 with it)
+    gives_back = (0, 0)
+    if row is not None and change.content is None:
+        gives_back = (row.reserved_bytes, row.reserved_stored_bytes)
     await usage.add(
         conn,
         org_id,
         files=int(change.content is not None) - int(was_live),
-        size_bytes=new_size - old_size,
-        stored_bytes=new_size,
+        size_bytes=new_size - old_size - gives_back[0],
+        stored_bytes=new_size - gives_back[1],
     )
     keep = retention.keeps(limits.keep_revisions)
     if change.content is None:
-        stored, limit = await usage.stored(conn, org_id), limits.max_stored_bytes(target.ns.scope)
+        limit = limits.max_stored_bytes(target.ns.scope)
+        stored = await usage.stored(conn, org_id)
+        if stored > retention.PRESSURE * limit and any(await reserve.reclaim(conn, org_id)):
+            stored = await usage.stored(conn, org_id)  # judged on use, not on reserves
         keep = retention.keeps(
             limits.keep_revisions, deleted=True, pressed=stored > retention.PRESSURE * limit
         )
     freed = await retention.drop_older(conn, org_id, file_id, change.version, keep)
     if new_size > freed:
         await _check_stored(conn, limits, target.ns, new_size - freed)
+    if target.reserve and change.content is not None and row is not None:
+        held = (row.reserved_bytes, row.reserved_stored_bytes)
+        await reserve.top_up(conn, limits, target.ns, file_id, held)
 
 
 async def _prior(conn: AsyncConnection, row: rows.FileRow | None, origin: Origin) -> Outcome | None:
@@ -246,7 +264,11 @@ async def _check_quota(
     note = "" if ns.scope is Scope.INCIDENT else _RESERVE_NOTE
     if creating and files_used + 1 > max_files:
         raise QuotaExceeded(ns.org_id, what="files", used=files_used, limit=max_files, note=note)
-    if new_size > old_size and bytes_used - old_size + new_size > max_bytes:
+    over = new_size > old_size and bytes_used - old_size + new_size > max_bytes
+    if over and any(await reserve.reclaim(conn, ns.org_id)):  # judged on use, not reserves
+        files_used, bytes_used = await usage.read(conn, ns.org_id)
+        over = bytes_used - old_size + new_size > max_bytes
+    if over:
         raise QuotaExceeded(ns.org_id, what="bytes", used=bytes_used, limit=max_bytes, note=note)
 
 
@@ -257,6 +279,8 @@ async def _check_stored(
     over its stored-bytes quota (checked after the change, in its transaction, whose
     counter row it holds: raising rolls the change back)."""
     used, limit = await usage.stored(conn, ns.org_id), limits.max_stored_bytes(ns.scope)
+    if used > limit and any(await reserve.reclaim(conn, ns.org_id)):
+        used = await usage.stored(conn, ns.org_id)  # judged on use, not on reserves
     if used > limit:
         before = used - added_bytes
         raise QuotaExceeded(

@@ -4,28 +4,35 @@
 write visible to the others, so on PostgreSQL it is a single atomic statement run
 outside an explicit transaction (no BEGIN/COMMIT round trips)::
 
-    WITH changed AS (UPDATE files SET … WHERE <namespace, path> AND version = :n
-                     AND NOT deleted AND content <> :content
-                     AND <byte and stored-byte quotas hold> RETURNING files.id),
+    WITH changed AS (UPDATE files SET …, reserved_bytes = reserved_bytes + size_bytes
+                     - :size, reserved_stored_bytes = reserved_stored_bytes - :size
+                     [+ <bytes of the revisions gone drops>]
+                     WHERE <namespace, path> AND version = :n AND NOT deleted
+                     AND content <> :content AND reserved_bytes + size_bytes >= :size
+                     AND reserved_stored_bytes >= :size RETURNING files.id),
          [gone AS (DELETE FROM file_revisions WHERE file_id = changed.id
-                   AND version <= :oldest_dropped RETURNING size_bytes),]
-         counted AS (UPDATE org_usage SET bytes = bytes + :size - <the old size>,
-                     stored_bytes = stored_bytes + :size [- sum(gone.size_bytes)] …)
+                   AND version <= :oldest_dropped),]
     INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed RETURNING file_id
 
-The old size is read from the row as the statement's snapshot holds it (a subquery by
-id: one index probe, cheaper than joining ``files`` to itself). ``gone`` is the retention
-rule (``retention``), due at every tenth version past what the file keeps: that write
-sends the statement with it, which drops the oldest revisions and takes their bytes off
-``stored_bytes``; the other nine send the statement without it. (One statement whose
-``gone`` is gated by a parameter costs every write about 5% of the floor: PostgreSQL
-starts each plan node of a statement on every execution, gated or not.)
+It touches the file's row and its history only: the org's quotas are kept by the
+file's reserve, room of both quotas already counted in the org's counters
+(``reserve``). Growth and the new revision's bytes are drawn from it; what a shrink or
+a retention drop frees goes back to it. (Checking both quotas against the org's
+counter row and adding to it took two subqueries and an UPDATE of another table, about
+14% of the statement against an UPDATE of one row.)
 
-(The self-join gives the size before the update, for the org's byte counter.)
+``gone`` is the retention rule (``retention``), due at every tenth version past what
+the file keeps: that write sends the statement with it, the other nine without (a
+statement whose ``gone`` were gated by a parameter would cost every write: PostgreSQL
+starts each plan node on every execution, gated or not). The bytes it frees are summed
+in the row's update, from the statement's snapshot: the same revisions ``gone`` deletes,
+since only a writer holding the file's row drops revisions, and it moves the version.
 
-It writes nothing when any condition fails; the caller then takes the general,
-locked path, which says why. SQLite cannot put an UPDATE in a CTE, and its writers
-are serialised anyway, so there it always takes the general path.
+It writes nothing when any condition fails (the file is missing, deleted, at another
+version or already holds the content, or its reserve is short); the caller then takes
+the general, locked path, which says why, or counts the change in the org's row and
+tops the reserve up. SQLite cannot put an UPDATE in a CTE, and its writers are
+serialised anyway, so there it always takes the general path.
 
 The statement is compiled once and sent on the driver's connection
 (``Database.driver``): a write that another session should see at once pays for one
@@ -45,7 +52,6 @@ from sqlalchemy import (
     Text,
     bindparam,
     delete,
-    exists,
     false,
     func,
     insert,
@@ -54,50 +60,17 @@ from sqlalchemy import (
 )
 
 from memory_store.db import Database
-from memory_store.files import retention, rows, usage
+from memory_store.files import retention, rows
 from memory_store.files.summary import describe
-from memory_store.files.tables import file_revisions, files, org_usage
+from memory_store.files.tables import file_revisions, files
 from memory_store.records import Limits, Namespace, Origin
 
 _f = files.c
-_old = files.alias("old")
-_u = org_usage.c
 _r = file_revisions.c
-
-_CHANGED = (
-    update(files)
-    .where(
-        rows.IN_NAMESPACE,
-        _f.path == bindparam("b_path"),
-        _f.version == bindparam("b_version"),
-        _f.deleted == false(),
-        _f.content != bindparam("n_content"),
-        rows.WITHIN_QUOTA,
-        usage.ORG_STORED + bindparam("b_size") <= bindparam("b_max_stored"),
-    )
-    .values(
-        version=bindparam("n_version"),
-        content=bindparam("n_content"),
-        size_bytes=bindparam("b_size"),
-        updated_at=bindparam("n_at"),
-        actor=bindparam("n_actor"),
-        session_id=bindparam("n_session"),
-        summary=bindparam("n_summary"),
-        listed=bindparam("n_listed"),
-    )
-    .returning(_f.id)
-    .cte("changed")
-)
-_CHANGED_ID = select(_CHANGED.c.id).scalar_subquery()
-# The size the file had: its row as the statement's snapshot holds it (a statement does
-# not see its own changes). The row that ``changed`` updated is that one: a concurrent
-# change moves the version, and then ``changed``'s recheck of it fails.
-_OLD_SIZE = select(_old.c.size_bytes).where(_old.c.id == _CHANGED_ID).scalar_subquery()
-_GONE = (
-    delete(file_revisions)
-    .where(_r.file_id == _CHANGED_ID, _r.version <= bindparam("r_oldest_dropped"))
-    .returning(_r.size_bytes)
-    .cte("gone")
+_FREED = (  # the bytes of the revisions ``gone`` drops, as the snapshot holds them
+    select(func.coalesce(func.sum(_r.size_bytes), 0))
+    .where(_r.file_id == _f.id, _r.version <= bindparam("r_oldest_dropped"))
+    .scalar_subquery()
 )
 _REVISION_COLUMNS = [
     "file_id",
@@ -115,19 +88,38 @@ _REVISION_COLUMNS = [
 
 def _write_and_log(*, dropping: bool) -> Insert:
     """The one statement; ``dropping``: with the retention rule's ``gone``."""
-    stored = _u.stored_bytes + bindparam("b_size")
-    if dropping:
-        stored = stored - select(func.coalesce(func.sum(_GONE.c.size_bytes), 0)).scalar_subquery()
-    counted = (
-        update(org_usage)
-        .where(_u.org_id == bindparam("b_org"), exists(select(_CHANGED.c.id)))
-        .values(bytes=_u.bytes + bindparam("b_size") - _OLD_SIZE, stored_bytes=stored)
-        .cte("counted")
+    size = bindparam("b_size", type_=Integer)
+    stored_left = _f.reserved_stored_bytes - size
+    changed = (
+        update(files)
+        .where(
+            rows.IN_NAMESPACE,
+            _f.path == bindparam("b_path"),
+            _f.version == bindparam("b_version"),
+            _f.deleted == false(),
+            _f.content != bindparam("n_content"),
+            _f.reserved_bytes + _f.size_bytes >= size,
+            _f.reserved_stored_bytes >= size,
+        )
+        .values(
+            version=bindparam("n_version"),
+            content=bindparam("n_content"),
+            size_bytes=size,
+            updated_at=bindparam("n_at"),
+            actor=bindparam("n_actor"),
+            session_id=bindparam("n_session"),
+            summary=bindparam("n_summary"),
+            listed=bindparam("n_listed"),
+            reserved_bytes=_f.reserved_bytes + _f.size_bytes - size,
+            reserved_stored_bytes=stored_left + _FREED if dropping else stored_left,
+        )
+        .returning(_f.id)
+        .cte("changed")
     )
     statement = insert(file_revisions).from_select(
         _REVISION_COLUMNS,
         select(
-            _CHANGED.c.id,
+            changed.c.id,
             bindparam("n_version", type_=Integer),
             bindparam("b_version", type_=Integer),
             bindparam("r_operation", type_=String),
@@ -136,12 +128,20 @@ def _write_and_log(*, dropping: bool) -> Insert:
             bindparam("n_session", type_=String),
             bindparam("r_tool_use_id", type_=String),
             bindparam("n_at", type_=DateTime(timezone=True)),
-            bindparam("b_size", type_=Integer),
+            size,
         ),
     )
     if dropping:
-        statement = statement.add_cte(_GONE)
-    return statement.add_cte(counted).returning(file_revisions.c.file_id)
+        gone = (
+            delete(file_revisions)
+            .where(
+                _r.file_id == select(changed.c.id).scalar_subquery(),
+                _r.version <= bindparam("r_oldest_dropped"),
+            )
+            .cte("gone")
+        )
+        statement = statement.add_cte(gone)
+    return statement.returning(file_revisions.c.file_id)
 
 
 _WRITE_AND_LOG = _write_and_log(dropping=False)
@@ -162,8 +162,9 @@ async def conditional_write(
     the new version.
 
     Returns None when nothing was written (not PostgreSQL; the file is missing,
-    deleted, at another version, or already holds ``content``; or the org's byte quota
-    would overflow): the caller's general path then says why. The parameters are built
+    deleted, at another version, or already holds ``content``; or its reserve of either
+    byte quota is short, ``reserve``): the caller's general path then says why, or
+    writes it and tops the reserve up. The parameters are built
     here, in one dict, without the general path's plan and outcome objects: this is the
     write another session waits to see (``bench/memory_store.py``).
 
@@ -178,14 +179,11 @@ async def conditional_write(
     version = expected_version + 1
     oldest_dropped = version - retention.keeps(limits.keep_revisions)
     size = len(content.encode())
-    params: dict[str, Any] = {  # rows.ns_params and rows.quota_params, inlined (hot)
+    params: dict[str, Any] = {  # rows.ns_params, inlined (hot)
         "ns_org": ns.org_id,
         "ns_scope": scope.value,
         "ns_channel": ns.channel_id,
-        "b_org": ns.org_id,
         "b_size": size,
-        "b_max_bytes": limits.max_bytes(scope),
-        "b_max_stored": limits.max_stored_bytes(scope),
         "b_path": path,
         "b_version": expected_version,
         "n_version": version,

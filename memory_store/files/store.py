@@ -9,7 +9,7 @@ from contextlib import suppress
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
-from memory_store.files import decisions, lean, listing, revisions, rows, usage
+from memory_store.files import decisions, lean, listing, reserve, revisions, rows, usage
 from memory_store.files.commit import Decide, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
 from memory_store.files.globs import translate
@@ -100,7 +100,10 @@ class FileStore:
                 if version is not None:
                     return WriteResult(path, version, expected_version, created=False)
         decide = decisions.to_write(path, content, expected_version)
-        return _write_result(await self._commit(ns, path, origin, decide))
+        # a conditional write here found its file's reserve short (or a retry, or SQLite):
+        # top the reserve up, so that its next writes take the one statement
+        reserving = bool(expected_version) and self._db.is_postgres
+        return _write_result(await self._commit(ns, path, origin, decide, reserve=reserving))
 
     async def edit(
         self,
@@ -292,9 +295,12 @@ class FileStore:
             return await revisions.contents_at(conn, ns, path, versions)
 
     async def usage(self, org_id: str) -> tuple[int, int]:
-        """(live files, live bytes) of the org across all scopes: what its quota counts."""
+        """(live files, live bytes) of the org across all scopes: what its quota counts
+        (the org's counter, less what its files hold in reserve: ``reserve``)."""
         async with self._db.read() as conn:
-            return await usage.read(conn, org_id)
+            files_used, bytes_counted = await usage.read(conn, org_id)
+            held_bytes, _ = await reserve.held(conn, org_id) if self._db.is_postgres else (0, 0)
+        return files_used, bytes_counted - held_bytes
 
     async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
         """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
@@ -363,8 +369,10 @@ class FileStore:
         path: str,
         origin: Origin,
         decide: Decide,
+        *,
+        reserve: bool = False,
     ) -> Outcome:
-        target = Target(ns, path, origin)
+        target = Target(ns, path, origin, reserve)
         return await commit_change(self._db, self._limits, target, decide)
 
 

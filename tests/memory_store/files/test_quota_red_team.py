@@ -8,14 +8,15 @@ from sqlalchemy import select
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import who
+from tests.memory_store.file_support import reserves, who
 
 LIMIT = 6_000
 LIMITS = Limits(max_stored_bytes_per_org=LIMIT, incident_reserve_share=0.0)
 
 
 async def _held(db: Database, org: str) -> tuple[int, int]:
-    """(bytes of every revision content the database keeps for ``org``, its counter)."""
+    """(bytes of every revision content the database keeps for ``org``, its counter
+    less what its files hold in reserve)."""
     async with db.read() as conn:
         rows = await conn.execute(
             select(file_revisions.c.content)
@@ -26,7 +27,8 @@ async def _held(db: Database, org: str) -> tuple[int, int]:
         counter = await conn.scalar(
             select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
         )
-    return held, int(counter or 0)
+    _, reserved = await reserves(db, org)
+    return held, int(counter or 0) - reserved
 
 
 async def _until_refused(attempts: int, step: object) -> bool:

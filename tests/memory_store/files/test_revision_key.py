@@ -92,20 +92,41 @@ def _drift(connection: Connection) -> list[Any]:
     return list(compare_metadata(context, declared))
 
 
+_OLD_FILE = sa.text(
+    "INSERT INTO files (org_id, scope, channel_id, path, path_fold, version, deleted, content,"
+    " size_bytes, updated_at, actor, session_id) VALUES ('T-rev', 'incident', 'C-rev', :path,"
+    " :path, :version, false, :content, :size, CURRENT_TIMESTAMP, 'U1', 'S1')"
+)
+_OLD_REVISION = sa.text(
+    "INSERT INTO file_revisions (file_id, version, base_version, operation, content, actor,"
+    " session_id, tool_use_id, created_at, size_bytes) SELECT id, :version, :base, 'write',"
+    " :content, 'U1', 'S1', :tool_use_id, CURRENT_TIMESTAMP, :size FROM files WHERE path = :path"
+)
+_OLD_BUMP = sa.text(
+    "UPDATE files SET version = :version, content = :content, size_bytes = :size WHERE path = :path"
+)
+
+
+def _old_history(connection: Connection, paths: tuple[str, ...], versions: int) -> None:
+    """Write ``versions`` versions of each of ``paths`` as the store of an older schema
+    did (rows and revisions; the counters are not what these cases look at)."""
+    for path in paths:
+        for version in range(1, versions + 1):
+            content = f"{path} {version - 1}\n"
+            values = {"path": path, "version": version, "content": content, "size": len(content)}
+            connection.execute(_OLD_FILE if version == 1 else _OLD_BUMP, values)
+            values |= {"base": version - 1, "tool_use_id": f"toolu_{path}_{version - 1}"}
+            connection.execute(_OLD_REVISION, values)
+
+
 async def _scenario(url: str | None, data_dir: Path) -> None:
     db = Database.from_url(url, data_dir=data_dir)
     try:
         # Given a database at 0019 with history in two files (the old schema's rows)
         async with db.write() as conn:
             await conn.run_sync(_to("0019"))
+            await conn.run_sync(_old_history, ("/a.md", "/b.md"), 4)
         store = FileStore(db)
-        for path in ("/a.md", "/b.md"):
-            version = 0
-            for i in range(4):
-                origin = Origin("U1", session_id="S1", tool_use_id=f"toolu_{path}_{i}")
-                version = (
-                    await store.write(NS, path, f"{path} {i}\n", origin, expected_version=version)
-                ).version
         async with db.read() as conn:
             before = await conn.run_sync(_history)
             old = await conn.run_sync(_shape)
@@ -172,8 +193,7 @@ async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
         # Given a database upgraded to 0022 (the last schema keeping ``id``), with one file
         async with db.write() as conn:
             await conn.run_sync(_to("0022"))
-        origin = Origin("U1", session_id="S1", tool_use_id="toolu_new")
-        await FileStore(db).write(NS, "/a.md", "one\n", origin, expected_version=0)
+            await conn.run_sync(_old_history, ("/a.md",), 1)
         # When a process of the previous release (still running during a rolling upgrade:
         # every process migrates at start) appends a revision as its store does
         old = _previous_release_revisions()
@@ -197,7 +217,7 @@ async def _previous_release_appends(url: str | None, data_dir: Path) -> None:
             await conn.run_sync(_to("head"))
         async with db.read() as conn:
             assert [(r[1], r[2]) for r in await conn.run_sync(_history)] == [
-                (1, "one\n"),
+                (1, "/a.md 0\n"),
                 (2, "two\n"),
             ]
             assert "id" not in (await conn.run_sync(_shape))["columns"]
