@@ -108,8 +108,9 @@ class SameStatements:
     with their parameters built inline: the round without the store's Python."""
 
     def __init__(self, db: Database, writer: asyncpg.Connection, reader: asyncpg.Connection):
-        self.write = db.precompiled(conditional._WRITE_AND_LOG)
-        self.write_dropping = db.precompiled(conditional._WRITE_DROP_AND_LOG)
+        # the incident scope's statements (NS), as the store picks them
+        self.write = db.precompiled(conditional._STATEMENTS[False, False])
+        self.write_dropping = db.precompiled(conditional._STATEMENTS[True, False])
         self.read = db.precompiled(rows._READ_CURRENT)
         self.writer, self.reader, self.version = writer, reader, 2
         self.at = datetime.now(UTC)

@@ -145,12 +145,16 @@ async def _store(
     elif await rows.update_from(conn, row, change, limits, target.ns):
         file_id = row.id
     else:
-        # The row is locked at row.version, so only the byte-quota guard can refuse.
+        # The row is locked at row.version, so only the byte-quota guard can refuse. The
+        # guard reads the org's counter, which counts reserves: the check takes them back
+        # (in this transaction) before it refuses, and then the update goes again.
         old_size = 0 if row.deleted else row.size_bytes
         await _check_quota(
             conn, limits, target.ns, change.content or "", old_size, creating=row.deleted
         )
-        raise WriteConflict(f"{target.path} moved past version {row.version}")
+        if not await rows.update_from(conn, row, change, limits, target.ns):
+            raise WriteConflict(f"{target.path} moved past version {row.version}")
+        file_id = row.id
     await revisions.append(conn, file_id, change)
     was_live = row is not None and not row.deleted
     old_size = row.size_bytes if row is not None and was_live else 0

@@ -52,6 +52,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     delete,
+    exists,
     false,
     func,
     insert,
@@ -60,18 +61,14 @@ from sqlalchemy import (
 )
 
 from memory_store.db import Database
-from memory_store.files import retention, rows
+from memory_store.files import retention, rows, usage
 from memory_store.files.summary import describe
-from memory_store.files.tables import file_revisions, files
-from memory_store.records import Limits, Namespace, Origin
+from memory_store.files.tables import file_revisions, files, org_usage
+from memory_store.records import Limits, Namespace, Origin, Scope
 
 _f = files.c
 _r = file_revisions.c
-_FREED = (  # the bytes of the revisions ``gone`` drops, as the snapshot holds them
-    select(func.coalesce(func.sum(_r.size_bytes), 0))
-    .where(_r.file_id == _f.id, _r.version <= bindparam("r_oldest_dropped"))
-    .scalar_subquery()
-)
+_u = org_usage.c
 _REVISION_COLUMNS = [
     "file_id",
     "version",
@@ -86,21 +83,29 @@ _REVISION_COLUMNS = [
 ]
 
 
-def _write_and_log(*, dropping: bool) -> Insert:
-    """The one statement; ``dropping``: with the retention rule's ``gone``."""
+def _write_and_log(*, dropping: bool, below_org: bool) -> Insert:
+    """The one statement. ``dropping``: with the retention rule's ``gone``, whose bytes
+    leave the org's stored-bytes counter; ``below_org``: a scope that may fill the
+    org's quotas only up to its own limits (``Limits.incident_reserve_share``), so the
+    write also needs the org's counters within them."""
     size = bindparam("b_size", type_=Integer)
-    stored_left = _f.reserved_stored_bytes - size
+    conditions = [
+        rows.IN_NAMESPACE,
+        _f.path == bindparam("b_path"),
+        _f.version == bindparam("b_version"),
+        _f.deleted == false(),
+        _f.content != bindparam("n_content"),
+        _f.reserved_bytes + _f.size_bytes >= size,
+        _f.reserved_stored_bytes >= size,
+    ]
+    if below_org:  # the counters count this file's reserve: within them, so is the write
+        conditions += [
+            bindparam("b_max_bytes") >= usage.ORG_BYTES,
+            bindparam("b_max_stored") >= usage.ORG_STORED,
+        ]
     changed = (
         update(files)
-        .where(
-            rows.IN_NAMESPACE,
-            _f.path == bindparam("b_path"),
-            _f.version == bindparam("b_version"),
-            _f.deleted == false(),
-            _f.content != bindparam("n_content"),
-            _f.reserved_bytes + _f.size_bytes >= size,
-            _f.reserved_stored_bytes >= size,
-        )
+        .where(*conditions)
         .values(
             version=bindparam("n_version"),
             content=bindparam("n_content"),
@@ -111,7 +116,7 @@ def _write_and_log(*, dropping: bool) -> Insert:
             summary=bindparam("n_summary"),
             listed=bindparam("n_listed"),
             reserved_bytes=_f.reserved_bytes + _f.size_bytes - size,
-            reserved_stored_bytes=stored_left + _FREED if dropping else stored_left,
+            reserved_stored_bytes=_f.reserved_stored_bytes - size,
         )
         .returning(_f.id)
         .cte("changed")
@@ -138,14 +143,25 @@ def _write_and_log(*, dropping: bool) -> Insert:
                 _r.file_id == select(changed.c.id).scalar_subquery(),
                 _r.version <= bindparam("r_oldest_dropped"),
             )
+            .returning(_r.size_bytes)
             .cte("gone")
         )
-        statement = statement.add_cte(gone)
+        freed = select(func.coalesce(func.sum(gone.c.size_bytes), 0)).scalar_subquery()
+        counted = (
+            update(org_usage)
+            .where(_u.org_id == bindparam("ns_org"), exists(select(changed.c.id)))
+            .values(stored_bytes=_u.stored_bytes - freed)
+            .cte("counted")
+        )
+        statement = statement.add_cte(gone).add_cte(counted)
     return statement.returning(file_revisions.c.file_id)
 
 
-_WRITE_AND_LOG = _write_and_log(dropping=False)
-_WRITE_DROP_AND_LOG = _write_and_log(dropping=True)
+_STATEMENTS = {
+    (dropping, below_org): _write_and_log(dropping=dropping, below_org=below_org)
+    for dropping in (False, True)
+    for below_org in (False, True)
+}
 
 
 async def conditional_write(
@@ -198,7 +214,12 @@ async def conditional_write(
         "r_oldest_dropped": oldest_dropped,
     }
     due = oldest_dropped >= 1 and oldest_dropped % retention.FAST_PATH_EVERY == 0
-    write = db.precompiled(_WRITE_DROP_AND_LOG if due else _WRITE_AND_LOG)
+    below_org = scope is not Scope.INCIDENT
+    if below_org:
+        params["b_org"] = ns.org_id
+        params["b_max_bytes"] = limits.max_bytes(scope)
+        params["b_max_stored"] = limits.max_stored_bytes(scope)
+    write = db.precompiled(_STATEMENTS[due, below_org])
     async with db.driver() as conn:  # no transaction: the statement commits on its own
         file_id = await conn.fetchval(write.sql, *write.args(params))
     return None if file_id is None else version

@@ -57,10 +57,13 @@ _RECLAIM = text(
     " SELECT coalesce(sum(reserved_bytes), 0), coalesce(sum(reserved_stored_bytes), 0)"
     " FROM taken"
 )
-_HELD = select(
-    func.coalesce(func.sum(_f.reserved_bytes), 0),
-    func.coalesce(func.sum(_f.reserved_stored_bytes), 0),
-).where(_f.org_id == bindparam("org"))
+_REAL_USE = select(
+    _u.files,
+    _u.bytes
+    - select(func.coalesce(func.sum(_f.reserved_bytes), 0))
+    .where(_f.org_id == bindparam("org"))
+    .scalar_subquery(),
+).where(_u.org_id == bindparam("org"))
 
 
 async def top_up(
@@ -97,21 +100,29 @@ async def top_up(
 
 
 async def reclaim(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
-    """Take back every reserve of the org's files that no other transaction holds (their
-    rows are locked ``SKIP LOCKED``: this never waits for a writer, so it cannot
-    deadlock with one) and take it off the org's counters; returns what was taken
-    back (bytes, stored bytes). The rows stay locked to the end of the transaction.
+    """Take back every reserve of the org's files that no other transaction holds and
+    take it off the org's counters; returns what was taken back (bytes, stored bytes).
+
+    The org's counter row is locked first (``FOR UPDATE``: this waits for a writer on
+    the locked path), then the files' rows ``SKIP LOCKED`` (this never waits for a
+    writer of a file, so it cannot deadlock with one). Both stay locked to the end of
+    the transaction.
     """
     if conn.dialect.name != "postgresql":
         return 0, 0
+    # the counter row first: the files' rows, once taken, are held only while this
+    # transaction runs on, not while it waits for the counter behind another writer (a
+    # one-statement write of one of those files would wait as long)
+    await conn.execute(_COUNTER, {"org": org_id})
     taken = (await conn.execute(_RECLAIM, {"org": org_id})).one()
     freed_bytes, freed_stored = int(taken[0]), int(taken[1])
     await usage.add(conn, org_id, files=0, size_bytes=-freed_bytes, stored_bytes=-freed_stored)
     return freed_bytes, freed_stored
 
 
-async def held(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
-    """What the org's files hold in reserve (bytes, stored bytes): the org's counters
-    minus these are its real use. Sums the org's files: for reports, not hot paths."""
-    row = (await conn.execute(_HELD, {"org": org_id})).one()
-    return int(row[0]), int(row[1])
+async def real_use(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
+    """(live files, live bytes) of the org: its counters less what its files hold in
+    reserve, read in one statement (one snapshot). Sums the org's files' reserves: for
+    reports, not hot paths."""
+    row = (await conn.execute(_REAL_USE, {"org": org_id})).first()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))

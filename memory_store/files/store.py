@@ -9,7 +9,7 @@ from contextlib import suppress
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
-from memory_store.files import decisions, lean, listing, reserve, revisions, rows, usage
+from memory_store.files import decisions, lean, listing, reserve, revisions, rows
 from memory_store.files.commit import Decide, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
 from memory_store.files.globs import translate
@@ -298,9 +298,7 @@ class FileStore:
         """(live files, live bytes) of the org across all scopes: what its quota counts
         (the org's counter, less what its files hold in reserve: ``reserve``)."""
         async with self._db.read() as conn:
-            files_used, bytes_counted = await usage.read(conn, org_id)
-            held_bytes, _ = await reserve.held(conn, org_id) if self._db.is_postgres else (0, 0)
-        return files_used, bytes_counted - held_bytes
+            return await reserve.real_use(conn, org_id)
 
     async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
         """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
