@@ -17,7 +17,7 @@ Prints one JSON line:
     same_statements_write_visible_p50_ms, write_visible_vs_same_statements
                                      where the rest of the gap is: the store's own two
                                      statements (its conditional write with the file's
-                                     revision, its reserve of the org's quotas and the
+                                     revision, its allowance of the org's quotas and the
                                      retention rule, and its read) sent
                                      as they are on two raw asyncpg connections, to
                                      another file, sample for sample; the ratio is what
@@ -163,7 +163,7 @@ async def write_visible(url: str, data_dir: Path, samples: int) -> dict[str, flo
             await writer.write(ns, "/v.md", "start", Origin("bench"), expected_version=0)
         ).version
         await writer.write(ns, "/same.md", "start", Origin("bench"), expected_version=0)
-        # a conditional write tops the file's reserve up (the store's statement draws on it)
+        # a conditional write tops the file's allowance up (the store's statement draws on it)
         await writer.write(ns, "/same.md", "start again", Origin("bench"), expected_version=1)
         total, writes, reads = [], [], []
         for i in range(WARMUP + samples):

@@ -10,11 +10,11 @@ Every change (write, edit, delete, restore) goes through ``commit_change``:
 3. check the tree (case conflicts) and the org quota when a file is (re)created;
 4. ``UPDATE … WHERE version = :current`` (guarded by the byte quota) or INSERT a new
    row, append the revision and count the change in the org's counters (a deletion
-   gives back its file's reserves; a conditional write that found its file's reserve
-   short tops it up: ``reserve``).
+   gives back its file's allowances; a conditional write that found its file's allowance
+   short tops it up: ``allowance``).
 
-A quota is judged on the org's counters, which count reserves as used; a change they
-would refuse first takes back the org's reserves (``reserve.reclaim``) and is judged
+A quota is judged on the org's counters, which count allowances as used; a change they
+would refuse first takes back the org's allowances (``allowance.reclaim``) and is judged
 again.
 
 A conditional whole-file write on PostgreSQL first tries one guarded statement
@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import DatabaseUnavailable, QuotaExceeded, StoreError
-from memory_store.files import reserve, retention, revisions, rows, usage
+from memory_store.files import allowance, retention, revisions, rows, usage
 from memory_store.files.paths import check_tree, fold
 from memory_store.records import Limits, Namespace, Origin, Revision, Scope
 
@@ -70,13 +70,13 @@ Decide = Callable[[rows.FileRow | None], Plan | Outcome]
 
 @dataclass(frozen=True)
 class Target:
-    """Where a change goes and who makes it. ``reserve``: the change is a conditional
-    write that found its file's reserve short (``reserve``): top it up with it."""
+    """Where a change goes and who makes it. ``allowance``: the change is a conditional
+    write that found its file's allowance short (``allowance``): top it up with it."""
 
     ns: Namespace
     path: str
     origin: Origin
-    reserve: bool = False
+    top_up: bool = False
 
 
 async def commit_change(
@@ -146,7 +146,7 @@ async def _store(
         file_id = row.id
     else:
         # The row is locked at row.version, so only the byte-quota guard can refuse. The
-        # guard reads the org's counter, which counts reserves: the check takes them back
+        # guard reads the org's counter, which counts allowances: the check takes them back
         # (in this transaction) before it refuses, and then the update goes again.
         old_size = 0 if row.deleted else row.size_bytes
         await _check_quota(
@@ -160,10 +160,10 @@ async def _store(
     old_size = row.size_bytes if row is not None and was_live else 0
     new_size = change.size_bytes
     org_id = target.ns.org_id
-    # a deletion gives the file's reserves back (its row's are set to 0 with it)
+    # a deletion gives the file's allowances back (its row's are set to 0 with it)
     gives_back = (0, 0)
     if row is not None and change.content is None:
-        gives_back = (row.reserved_bytes, row.reserved_stored_bytes)
+        gives_back = (row.allowance_bytes, row.allowance_stored_bytes)
     await usage.add(
         conn,
         org_id,
@@ -175,17 +175,17 @@ async def _store(
     if change.content is None:
         limit = limits.max_stored_bytes(target.ns.scope)
         stored = await usage.stored(conn, org_id)
-        if stored > retention.PRESSURE * limit and any(await reserve.reclaim(conn, org_id)):
-            stored = await usage.stored(conn, org_id)  # judged on use, not on reserves
+        if stored > retention.PRESSURE * limit and any(await allowance.reclaim(conn, org_id)):
+            stored = await usage.stored(conn, org_id)  # judged on use, not on allowances
         keep = retention.keeps(
             limits.keep_revisions, deleted=True, pressed=stored > retention.PRESSURE * limit
         )
     freed = await retention.drop_older(conn, org_id, file_id, change.version, keep)
     if new_size > freed:
         await _check_stored(conn, limits, target.ns, new_size - freed)
-    if target.reserve and change.content is not None and row is not None:
-        held = (row.reserved_bytes, row.reserved_stored_bytes)
-        await reserve.top_up(conn, limits, target.ns, file_id, held)
+    if target.top_up and change.content is not None and row is not None:
+        held = (row.allowance_bytes, row.allowance_stored_bytes)
+        await allowance.top_up(conn, limits, target.ns, file_id, held)
 
 
 async def _prior(conn: AsyncConnection, row: rows.FileRow | None, origin: Origin) -> Outcome | None:
@@ -269,7 +269,7 @@ async def _check_quota(
     if creating and files_used + 1 > max_files:
         raise QuotaExceeded(ns.org_id, what="files", used=files_used, limit=max_files, note=note)
     over = new_size > old_size and bytes_used - old_size + new_size > max_bytes
-    if over and any(await reserve.reclaim(conn, ns.org_id)):  # judged on use, not reserves
+    if over and any(await allowance.reclaim(conn, ns.org_id)):  # judged on use, not allowances
         files_used, bytes_used = await usage.read(conn, ns.org_id)
         over = bytes_used - old_size + new_size > max_bytes
     if over:
@@ -283,8 +283,8 @@ async def _check_stored(
     over its stored-bytes quota (checked after the change, in its transaction, whose
     counter row it holds: raising rolls the change back)."""
     used, limit = await usage.stored(conn, ns.org_id), limits.max_stored_bytes(ns.scope)
-    if used > limit and any(await reserve.reclaim(conn, ns.org_id)):
-        used = await usage.stored(conn, ns.org_id)  # judged on use, not on reserves
+    if used > limit and any(await allowance.reclaim(conn, ns.org_id)):
+        used = await usage.stored(conn, ns.org_id)  # judged on use, not on allowances
     if used > limit:
         before = used - added_bytes
         raise QuotaExceeded(

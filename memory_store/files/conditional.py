@@ -4,34 +4,40 @@
 write visible to the others, so on PostgreSQL it is a single atomic statement run
 outside an explicit transaction (no BEGIN/COMMIT round trips)::
 
-    WITH changed AS (UPDATE files SET …, reserved_bytes = reserved_bytes + size_bytes
-                     - :size, reserved_stored_bytes = reserved_stored_bytes - :size
-                     [+ <bytes of the revisions gone drops>]
+    WITH changed AS (UPDATE files SET …, allowance_bytes = allowance_bytes + size_bytes
+                     - :size, allowance_stored_bytes = allowance_stored_bytes - :size
                      WHERE <namespace, path> AND version = :n AND NOT deleted
-                     AND content <> :content AND reserved_bytes + size_bytes >= :size
-                     AND reserved_stored_bytes >= :size RETURNING files.id),
+                     AND content <> :content AND allowance_bytes + size_bytes >= :size
+                     AND allowance_stored_bytes >= :size
+                     [AND <the org's counters within the scope's limits>]
+                     RETURNING files.id),
          [gone AS (DELETE FROM file_revisions WHERE file_id = changed.id
-                   AND version <= :oldest_dropped),]
+                   AND version <= :oldest_dropped RETURNING size_bytes),
+          counted AS (UPDATE org_usage SET stored_bytes = stored_bytes - sum(gone…))]
     INSERT INTO file_revisions (…) SELECT changed.id, … FROM changed RETURNING file_id
 
 It touches the file's row and its history only: the org's quotas are kept by the
-file's reserve, room of both quotas already counted in the org's counters
-(``reserve``). Growth and the new revision's bytes are drawn from it; what a shrink or
-a retention drop frees goes back to it. (Checking both quotas against the org's
-counter row and adding to it took two subqueries and an UPDATE of another table, about
-14% of the statement against an UPDATE of one row.)
+file's allowance, room of both quotas already counted in the org's counters
+(``allowance``). Growth and the new revision's bytes are drawn from it; what a shrink
+frees goes back to it. (Checking both quotas against the org's counter row and adding
+to it took two subqueries and an UPDATE of another table, about 14% of the statement
+against an UPDATE of one row.) A file of ``/memory`` or ``/skills``, whose scope may
+fill the org's quotas only up to its own limits (``Limits.incident_reserve_share``), also
+needs the org's counters within those: they count its allowance, so that bounds the
+write too, and an allowance given before the org filled up is not spent past them.
 
 ``gone`` is the retention rule (``retention``), due at every tenth version past what
 the file keeps: that write sends the statement with it, the other nine without (a
 statement whose ``gone`` were gated by a parameter would cost every write: PostgreSQL
-starts each plan node on every execution, gated or not). The bytes it frees are summed
-in the row's update, from the statement's snapshot: the same revisions ``gone`` deletes,
-since only a writer holding the file's row drops revisions, and it moves the version.
+starts each plan node on every execution, gated or not). The bytes it frees leave the
+org's counter (``counted``) as its ``DELETE`` returns them: exact even when another
+statement drops some of them at the same time (a process of the previous release
+drops revisions in a statement of its own, without the file's row).
 
 It writes nothing when any condition fails (the file is missing, deleted, at another
-version or already holds the content, or its reserve is short); the caller then takes
+version or already holds the content, or its allowance is short); the caller then takes
 the general, locked path, which says why, or counts the change in the org's row and
-tops the reserve up. SQLite cannot put an UPDATE in a CTE, and its writers are
+tops the allowance up. SQLite cannot put an UPDATE in a CTE, and its writers are
 serialised anyway, so there it always takes the general path.
 
 The statement is compiled once and sent on the driver's connection
@@ -95,10 +101,10 @@ def _write_and_log(*, dropping: bool, below_org: bool) -> Insert:
         _f.version == bindparam("b_version"),
         _f.deleted == false(),
         _f.content != bindparam("n_content"),
-        _f.reserved_bytes + _f.size_bytes >= size,
-        _f.reserved_stored_bytes >= size,
+        _f.allowance_bytes + _f.size_bytes >= size,
+        _f.allowance_stored_bytes >= size,
     ]
-    if below_org:  # the counters count this file's reserve: within them, so is the write
+    if below_org:  # the counters count this file's allowance: within them, so is the write
         conditions += [
             bindparam("b_max_bytes") >= usage.ORG_BYTES,
             bindparam("b_max_stored") >= usage.ORG_STORED,
@@ -115,8 +121,8 @@ def _write_and_log(*, dropping: bool, below_org: bool) -> Insert:
             session_id=bindparam("n_session"),
             summary=bindparam("n_summary"),
             listed=bindparam("n_listed"),
-            reserved_bytes=_f.reserved_bytes + _f.size_bytes - size,
-            reserved_stored_bytes=_f.reserved_stored_bytes - size,
+            allowance_bytes=_f.allowance_bytes + _f.size_bytes - size,
+            allowance_stored_bytes=_f.allowance_stored_bytes - size,
         )
         .returning(_f.id)
         .cte("changed")
@@ -178,9 +184,9 @@ async def conditional_write(
     the new version.
 
     Returns None when nothing was written (not PostgreSQL; the file is missing,
-    deleted, at another version, or already holds ``content``; or its reserve of either
-    byte quota is short, ``reserve``): the caller's general path then says why, or
-    writes it and tops the reserve up. The parameters are built
+    deleted, at another version, or already holds ``content``; or its allowance of either
+    byte quota is short, ``allowance``): the caller's general path then says why, or
+    writes it and tops the allowance up. The parameters are built
     here, in one dict, without the general path's plan and outcome objects: this is the
     write another session waits to see (``bench/memory_store.py``).
 

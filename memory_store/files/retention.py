@@ -7,7 +7,8 @@ still brings its last content back): that is how people make room when a write i
 refused for stored bytes. Older revisions are deleted in
 the transaction (or, on PostgreSQL's one-statement write, the statement) that appends a
 new one, and their bytes leave the org's ``stored_bytes`` counter in the same statement,
-so the counter is always the sum of the org's kept revisions.
+so the counter is always the sum of the org's kept revisions and of its files'
+allowances (``allowance``).
 """
 
 from __future__ import annotations

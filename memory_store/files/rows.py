@@ -32,8 +32,8 @@ class FileRow:
     """The current state of one path (``content`` is None when ``deleted`` or not loaded).
 
     ``prior_version`` is set by ``lock_file`` when the asked ``tool_use_id`` already
-    made a revision of this file (that revision's version); so are the file's reserves
-    of the org's quotas (``reserve``; 0 elsewhere).
+    made a revision of this file (that revision's version); so are the file's allowances
+    of the org's quotas (``allowance``; 0 elsewhere).
     """
 
     id: int
@@ -49,8 +49,8 @@ class FileRow:
     summary: str = ""
     listed: bool = True
     mode: int = 0o644
-    reserved_bytes: int = 0
-    reserved_stored_bytes: int = 0
+    allowance_bytes: int = 0
+    allowance_stored_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ _READ_CURRENT = select(_f.version, _f.content, _f.updated_at, _f.actor, _f.sessi
     IN_NAMESPACE, _f.path == bindparam("path")
 )
 _LOCK = (
-    select(*_META, _f.content, _PRIOR, _f.reserved_bytes, _f.reserved_stored_bytes)
+    select(*_META, _f.content, _PRIOR, _f.allowance_bytes, _f.allowance_stored_bytes)
     .where(IN_NAMESPACE, _f.path == bindparam("path"))
     .with_for_update(of=files)
 )
@@ -153,8 +153,8 @@ def file_row_of(values: Any) -> FileRow:
         summary=values.get("summary", ""),
         listed=values.get("listed", True),
         mode=values.get("mode", 0o644),
-        reserved_bytes=values.get("reserved_bytes", 0),
-        reserved_stored_bytes=values.get("reserved_stored_bytes", 0),
+        allowance_bytes=values.get("allowance_bytes", 0),
+        allowance_stored_bytes=values.get("allowance_stored_bytes", 0),
     )
 
 
@@ -258,7 +258,7 @@ def quota_params(size_bytes: int, limits: Limits, ns: Namespace) -> dict[str, An
 def _state(change: NewVersion, scope: Scope, path: str) -> dict[str, Any]:
     content = change.content
     found = describe(scope.value, path, content or "")
-    gives_back = {"reserved_bytes": 0, "reserved_stored_bytes": 0} if content is None else {}
+    gives_back = {"allowance_bytes": 0, "allowance_stored_bytes": 0} if content is None else {}
     return gives_back | {
         "summary": found.summary,
         "listed": found.listed,

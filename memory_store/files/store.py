@@ -9,7 +9,7 @@ from contextlib import suppress
 
 from memory_store.db import Database, WriteConflict
 from memory_store.errors import FileNotFound, InvalidPath, NoChange, VersionNotFound
-from memory_store.files import decisions, lean, listing, reserve, revisions, rows
+from memory_store.files import allowance, decisions, lean, listing, revisions, rows
 from memory_store.files.commit import Decide, Outcome, Target, commit_change
 from memory_store.files.conditional import conditional_write
 from memory_store.files.globs import translate
@@ -100,10 +100,10 @@ class FileStore:
                 if version is not None:
                     return WriteResult(path, version, expected_version, created=False)
         decide = decisions.to_write(path, content, expected_version)
-        # a conditional write here found its file's reserve short (or a retry, or SQLite):
-        # top the reserve up, so that its next writes take the one statement
-        reserving = bool(expected_version) and self._db.is_postgres
-        return _write_result(await self._commit(ns, path, origin, decide, reserve=reserving))
+        # a conditional write here found its file's allowance short (or a retry, or SQLite):
+        # top the allowance up, so that its next writes take the one statement
+        topping_up = bool(expected_version) and self._db.is_postgres
+        return _write_result(await self._commit(ns, path, origin, decide, top_up=topping_up))
 
     async def edit(
         self,
@@ -296,9 +296,9 @@ class FileStore:
 
     async def usage(self, org_id: str) -> tuple[int, int]:
         """(live files, live bytes) of the org across all scopes: what its quota counts
-        (the org's counter, less what its files hold in reserve: ``reserve``)."""
+        (the org's counter, less its files' allowances: ``allowance``)."""
         async with self._db.read() as conn:
-            return await reserve.real_use(conn, org_id)
+            return await allowance.real_use(conn, org_id)
 
     async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
         """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
@@ -368,9 +368,9 @@ class FileStore:
         origin: Origin,
         decide: Decide,
         *,
-        reserve: bool = False,
+        top_up: bool = False,
     ) -> Outcome:
-        target = Target(ns, path, origin, reserve)
+        target = Target(ns, path, origin, top_up)
         return await commit_change(self._db, self._limits, target, decide)
 
 

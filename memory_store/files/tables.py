@@ -9,12 +9,12 @@ revision only through a row it holds; the old ``id`` column, kept one more relea
 PostgreSQL for a rolling upgrade, is gone since 0023).
 ``org_usage`` counts each org's live files and bytes, and the bytes of all its kept
 revisions (``stored_bytes``), kept by every change in its transaction, for the quotas;
-its two byte counters also count what files hold in reserve (``reserved_bytes``,
-``reserved_stored_bytes``: room of the quotas set aside for a file's next one-statement
-writes, ``reserve``), so that for each org::
+its two byte counters also count files' allowances (``allowance_bytes``,
+``allowance_stored_bytes``: room of the quotas set aside for a file's next one-statement
+writes, ``allowance``), so that for each org::
 
-    org_usage.bytes        = Σ live files' size_bytes + Σ files' reserved_bytes
-    org_usage.stored_bytes = Σ kept revisions' size_bytes + Σ files' reserved_stored_bytes
+    org_usage.bytes        = Σ live files' size_bytes + Σ files' allowance_bytes
+    org_usage.stored_bytes = Σ kept revisions' size_bytes + Σ files' allowance_stored_bytes
 
 Uniqueness that the store relies on:
 - ``uq_files_path``: one row per path in a namespace;
@@ -75,8 +75,8 @@ files = Table(
     Column("summary", Text, nullable=False, server_default=""),
     Column("listed", Boolean, nullable=False, server_default=true()),
     Column("mode", Integer, nullable=False, server_default="420"),
-    Column("reserved_bytes", BigInteger, nullable=False, server_default="0"),
-    Column("reserved_stored_bytes", BigInteger, nullable=False, server_default="0"),
+    Column("allowance_bytes", BigInteger, nullable=False, server_default="0"),
+    Column("allowance_stored_bytes", BigInteger, nullable=False, server_default="0"),
     UniqueConstraint("org_id", "scope", "channel_id", "path", name="uq_files_path"),
 )
 Index(

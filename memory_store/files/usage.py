@@ -4,10 +4,10 @@ Every change on the locked path adds its difference to the org's row in its own
 transaction (an upsert), so a quota check reads one row instead of summing the org's
 files. The counter row is locked from that statement to the commit. ``stored_bytes`` is
 the sum of the content bytes of every revision the org keeps (the live content is its
-newest revision's). Both byte counters also count what the org's files hold in reserve
-(``reserve``): the one-statement write draws on its file's reserve and leaves this row
+newest revision's). Both byte counters also count the org's files' allowances
+(``allowance``): the one-statement write draws on its file's allowance and leaves this row
 alone, so the counters are an upper bound of real use, and real use is the counters less
-the reserves (``reserve.held``).
+the allowances (``allowance.held``).
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ def who(tool_use_id: str | None = None, *, actor: str = "agent", session: str = 
     return Origin(actor=actor, session_id=session, tool_use_id=tool_use_id)
 
 
-async def reserves(db: Database, org: str) -> tuple[int, int]:
-    """What the org's files hold in reserve of its quotas (bytes, stored bytes): the
-    org's counters count these as used (``memory_store.files.reserve``)."""
+async def allowances(db: Database, org: str) -> tuple[int, int]:
+    """The org's files' allowances of its quotas (bytes, stored bytes): the
+    org's counters count these as used (``memory_store.files.allowance``)."""
     f = files.c
     query = select(
-        func.coalesce(func.sum(f.reserved_bytes), 0),
-        func.coalesce(func.sum(f.reserved_stored_bytes), 0),
+        func.coalesce(func.sum(f.allowance_bytes), 0),
+        func.coalesce(func.sum(f.allowance_stored_bytes), 0),
     ).where(f.org_id == org)
     async with db.read() as conn:
         row = (await conn.execute(query)).one()

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from memory_store import Database, FileStore, Limits, Namespace, Origin, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
 from tests.harness.tool_support import JailWorkspace, SessionDriver
-from tests.memory_store.file_support import reserves
+from tests.memory_store.file_support import allowances
 
 KB = 1000
 HUMAN = Origin("U-HUMAN")
@@ -46,7 +46,7 @@ def agent(db: Database, tmp_path: Path, limits: Limits) -> SessionDriver:
 
 
 async def stored_bytes(db: Database, org: str) -> tuple[int, int]:
-    """(the org's stored-bytes counter less what its files hold in reserve, the bytes of
+    """(the org's stored-bytes counter less its files' allowances, the bytes of
     its revisions' contents counted afresh)."""
     r, f = file_revisions.c, files.c
     length = func.octet_length(r.content) if db.is_postgres else func.length(r.content)
@@ -56,10 +56,10 @@ async def stored_bytes(db: Database, org: str) -> tuple[int, int]:
         .where(f.org_id == org)
     )
     counter = select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
-    _, reserved = await reserves(db, org)
+    _, allowanced = await allowances(db, org)
     async with db.read() as conn:
         return (
-            int((await conn.execute(counter)).scalar_one_or_none() or 0) - reserved,
+            int((await conn.execute(counter)).scalar_one_or_none() or 0) - allowanced,
             int((await conn.execute(counted)).scalar_one()),
         )
 

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import reserves, who
+from tests.memory_store.file_support import allowances, who
 
 LIMIT = 6_000
 LIMITS = Limits(max_stored_bytes_per_org=LIMIT, incident_reserve_share=0.0)
@@ -16,7 +16,7 @@ LIMITS = Limits(max_stored_bytes_per_org=LIMIT, incident_reserve_share=0.0)
 
 async def _held(db: Database, org: str) -> tuple[int, int]:
     """(bytes of every revision content the database keeps for ``org``, its counter
-    less what its files hold in reserve)."""
+    less its files' allowances)."""
     async with db.read() as conn:
         rows = await conn.execute(
             select(file_revisions.c.content)
@@ -27,8 +27,8 @@ async def _held(db: Database, org: str) -> tuple[int, int]:
         counter = await conn.scalar(
             select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
         )
-    _, reserved = await reserves(db, org)
-    return held, int(counter or 0) - reserved
+    _, allowanced = await allowances(db, org)
+    return held, int(counter or 0) - allowanced
 
 
 async def _until_refused(attempts: int, step: object) -> bool:

@@ -10,14 +10,14 @@ from sqlalchemy import select
 from memory_store import Database, FileStore, Limits, Namespace
 from memory_store.files import retention
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import reserves, who
+from tests.memory_store.file_support import allowances, who
 
 KEEP = 3
 
 
 async def _kept(db: Database, org: str) -> tuple[list[int], int, int]:
     """(versions the database keeps, their content's bytes, the org's counter less what
-    its files hold in reserve)."""
+    its files' allowances)."""
     async with db.read() as conn:
         rows = (
             await conn.execute(
@@ -31,8 +31,8 @@ async def _kept(db: Database, org: str) -> tuple[list[int], int, int]:
             select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
         )
     held = sum(len((content or "").encode()) for _, content in rows)
-    _, reserved = await reserves(db, org)
-    return [version for version, _ in rows], held, int(counter or 0) - reserved
+    _, allowanced = await allowances(db, org)
+    return [version for version, _ in rows], held, int(counter or 0) - allowanced
 
 
 async def test_writes_at_an_expected_version_drop_old_revisions_and_their_bytes(

@@ -1,12 +1,12 @@
-"""Red team of per-file reserves of the org's byte quotas (migration 0024, ``reserve``).
+"""Red team of per-file allowances of the org's byte quotas (migration 0024, ``allowance``).
 
 Each finding's test is named ``test_finding_*`` and fails on the code it attacks; each
 attack that held is named ``test_held_*`` and passes. Every check measures what the
-database really holds (live contents, kept revisions' contents, reserves) against the
+database really holds (live contents, kept revisions' contents, allowances) against the
 org's counters and quotas:
 
-    org_usage.bytes        = Σ live size_bytes + Σ reserved_bytes
-    org_usage.stored_bytes = Σ kept revisions' size_bytes + Σ reserved_stored_bytes
+    org_usage.bytes        = Σ live size_bytes + Σ allowance_bytes
+    org_usage.stored_bytes = Σ kept revisions' size_bytes + Σ allowance_stored_bytes
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
 from memory_store.errors import DatabaseUnavailable, StaleVersion
-from memory_store.files import reserve
+from memory_store.files import allowance
 from memory_store.files.tables import file_revisions, files, org_usage
 from tests.memory_store.file_support import who
 
@@ -36,18 +38,18 @@ class Truth:
 
     live_bytes: int
     stored_bytes: int
-    reserved_bytes: int
-    reserved_stored: int
+    allowance_bytes: int
+    allowance_stored: int
     counter_bytes: int
     counter_stored: int
 
     @property
     def drift(self) -> tuple[int, int]:
-        """(counter - (live + reserves), stored counter - (kept + reserves)): (0, 0) when
+        """(counter - (live + allowances), stored counter - (kept + allowances)): (0, 0) when
         the invariant holds."""
         return (
-            self.counter_bytes - self.live_bytes - self.reserved_bytes,
-            self.counter_stored - self.stored_bytes - self.reserved_stored,
+            self.counter_bytes - self.live_bytes - self.allowance_bytes,
+            self.counter_stored - self.stored_bytes - self.allowance_stored,
         )
 
 
@@ -64,11 +66,11 @@ async def truth(db: Database, org: str) -> Truth:
             .select_from(file_revisions.join(files, _f.id == _r.file_id))
             .where(_f.org_id == org)
         )
-        reserved = (
+        allowanced = (
             await conn.execute(
                 select(
-                    func.coalesce(func.sum(_f.reserved_bytes), 0),
-                    func.coalesce(func.sum(_f.reserved_stored_bytes), 0),
+                    func.coalesce(func.sum(_f.allowance_bytes), 0),
+                    func.coalesce(func.sum(_f.allowance_stored_bytes), 0),
                 ).where(_f.org_id == org)
             )
         ).one()
@@ -76,18 +78,19 @@ async def truth(db: Database, org: str) -> Truth:
             await conn.execute(select(_u.bytes, _u.stored_bytes).where(_u.org_id == org))
         ).first()
     return Truth(
-        live_bytes=int(live),
-        stored_bytes=int(stored),
-        reserved_bytes=int(reserved[0]),
-        reserved_stored=int(reserved[1]),
+        live_bytes=int(live or 0),
+        stored_bytes=int(stored or 0),
+        allowance_bytes=int(allowanced[0]),
+        allowance_stored=int(allowanced[1]),
         counter_bytes=int(counter[0]) if counter else 0,
         counter_stored=int(counter[1]) if counter else 0,
     )
 
 
-def _postgres_only(db: Database) -> None:
-    if not db.is_postgres:
-        pytest.skip("reserves exist on PostgreSQL only")
+ON_POSTGRES = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+"""For the cases about allowances, which PostgreSQL alone gives (``file_db`` there only)."""
 
 
 def _asyncpg_dsn(db: Database) -> str:
@@ -109,35 +112,35 @@ async def _wait_until_blocked(probe: asyncpg.Connection, pid: int) -> None:
     raise AssertionError(f"backend {pid} never waited for a lock")
 
 
-async def _give_reserve(store: FileStore, ns: Namespace, path: str, body: str) -> int:
-    """Create ``path`` and make one conditional write of it, which finds its reserve
-    short and so tops it up (``reserve.top_up``); returns the file's version (2)."""
+async def _give_allowance(store: FileStore, ns: Namespace, path: str, body: str) -> int:
+    """Create ``path`` and make one conditional write of it, which finds its allowance
+    short and so tops it up (``allowance.top_up``); returns the file's version (2)."""
     await store.write(ns, path, body, who(), expected_version=0)
     return (await store.write(ns, path, body + "!", who(), expected_version=1)).version
 
 
 # --------------------------------------------------------------------------------------
 # Finding 1: growth of a live file on the locked path, refused by the counter only
-# because of reserves, retries until DatabaseUnavailable instead of reclaiming.
+# because of allowances, retries until DatabaseUnavailable instead of reclaiming.
 # --------------------------------------------------------------------------------------
 
 
-async def test_finding_growth_judged_over_only_by_reserves_is_not_refused_nor_lost(
+@ON_POSTGRES
+async def test_finding_growth_judged_over_only_by_allowances_is_not_refused_nor_lost(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     limits = Limits(max_bytes_per_org=100_000, incident_reserve_share=0.0)
     store = FileStore(file_db, limits)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    # Given a file holding a reserve (64 KiB of the org's 100 kB, counted as used)
-    await _give_reserve(store, ns, "/held.md", "a")
-    assert (await truth(file_db, org)).reserved_bytes == reserve.RESERVE_BYTES
+    # Given a file holding an allowance (64 KiB of the org's 100 kB, counted as used)
+    await _give_allowance(store, ns, "/held.md", "a")
+    assert (await truth(file_db, org)).allowance_bytes == allowance.ALLOWANCE_BYTES
     # and another small file
     await store.write(ns, "/grow.md", "b", who(), expected_version=0)
     # When that other file grows to 50 kB: real use (50 kB) is well inside the quota,
-    # the counter (64 KiB of reserve + 50 kB) is not
+    # the counter (64 KiB of allowance + 50 kB) is not
     result = await store.edit(ns, "/grow.md", "b", "b" * 50_000, who())
-    # Then the edit lands (the reserve is taken back), it does not fail
+    # Then the edit lands (the allowance is taken back), it does not fail
     assert result.version == 2
     t = await truth(file_db, org)
     assert t.drift == (0, 0)
@@ -145,23 +148,23 @@ async def test_finding_growth_judged_over_only_by_reserves_is_not_refused_nor_lo
 
 
 # --------------------------------------------------------------------------------------
-# Finding 2: a /memory file's reserve, given while the org was below the memory limit,
+# Finding 2: a /memory file's allowance, given while the org was below the memory limit,
 # lets its one-statement writes grow /memory after the org passed that limit: the room
 # kept for /incident notes is taken by /memory.
 # --------------------------------------------------------------------------------------
 
 
-async def test_finding_memory_reserve_outlives_the_memory_limit(
+@ON_POSTGRES
+async def test_finding_memory_allowance_outlives_the_memory_limit(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     limits = Limits(max_bytes_per_org=200_000, incident_reserve_share=0.5)
     store = FileStore(file_db, limits)
     memory = Namespace(org, Scope.MEMORY)
     incident = Namespace(org, Scope.INCIDENT, "C1")
     memory_limit = limits.max_bytes(Scope.MEMORY)  # 100 000: the rest is for notes
-    # Given a /memory file given a reserve while the org was nearly empty
-    version = await _give_reserve(store, memory, "/m.md", "m")
+    # Given a /memory file given an allowance while the org was nearly empty
+    version = await _give_allowance(store, memory, "/m.md", "m")
     # And incident notes that (rightly) fill the org past the memory limit
     await store.write(incident, "/n1.md", "n" * 90_000, who(), expected_version=0)
     await store.write(incident, "/n2.md", "n" * 40_000, who(), expected_version=0)
@@ -315,28 +318,32 @@ async def _previous_release_write(
     }
     statement = db.precompiled(write)  # type: ignore[arg-type]
     async with db.driver() as conn:
-        return await conn.fetchval(statement.sql, *statement.args(params))
+        found = await conn.fetchval(statement.sql, *statement.args(params))
+    return None if found is None else int(found)
 
 
 # --------------------------------------------------------------------------------------
 # Finding 3: during a rolling upgrade, the previous release's retention statement (sent
 # after its write, without the file's row) and this release's due one-statement write
 # free the same revisions twice: ``_FREED`` sums them from the statement's snapshot, so
-# the file's stored reserve is credited with bytes the old statement already took off
+# the file's stored allowance is credited with bytes the old statement already took off
 # the counter. The counter then says less than the org keeps: the stored quota leaks.
 # --------------------------------------------------------------------------------------
 
 
+@ON_POSTGRES
 async def test_finding_previous_release_drop_and_due_write_free_revisions_twice(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     keep = 3  # due at versions 13, 23, … (oldest dropped 10, 20, …)
     limits = Limits(keep_revisions=keep)
     store = FileStore(file_db, limits)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    body = lambda v: f"version {v} " + "x" * 100  # noqa: E731
-    # Given a file given a reserve, written by this release up to version 12
+
+    def body(v: int) -> str:
+        return f"version {v} " + "x" * 100
+
+    # Given a file given an allowance, written by this release up to version 12
     await store.write(ns, "/f.md", body(1), who(), expected_version=0)
     for v in range(2, 13):
         await store.write(ns, "/f.md", body(v), who(), expected_version=v - 1)
@@ -386,7 +393,7 @@ async def test_finding_previous_release_drop_and_due_write_free_revisions_twice(
     finally:
         for conn in (holder, old, probe):
             await conn.close()
-    # Then the counters still equal what the org keeps plus its reserves
+    # Then the counters still equal what the org keeps plus its allowances
     kept = [v for (v,) in (await _versions(file_db, org))]
     assert kept == [21, 22, 23]
     assert (await truth(file_db, org)).drift == (0, 0)
@@ -417,7 +424,7 @@ async def _check(db: Database, org: str, limits: Limits, slack: int = 0) -> Trut
     assert t.live_bytes <= limits.max_bytes(Scope.INCIDENT) + slack, t
     assert t.stored_bytes <= limits.max_stored_bytes(Scope.INCIDENT) + slack, t
     if not db.is_postgres:
-        assert (t.reserved_bytes, t.reserved_stored) == (0, 0), t
+        assert (t.allowance_bytes, t.allowance_stored) == (0, 0), t
     return t
 
 
@@ -474,13 +481,13 @@ async def test_held_every_kind_of_change_keeps_the_invariant_and_the_quotas(
     assert [m for m in unavailable if "kept conflicting" not in m] == []
 
 
+@ON_POSTGRES
 async def test_held_a_retried_tool_call_is_answered_without_drawing_twice(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     store = FileStore(file_db)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    version = await _give_reserve(store, ns, "/r.md", "r")
+    version = await _give_allowance(store, ns, "/r.md", "r")
     origin = who("toolu_retry")
     first = await store.write(ns, "/r.md", "r" * 1_000, origin, expected_version=version)
     before = await truth(file_db, org)
@@ -491,33 +498,33 @@ async def test_held_a_retried_tool_call_is_answered_without_drawing_twice(
     assert after.drift == (0, 0)
 
 
-async def test_held_deleting_a_file_gives_its_reserve_back_and_restoring_works(
+@ON_POSTGRES
+async def test_held_deleting_a_file_gives_its_allowance_back_and_restoring_works(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     store = FileStore(file_db)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    version = await _give_reserve(store, ns, "/d.md", "d")
-    assert (await truth(file_db, org)).reserved_bytes > 0
+    version = await _give_allowance(store, ns, "/d.md", "d")
+    assert (await truth(file_db, org)).allowance_bytes > 0
     await store.delete(ns, "/d.md", who())
     t = await truth(file_db, org)
-    assert (t.reserved_bytes, t.reserved_stored) == (0, 0)
+    assert (t.allowance_bytes, t.allowance_stored) == (0, 0)
     assert t.drift == (0, 0)
     assert await store.usage(org) == (0, 0)
     await store.restore(ns, "/d.md", version, who())
-    # a case-only twin created after a deletion is its own row, with no reserve
+    # a case-only twin created after a deletion is its own row, with no allowance
     await store.delete(ns, "/d.md", who())
     await store.write(ns, "/D.md", "D", who(), expected_version=0)
     assert (await truth(file_db, org)).drift == (0, 0)
 
 
+@ON_POSTGRES
 async def test_held_concurrent_hot_writes_reclaims_and_locked_writers_settle(
     file_db: Database, org: str
 ) -> None:
-    """Many files with reserves written by one-statement writes, while other writers
+    """Many files with allowances written by one-statement writes, while other writers
     create and grow files near the quota (each reclaims, ``SKIP LOCKED``) and delete:
     no deadlock, no lock timeout, counters exact, quotas kept."""
-    _postgres_only(file_db)
     from memory_store.errors import StoreError
 
     limits = Limits(
@@ -530,7 +537,7 @@ async def test_held_concurrent_hot_writes_reclaims_and_locked_writers_settle(
     ns = Namespace(org, Scope.INCIDENT, "C1")
     hot = [f"/hot{i}.md" for i in range(6)]
     for path in hot:
-        await _give_reserve(store, ns, path, path)
+        await _give_allowance(store, ns, path, path)
     errors: list[BaseException] = []
     unavailable: list[str] = []
 
@@ -597,19 +604,23 @@ def _migrate(revision: str, *, down: bool = False):  # type: ignore[no-untyped-d
     return run
 
 
-def _live_fold_index(connection) -> str:  # type: ignore[no-untyped-def]
+def _live_fold_index(connection: Connection) -> str:
     if connection.dialect.name == "sqlite":
-        return connection.exec_driver_sql(
-            "SELECT sql FROM sqlite_master WHERE name = 'uq_files_live_fold'"
+        return str(
+            connection.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE name = 'uq_files_live_fold'"
+            ).scalar_one()
+        )
+    return str(
+        connection.exec_driver_sql(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_files_live_fold'"
         ).scalar_one()
-    return connection.exec_driver_sql(
-        "SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_files_live_fold'"
-    ).scalar_one()
+    )
 
 
 async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
-    fresh_url: str | None, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+    fresh_url: str | None, tmp_path: Path
+) -> None:
     from sqlalchemy import text
 
     db = Database.from_url(fresh_url, data_dir=tmp_path)
@@ -618,17 +629,17 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
     try:
         await db.migrate()
         store = FileStore(db, Limits(keep_revisions=3))
-        version = await _give_reserve(store, ns, "/a.md", "a" * 100)
+        version = await _give_allowance(store, ns, "/a.md", "a" * 100)
         for v in range(version, version + 12):
             await store.write(ns, "/a.md", f"{v}" * 50, who(), expected_version=v)
-        await _give_reserve(store, ns, "/gone.md", "g")
+        await _give_allowance(store, ns, "/gone.md", "g")
         await store.delete(ns, "/gone.md", who())
         t = await truth(db, org)
         assert t.drift == (0, 0)
-        assert (t.reserved_bytes > 0) == db.is_postgres
+        assert (t.allowance_bytes > 0) == db.is_postgres
         async with db.read() as conn:
             index_before = await conn.run_sync(_live_fold_index)
-        # When 0024 is undone: the reserves go back to the counters
+        # When 0024 is undone: the allowances go back to the counters
         async with db.write() as conn:
             await conn.run_sync(_migrate("0023", down=True))
         async with db.read() as conn:
@@ -643,7 +654,7 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
             await conn.run_sync(_migrate("head"))
         t = await truth(db, org)
         assert t.drift == (0, 0)
-        assert (t.reserved_bytes, t.reserved_stored) == (0, 0)
+        assert (t.allowance_bytes, t.allowance_stored) == (0, 0)
         # the store goes on: a case twin may be created beside the deleted one
         await store.write(ns, "/GONE.md", "G", who(), expected_version=0)
         current = (await store.read(ns, "/a.md")).version
@@ -655,22 +666,22 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
 
 
 # --------------------------------------------------------------------------------------
-# Finding 4: a reclaim locks every reserve-holding file of the org and then queues for the
+# Finding 4: a reclaim locks every allowance-holding file of the org and then queues for the
 # org's counter row, holding those rows: one-statement writes of unrelated files, which
 # no longer touch the counter row, wait behind whoever holds it (and fail after
 # ``lock_timeout`` as DatabaseUnavailable, instead of taking the locked path).
 # --------------------------------------------------------------------------------------
 
 
+@ON_POSTGRES
 async def test_finding_reclaim_makes_hot_writes_wait_for_the_counter_row(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     limits = Limits(max_bytes_per_org=100_000, incident_reserve_share=0.0)
     store = FileStore(file_db, limits)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    # Given a file with a reserve, written by one-statement writes
-    version = await _give_reserve(store, ns, "/hot.md", "h")
+    # Given a file with an allowance, written by one-statement writes
+    version = await _give_allowance(store, ns, "/hot.md", "h")
     version = (await store.write(ns, "/hot.md", "hh", who(), expected_version=version)).version
     dsn = _asyncpg_dsn(file_db)
     holder = await asyncpg.connect(dsn)
@@ -723,20 +734,26 @@ async def test_finding_reclaim_makes_hot_writes_wait_for_the_counter_row(
 
 # --------------------------------------------------------------------------------------
 # Finding 5 (rolling upgrade): a process of the previous release judges quotas on the
-# counters, which now count reserves as used, and never reclaims them: it refuses a
+# counters, which now count allowances as used, and never reclaims them: it refuses a
 # change that the org's real use lets through, as long as this release's files hold
-# reserves (its locked path refuses on the same counter, ``rows.WITHIN_QUOTA``).
+# allowances (its locked path refuses on the same counter, ``rows.WITHIN_QUOTA``).
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="left: only while a rolling upgrade runs, a process of the previous release judges"
+    " quotas on counters that count this release's allowances as used, and may refuse a change"
+    " real use allows by at most the allowances held (migration 0024 says so)",
+)
+@ON_POSTGRES
 async def test_finding_previous_release_refuses_what_real_use_allows(
     file_db: Database, org: str
 ) -> None:
-    _postgres_only(file_db)
     limits = Limits(max_bytes_per_org=100_000, incident_reserve_share=0.0)
     store = FileStore(file_db, limits)
     ns = Namespace(org, Scope.INCIDENT, "C1")
-    await _give_reserve(store, ns, "/held.md", "a")  # 64 KiB of reserve, counted
+    await _give_allowance(store, ns, "/held.md", "a")  # 64 KiB of allowance, counted
     await store.write(ns, "/grow.md", "b", who(), expected_version=0)
     t = await truth(file_db, org)
     assert t.live_bytes + 50_000 <= limits.max_bytes(Scope.INCIDENT)

@@ -1,9 +1,9 @@
-"""Files' reserves of the org's quotas (``memory_store.files.reserve``).
+"""Files' allowances of the org's quotas (``memory_store.files.allowance``).
 
-The hot write draws on its file's reserve instead of the org's counter row; these cases
-check what that must keep true: the counters are always real use plus reserves, a hot
-write touches no counter row, reserves never refuse what real use leaves room for, a
-deletion gives its reserve back, and concurrent writers near a quota never pass it.
+The hot write draws on its file's allowance instead of the org's counter row; these cases
+check what that must keep true: the counters are always real use plus allowances, a hot
+write touches no counter row, allowances never refuse what real use leaves room for, a
+deletion gives its allowance back, and concurrent writers near a quota never pass it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
-from memory_store.files import reserve
+from memory_store.files import allowance
 from memory_store.files.tables import file_revisions, files, org_usage
 from memory_store.migrate import alembic_config
 from tests import pg_admin
@@ -29,21 +29,21 @@ from tests.memory_store.file_support import who
 
 @dataclass(frozen=True)
 class Books:
-    """An org's counters, what its files hold in reserve, and its real use, counted
+    """An org's counters, its files' allowances, and its real use, counted
     afresh from the contents the database keeps."""
 
     counted_bytes: int
     counted_stored: int
-    reserved_bytes: int
-    reserved_stored: int
+    allowance_bytes: int
+    allowance_stored: int
     live_files: int
     live_bytes: int
     stored_bytes: int
 
     def balance(self) -> None:
-        """The invariant: counters = real use + reserves."""
-        assert self.counted_bytes == self.live_bytes + self.reserved_bytes, self
-        assert self.counted_stored == self.stored_bytes + self.reserved_stored, self
+        """The invariant: counters = real use + allowances."""
+        assert self.counted_bytes == self.live_bytes + self.allowance_bytes, self
+        assert self.counted_stored == self.stored_bytes + self.allowance_stored, self
 
 
 @pytest.fixture
@@ -66,7 +66,9 @@ async def books(db: Database, org: str) -> Books:
         ).first()
         live = (
             await conn.execute(
-                select(f.content, f.reserved_bytes, f.reserved_stored_bytes).where(f.org_id == org)
+                select(f.content, f.allowance_bytes, f.allowance_stored_bytes).where(
+                    f.org_id == org
+                )
             )
         ).all()
         kept = (
@@ -78,15 +80,15 @@ async def books(db: Database, org: str) -> Books:
     return Books(
         counted_bytes=0 if counter is None else int(counter.bytes),
         counted_stored=0 if counter is None else int(counter.stored_bytes),
-        reserved_bytes=sum(row.reserved_bytes for row in live),
-        reserved_stored=sum(row.reserved_stored_bytes for row in live),
+        allowance_bytes=sum(row.allowance_bytes for row in live),
+        allowance_stored=sum(row.allowance_stored_bytes for row in live),
         live_files=sum(row.content is not None for row in live),
         live_bytes=sum(len((row.content or "").encode()) for row in live),
         stored_bytes=stored,
     )
 
 
-async def test_the_counters_are_use_plus_reserves_through_every_kind_of_change(
+async def test_the_counters_are_use_plus_allowances_through_every_kind_of_change(
     file_db: Database, memory: Namespace, org: str
 ) -> None:
     store = FileStore(file_db, Limits(keep_revisions=3))
@@ -111,21 +113,21 @@ async def test_the_counters_are_use_plus_reserves_through_every_kind_of_change(
     final = await books(file_db, org)
     final.balance()
     assert await store.usage(org) == (final.live_files, final.live_bytes)
-    if not file_db.is_postgres:  # no one-statement write, so no reserve is ever given
-        assert (final.reserved_bytes, final.reserved_stored) == (0, 0)
+    if not file_db.is_postgres:  # no one-statement write, so no allowance is ever given
+        assert (final.allowance_bytes, final.allowance_stored) == (0, 0)
 
 
 @pytest.mark.postgres
-async def test_a_hot_write_draws_on_its_reserve_and_touches_no_counter_row(
+async def test_a_hot_write_draws_on_its_allowance_and_touches_no_counter_row(
     pg: Database, memory: Namespace, org: str
 ) -> None:
     store = FileStore(pg)
     await store.write(memory, "/hot.md", "first", who(), expected_version=0)
-    # the first conditional write finds no reserve: the locked path tops it up
+    # the first conditional write finds no allowance: the locked path tops it up
     await store.write(memory, "/hot.md", "second", who(), expected_version=1)
     before = await books(pg, org)
-    assert before.reserved_stored == reserve.RESERVE_STORED_BYTES
-    assert before.reserved_bytes == reserve.RESERVE_BYTES
+    assert before.allowance_stored == allowance.ALLOWANCE_STORED_BYTES
+    assert before.allowance_bytes == allowance.ALLOWANCE_BYTES
     async with pg.read() as conn:
         row_version = (
             await conn.execute(
@@ -145,16 +147,16 @@ async def test_a_hot_write_draws_on_its_reserve_and_touches_no_counter_row(
         ).scalar_one() == row_version  # the counter row was not written
     assert after.counted_bytes == before.counted_bytes
     assert after.counted_stored == before.counted_stored
-    assert after.reserved_stored == before.reserved_stored - len("third, longer")
-    assert after.reserved_bytes == before.reserved_bytes - (len("third, longer") - len("second"))
+    assert after.allowance_stored == before.allowance_stored - len("third, longer")
+    assert after.allowance_bytes == before.allowance_bytes - (len("third, longer") - len("second"))
     after.balance()
 
 
 @pytest.mark.postgres
-async def test_reserves_held_by_other_files_do_not_refuse_a_change_that_fits(
+async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
     pg: Database, org: str
 ) -> None:
-    # Given an org whose quotas leave room for the reserves of a few files only
+    # Given an org whose quotas leave room for the allowances of a few files only
     limits = Limits(
         max_bytes_per_org=200_000,
         max_stored_bytes_per_org=2_500_000,
@@ -164,9 +166,9 @@ async def test_reserves_held_by_other_files_do_not_refuse_a_change_that_fits(
     ns = Namespace(org, Scope.MEMORY)
     for name in ("a", "b"):
         await store.write(ns, f"/{name}.md", "x", who(), expected_version=0)
-        await store.write(ns, f"/{name}.md", "xy", who(), expected_version=1)  # reserve
+        await store.write(ns, f"/{name}.md", "xy", who(), expected_version=1)  # allowance
     held = await books(pg, org)
-    assert held.reserved_stored > 0
+    assert held.allowance_stored > 0
     room_left = limits.max_stored_bytes_per_org - held.counted_stored
     # When a third file takes more than the counters' room, though real use has room
     big = "z" * (room_left + 10_000)
@@ -175,7 +177,7 @@ async def test_reserves_held_by_other_files_do_not_refuse_a_change_that_fits(
     for i in range(1, 1 + (len(big) // 90_000)):  # grow its history past the room
         body = f"{i}" + big[: 90_000 - 1]
         result = await store.write(ns, "/c.md", body, who(), expected_version=result.version)
-    # Then it is let through: the other files' reserves were taken back
+    # Then it is let through: the other files' allowances were taken back
     after = await books(pg, org)
     after.balance()
     assert after.stored_bytes <= limits.max_stored_bytes_per_org
@@ -183,18 +185,18 @@ async def test_reserves_held_by_other_files_do_not_refuse_a_change_that_fits(
 
 
 @pytest.mark.postgres
-async def test_a_deletion_gives_its_files_reserve_back(
+async def test_a_deletion_gives_its_files_allowance_back(
     pg: Database, memory: Namespace, org: str
 ) -> None:
     store = FileStore(pg)
     await store.write(memory, "/gone.md", "one", who(), expected_version=0)
     await store.write(memory, "/gone.md", "two", who(), expected_version=1)
-    assert (await books(pg, org)).reserved_stored > 0
+    assert (await books(pg, org)).allowance_stored > 0
 
     await store.delete(memory, "/gone.md", who())
 
     after = await books(pg, org)
-    assert (after.reserved_bytes, after.reserved_stored) == (0, 0)
+    assert (after.allowance_bytes, after.allowance_stored) == (0, 0)
     assert after.counted_bytes == 0
     after.balance()
 
@@ -231,7 +233,7 @@ async def test_concurrent_hot_writers_near_the_quota_never_pass_it(pg: Database,
 
 
 @pytest.mark.postgres
-def test_a_downgrade_past_0024_gives_every_reserve_back_to_the_counters(
+def test_a_downgrade_past_0024_gives_every_allowance_back_to_the_counters(
     tmp_path: Path, org: str
 ) -> None:
     require_service("PostgreSQL", PG_ADMIN_URL)
@@ -249,7 +251,7 @@ async def _down_and_up(url: str, tmp_path: Path, org: str) -> None:
             await store.write(ns, f"/{name}.md", "x" * 10, who(), expected_version=0)
             await store.write(ns, f"/{name}.md", "y" * 20, who(), expected_version=1)
         held = await books(db, org)
-        assert held.reserved_stored > 0
+        assert held.allowance_stored > 0
         held.balance()
 
         async with db.write() as conn:
