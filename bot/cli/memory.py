@@ -34,13 +34,18 @@ def memory_ls(
     org: OrgOption = None,
 ) -> None:
     """List /memory files (bytes, last change in UTC, path), then the org's usage."""
-    org_id, (entries, (files, size)) = _with_store(org, lambda s, o: _list(s, o, directory))
+    try:
+        inside(directory)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="DIRECTORY") from exc
+    org_id, (entries, (files, size), stored) = _with_store(org, lambda s, o: _list(s, o, directory))
     typer.echo(f"org {org_id}:")
     for e in entries:
         typer.echo(f"{e.size_bytes or 0:>9}  {e.updated_at:%Y-%m-%d %H:%M}  {ROOT}{e.path}")
     total = sum(e.size_bytes or 0 for e in entries)
     typer.echo(f"{len(entries)} file(s), {total} bytes here")
     typer.echo(f"the org's quota counts {files} file(s), {size} bytes")
+    typer.echo(f"its kept history (every version, of every scope) holds {stored} bytes")
 
 
 @memory_app.command("rm")
@@ -74,11 +79,12 @@ def inside(path: str) -> str:
 
 async def _list(
     store: FileStore, org_id: str, directory: str
-) -> tuple[list[Entry], tuple[int, int]]:
+) -> tuple[list[Entry], tuple[int, int], int]:
     from memory_store import Namespace, Scope
 
     entries = await store.glob(Namespace(org_id, Scope.MEMORY), "**", inside(directory))
-    return sorted(entries, key=lambda e: e.path), await store.usage(org_id)
+    listed = sorted(entries, key=lambda e: e.path)
+    return listed, await store.usage(org_id), await store.stored_usage(org_id)
 
 
 async def _remove(store: FileStore, org_id: str, paths: list[str]) -> list[tuple[str, str | None]]:

@@ -57,6 +57,12 @@ _RECLAIM = text(
     " SELECT coalesce(sum(allowance_bytes), 0), coalesce(sum(allowance_stored_bytes), 0)"
     " FROM taken"
 )
+_REAL_STORED = select(
+    _u.stored_bytes
+    - select(func.coalesce(func.sum(_f.allowance_stored_bytes), 0))
+    .where(_f.org_id == bindparam("org"))
+    .scalar_subquery()
+).where(_u.org_id == bindparam("org"))
 _REAL_USE = select(
     _u.files,
     _u.bytes
@@ -118,6 +124,13 @@ async def reclaim(conn: AsyncConnection, org_id: str) -> tuple[int, int]:
     freed_bytes, freed_stored = int(taken[0]), int(taken[1])
     await usage.add(conn, org_id, files=0, size_bytes=-freed_bytes, stored_bytes=-freed_stored)
     return freed_bytes, freed_stored
+
+
+async def real_stored(conn: AsyncConnection, org_id: str) -> int:
+    """The bytes of every revision the org keeps: its stored-bytes counter less its
+    files' allowances, read in one statement. For reports, not hot paths."""
+    found = (await conn.execute(_REAL_STORED, {"org": org_id})).scalar_one_or_none()
+    return int(found or 0)
 
 
 async def real_use(conn: AsyncConnection, org_id: str) -> tuple[int, int]:

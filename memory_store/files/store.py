@@ -300,6 +300,12 @@ class FileStore:
         async with self._db.read() as conn:
             return await allowance.real_use(conn, org_id)
 
+    async def stored_usage(self, org_id: str) -> int:
+        """The bytes of every revision the org keeps, across all scopes: what its
+        stored-bytes quota (``Limits.max_stored_bytes_per_org``) counts."""
+        async with self._db.read() as conn:
+            return await allowance.real_stored(conn, org_id)
+
     async def set_mode(self, ns: Namespace, path: str, mode: int) -> None:
         """Set a live file's POSIX permission bits (``0o755`` for a script); no new version.
 

@@ -62,6 +62,15 @@ def test_ls_lists_memory_files_with_sizes_and_the_org_usage(home: Path) -> None:
     assert lines[2].endswith("  /memory/teams/payments.md")
     assert "2 file(s), 523 bytes here" in output
     assert "the org's quota counts 2 file(s), 523 bytes" in output
+    assert "its kept history (every version, of every scope) holds 523 bytes" in output
+
+
+def test_ls_of_a_directory_outside_memory_says_so_without_a_traceback(home: Path) -> None:
+    code, output = invoke("memory", "ls", "/skills", "--org", ORG)
+
+    assert code == 2
+    assert "/skills is not under /memory" in output
+    assert "Traceback" not in output
 
 
 def test_rm_deletes_files_and_reports_each(home: Path) -> None:

@@ -113,6 +113,7 @@ async def test_the_counters_are_use_plus_allowances_through_every_kind_of_change
     final = await books(file_db, org)
     final.balance()
     assert await store.usage(org) == (final.live_files, final.live_bytes)
+    assert await store.stored_usage(org) == final.stored_bytes
     if not file_db.is_postgres:  # no one-statement write, so no allowance is ever given
         assert (final.allowance_bytes, final.allowance_stored) == (0, 0)
 
