@@ -65,6 +65,18 @@ async def file_db(
 
 
 @pytest.fixture
+async def pg_db(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
+    """The run's PostgreSQL database, migrated (by whichever test of this worker is
+    first), disposed after the test."""
+    db = Database.from_url(postgres_url, data_dir=tmp_path)
+    try:
+        await db.migrate()
+        yield db
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture
 def store(file_db: Database) -> FileStore:
     """A ``FileStore`` with default limits."""
     return FileStore(file_db)

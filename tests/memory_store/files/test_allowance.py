@@ -9,7 +9,7 @@ deletion gives its allowance back, and concurrent writers near a quota never pas
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,17 +44,6 @@ class Books:
         """The invariant: counters = real use + allowances."""
         assert self.counted_bytes == self.live_bytes + self.allowance_bytes, self
         assert self.counted_stored == self.stored_bytes + self.allowance_stored, self
-
-
-@pytest.fixture
-async def pg(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
-    """The run's PostgreSQL database, migrated (whichever test of this worker is first)."""
-    db = Database.from_url(postgres_url, data_dir=tmp_path)
-    try:
-        await db.migrate()
-        yield db
-    finally:
-        await db.dispose()
 
 
 async def books(db: Database, org: str) -> Books:
@@ -120,16 +109,16 @@ async def test_the_counters_are_use_plus_allowances_through_every_kind_of_change
 
 @pytest.mark.postgres
 async def test_a_hot_write_draws_on_its_allowance_and_touches_no_counter_row(
-    pg: Database, memory: Namespace, org: str
+    pg_db: Database, memory: Namespace, org: str
 ) -> None:
-    store = FileStore(pg)
+    store = FileStore(pg_db)
     await store.write(memory, "/hot.md", "first", who(), expected_version=0)
     # the first conditional write finds no allowance: the locked path tops it up
     await store.write(memory, "/hot.md", "second", who(), expected_version=1)
-    before = await books(pg, org)
+    before = await books(pg_db, org)
     assert before.allowance_stored == allowance.ALLOWANCE_STORED_BYTES
     assert before.allowance_bytes == allowance.ALLOWANCE_BYTES
-    async with pg.read() as conn:
+    async with pg_db.read() as conn:
         row_version = (
             await conn.execute(
                 text("SELECT xmin::text FROM org_usage WHERE org_id = :o"), {"o": org}
@@ -139,8 +128,8 @@ async def test_a_hot_write_draws_on_its_allowance_and_touches_no_counter_row(
     result = await store.write(memory, "/hot.md", "third, longer", who(), expected_version=2)
 
     assert result.version == 3
-    after = await books(pg, org)
-    async with pg.read() as conn:
+    after = await books(pg_db, org)
+    async with pg_db.read() as conn:
         assert (
             await conn.execute(
                 text("SELECT xmin::text FROM org_usage WHERE org_id = :o"), {"o": org}
@@ -155,7 +144,7 @@ async def test_a_hot_write_draws_on_its_allowance_and_touches_no_counter_row(
 
 @pytest.mark.postgres
 async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
-    pg: Database, org: str
+    pg_db: Database, org: str
 ) -> None:
     # Given an org whose quotas leave room for the allowances of a few files only
     limits = Limits(
@@ -163,12 +152,12 @@ async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
         max_stored_bytes_per_org=2_500_000,
         incident_reserve_share=0.0,
     )
-    store = FileStore(pg, limits)
+    store = FileStore(pg_db, limits)
     ns = Namespace(org, Scope.MEMORY)
     for name in ("a", "b"):
         await store.write(ns, f"/{name}.md", "x", who(), expected_version=0)
         await store.write(ns, f"/{name}.md", "xy", who(), expected_version=1)  # allowance
-    held = await books(pg, org)
+    held = await books(pg_db, org)
     assert held.allowance_stored > 0
     room_left = limits.max_stored_bytes_per_org - held.counted_stored
     # When a third file takes more than the counters' room, though real use has room
@@ -179,7 +168,7 @@ async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
         body = f"{i}" + big[: 90_000 - 1]
         result = await store.write(ns, "/c.md", body, who(), expected_version=result.version)
     # Then it is let through: the other files' allowances were taken back
-    after = await books(pg, org)
+    after = await books(pg_db, org)
     after.balance()
     assert after.stored_bytes <= limits.max_stored_bytes_per_org
     assert after.counted_stored <= limits.max_stored_bytes_per_org
@@ -187,47 +176,50 @@ async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
 
 @pytest.mark.postgres
 async def test_a_deletion_gives_its_files_allowance_back(
-    pg: Database, memory: Namespace, org: str
+    pg_db: Database, memory: Namespace, org: str
 ) -> None:
-    store = FileStore(pg)
+    store = FileStore(pg_db)
     await store.write(memory, "/gone.md", "one", who(), expected_version=0)
     await store.write(memory, "/gone.md", "two", who(), expected_version=1)
-    assert (await books(pg, org)).allowance_stored > 0
+    assert (await books(pg_db, org)).allowance_stored > 0
 
     await store.delete(memory, "/gone.md", who())
 
-    after = await books(pg, org)
+    after = await books(pg_db, org)
     assert (after.allowance_bytes, after.allowance_stored) == (0, 0)
     assert after.counted_bytes == 0
     after.balance()
 
 
 @pytest.mark.postgres
-async def test_concurrent_hot_writers_near_the_quota_never_pass_it(pg: Database, org: str) -> None:
+async def test_concurrent_hot_writers_near_the_quota_never_pass_it(
+    pg_db: Database, org: str
+) -> None:
     # Given a stored-bytes quota that eight writers of 40 kB revisions fill quickly
     limit = 3_000_000
     limits = Limits(max_stored_bytes_per_org=limit, incident_reserve_share=0.0, keep_revisions=50)
-    store = FileStore(pg, limits)
+    store = FileStore(pg_db, limits)
     ns = Namespace(org, Scope.INCIDENT, "C-race")
 
     async def writer(n: int) -> int:
-        written = 0
-        version = (await store.write(ns, f"/w{n}.md", "s", who(), expected_version=0)).version
-        for i in range(40):
-            body = f"{n}.{i} " + "w" * 40_000
+        written, version = 0, 0
+        for i in range(41):  # a creation, then 40 rewrites (the others may fill it first)
+            body = f"{n}.{i} " + "w" * 40_000 if i else "s"
             try:
                 result = await store.write(ns, f"/w{n}.md", body, who(), expected_version=version)
             except QuotaExceeded:
                 return written
-            version, written = result.version, written + 1
+            version, written = result.version, written + int(i > 0)
         return written
 
     # When they all write at once until refused
-    written = await asyncio.gather(*(writer(n) for n in range(8)))
+    async with asyncio.TaskGroup() as writers:  # (one failing ends the others, none left)
+        running = [writers.create_task(writer(n)) for n in range(8)]
+    written = [task.result() for task in running]
 
     # Then the quota stopped them, and what the database keeps never passed it
     assert sum(written) < 8 * 40
-    final = await books(pg, org)
+    final = await books(pg_db, org)
     final.balance()
     assert final.stored_bytes <= limit
     assert final.counted_stored <= limit + 40_010  # the locked path's one-change overshoot

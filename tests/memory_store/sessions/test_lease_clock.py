@@ -7,9 +7,8 @@ worker's lease by its own clock.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -19,16 +18,6 @@ from tests.memory_store.session_support import open_session
 pytestmark = pytest.mark.postgres
 
 SKEW_S = 6.0
-
-
-@pytest.fixture
-async def pg_db(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
-    db = Database.from_url(postgres_url, data_dir=tmp_path)
-    try:
-        await db.migrate()
-        yield db
-    finally:
-        await db.dispose()
 
 
 def skewed(seconds: float) -> Callable[[], datetime]:

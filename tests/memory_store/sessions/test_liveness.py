@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,6 @@ from tests.memory_store.session_support import open_session
 pytestmark = pytest.mark.postgres
 
 LONG_LEASE_S = 300.0
-
-
-@pytest.fixture
-async def pg_db(postgres_url: str, tmp_path: Path) -> AsyncIterator[Database]:
-    db = Database.from_url(postgres_url, data_dir=tmp_path)
-    try:
-        await db.migrate()
-        yield db
-    finally:
-        await db.dispose()
 
 
 async def _requeued(store: SessionStore, session_id: str) -> bool:
