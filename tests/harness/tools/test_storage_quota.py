@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from memory_store import Database, FileStore, Limits, Namespace, Origin, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
 from tests.harness.tool_support import JailWorkspace, SessionDriver
-from tests.memory_store.file_support import allowances
+from tests.memory_store.file_support import books
 
 KB = 1000
 HUMAN = Origin("U-HUMAN")
@@ -56,7 +56,7 @@ async def stored_bytes(db: Database, org: str) -> tuple[int, int]:
         .where(f.org_id == org)
     )
     counter = select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
-    _, allowanced = await allowances(db, org)
+    allowanced = (await books(db, org)).allowance_stored
     async with db.read() as conn:
         return (
             int((await conn.execute(counter)).scalar_one_or_none() or 0) - allowanced,

@@ -10,71 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import select, text
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
 from memory_store.files import allowance
-from memory_store.files.tables import file_revisions, files, org_usage
 from memory_store.migrate import alembic_config
 from tests import pg_admin
 from tests.conftest import PG_ADMIN_URL, require_service
-from tests.memory_store.file_support import who
-
-
-@dataclass(frozen=True)
-class Books:
-    """An org's counters, its files' allowances, and its real use, counted
-    afresh from the contents the database keeps."""
-
-    counted_bytes: int
-    counted_stored: int
-    allowance_bytes: int
-    allowance_stored: int
-    live_files: int
-    live_bytes: int
-    stored_bytes: int
-
-    def balance(self) -> None:
-        """The invariant: counters = real use + allowances."""
-        assert self.counted_bytes == self.live_bytes + self.allowance_bytes, self
-        assert self.counted_stored == self.stored_bytes + self.allowance_stored, self
-
-
-async def books(db: Database, org: str) -> Books:
-    """The org's ``Books``, read from ``db``."""
-    f, r, u = files.c, file_revisions.c, org_usage.c
-    async with db.read() as conn:
-        counter = (
-            await conn.execute(select(u.bytes, u.stored_bytes).where(u.org_id == org))
-        ).first()
-        live = (
-            await conn.execute(
-                select(f.content, f.allowance_bytes, f.allowance_stored_bytes).where(
-                    f.org_id == org
-                )
-            )
-        ).all()
-        kept = (
-            await conn.execute(
-                select(r.content).join(files, f.id == r.file_id).where(f.org_id == org)
-            )
-        ).scalars()
-        stored = sum(len((content or "").encode()) for content in kept)
-    return Books(
-        counted_bytes=0 if counter is None else int(counter.bytes),
-        counted_stored=0 if counter is None else int(counter.stored_bytes),
-        allowance_bytes=sum(row.allowance_bytes for row in live),
-        allowance_stored=sum(row.allowance_stored_bytes for row in live),
-        live_files=sum(row.content is not None for row in live),
-        live_bytes=sum(len((row.content or "").encode()) for row in live),
-        stored_bytes=stored,
-    )
+from tests.memory_store.file_support import books, who
 
 
 async def test_the_counters_are_use_plus_allowances_through_every_kind_of_change(
@@ -135,8 +83,8 @@ async def test_a_hot_write_draws_on_its_allowance_and_touches_no_counter_row(
                 text("SELECT xmin::text FROM org_usage WHERE org_id = :o"), {"o": org}
             )
         ).scalar_one() == row_version  # the counter row was not written
-    assert after.counted_bytes == before.counted_bytes
-    assert after.counted_stored == before.counted_stored
+    assert after.counter_bytes == before.counter_bytes
+    assert after.counter_stored == before.counter_stored
     assert after.allowance_stored == before.allowance_stored - len("third, longer")
     assert after.allowance_bytes == before.allowance_bytes - (len("third, longer") - len("second"))
     after.balance()
@@ -159,7 +107,7 @@ async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
         await store.write(ns, f"/{name}.md", "xy", who(), expected_version=1)  # allowance
     held = await books(pg_db, org)
     assert held.allowance_stored > 0
-    room_left = limits.max_stored_bytes_per_org - held.counted_stored
+    room_left = limits.max_stored_bytes_per_org - held.counter_stored
     # When a third file takes more than the counters' room, though real use has room
     big = "z" * (room_left + 10_000)
     assert len(big) + held.stored_bytes < limits.max_stored_bytes_per_org
@@ -171,7 +119,7 @@ async def test_allowances_held_by_other_files_do_not_refuse_a_change_that_fits(
     after = await books(pg_db, org)
     after.balance()
     assert after.stored_bytes <= limits.max_stored_bytes_per_org
-    assert after.counted_stored <= limits.max_stored_bytes_per_org
+    assert after.counter_stored <= limits.max_stored_bytes_per_org
 
 
 @pytest.mark.postgres
@@ -187,7 +135,7 @@ async def test_a_deletion_gives_its_files_allowance_back(
 
     after = await books(pg_db, org)
     assert (after.allowance_bytes, after.allowance_stored) == (0, 0)
-    assert after.counted_bytes == 0
+    assert after.counter_bytes == 0
     after.balance()
 
 
@@ -222,7 +170,7 @@ async def test_concurrent_hot_writers_near_the_quota_never_pass_it(
     final = await books(pg_db, org)
     final.balance()
     assert final.stored_bytes <= limit
-    assert final.counted_stored <= limit + 40_010  # the locked path's one-change overshoot
+    assert final.counter_stored <= limit + 40_010  # the locked path's one-change overshoot
 
 
 @pytest.mark.postgres

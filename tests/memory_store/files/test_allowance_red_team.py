@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -25,66 +24,11 @@ from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, 
 from memory_store.errors import DatabaseUnavailable, StaleVersion
 from memory_store.files import allowance
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import who
+from tests.memory_store.file_support import Books, books, who
 
 _f = files.c
 _r = file_revisions.c
 _u = org_usage.c
-
-
-@dataclass(frozen=True)
-class Truth:
-    """What the database really holds for one org, and what its counter says."""
-
-    live_bytes: int
-    stored_bytes: int
-    allowance_bytes: int
-    allowance_stored: int
-    counter_bytes: int
-    counter_stored: int
-
-    @property
-    def drift(self) -> tuple[int, int]:
-        """(counter - (live + allowances), stored counter - (kept + allowances)): (0, 0) when
-        the invariant holds."""
-        return (
-            self.counter_bytes - self.live_bytes - self.allowance_bytes,
-            self.counter_stored - self.stored_bytes - self.allowance_stored,
-        )
-
-
-async def truth(db: Database, org: str) -> Truth:
-    async with db.read() as conn:
-        live = await conn.scalar(
-            select(func.coalesce(func.sum(func.length(_f.content)), 0)).where(
-                _f.org_id == org, _f.deleted.is_(False)
-            )
-        )
-        # contents here are ASCII: length() is the byte size
-        stored = await conn.scalar(
-            select(func.coalesce(func.sum(func.length(_r.content)), 0))
-            .select_from(file_revisions.join(files, _f.id == _r.file_id))
-            .where(_f.org_id == org)
-        )
-        allowanced = (
-            await conn.execute(
-                select(
-                    func.coalesce(func.sum(_f.allowance_bytes), 0),
-                    func.coalesce(func.sum(_f.allowance_stored_bytes), 0),
-                ).where(_f.org_id == org)
-            )
-        ).one()
-        counter = (
-            await conn.execute(select(_u.bytes, _u.stored_bytes).where(_u.org_id == org))
-        ).first()
-    return Truth(
-        live_bytes=int(live or 0),
-        stored_bytes=int(stored or 0),
-        allowance_bytes=int(allowanced[0]),
-        allowance_stored=int(allowanced[1]),
-        counter_bytes=int(counter[0]) if counter else 0,
-        counter_stored=int(counter[1]) if counter else 0,
-    )
 
 
 ON_POSTGRES = pytest.mark.parametrize(
@@ -134,7 +78,7 @@ async def test_finding_growth_judged_over_only_by_allowances_is_not_refused_nor_
     ns = Namespace(org, Scope.INCIDENT, "C1")
     # Given a file holding an allowance (64 KiB of the org's 100 kB, counted as used)
     await _give_allowance(store, ns, "/held.md", "a")
-    assert (await truth(file_db, org)).allowance_bytes == allowance.ALLOWANCE_BYTES
+    assert (await books(file_db, org)).allowance_bytes == allowance.ALLOWANCE_BYTES
     # and another small file
     await store.write(ns, "/grow.md", "b", who(), expected_version=0)
     # When that other file grows to 50 kB: real use (50 kB) is well inside the quota,
@@ -142,7 +86,7 @@ async def test_finding_growth_judged_over_only_by_allowances_is_not_refused_nor_
     result = await store.edit(ns, "/grow.md", "b", "b" * 50_000, who())
     # Then the edit lands (the allowance is taken back), it does not fail
     assert result.version == 2
-    t = await truth(file_db, org)
+    t = await books(file_db, org)
     assert t.drift == (0, 0)
     assert t.counter_bytes <= limits.max_bytes(Scope.INCIDENT)
 
@@ -168,14 +112,14 @@ async def test_finding_memory_allowance_outlives_the_memory_limit(
     # And incident notes that (rightly) fill the org past the memory limit
     await store.write(incident, "/n1.md", "n" * 90_000, who(), expected_version=0)
     await store.write(incident, "/n2.md", "n" * 40_000, who(), expected_version=0)
-    before = await truth(file_db, org)
+    before = await books(file_db, org)
     assert before.live_bytes > memory_limit
     # When /memory grows by a conditional write
     grown = "m" * 60_000
     with contextlib.suppress(QuotaExceeded):  # refused, as it must be
         await store.write(memory, "/m.md", grown, who(), expected_version=version)
     # Then no /memory change took the org's live bytes past the memory limit
-    after = await truth(file_db, org)
+    after = await books(file_db, org)
     assert after.live_bytes <= max(before.live_bytes, memory_limit), (
         f"/memory grew the org to {after.live_bytes} bytes, past its limit {memory_limit}"
     )
@@ -354,7 +298,7 @@ async def test_finding_previous_release_drop_and_due_write_free_revisions_twice(
     assert file_id is not None
     for v in range(14, 23):
         await store.write(ns, "/f.md", body(v), who(), expected_version=v - 1)
-    assert (await truth(file_db, org)).drift == (0, 0)
+    assert (await books(file_db, org)).drift == (0, 0)
 
     dsn = _asyncpg_dsn(file_db)
     holder = await asyncpg.connect(dsn)
@@ -396,7 +340,7 @@ async def test_finding_previous_release_drop_and_due_write_free_revisions_twice(
     # Then the counters still equal what the org keeps plus its allowances
     kept = [v for (v,) in (await _versions(file_db, org))]
     assert kept == [21, 22, 23]
-    assert (await truth(file_db, org)).drift == (0, 0)
+    assert (await books(file_db, org)).drift == (0, 0)
 
 
 async def _versions(db: Database, org: str) -> list[tuple[int]]:
@@ -415,11 +359,11 @@ async def _versions(db: Database, org: str) -> list[tuple[int]]:
 # --------------------------------------------------------------------------------------
 
 
-async def _check(db: Database, org: str, limits: Limits, slack: int = 0) -> Truth:
+async def _check(db: Database, org: str, limits: Limits, slack: int = 0) -> Books:
     """The invariant, and the quotas (``slack``: what concurrent locked writers may
     overshoot by, each by its own size: their checks read the counter without a lock,
     as before this change, ``commit._check_quota``)."""
-    t = await truth(db, org)
+    t = await books(db, org)
     assert t.drift == (0, 0), t
     assert t.live_bytes <= limits.max_bytes(Scope.INCIDENT) + slack, t
     assert t.stored_bytes <= limits.max_stored_bytes(Scope.INCIDENT) + slack, t
@@ -490,10 +434,10 @@ async def test_held_a_retried_tool_call_is_answered_without_drawing_twice(
     version = await _give_allowance(store, ns, "/r.md", "r")
     origin = who("toolu_retry")
     first = await store.write(ns, "/r.md", "r" * 1_000, origin, expected_version=version)
-    before = await truth(file_db, org)
+    before = await books(file_db, org)
     again = await store.write(ns, "/r.md", "r" * 1_000, origin, expected_version=version)
     assert again.version == first.version
-    after = await truth(file_db, org)
+    after = await books(file_db, org)
     assert after == before
     assert after.drift == (0, 0)
 
@@ -505,9 +449,9 @@ async def test_held_deleting_a_file_gives_its_allowance_back_and_restoring_works
     store = FileStore(file_db)
     ns = Namespace(org, Scope.INCIDENT, "C1")
     version = await _give_allowance(store, ns, "/d.md", "d")
-    assert (await truth(file_db, org)).allowance_bytes > 0
+    assert (await books(file_db, org)).allowance_bytes > 0
     await store.delete(ns, "/d.md", who())
-    t = await truth(file_db, org)
+    t = await books(file_db, org)
     assert (t.allowance_bytes, t.allowance_stored) == (0, 0)
     assert t.drift == (0, 0)
     assert await store.usage(org) == (0, 0)
@@ -515,7 +459,7 @@ async def test_held_deleting_a_file_gives_its_allowance_back_and_restoring_works
     # a case-only twin created after a deletion is its own row, with no allowance
     await store.delete(ns, "/d.md", who())
     await store.write(ns, "/D.md", "D", who(), expected_version=0)
-    assert (await truth(file_db, org)).drift == (0, 0)
+    assert (await books(file_db, org)).drift == (0, 0)
 
 
 @ON_POSTGRES
@@ -634,7 +578,7 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
             await store.write(ns, "/a.md", f"{v}" * 50, who(), expected_version=v)
         await _give_allowance(store, ns, "/gone.md", "g")
         await store.delete(ns, "/gone.md", who())
-        t = await truth(db, org)
+        t = await books(db, org)
         assert t.drift == (0, 0)
         assert (t.allowance_bytes > 0) == db.is_postgres
         async with db.read() as conn:
@@ -652,7 +596,7 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
             await conn.run_sync(_migrate("0022", down=True))
         async with db.write() as conn:
             await conn.run_sync(_migrate("head"))
-        t = await truth(db, org)
+        t = await books(db, org)
         assert t.drift == (0, 0)
         assert (t.allowance_bytes, t.allowance_stored) == (0, 0)
         # the store goes on: a case twin may be created beside the deleted one
@@ -660,7 +604,7 @@ async def test_held_migrations_0024_and_0023_down_and_up_keep_counters_exact(
         current = (await store.read(ns, "/a.md")).version
         await store.write(ns, "/a.md", "after", who(), expected_version=current)
         await store.write(ns, "/a.md", "after again", who(), expected_version=current + 1)
-        assert (await truth(db, org)).drift == (0, 0)
+        assert (await books(db, org)).drift == (0, 0)
     finally:
         await db.dispose()
 
@@ -729,7 +673,7 @@ async def test_finding_reclaim_makes_hot_writes_wait_for_the_counter_row(
         await probe.close()
     # Then it did not wait for the counter row it does not touch
     assert not waited, "a one-statement write waited behind the org's counter row"
-    assert (await truth(file_db, org)).drift == (0, 0)
+    assert (await books(file_db, org)).drift == (0, 0)
 
 
 # --------------------------------------------------------------------------------------
@@ -755,7 +699,7 @@ async def test_finding_previous_release_refuses_what_real_use_allows(
     ns = Namespace(org, Scope.INCIDENT, "C1")
     await _give_allowance(store, ns, "/held.md", "a")  # 64 KiB of allowance, counted
     await store.write(ns, "/grow.md", "b", who(), expected_version=0)
-    t = await truth(file_db, org)
+    t = await books(file_db, org)
     assert t.live_bytes + 50_000 <= limits.max_bytes(Scope.INCIDENT)
     # When a process of the previous release grows /grow.md to 50 kB
     written = await _previous_release_write(file_db, limits, ns, "/grow.md", "b" * 50_000, 1)

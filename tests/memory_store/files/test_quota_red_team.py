@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from memory_store import Database, FileStore, Limits, Namespace, QuotaExceeded, Scope
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import allowances, who
+from tests.memory_store.file_support import books, who
 
 LIMIT = 6_000
 LIMITS = Limits(max_stored_bytes_per_org=LIMIT, incident_reserve_share=0.0)
@@ -27,7 +27,7 @@ async def _held(db: Database, org: str) -> tuple[int, int]:
         counter = await conn.scalar(
             select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
         )
-    _, allowanced = await allowances(db, org)
+    allowanced = (await books(db, org)).allowance_stored
     return held, int(counter or 0) - allowanced
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from memory_store import Database, FileStore, Limits, Namespace
 from memory_store.files import retention
 from memory_store.files.tables import file_revisions, files, org_usage
-from tests.memory_store.file_support import allowances, who
+from tests.memory_store.file_support import books, who
 
 KEEP = 3
 
@@ -31,7 +31,7 @@ async def _kept(db: Database, org: str) -> tuple[list[int], int, int]:
             select(org_usage.c.stored_bytes).where(org_usage.c.org_id == org)
         )
     held = sum(len((content or "").encode()) for _, content in rows)
-    _, allowanced = await allowances(db, org)
+    allowanced = (await books(db, org)).allowance_stored
     return [version for version, _ in rows], held, int(counter or 0) - allowanced
 
 
