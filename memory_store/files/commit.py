@@ -181,8 +181,13 @@ async def _store(
             limits.keep_revisions, deleted=True, pressed=stored > retention.PRESSURE * limit
         )
     freed = await retention.drop_older(conn, org_id, file_id, change.version, keep)
-    if new_size > freed:
-        await _check_stored(conn, limits, target.ns, new_size - freed)
+    await _check_after(
+        conn,
+        limits,
+        target.ns,
+        added=(int(change.content is not None) - int(was_live), new_size - old_size),
+        stored_added=new_size - freed,
+    )
     if target.top_up and change.content is not None and row is not None:
         held = (row.allowance_bytes, row.allowance_stored_bytes)
         await allowance.top_up(conn, limits, target.ns, file_id, held)
@@ -257,10 +262,10 @@ async def _check_quota(
     *,
     creating: bool,
 ) -> None:
-    """Refuse a new file, or growth, past the org's quota (soft: checked without a lock).
-
-    Concurrent creators can each pass the check and overshoot by their own sizes;
-    growth of an existing file is also guarded inside its UPDATE (``rows``).
+    """Refuse a new file, or growth, past the org's quota: an early look, before the
+    change is made, without a lock (``_check_after`` judges again, exactly, once the
+    change holds the org's counter row); growth of an existing file is also guarded
+    inside its UPDATE (``rows``).
     """
     new_size = len(content.encode())
     files_used, bytes_used = await usage.read(conn, ns.org_id)
@@ -276,20 +281,40 @@ async def _check_quota(
         raise QuotaExceeded(ns.org_id, what="bytes", used=bytes_used, limit=max_bytes, note=note)
 
 
-async def _check_stored(
-    conn: AsyncConnection, limits: Limits, ns: Namespace, added_bytes: int
+async def _check_after(
+    conn: AsyncConnection,
+    limits: Limits,
+    ns: Namespace,
+    *,
+    added: tuple[int, int],
+    stored_added: int,
 ) -> None:
-    """Refuse a change that added ``added_bytes`` and so left the org's kept revisions
-    over its stored-bytes quota (checked after the change, in its transaction, whose
-    counter row it holds: raising rolls the change back)."""
-    used, limit = await usage.stored(conn, ns.org_id), limits.max_stored_bytes(ns.scope)
-    if used > limit and any(await allowance.reclaim(conn, ns.org_id)):
-        used = await usage.stored(conn, ns.org_id)  # judged on use, not on allowances
-    if used > limit:
-        before = used - added_bytes
-        raise QuotaExceeded(
-            ns.org_id, what="stored bytes", used=before, limit=limit, note=_FREE_NOTE
-        )
+    """Refuse a change that added ``added`` (files, live bytes) and ``stored_added``
+    bytes of kept revisions and so left the org over a quota of ``ns``'s scope: judged
+    after the change, in its transaction, which holds the org's counter row, so
+    concurrent changes are judged one after the other (``_check_quota``'s early look
+    reads the row without a lock). Only what the change added is judged: a change that
+    frees passes. Raising rolls the change back.
+    """
+    scope = ns.scope
+    limit = (limits.max_files(scope), limits.max_bytes(scope), limits.max_stored_bytes(scope))
+    grew = (added[0], added[1], stored_added)
+
+    def over(counted: tuple[int, int, int]) -> int | None:
+        """The first counter this change grew past its limit (0 files, 1 bytes, 2
+        stored), or None."""
+        return next((i for i in range(3) if grew[i] > 0 and counted[i] > limit[i]), None)
+
+    counted = await usage.counters(conn, ns.org_id)
+    if over(counted) is not None and any(await allowance.reclaim(conn, ns.org_id)):
+        counted = await usage.counters(conn, ns.org_id)  # judged on use, not allowances
+    which = over(counted)
+    if which is None:
+        return
+    what = ("files", "bytes", "stored bytes")[which]
+    note = _FREE_NOTE if which == 2 else "" if scope is Scope.INCIDENT else _RESERVE_NOTE
+    before = counted[which] - grew[which]
+    raise QuotaExceeded(ns.org_id, what=what, used=before, limit=limit[which], note=note)
 
 
 _FREE_NOTE = (

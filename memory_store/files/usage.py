@@ -21,6 +21,7 @@ from memory_store.upsert import insert
 _u = org_usage.c
 _READ = select(_u.files, _u.bytes).where(_u.org_id == bindparam("org"))
 _STORED = select(_u.stored_bytes).where(_u.org_id == bindparam("org"))
+_COUNTERS = select(_u.files, _u.bytes, _u.stored_bytes).where(_u.org_id == bindparam("org"))
 ORG_BYTES = func.coalesce(
     select(_u.bytes).where(_u.org_id == bindparam("b_org")).scalar_subquery(), 0
 )
@@ -43,6 +44,13 @@ ORG_STORED = func.coalesce(
 async def stored(conn: AsyncConnection, org_id: str) -> int:
     """The bytes of every revision the org keeps, across all scopes and channels."""
     return int((await conn.execute(_STORED, {"org": org_id})).scalar_one_or_none() or 0)
+
+
+async def counters(conn: AsyncConnection, org_id: str) -> tuple[int, int, int]:
+    """(live files, live bytes, stored bytes) of one org, as counted (allowances
+    included), in one read; (0, 0, 0) for an org with no row."""
+    row = (await conn.execute(_COUNTERS, {"org": org_id})).first()
+    return (0, 0, 0) if row is None else (int(row.files), int(row.bytes), int(row.stored_bytes))
 
 
 async def add(
